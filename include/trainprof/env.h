@@ -1,0 +1,35 @@
+// Copyright trainprof authors. Activation without code changes.
+//
+// When the library loads and TRAINPROF_OPTIONS holds a JSON object such as
+//   {"start": true, "output_path": "/tmp/prof", "buffer_mb": 128}
+// a profiler is started for the whole process and stopped (and flushed) at exit.
+// Keys are the ProfilerOptions field names; "start" is mandatory. Schedules and
+// callbacks cannot be given this way. A malformed value is reported on stderr
+// and the program runs unprofiled.
+#ifndef TRAINPROF_ENV_H_
+#define TRAINPROF_ENV_H_
+
+#include <string_view>
+
+#include "trainprof/options.h"
+
+namespace trainprof {
+
+inline constexpr const char* kOptionsEnvVar = "TRAINPROF_OPTIONS";
+
+struct EnvOptions {
+  bool start = false;
+  ProfilerOptions options;
+};
+
+// Parses the JSON text of TRAINPROF_OPTIONS. Throws std::invalid_argument with a
+// message naming the problem (bad JSON, missing "start", unknown key, wrong type).
+EnvOptions parse_options_json(std::string_view json);
+
+// The profiler started from TRAINPROF_OPTIONS, or nullptr when there is none.
+class Profiler;
+Profiler* env_profiler();
+
+}  // namespace trainprof
+
+#endif  // TRAINPROF_ENV_H_

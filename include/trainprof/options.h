@@ -1,0 +1,70 @@
+// Copyright trainprof authors. ProfilerOptions: everything a Profiler is told.
+//
+// Field names follow the MindSpore / torch.profiler options so that users of
+// those tools find what they expect; the same names are the keys of the
+// TRAINPROF_OPTIONS environment variable (see env_options.h).
+#ifndef TRAINPROF_OPTIONS_H_
+#define TRAINPROF_OPTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "trainprof/schedule.h"
+
+namespace trainprof {
+
+class Profiler;
+
+enum class Activity { CPU, GPU };
+
+// How much the framework collectors record (see docs/ARCHITECTURE.md).
+enum class ProfilerLevel { None, Level0, Level1, Level2 };
+
+struct ProfilerOptions {
+  // Parent of the run directories ({host}_{pid}_{timestamp}_trainprof).
+  std::string output_path = "./data";
+  // Start recording in the constructor (no need to call start()).
+  bool start_profile = true;
+  std::set<Activity> activities = {Activity::CPU};
+  std::optional<Schedule> schedule;
+  // Called after each recorded cycle is closed (schedule) or at stop().
+  std::function<void(Profiler&)> on_trace_ready;
+
+  bool profile_memory = false;
+  bool record_shapes = false;
+  bool with_stack = false;
+  bool with_flops = false;
+  bool data_process = false;
+  bool profile_communication = false;
+  ProfilerLevel profiler_level = ProfilerLevel::Level0;
+
+  // Marker domains: when `include` is non-empty only those domains record;
+  // otherwise every domain but those in `exclude` records.
+  std::vector<std::string> mstx_domain_include;
+  std::vector<std::string> mstx_domain_exclude;
+
+  // Remove raw data after a successful analysis.
+  bool data_simplification = false;
+
+  // Memory bound for event buffers, in MiB (at least 1). When it is exhausted
+  // events are dropped and counted, never blocking the recording thread.
+  uint32_t buffer_mb = 64;
+  // Raw data reaches the disk at least this often; a SIGKILL loses at most this much.
+  uint32_t flush_interval_ms = 500;
+  // Cap on the total size of add_metadata() values (bytes).
+  uint64_t metadata_limit_bytes = 100ull << 20;
+
+  // Throws std::invalid_argument naming the offending field.
+  void validate() const;
+};
+
+std::string_view to_string(Activity activity);
+std::string_view to_string(ProfilerLevel level);
+
+}  // namespace trainprof
+
+#endif  // TRAINPROF_OPTIONS_H_

@@ -1,0 +1,103 @@
+// Copyright trainprof authors. Profiler: start / stop / step, schedules, metadata.
+//
+//   trainprof::ProfilerOptions opts;
+//   opts.schedule = trainprof::Schedule{.wait = 1, .warmup = 1, .active = 2, .repeat = 2};
+//   opts.on_trace_ready = trainprof::trace_handler("./prof");
+//   trainprof::Profiler prof(opts);           // starts: start_profile defaults to true
+//   for (...) { train_one_step(); prof.step(); }
+//   prof.stop();
+//
+// One profiler records at a time per process. Misuse (start twice, stop or
+// step while stopped, a second profiler starting while one records) is logged
+// on stderr and ignored: no method but the constructor throws.
+#ifndef TRAINPROF_PROFILER_H_
+#define TRAINPROF_PROFILER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "trainprof/options.h"
+#include "trainprof/schedule.h"
+
+namespace trainprof {
+
+class Session;  // one open run directory (internal)
+
+// What the last closed run directory holds.
+struct RunSummary {
+  std::string run_dir;           // empty before the first run is closed
+  uint64_t events_recorded = 0;  // events written to raw/
+  uint64_t events_dropped = 0;   // events lost to a full buffer_mb
+  bool ok = false;               // false if the run failed (I/O error, ...)
+};
+
+class Profiler {
+ public:
+  // Throws std::invalid_argument for invalid options (naming the field).
+  explicit Profiler(ProfilerOptions options = {});
+  ~Profiler();  // stops a running profiler
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  void start();
+  void stop();
+  // Marks the end of one training step; drives the schedule.
+  void step();
+
+  // Number of step() calls since construction (0-based current step).
+  int64_t step_num() const;
+  // The schedule's action for the current step (None while stopped;
+  // Record while started without a schedule).
+  ProfilerAction current_action() const;
+  bool started() const;
+
+  // Metadata written to profiler_metadata.json of every run closed afterwards.
+  // A duplicate key overrides (with a warning); values beyond
+  // options.metadata_limit_bytes in total are refused with an error.
+  void add_metadata(const std::string& key, const std::string& value);
+  // `json` must be valid JSON; it is stored as a JSON value, not a string.
+  void add_metadata_json(const std::string& key, const std::string& json);
+
+  // The run directory being recorded (empty when none).
+  std::string current_run_dir() const;
+  // The last closed run.
+  RunSummary last_run() const;
+  const ProfilerOptions& options() const { return options_; }
+
+ private:
+  void open_run_locked();
+  void close_run_locked(bool call_trace_ready);
+  void record_step_range_locked();
+  void write_metadata_locked(const std::string& run_dir) const;
+
+  ProfilerOptions options_;
+  std::string worker_name_;  // run directory prefix; default {host}_{pid}
+  mutable std::recursive_mutex mu_;
+  bool started_ = false;
+  int64_t step_num_ = 0;
+  ProfilerAction action_ = ProfilerAction::None;
+  uint64_t step_start_ticks_ = 0;
+  std::shared_ptr<Session> session_;
+  RunSummary last_run_;
+  std::map<std::string, std::string> metadata_;  // key -> JSON text
+  uint64_t metadata_bytes_ = 0;
+};
+
+// A ready-made on_trace_ready callback: runs are written under `dir`, named
+// {worker_name}_{timestamp}_trainprof (default worker name {host}_{pid}).
+// With analyse = true each closed run is analysed (async: in a child process)
+// once the analysis engine is built in; until then it logs where the raw run is.
+std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker_name = {},
+                                             bool analyse = true, bool async = false);
+
+// The library version, "MAJOR.MINOR.PATCH".
+std::string_view version();
+
+}  // namespace trainprof
+
+#endif  // TRAINPROF_PROFILER_H_

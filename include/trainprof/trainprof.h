@@ -1,0 +1,11 @@
+// Copyright trainprof authors. Umbrella header: the whole public API.
+#ifndef TRAINPROF_TRAINPROF_H_
+#define TRAINPROF_TRAINPROF_H_
+
+#include "trainprof/env.h"
+#include "trainprof/options.h"
+#include "trainprof/profiler.h"
+#include "trainprof/range.h"
+#include "trainprof/schedule.h"
+
+#endif  // TRAINPROF_TRAINPROF_H_

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets everything up and runs the main job: dependencies, build, a profiled
+# multi-threaded training run, and a summary of where the time went.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+cmake --preset default > /dev/null
+cmake --build --preset default -j "$(nproc)" --target trainprof_example_threads
+out="${1:-$PWD/trainprof_output}"
+./build/bin/trainprof_example_threads "$out" 12

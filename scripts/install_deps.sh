@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of trainprof from Debian packages.
+# Idempotent: does nothing (not even apt-get update) when all are present.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake g++ git
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  nlohmann-json3-dev
+  clang-format
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "[deps] all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "[deps] installing: ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

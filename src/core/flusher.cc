@@ -1,0 +1,271 @@
+// Copyright trainprof authors.
+#include "core/flusher.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/recorder.h"
+#include "trainprof/range.h"
+
+namespace trainprof::detail {
+
+void wake_flusher() noexcept { Flusher::instance().wake(); }
+
+Flusher& Flusher::instance() {
+  static Flusher* f = new Flusher();  // never destroyed: it may run during exit
+  return *f;
+}
+
+Flusher::Flusher() {
+  event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  thread_ = std::thread([this] { run(); });
+  thread_.detach();
+}
+
+void Flusher::wake() noexcept {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(event_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+FlushStats Flusher::run_command(Command command) {
+  std::unique_lock<std::mutex> lock(cmd_mu_);
+  // One command at a time: wait for a previous one to finish.
+  cmd_cv_.wait(lock, [&] { return cmd_ == Command::kNone; });
+  cmd_ = command;
+  uint64_t seq = ++cmd_seq_;
+  wake();
+  cmd_cv_.wait(lock, [&] { return done_seq_ >= seq; });
+  return cmd_result_;
+}
+
+void Flusher::open(int fd, std::string path, uint32_t flush_interval_ms) {
+  {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    pending_fd_ = fd;
+    pending_path_ = std::move(path);
+    pending_interval_ms_ = flush_interval_ms == 0 ? 1 : flush_interval_ms;
+  }
+  run_command(Command::kOpen);
+}
+
+FlushStats Flusher::close() { return run_command(Command::kClose); }
+FlushStats Flusher::flush() { return run_command(Command::kFlush); }
+bool Flusher::is_open() { return open_.load(); }
+
+void Flusher::set_signal_flush_callback(std::function<void(const FlushStats&)> callback) {
+  std::lock_guard<std::mutex> lock(cmd_mu_);
+  signal_callback_ = std::move(callback);
+}
+
+bool Flusher::flush_from_signal(int timeout_ms) noexcept {
+  if (!open_.load()) return true;
+  uint64_t before = signal_ack_.load();
+  signal_request_.store(true);
+  wake();
+  for (int waited = 0; waited < timeout_ms; ++waited) {
+    if (signal_ack_.load() != before) return true;
+    timespec one_ms{0, 1000 * 1000};
+    nanosleep(&one_ms, nullptr);
+  }
+  return false;
+}
+
+void Flusher::set_paused_for_testing(bool paused) {
+  paused_.store(paused);
+  wake();
+}
+
+int Flusher::timeout_ms() const {
+  if (fd_ < 0) return -1;
+  uint64_t now = monotonic_now_ns();
+  if (now >= next_periodic_ns_) return 0;
+  return static_cast<int>((next_periodic_ns_ - now) / 1000000) + 1;
+}
+
+void Flusher::run() {
+  thread_tid_.store(current_tid());
+  // Signals are handled by the other threads; a handler waiting for this
+  // thread must never run on it.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  pthread_setname_np(pthread_self(), "trainprof-flush");
+
+  for (;;) {
+    pollfd pfd{event_fd_, POLLIN, 0};
+    poll(&pfd, 1, timeout_ms());
+    uint64_t counter;
+    while (::read(event_fd_, &counter, sizeof(counter)) > 0) {
+    }
+
+    Command cmd;
+    {
+      std::lock_guard<std::mutex> lock(cmd_mu_);
+      cmd = cmd_;
+    }
+    bool signal_flush = signal_request_.exchange(false);
+
+    if (cmd == Command::kOpen) {
+      std::lock_guard<std::mutex> lock(cmd_mu_);
+      // Whatever was recorded before the session belongs to no session.
+      write_full_blocks(/*discard=*/true);
+      write_live_blocks(/*discard=*/true);
+      encoder_.reset();
+      name_versions_written_.clear();
+      fd_ = pending_fd_;
+      path_ = pending_path_;
+      interval_ms_ = pending_interval_ms_;
+      stats_ = FlushStats{};
+      dropped_base_ = Recorder::instance().total_dropped();
+      next_periodic_ns_ = monotonic_now_ns() + interval_ms_ * 1000000ull;
+      open_.store(true);
+    } else if (fd_ >= 0) {
+      bool forced = cmd != Command::kNone || signal_flush;
+      if (!paused_.load() || forced) write_full_blocks(false);
+      bool due = monotonic_now_ns() >= next_periodic_ns_;
+      if ((due && !paused_.load()) || forced) {
+        write_live_blocks(false);
+        write_periodic(cmd == Command::kClose);
+        next_periodic_ns_ = monotonic_now_ns() + interval_ms_ * 1000000ull;
+      } else {
+        write_out();
+      }
+    } else {
+      write_full_blocks(/*discard=*/true);
+    }
+
+    if (cmd == Command::kClose && fd_ >= 0) {
+      if (::close(fd_) != 0) fail_io("close");
+      fd_ = -1;
+      open_.store(false);
+    }
+    if (signal_flush) {
+      std::function<void(const FlushStats&)> callback;
+      {
+        std::lock_guard<std::mutex> lock(cmd_mu_);
+        callback = signal_callback_;
+      }
+      if (callback && open_.load()) callback(stats_locked());
+      signal_ack_.fetch_add(1);
+    }
+    if (cmd != Command::kNone) {
+      std::lock_guard<std::mutex> lock(cmd_mu_);
+      cmd_result_ = stats_locked();
+      cmd_ = Command::kNone;
+      done_seq_ = cmd_seq_;
+      cmd_cv_.notify_all();
+    }
+  }
+}
+
+FlushStats Flusher::stats_locked() {
+  FlushStats s = stats_;
+  s.events_dropped = Recorder::instance().total_dropped() - dropped_base_;
+  return s;
+}
+
+void Flusher::write_full_blocks(bool discard) {
+  Recorder& rec = Recorder::instance();
+  for (Block* b : rec.take_full_blocks()) {
+    uint32_t committed = b->committed.load(std::memory_order_acquire);
+    if (!discard && fd_ >= 0 && committed > b->flushed) {
+      encoder_.events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
+      stats_.events_written += committed - b->flushed;
+      if (encoder_.output().size() >= (1u << 20)) write_out();
+    }
+    rec.pool().release(b);
+  }
+}
+
+void Flusher::write_live_blocks(bool discard) {
+  Recorder& rec = Recorder::instance();
+  std::vector<ThreadBuffer*> threads = rec.threads_snapshot();
+  std::vector<ThreadBuffer*> exited;
+  for (ThreadBuffer* tb : threads) {
+    if (tb->exited.load(std::memory_order_acquire)) exited.push_back(tb);
+  }
+  // An exited thread queued its last block before setting `exited`.
+  write_full_blocks(discard);
+  for (ThreadBuffer* tb : threads) {
+    Block* b = tb->current.load(std::memory_order_acquire);
+    if (b == nullptr) continue;
+    uint32_t committed = b->committed.load(std::memory_order_acquire);
+    if (committed <= b->flushed) continue;
+    if (!discard && fd_ >= 0) {
+      encoder_.events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
+      stats_.events_written += committed - b->flushed;
+    }
+    b->flushed = committed;
+  }
+  if (!discard && fd_ >= 0) write_thread_names(threads);
+  for (ThreadBuffer* tb : exited) name_versions_written_.erase(tb);
+  rec.reap_exited(exited);
+}
+
+void Flusher::write_thread_names(const std::vector<ThreadBuffer*>& threads) {
+  for (ThreadBuffer* tb : threads) {
+    uint32_t version = tb->name_version.load(std::memory_order_acquire);
+    if (version == 0) continue;
+    auto it = name_versions_written_.find(tb);
+    if (it != name_versions_written_.end() && it->second == version) continue;
+    std::lock_guard<std::mutex> lock(tb->name_mu);
+    encoder_.thread_name(tb->tid, tb->name);
+    name_versions_written_[tb] = version;
+  }
+}
+
+void Flusher::write_periodic(bool final) {
+  if (fd_ < 0) return;
+  encoder_.clock(take_anchor());
+  FlushStats s = stats_locked();
+  encoder_.stats(s.events_written, s.events_dropped, final);
+  write_out();
+}
+
+void Flusher::write_out() {
+  const std::vector<uint8_t>& out = encoder_.output();
+  if (fd_ < 0 || out.empty()) {
+    encoder_.clear_output();
+    return;
+  }
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::write(fd_, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      fail_io("write");
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  stats_.bytes_written += done;
+  encoder_.clear_output();
+}
+
+void Flusher::fail_io(const std::string& what) {
+  int err = errno;
+  if (!stats_.io_error) {
+    stats_.io_error = true;
+    stats_.error = what + " " + path_ + ": " + std::strerror(err);
+    log_error("cannot " + stats_.error + "; collection disabled for this run, training goes on");
+  }
+  // Stop collecting: nothing more can be written to this run.
+  g_host_recording.store(false, std::memory_order_relaxed);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  open_.store(false);
+}
+
+}  // namespace trainprof::detail

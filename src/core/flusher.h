@@ -1,0 +1,110 @@
+// Copyright trainprof authors. The one background thread that writes raw data.
+//
+// It sleeps on an eventfd and wakes when a block fills, when a command comes
+// (open, flush, close), when a signal handler asks for a flush, or when the
+// flush interval elapses. Each wake drains the queue of full blocks; each
+// interval it also writes the committed prefix of every live block, a clock
+// anchor and a stats chunk, so a SIGKILL loses at most one interval of data.
+#ifndef TRAINPROF_CORE_FLUSHER_H_
+#define TRAINPROF_CORE_FLUSHER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "raw/raw_encoder.h"
+
+namespace trainprof::detail {
+
+struct ThreadBuffer;
+
+struct FlushStats {
+  uint64_t events_written = 0;
+  uint64_t events_dropped = 0;
+  uint64_t bytes_written = 0;
+  bool io_error = false;
+  std::string error;  // first I/O error, with the path
+};
+
+class Flusher {
+ public:
+  static Flusher& instance();
+
+  // Starts writing to `fd` (the file header is already in it); events recorded
+  // before this call are discarded. Blocks until the flusher has taken over.
+  void open(int fd, std::string path, uint32_t flush_interval_ms);
+  // Writes everything recorded so far and a final stats chunk, closes the file.
+  FlushStats close();
+  // Writes everything recorded so far; returns the stats at that point.
+  FlushStats flush();
+  bool is_open();
+
+  // Called on the flusher thread after a flush requested by a signal.
+  void set_signal_flush_callback(std::function<void(const FlushStats&)> callback);
+  // Async-signal-safe: asks for a flush and waits up to `timeout_ms` for it.
+  bool flush_from_signal(int timeout_ms) noexcept;
+
+  // Tests: while paused, nothing but open/flush/close commands writes data.
+  void set_paused_for_testing(bool paused);
+  // The flusher's OS thread id (for measuring its CPU time).
+  pid_t thread_id() const { return thread_tid_.load(); }
+
+  void wake() noexcept;
+
+ private:
+  enum class Command { kNone, kOpen, kFlush, kClose };
+
+  Flusher();
+  void run();
+  int timeout_ms() const;
+  void write_full_blocks(bool discard);
+  void write_live_blocks(bool discard);
+  void write_thread_names(const std::vector<ThreadBuffer*>& threads);
+  void write_periodic(bool final);
+  void write_out();
+  void fail_io(const std::string& what);
+  FlushStats stats_locked();
+  FlushStats run_command(Command command);
+
+  int event_fd_ = -1;
+  std::thread thread_;
+  std::atomic<pid_t> thread_tid_{0};
+
+  // Command hand-off (caller thread <-> flusher).
+  std::mutex cmd_mu_;
+  std::condition_variable cmd_cv_;
+  Command cmd_ = Command::kNone;
+  uint64_t cmd_seq_ = 0;
+  uint64_t done_seq_ = 0;
+  FlushStats cmd_result_;
+  int pending_fd_ = -1;
+  std::string pending_path_;
+  uint32_t pending_interval_ms_ = 500;
+
+  std::atomic<bool> signal_request_{false};
+  std::atomic<uint64_t> signal_ack_{0};
+  std::atomic<bool> paused_{false};
+  std::atomic<bool> open_{false};
+  std::function<void(const FlushStats&)> signal_callback_;
+
+  // Flusher-thread state.
+  int fd_ = -1;
+  std::string path_;
+  uint32_t interval_ms_ = 500;
+  uint64_t next_periodic_ns_ = 0;
+  uint64_t dropped_base_ = 0;
+  FlushStats stats_;
+  raw::RawEncoder encoder_;
+  std::unordered_map<ThreadBuffer*, uint32_t> name_versions_written_;
+};
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_FLUSHER_H_

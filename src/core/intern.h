@@ -1,0 +1,24 @@
+// Copyright trainprof authors. String interning for runtime names.
+//
+// Events carry `const char*` names that live for the whole process: string
+// literals, or pointers returned by intern(). The flusher maps each pointer to
+// an id of the raw file's string table the first time it sees it.
+#ifndef TRAINPROF_CORE_INTERN_H_
+#define TRAINPROF_CORE_INTERN_H_
+
+#include <cstdint>
+#include <string_view>
+
+namespace trainprof::detail {
+
+const char* intern(std::string_view name);
+
+// Marker domains get small dense ids so that an event can carry one in 16 bits.
+// Id 0 is "default". Returns kDomainOverflow past 65534 distinct domains.
+inline constexpr uint16_t kDomainOverflow = 0xffff;
+uint16_t domain_id(std::string_view domain);
+const char* domain_name(uint16_t id);  // nullptr for an unknown id
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_INTERN_H_

@@ -1,0 +1,16 @@
+// Copyright trainprof authors. ProfilerOptions <-> JSON (profiler_info.json,
+// TRAINPROF_OPTIONS).
+#ifndef TRAINPROF_CORE_OPTIONS_JSON_H_
+#define TRAINPROF_CORE_OPTIONS_JSON_H_
+
+#include <nlohmann/json.hpp>
+
+#include "trainprof/options.h"
+
+namespace trainprof::detail {
+
+nlohmann::json options_to_json(const ProfilerOptions& options);
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_OPTIONS_JSON_H_

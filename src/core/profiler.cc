@@ -1,0 +1,217 @@
+// Copyright trainprof authors. Profiler: the control state machine.
+//
+// Transitions follow shared/REFERENCE.md section 1: a run directory is open
+// while the schedule's action is Record or RecordAndSave; leaving a recording
+// action, or finishing a RecordAndSave step, closes it and calls
+// on_trace_ready, and a following recording step opens a new one.
+#include "trainprof/profiler.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "core/log.h"
+#include "core/run_directory.h"
+#include "core/session.h"
+#include "core/trace_handler.h"
+#include "trainprof/range.h"
+
+namespace trainprof {
+
+std::string_view version() { return TRAINPROF_VERSION_STRING; }
+
+Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
+  options_.validate();
+  if (const auto* handler = options_.on_trace_ready.target<detail::TraceHandler>()) {
+    if (handler->dir.empty()) throw std::invalid_argument("trace_handler: dir must not be empty");
+    options_.output_path = handler->dir;
+    worker_name_ = handler->worker_name;
+  }
+  if (worker_name_.empty()) worker_name_ = detail::host_name() + "_" + std::to_string(getpid());
+  if (options_.schedule && options_.schedule->warmup == 0) {
+    detail::log_warning("schedule has warmup = 0: the first recorded step of each cycle is cold");
+  }
+  if (options_.start_profile) start();
+}
+
+Profiler::~Profiler() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (started_) stop();
+}
+
+void Profiler::start() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (started_) {
+    detail::log_warning("start() called while the profiler is already started; ignored");
+    return;
+  }
+  started_ = true;
+  action_ = options_.schedule ? options_.schedule->action(step_num_) : ProfilerAction::Record;
+  step_start_ticks_ = detail::now_ticks();
+  if (is_recording(action_)) open_run_locked();
+}
+
+void Profiler::stop() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (!started_) {
+    detail::log_error("stop() called while the profiler is not started; ignored");
+    return;
+  }
+  if (session_) {
+    record_step_range_locked();
+    close_run_locked(true);
+  }
+  started_ = false;
+  action_ = ProfilerAction::None;
+}
+
+void Profiler::step() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (!started_) {
+    detail::log_error("step() called while the profiler is stopped; ignored");
+    return;
+  }
+  ProfilerAction previous = action_;
+  if (session_) record_step_range_locked();
+  ++step_num_;
+  step_start_ticks_ = detail::now_ticks();
+  if (!options_.schedule) return;
+  ProfilerAction next = options_.schedule->action(step_num_);
+  if (is_recording(previous) &&
+      (previous == ProfilerAction::RecordAndSave || !is_recording(next)) && session_) {
+    close_run_locked(true);
+  }
+  action_ = next;
+  if (is_recording(next) && !session_) open_run_locked();
+}
+
+void Profiler::record_step_range_locked() {
+  Session::record_step(step_num_, step_start_ticks_, detail::now_ticks());
+}
+
+void Profiler::open_run_locked() {
+  session_ = Session::open(options_, worker_name_);
+  // On failure the reason is logged; the profiler stays started but records nothing.
+}
+
+void Profiler::close_run_locked(bool call_trace_ready) {
+  RunSummary summary = session_->close("stop");
+  session_.reset();
+  write_metadata_locked(summary.run_dir);
+  last_run_ = summary;
+  if (!call_trace_ready || !options_.on_trace_ready) return;
+  try {
+    options_.on_trace_ready(*this);
+  } catch (const std::exception& e) {
+    detail::log_error(std::string("on_trace_ready threw: ") + e.what());
+  } catch (...) {
+    detail::log_error("on_trace_ready threw a non-standard exception");
+  }
+}
+
+int64_t Profiler::step_num() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return step_num_;
+}
+
+ProfilerAction Profiler::current_action() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return action_;
+}
+
+bool Profiler::started() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return started_;
+}
+
+std::string Profiler::current_run_dir() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return session_ ? session_->run_dir() : std::string();
+}
+
+RunSummary Profiler::last_run() const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  return last_run_;
+}
+
+// ---------------------------------------------------------------------------
+// Metadata
+
+namespace {
+
+void store_metadata(std::map<std::string, std::string>& metadata, uint64_t& bytes, uint64_t limit,
+                    const std::string& key, std::string json_text) {
+  auto it = metadata.find(key);
+  uint64_t old_size = it == metadata.end() ? 0 : key.size() + it->second.size();
+  uint64_t new_total = bytes - old_size + key.size() + json_text.size();
+  if (new_total > limit) {
+    detail::log_error("metadata \"" + key + "\" refused: total metadata would be " +
+                      std::to_string(new_total) + " bytes, over the limit of " + std::to_string(limit));
+    return;
+  }
+  if (it != metadata.end()) {
+    detail::log_warning("metadata key \"" + key + "\" added again; the new value overrides the old");
+    it->second = std::move(json_text);
+  } else {
+    metadata.emplace(key, std::move(json_text));
+  }
+  bytes = new_total;
+}
+
+}  // namespace
+
+void Profiler::add_metadata(const std::string& key, const std::string& value) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::string text = nlohmann::json(value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  store_metadata(metadata_, metadata_bytes_, options_.metadata_limit_bytes, key, std::move(text));
+}
+
+void Profiler::add_metadata_json(const std::string& key, const std::string& json) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::parse_error& e) {
+    detail::log_error("metadata \"" + key + "\" refused: not valid JSON (" + e.what() + ")");
+    return;
+  }
+  std::string text = parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  store_metadata(metadata_, metadata_bytes_, options_.metadata_limit_bytes, key, std::move(text));
+}
+
+void Profiler::write_metadata_locked(const std::string& run_dir) const {
+  if (run_dir.empty()) return;
+  std::string text = "{";
+  bool first = true;
+  for (const auto& [key, value] : metadata_) {
+    text += first ? "\n  " : ",\n  ";
+    first = false;
+    text += nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    text += ": ";
+    text += value;
+  }
+  text += first ? "}\n" : "\n}\n";
+  std::string error = detail::write_file_atomically(run_dir + "/profiler_metadata.json", text);
+  if (!error.empty()) detail::log_error(error);
+}
+
+// ---------------------------------------------------------------------------
+// trace_handler
+
+std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker_name, bool analyse,
+                                             bool async) {
+  return detail::TraceHandler{std::move(dir), std::move(worker_name), analyse, async};
+}
+
+void detail::TraceHandler::operator()(Profiler& profiler) const {
+  RunSummary run = profiler.last_run();
+  if (run.run_dir.empty()) return;
+  detail::log_info("trace ready: " + run.run_dir + " (" + std::to_string(run.events_recorded) +
+                   " events, " + std::to_string(run.events_dropped) + " dropped)");
+  if (analyse) {
+    detail::log_info("this build has no analysis engine yet; the raw run is kept for offline analysis");
+  }
+}
+
+}  // namespace trainprof

@@ -1,0 +1,150 @@
+// Copyright trainprof authors.
+#include "core/recorder.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/intern.h"
+#include "trainprof/range.h"
+
+namespace trainprof::detail {
+
+std::atomic<bool> g_host_recording{false};
+
+namespace {
+
+// initial-exec: a direct %fs-relative access, no __tls_get_addr call, even in
+// this shared library (it is loaded at start-up or preloaded).
+[[gnu::tls_model("initial-exec")]] thread_local Block* tls_block = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local ThreadBuffer* tls_thread = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local bool tls_exiting = false;
+
+// Hands the thread's last block to the flusher when the thread exits.
+struct ThreadExitHook {
+  ~ThreadExitHook() {
+    tls_exiting = true;
+    ThreadBuffer* tb = tls_thread;
+    if (tb == nullptr) return;
+    Block* b = tls_block;
+    tls_block = nullptr;
+    tb->current.store(nullptr, std::memory_order_release);
+    if (b != nullptr) Recorder::instance().submit_full(b);
+    tb->exited.store(true, std::memory_order_release);
+    tls_thread = nullptr;
+  }
+};
+
+inline bool try_fast_append(const Event& e) noexcept {
+  Block* b = tls_block;
+  if (b == nullptr) return false;
+  uint32_t i = b->committed.load(std::memory_order_relaxed);
+  if (i >= kEventsPerBlock) return false;
+  b->events[i] = e;
+  b->committed.store(i + 1, std::memory_order_release);
+  return true;
+}
+
+}  // namespace
+
+uint32_t current_tid() noexcept { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+
+Recorder& Recorder::instance() {
+  static Recorder* r = new Recorder();  // never destroyed: threads may record during exit
+  return *r;
+}
+
+ThreadBuffer* Recorder::register_current_thread() {
+  if (tls_thread != nullptr) return tls_thread;
+  if (tls_exiting) return nullptr;
+  auto* tb = new ThreadBuffer();
+  tb->tid = current_tid();
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    threads_.push_back(tb);
+  }
+  tls_thread = tb;
+  static thread_local ThreadExitHook hook;
+  (void)hook;
+  return tb;
+}
+
+void Recorder::append(const Event& e) noexcept {
+  if (try_fast_append(e)) return;
+  ThreadBuffer* tb = register_current_thread();
+  if (tb == nullptr) return;  // thread is exiting
+  if (Block* full = tls_block; full != nullptr) {
+    tls_block = nullptr;
+    tb->current.store(nullptr, std::memory_order_release);
+    submit_full(full);
+  }
+  Block* fresh = pool_.maybe_available() ? pool_.acquire() : nullptr;
+  if (fresh == nullptr) {
+    tb->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  fresh->owner_tid = tb->tid;
+  tls_block = fresh;
+  tb->current.store(fresh, std::memory_order_release);
+  try_fast_append(e);
+}
+
+void Recorder::submit_full(Block* block) {
+  {
+    std::lock_guard<std::mutex> lock(full_mu_);
+    full_.push_back(block);
+  }
+  wake_flusher();
+}
+
+std::vector<Block*> Recorder::take_full_blocks() {
+  std::vector<Block*> out;
+  std::lock_guard<std::mutex> lock(full_mu_);
+  out.swap(full_);
+  return out;
+}
+
+std::vector<ThreadBuffer*> Recorder::threads_snapshot() {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  return threads_;
+}
+
+void Recorder::reap_exited(const std::vector<ThreadBuffer*>& exited) {
+  if (exited.empty()) return;
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  for (ThreadBuffer* tb : exited) {
+    auto it = std::find(threads_.begin(), threads_.end(), tb);
+    if (it == threads_.end()) continue;
+    threads_.erase(it);
+    dropped_by_exited_.fetch_add(tb->dropped.load(std::memory_order_relaxed));
+    delete tb;
+  }
+}
+
+uint64_t Recorder::total_dropped() {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  uint64_t total = dropped_by_exited_.load();
+  for (ThreadBuffer* tb : threads_) total += tb->dropped.load(std::memory_order_relaxed);
+  return total;
+}
+
+void Recorder::set_current_thread_name(std::string_view name) {
+  ThreadBuffer* tb = register_current_thread();
+  if (tb == nullptr) return;
+  std::lock_guard<std::mutex> lock(tb->name_mu);
+  tb->name.assign(name);
+  tb->name_version.fetch_add(1, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------------------
+// Public hot-path entry points (range.h).
+
+void record_range(const char* name, uint64_t start_ticks) noexcept {
+  uint64_t end = now_ticks();
+  if (!host_recording()) return;
+  Event e{start_ticks, end, name, static_cast<uint8_t>(raw::EventKind::kRange), 0, 0, 0};
+  Recorder::instance().append(e);
+}
+
+}  // namespace trainprof::detail

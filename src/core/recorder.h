@@ -1,0 +1,77 @@
+// Copyright trainprof authors. The recording side: per-thread buffers.
+//
+// Each recording thread owns one current Block (a thread_local pointer). The
+// fast path writes a 32-byte Event and bumps the block's `committed` index. A
+// full block is queued for the flusher and replaced from the BlockPool; when
+// the pool is exhausted the event is dropped and counted. The flusher also
+// reads the committed prefix of live blocks, so data reaches the disk at least
+// every flush interval even from threads that record slowly.
+#ifndef TRAINPROF_CORE_RECORDER_H_
+#define TRAINPROF_CORE_RECORDER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/block_pool.h"
+#include "core/event.h"
+
+namespace trainprof::detail {
+
+// Per-thread state that outlives the thread until the flusher has written it.
+struct ThreadBuffer {
+  uint32_t tid = 0;
+  std::atomic<Block*> current{nullptr};
+  std::atomic<uint64_t> dropped{0};
+  std::atomic<bool> exited{false};
+
+  std::mutex name_mu;
+  std::string name;
+  std::atomic<uint32_t> name_version{0};
+};
+
+class Recorder {
+ public:
+  static Recorder& instance();
+
+  BlockPool& pool() { return pool_; }
+
+  // Appends one event to the calling thread's buffer (never blocks).
+  void append(const Event& event) noexcept;
+
+  // Flusher side.
+  std::vector<Block*> take_full_blocks();
+  std::vector<ThreadBuffer*> threads_snapshot();
+  // Forgets threads that exited and whose blocks have all been written.
+  void reap_exited(const std::vector<ThreadBuffer*>& exited);
+  uint64_t total_dropped();
+
+  // Thread naming (also works before the thread records).
+  void set_current_thread_name(std::string_view name);
+
+  // Called on the slow path and at thread exit.
+  void submit_full(Block* block);
+  ThreadBuffer* register_current_thread();
+
+ private:
+  Recorder() = default;
+
+  BlockPool pool_;
+  std::mutex full_mu_;
+  std::vector<Block*> full_;
+  std::mutex threads_mu_;
+  std::vector<ThreadBuffer*> threads_;
+  std::atomic<uint64_t> dropped_by_exited_{0};
+};
+
+// Implemented by the flusher: wakes it up (async-signal-safe).
+void wake_flusher() noexcept;
+
+// Current OS thread id.
+uint32_t current_tid() noexcept;
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_RECORDER_H_

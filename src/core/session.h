@@ -1,0 +1,64 @@
+// Copyright trainprof authors. Session: one open run directory.
+//
+// Opening a session creates {output_path}/{prefix}_{timestamp}_trainprof/ with
+// raw/ and profiler_info.json, hands the raw file to the flusher and turns
+// recording on. Closing turns recording off, has the flusher write everything,
+// and completes profiler_info.json. At most one session is open per process;
+// exit, SIGTERM and SIGINT flush it (previous signal handlers are chained).
+#ifndef TRAINPROF_CORE_SESSION_H_
+#define TRAINPROF_CORE_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "core/clock.h"
+#include "trainprof/options.h"
+#include "trainprof/profiler.h"
+
+namespace trainprof {
+
+class Session {
+ public:
+  // Returns nullptr after logging why (another session open, unwritable path...).
+  static std::shared_ptr<Session> open(const ProfilerOptions& options, const std::string& prefix);
+  ~Session();
+
+  // Idempotent; `reason` goes into profiler_info.json ("stop", "exit", ...).
+  RunSummary close(std::string_view reason);
+  bool is_closed() const;
+  const std::string& run_dir() const { return run_dir_; }
+
+  // Records a ProfilerStep#N range on the calling thread (even without CPU activity).
+  static void record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks);
+
+ private:
+  Session() = default;
+  std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns,
+                        uint64_t written, uint64_t dropped, uint64_t bytes,
+                        const std::string& io_error, bool complete) const;
+
+  mutable std::mutex mu_;
+  bool closed_ = false;
+  std::string run_dir_;
+  std::string raw_path_;
+  std::string options_json_;
+  std::string host_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  std::string rank_source_;
+  detail::ClockAnchor anchor_;
+  uint64_t start_monotonic_ns_ = 0;
+  RunSummary summary_;
+};
+
+namespace detail {
+// Whether a marker in `domain` records under the open session's filter.
+bool domain_enabled(std::string_view domain);
+}  // namespace detail
+
+}  // namespace trainprof
+
+#endif  // TRAINPROF_CORE_SESSION_H_

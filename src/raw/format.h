@@ -1,0 +1,86 @@
+// Copyright trainprof authors. The raw format: every constant in one place.
+// docs/FORMAT.md is the specification; keep the two in step.
+#ifndef TRAINPROF_RAW_FORMAT_H_
+#define TRAINPROF_RAW_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace trainprof::raw {
+
+inline constexpr char kFileMagic[8] = {'T', 'P', 'R', 'A', 'W', '\r', '\n', '\x1a'};
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFileHeaderSize = 128;
+inline constexpr uint32_t kChunkMagic = 0x4b435054;  // "TPCK" little-endian
+inline constexpr uint32_t kChunkHeaderSize = 24;
+inline constexpr uint32_t kMaxChunkPayload = 16u << 20;
+inline constexpr const char* kRawDirName = "raw";
+inline constexpr const char* kHostRawFileName = "host.tpraw";
+
+// Fixed file header, little-endian, 128 bytes.
+struct FileHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_size;
+  uint32_t clock_source;  // 1: TSC ticks, 2: CLOCK_MONOTONIC ns
+  uint32_t pid;
+  int32_t rank;
+  int32_t world_size;
+  uint64_t anchor_ticks;
+  uint64_t anchor_monotonic_ns;
+  uint64_t anchor_realtime_ns;
+  double ticks_per_ns;  // calibrated estimate
+  char host[60];        // NUL-padded
+  uint32_t crc;         // CRC-32C of bytes [0, 124)
+};
+static_assert(sizeof(FileHeader) == kFileHeaderSize, "FileHeader is part of the format");
+static_assert(offsetof(FileHeader, crc) == 124, "FileHeader is part of the format");
+
+enum class ChunkType : uint16_t {
+  kStrings = 1,  // {varint id, varint len, bytes}*
+  kEvents = 2,   // encoded events of one producer thread (see EventHead)
+  kClock = 3,    // {u64 ticks, u64 monotonic_ns, u64 realtime_ns}
+  kThread = 4,   // {varint tid, varint len, name bytes}*
+  kStats = 5,    // {varint events_written, varint events_dropped, u8 final}
+};
+
+// Chunk header, 24 bytes, followed by `payload_size` bytes.
+struct ChunkHeader {
+  uint32_t magic;
+  uint16_t type;
+  uint16_t flags;         // 0 in version 1
+  uint32_t thread_id;     // producing OS thread (0 when not applicable)
+  uint32_t payload_size;
+  uint32_t record_count;
+  uint32_t crc;           // CRC-32C of header bytes [0, 20) then the payload
+};
+static_assert(sizeof(ChunkHeader) == kChunkHeaderSize, "ChunkHeader is part of the format");
+
+// Event kinds (low 5 bits of an event's head byte).
+enum class EventKind : uint8_t {
+  kRange = 1,       // user range: name, t0, duration
+  kStep = 2,        // ProfilerStep#N: name, t0, duration, b = step number
+  kMark = 3,        // instant: name = message, a = domain string id
+  kCounter = 4,     // name, t0, b = IEEE-754 bits of the value
+  kAsyncBegin = 5,  // name = message, a = domain string id, b = range id
+  kAsyncEnd = 6,    // b = range id (name id 0)
+};
+inline constexpr uint8_t kMaxEventKind = 6;
+
+// Head byte: kind | present-field bits. Absent fields are zero.
+inline constexpr uint8_t kHeadKindMask = 0x1f;
+inline constexpr uint8_t kHeadHasDuration = 0x20;
+inline constexpr uint8_t kHeadHasA = 0x40;
+inline constexpr uint8_t kHeadHasB = 0x80;
+
+inline bool is_little_endian() {
+  uint16_t probe = 1;
+  unsigned char first;
+  std::memcpy(&first, &probe, 1);
+  return first == 1;
+}
+
+}  // namespace trainprof::raw
+
+#endif  // TRAINPROF_RAW_FORMAT_H_

@@ -1,0 +1,159 @@
+// Copyright trainprof authors.
+#include "raw/raw_encoder.h"
+
+#include <cstring>
+
+#include "core/intern.h"
+#include "raw/crc32c.h"
+#include "raw/varint.h"
+
+namespace trainprof::raw {
+namespace {
+
+void append_bytes(std::vector<uint8_t>& out, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  out.insert(out.end(), b, b + n);
+}
+
+void append_varint(std::vector<uint8_t>& out, uint64_t v) {
+  uint8_t tmp[kMaxVarintBytes];
+  uint8_t* end = put_varint(tmp, v);
+  out.insert(out.end(), tmp, end);
+}
+
+template <typename T>
+void append_pod(std::vector<uint8_t>& out, const T& v) {
+  append_bytes(out, &v, sizeof(T));
+}
+
+}  // namespace
+
+void RawEncoder::reset() {
+  out_.clear();
+  new_strings_.clear();
+  new_string_count_ = 0;
+  next_string_id_ = 1;
+  id_by_pointer_.clear();
+  id_by_content_.clear();
+  id_by_domain_.clear();
+}
+
+void RawEncoder::file_header(const FileHeader& header) { append_pod(out_, header); }
+
+uint32_t RawEncoder::string_id(const char* name) {
+  if (name == nullptr) return 0;
+  auto it = id_by_pointer_.find(name);
+  if (it != id_by_pointer_.end()) return it->second;
+  // Equal text behind another pointer (the same literal in two libraries)
+  // shares one id. Names live for the process, so views stay valid.
+  std::string_view text(name);
+  auto [content_it, inserted] = id_by_content_.emplace(text, next_string_id_);
+  if (inserted) {
+    ++next_string_id_;
+    append_varint(new_strings_, content_it->second);
+    append_varint(new_strings_, text.size());
+    append_bytes(new_strings_, text.data(), text.size());
+    ++new_string_count_;
+  }
+  id_by_pointer_.emplace(name, content_it->second);
+  return content_it->second;
+}
+
+uint32_t RawEncoder::domain_string_id(uint16_t domain) {
+  if (domain < id_by_domain_.size() && id_by_domain_[domain] != 0) return id_by_domain_[domain];
+  uint32_t id = string_id(detail::domain_name(domain));
+  if (domain >= id_by_domain_.size()) id_by_domain_.resize(domain + 1u, 0);
+  id_by_domain_[domain] = id;
+  return id;
+}
+
+size_t RawEncoder::begin_chunk(ChunkType type, uint32_t tid) {
+  size_t offset = out_.size();
+  ChunkHeader h{};
+  h.magic = kChunkMagic;
+  h.type = static_cast<uint16_t>(type);
+  h.thread_id = tid;
+  append_pod(out_, h);
+  return offset;
+}
+
+void RawEncoder::end_chunk(size_t header_offset, uint32_t record_count) {
+  ChunkHeader h;
+  std::memcpy(&h, out_.data() + header_offset, sizeof(h));
+  h.payload_size = static_cast<uint32_t>(out_.size() - header_offset - kChunkHeaderSize);
+  h.record_count = record_count;
+  uint32_t crc = crc32c(0, &h, offsetof(ChunkHeader, crc));
+  h.crc = crc32c(crc, out_.data() + header_offset + kChunkHeaderSize, h.payload_size);
+  std::memcpy(out_.data() + header_offset, &h, sizeof(h));
+}
+
+void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count) {
+  if (count == 0) return;
+  scratch_.clear();
+  scratch_.reserve(count * 12);
+  uint64_t prev_t0 = 0;
+  uint8_t tmp[1 + 5 * kMaxVarintBytes];
+  for (size_t i = 0; i < count; ++i) {
+    const detail::Event& e = events[i];
+    auto kind = static_cast<EventKind>(e.kind);
+    uint64_t dur = 0, a = 0, b = 0;
+    uint32_t name = string_id(e.name);
+    switch (kind) {
+      case EventKind::kRange: dur = e.t1 - e.t0; break;
+      case EventKind::kStep: dur = e.t1 - e.t0; b = e.aux; break;
+      case EventKind::kMark: a = domain_string_id(e.domain); break;
+      case EventKind::kCounter: b = e.t1; break;
+      case EventKind::kAsyncBegin: a = domain_string_id(e.domain); b = e.t1; break;
+      case EventKind::kAsyncEnd: b = e.t1; break;
+    }
+    uint8_t head = e.kind & kHeadKindMask;
+    if (dur != 0) head |= kHeadHasDuration;
+    if (a != 0) head |= kHeadHasA;
+    if (b != 0) head |= kHeadHasB;
+    uint8_t* p = tmp;
+    *p++ = head;
+    p = put_varint(p, name);
+    p = put_varint(p, zigzag(static_cast<int64_t>(e.t0 - prev_t0)));
+    if (dur != 0) p = put_varint(p, dur);
+    if (a != 0) p = put_varint(p, a);
+    if (b != 0) p = put_varint(p, b);
+    prev_t0 = e.t0;
+    scratch_.insert(scratch_.end(), tmp, p);
+  }
+  if (new_string_count_ > 0) {
+    size_t h = begin_chunk(ChunkType::kStrings, 0);
+    append_bytes(out_, new_strings_.data(), new_strings_.size());
+    end_chunk(h, new_string_count_);
+    new_strings_.clear();
+    new_string_count_ = 0;
+  }
+  size_t h = begin_chunk(ChunkType::kEvents, tid);
+  append_bytes(out_, scratch_.data(), scratch_.size());
+  end_chunk(h, static_cast<uint32_t>(count));
+}
+
+void RawEncoder::clock(const detail::ClockAnchor& anchor) {
+  size_t h = begin_chunk(ChunkType::kClock, 0);
+  append_pod(out_, anchor.ticks);
+  append_pod(out_, anchor.monotonic_ns);
+  append_pod(out_, anchor.realtime_ns);
+  end_chunk(h, 1);
+}
+
+void RawEncoder::thread_name(uint32_t tid, std::string_view name) {
+  size_t h = begin_chunk(ChunkType::kThread, tid);
+  append_varint(out_, tid);
+  append_varint(out_, name.size());
+  append_bytes(out_, name.data(), name.size());
+  end_chunk(h, 1);
+}
+
+void RawEncoder::stats(uint64_t events_written, uint64_t events_dropped, bool final) {
+  size_t h = begin_chunk(ChunkType::kStats, 0);
+  append_varint(out_, events_written);
+  append_varint(out_, events_dropped);
+  out_.push_back(final ? 1 : 0);
+  end_chunk(h, 1);
+}
+
+}  // namespace trainprof::raw

@@ -1,0 +1,54 @@
+// Copyright trainprof authors. Encodes in-memory events into raw-format chunks.
+//
+// Owned by the flusher thread (not thread-safe). Names are mapped from their
+// process-lifetime pointers to string-table ids; a chunk of new strings is
+// emitted before the first events chunk that uses them, so a reader that
+// stops anywhere has every string it needs for the events before that point.
+#ifndef TRAINPROF_RAW_RAW_ENCODER_H_
+#define TRAINPROF_RAW_RAW_ENCODER_H_
+
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/event.h"
+#include "raw/format.h"
+
+namespace trainprof::raw {
+
+class RawEncoder {
+ public:
+  // Starts a new file: forgets all string ids.
+  void reset();
+
+  void file_header(const FileHeader& header);
+  void events(uint32_t tid, const detail::Event* events, size_t count);
+  void clock(const detail::ClockAnchor& anchor);
+  void thread_name(uint32_t tid, std::string_view name);
+  void stats(uint64_t events_written, uint64_t events_dropped, bool final);
+
+  // Bytes encoded since the last clear_output().
+  const std::vector<uint8_t>& output() const { return out_; }
+  void clear_output() { out_.clear(); }
+
+ private:
+  uint32_t string_id(const char* name);
+  uint32_t domain_string_id(uint16_t domain);
+  size_t begin_chunk(ChunkType type, uint32_t tid);
+  void end_chunk(size_t header_offset, uint32_t record_count);
+
+  std::vector<uint8_t> out_;
+  std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> new_strings_;
+  uint32_t new_string_count_ = 0;
+  uint32_t next_string_id_ = 1;  // 0: no name
+  std::unordered_map<const void*, uint32_t> id_by_pointer_;
+  std::unordered_map<std::string_view, uint32_t> id_by_content_;
+  std::vector<uint32_t> id_by_domain_;
+};
+
+}  // namespace trainprof::raw
+
+#endif  // TRAINPROF_RAW_RAW_ENCODER_H_

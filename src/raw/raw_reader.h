@@ -1,0 +1,71 @@
+// Copyright trainprof authors. Reads raw files back: every valid event, and a
+// precise report of what could not be read.
+//
+// A truncated tail (the process was killed mid-write) or a corrupt chunk
+// (failed checksum, impossible length) is reported with file and offset and
+// skipped; the reader resynchronises on the next valid chunk. Nothing that
+// fails its checksum is ever decoded.
+#ifndef TRAINPROF_RAW_RAW_READER_H_
+#define TRAINPROF_RAW_RAW_READER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "raw/format.h"
+
+namespace trainprof::raw {
+
+struct RawEvent {
+  EventKind kind;
+  uint32_t tid;
+  uint32_t name_id;   // index into RawFile::strings (0: none)
+  uint64_t t0_ns;     // CLOCK_MONOTONIC nanoseconds
+  uint64_t t1_ns;     // end (ranges, steps); == t0_ns for instants
+  uint64_t a;         // domain string id (marks, async begin)
+  uint64_t b;         // step number, counter bits, async range id
+};
+
+struct RawIssue {
+  std::string file;
+  uint64_t offset = 0;
+  std::string message;
+  bool truncated_tail = false;  // the file simply ends early (crash or kill)
+};
+
+struct ClockPoint {
+  uint64_t ticks;
+  uint64_t monotonic_ns;
+  uint64_t realtime_ns;
+};
+
+struct RawFile {
+  std::string path;
+  FileHeader header{};
+  std::string host;
+  std::vector<std::string> strings;           // id -> text; missing ids are ""
+  std::map<uint32_t, std::string> thread_names;
+  std::vector<RawEvent> events;               // in file order (per thread: in time order)
+  std::vector<ClockPoint> anchors;            // header anchor first
+  uint64_t reported_events_written = 0;       // from the last stats chunk
+  uint64_t reported_events_dropped = 0;
+  bool closed_cleanly = false;                // a final stats chunk was read
+  std::vector<RawIssue> issues;
+
+  const std::string& name(uint32_t id) const;
+  // realtime = monotonic + this offset (from the anchors).
+  int64_t realtime_offset_ns() const;
+};
+
+// Reads one raw file. Returns nullopt and sets `error` when nothing can be
+// read (missing file, not a raw file, unsupported version, bad header).
+std::optional<RawFile> read_raw_file(const std::string& path, std::string* error);
+
+// Reads every raw file of a run directory ({run}/raw/*.tpraw).
+std::optional<std::vector<RawFile>> read_run_directory(const std::string& run_dir, std::string* error);
+
+}  // namespace trainprof::raw
+
+#endif  // TRAINPROF_RAW_RAW_READER_H_

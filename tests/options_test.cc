@@ -1,0 +1,91 @@
+// Copyright trainprof authors. Option validation and TRAINPROF_OPTIONS parsing.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "trainprof/env.h"
+#include "trainprof/profiler.h"
+
+namespace trainprof {
+namespace {
+
+std::string parse_error(const std::string& json) {
+  try {
+    parse_options_json(json);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(EnvOptions, ParsesEveryKey) {
+  EnvOptions env = parse_options_json(R"({
+    "start": true, "output_path": "/tmp/x", "activities": ["CPU", "GPU"],
+    "profile_memory": true, "record_shapes": true, "with_stack": true, "with_flops": true,
+    "data_process": true, "profile_communication": true, "profiler_level": "Level2",
+    "mstx_domain_include": ["a"], "mstx_domain_exclude": ["b", "c"],
+    "data_simplification": true, "buffer_mb": 7, "flush_interval_ms": 250,
+    "metadata_limit_bytes": 1000})");
+  EXPECT_TRUE(env.start);
+  const ProfilerOptions& o = env.options;
+  EXPECT_EQ(o.output_path, "/tmp/x");
+  EXPECT_EQ(o.activities.size(), 2u);
+  EXPECT_TRUE(o.profile_memory && o.record_shapes && o.with_stack && o.with_flops);
+  EXPECT_TRUE(o.data_process && o.profile_communication && o.data_simplification);
+  EXPECT_EQ(o.profiler_level, ProfilerLevel::Level2);
+  EXPECT_EQ(o.mstx_domain_include, std::vector<std::string>{"a"});
+  EXPECT_EQ(o.mstx_domain_exclude.size(), 2u);
+  EXPECT_EQ(o.buffer_mb, 7u);
+  EXPECT_EQ(o.flush_interval_ms, 250u);
+  EXPECT_EQ(o.metadata_limit_bytes, 1000u);
+}
+
+TEST(EnvOptions, DefaultsWhenOnlyStart) {
+  EnvOptions env = parse_options_json(R"({"start": false})");
+  EXPECT_FALSE(env.start);
+  EXPECT_EQ(env.options.output_path, "./data");
+  EXPECT_LE(env.options.flush_interval_ms, 1000u);
+}
+
+TEST(EnvOptions, ClearErrors) {
+  EXPECT_NE(parse_error(R"({"start": true,)").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(parse_error(R"([1, 2])").find("must be a JSON object"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"output_path": "x"})").find("\"start\" is mandatory"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"start": true, "ouput_path": "x"})").find("\"ouput_path\" is unknown"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"start": "yes"})").find("\"start\" must be true or false"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"start": true, "buffer_mb": -3})").find("\"buffer_mb\" must be a non-negative"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"start": true, "buffer_mb": 0})").find("buffer_mb must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"start": true, "activities": ["TPU"]})").find("unknown activity \"TPU\""),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"start": true, "profiler_level": "Level9"})").find("profiler_level"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"start": true, "mstx_domain_include": "a"})").find("array of strings"),
+            std::string::npos);
+}
+
+TEST(ProfilerOptions, ValidateNamesTheField) {
+  ProfilerOptions o;
+  o.buffer_mb = 0;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+  o = ProfilerOptions{};
+  o.flush_interval_ms = 0;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+  o = ProfilerOptions{};
+  o.output_path = "";
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+  o = ProfilerOptions{};
+  o.schedule = Schedule{.active = 0};
+  try {
+    Profiler p(o);
+    FAIL() << "a Profiler with an invalid schedule must not construct";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("active"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace trainprof

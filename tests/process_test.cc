@@ -1,0 +1,210 @@
+// Copyright trainprof authors. Whole-process behaviour in child processes:
+// SIGKILL, SIGTERM/SIGINT, environment activation, exhausted buffers.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <bit>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "test_util.h"
+
+namespace trainprof {
+namespace {
+
+using test::TempDir;
+
+// A child whose first stdout line we read while it keeps running.
+struct Child {
+  pid_t pid = -1;
+  int out = -1;
+  std::string first_line;
+};
+
+Child spawn(const std::vector<std::string>& argv) {
+  Child c;
+  int fds[2];
+  if (pipe(fds) != 0) return c;
+  c.pid = fork();
+  if (c.pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  c.out = fds[0];
+  char ch;
+  while (read(c.out, &ch, 1) == 1 && ch != '\n') c.first_line += ch;
+  return c;
+}
+
+int wait_status(Child& c) {
+  int status = 0;
+  waitpid(c.pid, &status, 0);
+  close(c.out);
+  return status;
+}
+
+std::string field(const std::string& line, int index) {
+  std::istringstream in(line);
+  std::string word;
+  for (int i = 0; i <= index; ++i) in >> word;
+  return word;
+}
+
+std::vector<double> counter_values(const raw::RawFile& f) {
+  std::vector<double> v;
+  for (const auto& e : f.events) {
+    if (e.kind == raw::EventKind::kCounter) v.push_back(std::bit_cast<double>(e.b));
+  }
+  return v;
+}
+
+TEST(Process, SigkillLosesAtMostTheLastFlushInterval) {
+  TempDir dir;
+  Child c = spawn({test::helper_path("crash_child"), dir.path()});
+  ASSERT_EQ(field(c.first_line, 0), "RUN") << c.first_line;
+  std::string run = field(c.first_line, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  kill(c.pid, SIGKILL);
+  int status = wait_status(c);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  raw::RawFile f = test::read_run(run);
+  EXPECT_FALSE(f.closed_cleanly);
+  for (const raw::RawIssue& issue : f.issues) EXPECT_TRUE(issue.truncated_tail) << issue.message;
+  // Everything that reached the disk is an exact prefix of the sequence.
+  std::vector<double> seq = counter_values(f);
+  ASSERT_GT(seq.size(), 1000u) << "600 ms of recording with a 50 ms flush interval";
+  for (size_t i = 0; i < seq.size(); ++i) ASSERT_EQ(seq[i], static_cast<double>(i));
+  // The last stats chunk reported at most what is there.
+  EXPECT_LE(f.reported_events_written, f.events.size());
+  auto info = nlohmann::json::parse(test::read_text(run + "/profiler_info.json"));
+  EXPECT_EQ(info["complete"], false);
+  EXPECT_TRUE(info["stop_time_ns"].is_null());
+}
+
+void check_signal_flush(int sig, bool chain) {
+  TempDir dir;
+  const int n = 50000;
+  std::vector<std::string> argv = {test::helper_path("signal_child"), dir.path(), std::to_string(n)};
+  if (chain) argv.push_back("chain");
+  Child c = spawn(argv);
+  ASSERT_EQ(field(c.first_line, 0), "READY") << c.first_line;
+  std::string run = field(c.first_line, 1);
+  kill(c.pid, sig);
+  int status = wait_status(c);
+  if (chain) {
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 7) << "the user's handler must still run";
+  } else {
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(WTERMSIG(status), sig) << "the default action must still happen";
+  }
+  raw::RawFile f = test::read_run(run);
+  EXPECT_TRUE(f.issues.empty());
+  std::vector<double> seq = counter_values(f);
+  ASSERT_EQ(seq.size(), static_cast<size_t>(n)) << "the signal must flush every event";
+  for (int i = 0; i < n; ++i) ASSERT_EQ(seq[i], i);
+  auto info = nlohmann::json::parse(test::read_text(run + "/profiler_info.json"));
+  EXPECT_EQ(info["stop_reason"], "signal");
+  EXPECT_EQ(info["events_recorded"], n);
+}
+
+TEST(Process, SigtermFlushesEverythingThenTerminates) { check_signal_flush(SIGTERM, false); }
+TEST(Process, SigintFlushesEverythingThenTerminates) { check_signal_flush(SIGINT, false); }
+TEST(Process, SigtermChainsTheUsersHandler) { check_signal_flush(SIGTERM, true); }
+
+TEST(Process, EnvironmentActivationProfilesAnUnmodifiedProgram) {
+  TempDir dir;
+  std::string opts = R"({"start": true, "output_path": ")" + dir.sub("env") + R"(", "buffer_mb": 2})";
+  test::ProcessResult r = test::run_process({test::helper_path("env_child")}, {{"TRAINPROF_OPTIONS", opts}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("child done"), std::string::npos);
+  auto runs = test::run_dirs(dir.sub("env"));
+  ASSERT_EQ(runs.size(), 1u) << r.output;
+  raw::RawFile f = test::read_run(runs[0]);
+  EXPECT_TRUE(f.closed_cleanly);
+  EXPECT_EQ(test::count_by_name(f)["env_work"], 2000u);
+  auto info = nlohmann::json::parse(test::read_text(runs[0] + "/profiler_info.json"));
+  EXPECT_EQ(info["stop_reason"], "stop");
+  EXPECT_EQ(info["options"]["buffer_mb"], 2);
+}
+
+TEST(Process, BadEnvironmentOptionsAreReportedAndTheProgramRuns) {
+  TempDir dir;
+  struct Case {
+    std::string json;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {R"({"start": true, "output_path": )", "not valid JSON"},
+      {R"({"output_path": "x"})", "\"start\" is mandatory"},
+      {R"({"start": true, "bufer_mb": 3})", "\"bufer_mb\" is unknown"},
+      {R"({"start": true, "flush_interval_ms": "fast"})", "flush_interval_ms"},
+  };
+  for (const Case& c : cases) {
+    test::ProcessResult r = test::run_process({test::helper_path("env_child")},
+                                              {{"TRAINPROF_OPTIONS", c.json}, {"TMPDIR", dir.path()}});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("child done"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.json << " -> " << r.output;
+    EXPECT_NE(r.output.find("runs without profiling"), std::string::npos) << r.output;
+  }
+  // start: false profiles nothing and says so.
+  test::ProcessResult r = test::run_process(
+      {test::helper_path("env_child")},
+      {{"TRAINPROF_OPTIONS", R"({"start": false, "output_path": ")" + dir.sub("off") + "\"}"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(test::run_dirs(dir.sub("off")).empty());
+}
+
+TEST(Process, ExhaustedBufferDropsAnExactCount) {
+  TempDir dir;
+  test::ProcessResult r = test::run_process({test::helper_path("drop_child"), dir.path(), "paused"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  unsigned long long attempted = 0, recorded = 0, dropped = 0;
+  unsigned block = 0;
+  char run[4096] = {};
+  size_t at = r.output.find("ATTEMPTED");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at, "ATTEMPTED %llu RECORDED %llu DROPPED %llu BLOCK %u\nRUN %4095s",
+                        &attempted, &recorded, &dropped, &block, run), 5) << r.output;
+  const unsigned long long kept = 16ull * block;  // 1 MiB = 16 blocks of 64 KiB
+  EXPECT_EQ(dropped, 100000 - kept);
+  EXPECT_EQ(recorded, kept + 1);  // + ProfilerStep#0
+  raw::RawFile f = test::read_run(run);
+  EXPECT_EQ(f.events.size(), recorded);
+  EXPECT_EQ(f.reported_events_dropped, dropped);
+  EXPECT_NE(r.output.find(std::to_string(dropped) + " events were dropped"), std::string::npos) << r.output;
+}
+
+TEST(Process, DropAccountingIsExactUnderLoad) {
+  TempDir dir;
+  test::ProcessResult r = test::run_process({test::helper_path("drop_child"), dir.path(), "threads"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  unsigned long long attempted = 0, recorded = 0, dropped = 0;
+  unsigned block = 0;
+  char run[4096] = {};
+  size_t at = r.output.find("ATTEMPTED");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at, "ATTEMPTED %llu RECORDED %llu DROPPED %llu BLOCK %u\nRUN %4095s",
+                        &attempted, &recorded, &dropped, &block, run), 5) << r.output;
+  EXPECT_EQ(recorded + dropped, attempted);
+  raw::RawFile f = test::read_run(run);
+  EXPECT_EQ(f.events.size(), recorded);
+  auto info = nlohmann::json::parse(test::read_text(std::string(run) + "/profiler_info.json"));
+  EXPECT_EQ(info["events_dropped"], dropped);
+  EXPECT_EQ(info["events_recorded"], recorded);
+}
+
+}  // namespace
+}  // namespace trainprof

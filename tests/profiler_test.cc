@@ -1,0 +1,290 @@
+// Copyright trainprof authors. Profiler lifecycle, schedules, run directories,
+// metadata.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "test_util.h"
+#include "trainprof/trainprof.h"
+
+namespace trainprof {
+namespace {
+
+using test::run_dirs;
+using test::TempDir;
+
+ProfilerOptions options_in(const TempDir& dir) {
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.buffer_mb = 4;
+  return o;
+}
+
+std::vector<int64_t> step_numbers(const raw::RawFile& f) {
+  std::vector<int64_t> steps;
+  for (const raw::RawEvent& e : f.events) {
+    if (e.kind == raw::EventKind::kStep) {
+      EXPECT_EQ(f.name(e.name_id), "ProfilerStep#" + std::to_string(e.b));
+      steps.push_back(static_cast<int64_t>(e.b));
+    }
+  }
+  return steps;
+}
+
+TEST(Profiler, StartStopWritesARunDirectory) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.start_profile = false;
+  Profiler prof(o);
+  EXPECT_FALSE(prof.started());
+  EXPECT_TRUE(run_dirs(dir.path()).empty());
+  prof.start();
+  std::string run = prof.current_run_dir();
+  ASSERT_FALSE(run.empty());
+  { TRAINPROF_RANGE("work"); }
+  prof.step();
+  { TRAINPROF_RANGE("work"); }
+  prof.stop();
+  EXPECT_TRUE(prof.current_run_dir().empty());
+  EXPECT_EQ(prof.last_run().run_dir, run);
+  EXPECT_TRUE(prof.last_run().ok);
+
+  // {host}_{pid}_{yyyymmddHHMMSSmmm}_trainprof, owner-only.
+  std::string name = run.substr(run.rfind('/') + 1);
+  EXPECT_TRUE(std::regex_match(name, std::regex(".+_[0-9]+_[0-9]{17}_trainprof"))) << name;
+  struct stat st{};
+  ASSERT_EQ(stat(run.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(stat((run + "/raw").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  raw::RawFile f = test::read_run(run);
+  EXPECT_TRUE(f.issues.empty());
+  EXPECT_TRUE(f.closed_cleanly);
+  EXPECT_EQ(test::count_by_name(f)["work"], 2u);
+  EXPECT_EQ(step_numbers(f), (std::vector<int64_t>{0, 1}));
+
+  auto info = nlohmann::json::parse(test::read_text(run + "/profiler_info.json"));
+  EXPECT_EQ(info["events_recorded"], f.events.size());
+  EXPECT_EQ(info["events_dropped"], 0);
+  EXPECT_EQ(info["complete"], true);
+  EXPECT_EQ(info["stop_reason"], "stop");
+  EXPECT_EQ(info["pid"], getpid());
+  EXPECT_EQ(info["trainprof_version"], std::string(version()));
+  EXPECT_TRUE(info["clock"]["anchor_realtime_ns"].is_number());
+  EXPECT_GT(info["stop_time_ns"].get<uint64_t>(), info["start_time_ns"].get<uint64_t>());
+  EXPECT_EQ(info["options"]["buffer_mb"], 4);
+  EXPECT_TRUE(nlohmann::json::parse(test::read_text(run + "/profiler_metadata.json")).is_object());
+}
+
+TEST(Profiler, MisuseIsLoggedNeverThrown) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.start_profile = false;
+  Profiler prof(o);
+  testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(prof.stop());
+  EXPECT_NO_THROW(prof.step());
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("stop() called while the profiler is not started"), std::string::npos) << err;
+  EXPECT_NE(err.find("step() called while the profiler is stopped"), std::string::npos) << err;
+  EXPECT_EQ(prof.step_num(), 0);
+
+  prof.start();
+  testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(prof.start());
+  err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("already started"), std::string::npos) << err;
+  prof.stop();
+  EXPECT_EQ(run_dirs(dir.path()).size(), 1u);  // the second start() made no run
+}
+
+TEST(Profiler, SecondProfilerCannotStartWhileOneRecords) {
+  TempDir dir;
+  Profiler first(options_in(dir));
+  testing::internal::CaptureStderr();
+  Profiler second(options_in(dir));
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("another profiler is already recording"), std::string::npos) << err;
+  EXPECT_TRUE(second.current_run_dir().empty());
+  second.stop();
+  first.stop();
+  EXPECT_EQ(run_dirs(dir.path()).size(), 1u);
+}
+
+TEST(Profiler, ScheduleMakesOneRunPerCycle) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.schedule = Schedule{.wait = 1, .warmup = 1, .active = 2, .repeat = 2, .skip_first = 1};
+  std::vector<std::string> ready;
+  std::vector<int64_t> ready_at_step;
+  o.on_trace_ready = [&](Profiler& p) {
+    ready.push_back(p.last_run().run_dir);
+    ready_at_step.push_back(p.step_num());
+  };
+  Profiler prof(o);
+  std::string actions;
+  for (int i = 0; i < 12; ++i) {
+    { TRAINPROF_RANGE("forward"); }
+    actions += std::string(to_string(prof.current_action())).substr(0, 2);
+    prof.step();
+  }
+  prof.stop();
+  // skip 1, then (wait 1, warmup 1, active 2) x 2.
+  EXPECT_EQ(actions, "NoNoWaReReNoWaReReNoNoNo");
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready_at_step, (std::vector<int64_t>{5, 9}));
+  std::vector<std::string> runs = run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 2u);
+  std::set<std::string> expected(ready.begin(), ready.end());
+  EXPECT_EQ(std::set<std::string>(runs.begin(), runs.end()), expected);
+
+  raw::RawFile first = test::read_run(ready[0]);
+  raw::RawFile second = test::read_run(ready[1]);
+  EXPECT_EQ(step_numbers(first), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(step_numbers(second), (std::vector<int64_t>{7, 8}));
+  EXPECT_EQ(test::count_by_name(first)["forward"], 2u);
+  EXPECT_EQ(test::count_by_name(second)["forward"], 2u);
+}
+
+TEST(Profiler, StopDuringActiveStepsCallsTraceReady) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.schedule = Schedule{.wait = 0, .warmup = 1, .active = 5};
+  int ready = 0;
+  o.on_trace_ready = [&](Profiler&) { ++ready; };
+  Profiler prof(o);
+  prof.step();  // warmup -> record
+  prof.step();
+  prof.stop();
+  EXPECT_EQ(ready, 1);
+  EXPECT_EQ(step_numbers(test::read_run(prof.last_run().run_dir)), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(Profiler, TraceReadyExceptionDoesNotEscape) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.on_trace_ready = [](Profiler&) { throw std::runtime_error("boom"); };
+  Profiler prof(o);
+  testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(prof.stop());
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("on_trace_ready threw: boom"), std::string::npos);
+}
+
+TEST(Profiler, DestructorStopsAndFlushes) {
+  TempDir dir;
+  {
+    Profiler prof(options_in(dir));
+    TRAINPROF_RANGE("inside");
+  }
+  auto runs = run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(test::read_run(runs[0]).closed_cleanly);
+}
+
+TEST(Profiler, TraceHandlerChoosesDirectoryAndWorkerName) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = "/nonexistent-should-not-be-used";
+  o.on_trace_ready = trace_handler(dir.sub("traces"), "worker-7", /*analyse=*/false);
+  {
+    Profiler prof(o);
+    prof.stop();
+  }
+  auto runs = run_dirs(dir.sub("traces"));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_NE(runs[0].find("/worker-7_"), std::string::npos) << runs[0];
+}
+
+TEST(Profiler, UnwritableOutputPathIsLoggedAndTrainingGoesOn) {
+  TempDir dir;
+  std::string file = dir.sub("plain_file");
+  FILE* f = fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  ProfilerOptions o = options_in(dir);
+  o.output_path = file + "/sub";  // a path through a regular file
+  testing::internal::CaptureStderr();
+  Profiler prof(o);
+  { TRAINPROF_RANGE("still runs"); }
+  prof.step();
+  prof.stop();
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("cannot start profiling"), std::string::npos) << err;
+  EXPECT_NE(err.find(file), std::string::npos) << err;
+  EXPECT_TRUE(prof.last_run().run_dir.empty());
+}
+
+TEST(Profiler, RankComesFromTheLauncherEnvironment) {
+  TempDir dir;
+  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+  Profiler prof(options_in(dir));
+  prof.stop();
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  std::string run = prof.last_run().run_dir;
+  auto info = nlohmann::json::parse(test::read_text(run + "/profiler_info.json"));
+  EXPECT_EQ(info["rank"], 3);
+  EXPECT_EQ(info["world_size"], 8);
+  EXPECT_EQ(info["rank_source"], "OMPI_COMM_WORLD_RANK");
+  raw::RawFile f = test::read_run(run);
+  EXPECT_EQ(f.header.rank, 3);
+  EXPECT_EQ(f.header.world_size, 8);
+}
+
+TEST(Profiler, MetadataOverrideCapAndJson) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.metadata_limit_bytes = 64;
+  Profiler prof(o);
+  prof.add_metadata("model", "resnet");
+  testing::internal::CaptureStderr();
+  prof.add_metadata("model", "cnn \"small\"");
+  prof.add_metadata("huge", std::string(100, 'x'));
+  prof.add_metadata_json("bad", "{not json");
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("\"model\" added again"), std::string::npos) << err;
+  EXPECT_NE(err.find("\"huge\" refused"), std::string::npos) << err;
+  EXPECT_NE(err.find("\"bad\" refused: not valid JSON"), std::string::npos) << err;
+  prof.add_metadata_json("layers", R"({"conv": 2, "fc": [1, 2]})");
+  prof.stop();
+  auto meta = nlohmann::json::parse(test::read_text(prof.last_run().run_dir + "/profiler_metadata.json"));
+  EXPECT_EQ(meta["model"], "cnn \"small\"");
+  EXPECT_EQ(meta["layers"]["conv"], 2);
+  EXPECT_EQ(meta["layers"]["fc"][1], 2);
+  EXPECT_FALSE(meta.contains("huge"));
+  EXPECT_FALSE(meta.contains("bad"));
+}
+
+TEST(Profiler, NamesWithSpecialCharactersRoundTrip) {
+  TempDir dir;
+  const std::vector<std::string> names = {
+      "quote\"d", "back\\slash", "new\nline\ttab", "\x01\x1f ctrl",
+      "utf8 \xc3\xa9\xe6\x97\xa5\xf0\x9f\x94\xa5", "comma,semi;colon", ""};
+  Profiler prof(options_in(dir));
+  for (const std::string& n : names) {
+    trainprof::Range r(n);
+  }
+  trainprof::mark("mark \"q\" \\ \n", "dom\"ain");
+  prof.add_metadata("key \"with\" quotes\n", "value \\ \x01 \xc3\xa9");
+  prof.stop();
+  raw::RawFile f = test::read_run(prof.last_run().run_dir);
+  std::vector<std::string> got;
+  for (const raw::RawEvent& e : f.events) {
+    if (e.kind == raw::EventKind::kRange) got.push_back(f.name(e.name_id));
+    if (e.kind == raw::EventKind::kMark) {
+      EXPECT_EQ(f.name(e.name_id), "mark \"q\" \\ \n");
+      EXPECT_EQ(f.name(static_cast<uint32_t>(e.a)), "dom\"ain");
+    }
+  }
+  EXPECT_EQ(got, names);
+  auto meta = nlohmann::json::parse(test::read_text(prof.last_run().run_dir + "/profiler_metadata.json"));
+  EXPECT_EQ(meta["key \"with\" quotes\n"], "value \\ \x01 \xc3\xa9");
+}
+
+}  // namespace
+}  // namespace trainprof

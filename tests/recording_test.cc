@@ -1,0 +1,245 @@
+// Copyright trainprof authors. The recording engine: threads, buffers, event kinds.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <bit>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+#include "trainprof/trainprof.h"
+
+namespace trainprof {
+namespace {
+
+using test::TempDir;
+
+ProfilerOptions options_in(const TempDir& dir, uint32_t buffer_mb = 8) {
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.buffer_mb = buffer_mb;
+  return o;
+}
+
+TEST(Recording, EightThreadsMillionRangesEachNothingLost) {
+  constexpr int kThreads = 8;
+  constexpr int kRanges = 1'000'000;
+  TempDir dir;
+  // 8M events x 32 bytes = 256 MiB: enough even if the flusher never ran.
+  Profiler prof(options_in(dir, 320));
+  std::vector<std::thread> threads;
+  std::vector<uint32_t> tids(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &tids] {
+      tids[t] = static_cast<uint32_t>(gettid());
+      set_thread_name("worker-" + std::to_string(t));
+      for (int i = 0; i < kRanges; ++i) {
+        TRAINPROF_RANGE("hot");
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  prof.stop();
+  RunSummary run = prof.last_run();
+  EXPECT_EQ(run.events_dropped, 0u);
+  EXPECT_EQ(run.events_recorded, static_cast<uint64_t>(kThreads) * kRanges + 1);  // + ProfilerStep#0
+
+  raw::RawFile f = test::read_run(run.run_dir);
+  EXPECT_TRUE(f.issues.empty());
+  std::map<uint32_t, size_t> per_thread;
+  std::map<uint32_t, uint64_t> last_start;
+  for (const raw::RawEvent& e : f.events) {
+    if (e.kind != raw::EventKind::kRange) continue;
+    ASSERT_EQ(f.name(e.name_id), "hot");
+    ASSERT_GE(e.t1_ns, e.t0_ns);
+    // Within a thread, ranges come in the order they were recorded.
+    ASSERT_GE(e.t0_ns, last_start[e.tid]);
+    last_start[e.tid] = e.t0_ns;
+    ++per_thread[e.tid];
+  }
+  ASSERT_EQ(per_thread.size(), static_cast<size_t>(kThreads));
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(per_thread[tids[t]], static_cast<size_t>(kRanges)) << "thread " << t;
+    EXPECT_EQ(f.thread_names[tids[t]], "worker-" + std::to_string(t));
+  }
+  auto info = nlohmann::json::parse(test::read_text(run.run_dir + "/profiler_info.json"));
+  EXPECT_EQ(info["events_recorded"], run.events_recorded);
+}
+
+TEST(Recording, NestedRangesKeepTheirTimes) {
+  TempDir dir;
+  Profiler prof(options_in(dir));
+  {
+    TRAINPROF_RANGE("outer");
+    {
+      TRAINPROF_RANGE("inner");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  prof.stop();
+  raw::RawFile f = test::read_run(prof.last_run().run_dir);
+  const raw::RawEvent* outer = nullptr;
+  const raw::RawEvent* inner = nullptr;
+  for (const auto& e : f.events) {
+    if (f.name(e.name_id) == "outer") outer = &e;
+    if (f.name(e.name_id) == "inner") inner = &e;
+  }
+  ASSERT_TRUE(outer && inner);
+  EXPECT_LE(outer->t0_ns, inner->t0_ns);
+  EXPECT_GE(outer->t1_ns, inner->t1_ns);
+  EXPECT_GE(inner->t1_ns - inner->t0_ns, 2'000'000u);    // slept 2 ms
+  EXPECT_LT(inner->t1_ns - inner->t0_ns, 2'000'000'000u);  // ticks converted to ns
+}
+
+TEST(Recording, MarksCountersAndCrossThreadRanges) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.mstx_domain_exclude = {"noisy"};
+  Profiler prof(o);
+  mark("epoch begins");
+  mark("dropped", "noisy");
+  EXPECT_EQ(range_start("filtered", "noisy"), 0u);
+  uint64_t id = range_start("load batch", "data");
+  ASSERT_NE(id, 0u);
+  std::thread([id] { range_end(id); }).join();
+  range_end(0);  // no-op
+  counter("loss", 0.25);
+  counter("loss", -1.5e300);
+  prof.stop();
+
+  raw::RawFile f = test::read_run(prof.last_run().run_dir);
+  std::vector<double> losses;
+  int marks = 0, begins = 0, ends = 0;
+  uint32_t begin_tid = 0, end_tid = 0;
+  for (const auto& e : f.events) {
+    switch (e.kind) {
+      case raw::EventKind::kMark:
+        ++marks;
+        EXPECT_EQ(f.name(e.name_id), "epoch begins");
+        EXPECT_EQ(f.name(static_cast<uint32_t>(e.a)), "default");
+        break;
+      case raw::EventKind::kCounter:
+        EXPECT_EQ(f.name(e.name_id), "loss");
+        losses.push_back(std::bit_cast<double>(e.b));
+        break;
+      case raw::EventKind::kAsyncBegin:
+        ++begins;
+        EXPECT_EQ(f.name(e.name_id), "load batch");
+        EXPECT_EQ(f.name(static_cast<uint32_t>(e.a)), "data");
+        EXPECT_EQ(e.b, id);
+        begin_tid = e.tid;
+        break;
+      case raw::EventKind::kAsyncEnd:
+        ++ends;
+        EXPECT_EQ(e.b, id);
+        end_tid = e.tid;
+        break;
+      default: break;
+    }
+  }
+  EXPECT_EQ(marks, 1);
+  EXPECT_EQ(begins, 1);
+  EXPECT_EQ(ends, 1);
+  EXPECT_NE(begin_tid, end_tid);
+  EXPECT_EQ(losses, (std::vector<double>{0.25, -1.5e300}));
+}
+
+TEST(Recording, DomainIncludeListWins) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.mstx_domain_include = {"keep"};
+  o.mstx_domain_exclude = {"keep"};
+  Profiler prof(o);
+  mark("a", "keep");
+  mark("b", "other");
+  mark("c");
+  prof.stop();
+  auto counts = test::count_by_name(test::read_run(prof.last_run().run_dir));
+  EXPECT_EQ(counts["a"], 1u);
+  EXPECT_EQ(counts.count("b"), 0u);
+  EXPECT_EQ(counts.count("c"), 0u);
+}
+
+TEST(Recording, NothingIsRecordedWhileStopped) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.start_profile = false;
+  Profiler prof(o);
+  { TRAINPROF_RANGE("before"); }
+  mark("before");
+  counter("before", 1);
+  prof.start();
+  { TRAINPROF_RANGE("during"); }
+  prof.stop();
+  { TRAINPROF_RANGE("after"); }
+  prof.start();
+  { TRAINPROF_RANGE("second"); }
+  prof.stop();
+  auto runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 2u);
+  auto first = test::count_by_name(test::read_run(runs[0]));
+  auto second = test::count_by_name(test::read_run(runs[1]));
+  EXPECT_EQ(first.count("before"), 0u);
+  EXPECT_EQ(first["during"], 1u);
+  EXPECT_EQ(first.count("after"), 0u);
+  EXPECT_EQ(second.count("after"), 0u);
+  EXPECT_EQ(second["second"], 1u);
+}
+
+TEST(Recording, WithoutCpuActivityOnlyStepsAreRecorded) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.activities = {Activity::GPU};
+  Profiler prof(o);
+  { TRAINPROF_RANGE("host"); }
+  prof.step();
+  prof.stop();
+  raw::RawFile f = test::read_run(prof.last_run().run_dir);
+  for (const auto& e : f.events) EXPECT_EQ(e.kind, raw::EventKind::kStep);
+  EXPECT_EQ(f.events.size(), 2u);
+}
+
+TEST(Recording, ControlFromAnotherThreadWhileThreadsRecord) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir, 16);
+  o.start_profile = false;
+  o.flush_interval_ms = 5;
+  o.schedule = Schedule{.wait = 1, .warmup = 1, .active = 2};
+  Profiler prof(o);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 3; ++t) {
+    workers.emplace_back([&] {
+      while (!done.load()) {
+        TRAINPROF_RANGE("busy");
+        mark("tick");
+      }
+    });
+  }
+  std::thread control([&] {
+    for (int round = 0; round < 3; ++round) {
+      prof.start();
+      for (int s = 0; s < 8; ++s) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        prof.step();
+      }
+      prof.stop();
+    }
+  });
+  control.join();
+  done = true;
+  for (auto& w : workers) w.join();
+  auto runs = test::run_dirs(dir.path());
+  EXPECT_GE(runs.size(), 6u);  // two full cycles per round, plus partial ones
+  for (const std::string& run : runs) {
+    raw::RawFile f = test::read_run(run);
+    EXPECT_TRUE(f.issues.empty()) << run;
+    EXPECT_TRUE(f.closed_cleanly) << run;
+    EXPECT_GT(f.events.size(), 0u) << run;
+  }
+}
+
+}  // namespace
+}  // namespace trainprof

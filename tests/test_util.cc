@@ -1,0 +1,102 @@
+// Copyright trainprof authors.
+#include "test_util.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace trainprof::test {
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base != nullptr ? base : "/tmp") + "/trainprof_test_XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  char* made = mkdtemp(buf.data());
+  if (made == nullptr) std::abort();
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  // Run directories are 0700 and owned by us: removable.
+  fs::remove_all(path_, ec);
+}
+
+std::vector<std::string> run_dirs(const std::string& parent) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    std::string name = e.path().filename().string();
+    if (e.is_directory() && name.size() > 10 && name.ends_with("_trainprof")) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+raw::RawFile read_run(const std::string& run_dir) {
+  std::string error;
+  auto files = raw::read_run_directory(run_dir, &error);
+  EXPECT_TRUE(files.has_value()) << error;
+  if (!files) return raw::RawFile{};
+  EXPECT_EQ(files->size(), 1u);
+  return std::move(files->front());
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string helper_path(const std::string& name) {
+  return std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof_test_" + name;
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env) {
+  ProcessResult result;
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return result;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipefd[1], 1);
+    dup2(pipefd[1], 2);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(pipefd[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) result.output.append(buf, static_cast<size_t>(n));
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+  return result;
+}
+
+std::map<std::string, size_t> count_by_name(const raw::RawFile& file) {
+  std::map<std::string, size_t> counts;
+  for (const raw::RawEvent& e : file.events) ++counts[file.name(e.name_id)];
+  return counts;
+}
+
+}  // namespace trainprof::test

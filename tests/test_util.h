@@ -1,0 +1,50 @@
+// Copyright trainprof authors. Shared helpers for the tests.
+#ifndef TRAINPROF_TESTS_TEST_UTIL_H_
+#define TRAINPROF_TESTS_TEST_UTIL_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "raw/raw_reader.h"
+
+namespace trainprof::test {
+
+// A fresh directory under $TMPDIR, removed (recursively) at the end of scope.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Run directories (*_trainprof) directly under `parent`, sorted by name.
+std::vector<std::string> run_dirs(const std::string& parent);
+
+// Reads the single raw file of `run_dir`; fails the test when unreadable.
+raw::RawFile read_run(const std::string& run_dir);
+
+std::string read_text(const std::string& path);
+
+// Path of a helper program built beside the tests.
+std::string helper_path(const std::string& name);
+
+struct ProcessResult {
+  int exit_code = -1;    // when it exited
+  int term_signal = 0;   // when a signal ended it
+  std::string output;    // stdout + stderr
+};
+// Runs argv with extra environment variables; waits for it.
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env = {});
+
+// Counts of events by name (kinds with a name).
+std::map<std::string, size_t> count_by_name(const raw::RawFile& file);
+
+}  // namespace trainprof::test
+
+#endif  // TRAINPROF_TESTS_TEST_UTIL_H_
