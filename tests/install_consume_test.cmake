@@ -28,8 +28,14 @@ int main(int argc, char** argv) {
   return prof.last_run().events_recorded == 2 ? 0 : 1;
 }
 ]=])
+set(extra_flags "")
+if(SANITIZE)
+  # A sanitized library needs a sanitized executable (runtime first).
+  string(REPLACE ";" "," sanitizers "${SANITIZE}")
+  set(extra_flags "-DCMAKE_CXX_FLAGS=-fsanitize=${sanitizers}" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${sanitizers}")
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORK_DIR}/consumer -B ${WORK_DIR}/consumer/build
-                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
+                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix ${extra_flags}
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configuring the consumer failed")

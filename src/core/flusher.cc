@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/clock.h"
@@ -177,8 +178,12 @@ FlushStats Flusher::stats_locked() {
 }
 
 void Flusher::write_full_blocks(bool discard) {
+  write_blocks(Recorder::instance().take_full_blocks(), discard);
+}
+
+void Flusher::write_blocks(const std::vector<Block*>& blocks, bool discard) {
   Recorder& rec = Recorder::instance();
-  for (Block* b : rec.take_full_blocks()) {
+  for (Block* b : blocks) {
     uint32_t committed = b->committed.load(std::memory_order_acquire);
     if (!discard && fd_ >= 0 && committed > b->flushed) {
       encoder_.events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
@@ -192,15 +197,23 @@ void Flusher::write_full_blocks(bool discard) {
 void Flusher::write_live_blocks(bool discard) {
   Recorder& rec = Recorder::instance();
   std::vector<ThreadBuffer*> threads = rec.threads_snapshot();
+  // Order matters. A thread queues a full block before it publishes the next
+  // one as `current`, so once the current blocks are read, every block that
+  // precedes them is in the queue: write the queue first, then the committed
+  // prefix of each current block that was not itself queued meanwhile.
   std::vector<ThreadBuffer*> exited;
-  for (ThreadBuffer* tb : threads) {
-    if (tb->exited.load(std::memory_order_acquire)) exited.push_back(tb);
+  std::vector<Block*> current(threads.size(), nullptr);
+  for (size_t i = 0; i < threads.size(); ++i) {
+    // An exited thread queued its last block before setting `exited`.
+    if (threads[i]->exited.load(std::memory_order_acquire)) exited.push_back(threads[i]);
+    current[i] = threads[i]->current.load(std::memory_order_acquire);
   }
-  // An exited thread queued its last block before setting `exited`.
-  write_full_blocks(discard);
-  for (ThreadBuffer* tb : threads) {
-    Block* b = tb->current.load(std::memory_order_acquire);
-    if (b == nullptr) continue;
+  std::vector<Block*> full = rec.take_full_blocks();  // in submission order
+  std::vector<Block*> queued = full;
+  std::sort(queued.begin(), queued.end());
+  write_blocks(full, discard);  // releases them to the pool
+  for (Block* b : current) {
+    if (b == nullptr || std::binary_search(queued.begin(), queued.end(), b)) continue;
     uint32_t committed = b->committed.load(std::memory_order_acquire);
     if (committed <= b->flushed) continue;
     if (!discard && fd_ >= 0) {

@@ -18,11 +18,13 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "raw/raw_encoder.h"
 
 namespace trainprof::detail {
 
+struct Block;
 struct ThreadBuffer;
 
 struct FlushStats {
@@ -65,6 +67,7 @@ class Flusher {
   void run();
   int timeout_ms() const;
   void write_full_blocks(bool discard);
+  void write_blocks(const std::vector<Block*>& blocks, bool discard);
   void write_live_blocks(bool discard);
   void write_thread_names(const std::vector<ThreadBuffer*>& threads);
   void write_periodic(bool final);
