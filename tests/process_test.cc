@@ -206,5 +206,75 @@ TEST(Process, DropAccountingIsExactUnderLoad) {
   EXPECT_EQ(info["events_recorded"], recorded);
 }
 
+TEST(Process, ExitWithoutStopClosesTheRun) {
+  TempDir dir;
+  test::ProcessResult r = test::run_process({test::helper_path("scenario_child"), dir.path(), "exit"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u);
+  raw::RawFile f = test::read_run(runs[0]);
+  EXPECT_TRUE(f.closed_cleanly);
+  EXPECT_EQ(test::count_by_name(f)["before_exit"], 1000u);
+  auto info = nlohmann::json::parse(test::read_text(runs[0] + "/profiler_info.json"));
+  EXPECT_EQ(info["stop_reason"], "exit");
+  EXPECT_EQ(info["complete"], true);
+}
+
+TEST(Process, WriteFailureDisablesCollectionNotTraining) {
+  TempDir dir;
+  test::ProcessResult r = test::run_process({test::helper_path("scenario_child"), dir.path(), "io_limit"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("training continues ok=0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cannot write"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("host.tpraw"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("collection disabled"), std::string::npos) << r.output;
+  auto runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u);
+  // What was written before the limit is still readable.
+  raw::RawFile f = test::read_run(runs[0]);
+  EXPECT_GT(test::count_by_name(f)["step_work"], 10000u);
+  auto info = nlohmann::json::parse(test::read_text(runs[0] + "/profiler_info.json"));
+  EXPECT_EQ(info["complete"], false);
+  EXPECT_NE(info["io_error"].get<std::string>().find("File too large"), std::string::npos);
+}
+
+TEST(Process, MonotonicClockFallback) {
+  TempDir dir;
+  std::string opts = R"({"start": true, "output_path": ")" + dir.path() + R"("})";
+  test::ProcessResult r = test::run_process({test::helper_path("env_child")},
+                                            {{"TRAINPROF_OPTIONS", opts}, {"TRAINPROF_CLOCK", "monotonic"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u);
+  raw::RawFile f = test::read_run(runs[0]);
+  EXPECT_EQ(f.header.clock_source, 2u);
+  auto info = nlohmann::json::parse(test::read_text(runs[0] + "/profiler_info.json"));
+  EXPECT_EQ(info["clock"]["source"], "monotonic");
+  EXPECT_EQ(test::count_by_name(f)["env_work"], 2000u);
+  for (const auto& e : f.events) {
+    EXPECT_GE(e.t0_ns, f.header.anchor_monotonic_ns);
+    EXPECT_LT(e.t1_ns - e.t0_ns, 10'000'000'000ull);
+  }
+}
+
+TEST(Process, PreloadProfilesAProgramThatNeverLinkedTrainprof) {
+#ifdef TRAINPROF_TEST_SANITIZED
+  GTEST_SKIP() << "a sanitized library cannot be preloaded into an unsanitized program";
+#else
+  TempDir dir;
+  std::string opts = R"({"start": true, "output_path": ")" + dir.path() + R"("})";
+  test::ProcessResult r = test::run_process({"/bin/echo", "hello from echo"},
+                                            {{"TRAINPROF_OPTIONS", opts}, {"LD_PRELOAD", TRAINPROF_TEST_LIB}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("hello from echo"), std::string::npos);
+  auto runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u) << r.output;
+  raw::RawFile f = test::read_run(runs[0]);
+  EXPECT_TRUE(f.closed_cleanly);
+  ASSERT_EQ(f.events.size(), 1u);  // the process lifetime as ProfilerStep#0
+  EXPECT_EQ(f.events[0].kind, raw::EventKind::kStep);
+#endif
+}
+
 }  // namespace
 }  // namespace trainprof

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/run_directory.h"
 #include "core/session.h"
@@ -28,6 +29,7 @@ Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
     options_.output_path = handler->dir;
     worker_name_ = handler->worker_name;
   }
+  detail::init_clock();  // before the first timestamp this profiler takes
   if (worker_name_.empty()) worker_name_ = detail::host_name() + "_" + std::to_string(getpid());
   if (options_.schedule && options_.schedule->warmup == 0) {
     detail::log_warning("schedule has warmup = 0: the first recorded step of each cycle is cold");
@@ -48,8 +50,8 @@ void Profiler::start() {
   }
   started_ = true;
   action_ = options_.schedule ? options_.schedule->action(step_num_) : ProfilerAction::Record;
-  step_start_ticks_ = detail::now_ticks();
   if (is_recording(action_)) open_run_locked();
+  step_start_ticks_ = detail::now_ticks();
 }
 
 void Profiler::stop() {
@@ -83,7 +85,10 @@ void Profiler::step() {
     close_run_locked(true);
   }
   action_ = next;
-  if (is_recording(next) && !session_) open_run_locked();
+  if (is_recording(next) && !session_) {
+    open_run_locked();
+    step_start_ticks_ = detail::now_ticks();  // the step starts inside its run
+  }
 }
 
 void Profiler::record_step_range_locked() {

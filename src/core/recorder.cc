@@ -144,6 +144,7 @@ void record_range(const char* name, uint64_t start_ticks) noexcept {
   uint64_t end = now_ticks();
   if (!host_recording()) return;
   Event e{start_ticks, end, name, static_cast<uint8_t>(raw::EventKind::kRange), 0, 0, 0};
+  if (try_fast_append(e)) return;  // the common case touches no shared state
   Recorder::instance().append(e);
 }
 

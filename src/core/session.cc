@@ -32,7 +32,13 @@ struct DomainFilter {
 };
 
 std::mutex g_open_mu;
-std::weak_ptr<Session> g_open_session;
+// The open session, if any. A strong reference: the session lives until it is
+// closed, whoever (owner, atexit) closes it. Leaked on purpose: a global with a
+// destructor could be destroyed before the atexit handler that still needs it.
+std::shared_ptr<Session>& open_session() {
+  static auto* session = new std::shared_ptr<Session>();
+  return *session;
+}
 // Filters are never freed: a recording thread may still read the previous one.
 std::atomic<const DomainFilter*> g_domain_filter{nullptr};
 
@@ -71,7 +77,7 @@ void close_open_session_at_exit() {
   std::shared_ptr<Session> s;
   {
     std::lock_guard<std::mutex> lock(g_open_mu);
-    s = g_open_session.lock();
+    s = open_session();
   }
   if (s) s->close("exit");
 }
@@ -129,7 +135,7 @@ bool domain_enabled(std::string_view domain) {
 
 std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std::string& prefix) {
   std::lock_guard<std::mutex> lock(g_open_mu);
-  if (auto other = g_open_session.lock()) {
+  if (auto other = open_session()) {
     detail::log_error("another profiler is already recording into '" + other->run_dir() +
                       "'; this start is ignored (one profiler records at a time)");
     return nullptr;
@@ -200,7 +206,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   }
   bool host = options.activities.count(Activity::CPU) > 0;
   detail::g_host_recording.store(host, std::memory_order_release);
-  g_open_session = s;
+  open_session() = s;
   return s;
 }
 
@@ -212,6 +218,7 @@ bool Session::is_closed() const {
 }
 
 RunSummary Session::close(std::string_view reason) {
+  std::shared_ptr<Session> released;  // the registry's reference, dropped after mu_ is unlocked
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_ || run_dir_.empty()) return summary_;
   closed_ = true;
@@ -234,7 +241,7 @@ RunSummary Session::close(std::string_view reason) {
   summary_.ok = !st.io_error && error.empty();
   {
     std::lock_guard<std::mutex> open_lock(g_open_mu);
-    if (g_open_session.lock().get() == this || g_open_session.expired()) g_open_session.reset();
+    if (open_session().get() == this) released = std::move(open_session());
   }
   return summary_;
 }

@@ -1,0 +1,43 @@
+// Copyright trainprof authors. Small whole-process scenarios.
+// argv: output_dir mode
+//   exit      a heap profiler never stopped; the program calls exit(0)
+//   io_limit  RLIMIT_FSIZE makes the raw file unwritable past 256 KiB; the
+//             program must go on ("training continues") and exit 0
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "trainprof/trainprof.h"
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  trainprof::ProfilerOptions o;
+  o.output_path = argv[1];
+  if (std::strcmp(argv[2], "exit") == 0) {
+    auto* prof = new trainprof::Profiler(o);
+    for (int i = 0; i < 1000; ++i) {
+      TRAINPROF_RANGE("before_exit");
+    }
+    std::printf("RUN %s\n", prof->current_run_dir().c_str());
+    std::fflush(stdout);
+    std::exit(0);
+  }
+  if (std::strcmp(argv[2], "io_limit") == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead
+    rlimit limit{256 * 1024, 256 * 1024};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    o.flush_interval_ms = 10;
+    trainprof::Profiler prof(o);
+    std::printf("RUN %s\n", prof.current_run_dir().c_str());
+    for (int i = 0; i < 2'000'000; ++i) {
+      TRAINPROF_RANGE("step_work");
+    }
+    prof.stop();
+    std::printf("training continues ok=%d\n", prof.last_run().ok ? 1 : 0);
+    return 0;
+  }
+  return 2;
+}
