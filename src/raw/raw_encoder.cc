@@ -33,6 +33,7 @@ void RawEncoder::reset() {
   new_strings_.clear();
   new_string_count_ = 0;
   next_string_id_ = 1;
+  for (CachedId& c : cache_) c = CachedId{};
   id_by_pointer_.clear();
   id_by_content_.clear();
   id_by_domain_.clear();
@@ -42,8 +43,13 @@ void RawEncoder::file_header(const FileHeader& header) { append_pod(out_, header
 
 uint32_t RawEncoder::string_id(const char* name) {
   if (name == nullptr) return 0;
+  CachedId& cached = cache_[(reinterpret_cast<uintptr_t>(name) >> 3) % kCacheSize];
+  if (cached.pointer == name) return cached.id;
   auto it = id_by_pointer_.find(name);
-  if (it != id_by_pointer_.end()) return it->second;
+  if (it != id_by_pointer_.end()) {
+    cached = CachedId{name, it->second};
+    return it->second;
+  }
   // Equal text behind another pointer (the same literal in two libraries)
   // shares one id. Names live for the process, so views stay valid.
   std::string_view text(name);
@@ -56,6 +62,7 @@ uint32_t RawEncoder::string_id(const char* name) {
     ++new_string_count_;
   }
   id_by_pointer_.emplace(name, content_it->second);
+  cached = CachedId{name, content_it->second};
   return content_it->second;
 }
 
@@ -89,10 +96,10 @@ void RawEncoder::end_chunk(size_t header_offset, uint32_t record_count) {
 
 void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count) {
   if (count == 0) return;
-  scratch_.clear();
-  scratch_.reserve(count * 12);
+  // Worst case per event: head byte + five varints.
+  scratch_.resize(count * (1 + 5 * kMaxVarintBytes));
+  uint8_t* p = scratch_.data();
   uint64_t prev_t0 = 0;
-  uint8_t tmp[1 + 5 * kMaxVarintBytes];
   for (size_t i = 0; i < count; ++i) {
     const detail::Event& e = events[i];
     auto kind = static_cast<EventKind>(e.kind);
@@ -110,7 +117,6 @@ void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count)
     if (dur != 0) head |= kHeadHasDuration;
     if (a != 0) head |= kHeadHasA;
     if (b != 0) head |= kHeadHasB;
-    uint8_t* p = tmp;
     *p++ = head;
     p = put_varint(p, name);
     p = put_varint(p, zigzag(static_cast<int64_t>(e.t0 - prev_t0)));
@@ -118,8 +124,8 @@ void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count)
     if (a != 0) p = put_varint(p, a);
     if (b != 0) p = put_varint(p, b);
     prev_t0 = e.t0;
-    scratch_.insert(scratch_.end(), tmp, p);
   }
+  scratch_.resize(static_cast<size_t>(p - scratch_.data()));
   if (new_string_count_ > 0) {
     size_t h = begin_chunk(ChunkType::kStrings, 0);
     append_bytes(out_, new_strings_.data(), new_strings_.size());

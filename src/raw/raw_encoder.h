@@ -44,6 +44,13 @@ class RawEncoder {
   std::vector<uint8_t> new_strings_;
   uint32_t new_string_count_ = 0;
   uint32_t next_string_id_ = 1;  // 0: no name
+  // Direct-mapped cache in front of id_by_pointer_: most events reuse a few names.
+  struct CachedId {
+    const void* pointer = nullptr;
+    uint32_t id = 0;
+  };
+  static constexpr size_t kCacheSize = 1024;
+  CachedId cache_[kCacheSize];
   std::unordered_map<const void*, uint32_t> id_by_pointer_;
   std::unordered_map<std::string_view, uint32_t> id_by_content_;
   std::vector<uint32_t> id_by_domain_;
