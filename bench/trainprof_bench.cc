@@ -54,7 +54,12 @@ void BM_ScopedRangeRecording(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_ScopedRangeRecording)->Setup(start_recording)->Teardown(stop_recording)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_ScopedRangeRecording)
+    ->Setup(start_recording)
+    ->Teardown(stop_recording)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
 
 // The same with no profiler recording: the cost of instrumentation left in.
 void BM_ScopedRangeOff(benchmark::State& state) {
@@ -73,7 +78,11 @@ void BM_RuntimeNameRangeRecording(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_RuntimeNameRangeRecording)->Setup(start_recording)->Teardown(stop_recording)->Threads(1)->UseRealTime();
+BENCHMARK(BM_RuntimeNameRangeRecording)
+    ->Setup(start_recording)
+    ->Teardown(stop_recording)
+    ->Threads(1)
+    ->UseRealTime();
 
 // The floor: two timestamp reads.
 void BM_TwoTimestamps(benchmark::State& state) {
@@ -111,7 +120,8 @@ void BM_BytesPerRangeOnDisk(benchmark::State& state) {
     t2.join();
     prof.stop();
     std::string raw = prof.last_run().run_dir + "/raw/host.tpraw";
-    bytes_per_range = static_cast<double>(fs::file_size(raw)) / static_cast<double>(prof.last_run().events_recorded);
+    bytes_per_range =
+        static_cast<double>(fs::file_size(raw)) / static_cast<double>(prof.last_run().events_recorded);
     state.counters["events"] = static_cast<double>(prof.last_run().events_recorded);
     state.counters["dropped"] = static_cast<double>(prof.last_run().events_dropped);
     fs::remove_all(prof.last_run().run_dir);
@@ -160,7 +170,11 @@ void BM_FlusherCpuAtSustainedRate(benchmark::State& state) {
     fs::remove_all(prof.last_run().run_dir);
   }
 }
-BENCHMARK(BM_FlusherCpuAtSustainedRate)->Arg(1'000'000)->Arg(10'000'000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FlusherCpuAtSustainedRate)
+    ->Arg(1'000'000)
+    ->Arg(10'000'000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

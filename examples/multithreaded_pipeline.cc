@@ -3,8 +3,9 @@
 // Until the LibTorch demo exists this is the main job: two loader threads
 // prepare batches (real work: filling and normalising float tensors), the main
 // thread runs forward / backward / optimizer (real work: small matrix
-// products), and trainprof records it with a schedule. At the end it prints,
-// for each recorded cycle, where the time went and where the data is.
+// products), and trainprof records it with a schedule; trace_handler analyses
+// each recorded cycle as it closes. `trainprof summary DIR` then shows where
+// the time went (scripts/demo.sh does both).
 //
 //   trainprof_example_threads [output_dir] [steps]
 #include <algorithm>
@@ -13,14 +14,12 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "raw/raw_reader.h"
 #include "trainprof/trainprof.h"
 
 namespace {
@@ -93,40 +92,6 @@ void loader(int id, BatchQueue* queue, const std::atomic<bool>* stop) {
   }
 }
 
-void print_summary(const std::string& run_dir) {
-  std::string error;
-  auto files = trainprof::raw::read_run_directory(run_dir, &error);
-  if (!files) {
-    std::printf("  cannot read %s: %s\n", run_dir.c_str(), error.c_str());
-    return;
-  }
-  const trainprof::raw::RawFile& f = files->front();
-  struct Total { uint64_t ns = 0; uint64_t count = 0; };
-  std::map<std::string, Total> totals;
-  std::vector<std::pair<uint64_t, uint64_t>> steps;  // step, duration
-  for (const auto& e : f.events) {
-    if (e.kind == trainprof::raw::EventKind::kRange) {
-      Total& t = totals[f.name(e.name_id)];
-      t.ns += e.t1_ns - e.t0_ns;
-      ++t.count;
-    } else if (e.kind == trainprof::raw::EventKind::kStep) {
-      steps.emplace_back(e.b, e.t1_ns - e.t0_ns);
-    }
-  }
-  std::vector<std::pair<std::string, Total>> sorted(totals.begin(), totals.end());
-  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.second.ns > b.second.ns; });
-  std::printf("  run: %s\n  events: %zu, dropped: %llu\n", run_dir.c_str(), f.events.size(),
-              static_cast<unsigned long long>(f.reported_events_dropped));
-  std::sort(steps.begin(), steps.end());
-  for (auto& [step, ns] : steps) std::printf("  ProfilerStep#%llu: %.3f ms\n", (unsigned long long)step, ns / 1e6);
-  std::printf("  %-24s %10s %12s %10s\n", "range (all threads)", "calls", "total ms", "avg us");
-  for (size_t i = 0; i < sorted.size() && i < 8; ++i) {
-    const auto& [name, t] = sorted[i];
-    std::printf("  %-24s %10llu %12.3f %10.2f\n", name.c_str(), (unsigned long long)t.count, t.ns / 1e6,
-                t.ns / 1e3 / static_cast<double>(t.count));
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,7 +101,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> runs;
   trainprof::ProfilerOptions options;
   options.schedule = trainprof::Schedule{.wait = 1, .warmup = 1, .active = 3, .repeat = 2, .skip_first = 1};
-  auto handler = trainprof::trace_handler(out, {}, /*analyse=*/false);
+  auto handler = trainprof::trace_handler(out, {}, /*analyse=*/true);
   options.on_trace_ready = [&runs, handler](trainprof::Profiler& p) {
     handler(p);
     runs.push_back(p.last_run().run_dir);
@@ -181,7 +146,8 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < w2.size(); ++i) w2[i] -= 1e-3f * h2[i % h2.size()];
     }
     trainprof::counter("loss", loss);
-    std::printf("step %2d  loss %.5f  (%s)\n", step, loss, std::string(trainprof::to_string(prof.current_action())).c_str());
+    std::printf("step %2d  loss %.5f  (%s)\n", step, loss,
+                std::string(trainprof::to_string(prof.current_action())).c_str());
     prof.step();
   }
   prof.stop();
@@ -189,8 +155,6 @@ int main(int argc, char** argv) {
   queue.close();
   for (auto& t : loaders) t.join();
 
-  std::printf("\n%zu recorded cycle(s):\n", runs.size());
-  for (const std::string& run : runs) print_summary(run);
-  std::printf("\nraw data and profiler_info.json are under %s\n", out.c_str());
+  std::printf("\n%zu recorded and analysed cycle(s) under %s\n", runs.size(), out.c_str());
   return runs.empty() ? 1 : 0;
 }

@@ -119,9 +119,15 @@ void check_signal_flush(int sig, bool chain) {
   EXPECT_EQ(info["events_recorded"], n);
 }
 
-TEST(Process, SigtermFlushesEverythingThenTerminates) { check_signal_flush(SIGTERM, false); }
-TEST(Process, SigintFlushesEverythingThenTerminates) { check_signal_flush(SIGINT, false); }
-TEST(Process, SigtermChainsTheUsersHandler) { check_signal_flush(SIGTERM, true); }
+TEST(Process, SigtermFlushesEverythingThenTerminates) {
+  check_signal_flush(SIGTERM, false);
+}
+TEST(Process, SigintFlushesEverythingThenTerminates) {
+  check_signal_flush(SIGINT, false);
+}
+TEST(Process, SigtermChainsTheUsersHandler) {
+  check_signal_flush(SIGTERM, true);
+}
 
 TEST(Process, EnvironmentActivationProfilesAnUnmodifiedProgram) {
   TempDir dir;
@@ -181,13 +187,15 @@ DropReport run_drop_child(const std::string& dir, const std::string& mode) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   size_t at = r.output.find("ATTEMPTED");
   char run[4096] = {};
-  d.parsed = at != std::string::npos &&
-             std::sscanf(r.output.c_str() + at, "ATTEMPTED %llu RECORDED %llu DROPPED %llu BLOCK %u\nRUN %4095s",
-                         &d.attempted, &d.recorded, &d.dropped, &d.block, run) == 5;
+  d.parsed =
+      at != std::string::npos &&
+      std::sscanf(r.output.c_str() + at, "ATTEMPTED %llu RECORDED %llu DROPPED %llu BLOCK %u\nRUN %4095s",
+                  &d.attempted, &d.recorded, &d.dropped, &d.block, run) == 5;
   EXPECT_TRUE(d.parsed) << r.output;
   d.run = run;
   if (d.dropped > 0) {
-    EXPECT_NE(r.output.find(std::to_string(d.dropped) + " events were dropped"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(std::to_string(d.dropped) + " events were dropped"), std::string::npos)
+        << r.output;
   }
   return d;
 }
@@ -273,8 +281,8 @@ TEST(Process, PreloadProfilesAProgramThatNeverLinkedTrainprof) {
 #else
   TempDir dir;
   std::string opts = R"({"start": true, "output_path": ")" + dir.path() + R"("})";
-  test::ProcessResult r = test::run_process({"/bin/echo", "hello from echo"},
-                                            {{"TRAINPROF_OPTIONS", opts}, {"LD_PRELOAD", TRAINPROF_TEST_LIB}});
+  test::ProcessResult r = test::run_process(
+      {"/bin/echo", "hello from echo"}, {{"TRAINPROF_OPTIONS", opts}, {"LD_PRELOAD", TRAINPROF_TEST_LIB}});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("hello from echo"), std::string::npos);
   auto runs = test::run_dirs(dir.path());

@@ -55,7 +55,7 @@ TEST(Profiler, StartStopWritesARunDirectory) {
   // {host}_{pid}_{yyyymmddHHMMSSmmm}_trainprof, owner-only.
   std::string name = run.substr(run.rfind('/') + 1);
   EXPECT_TRUE(std::regex_match(name, std::regex(".+_[0-9]+_[0-9]{17}_trainprof"))) << name;
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(run.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(stat((run + "/raw").c_str(), &st), 0);
@@ -262,9 +262,13 @@ TEST(Profiler, MetadataOverrideCapAndJson) {
 
 TEST(Profiler, NamesWithSpecialCharactersRoundTrip) {
   TempDir dir;
-  const std::vector<std::string> names = {
-      "quote\"d", "back\\slash", "new\nline\ttab", "\x01\x1f ctrl",
-      "utf8 \xc3\xa9\xe6\x97\xa5\xf0\x9f\x94\xa5", "comma,semi;colon", ""};
+  const std::vector<std::string> names = {"quote\"d",
+                                          "back\\slash",
+                                          "new\nline\ttab",
+                                          "\x01\x1f ctrl",
+                                          "utf8 \xc3\xa9\xe6\x97\xa5\xf0\x9f\x94\xa5",
+                                          "comma,semi;colon",
+                                          ""};
   Profiler prof(options_in(dir));
   for (const std::string& n : names) {
     trainprof::Range r(n);

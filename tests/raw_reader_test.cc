@@ -31,7 +31,9 @@ std::string record_run(const TempDir& dir, int threads, int per_thread) {
   return prof.last_run().run_dir + "/raw/host.tpraw";
 }
 
-std::string bytes_of(const std::string& path) { return test::read_text(path); }
+std::string bytes_of(const std::string& path) {
+  return test::read_text(path);
+}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

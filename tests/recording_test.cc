@@ -89,7 +89,7 @@ TEST(Recording, NestedRangesKeepTheirTimes) {
   ASSERT_TRUE(outer && inner);
   EXPECT_LE(outer->t0_ns, inner->t0_ns);
   EXPECT_GE(outer->t1_ns, inner->t1_ns);
-  EXPECT_GE(inner->t1_ns - inner->t0_ns, 2'000'000u);    // slept 2 ms
+  EXPECT_GE(inner->t1_ns - inner->t0_ns, 2'000'000u);      // slept 2 ms
   EXPECT_LT(inner->t1_ns - inner->t0_ns, 2'000'000'000u);  // ticks converted to ns
 }
 

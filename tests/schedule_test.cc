@@ -28,8 +28,7 @@ TEST(Schedule, WaitWarmupActiveRepeat) {
 }
 
 TEST(Schedule, SkipFirstShiftsEverything) {
-  EXPECT_EQ(actions({.wait = 1, .warmup = 1, .active = 2, .repeat = 1, .skip_first = 3}, 10),
-            "NNNNWRSNNN");
+  EXPECT_EQ(actions({.wait = 1, .warmup = 1, .active = 2, .repeat = 1, .skip_first = 3}, 10), "NNNNWRSNNN");
 }
 
 TEST(Schedule, RepeatZeroIsUnbounded) {

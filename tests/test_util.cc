@@ -37,7 +37,8 @@ std::vector<std::string> run_dirs(const std::string& parent) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(parent, ec)) {
     std::string name = e.path().filename().string();
-    if (e.is_directory() && name.size() > 10 && name.ends_with("_trainprof")) out.push_back(e.path().string());
+    if (e.is_directory() && name.size() > 10 && name.ends_with("_trainprof"))
+      out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;

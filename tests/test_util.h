@@ -34,9 +34,9 @@ std::string read_text(const std::string& path);
 std::string helper_path(const std::string& name);
 
 struct ProcessResult {
-  int exit_code = -1;    // when it exited
-  int term_signal = 0;   // when a signal ended it
-  std::string output;    // stdout + stderr
+  int exit_code = -1;   // when it exited
+  int term_signal = 0;  // when a signal ended it
+  std::string output;   // stdout + stderr
 };
 // Runs argv with extra environment variables; waits for it.
 ProcessResult run_process(const std::vector<std::string>& argv,

@@ -21,12 +21,19 @@
 #include <string>
 #include <string_view>
 
+#include <vector>
+
+#include "trainprof/analyse.h"
 #include "trainprof/options.h"
 #include "trainprof/schedule.h"
 
 namespace trainprof {
 
 class Session;  // one open run directory (internal)
+
+// Profiler::analyse: block until done, or analyse in a child process while
+// training goes on.
+enum class AnalyseMode { Sync, Async };
 
 // What the last closed run directory holds.
 struct RunSummary {
@@ -63,6 +70,14 @@ class Profiler {
   // `json` must be valid JSON; it is stored as a JSON value, not a string.
   void add_metadata_json(const std::string& key, const std::string& json);
 
+  // Analyses every run this profiler closed and has not analysed yet (a run
+  // being recorded is not touched). Sync returns the report; Async forks a
+  // child process that analyses and logs failures, and returns an empty report
+  // at once. options.data_simplification defaults to the profiler's option.
+  AnalyseReport analyse(AnalyseMode mode = AnalyseMode::Sync, AnalyseOptions options = {});
+  // Waits for the Async analyses started so far; true when all succeeded.
+  bool wait_for_analysis();
+
   // The run directory being recorded (empty when none).
   std::string current_run_dir() const;
   // The last closed run.
@@ -86,12 +101,14 @@ class Profiler {
   RunSummary last_run_;
   std::map<std::string, std::string> metadata_;  // key -> JSON text
   uint64_t metadata_bytes_ = 0;
+  std::vector<std::string> unanalysed_runs_;
+  std::vector<int> analysis_children_;  // pids of Async analyses
 };
 
 // A ready-made on_trace_ready callback: runs are written under `dir`, named
 // {worker_name}_{timestamp}_trainprof (default worker name {host}_{pid}).
-// With analyse = true each closed run is analysed (async: in a child process)
-// once the analysis engine is built in; until then it logs where the raw run is.
+// With analyse = true each closed run is analysed right away (async: in a
+// child process, so that training goes on).
 std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker_name = {},
                                              bool analyse = true, bool async = false);
 

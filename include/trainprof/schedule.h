@@ -21,7 +21,7 @@ struct Schedule {
   int wait = 0;
   int warmup = 0;
   int active = 1;
-  int repeat = 0;      // 0: unbounded
+  int repeat = 0;  // 0: unbounded
   int skip_first = 0;
 
   // Throws std::invalid_argument naming the offending field.

@@ -2,6 +2,7 @@
 #ifndef TRAINPROF_TRAINPROF_H_
 #define TRAINPROF_TRAINPROF_H_
 
+#include "trainprof/analyse.h"
 #include "trainprof/env.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"

@@ -74,7 +74,9 @@ ClockSource init_clock() {
   return g_source;
 }
 
-ClockSource clock_source() { return init_clock(); }
+ClockSource clock_source() {
+  return init_clock();
+}
 
 double ticks_per_ns() {
   init_clock();

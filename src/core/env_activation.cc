@@ -37,6 +37,8 @@ __attribute__((constructor)) void activate_from_environment() {
 
 }  // namespace
 
-Profiler* env_profiler() { return g_env_profiler; }
+Profiler* env_profiler() {
+  return g_env_profiler;
+}
 
 }  // namespace trainprof

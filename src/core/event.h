@@ -14,13 +14,13 @@
 namespace trainprof::detail {
 
 struct Event {
-  uint64_t t0;        // ticks
-  uint64_t t1;        // end ticks (ranges, steps) or payload b (ids, counter bits)
-  const char* name;   // process-lifetime string (literal or intern())
-  uint8_t kind;       // raw::EventKind
+  uint64_t t0;       // ticks
+  uint64_t t1;       // end ticks (ranges, steps) or payload b (ids, counter bits)
+  const char* name;  // process-lifetime string (literal or intern())
+  uint8_t kind;      // raw::EventKind
   uint8_t reserved;
-  uint16_t domain;    // marker domain id (intern.h)
-  uint32_t aux;       // step number for kStep
+  uint16_t domain;  // marker domain id (intern.h)
+  uint32_t aux;     // step number for kStep
 };
 static_assert(sizeof(Event) == 32, "Event is a fixed 32-byte record");
 

@@ -19,7 +19,9 @@
 
 namespace trainprof::detail {
 
-void wake_flusher() noexcept { Flusher::instance().wake(); }
+void wake_flusher() noexcept {
+  Flusher::instance().wake();
+}
 
 Flusher& Flusher::instance() {
   static Flusher* f = new Flusher();  // never destroyed: it may run during exit
@@ -59,9 +61,15 @@ void Flusher::open(int fd, std::string path, uint32_t flush_interval_ms) {
   run_command(Command::kOpen);
 }
 
-FlushStats Flusher::close() { return run_command(Command::kClose); }
-FlushStats Flusher::flush() { return run_command(Command::kFlush); }
-bool Flusher::is_open() { return open_.load(); }
+FlushStats Flusher::close() {
+  return run_command(Command::kClose);
+}
+FlushStats Flusher::flush() {
+  return run_command(Command::kFlush);
+}
+bool Flusher::is_open() {
+  return open_.load();
+}
 
 void Flusher::set_signal_flush_callback(std::function<void(const FlushStats&)> callback) {
   std::lock_guard<std::mutex> lock(cmd_mu_);

@@ -13,10 +13,18 @@ namespace trainprof::detail {
 enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kDebug = 3 };
 
 void log(LogLevel level, std::string_view message);
-inline void log_error(std::string_view m) { log(LogLevel::kError, m); }
-inline void log_warning(std::string_view m) { log(LogLevel::kWarning, m); }
-inline void log_info(std::string_view m) { log(LogLevel::kInfo, m); }
-inline void log_debug(std::string_view m) { log(LogLevel::kDebug, m); }
+inline void log_error(std::string_view m) {
+  log(LogLevel::kError, m);
+}
+inline void log_warning(std::string_view m) {
+  log(LogLevel::kWarning, m);
+}
+inline void log_info(std::string_view m) {
+  log(LogLevel::kInfo, m);
+}
+inline void log_debug(std::string_view m) {
+  log(LogLevel::kDebug, m);
+}
 
 }  // namespace trainprof::detail
 

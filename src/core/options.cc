@@ -62,8 +62,10 @@ json options_to_json(const ProfilerOptions& o) {
       {"metadata_limit_bytes", o.metadata_limit_bytes},
   };
   if (o.schedule) {
-    j["schedule"] = {{"wait", o.schedule->wait},     {"warmup", o.schedule->warmup},
-                     {"active", o.schedule->active}, {"repeat", o.schedule->repeat},
+    j["schedule"] = {{"wait", o.schedule->wait},
+                     {"warmup", o.schedule->warmup},
+                     {"active", o.schedule->active},
+                     {"repeat", o.schedule->repeat},
                      {"skip_first", o.schedule->skip_first}};
   } else {
     j["schedule"] = nullptr;
@@ -112,8 +114,7 @@ EnvOptions parse_options_json(std::string_view text) {
     throw std::invalid_argument(std::string(kOptionsEnvVar) + " is not valid JSON: " + e.what());
   }
   if (!root.is_object()) {
-    throw std::invalid_argument(std::string(kOptionsEnvVar) + " must be a JSON object, got " +
-                                root.dump());
+    throw std::invalid_argument(std::string(kOptionsEnvVar) + " must be a JSON object, got " + root.dump());
   }
   if (!root.contains("start")) {
     throw std::invalid_argument(std::string(kOptionsEnvVar) +
@@ -130,9 +131,12 @@ EnvOptions parse_options_json(std::string_view text) {
     } else if (key == "activities") {
       o.activities.clear();
       for (const std::string& a : get_strings(v, key)) {
-        if (a == "CPU") o.activities.insert(Activity::CPU);
-        else if (a == "GPU") o.activities.insert(Activity::GPU);
-        else bad(key, "has unknown activity \"" + a + "\" (known: \"CPU\", \"GPU\")");
+        if (a == "CPU")
+          o.activities.insert(Activity::CPU);
+        else if (a == "GPU")
+          o.activities.insert(Activity::GPU);
+        else
+          bad(key, "has unknown activity \"" + a + "\" (known: \"CPU\", \"GPU\")");
       }
     } else if (key == "profile_memory") {
       o.profile_memory = get_bool(v, key);
@@ -150,11 +154,16 @@ EnvOptions parse_options_json(std::string_view text) {
       o.data_simplification = get_bool(v, key);
     } else if (key == "profiler_level") {
       std::string s = v.is_string() ? v.get<std::string>() : "";
-      if (s == "None") o.profiler_level = ProfilerLevel::None;
-      else if (s == "Level0") o.profiler_level = ProfilerLevel::Level0;
-      else if (s == "Level1") o.profiler_level = ProfilerLevel::Level1;
-      else if (s == "Level2") o.profiler_level = ProfilerLevel::Level2;
-      else bad(key, "must be one of \"None\", \"Level0\", \"Level1\", \"Level2\", got " + v.dump());
+      if (s == "None")
+        o.profiler_level = ProfilerLevel::None;
+      else if (s == "Level0")
+        o.profiler_level = ProfilerLevel::Level0;
+      else if (s == "Level1")
+        o.profiler_level = ProfilerLevel::Level1;
+      else if (s == "Level2")
+        o.profiler_level = ProfilerLevel::Level2;
+      else
+        bad(key, "must be one of \"None\", \"Level0\", \"Level1\", \"Level2\", got " + v.dump());
     } else if (key == "mstx_domain_include") {
       o.mstx_domain_include = get_strings(v, key);
     } else if (key == "mstx_domain_exclude") {
@@ -166,10 +175,11 @@ EnvOptions parse_options_json(std::string_view text) {
     } else if (key == "metadata_limit_bytes") {
       o.metadata_limit_bytes = get_uint(v, key, ~0ull);
     } else {
-      bad(key, "is unknown; known keys: start, output_path, activities, profile_memory, "
-               "record_shapes, with_stack, with_flops, data_process, profile_communication, "
-               "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, "
-               "buffer_mb, flush_interval_ms, metadata_limit_bytes");
+      bad(key,
+          "is unknown; known keys: start, output_path, activities, profile_memory, "
+          "record_shapes, with_stack, with_flops, data_process, profile_communication, "
+          "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, "
+          "buffer_mb, flush_interval_ms, metadata_limit_bytes");
     }
   }
   try {

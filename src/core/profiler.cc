@@ -6,6 +6,8 @@
 // on_trace_ready, and a following recording step opens a new one.
 #include "trainprof/profiler.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -20,7 +22,9 @@
 
 namespace trainprof {
 
-std::string_view version() { return TRAINPROF_VERSION_STRING; }
+std::string_view version() {
+  return TRAINPROF_VERSION_STRING;
+}
 
 Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
   options_.validate();
@@ -80,8 +84,8 @@ void Profiler::step() {
   step_start_ticks_ = detail::now_ticks();
   if (!options_.schedule) return;
   ProfilerAction next = options_.schedule->action(step_num_);
-  if (is_recording(previous) &&
-      (previous == ProfilerAction::RecordAndSave || !is_recording(next)) && session_) {
+  if (is_recording(previous) && (previous == ProfilerAction::RecordAndSave || !is_recording(next)) &&
+      session_) {
     close_run_locked(true);
   }
   action_ = next;
@@ -105,6 +109,7 @@ void Profiler::close_run_locked(bool call_trace_ready) {
   session_.reset();
   write_metadata_locked(summary.run_dir);
   last_run_ = summary;
+  if (!summary.run_dir.empty()) unanalysed_runs_.push_back(summary.run_dir);
   if (!call_trace_ready || !options_.on_trace_ready) return;
   try {
     options_.on_trace_ready(*this);
@@ -202,6 +207,76 @@ void Profiler::write_metadata_locked(const std::string& run_dir) const {
 }
 
 // ---------------------------------------------------------------------------
+// Analysis
+
+namespace {
+
+AnalyseReport analyse_runs(const std::vector<std::string>& runs, const AnalyseOptions& options) {
+  AnalyseReport report;
+  for (const std::string& run : runs) {
+    AnalyseReport one = trainprof::analyse(run, options);
+    if (!one.error.empty()) {
+      report.runs.push_back(RunAnalysis{run, false, one.error, {}, 0, 0});
+    }
+    report.runs.insert(report.runs.end(), one.runs.begin(), one.runs.end());
+  }
+  for (const RunAnalysis& r : report.runs) {
+    if (!r.ok) detail::log_error("analysis of '" + r.run_dir + "' failed: " + r.error);
+    for (const std::string& w : r.warnings) detail::log_warning(r.run_dir + ": " + w);
+    if (r.ok) {
+      detail::log_info("analysed " + r.run_dir + " (" + std::to_string(r.events) + " events) -> " + r.run_dir +
+                       "/PROFILER_OUTPUT");
+    }
+  }
+  return report;
+}
+
+}  // namespace
+
+AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  options.data_simplification = options.data_simplification || options_.data_simplification;
+  std::vector<std::string> runs;
+  runs.swap(unanalysed_runs_);
+  AnalyseReport report;
+  if (runs.empty()) {
+    report.error = "no closed run to analyse (runs are analysed after stop() or at the end of a cycle)";
+    detail::log_warning("analyse(): " + report.error);
+    return report;
+  }
+  if (mode == AnalyseMode::Sync) return analyse_runs(runs, options);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // The child analyses and exits without running the parent's atexit
+    // handlers or touching its profiler state.
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    AnalyseReport child = analyse_runs(runs, options);
+    _exit(child.ok() ? 0 : 1);
+  }
+  if (pid < 0) {
+    detail::log_error("cannot fork an analysis process; analysing synchronously");
+    return analyse_runs(runs, options);
+  }
+  analysis_children_.push_back(pid);
+  return report;
+}
+
+bool Profiler::wait_for_analysis() {
+  std::vector<int> children;
+  {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    children.swap(analysis_children_);
+  }
+  bool ok = true;
+  for (int pid : children) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
+  }
+  return ok;
+}
+
+// ---------------------------------------------------------------------------
 // trace_handler
 
 std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker_name, bool analyse,
@@ -212,11 +287,9 @@ std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker
 void detail::TraceHandler::operator()(Profiler& profiler) const {
   RunSummary run = profiler.last_run();
   if (run.run_dir.empty()) return;
-  detail::log_info("trace ready: " + run.run_dir + " (" + std::to_string(run.events_recorded) +
-                   " events, " + std::to_string(run.events_dropped) + " dropped)");
-  if (analyse) {
-    detail::log_info("this build has no analysis engine yet; the raw run is kept for offline analysis");
-  }
+  detail::log_info("trace ready: " + run.run_dir + " (" + std::to_string(run.events_recorded) + " events, " +
+                   std::to_string(run.events_dropped) + " dropped)");
+  if (analyse) profiler.analyse(async ? AnalyseMode::Async : AnalyseMode::Sync);
 }
 
 }  // namespace trainprof

@@ -48,7 +48,9 @@ inline bool try_fast_append(const Event& e) noexcept {
 
 }  // namespace
 
-uint32_t current_tid() noexcept { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+uint32_t current_tid() noexcept {
+  return static_cast<uint32_t>(syscall(SYS_gettid));
+}
 
 Recorder& Recorder::instance() {
   static Recorder* r = new Recorder();  // never destroyed: threads may record during exit

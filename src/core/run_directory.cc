@@ -58,8 +58,8 @@ std::string run_directory_name(const std::string& prefix, uint64_t realtime_ns) 
   tm local{};
   localtime_r(&secs, &local);
   char stamp[64];
-  std::snprintf(stamp, sizeof(stamp), "%04d%02d%02d%02d%02d%02d%03u", local.tm_year + 1900,
-                local.tm_mon + 1, local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec, millis);
+  std::snprintf(stamp, sizeof(stamp), "%04d%02d%02d%02d%02d%02d%03u", local.tm_year + 1900, local.tm_mon + 1,
+                local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec, millis);
   return prefix + "_" + stamp + "_trainprof";
 }
 
@@ -77,7 +77,7 @@ std::string make_private_directories(const std::string& path) {
       return "cannot create directory '" + partial + "': " + std::strerror(errno);
     }
   }
-  struct stat st{};
+  struct stat st {};
   if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return "'" + path + "' is not a directory";
   }
@@ -87,8 +87,7 @@ std::string make_private_directories(const std::string& path) {
   return "";
 }
 
-std::string create_run_directory(const std::string& parent, const std::string& prefix,
-                                 std::string* error) {
+std::string create_run_directory(const std::string& parent, const std::string& prefix, std::string* error) {
   *error = make_private_directories(parent);
   if (!error->empty()) return "";
   timespec ts;

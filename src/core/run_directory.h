@@ -28,8 +28,7 @@ std::string make_private_directories(const std::string& path);
 // Creates a fresh run directory under `parent` (0700), bumping the timestamp
 // by a millisecond while the name is taken. Returns the path, or "" and sets
 // `error`.
-std::string create_run_directory(const std::string& parent, const std::string& prefix,
-                                 std::string* error);
+std::string create_run_directory(const std::string& parent, const std::string& prefix, std::string* error);
 
 // Writes `text` to `path` atomically (temporary file + rename).
 std::string write_file_atomically(const std::string& path, const std::string& text);

@@ -55,7 +55,7 @@ void chain_previous_handler(int sig, siginfo_t* info, void* context) {
   if (prev.sa_handler == SIG_DFL || prev.sa_handler == nullptr) {
     // Default action (terminate): restore it; the re-raised signal is
     // delivered when this handler returns.
-    struct sigaction dfl{};
+    struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     sigaction(sig, &dfl, nullptr);
@@ -86,7 +86,7 @@ void install_process_hooks() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::atexit(close_open_session_at_exit);
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_sigaction = on_terminating_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
@@ -95,8 +95,8 @@ void install_process_hooks() {
   });
 }
 
-std::string write_header(int fd, const detail::ClockAnchor& anchor, const std::string& host,
-                         int rank, int world_size) {
+std::string write_header(int fd, const detail::ClockAnchor& anchor, const std::string& host, int rank,
+                         int world_size) {
   raw::FileHeader h{};
   std::memcpy(h.magic, raw::kFileMagic, sizeof(h.magic));
   h.version = raw::kFormatVersion;
@@ -163,7 +163,8 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   s->raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
   int fd = ::open(s->raw_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_APPEND, 0600);
   if (fd < 0) {
-    detail::log_error("cannot start profiling: cannot create '" + s->raw_path_ + "': " + std::strerror(errno));
+    detail::log_error("cannot start profiling: cannot create '" + s->raw_path_ +
+                      "': " + std::strerror(errno));
     return nullptr;
   }
   size_t blocks = (static_cast<size_t>(options.buffer_mb) << 20) / detail::kBlockBytes;
@@ -195,8 +196,8 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
     // the data goes in case the signal ends the process.
     detail::write_file_atomically(
         raw_session->run_dir_ + "/profiler_info.json",
-        raw_session->info_json("signal", detail::realtime_now_ns(), st.events_written,
-                               st.events_dropped, st.bytes_written, st.error, false));
+        raw_session->info_json("signal", detail::realtime_now_ns(), st.events_written, st.events_dropped,
+                               st.bytes_written, st.error, false));
   });
   if (!options.mstx_domain_include.empty() || !options.mstx_domain_exclude.empty()) {
     g_domain_filter.store(new DomainFilter{options.mstx_domain_include, options.mstx_domain_exclude},
@@ -210,7 +211,9 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   return s;
 }
 
-Session::~Session() { close("destroyed"); }
+Session::~Session() {
+  close("destroyed");
+}
 
 bool Session::is_closed() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -226,10 +229,10 @@ RunSummary Session::close(std::string_view reason) {
   detail::Flusher& flusher = detail::Flusher::instance();
   detail::FlushStats st = flusher.close();
   flusher.set_signal_flush_callback(nullptr);
-  std::string error = detail::write_file_atomically(
-      run_dir_ + "/profiler_info.json",
-      info_json(reason, detail::realtime_now_ns(), st.events_written, st.events_dropped,
-                st.bytes_written, st.error, !st.io_error));
+  std::string error =
+      detail::write_file_atomically(run_dir_ + "/profiler_info.json",
+                                    info_json(reason, detail::realtime_now_ns(), st.events_written,
+                                              st.events_dropped, st.bytes_written, st.error, !st.io_error));
   if (!error.empty()) detail::log_error(error);
   if (st.events_dropped > 0) {
     detail::log_warning(std::to_string(st.events_dropped) + " events were dropped in '" + run_dir_ +
@@ -248,15 +251,19 @@ RunSummary Session::close(std::string_view reason) {
 
 void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks) {
   std::string name = "ProfilerStep#" + std::to_string(step_number);
-  detail::Event e{start_ticks, end_ticks, detail::intern(name),
-                  static_cast<uint8_t>(raw::EventKind::kStep), 0, 0,
+  detail::Event e{start_ticks,
+                  end_ticks,
+                  detail::intern(name),
+                  static_cast<uint8_t>(raw::EventKind::kStep),
+                  0,
+                  0,
                   static_cast<uint32_t>(step_number)};
   detail::Recorder::instance().append(e);
 }
 
-std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realtime_ns,
-                               uint64_t written, uint64_t dropped, uint64_t bytes,
-                               const std::string& io_error, bool complete) const {
+std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, uint64_t written,
+                               uint64_t dropped, uint64_t bytes, const std::string& io_error,
+                               bool complete) const {
   nlohmann::json j;
   j["trainprof_version"] = std::string(version());
   j["raw_format_version"] = raw::kFormatVersion;

@@ -36,9 +36,8 @@ class Session {
 
  private:
   Session() = default;
-  std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns,
-                        uint64_t written, uint64_t dropped, uint64_t bytes,
-                        const std::string& io_error, bool complete) const;
+  std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, uint64_t written,
+                        uint64_t dropped, uint64_t bytes, const std::string& io_error, bool complete) const;
 
   mutable std::mutex mu_;
   bool closed_ = false;

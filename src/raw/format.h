@@ -49,11 +49,11 @@ enum class ChunkType : uint16_t {
 struct ChunkHeader {
   uint32_t magic;
   uint16_t type;
-  uint16_t flags;         // 0 in version 1
-  uint32_t thread_id;     // producing OS thread (0 when not applicable)
+  uint16_t flags;      // 0 in version 1
+  uint32_t thread_id;  // producing OS thread (0 when not applicable)
   uint32_t payload_size;
   uint32_t record_count;
-  uint32_t crc;           // CRC-32C of header bytes [0, 20) then the payload
+  uint32_t crc;  // CRC-32C of header bytes [0, 20) then the payload
 };
 static_assert(sizeof(ChunkHeader) == kChunkHeaderSize, "ChunkHeader is part of the format");
 

@@ -39,7 +39,9 @@ void RawEncoder::reset() {
   id_by_domain_.clear();
 }
 
-void RawEncoder::file_header(const FileHeader& header) { append_pod(out_, header); }
+void RawEncoder::file_header(const FileHeader& header) {
+  append_pod(out_, header);
+}
 
 uint32_t RawEncoder::string_id(const char* name) {
   if (name == nullptr) return 0;
@@ -107,10 +109,16 @@ void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count)
     uint32_t name = string_id(e.name);
     switch (kind) {
       case EventKind::kRange: dur = e.t1 - e.t0; break;
-      case EventKind::kStep: dur = e.t1 - e.t0; b = e.aux; break;
+      case EventKind::kStep:
+        dur = e.t1 - e.t0;
+        b = e.aux;
+        break;
       case EventKind::kMark: a = domain_string_id(e.domain); break;
       case EventKind::kCounter: b = e.t1; break;
-      case EventKind::kAsyncBegin: a = domain_string_id(e.domain); b = e.t1; break;
+      case EventKind::kAsyncBegin:
+        a = domain_string_id(e.domain);
+        b = e.t1;
+        break;
       case EventKind::kAsyncEnd: b = e.t1; break;
     }
     uint8_t head = e.kind & kHeadKindMask;

@@ -26,7 +26,7 @@ class MappedFile {
       *error = "cannot open '" + path + "': " + std::strerror(errno);
       return false;
     }
-    struct stat st{};
+    struct stat st {};
     if (fstat(fd, &st) != 0) {
       *error = "cannot stat '" + path + "': " + std::strerror(errno);
       ::close(fd);
@@ -61,7 +61,7 @@ bool header_crc_ok(const ChunkHeader& h, const uint8_t* payload) {
   return crc32c(crc, payload, h.payload_size) == h.crc;
 }
 
-struct Pending {  // events before tick -> ns conversion
+struct Pending {                 // events before tick -> ns conversion
   std::vector<RawEvent> events;  // t0_ns/t1_ns hold ticks here
 };
 
@@ -119,8 +119,8 @@ class ChunkDecoder {
       }
       uint64_t t0 = prev_t0 + static_cast<uint64_t>(unzigzag(delta));
       prev_t0 = t0;
-      out.push_back(RawEvent{static_cast<EventKind>(kind), tid, static_cast<uint32_t>(name), t0,
-                             t0 + dur, a, b});
+      out.push_back(
+          RawEvent{static_cast<EventKind>(kind), tid, static_cast<uint32_t>(name), t0, t0 + dur, a, b});
     }
     if (out.size() - first != count || p != end) {
       out.resize(first);
@@ -257,8 +257,9 @@ std::optional<RawFile> read_raw_file(const std::string& path, std::string* error
     size_t remaining = size - off;
     ChunkHeader ch;
     if (remaining < kChunkHeaderSize) {
-      file.issues.push_back({path, off, "truncated tail: " + std::to_string(remaining) +
-                                            " bytes of an incomplete chunk header", true});
+      file.issues.push_back(
+          {path, off, "truncated tail: " + std::to_string(remaining) + " bytes of an incomplete chunk header",
+           true});
       break;
     }
     std::memcpy(&ch, data + off, sizeof(ch));
@@ -268,22 +269,25 @@ std::optional<RawFile> read_raw_file(const std::string& path, std::string* error
       // unless a valid chunk follows (then this one is corrupt).
       size_t next = resync(data, size, off + 1);
       if (next == size) {
-        file.issues.push_back({path, off, "truncated tail: chunk of " +
-                                              std::to_string(ch.payload_size) + " bytes has only " +
-                                              std::to_string(remaining - kChunkHeaderSize), true});
+        file.issues.push_back({path, off,
+                               "truncated tail: chunk of " + std::to_string(ch.payload_size) +
+                                   " bytes has only " + std::to_string(remaining - kChunkHeaderSize),
+                               true});
         break;
       }
-      file.issues.push_back({path, off, "corrupt chunk (length past end of file); skipped " +
-                                            std::to_string(next - off) + " bytes"});
+      file.issues.push_back(
+          {path, off,
+           "corrupt chunk (length past end of file); skipped " + std::to_string(next - off) + " bytes"});
       off = next;
       continue;
     }
     if (!plausible || !header_crc_ok(ch, data + off + kChunkHeaderSize)) {
       size_t next = resync(data, size, off + 1);
-      file.issues.push_back({path, off, std::string(plausible ? "corrupt chunk (checksum mismatch)"
-                                                              : "corrupt chunk header") +
-                                            "; skipped " + std::to_string(next - off) + " bytes",
-                             false});
+      file.issues.push_back(
+          {path, off,
+           std::string(plausible ? "corrupt chunk (checksum mismatch)" : "corrupt chunk header") +
+               "; skipped " + std::to_string(next - off) + " bytes",
+           false});
       off = next;
       continue;
     }

@@ -21,11 +21,11 @@ namespace trainprof::raw {
 struct RawEvent {
   EventKind kind;
   uint32_t tid;
-  uint32_t name_id;   // index into RawFile::strings (0: none)
-  uint64_t t0_ns;     // CLOCK_MONOTONIC nanoseconds
-  uint64_t t1_ns;     // end (ranges, steps); == t0_ns for instants
-  uint64_t a;         // domain string id (marks, async begin)
-  uint64_t b;         // step number, counter bits, async range id
+  uint32_t name_id;  // index into RawFile::strings (0: none)
+  uint64_t t0_ns;    // CLOCK_MONOTONIC nanoseconds
+  uint64_t t1_ns;    // end (ranges, steps); == t0_ns for instants
+  uint64_t a;        // domain string id (marks, async begin)
+  uint64_t b;        // step number, counter bits, async range id
 };
 
 struct RawIssue {
@@ -45,13 +45,13 @@ struct RawFile {
   std::string path;
   FileHeader header{};
   std::string host;
-  std::vector<std::string> strings;           // id -> text; missing ids are ""
+  std::vector<std::string> strings;  // id -> text; missing ids are ""
   std::map<uint32_t, std::string> thread_names;
-  std::vector<RawEvent> events;               // in file order (per thread: in time order)
-  std::vector<ClockPoint> anchors;            // header anchor first
-  uint64_t reported_events_written = 0;       // from the last stats chunk
+  std::vector<RawEvent> events;          // in file order (per thread: in time order)
+  std::vector<ClockPoint> anchors;       // header anchor first
+  uint64_t reported_events_written = 0;  // from the last stats chunk
   uint64_t reported_events_dropped = 0;
-  bool closed_cleanly = false;                // a final stats chunk was read
+  bool closed_cleanly = false;  // a final stats chunk was read
   std::vector<RawIssue> issues;
 
   const std::string& name(uint32_t id) const;

@@ -1,0 +1,63 @@
+// Copyright trainprof authors. Analysis: raw runs to timeline and tables.
+//
+//   trainprof::AnalyseReport report = trainprof::analyse("./data");
+//   for (const auto& run : report.runs)
+//     if (!run.ok) std::cerr << run.run_dir << ": " << run.error << "\n";
+//
+// `path` is one run directory ({...}_trainprof) or any ancestor of run
+// directories: each run is analysed on its own (one worker process each, at
+// most max_workers at a time), and one failing run does not stop the others.
+// Outputs go to {run}/PROFILER_OUTPUT/ (see docs/OUTPUTS.md).
+#ifndef TRAINPROF_ANALYSE_H_
+#define TRAINPROF_ANALYSE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace trainprof {
+
+struct AnalyseOptions {
+  // Indent the JSON outputs for reading by eye.
+  bool pretty = false;
+  // Only these steps (consecutive step numbers) in every output; empty: all.
+  std::vector<int64_t> step_list;
+  // Remove raw/ after a successful analysis.
+  bool data_simplification = false;
+  // Runs analysed at once; 0 means cores / 2, at least 1.
+  int max_workers = 0;
+  // trace_view.json is cut at a whole step so that it stays under this size.
+  uint64_t trace_size_limit_bytes = 500ull << 20;
+  // Called after each run finishes (from the calling thread): done, total.
+  std::function<void(size_t, size_t)> on_progress;
+};
+
+struct RunAnalysis {
+  std::string run_dir;
+  bool ok = false;
+  std::string error;                  // why it failed (when !ok)
+  std::vector<std::string> warnings;  // truncated raw data, trace cut, ...
+  uint64_t events = 0;                // events analysed
+  double seconds = 0;                 // wall time of this run's analysis
+};
+
+struct AnalyseReport {
+  std::vector<RunAnalysis> runs;
+  std::string error;  // set when nothing could be analysed (no run under path, ...)
+  bool ok() const;    // no error and every run ok
+};
+
+AnalyseReport analyse(const std::string& path, const AnalyseOptions& options = {});
+
+// Run directories at or below `path` (sorted); a run directory's own
+// subdirectories are not searched.
+std::vector<std::string> find_run_directories(const std::string& path);
+
+// Parses "3-5" or "3,4,5" (or "7") into step numbers; throws
+// std::invalid_argument naming the problem.
+std::vector<int64_t> parse_step_list(const std::string& text);
+
+}  // namespace trainprof
+
+#endif  // TRAINPROF_ANALYSE_H_

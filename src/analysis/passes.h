@@ -1,0 +1,69 @@
+// Copyright trainprof authors. Analysis passes over a TraceModel. Each pass
+// reads the model (step selection narrows it) and returns plain rows that the
+// exporters write; see docs/OUTPUTS.md for the meaning of every column.
+#ifndef TRAINPROF_ANALYSIS_PASSES_H_
+#define TRAINPROF_ANALYSIS_PASSES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/trace_model.h"
+
+namespace trainprof::analysis {
+
+// Keeps only the steps in `step_list` (consecutive, all recorded) and the
+// events that start inside their window. Returns "" or an error that lists
+// the recorded steps. An empty list keeps everything.
+std::string select_steps(TraceModel& model, const std::vector<int64_t>& step_list);
+
+// Fills Slice::self_ns: duration minus the time covered by direct children on
+// the same thread. Sorts model.slices by (tid, start, longest first).
+void compute_self_times(TraceModel& model);
+
+// op_statistic.csv: one row per range name (user ranges and operators).
+struct OpStatisticRow {
+  std::string name;
+  uint64_t count = 0;
+  uint64_t total_ns = 0;
+  uint64_t min_ns = 0;
+  uint64_t max_ns = 0;
+  uint64_t self_ns = 0;
+  double ratio_percent = 0;  // total / sum of all totals
+};
+// Sorted by total time, largest first (ties by name).
+std::vector<OpStatisticRow> op_statistics(const TraceModel& model);
+
+// operator_details.csv: one row per (name, input shapes).
+struct OperatorDetailRow {
+  std::string name;
+  std::string input_shapes;
+  std::string call_stack;
+  uint64_t calls = 0;
+  uint64_t host_self_ns = 0;
+  uint64_t host_total_ns = 0;
+};
+std::vector<OperatorDetailRow> operator_details(const TraceModel& model);
+
+// step_trace_time.csv: one row per step (REFERENCE section 3).
+struct StepTraceRow {
+  int64_t step = 0;
+  uint64_t computing_ns = 0;
+  uint64_t communication_not_overlapped_ns = 0;
+  uint64_t overlapped_ns = 0;
+  uint64_t communication_ns = 0;
+  uint64_t free_ns = 0;
+  uint64_t stage_ns = 0;
+  uint64_t bubble_ns = 0;
+  uint64_t communication_not_overlapped_exclude_receive_ns = 0;
+  uint64_t preparing_ns = 0;
+  uint64_t step_ns = 0;  // window length (not a REFERENCE column; used by summary)
+};
+std::vector<StepTraceRow> step_trace(const TraceModel& model);
+
+// Length of the union of [start, end) intervals (sorts its argument).
+uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>>& intervals);
+
+}  // namespace trainprof::analysis
+
+#endif  // TRAINPROF_ANALYSIS_PASSES_H_

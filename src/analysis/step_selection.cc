@@ -1,0 +1,58 @@
+// Copyright trainprof authors. --steps / step_list: narrow the model to steps.
+#include <algorithm>
+
+#include "analysis/passes.h"
+
+namespace trainprof::analysis {
+namespace {
+
+std::string describe_steps(const TraceModel& m) {
+  if (m.steps.empty()) return "this run recorded no steps (no ProfilerStep#N)";
+  std::string s = "recorded steps: ";
+  // Ranges of consecutive numbers: "3-5, 9".
+  for (size_t i = 0; i < m.steps.size();) {
+    size_t j = i;
+    while (j + 1 < m.steps.size() && m.steps[j + 1].number == m.steps[j].number + 1) ++j;
+    if (i > 0) s += ", ";
+    s += std::to_string(m.steps[i].number);
+    if (j > i) s += "-" + std::to_string(m.steps[j].number);
+    i = j + 1;
+  }
+  return s;
+}
+
+template <typename T, typename Pred>
+void keep_if(std::vector<T>& v, Pred keep) {
+  v.erase(std::remove_if(v.begin(), v.end(), [&](const T& x) { return !keep(x); }), v.end());
+}
+
+}  // namespace
+
+std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
+  if (list.empty()) return "";
+  for (size_t i = 1; i < list.size(); ++i) {
+    if (list[i] != list[i - 1] + 1) {
+      return "step list must be consecutive integers in increasing order; " + describe_steps(m);
+    }
+  }
+  std::vector<StepWindow> chosen;
+  for (int64_t n : list) {
+    auto it = std::find_if(m.steps.begin(), m.steps.end(), [n](const StepWindow& w) { return w.number == n; });
+    if (it == m.steps.end()) return "step " + std::to_string(n) + " was not recorded; " + describe_steps(m);
+    chosen.push_back(*it);
+  }
+  uint64_t begin = chosen.front().start_ns;
+  uint64_t end = chosen.back().end_ns;
+  auto inside = [&](uint64_t t) { return t >= begin && t < end; };
+  keep_if(m.slices, [&](const Slice& s) {
+    if (s.kind == SliceKind::kStep) return s.step >= list.front() && s.step <= list.back();
+    return inside(s.start_ns);
+  });
+  keep_if(m.instants, [&](const Instant& i) { return inside(i.ts_ns); });
+  keep_if(m.counters, [&](const CounterSample& c) { return inside(c.ts_ns); });
+  keep_if(m.async_ranges, [&](const AsyncRange& a) { return inside(a.start_ns); });
+  m.steps = chosen;
+  return "";
+}
+
+}  // namespace trainprof::analysis

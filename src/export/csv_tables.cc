@@ -1,0 +1,98 @@
+// Copyright trainprof authors.
+#include "export/csv_tables.h"
+
+#include "export/output_file.h"
+#include "export/text_format.h"
+
+namespace trainprof::exporter {
+namespace {
+
+// Builds a CSV file row by row; numbers in microseconds with 3 decimals.
+class CsvBuilder {
+ public:
+  explicit CsvBuilder(const std::string& path) : file_(path) {}
+  CsvBuilder& field(std::string_view text) {
+    sep();
+    append_csv_field(buf_, text);
+    return *this;
+  }
+  CsvBuilder& us(uint64_t ns) {
+    sep();
+    append_us(buf_, static_cast<int64_t>(ns));
+    return *this;
+  }
+  CsvBuilder& count(uint64_t n) {
+    sep();
+    append_uint(buf_, n);
+    return *this;
+  }
+  CsvBuilder& fixed(double v, int decimals) {
+    sep();
+    append_fixed(buf_, v, decimals);
+    return *this;
+  }
+  void end_row() {
+    buf_ += "\r\n";  // RFC 4180
+    first_ = true;
+    file_.drain(buf_);
+  }
+  std::string commit() {
+    file_.commit(buf_);
+    return file_.error();
+  }
+
+ private:
+  void sep() {
+    if (!first_) buf_ += ',';
+    first_ = false;
+  }
+  OutputFile file_;
+  std::string buf_;
+  bool first_ = true;
+};
+
+void header(CsvBuilder& csv, std::initializer_list<const char*> names) {
+  for (const char* n : names) csv.field(n);
+  csv.end_row();
+}
+
+}  // namespace
+
+std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const std::string& path) {
+  CsvBuilder csv(path);
+  header(csv, {"OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)", "Max Time(us)",
+               "Ratio(%)"});
+  for (const auto& r : rows) {
+    csv.field(r.name).field("HOST").count(r.count).us(r.total_ns).us(r.total_ns / r.count).us(r.min_ns).us(r.max_ns)
+        .fixed(r.ratio_percent, 3);
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
+std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows, const std::string& path) {
+  CsvBuilder csv(path);
+  header(csv, {"Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)",
+               "Device Self Duration(us)", "Device Total Duration(us)", "Calls"});
+  for (const auto& r : rows) {
+    csv.field(r.name).field(r.input_shapes).field(r.call_stack).us(r.host_self_ns).us(r.host_total_ns).us(0).us(0)
+        .count(r.calls);
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
+std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const std::string& path) {
+  CsvBuilder csv(path);
+  header(csv, {"Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage",
+               "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"});
+  for (const auto& r : rows) {
+    csv.count(static_cast<uint64_t>(r.step)).us(r.computing_ns).us(r.communication_not_overlapped_ns)
+        .us(r.overlapped_ns).us(r.communication_ns).us(r.free_ns).us(r.stage_ns).us(r.bubble_ns)
+        .us(r.communication_not_overlapped_exclude_receive_ns).us(r.preparing_ns);
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
+}  // namespace trainprof::exporter

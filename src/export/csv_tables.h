@@ -1,0 +1,19 @@
+// Copyright trainprof authors. The CSV deliverables (docs/OUTPUTS.md).
+#ifndef TRAINPROF_EXPORT_CSV_TABLES_H_
+#define TRAINPROF_EXPORT_CSV_TABLES_H_
+
+#include <string>
+#include <vector>
+
+#include "analysis/passes.h"
+
+namespace trainprof::exporter {
+
+// Each returns "" or an error naming the file.
+std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const std::string& path);
+std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows, const std::string& path);
+std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const std::string& path);
+
+}  // namespace trainprof::exporter
+
+#endif  // TRAINPROF_EXPORT_CSV_TABLES_H_

@@ -1,0 +1,76 @@
+// Copyright trainprof authors.
+#include "export/output_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace trainprof::exporter {
+
+OutputFile::OutputFile(std::string path) : path_(std::move(path)), tmp_path_(path_ + ".tmp") {
+  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd_ < 0) fail("cannot create");
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_path_.c_str());
+}
+
+void OutputFile::fail(const std::string& what) {
+  if (error_.empty()) error_ = what + " '" + tmp_path_ + "': " + std::strerror(errno);
+}
+
+void OutputFile::drain(std::string& buffer, size_t threshold) {
+  if (buffer.size() < threshold) return;
+  if (fd_ >= 0 && ok()) {
+    size_t done = 0;
+    while (done < buffer.size()) {
+      ssize_t n = ::write(fd_, buffer.data() + done, buffer.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        fail("cannot write");
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+    offset_ += done;
+  }
+  buffer.clear();
+}
+
+void OutputFile::truncate(uint64_t offset) {
+  if (fd_ < 0 || !ok()) return;
+  if (ftruncate(fd_, static_cast<off_t>(offset)) != 0 || lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) {
+    fail("cannot truncate");
+    return;
+  }
+  offset_ = offset;
+}
+
+bool OutputFile::commit(std::string& buffer) {
+  drain(buffer, 0);
+  if (fd_ >= 0) {
+    if (::close(fd_) != 0) fail("cannot close");
+    fd_ = -1;
+  }
+  if (!ok()) return false;
+  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+    fail("cannot rename into place");
+    return false;
+  }
+  committed_ = true;
+  return true;
+}
+
+std::string write_whole_file(const std::string& path, const std::string& text) {
+  OutputFile f(path);
+  std::string copy = text;
+  f.commit(copy);
+  return f.error();
+}
+
+}  // namespace trainprof::exporter

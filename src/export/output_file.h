@@ -1,0 +1,47 @@
+// Copyright trainprof authors. A buffered output file written under a
+// temporary name and renamed into place on commit(), so a reader never sees a
+// half-written output and a failed analysis leaves the previous one intact.
+#ifndef TRAINPROF_EXPORT_OUTPUT_FILE_H_
+#define TRAINPROF_EXPORT_OUTPUT_FILE_H_
+
+#include <cstdint>
+#include <string>
+
+namespace trainprof::exporter {
+
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path);
+  ~OutputFile();  // removes the temporary file unless committed
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+  // Appends `buffer` (and clears it) once it holds at least `threshold` bytes.
+  void drain(std::string& buffer, size_t threshold = 1 << 20);
+  // Bytes written so far (drained).
+  uint64_t offset() const { return offset_; }
+  // Cuts the file back to `offset` bytes.
+  void truncate(uint64_t offset);
+  // Flushes, closes and renames into place. Returns false (see error()).
+  bool commit(std::string& buffer);
+
+ private:
+  void fail(const std::string& what);
+
+  std::string path_;
+  std::string tmp_path_;
+  int fd_ = -1;
+  uint64_t offset_ = 0;
+  bool committed_ = false;
+  std::string error_;
+};
+
+// Writes a whole small file through OutputFile. Returns "" or the error.
+std::string write_whole_file(const std::string& path, const std::string& text);
+
+}  // namespace trainprof::exporter
+
+#endif  // TRAINPROF_EXPORT_OUTPUT_FILE_H_

@@ -1,0 +1,120 @@
+// Copyright trainprof authors.
+#include "export/text_format.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace trainprof::exporter {
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i], or 0 when it is invalid.
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+  }
+  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (b(i + k) & 0x3f);
+  // Overlong forms, surrogates and values past U+10FFFF are invalid.
+  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+      (cp >= 0xd800 && cp <= 0xdfff)) {
+    return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c < 0x20) {
+      switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        default: {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        }
+      }
+      ++i;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+    } else {
+      size_t n = utf8_sequence_length(s, i);
+      if (n == 0) {
+        out += "\xef\xbf\xbd";  // U+FFFD
+        ++i;
+      } else {
+        out.append(s.data() + i, n);
+        i += n;
+      }
+    }
+  }
+  out += '"';
+}
+
+void append_csv_field(std::string& out, std::string_view s) {
+  if (s.find_first_of(",\"\r\n") == std::string_view::npos) {
+    out += s;
+    return;
+  }
+  out += '"';
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+}
+
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+void append_uint(std::string& out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+void append_us(std::string& out, int64_t ns) {
+  if (ns < 0) {
+    out += '-';
+    ns = -ns;
+  }
+  append_uint(out, static_cast<uint64_t>(ns) / 1000);
+  uint64_t frac = static_cast<uint64_t>(ns) % 1000;
+  char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+               static_cast<char>('0' + frac % 10)};
+  out.append(f, 4);
+}
+
+void append_double(std::string& out, double v) {
+  if (!std::isfinite(v)) v = 0;
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+void append_fixed(std::string& out, double v, int decimals) {
+  if (!std::isfinite(v)) v = 0;
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed, decimals);
+  out.append(buf, r.ptr);
+}
+
+}  // namespace trainprof::exporter

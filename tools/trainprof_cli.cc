@@ -1,0 +1,297 @@
+// Copyright trainprof authors. The `trainprof` command.
+//
+//   trainprof analyse PATH [--pretty] [--steps 3-5|3,4,5] [--jobs N] [--simplify] [--trace-limit-mb N]
+//   trainprof summary PATH
+//   trainprof --version | --help
+//
+// Exit status: 0 success, 1 a run failed (or nothing to do), 2 bad usage.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trainprof/analyse.h"
+#include "trainprof/profiler.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kOk = 0, kFailed = 1, kUsage = 2;
+
+const char* kMainHelp =
+    "usage: trainprof <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  analyse PATH   turn raw runs into timeline, statistics and step breakdown\n"
+    "  summary PATH   print what an analysed run shows: top ranges, steps, outputs\n"
+    "\n"
+    "options:\n"
+    "  --version      print the version\n"
+    "  --help         this help; 'trainprof <command> --help' for a command\n";
+
+const char* kAnalyseHelp =
+    "usage: trainprof analyse PATH [options]\n"
+    "\n"
+    "PATH is a run directory (*_trainprof) or any directory above run directories;\n"
+    "every run below it is analysed, one worker process each. Outputs go to\n"
+    "{run}/PROFILER_OUTPUT/: trace_view.json, op_statistic.csv, operator_details.csv,\n"
+    "step_trace_time.csv, profiler_info.json, profiler_metadata.json.\n"
+    "\n"
+    "options:\n"
+    "  --pretty             indent JSON outputs\n"
+    "  --steps A-B|A,B,C    only these (consecutive) steps in every output\n"
+    "  --jobs N             runs analysed at once (default: cores / 2, at least 1)\n"
+    "  --simplify           remove raw/ after a successful analysis\n"
+    "  --trace-limit-mb N   cut trace_view.json at a whole step to stay under N MB (default 500)\n"
+    "\n"
+    "exit status: 0 all runs analysed, 1 a run failed or no run found, 2 bad usage\n";
+
+const char* kSummaryHelp =
+    "usage: trainprof summary PATH\n"
+    "\n"
+    "For every analysed run at or below PATH: the ranges and operators with the\n"
+    "most self time, the time breakdown of each step, and where the outputs are.\n"
+    "Runs that were not analysed yet are listed with the command that does it.\n";
+
+int usage_error(const std::string& message, const char* help) {
+  std::fprintf(stderr, "trainprof: %s\n\n%s", message.c_str(), help);
+  return kUsage;
+}
+
+// ---------------------------------------------------------------------------
+// analyse
+
+void draw_progress(size_t done, size_t total) {
+  const int width = 30;
+  int filled = static_cast<int>(width * done / std::max<size_t>(total, 1));
+  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu runs", filled, "##############################", width - filled, "",
+               done, total);
+  if (done == total) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+int cmd_analyse(const std::vector<std::string>& args) {
+  trainprof::AnalyseOptions options;
+  std::string path;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const char* flag) -> const std::string* {
+      if (i + 1 >= args.size()) return nullptr;
+      (void)flag;
+      return &args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kAnalyseHelp, stdout);
+      return kOk;
+    } else if (a == "--pretty") {
+      options.pretty = true;
+    } else if (a == "--simplify") {
+      options.data_simplification = true;
+    } else if (a == "--steps") {
+      const std::string* v = value("--steps");
+      if (v == nullptr) return usage_error("--steps needs a value such as 3-5 or 3,4,5", kAnalyseHelp);
+      try {
+        options.step_list = trainprof::parse_step_list(*v);
+      } catch (const std::invalid_argument& e) {
+        return usage_error(e.what(), kAnalyseHelp);
+      }
+    } else if (a == "--jobs" || a == "-j") {
+      const std::string* v = value("--jobs");
+      char* end = nullptr;
+      long n = v != nullptr ? std::strtol(v->c_str(), &end, 10) : 0;
+      if (v == nullptr || *end != '\0' || n < 1 || n > 1024) {
+        return usage_error("--jobs needs a number from 1 to 1024", kAnalyseHelp);
+      }
+      options.max_workers = static_cast<int>(n);
+    } else if (a == "--trace-limit-mb") {
+      const std::string* v = value("--trace-limit-mb");
+      char* end = nullptr;
+      long n = v != nullptr ? std::strtol(v->c_str(), &end, 10) : 0;
+      if (v == nullptr || *end != '\0' || n < 1) return usage_error("--trace-limit-mb needs a number >= 1", kAnalyseHelp);
+      options.trace_size_limit_bytes = static_cast<uint64_t>(n) << 20;
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error("unknown option '" + a + "'", kAnalyseHelp);
+    } else if (path.empty()) {
+      path = a;
+    } else {
+      return usage_error("only one PATH may be given (got '" + path + "' and '" + a + "')", kAnalyseHelp);
+    }
+  }
+  if (path.empty()) return usage_error("analyse needs a PATH", kAnalyseHelp);
+
+  bool tty = isatty(STDERR_FILENO) != 0;
+  size_t total_runs = trainprof::find_run_directories(path).size();
+  if (tty && total_runs > 1) {
+    options.on_progress = draw_progress;
+    draw_progress(0, total_runs);
+  }
+  trainprof::AnalyseReport report = trainprof::analyse(path, options);
+  if (!report.error.empty()) {
+    std::fprintf(stderr, "trainprof: %s\n", report.error.c_str());
+    return kFailed;
+  }
+  size_t failed = 0;
+  uint64_t events = 0;
+  for (const auto& r : report.runs) {
+    for (const std::string& w : r.warnings) std::fprintf(stderr, "warning: %s: %s\n", r.run_dir.c_str(), w.c_str());
+    if (r.ok) {
+      events += r.events;
+      std::printf("analysed %s (%llu events, %.2f s) -> %s/PROFILER_OUTPUT\n", r.run_dir.c_str(),
+                  static_cast<unsigned long long>(r.events), r.seconds, r.run_dir.c_str());
+    } else {
+      ++failed;
+    }
+  }
+  std::printf("%zu of %zu run(s) analysed, %llu events\n", report.runs.size() - failed, report.runs.size(),
+              static_cast<unsigned long long>(events));
+  if (failed > 0) {
+    std::fprintf(stderr, "\n%zu run(s) failed:\n", failed);
+    for (const auto& r : report.runs) {
+      if (!r.ok) std::fprintf(stderr, "  %s: %s\n", r.run_dir.c_str(), r.error.c_str());
+    }
+    return kFailed;
+  }
+  return kOk;
+}
+
+// ---------------------------------------------------------------------------
+// summary
+
+// Reads an RFC 4180 CSV file (quoted fields may hold commas, quotes, newlines).
+std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      row.push_back(std::move(field));
+      field.clear();
+    } else if (c == '\n') {
+      row.push_back(std::move(field));
+      field.clear();
+      rows.push_back(std::move(row));
+      row.clear();
+    } else if (c != '\r') {
+      field += c;
+    }
+  }
+  if (!field.empty() || !row.empty()) {
+    row.push_back(std::move(field));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+double number(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
+
+std::string shorten(const std::string& s, size_t width) {
+  std::string one_line = s;
+  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+  return one_line.size() <= width ? one_line : one_line.substr(0, width - 3) + "...";
+}
+
+void print_run_summary(const fs::path& run) {
+  fs::path out = run / "PROFILER_OUTPUT";
+  std::printf("run %s\n", run.c_str());
+  auto details = read_csv(out / "operator_details.csv");
+  double self_total = 0;
+  for (size_t i = 1; i < details.size(); ++i) self_total += number(details[i][3]);
+  std::printf("  top by self time (host)          calls     self ms    total ms   self %%\n");
+  for (size_t i = 1; i < details.size() && i <= 10; ++i) {
+    const auto& r = details[i];
+    double self = number(r[3]), total = number(r[4]);
+    std::printf("  %-30s %8s %11.3f %11.3f %7.1f%%\n", shorten(r[0], 30).c_str(), r[7].c_str(), self / 1e3,
+                total / 1e3, self_total > 0 ? 100.0 * self / self_total : 0.0);
+  }
+  auto steps = read_csv(out / "step_trace_time.csv");
+  if (steps.size() > 1) {
+    std::printf("  step      step ms   computing ms    free ms   preparing ms\n");
+    for (size_t i = 1; i < steps.size(); ++i) {
+      const auto& r = steps[i];
+      double computing = number(r[1]), comm_not_overlapped = number(r[2]), free = number(r[5]);
+      std::printf("  %-6s %10.3f %14.3f %10.3f %14.3f\n", r[0].c_str(),
+                  (computing + comm_not_overlapped + free) / 1e3, computing / 1e3, free / 1e3, number(r[9]) / 1e3);
+    }
+  } else {
+    std::printf("  no steps recorded (call Profiler::step() once per training step)\n");
+  }
+  std::printf("  outputs: %s/{trace_view.json, op_statistic.csv, operator_details.csv, step_trace_time.csv}\n",
+              out.c_str());
+}
+
+int cmd_summary(const std::vector<std::string>& args) {
+  std::string path;
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::fputs(kSummaryHelp, stdout);
+      return kOk;
+    }
+    if (!a.empty() && a[0] == '-') return usage_error("unknown option '" + a + "'", kSummaryHelp);
+    if (!path.empty()) return usage_error("only one PATH may be given", kSummaryHelp);
+    path = a;
+  }
+  if (path.empty()) return usage_error("summary needs a PATH", kSummaryHelp);
+  std::vector<std::string> runs = trainprof::find_run_directories(path);
+  if (runs.empty()) {
+    std::fprintf(stderr, "trainprof: no trainprof run directory (*_trainprof) at or below '%s'\n", path.c_str());
+    return kFailed;
+  }
+  int status = kOk;
+  for (const std::string& run : runs) {
+    std::error_code ec;
+    if (!fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "operator_details.csv", ec)) {
+      std::printf("run %s\n  not analysed yet: trainprof analyse %s\n", run.c_str(), run.c_str());
+      status = kFailed;
+      continue;
+    }
+    print_run_summary(run);
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return usage_error("a command is needed", kMainHelp);
+  const std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("trainprof %s\n", std::string(trainprof::version()).c_str());
+    return kOk;
+  }
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kMainHelp, stdout);
+    return kOk;
+  }
+  if (cmd == "analyse" || cmd == "analyze") return cmd_analyse(rest);
+  if (cmd == "summary") return cmd_summary(rest);
+  return usage_error("unknown command '" + cmd + "'", kMainHelp);
+}
