@@ -74,8 +74,8 @@ int usage_error(const std::string& message, const char* help) {
 void draw_progress(size_t done, size_t total) {
   const int width = 30;
   int filled = static_cast<int>(width * done / std::max<size_t>(total, 1));
-  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu runs", filled, "##############################", width - filled, "",
-               done, total);
+  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu runs", filled, "##############################", width - filled,
+               "", done, total);
   if (done == total) std::fputc('\n', stderr);
   std::fflush(stderr);
 }
@@ -117,7 +117,8 @@ int cmd_analyse(const std::vector<std::string>& args) {
       const std::string* v = value("--trace-limit-mb");
       char* end = nullptr;
       long n = v != nullptr ? std::strtol(v->c_str(), &end, 10) : 0;
-      if (v == nullptr || *end != '\0' || n < 1) return usage_error("--trace-limit-mb needs a number >= 1", kAnalyseHelp);
+      if (v == nullptr || *end != '\0' || n < 1)
+        return usage_error("--trace-limit-mb needs a number >= 1", kAnalyseHelp);
       options.trace_size_limit_bytes = static_cast<uint64_t>(n) << 20;
     } else if (!a.empty() && a[0] == '-') {
       return usage_error("unknown option '" + a + "'", kAnalyseHelp);
@@ -143,7 +144,8 @@ int cmd_analyse(const std::vector<std::string>& args) {
   size_t failed = 0;
   uint64_t events = 0;
   for (const auto& r : report.runs) {
-    for (const std::string& w : r.warnings) std::fprintf(stderr, "warning: %s: %s\n", r.run_dir.c_str(), w.c_str());
+    for (const std::string& w : r.warnings)
+      std::fprintf(stderr, "warning: %s: %s\n", r.run_dir.c_str(), w.c_str());
     if (r.ok) {
       events += r.events;
       std::printf("analysed %s (%llu events, %.2f s) -> %s/PROFILER_OUTPUT\n", r.run_dir.c_str(),
@@ -209,7 +211,9 @@ std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
   return rows;
 }
 
-double number(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
+double number(const std::string& s) {
+  return std::strtod(s.c_str(), nullptr);
+}
 
 std::string shorten(const std::string& s, size_t width) {
   std::string one_line = s;
@@ -237,13 +241,15 @@ void print_run_summary(const fs::path& run) {
       const auto& r = steps[i];
       double computing = number(r[1]), comm_not_overlapped = number(r[2]), free = number(r[5]);
       std::printf("  %-6s %10.3f %14.3f %10.3f %14.3f\n", r[0].c_str(),
-                  (computing + comm_not_overlapped + free) / 1e3, computing / 1e3, free / 1e3, number(r[9]) / 1e3);
+                  (computing + comm_not_overlapped + free) / 1e3, computing / 1e3, free / 1e3,
+                  number(r[9]) / 1e3);
     }
   } else {
     std::printf("  no steps recorded (call Profiler::step() once per training step)\n");
   }
-  std::printf("  outputs: %s/{trace_view.json, op_statistic.csv, operator_details.csv, step_trace_time.csv}\n",
-              out.c_str());
+  std::printf(
+      "  outputs: %s/{trace_view.json, op_statistic.csv, operator_details.csv, step_trace_time.csv}\n",
+      out.c_str());
 }
 
 int cmd_summary(const std::vector<std::string>& args) {
@@ -260,7 +266,8 @@ int cmd_summary(const std::vector<std::string>& args) {
   if (path.empty()) return usage_error("summary needs a PATH", kSummaryHelp);
   std::vector<std::string> runs = trainprof::find_run_directories(path);
   if (runs.empty()) {
-    std::fprintf(stderr, "trainprof: no trainprof run directory (*_trainprof) at or below '%s'\n", path.c_str());
+    std::fprintf(stderr, "trainprof: no trainprof run directory (*_trainprof) at or below '%s'\n",
+                 path.c_str());
     return kFailed;
   }
   int status = kOk;

@@ -35,6 +35,13 @@ using nlohmann::json;
 constexpr const char* kOutputDirName = "PROFILER_OUTPUT";
 constexpr size_t kMaxWarnings = 50;
 
+// "a/b/" and "a/./b" name the same directory as "a/b".
+fs::path normalized(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+  return p;
+}
+
 bool is_run_directory(const fs::path& p) {
   std::error_code ec;
   std::string name = p.filename().string();
@@ -77,9 +84,9 @@ std::string output_info(const fs::path& run, const analysis::TraceModel& model, 
       {"steps", steps},
       {"step_list", options.step_list},
       {"analysis_seconds", r.seconds},
-      {"analysed_at_ns",
-       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-           .count()},
+      {"analysed_at_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count()},
       {"warnings", warnings},
   };
   return info.dump(pretty ? 2 : -1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -95,8 +102,8 @@ bool AnalyseReport::ok() const {
 std::vector<std::string> find_run_directories(const std::string& path) {
   std::vector<std::string> runs;
   std::error_code ec;
-  fs::path root(path);
-  if (is_run_directory(root)) return {root.lexically_normal().string()};
+  fs::path root = normalized(path);
+  if (is_run_directory(root)) return {root.string()};
   if (!fs::is_directory(root, ec)) return runs;
   fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
@@ -142,7 +149,7 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   RunAnalysis r;
   r.run_dir = dir;
-  fs::path run(dir);
+  fs::path run = normalized(dir);
   fs::path out_dir = run / kOutputDirName;
   std::error_code ec;
   if (!fs::exists(run / raw::kRawDirName, ec) && fs::exists(out_dir, ec)) {
@@ -170,8 +177,9 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
     r.error = "cannot create output directory '" + out_dir.string() + "': " + std::strerror(errno);
     return r;
   }
-  auto trace = exporter::write_chrome_trace(model, (out_dir / "trace_view.json").string(),
-                                            run.filename().string(), options.pretty, options.trace_size_limit_bytes);
+  auto trace =
+      exporter::write_chrome_trace(model, (out_dir / "trace_view.json").string(), run.filename().string(),
+                                   options.pretty, options.trace_size_limit_bytes);
   if (!trace.cut_warning.empty()) add_warning(r, trace.cut_warning);
   std::string errors = trace.error;
   auto note = [&](const std::string& e) {
@@ -180,9 +188,11 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   note(exporter::write_op_statistic(analysis::op_statistics(model), (out_dir / "op_statistic.csv").string()));
   note(exporter::write_operator_details(analysis::operator_details(model),
                                         (out_dir / "operator_details.csv").string()));
-  note(exporter::write_step_trace_time(analysis::step_trace(model), (out_dir / "step_trace_time.csv").string()));
+  note(exporter::write_step_trace_time(analysis::step_trace(model),
+                                       (out_dir / "step_trace_time.csv").string()));
   std::string metadata = read_small_file(run / "profiler_metadata.json");
-  note(exporter::write_whole_file((out_dir / "profiler_metadata.json").string(), metadata.empty() ? "{}\n" : metadata));
+  note(exporter::write_whole_file((out_dir / "profiler_metadata.json").string(),
+                                  metadata.empty() ? "{}\n" : metadata));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   note(exporter::write_whole_file((out_dir / "profiler_info.json").string(),
                                   output_info(run, model, r, options, options.pretty)));
@@ -202,7 +212,7 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
 namespace {
 
 json to_json(const RunAnalysis& r) {
-  return {{"run_dir", r.run_dir}, {"ok", r.ok},         {"error", r.error},
+  return {{"run_dir", r.run_dir},   {"ok", r.ok},         {"error", r.error},
           {"warnings", r.warnings}, {"events", r.events}, {"seconds", r.seconds}};
 }
 
@@ -239,7 +249,8 @@ Worker start_worker(const std::string& dir, size_t index, const AnalyseOptions& 
     close(fds[0]);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
-    std::string text = to_json(analyse_run(dir, options)).dump(-1, ' ', false, json::error_handler_t::replace);
+    std::string text =
+        to_json(analyse_run(dir, options)).dump(-1, ' ', false, json::error_handler_t::replace);
     size_t done = 0;
     while (done < text.size()) {
       ssize_t n = write(fds[1], text.data() + done, text.size() - done);
@@ -294,16 +305,16 @@ AnalyseReport analyse(const std::string& path, const AnalyseOptions& options) {
     if (options.on_progress) options.on_progress(1, 1);
     return report;
   }
-  size_t workers = options.max_workers > 0
-                       ? static_cast<size_t>(options.max_workers)
-                       : std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
+  size_t workers = options.max_workers > 0 ? static_cast<size_t>(options.max_workers)
+                                           : std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
   std::vector<Worker> active;
   size_t next = 0, done = 0;
   while (done < total) {
     while (next < total && active.size() < workers) {
       Worker w = start_worker(runs[next], next, options);
       if (w.pid < 0) {
-        report.runs[next] = RunAnalysis{runs[next], false, "cannot start an analysis worker process", {}, 0, 0};
+        report.runs[next] =
+            RunAnalysis{runs[next], false, "cannot start an analysis worker process", {}, 0, 0};
         ++done;
       } else {
         active.push_back(w);

@@ -7,7 +7,9 @@
 namespace trainprof::analysis {
 namespace {
 
-bool is_operator_like(const Slice& s) { return s.kind != SliceKind::kStep; }
+bool is_operator_like(const Slice& s) {
+  return s.kind != SliceKind::kStep;
+}
 
 }  // namespace
 
@@ -29,7 +31,8 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m) {
   rows.reserve(by_name.size());
   for (auto& [name, row] : by_name) {
     row.name = m.name(name);
-    row.ratio_percent = grand_total == 0 ? 0 : 100.0 * static_cast<double>(row.total_ns) / static_cast<double>(grand_total);
+    row.ratio_percent =
+        grand_total == 0 ? 0 : 100.0 * static_cast<double>(row.total_ns) / static_cast<double>(grand_total);
     rows.push_back(std::move(row));
   }
   std::sort(rows.begin(), rows.end(), [](const OpStatisticRow& a, const OpStatisticRow& b) {

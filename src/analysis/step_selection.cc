@@ -37,7 +37,8 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
   }
   std::vector<StepWindow> chosen;
   for (int64_t n : list) {
-    auto it = std::find_if(m.steps.begin(), m.steps.end(), [n](const StepWindow& w) { return w.number == n; });
+    auto it =
+        std::find_if(m.steps.begin(), m.steps.end(), [n](const StepWindow& w) { return w.number == n; });
     if (it == m.steps.end()) return "step " + std::to_string(n) + " was not recorded; " + describe_steps(m);
     chosen.push_back(*it);
   }

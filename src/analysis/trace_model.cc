@@ -50,7 +50,8 @@ TraceModel build_model(std::vector<raw::RawFile> files) {
       m.warnings.push_back(issue.file + " at offset " + std::to_string(issue.offset) + ": " + issue.message);
     }
     if (!f.closed_cleanly) {
-      m.warnings.push_back(f.path + " was not closed normally (process killed or still running); "
+      m.warnings.push_back(f.path +
+                           " was not closed normally (process killed or still running); "
                            "analysing what was flushed");
     }
     std::vector<uint32_t> ids = merger.map_file(f);
@@ -80,9 +81,7 @@ TraceModel build_model(std::vector<raw::RawFile> files) {
         case raw::EventKind::kAsyncBegin:
           m.async_ranges.push_back(AsyncRange{e.t0_ns, 0, e.tid, id(e.name_id), id(e.a), e.b});
           break;
-        case raw::EventKind::kAsyncEnd:
-          async_end_ns[e.b] = e.t0_ns;
-          break;
+        case raw::EventKind::kAsyncEnd: async_end_ns[e.b] = e.t0_ns; break;
       }
     }
     size_t unended = 0;

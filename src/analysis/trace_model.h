@@ -23,9 +23,9 @@ struct Slice {
   uint64_t end_ns = 0;
   uint64_t self_ns = 0;  // end - start minus direct children (compute_self_times)
   uint32_t tid = 0;
-  uint32_t name = 0;     // TraceModel::strings index
+  uint32_t name = 0;  // TraceModel::strings index
   SliceKind kind = SliceKind::kUserRange;
-  int64_t step = -1;     // the step number for kStep
+  int64_t step = -1;  // the step number for kStep
   uint64_t duration() const { return end_ns - start_ns; }
 };
 

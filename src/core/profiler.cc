@@ -224,8 +224,8 @@ AnalyseReport analyse_runs(const std::vector<std::string>& runs, const AnalyseOp
     if (!r.ok) detail::log_error("analysis of '" + r.run_dir + "' failed: " + r.error);
     for (const std::string& w : r.warnings) detail::log_warning(r.run_dir + ": " + w);
     if (r.ok) {
-      detail::log_info("analysed " + r.run_dir + " (" + std::to_string(r.events) + " events) -> " + r.run_dir +
-                       "/PROFILER_OUTPUT");
+      detail::log_info("analysed " + r.run_dir + " (" + std::to_string(r.events) + " events) -> " +
+                       r.run_dir + "/PROFILER_OUTPUT");
     }
   }
   return report;

@@ -174,9 +174,12 @@ class TraceWriter {
 std::vector<Item> collect_items(const TraceModel& m) {
   std::vector<Item> items;
   items.reserve(m.slices.size() + m.instants.size() + m.counters.size() + 2 * m.async_ranges.size());
-  for (uint32_t i = 0; i < m.slices.size(); ++i) items.push_back({m.slices[i].start_ns, m.slices[i].duration(), ItemType::kSlice, i});
-  for (uint32_t i = 0; i < m.instants.size(); ++i) items.push_back({m.instants[i].ts_ns, 0, ItemType::kInstant, i});
-  for (uint32_t i = 0; i < m.counters.size(); ++i) items.push_back({m.counters[i].ts_ns, 0, ItemType::kCounter, i});
+  for (uint32_t i = 0; i < m.slices.size(); ++i)
+    items.push_back({m.slices[i].start_ns, m.slices[i].duration(), ItemType::kSlice, i});
+  for (uint32_t i = 0; i < m.instants.size(); ++i)
+    items.push_back({m.instants[i].ts_ns, 0, ItemType::kInstant, i});
+  for (uint32_t i = 0; i < m.counters.size(); ++i)
+    items.push_back({m.counters[i].ts_ns, 0, ItemType::kCounter, i});
   for (uint32_t i = 0; i < m.async_ranges.size(); ++i) {
     const auto& a = m.async_ranges[i];
     items.push_back({a.start_ns, a.end_ns - a.start_ns, ItemType::kAsyncBegin, i});
@@ -195,8 +198,8 @@ std::vector<Item> collect_items(const TraceModel& m) {
 
 }  // namespace
 
-ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& path, const std::string& trace_name,
-                                     bool pretty, uint64_t size_limit) {
+ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& path,
+                                     const std::string& trace_name, bool pretty, uint64_t size_limit) {
   ChromeTraceResult result;
   std::vector<Item> items = collect_items(m);
   uint64_t base_mono = m.session_start_ns;
@@ -233,7 +236,8 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& pat
   buf += pretty ? "\"traceEvents\": [" : "\"traceEvents\":[";
 
   // Metadata first: the process is the rank, threads sorted main thread first.
-  std::string process = "rank " + std::to_string(m.rank) + " (" + m.host + " pid " + std::to_string(m.pid) + ")";
+  std::string process =
+      "rank " + std::to_string(m.rank) + " (" + m.host + " pid " + std::to_string(m.pid) + ")";
   w.metadata("process_name", 0, "name", process, 0, false);
   w.metadata("process_sort_index", 0, "sort_index", {}, m.rank, true);
   std::set<uint32_t> tids;

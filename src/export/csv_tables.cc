@@ -60,22 +60,35 @@ void header(CsvBuilder& csv, std::initializer_list<const char*> names) {
 
 std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const std::string& path) {
   CsvBuilder csv(path);
-  header(csv, {"OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)", "Max Time(us)",
-               "Ratio(%)"});
+  header(csv, {"OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)",
+               "Max Time(us)", "Ratio(%)"});
   for (const auto& r : rows) {
-    csv.field(r.name).field("HOST").count(r.count).us(r.total_ns).us(r.total_ns / r.count).us(r.min_ns).us(r.max_ns)
+    csv.field(r.name)
+        .field("HOST")
+        .count(r.count)
+        .us(r.total_ns)
+        .us(r.total_ns / r.count)
+        .us(r.min_ns)
+        .us(r.max_ns)
         .fixed(r.ratio_percent, 3);
     csv.end_row();
   }
   return csv.commit();
 }
 
-std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows, const std::string& path) {
+std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows,
+                                   const std::string& path) {
   CsvBuilder csv(path);
   header(csv, {"Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)",
                "Device Self Duration(us)", "Device Total Duration(us)", "Calls"});
   for (const auto& r : rows) {
-    csv.field(r.name).field(r.input_shapes).field(r.call_stack).us(r.host_self_ns).us(r.host_total_ns).us(0).us(0)
+    csv.field(r.name)
+        .field(r.input_shapes)
+        .field(r.call_stack)
+        .us(r.host_self_ns)
+        .us(r.host_total_ns)
+        .us(0)
+        .us(0)
         .count(r.calls);
     csv.end_row();
   }
@@ -84,12 +97,19 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
 
 std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const std::string& path) {
   CsvBuilder csv(path);
-  header(csv, {"Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage",
-               "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"});
+  header(csv, {"Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free",
+               "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"});
   for (const auto& r : rows) {
-    csv.count(static_cast<uint64_t>(r.step)).us(r.computing_ns).us(r.communication_not_overlapped_ns)
-        .us(r.overlapped_ns).us(r.communication_ns).us(r.free_ns).us(r.stage_ns).us(r.bubble_ns)
-        .us(r.communication_not_overlapped_exclude_receive_ns).us(r.preparing_ns);
+    csv.count(static_cast<uint64_t>(r.step))
+        .us(r.computing_ns)
+        .us(r.communication_not_overlapped_ns)
+        .us(r.overlapped_ns)
+        .us(r.communication_ns)
+        .us(r.free_ns)
+        .us(r.stage_ns)
+        .us(r.bubble_ns)
+        .us(r.communication_not_overlapped_exclude_receive_ns)
+        .us(r.preparing_ns);
     csv.end_row();
   }
   return csv.commit();

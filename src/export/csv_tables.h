@@ -11,7 +11,8 @@ namespace trainprof::exporter {
 
 // Each returns "" or an error naming the file.
 std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const std::string& path);
-std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows, const std::string& path);
+std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows,
+                                   const std::string& path);
 std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const std::string& path);
 
 }  // namespace trainprof::exporter

@@ -44,7 +44,8 @@ void OutputFile::drain(std::string& buffer, size_t threshold) {
 
 void OutputFile::truncate(uint64_t offset) {
   if (fd_ < 0 || !ok()) return;
-  if (ftruncate(fd_, static_cast<off_t>(offset)) != 0 || lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) {
+  if (ftruncate(fd_, static_cast<off_t>(offset)) != 0 ||
+      lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) {
     fail("cannot truncate");
     return;
   }

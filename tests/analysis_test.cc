@@ -1,0 +1,550 @@
+// Copyright trainprof authors. The analysis engine: outputs checked by parsing
+// them (JSON with nlohmann, CSV with the small reader below).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "raw/format.h"
+#include "test_util.h"
+#include "trainprof/trainprof.h"
+
+namespace trainprof {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::TempDir;
+
+using CsvRows = std::vector<std::vector<std::string>>;
+
+// RFC 4180 reader: quoted fields may hold commas, quotes and newlines.
+CsvRows read_csv(const std::string& path) {
+  std::string text = test::read_text(path);
+  CsvRows rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      row.push_back(field);
+      field.clear();
+    } else if (c == '\n') {
+      row.push_back(field);
+      field.clear();
+      rows.push_back(row);
+      row.clear();
+    } else if (c != '\r') {
+      field += c;
+    }
+  }
+  EXPECT_FALSE(quoted) << path << " ends inside a quoted field";
+  EXPECT_TRUE(field.empty() && row.empty()) << path << " does not end with a line break";
+  return rows;
+}
+
+// "12.345" (microseconds, 3 decimals) -> 12345 ns, exactly.
+int64_t ns_of(const std::string& us) {
+  size_t dot = us.find('.');
+  EXPECT_NE(dot, std::string::npos) << us;
+  EXPECT_EQ(us.size() - dot, 4u) << us;
+  return std::stoll(us.substr(0, dot)) * 1000 + std::stoll(us.substr(dot + 1));
+}
+
+// Rows keyed by their first column.
+std::map<std::string, std::vector<std::string>> by_name(const CsvRows& rows) {
+  std::map<std::string, std::vector<std::string>> m;
+  for (size_t i = 1; i < rows.size(); ++i) m[rows[i][0]] = rows[i];
+  return m;
+}
+
+json read_json(const std::string& path) {
+  return json::parse(test::read_text(path));
+}
+
+std::string out(const std::string& run, const std::string& file) {
+  return run + "/PROFILER_OUTPUT/" + file;
+}
+
+// A run with `steps` steps; step N holds ranges "work" and "step_N".
+std::string record_steps(const std::string& dir, int steps) {
+  ProfilerOptions o;
+  o.output_path = dir;
+  Profiler prof(o);
+  for (int s = 0; s < steps; ++s) {
+    {
+      TRAINPROF_RANGE("work");
+      trainprof::Range r("step_" + std::to_string(s));
+    }
+    prof.step();
+  }
+  prof.stop();
+  return prof.last_run().run_dir;
+}
+
+AnalyseOptions with_steps(std::vector<int64_t> steps) {
+  AnalyseOptions o;
+  o.step_list = std::move(steps);
+  return o;
+}
+
+RunAnalysis analyse_one(const std::string& run, AnalyseOptions options = {}) {
+  AnalyseReport report = analyse(run, options);
+  EXPECT_TRUE(report.error.empty()) << report.error;
+  EXPECT_EQ(report.runs.size(), 1u);
+  return report.runs.empty() ? RunAnalysis{} : report.runs[0];
+}
+
+TEST(Analysis, SelfTimeOfNestedRangesOnManyThreads) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 2000; ++i) {
+        TRAINPROF_RANGE("outer");
+        {
+          TRAINPROF_RANGE("inner1");
+          { TRAINPROF_RANGE("leaf"); }
+        }
+        { TRAINPROF_RANGE("inner2"); }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  RunAnalysis r = analyse_one(run);
+  ASSERT_TRUE(r.ok) << r.error;
+  auto details = by_name(read_csv(out(run, "operator_details.csv")));
+  auto self = [&](const char* n) { return ns_of(details[n][3]); };
+  auto total = [&](const char* n) { return ns_of(details[n][4]); };
+  ASSERT_EQ(details.size(), 4u);
+  for (const char* n : {"outer", "inner1", "inner2", "leaf"}) EXPECT_EQ(details[n][7], "12000") << n;
+  // Strict nesting: self times of a tree add up to its root's total.
+  EXPECT_EQ(self("outer") + self("inner1") + self("inner2") + self("leaf"), total("outer"));
+  EXPECT_EQ(total("inner1"), self("inner1") + total("leaf"));
+  EXPECT_EQ(total("leaf"), self("leaf"));
+  EXPECT_EQ(total("outer"), self("outer") + total("inner1") + total("inner2"));
+
+  auto stats = read_csv(out(run, "op_statistic.csv"));
+  ASSERT_EQ(stats[0], (std::vector<std::string>{"OP Type", "Core Type", "Count", "Total Time(us)",
+                                                "Avg Time(us)", "Min Time(us)", "Max Time(us)", "Ratio(%)"}));
+  EXPECT_EQ(stats[1][0], "outer");  // sorted by total time
+  double ratios = 0;
+  for (size_t i = 1; i < stats.size(); ++i) {
+    EXPECT_LE(ns_of(stats[i][5]), ns_of(stats[i][4]));
+    EXPECT_LE(ns_of(stats[i][4]), ns_of(stats[i][6]));
+    ratios += std::stod(stats[i][7]);
+  }
+  EXPECT_NEAR(ratios, 100.0, 0.01);
+}
+
+TEST(Analysis, TraceFollowsKinetoSchemaAndNestsPerThread) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.mstx_domain_include = {"default", "io"};
+  Profiler prof(o);
+  set_thread_name("trainer");
+  for (int s = 0; s < 3; ++s) {
+    {
+      TRAINPROF_RANGE("forward");
+      { TRAINPROF_RANGE("conv"); }
+      mark("checkpoint", "io");
+      counter("loss", 1.0 / (s + 1));
+      uint64_t id = range_start("prefetch", "io");
+      std::thread([id] { range_end(id); }).join();
+    }
+    prof.step();
+  }
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  ASSERT_TRUE(analyse_one(run).ok);
+  std::string text = test::read_text(out(run, "trace_view.json"));
+  json t = json::parse(text);
+  EXPECT_EQ(t["schemaVersion"], 1);
+  EXPECT_TRUE(t["deviceProperties"].is_array());
+  EXPECT_EQ(t["distributedInfo"]["rank"], 0);
+  EXPECT_NE(text.find("\"rank\": 0"), std::string::npos) << "HTA's regex needs a space after the colon";
+  EXPECT_TRUE(t["baseTimeNanoseconds"].is_number_integer());
+  EXPECT_EQ(t["traceName"], fs::path(run).filename().string());
+
+  std::map<std::string, int> names;
+  std::set<std::string> thread_names;
+  std::map<int64_t, std::vector<std::pair<double, double>>> open;  // tid -> stack of [ts, end)
+  double last_ts = -1e18;
+  int async_b = 0, async_e = 0;
+  for (const json& e : t["traceEvents"]) {
+    std::string ph = e["ph"];
+    if (ph == "M") {
+      if (e["name"] == "thread_name") thread_names.insert(e["args"]["name"]);
+      continue;
+    }
+    ASSERT_TRUE(e.contains("cat")) << e.dump();
+    double ts = e["ts"];
+    EXPECT_GE(ts, last_ts) << "events are in time order";
+    last_ts = ts;
+    ++names[e["name"]];
+    if (ph == "X") {
+      double end = ts + e["dur"].get<double>();
+      auto& stack = open[e["tid"]];
+      while (!stack.empty() && stack.back().second <= ts) stack.pop_back();
+      if (!stack.empty()) {
+        EXPECT_LE(end, stack.back().second + 1e-9) << "slices nest: " << e.dump();
+      }
+      stack.emplace_back(ts, end);
+      EXPECT_EQ(e["cat"], "user_annotation");
+      // Microseconds with 3 decimals.
+      std::string dump = e.dump();
+      EXPECT_NE(dump.find("\"dur\":"), std::string::npos);
+    }
+    if (ph == "b") ++async_b;
+    if (ph == "e") ++async_e;
+    if (ph == "C") {
+      EXPECT_TRUE(e["args"]["value"].is_number());
+    }
+    if (ph == "i") {
+      EXPECT_EQ(e["args"]["domain"], "io");
+    }
+  }
+  EXPECT_EQ(names["ProfilerStep#0"], 1);
+  EXPECT_EQ(names["ProfilerStep#2"], 1);
+  EXPECT_EQ(names["forward"], 3);
+  EXPECT_EQ(names["conv"], 3);
+  EXPECT_EQ(names["checkpoint"], 3);
+  EXPECT_EQ(names["loss"], 3);
+  EXPECT_EQ(async_b, 3);
+  EXPECT_EQ(async_e, 3);
+  EXPECT_TRUE(thread_names.count("trainer"));
+  // ts keeps nanoseconds: 3 decimals in the text.
+  EXPECT_NE(text.find("\"ts\":"), std::string::npos);
+  size_t ts_at = text.find("\"ts\":");
+  std::string ts_text = text.substr(ts_at + 5, text.find(',', ts_at) - ts_at - 5);
+  EXPECT_EQ(ts_text.size() - ts_text.find('.'), 4u) << ts_text;
+}
+
+TEST(Analysis, StepSelection) {
+  TempDir dir;
+  std::string run = record_steps(dir.path(), 6);
+  RunAnalysis r = analyse_one(run, with_steps({2, 3}));
+  ASSERT_TRUE(r.ok) << r.error;
+  std::set<std::string> names;
+  json trace = read_json(out(run, "trace_view.json"));  // must outlive the loop
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] != "M") names.insert(e["name"]);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"ProfilerStep#2", "ProfilerStep#3", "step_2", "step_3", "work"}));
+  auto steps = read_csv(out(run, "step_trace_time.csv"));
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[1][0], "2");
+  EXPECT_EQ(steps[2][0], "3");
+  EXPECT_EQ(by_name(read_csv(out(run, "operator_details.csv")))["work"][7], "2");
+  EXPECT_EQ(read_json(out(run, "profiler_info.json"))["analysis"]["steps"], json::parse("[2, 3]"));
+
+  r = analyse_one(run, with_steps({2, 4}));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("consecutive"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("recorded steps: 0-6"), std::string::npos) << r.error;
+  r = analyse_one(run, with_steps({7, 8}));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("step 7 was not recorded"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("0-6"), std::string::npos) << r.error;
+
+  EXPECT_EQ(parse_step_list("3-5"), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(parse_step_list("3,4,5"), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_THROW(parse_step_list("3-x"), std::invalid_argument);
+  EXPECT_THROW(parse_step_list("5-3"), std::invalid_argument);
+  EXPECT_THROW(parse_step_list(""), std::invalid_argument);
+}
+
+TEST(Analysis, StepTraceBreakdownAddsUp) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  for (int s = 0; s < 4; ++s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // free (host idle) time
+    {
+      TRAINPROF_RANGE("compute");
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+    prof.step();
+  }
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  ASSERT_TRUE(analyse_one(run).ok);
+  auto rows = read_csv(out(run, "step_trace_time.csv"));
+  ASSERT_EQ(rows[0].size(), 10u);
+  EXPECT_EQ(rows[0][0], "Step");
+  EXPECT_EQ(rows[0][9], "Preparing");
+  ASSERT_EQ(rows.size(), 6u);  // steps 0-3 and the short step 4 before stop()
+  for (size_t i = 1; i <= 4; ++i) {
+    int64_t computing = ns_of(rows[i][1]), free = ns_of(rows[i][5]), preparing = ns_of(rows[i][9]);
+    EXPECT_GE(computing, 3'000'000) << i;
+    EXPECT_GE(free, 2'000'000) << i;
+    EXPECT_GE(preparing, 2'000'000) << i;
+    EXPECT_EQ(ns_of(rows[i][4]), 0);  // no communication data yet
+  }
+}
+
+TEST(Analysis, ZeroEventsTruncatedAndCorruptRunsStillAnalyse) {
+  TempDir dir;
+  std::string run = record_steps(dir.path(), 40);
+  std::string raw_path = run + "/raw/host.tpraw";
+  std::string bytes = test::read_text(raw_path);
+
+  // Header only: zero events.
+  {
+    std::ofstream f(raw_path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), raw::kFileHeaderSize);
+  }
+  RunAnalysis r = analyse_one(run);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.events, 0u);
+  json t = read_json(out(run, "trace_view.json"));
+  for (const json& e : t["traceEvents"]) EXPECT_EQ(e["ph"], "M");
+  EXPECT_EQ(read_csv(out(run, "step_trace_time.csv")).size(), 1u);  // header only
+
+  // Cut in the middle of the last chunk.
+  {
+    std::ofstream f(raw_path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 30));
+  }
+  r = analyse_one(run);
+  ASSERT_TRUE(r.ok) << r.error;
+  bool truncated_warning = false;
+  for (const auto& w : r.warnings) truncated_warning |= w.find("truncated tail") != std::string::npos;
+  EXPECT_TRUE(truncated_warning);
+  EXPECT_NO_THROW(read_json(out(run, "trace_view.json")));
+
+  // A flipped byte in the first chunk after the header.
+  std::string bad = bytes;
+  bad[raw::kFileHeaderSize + raw::kChunkHeaderSize + 3] ^= 0x40;
+  {
+    std::ofstream f(raw_path, std::ios::binary | std::ios::trunc);
+    f.write(bad.data(), static_cast<std::streamsize>(bad.size()));
+  }
+  r = analyse_one(run);
+  ASSERT_TRUE(r.ok) << r.error;
+  bool corrupt_warning = false;
+  for (const auto& w : r.warnings) {
+    corrupt_warning |= w.find("corrupt chunk") != std::string::npos &&
+                       w.find("offset " + std::to_string(raw::kFileHeaderSize)) != std::string::npos;
+  }
+  EXPECT_TRUE(corrupt_warning);
+  EXPECT_NO_THROW(read_json(out(run, "trace_view.json")));
+}
+
+TEST(Analysis, RunKilledBySigkillIsAnalysedWithAWarning) {
+  TempDir dir;
+  test::ProcessResult r = test::run_process(
+      {"/bin/sh", "-c", test::helper_path("crash_child") + " " + dir.path() + " & sleep 0.5; kill -9 $!"});
+  auto runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u) << r.output;
+  RunAnalysis a = analyse_one(runs[0]);
+  ASSERT_TRUE(a.ok) << a.error;
+  EXPECT_GT(a.events, 1000u);
+  bool warned = false;
+  for (const auto& w : a.warnings) warned |= w.find("not closed normally") != std::string::npos;
+  EXPECT_TRUE(warned);
+  auto details = by_name(read_csv(out(runs[0], "operator_details.csv")));
+  EXPECT_GT(std::stoll(details["iteration"][7]), 500);
+}
+
+TEST(Analysis, NamesWithQuotesNewlinesAndUtf8) {
+  TempDir dir;
+  const std::vector<std::string> names = {
+      "say \"hi\"",   "back\\slash",          "two\nlines", "tab\there", "a,b,c", "caf\xc3\xa9 \xe6\x97\xa5",
+      "ctrl\x01\x1f", "bad utf8 \xff\xfe end"};
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  for (const std::string& n : names) {
+    trainprof::Range r(n);
+  }
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  ASSERT_TRUE(analyse_one(run).ok);
+  std::set<std::string> in_trace;
+  json trace = read_json(out(run, "trace_view.json"));  // must outlive the loop
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") in_trace.insert(e["name"]);
+  }
+  for (size_t i = 0; i + 1 < names.size(); ++i) EXPECT_TRUE(in_trace.count(names[i])) << names[i];
+  EXPECT_TRUE(in_trace.count("bad utf8 \xef\xbf\xbd\xef\xbf\xbd end")) << "invalid bytes become U+FFFD";
+  // CSV fields with commas, quotes and newlines come back intact.
+  auto details = by_name(read_csv(out(run, "operator_details.csv")));
+  for (const std::string& n : names) EXPECT_TRUE(details.count(n)) << n;
+  for (const auto& [name, row] : details) EXPECT_EQ(row.size(), 8u) << name;
+}
+
+TEST(Analysis, ReanalysisIsIdenticalAndSimplifyRemovesRaw) {
+  TempDir dir;
+  std::string run = record_steps(dir.path(), 5);
+  ASSERT_TRUE(analyse_one(run).ok);
+  std::map<std::string, std::string> first;
+  for (const char* f : {"trace_view.json", "op_statistic.csv", "operator_details.csv", "step_trace_time.csv",
+                        "profiler_metadata.json"}) {
+    first[f] = test::read_text(out(run, f));
+  }
+  AnalyseOptions simplify;
+  simplify.data_simplification = true;
+  ASSERT_TRUE(analyse_one(run, simplify).ok);
+  for (const auto& [f, text] : first) EXPECT_EQ(test::read_text(out(run, f)), text) << f;
+  EXPECT_FALSE(fs::exists(run + "/raw"));
+  RunAnalysis again = analyse_one(run);
+  EXPECT_FALSE(again.ok);
+  EXPECT_NE(again.error.find("removed by data simplification"), std::string::npos) << again.error;
+  EXPECT_EQ(test::read_text(out(run, "trace_view.json")), first["trace_view.json"]) << "outputs kept";
+}
+
+TEST(Analysis, UnwritableOutputDirectoryFailsThatRunClearly) {
+  TempDir dir;
+  std::string run = record_steps(dir.path(), 2);
+  { std::ofstream blocker(run + "/PROFILER_OUTPUT"); }  // a file where the directory should be
+  RunAnalysis r = analyse_one(run);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("PROFILER_OUTPUT"), std::string::npos) << r.error;
+}
+
+TEST(Analysis, NoRunsAndMissingPath) {
+  TempDir dir;
+  fs::create_directories(dir.sub("empty/deeper"));
+  AnalyseReport report = analyse(dir.sub("empty"));
+  EXPECT_FALSE(report.ok());
+  EXPECT_NE(report.error.find("no trainprof run directory"), std::string::npos) << report.error;
+  report = analyse(dir.sub("missing"));
+  EXPECT_NE(report.error.find("does not exist"), std::string::npos) << report.error;
+}
+
+TEST(Analysis, TraceSizeLimitCutsWholeSteps) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  for (int s = 0; s < 50; ++s) {
+    for (int i = 0; i < 400; ++i) {
+      TRAINPROF_RANGE("busy");
+    }
+    prof.step();
+  }
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  AnalyseOptions limited;
+  limited.trace_size_limit_bytes = 400 * 1024;
+  RunAnalysis r = analyse_one(run, limited);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_LE(fs::file_size(out(run, "trace_view.json")), 400u * 1024);
+  bool warned = false;
+  for (const auto& w : r.warnings) warned |= w.find("was cut") != std::string::npos;
+  EXPECT_TRUE(warned);
+  // Whole steps: every step in the trace has all 400 of its ranges.
+  json t = read_json(out(run, "trace_view.json"));
+  int steps = 0, busy = 0;
+  for (const json& e : t["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    std::string name = e["name"];
+    if (name.rfind("ProfilerStep#", 0) == 0) ++steps;
+    if (name == "busy") ++busy;
+  }
+  EXPECT_GT(steps, 3);
+  EXPECT_LT(steps, 50);
+  EXPECT_EQ(busy, 400 * steps);
+  // The CSVs still cover every step.
+  EXPECT_EQ(read_csv(out(run, "step_trace_time.csv")).size(), 52u);  // header + 0..50
+}
+
+TEST(Analysis, EightRanksWithTwoJobsMatchOneByOne) {
+  TempDir dir;
+  for (int rank = 0; rank < 8; ++rank) {
+    std::string opts =
+        R"({"start": true, "output_path": ")" + dir.sub("tree/rank" + std::to_string(rank)) + R"("})";
+    test::ProcessResult p =
+        test::run_process({test::helper_path("env_child")},
+                          {{"TRAINPROF_OPTIONS", opts}, {"RANK", std::to_string(rank)}, {"WORLD_SIZE", "8"}});
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+  }
+  fs::copy(dir.sub("tree"), dir.sub("alone"), fs::copy_options::recursive);
+  AnalyseOptions two_jobs;
+  two_jobs.max_workers = 2;
+  AnalyseReport together = analyse(dir.sub("tree"), two_jobs);
+  ASSERT_TRUE(together.ok()) << together.error;
+  ASSERT_EQ(together.runs.size(), 8u);
+  std::vector<std::string> alone_runs = find_run_directories(dir.sub("alone"));
+  ASSERT_EQ(alone_runs.size(), 8u);
+  std::set<int> ranks;
+  for (size_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(analyse_one(alone_runs[i]).ok);
+    const std::string& a = together.runs[i].run_dir;
+    const std::string& b = alone_runs[i];
+    EXPECT_EQ(fs::path(a).filename(), fs::path(b).filename());
+    for (const char* f :
+         {"trace_view.json", "op_statistic.csv", "operator_details.csv", "step_trace_time.csv"}) {
+      EXPECT_EQ(test::read_text(out(a, f)), test::read_text(out(b, f))) << f << " of " << a;
+    }
+    ranks.insert(read_json(out(a, "trace_view.json"))["distributedInfo"]["rank"].get<int>());
+  }
+  EXPECT_EQ(ranks.size(), 8u);
+}
+
+TEST(Analysis, AsyncModeLeavesCompleteOutputs) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  for (int s = 0; s < 3; ++s) {
+    { TRAINPROF_RANGE("work"); }
+    prof.step();
+  }
+  prof.stop();
+  AnalyseReport now = prof.analyse(AnalyseMode::Async);
+  EXPECT_TRUE(now.runs.empty());  // returns at once
+  ASSERT_TRUE(prof.wait_for_analysis());
+  std::string run = prof.last_run().run_dir;
+  EXPECT_EQ(by_name(read_csv(out(run, "operator_details.csv")))["work"][7], "3");
+  EXPECT_NO_THROW(read_json(out(run, "trace_view.json")));
+  EXPECT_TRUE(read_json(out(run, "profiler_info.json")).contains("analysis"));
+  // Nothing left to analyse: said plainly.
+  EXPECT_FALSE(prof.analyse().error.empty());
+}
+
+TEST(Analysis, TraceHandlerAnalysesEachCycle) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.schedule = Schedule{.wait = 0, .warmup = 1, .active = 2, .repeat = 2};
+  o.on_trace_ready = trace_handler(dir.sub("tb"));
+  Profiler prof(o);
+  for (int s = 0; s < 8; ++s) {
+    { TRAINPROF_RANGE("step_body"); }
+    prof.step();
+  }
+  prof.stop();
+  auto runs = test::run_dirs(dir.sub("tb"));
+  ASSERT_EQ(runs.size(), 2u);
+  for (const std::string& run : runs) {
+    auto steps = read_csv(out(run, "step_trace_time.csv"));
+    EXPECT_EQ(steps.size(), 3u) << run;  // two active steps per cycle
+  }
+}
+
+}  // namespace
+}  // namespace trainprof
