@@ -158,12 +158,11 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
     return r;
   }
   std::string error;
-  auto files = raw::read_run_directory(dir, &error);
-  if (!files) {
+  analysis::TraceModel model;
+  if (!analysis::build_model(dir, &model, &error)) {
     r.error = error;
     return r;
   }
-  analysis::TraceModel model = analysis::build_model(std::move(*files));
   r.events = model.event_count;
   for (const std::string& w : model.warnings) add_warning(r, w);
   error = analysis::select_steps(model, options.step_list);
@@ -171,7 +170,9 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
     r.error = error;
     return r;
   }
+  auto t_read = std::chrono::steady_clock::now();
   analysis::compute_self_times(model);
+  auto t_sorted = std::chrono::steady_clock::now();
 
   if (mkdir(out_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     r.error = "cannot create output directory '" + out_dir.string() + "': " + std::strerror(errno);
@@ -180,6 +181,7 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   auto trace =
       exporter::write_chrome_trace(model, (out_dir / "trace_view.json").string(), run.filename().string(),
                                    options.pretty, options.trace_size_limit_bytes);
+  auto t_trace = std::chrono::steady_clock::now();
   if (!trace.cut_warning.empty()) add_warning(r, trace.cut_warning);
   std::string errors = trace.error;
   auto note = [&](const std::string& e) {
@@ -190,6 +192,10 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
                                         (out_dir / "operator_details.csv").string()));
   note(exporter::write_step_trace_time(analysis::step_trace(model),
                                        (out_dir / "step_trace_time.csv").string()));
+  auto t_tables = std::chrono::steady_clock::now();
+  auto ms = [](auto a, auto b) { return std::to_string(std::chrono::duration<double, std::milli>(b - a).count()); };
+  detail::log_debug(dir + ": read " + ms(t0, t_read) + " ms, sort+self " + ms(t_read, t_sorted) + " ms, trace " +
+                    ms(t_sorted, t_trace) + " ms, tables " + ms(t_trace, t_tables) + " ms");
   std::string metadata = read_small_file(run / "profiler_metadata.json");
   note(exporter::write_whole_file((out_dir / "profiler_metadata.json").string(),
                                   metadata.empty() ? "{}\n" : metadata));

@@ -8,13 +8,13 @@ namespace trainprof::analysis {
 namespace {
 
 bool is_operator_like(const Slice& s) {
-  return s.kind != SliceKind::kStep;
+  return !s.is_step;
 }
 
 }  // namespace
 
 std::vector<OpStatisticRow> op_statistics(const TraceModel& m) {
-  std::unordered_map<uint32_t, OpStatisticRow> by_name;
+  std::vector<OpStatisticRow> by_name(m.strings.size());  // indexed by name id
   uint64_t grand_total = 0;
   for (const Slice& s : m.slices) {
     if (!is_operator_like(s)) continue;
@@ -28,8 +28,9 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m) {
     grand_total += d;
   }
   std::vector<OpStatisticRow> rows;
-  rows.reserve(by_name.size());
-  for (auto& [name, row] : by_name) {
+  for (uint32_t name = 0; name < by_name.size(); ++name) {
+    OpStatisticRow& row = by_name[name];
+    if (row.count == 0) continue;
     row.name = m.name(name);
     row.ratio_percent =
         grand_total == 0 ? 0 : 100.0 * static_cast<double>(row.total_ns) / static_cast<double>(grand_total);
@@ -45,7 +46,7 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m) {
 std::vector<OperatorDetailRow> operator_details(const TraceModel& m) {
   // Input shapes arrive with framework operators (LibTorch collector); user
   // ranges have none, so the key is the name for now.
-  std::unordered_map<uint32_t, OperatorDetailRow> by_key;
+  std::vector<OperatorDetailRow> by_key(m.strings.size());  // indexed by name id
   for (const Slice& s : m.slices) {
     if (!is_operator_like(s)) continue;
     OperatorDetailRow& row = by_key[s.name];
@@ -54,7 +55,9 @@ std::vector<OperatorDetailRow> operator_details(const TraceModel& m) {
     row.host_total_ns += s.duration();
   }
   std::vector<OperatorDetailRow> rows;
-  for (auto& [name, row] : by_key) {
+  for (uint32_t name = 0; name < by_key.size(); ++name) {
+    OperatorDetailRow& row = by_key[name];
+    if (row.calls == 0) continue;
     row.name = m.name(name);
     rows.push_back(std::move(row));
   }

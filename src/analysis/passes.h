@@ -18,7 +18,8 @@ namespace trainprof::analysis {
 std::string select_steps(TraceModel& model, const std::vector<int64_t>& step_list);
 
 // Fills Slice::self_ns: duration minus the time covered by direct children on
-// the same thread. Sorts model.slices by (tid, start, longest first).
+// the same thread. Sorts model.slices by (start, longest first, tid): the
+// order of the timeline.
 void compute_self_times(TraceModel& model);
 
 // op_statistic.csv: one row per range name (user ranges and operators).
@@ -45,7 +46,8 @@ struct OperatorDetailRow {
 };
 std::vector<OperatorDetailRow> operator_details(const TraceModel& model);
 
-// step_trace_time.csv: one row per step (REFERENCE section 3).
+// step_trace_time.csv: one row per step (REFERENCE section 3). Needs the
+// slices in start order (compute_self_times).
 struct StepTraceRow {
   int64_t step = 0;
   uint64_t computing_ns = 0;

@@ -46,7 +46,10 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
   uint64_t end = chosen.back().end_ns;
   auto inside = [&](uint64_t t) { return t >= begin && t < end; };
   keep_if(m.slices, [&](const Slice& s) {
-    if (s.kind == SliceKind::kStep) return s.step >= list.front() && s.step <= list.back();
+    if (s.is_step) {
+      int64_t n = m.step_number(s);
+      return n >= list.front() && n <= list.back();
+    }
     return inside(s.start_ns);
   });
   keep_if(m.instants, [&](const Instant& i) { return inside(i.ts_ns); });

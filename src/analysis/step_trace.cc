@@ -12,7 +12,9 @@
 namespace trainprof::analysis {
 
 uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>>& v) {
-  std::sort(v.begin(), v.end());
+  // Only start order matters for the sweep; input from sorted slices has it.
+  auto by_start = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (!std::is_sorted(v.begin(), v.end(), by_start)) std::sort(v.begin(), v.end(), by_start);
   uint64_t total = 0, cur_start = 0, cur_end = 0;
   bool open = false;
   for (const auto& [s, e] : v) {
@@ -30,14 +32,14 @@ uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>>& v) {
 }
 
 std::vector<StepTraceRow> step_trace(const TraceModel& m) {
-  // Computing intervals, sorted by start, scanned once per step window.
-  std::vector<std::pair<uint64_t, uint64_t>> compute;
-  for (const Slice& s : m.slices) {
-    if (s.kind != SliceKind::kStep) compute.emplace_back(s.start_ns, s.end_ns);
-  }
-  std::sort(compute.begin(), compute.end());
+  // m.slices is in start order (compute_self_times): each window scans only
+  // the slices that start within `longest` before it, so the pass is about
+  // O(n log n) and copies nothing.
   uint64_t longest = 0;
-  for (const auto& [s, e] : compute) longest = std::max(longest, e - s);
+  for (const Slice& s : m.slices) {
+    if (!s.is_step) longest = std::max(longest, s.duration());
+  }
+  auto starts_before = [](const Slice& s, uint64_t t) { return s.start_ns < t; };
   std::vector<StepTraceRow> rows;
   for (const StepWindow& w : m.steps) {
     StepTraceRow row;
@@ -45,15 +47,11 @@ std::vector<StepTraceRow> step_trace(const TraceModel& m) {
     row.step_ns = w.end_ns - w.start_ns;
     std::vector<std::pair<uint64_t, uint64_t>> clipped;
     uint64_t first_start = w.end_ns;
-    // Only intervals starting within `longest` before the window can reach
-    // into it: start there, so the whole pass is about O(n log n).
     uint64_t from = w.start_ns > longest ? w.start_ns - longest : 0;
-    auto first = std::lower_bound(compute.begin(), compute.end(), std::make_pair(from, uint64_t{0}));
-    for (auto it = first; it != compute.end(); ++it) {
-      auto [s, e] = *it;
-      if (s >= w.end_ns) break;
-      if (e <= w.start_ns) continue;
-      uint64_t cs = std::max(s, w.start_ns), ce = std::min(e, w.end_ns);
+    auto it = std::lower_bound(m.slices.begin(), m.slices.end(), from, starts_before);
+    for (; it != m.slices.end() && it->start_ns < w.end_ns; ++it) {
+      if (it->is_step || it->end_ns <= w.start_ns) continue;
+      uint64_t cs = std::max(it->start_ns, w.start_ns), ce = std::min(it->end_ns, w.end_ns);
       if (ce > cs) {
         clipped.emplace_back(cs, ce);
         first_start = std::min(first_start, cs);

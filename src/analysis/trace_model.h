@@ -17,17 +17,19 @@ enum class SliceKind : uint8_t {
   kUserRange,  // TRAINPROF_RANGE / Range
 };
 
-// A complete range on one thread. Times are CLOCK_MONOTONIC ns.
+// A complete range on one thread. Times are CLOCK_MONOTONIC ns. 32 bytes:
+// the model holds one per range, so its size bounds the analysis's memory.
 struct Slice {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
   uint64_t self_ns = 0;  // end - start minus direct children (compute_self_times)
   uint32_t tid = 0;
-  uint32_t name = 0;  // TraceModel::strings index
-  SliceKind kind = SliceKind::kUserRange;
-  int64_t step = -1;  // the step number for kStep
+  uint32_t name : 31 = 0;     // TraceModel::strings index
+  uint32_t is_step : 1 = 0;   // ProfilerStep#N (else a user range)
   uint64_t duration() const { return end_ns - start_ns; }
+  SliceKind kind() const { return is_step ? SliceKind::kStep : SliceKind::kUserRange; }
 };
+static_assert(sizeof(Slice) == 32, "Slice is the model's per-range cost");
 
 struct Instant {
   uint64_t ts_ns;
@@ -78,11 +80,15 @@ struct TraceModel {
   uint64_t event_count = 0;
 
   const std::string& name(uint32_t id) const { return strings[id]; }
+  // N of a ProfilerStep#N slice (-1 for others).
+  int64_t step_number(const Slice& s) const;
 };
 
-// Builds the model of one run from its raw files. Reader issues (truncated
-// tail, corrupt chunks) and unmatched async ranges become warnings.
-TraceModel build_model(std::vector<raw::RawFile> files);
+// Builds the model of one run from its raw files, streaming: events go from
+// the reader straight into the model. Reader issues (truncated tail, corrupt
+// chunks) and unmatched async ranges become warnings. Returns false and sets
+// `error` when a raw file cannot be read at all.
+bool build_model(const std::string& run_dir, TraceModel* model, std::string* error);
 
 }  // namespace trainprof::analysis
 

@@ -16,7 +16,7 @@
 namespace trainprof::exporter {
 namespace {
 
-using analysis::SliceKind;
+using analysis::Slice;
 using analysis::TraceModel;
 
 enum class ItemType : uint8_t { kSlice, kInstant, kCounter, kAsyncBegin, kAsyncEnd };
@@ -28,10 +28,19 @@ struct Item {
   uint32_t index;
 };
 
+// Time order; on equal start the longer (the parent) first; then a stable
+// tie-break so that re-analysis writes identical bytes.
+bool item_before(const Item& a, const Item& b) {
+  if (a.ts != b.ts) return a.ts < b.ts;
+  if (a.dur != b.dur) return a.dur > b.dur;
+  if (a.type != b.type) return a.type < b.type;
+  return a.index < b.index;
+}
+
 class TraceWriter {
  public:
   TraceWriter(const TraceModel& m, bool pretty, uint64_t base_mono)
-      : m_(m), pretty_(pretty), base_mono_(base_mono) {}
+      : m_(m), pretty_(pretty), base_mono_(base_mono), escaped_(m.strings.size()) {}
 
   std::string& buffer() { return buf_; }
 
@@ -45,6 +54,11 @@ class TraceWriter {
   void str(const char* k, std::string_view v, bool first = false) {
     key(k, first);
     append_json_string(buf_, v);
+  }
+  // A model string, escaped once and reused (names repeat millions of times).
+  void name_str(const char* k, uint32_t id) {
+    key(k);
+    buf_ += escaped(id);
   }
   void num(const char* k, int64_t v) {
     key(k);
@@ -95,23 +109,37 @@ class TraceWriter {
   }
 
  private:
+  // Slices are nearly every event: written from pre-built fragments.
   void slice(const analysis::Slice& s) {
-    begin_event();
-    str("ph", "X", true);
-    str("cat", "user_annotation");
-    str("name", m_.name(s.name));
-    num("pid", m_.pid);
-    num("tid", s.tid);
-    ts("ts", s.start_ns);
-    dur(s.duration());
-    if (s.kind == SliceKind::kStep) {
+    if (slice_head_.empty()) build_slice_fragments();
+    if (!first_event_) buf_ += ',';
+    first_event_ = false;
+    buf_ += slice_head_;
+    buf_ += escaped(s.name);
+    buf_ += slice_pid_tid_;
+    append_uint(buf_, s.tid);
+    buf_ += slice_ts_;
+    append_us(buf_, static_cast<int64_t>(s.start_ns) - static_cast<int64_t>(base_mono_));
+    buf_ += slice_dur_;
+    append_us(buf_, static_cast<int64_t>(s.duration()));
+    if (s.is_step) {
       key("args");
       buf_ += '{';
       key("Step", true);
-      append_int(buf_, s.step);
+      append_int(buf_, m_.step_number(s));
       buf_ += '}';
     }
-    end_event();
+    buf_ += '}';
+  }
+
+  void build_slice_fragments() {
+    const char* colon = pretty_ ? "\": " : "\":";
+    const char* comma = pretty_ ? ", \"" : ",\"";
+    slice_head_ = std::string(pretty_ ? "\n  {\"" : "\n{\"") + "ph" + colon + "\"X\"" + comma + "cat" + colon +
+                  "\"user_annotation\"" + comma + "name" + colon;
+    slice_pid_tid_ = std::string(comma) + "pid" + colon + std::to_string(m_.pid) + comma + "tid" + colon;
+    slice_ts_ = std::string(comma) + "ts" + colon;
+    slice_dur_ = std::string(comma) + "dur" + colon;
   }
 
   void instant(const analysis::Instant& i) {
@@ -119,13 +147,14 @@ class TraceWriter {
     str("ph", "i", true);
     str("cat", "mark");
     str("s", "t");
-    str("name", m_.name(i.name));
+    name_str("name", i.name);
     num("pid", m_.pid);
     num("tid", i.tid);
     ts("ts", i.ts_ns);
     key("args");
     buf_ += '{';
-    str("domain", m_.name(i.domain), true);
+    key("domain", true);
+    buf_ += escaped(i.domain);
     buf_ += '}';
     end_event();
   }
@@ -134,7 +163,7 @@ class TraceWriter {
     begin_event();
     str("ph", "C", true);
     str("cat", "counter");
-    str("name", m_.name(c.name));
+    name_str("name", c.name);
     num("pid", m_.pid);
     num("tid", c.tid);
     ts("ts", c.ts_ns);
@@ -150,7 +179,7 @@ class TraceWriter {
     begin_event();
     str("ph", begin ? "b" : "e", true);
     str("cat", "user_range");
-    str("name", m_.name(a.name));
+    name_str("name", a.name);
     num("pid", m_.pid);
     num("tid", a.begin_tid);
     ts("ts", begin ? a.start_ns : a.end_ns);
@@ -158,7 +187,8 @@ class TraceWriter {
     if (begin) {
       key("args");
       buf_ += '{';
-      str("domain", m_.name(a.domain), true);
+      key("domain", true);
+      buf_ += escaped(a.domain);
       buf_ += '}';
     }
     end_event();
@@ -167,43 +197,84 @@ class TraceWriter {
   const TraceModel& m_;
   bool pretty_;
   uint64_t base_mono_;
+  const std::string& escaped(uint32_t id) {
+    std::string& e = escaped_[id];
+    if (e.empty()) append_json_string(e, m_.name(id));
+    return e;
+  }
+
   std::string buf_;
   bool first_event_ = true;
+  std::string slice_head_, slice_pid_tid_, slice_ts_, slice_dur_;
+  std::vector<std::string> escaped_;  // by string id, filled on first use
 };
 
-std::vector<Item> collect_items(const TraceModel& m) {
+// Everything but slices (few): slices are already in timeline order
+// (compute_self_times) and are merged in without a copy.
+std::vector<Item> collect_other_items(const TraceModel& m) {
   std::vector<Item> items;
-  items.reserve(m.slices.size() + m.instants.size() + m.counters.size() + 2 * m.async_ranges.size());
-  for (uint32_t i = 0; i < m.slices.size(); ++i)
-    items.push_back({m.slices[i].start_ns, m.slices[i].duration(), ItemType::kSlice, i});
-  for (uint32_t i = 0; i < m.instants.size(); ++i)
-    items.push_back({m.instants[i].ts_ns, 0, ItemType::kInstant, i});
-  for (uint32_t i = 0; i < m.counters.size(); ++i)
-    items.push_back({m.counters[i].ts_ns, 0, ItemType::kCounter, i});
+  items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size());
+  for (uint32_t i = 0; i < m.instants.size(); ++i) items.push_back({m.instants[i].ts_ns, 0, ItemType::kInstant, i});
+  for (uint32_t i = 0; i < m.counters.size(); ++i) items.push_back({m.counters[i].ts_ns, 0, ItemType::kCounter, i});
   for (uint32_t i = 0; i < m.async_ranges.size(); ++i) {
     const auto& a = m.async_ranges[i];
     items.push_back({a.start_ns, a.end_ns - a.start_ns, ItemType::kAsyncBegin, i});
     items.push_back({a.end_ns, 0, ItemType::kAsyncEnd, i});
   }
-  // Time order; on equal start the longer (the parent) first; then a stable
-  // tie-break so that re-analysis writes identical bytes.
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    if (a.ts != b.ts) return a.ts < b.ts;
-    if (a.dur != b.dur) return a.dur > b.dur;
-    if (a.type != b.type) return a.type < b.type;
-    return a.index < b.index;
-  });
+  std::sort(items.begin(), items.end(), item_before);
   return items;
 }
+
+// Yields slices and other items merged in one time order.
+class ItemStream {
+ public:
+  explicit ItemStream(const TraceModel& m) : m_(m), others_(collect_other_items(m)) {}
+  bool next(Item* out) {
+    bool have_slice = slice_ < m_.slices.size();
+    bool have_other = other_ < others_.size();
+    if (!have_slice && !have_other) return false;
+    Item s{};
+    if (have_slice) {
+      const Slice& sl = m_.slices[slice_];
+      s = Item{sl.start_ns, sl.duration(), ItemType::kSlice, static_cast<uint32_t>(slice_)};
+    }
+    if (have_slice && (!have_other || item_before(s, others_[other_]))) {
+      ++slice_;
+      *out = s;
+    } else {
+      *out = others_[other_++];
+    }
+    return true;
+  }
+  // Threads that appear in the trace, for the metadata.
+  std::set<uint32_t> tids() const {
+    std::set<uint32_t> t;
+    for (const Slice& s : m_.slices) t.insert(s.tid);
+    for (const auto& i : m_.instants) t.insert(i.tid);
+    for (const auto& c : m_.counters) t.insert(c.tid);
+    for (const auto& a : m_.async_ranges) t.insert(a.begin_tid);
+    return t;
+  }
+
+ private:
+  const TraceModel& m_;
+  std::vector<Item> others_;
+  size_t slice_ = 0;
+  size_t other_ = 0;
+};
 
 }  // namespace
 
 ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& path,
                                      const std::string& trace_name, bool pretty, uint64_t size_limit) {
   ChromeTraceResult result;
-  std::vector<Item> items = collect_items(m);
+  ItemStream stream(m);
   uint64_t base_mono = m.session_start_ns;
-  if (!items.empty()) base_mono = std::min(base_mono, items.front().ts);
+  {
+    ItemStream first(m);
+    Item it;
+    if (first.next(&it)) base_mono = std::min(base_mono, it.ts);
+  }
   int64_t base_realtime = static_cast<int64_t>(base_mono) + m.realtime_offset_ns;
 
   OutputFile out(path);
@@ -240,15 +311,7 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& pat
       "rank " + std::to_string(m.rank) + " (" + m.host + " pid " + std::to_string(m.pid) + ")";
   w.metadata("process_name", 0, "name", process, 0, false);
   w.metadata("process_sort_index", 0, "sort_index", {}, m.rank, true);
-  std::set<uint32_t> tids;
-  for (const Item& it : items) {
-    switch (it.type) {
-      case ItemType::kSlice: tids.insert(m.slices[it.index].tid); break;
-      case ItemType::kInstant: tids.insert(m.instants[it.index].tid); break;
-      case ItemType::kCounter: tids.insert(m.counters[it.index].tid); break;
-      default: tids.insert(m.async_ranges[it.index].begin_tid); break;
-    }
-  }
+  std::set<uint32_t> tids = stream.tids();
   int64_t sort_index = 1;
   for (uint32_t tid : tids) {
     auto named = m.thread_names.find(tid);
@@ -268,7 +331,8 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& pat
   size_t next_step = 0;
   const uint64_t kClosingReserve = 4096;
   bool over = false;
-  for (const Item& it : items) {
+  Item it;
+  while (stream.next(&it)) {
     while (next_step < steps.size() && it.ts >= steps[next_step].end_ns) {
       boundary[next_step++] = out.offset() + buf.size();
     }

@@ -65,9 +65,38 @@ struct Pending {                 // events before tick -> ns conversion
   std::vector<RawEvent> events;  // t0_ns/t1_ns hold ticks here
 };
 
+// Ticks to CLOCK_MONOTONIC ns: the line through the first and last anchors
+// when they are 50 ms apart or more; else the calibration in the header.
+struct TickConverter {
+  uint64_t first_ticks = 0;
+  uint64_t first_ns = 0;
+  double ns_per_tick = 1.0;
+
+  TickConverter() = default;
+  TickConverter(const FileHeader& h, const std::vector<ClockPoint>& anchors) {
+    const ClockPoint& first = anchors.front();
+    const ClockPoint& last = anchors.back();
+    first_ticks = first.ticks;
+    first_ns = first.monotonic_ns;
+    if (h.clock_source != 1) return;
+    bool long_enough = last.monotonic_ns > first.monotonic_ns + 50'000'000ull && last.ticks > first.ticks;
+    if (long_enough) {
+      ns_per_tick = static_cast<double>(last.monotonic_ns - first.monotonic_ns) /
+                    static_cast<double>(last.ticks - first.ticks);
+    } else if (h.ticks_per_ns > 0) {
+      ns_per_tick = 1.0 / h.ticks_per_ns;
+    }
+  }
+  uint64_t to_ns(uint64_t ticks) const {
+    int64_t d = static_cast<int64_t>(ticks - first_ticks);
+    return first_ns + static_cast<uint64_t>(static_cast<double>(d) * ns_per_tick);
+  }
+};
+
 class ChunkDecoder {
  public:
-  explicit ChunkDecoder(RawFile* file) : file_(file) {}
+  ChunkDecoder(RawFile* file, TickConverter clock, const EventSink* sink)
+      : file_(file), clock_(clock), sink_(sink) {}
 
   // Returns "" or why the (checksum-valid) payload is malformed.
   std::string decode(const ChunkHeader& h, const uint8_t* p) {
@@ -98,45 +127,44 @@ class ChunkDecoder {
   }
 
   std::string events(const uint8_t* p, const uint8_t* end, uint32_t tid, uint32_t count) {
-    std::vector<RawEvent>& out = file_->events;
-    size_t first = out.size();
+    // Decode the whole chunk before emitting anything: a malformed chunk
+    // contributes no event at all.
+    scratch_.clear();
     uint64_t prev_t0 = 0;
     for (uint32_t i = 0; i < count; ++i) {
       if (p >= end) break;
       uint8_t head = *p++;
       uint8_t kind = head & kHeadKindMask;
       uint64_t name = 0, delta = 0, dur = 0, a = 0, b = 0;
-      if (kind == 0 || kind > kMaxEventKind) {
-        out.resize(first);
-        return "unknown event kind " + std::to_string(kind);
-      }
+      if (kind == 0 || kind > kMaxEventKind) return "unknown event kind " + std::to_string(kind);
       if ((p = get_varint(p, end, &name)) == nullptr || (p = get_varint(p, end, &delta)) == nullptr ||
           ((head & kHeadHasDuration) && (p = get_varint(p, end, &dur)) == nullptr) ||
           ((head & kHeadHasA) && (p = get_varint(p, end, &a)) == nullptr) ||
           ((head & kHeadHasB) && (p = get_varint(p, end, &b)) == nullptr)) {
-        out.resize(first);
         return "malformed event " + std::to_string(i);
       }
       uint64_t t0 = prev_t0 + static_cast<uint64_t>(unzigzag(delta));
       prev_t0 = t0;
-      out.push_back(
+      scratch_.push_back(
           RawEvent{static_cast<EventKind>(kind), tid, static_cast<uint32_t>(name), t0, t0 + dur, a, b});
     }
-    if (out.size() - first != count || p != end) {
-      out.resize(first);
-      return "event count does not match the chunk header";
+    if (scratch_.size() != count || p != end) return "event count does not match the chunk header";
+    for (RawEvent& e : scratch_) {
+      bool instant = e.t1_ns == e.t0_ns;
+      e.t0_ns = clock_.to_ns(e.t0_ns);
+      e.t1_ns = instant ? e.t0_ns : clock_.to_ns(e.t1_ns);
+      if (sink_ != nullptr) {
+        (*sink_)(e);
+      } else {
+        file_->events.push_back(e);
+      }
     }
     return "";
   }
 
+  // Anchors were collected by the first pass (read_clock_anchors).
   std::string clock(const uint8_t* p, const uint8_t* end) {
-    if (end - p != 24) return "malformed clock anchor";
-    ClockPoint c;
-    std::memcpy(&c.ticks, p, 8);
-    std::memcpy(&c.monotonic_ns, p + 8, 8);
-    std::memcpy(&c.realtime_ns, p + 16, 8);
-    file_->anchors.push_back(c);
-    return "";
+    return end - p == 24 ? "" : "malformed clock anchor";
   }
 
   std::string thread(const uint8_t* p, const uint8_t* end) {
@@ -162,6 +190,9 @@ class ChunkDecoder {
   }
 
   RawFile* file_;
+  TickConverter clock_;
+  const EventSink* sink_;
+  std::vector<RawEvent> scratch_;
 };
 
 // Where the next plausible chunk starts at or after `from`, or `size`.
@@ -178,31 +209,52 @@ size_t resync(const uint8_t* data, size_t size, size_t from) {
   return size;
 }
 
-void convert_ticks(RawFile* file) {
-  const FileHeader& h = file->header;
-  const ClockPoint& first = file->anchors.front();
-  const ClockPoint& last = file->anchors.back();
-  double ns_per_tick = 1.0;
-  if (h.clock_source == 1) {
-    // The line through the first and last anchors; short runs use the
-    // calibration taken when the process first started recording.
-    bool long_enough = last.monotonic_ns > first.monotonic_ns + 50'000'000ull && last.ticks > first.ticks;
-    if (long_enough) {
-      ns_per_tick = static_cast<double>(last.monotonic_ns - first.monotonic_ns) /
-                    static_cast<double>(last.ticks - first.ticks);
-    } else if (h.ticks_per_ns > 0) {
-      ns_per_tick = 1.0 / h.ticks_per_ns;
-    }
-  }
-  auto to_ns = [&](uint64_t ticks) {
-    int64_t d = static_cast<int64_t>(ticks - first.ticks);
-    return first.monotonic_ns + static_cast<uint64_t>(static_cast<double>(d) * ns_per_tick);
+// Calls fn(header, payload, offset) for every chunk whose checksum holds, in
+// file order; reports a truncated tail or corrupt chunks into `issues` (when
+// given) and resynchronises on the next valid chunk.
+template <typename Fn>
+void for_each_valid_chunk(const uint8_t* data, size_t size, const std::string& path,
+                          std::vector<RawIssue>* issues, Fn fn) {
+  auto report = [&](size_t off, std::string message, bool truncated) {
+    if (issues != nullptr) issues->push_back({path, off, std::move(message), truncated});
   };
-  for (RawEvent& e : file->events) {
-    uint64_t t0 = to_ns(e.t0_ns);
-    uint64_t t1 = e.t1_ns == e.t0_ns ? t0 : to_ns(e.t1_ns);
-    e.t0_ns = t0;
-    e.t1_ns = t1;
+  size_t off = kFileHeaderSize;
+  while (off < size) {
+    size_t remaining = size - off;
+    ChunkHeader ch;
+    if (remaining < kChunkHeaderSize) {
+      report(off, "truncated tail: " + std::to_string(remaining) + " bytes of an incomplete chunk header", true);
+      return;
+    }
+    std::memcpy(&ch, data + off, sizeof(ch));
+    bool plausible = ch.magic == kChunkMagic && ch.payload_size <= kMaxChunkPayload;
+    if (plausible && ch.payload_size > remaining - kChunkHeaderSize) {
+      // A chunk that runs past the end: the writer was stopped mid-write,
+      // unless a valid chunk follows (then this one is corrupt).
+      size_t next = resync(data, size, off + 1);
+      if (next == size) {
+        report(off,
+               "truncated tail: chunk of " + std::to_string(ch.payload_size) + " bytes has only " +
+                   std::to_string(remaining - kChunkHeaderSize),
+               true);
+        return;
+      }
+      report(off, "corrupt chunk (length past end of file); skipped " + std::to_string(next - off) + " bytes",
+             false);
+      off = next;
+      continue;
+    }
+    if (!plausible || !header_crc_ok(ch, data + off + kChunkHeaderSize)) {
+      size_t next = resync(data, size, off + 1);
+      report(off,
+             std::string(plausible ? "corrupt chunk (checksum mismatch)" : "corrupt chunk header") + "; skipped " +
+                 std::to_string(next - off) + " bytes",
+             false);
+      off = next;
+      continue;
+    }
+    fn(ch, data + off + kChunkHeaderSize, off);
+    off += kChunkHeaderSize + ch.payload_size;
   }
 }
 
@@ -218,7 +270,7 @@ int64_t RawFile::realtime_offset_ns() const {
   return static_cast<int64_t>(a.realtime_ns) - static_cast<int64_t>(a.monotonic_ns);
 }
 
-std::optional<RawFile> read_raw_file(const std::string& path, std::string* error) {
+std::optional<RawFile> read_raw_file(const std::string& path, std::string* error, const EventSink* sink) {
   MappedFile map;
   if (!map.open(path, error)) return std::nullopt;
   const uint8_t* data = map.data();
@@ -249,73 +301,46 @@ std::optional<RawFile> read_raw_file(const std::string& path, std::string* error
   file.host.assign(h.host, strnlen(h.host, sizeof(h.host)));
   file.anchors.push_back(ClockPoint{h.anchor_ticks, h.anchor_monotonic_ns, h.anchor_realtime_ns});
 
-  // Events take at least 3 bytes each on disk; this avoids most regrowth.
-  file.events.reserve(size / 8);
-  ChunkDecoder decoder(&file);
-  size_t off = kFileHeaderSize;
-  while (off < size) {
-    size_t remaining = size - off;
-    ChunkHeader ch;
-    if (remaining < kChunkHeaderSize) {
-      file.issues.push_back(
-          {path, off, "truncated tail: " + std::to_string(remaining) + " bytes of an incomplete chunk header",
-           true});
-      break;
-    }
-    std::memcpy(&ch, data + off, sizeof(ch));
-    bool plausible = ch.magic == kChunkMagic && ch.payload_size <= kMaxChunkPayload;
-    if (plausible && ch.payload_size > remaining - kChunkHeaderSize) {
-      // A chunk that runs past the end: the writer was stopped mid-write,
-      // unless a valid chunk follows (then this one is corrupt).
-      size_t next = resync(data, size, off + 1);
-      if (next == size) {
-        file.issues.push_back({path, off,
-                               "truncated tail: chunk of " + std::to_string(ch.payload_size) +
-                                   " bytes has only " + std::to_string(remaining - kChunkHeaderSize),
-                               true});
-        break;
-      }
-      file.issues.push_back(
-          {path, off,
-           "corrupt chunk (length past end of file); skipped " + std::to_string(next - off) + " bytes"});
-      off = next;
-      continue;
-    }
-    if (!plausible || !header_crc_ok(ch, data + off + kChunkHeaderSize)) {
-      size_t next = resync(data, size, off + 1);
-      file.issues.push_back(
-          {path, off,
-           std::string(plausible ? "corrupt chunk (checksum mismatch)" : "corrupt chunk header") +
-               "; skipped " + std::to_string(next - off) + " bytes",
-           false});
-      off = next;
-      continue;
-    }
-    std::string problem = decoder.decode(ch, data + off + kChunkHeaderSize);
-    if (!problem.empty()) file.issues.push_back({path, off, problem, false});
-    off += kChunkHeaderSize + ch.payload_size;
-  }
-  convert_ticks(&file);
+  // Pass 1: the clock anchors (a CLOCK chunk is written at every flush, the
+  // last one is needed to convert the first event). Pass 2: everything else.
+  for_each_valid_chunk(data, size, path, nullptr, [&](const ChunkHeader& ch, const uint8_t* payload, size_t) {
+    if (ch.type != static_cast<uint16_t>(ChunkType::kClock) || ch.payload_size != 24) return;
+    ClockPoint c;
+    std::memcpy(&c.ticks, payload, 8);
+    std::memcpy(&c.monotonic_ns, payload + 8, 8);
+    std::memcpy(&c.realtime_ns, payload + 16, 8);
+    file.anchors.push_back(c);
+  });
+  if (sink == nullptr) file.events.reserve(size / 8);  // events take >= 3 bytes on disk
+  ChunkDecoder decoder(&file, TickConverter(file.header, file.anchors), sink);
+  for_each_valid_chunk(data, size, path, &file.issues,
+                       [&](const ChunkHeader& ch, const uint8_t* payload, size_t off) {
+                         std::string problem = decoder.decode(ch, payload);
+                         if (!problem.empty()) file.issues.push_back({path, off, problem, false});
+                       });
   return file;
 }
 
-std::optional<std::vector<RawFile>> read_run_directory(const std::string& run_dir, std::string* error) {
+std::vector<std::string> raw_files_of_run(const std::string& run_dir, std::string* error) {
   namespace fs = std::filesystem;
   fs::path raw_dir = fs::path(run_dir) / kRawDirName;
   std::error_code ec;
+  std::vector<std::string> paths;
   if (!fs::is_directory(raw_dir, ec)) {
     *error = "'" + run_dir + "' has no raw/ directory (not a trainprof run, or its raw data was removed)";
-    return std::nullopt;
+    return paths;
   }
-  std::vector<std::string> paths;
   for (const auto& entry : fs::directory_iterator(raw_dir, ec)) {
     if (entry.path().extension() == ".tpraw") paths.push_back(entry.path().string());
   }
   std::sort(paths.begin(), paths.end());
-  if (paths.empty()) {
-    *error = "'" + raw_dir.string() + "' holds no .tpraw file";
-    return std::nullopt;
-  }
+  if (paths.empty()) *error = "'" + raw_dir.string() + "' holds no .tpraw file";
+  return paths;
+}
+
+std::optional<std::vector<RawFile>> read_run_directory(const std::string& run_dir, std::string* error) {
+  std::vector<std::string> paths = raw_files_of_run(run_dir, error);
+  if (paths.empty()) return std::nullopt;
   std::vector<RawFile> files;
   for (const std::string& p : paths) {
     std::optional<RawFile> f = read_raw_file(p, error);

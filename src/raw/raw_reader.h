@@ -9,6 +9,7 @@
 #define TRAINPROF_RAW_RAW_READER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -59,11 +60,21 @@ struct RawFile {
   int64_t realtime_offset_ns() const;
 };
 
-// Reads one raw file. Returns nullopt and sets `error` when nothing can be
-// read (missing file, not a raw file, unsupported version, bad header).
-std::optional<RawFile> read_raw_file(const std::string& path, std::string* error);
+// Receives each event (already in nanoseconds) instead of RawFile::events.
+using EventSink = std::function<void(const RawEvent&)>;
 
-// Reads every raw file of a run directory ({run}/raw/*.tpraw).
+// Reads one raw file. Returns nullopt and sets `error` when nothing can be
+// read (missing file, not a raw file, unsupported version, bad header). With
+// a sink, events are streamed to it (in file order) and not stored: memory
+// then stays proportional to one chunk, not to the file.
+std::optional<RawFile> read_raw_file(const std::string& path, std::string* error,
+                                     const EventSink* sink = nullptr);
+
+// The raw files of a run directory ({run}/raw/*.tpraw), sorted; empty with
+// `error` set when there are none.
+std::vector<std::string> raw_files_of_run(const std::string& run_dir, std::string* error);
+
+// Reads every raw file of a run directory.
 std::optional<std::vector<RawFile>> read_run_directory(const std::string& run_dir, std::string* error);
 
 }  // namespace trainprof::raw

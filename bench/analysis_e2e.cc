@@ -1,0 +1,144 @@
+// Copyright trainprof authors. End-to-end analysis benchmark.
+//
+//   build/bin/trainprof_analysis_bench [--events N] [--dir DIR]
+//
+// 1. Records N events (nested ranges on 2 threads, 100 steps) and analyses the
+//    run in a child process: wall time, CPU time, events/s per core, peak RSS
+//    of the analysing process against the raw size.
+// 2. Records 8 ranks of N/8 events and analyses the tree with --jobs 1 and
+//    --jobs 2: the speed-up.
+// Figures go to docs/PERFORMANCE.md with this command line.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trainprof/trainprof.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ChildCost {
+  double wall_s = 0;
+  double cpu_s = 0;
+  double max_rss_mb = 0;
+  bool ok = false;
+};
+
+// The `trainprof` command beside this binary.
+std::string cli_path() {
+  return (fs::read_symlink("/proc/self/exe").parent_path() / "trainprof").string();
+}
+
+// Runs `trainprof analyse ARGS...` in a fresh process (not a fork of this one,
+// whose event buffers would count in its resident set) and measures it.
+ChildCost measure_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), {cli_path(), "analyse"});
+  std::fflush(stdout);  // the child must not inherit unwritten output
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (freopen("/dev/null", "w", stdout) == nullptr) _exit(127);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  ChildCost c;
+  c.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  c.cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+            static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  c.max_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB -> MiB; the largest process
+  c.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return c;
+}
+
+// Records `events` events in one run under `dir`; returns the run directory.
+std::string record(const std::string& dir, uint64_t events, int rank) {
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", "8", 1);
+  trainprof::ProfilerOptions o;
+  o.output_path = dir;
+  o.buffer_mb = static_cast<uint32_t>(std::max<uint64_t>(64, events * 32 / (1 << 20) + 64));
+  trainprof::Profiler prof(o);
+  const int steps = 100;
+  const uint64_t per_step_per_thread = events / steps / 2 / 4;  // 4 events per iteration
+  for (int s = 0; s < steps; ++s) {
+    auto work = [&] {
+      for (uint64_t i = 0; i < per_step_per_thread; ++i) {
+        TRAINPROF_RANGE("layer");
+        {
+          TRAINPROF_RANGE("conv2d");
+          { TRAINPROF_RANGE("im2col"); }
+        }
+        { TRAINPROF_RANGE("relu"); }
+      }
+    };
+    std::thread other(work);
+    work();
+    other.join();
+    prof.step();
+  }
+  prof.stop();
+  return prof.last_run().run_dir;
+}
+
+uint64_t raw_bytes(const std::string& run) { return fs::file_size(run + "/raw/host.tpraw"); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t events = 10'000'000;
+  std::string dir = (fs::temp_directory_path() / ("trainprof_analysis_bench_" + std::to_string(getpid()))).string();
+  bool ranks = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--events") == 0 && i + 1 < argc) events = std::strtoull(argv[++i], nullptr, 10);
+    if (std::strcmp(argv[i], "--dir") == 0 && i + 1 < argc) dir = argv[++i];
+    if (std::strcmp(argv[i], "--single") == 0) ranks = false;
+  }
+  fs::remove_all(dir);
+  std::printf("trainprof %s analysis benchmark, %llu events, cores: %u\n", std::string(trainprof::version()).c_str(),
+              static_cast<unsigned long long>(events), std::thread::hardware_concurrency());
+
+  // 1. One run.
+  std::string run = record(dir + "/single", events, 0);
+  uint64_t raw = raw_bytes(run);
+  ChildCost one = measure_cli({run});
+  uint64_t trace = fs::file_size(run + "/PROFILER_OUTPUT/trace_view.json");
+  std::printf("single run: raw %.1f MB (%.2f bytes/event), trace_view.json %.1f MB\n", raw / 1e6,
+              static_cast<double>(raw) / static_cast<double>(events), trace / 1e6);
+  std::printf("  analysis %s: wall %.2f s, cpu %.2f s, %.2f M events/s per core, peak RSS %.0f MB "
+              "(2x raw + 100 MB = %.0f MB)\n",
+              one.ok ? "ok" : "FAILED", one.wall_s, one.cpu_s, static_cast<double>(events) / one.cpu_s / 1e6,
+              one.max_rss_mb, 2.0 * static_cast<double>(raw) / (1 << 20) + 100);
+
+  std::printf("RESULT single_wall_s=%.3f events=%llu\n", one.wall_s, static_cast<unsigned long long>(events));
+  if (!ranks) {
+    fs::remove_all(dir);
+    return one.ok ? 0 : 1;
+  }
+
+  // 2. Eight ranks, --jobs 1 vs --jobs 2.
+  for (int rank = 0; rank < 8; ++rank) record(dir + "/ranks/rank" + std::to_string(rank), events / 8, rank);
+  auto analyse_tree = [&](int jobs) { return measure_cli({dir + "/ranks", "--jobs", std::to_string(jobs)}); };
+  ChildCost j1 = analyse_tree(1);
+  ChildCost j2 = analyse_tree(2);
+  std::printf("8 ranks x %llu events: --jobs 1 %.2f s, --jobs 2 %.2f s, speed-up %.2fx (%s)\n",
+              static_cast<unsigned long long>(events / 8), j1.wall_s, j2.wall_s, j1.wall_s / j2.wall_s,
+              j1.ok && j2.ok ? "ok" : "FAILED");
+  fs::remove_all(dir);
+  return one.ok && j1.ok && j2.ok ? 0 : 1;
+}
