@@ -68,33 +68,35 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
   bool first_file = true;
   for (const std::string& path : paths) {
     FileEvents fe{m.slices.size(), m.instants.size(), m.counters.size(), m.async_ranges.size(), {}};
-    raw::EventSink sink = [&m, &fe](const raw::RawEvent& e) {
-      switch (e.kind) {
-        case raw::EventKind::kRange:
-        case raw::EventKind::kStep: {
-          Slice s;
-          s.start_ns = e.t0_ns;
-          s.end_ns = e.t1_ns;
-          s.tid = e.tid;
-          s.name = e.name_id;
-          s.is_step = e.kind == raw::EventKind::kStep;
-          m.slices.push_back(s);
-          break;
+    raw::EventSink sink = [&m, &fe](const raw::RawEvent* events, size_t count) {
+      m.event_count += count;
+      for (const raw::RawEvent* e_ptr = events; e_ptr != events + count; ++e_ptr) {
+        const raw::RawEvent& e = *e_ptr;
+        switch (e.kind) {
+          case raw::EventKind::kRange:
+          case raw::EventKind::kStep: {
+            Slice s;
+            s.start_ns = e.t0_ns;
+            s.end_ns = e.t1_ns;
+            s.tid = e.tid;
+            s.name = e.name_id;
+            s.is_step = e.kind == raw::EventKind::kStep;
+            m.slices.push_back(s);
+            break;
+          }
+          case raw::EventKind::kMark:
+            m.instants.push_back(Instant{e.t0_ns, e.tid, e.name_id, static_cast<uint32_t>(e.a)});
+            break;
+          case raw::EventKind::kCounter:
+            m.counters.push_back(CounterSample{e.t0_ns, e.tid, e.name_id, std::bit_cast<double>(e.b)});
+            break;
+          case raw::EventKind::kAsyncBegin:
+            m.async_ranges.push_back(
+                AsyncRange{e.t0_ns, 0, e.tid, e.name_id, static_cast<uint32_t>(e.a), e.b});
+            break;
+          case raw::EventKind::kAsyncEnd: fe.async_end_ns[e.b] = e.t0_ns; break;
         }
-        case raw::EventKind::kMark:
-          m.instants.push_back(Instant{e.t0_ns, e.tid, e.name_id, static_cast<uint32_t>(e.a)});
-          break;
-        case raw::EventKind::kCounter:
-          m.counters.push_back(CounterSample{e.t0_ns, e.tid, e.name_id, std::bit_cast<double>(e.b)});
-          break;
-        case raw::EventKind::kAsyncBegin:
-          m.async_ranges.push_back(AsyncRange{e.t0_ns, 0, e.tid, e.name_id, static_cast<uint32_t>(e.a), e.b});
-          break;
-        case raw::EventKind::kAsyncEnd:
-          fe.async_end_ns[e.b] = e.t0_ns;
-          break;
       }
-      ++m.event_count;
     };
     std::optional<raw::RawFile> f = raw::read_raw_file(path, error, &sink);
     if (!f) return false;
@@ -111,8 +113,8 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
       m.warnings.push_back(issue.file + " at offset " + std::to_string(issue.offset) + ": " + issue.message);
     }
     if (!f->closed_cleanly) {
-      m.warnings.push_back(f->path +
-                           " was not closed normally (process killed or still running); analysing what was flushed");
+      m.warnings.push_back(
+          f->path + " was not closed normally (process killed or still running); analysing what was flushed");
     }
     // File-local string ids -> model ids.
     std::vector<uint32_t> ids = merger.map_file(*f);

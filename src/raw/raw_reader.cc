@@ -153,11 +153,11 @@ class ChunkDecoder {
       bool instant = e.t1_ns == e.t0_ns;
       e.t0_ns = clock_.to_ns(e.t0_ns);
       e.t1_ns = instant ? e.t0_ns : clock_.to_ns(e.t1_ns);
-      if (sink_ != nullptr) {
-        (*sink_)(e);
-      } else {
-        file_->events.push_back(e);
-      }
+    }
+    if (sink_ != nullptr) {
+      (*sink_)(scratch_.data(), scratch_.size());  // one call per chunk
+    } else {
+      file_->events.insert(file_->events.end(), scratch_.begin(), scratch_.end());
     }
     return "";
   }
@@ -223,7 +223,8 @@ void for_each_valid_chunk(const uint8_t* data, size_t size, const std::string& p
     size_t remaining = size - off;
     ChunkHeader ch;
     if (remaining < kChunkHeaderSize) {
-      report(off, "truncated tail: " + std::to_string(remaining) + " bytes of an incomplete chunk header", true);
+      report(off, "truncated tail: " + std::to_string(remaining) + " bytes of an incomplete chunk header",
+             true);
       return;
     }
     std::memcpy(&ch, data + off, sizeof(ch));
@@ -247,8 +248,8 @@ void for_each_valid_chunk(const uint8_t* data, size_t size, const std::string& p
     if (!plausible || !header_crc_ok(ch, data + off + kChunkHeaderSize)) {
       size_t next = resync(data, size, off + 1);
       report(off,
-             std::string(plausible ? "corrupt chunk (checksum mismatch)" : "corrupt chunk header") + "; skipped " +
-                 std::to_string(next - off) + " bytes",
+             std::string(plausible ? "corrupt chunk (checksum mismatch)" : "corrupt chunk header") +
+                 "; skipped " + std::to_string(next - off) + " bytes",
              false);
       off = next;
       continue;

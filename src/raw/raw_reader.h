@@ -60,8 +60,9 @@ struct RawFile {
   int64_t realtime_offset_ns() const;
 };
 
-// Receives each event (already in nanoseconds) instead of RawFile::events.
-using EventSink = std::function<void(const RawEvent&)>;
+// Receives the events of each valid chunk (already in nanoseconds, in file
+// order) instead of RawFile::events.
+using EventSink = std::function<void(const RawEvent* events, size_t count)>;
 
 // Reads one raw file. Returns nullopt and sets `error` when nothing can be
 // read (missing file, not a raw file, unsupported version, bad header). With
