@@ -96,13 +96,16 @@ std::string record(const std::string& dir, uint64_t events, int rank) {
   return prof.last_run().run_dir;
 }
 
-uint64_t raw_bytes(const std::string& run) { return fs::file_size(run + "/raw/host.tpraw"); }
+uint64_t raw_bytes(const std::string& run) {
+  return fs::file_size(run + "/raw/host.tpraw");
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   uint64_t events = 10'000'000;
-  std::string dir = (fs::temp_directory_path() / ("trainprof_analysis_bench_" + std::to_string(getpid()))).string();
+  std::string dir =
+      (fs::temp_directory_path() / ("trainprof_analysis_bench_" + std::to_string(getpid()))).string();
   bool ranks = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--events") == 0 && i + 1 < argc) events = std::strtoull(argv[++i], nullptr, 10);
@@ -110,8 +113,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--single") == 0) ranks = false;
   }
   fs::remove_all(dir);
-  std::printf("trainprof %s analysis benchmark, %llu events, cores: %u\n", std::string(trainprof::version()).c_str(),
-              static_cast<unsigned long long>(events), std::thread::hardware_concurrency());
+  std::printf("trainprof %s analysis benchmark, %llu events, cores: %u\n",
+              std::string(trainprof::version()).c_str(), static_cast<unsigned long long>(events),
+              std::thread::hardware_concurrency());
 
   // 1. One run.
   std::string run = record(dir + "/single", events, 0);
@@ -120,10 +124,11 @@ int main(int argc, char** argv) {
   uint64_t trace = fs::file_size(run + "/PROFILER_OUTPUT/trace_view.json");
   std::printf("single run: raw %.1f MB (%.2f bytes/event), trace_view.json %.1f MB\n", raw / 1e6,
               static_cast<double>(raw) / static_cast<double>(events), trace / 1e6);
-  std::printf("  analysis %s: wall %.2f s, cpu %.2f s, %.2f M events/s per core, peak RSS %.0f MB "
-              "(2x raw + 100 MB = %.0f MB)\n",
-              one.ok ? "ok" : "FAILED", one.wall_s, one.cpu_s, static_cast<double>(events) / one.cpu_s / 1e6,
-              one.max_rss_mb, 2.0 * static_cast<double>(raw) / (1 << 20) + 100);
+  std::printf(
+      "  analysis %s: wall %.2f s, cpu %.2f s, %.2f M events/s per core, peak RSS %.0f MB "
+      "(2x raw + 100 MB = %.0f MB)\n",
+      one.ok ? "ok" : "FAILED", one.wall_s, one.cpu_s, static_cast<double>(events) / one.cpu_s / 1e6,
+      one.max_rss_mb, 2.0 * static_cast<double>(raw) / (1 << 20) + 100);
 
   std::printf("RESULT single_wall_s=%.3f events=%llu\n", one.wall_s, static_cast<unsigned long long>(events));
   if (!ranks) {

@@ -1,6 +1,7 @@
 // Copyright trainprof authors. The analysis engine: outputs checked by parsing
 // them (JSON with nlohmann, CSV with the small reader below).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -324,6 +325,15 @@ TEST(Analysis, ZeroEventsTruncatedAndCorruptRunsStillAnalyse) {
   for (const json& e : t["traceEvents"]) EXPECT_EQ(e["ph"], "M");
   EXPECT_EQ(read_csv(out(run, "step_trace_time.csv")).size(), 1u);  // header only
 
+  // Empty: killed between creating the file and writing its header.
+  { std::ofstream f(raw_path, std::ios::binary | std::ios::trunc); }
+  r = analyse_one(run);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.events, 0u);
+  ASSERT_FALSE(r.warnings.empty());
+  EXPECT_NE(r.warnings[0].find("is empty"), std::string::npos) << r.warnings[0];
+  EXPECT_NO_THROW(read_json(out(run, "trace_view.json")));
+
   // Cut in the middle of the last chunk.
   {
     std::ofstream f(raw_path, std::ios::binary | std::ios::trunc);
@@ -356,10 +366,13 @@ TEST(Analysis, ZeroEventsTruncatedAndCorruptRunsStillAnalyse) {
 
 TEST(Analysis, RunKilledBySigkillIsAnalysedWithAWarning) {
   TempDir dir;
-  test::ProcessResult r = test::run_process(
-      {"/bin/sh", "-c", test::helper_path("crash_child") + " " + dir.path() + " & sleep 0.5; kill -9 $!"});
+  test::Child child = test::spawn({test::helper_path("crash_child"), dir.path()});
+  ASSERT_EQ(child.first_line.rfind("RUN ", 0), 0u) << child.first_line;  // recording has started
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(child.pid, SIGKILL);
+  test::wait_status(child);
   auto runs = test::run_dirs(dir.path());
-  ASSERT_EQ(runs.size(), 1u) << r.output;
+  ASSERT_EQ(runs.size(), 1u);
   RunAnalysis a = analyse_one(runs[0]);
   ASSERT_TRUE(a.ok) << a.error;
   EXPECT_GT(a.events, 1000u);

@@ -17,41 +17,9 @@ namespace {
 
 using test::TempDir;
 
-// A child whose first stdout line we read while it keeps running.
-struct Child {
-  pid_t pid = -1;
-  int out = -1;
-  std::string first_line;
-};
-
-Child spawn(const std::vector<std::string>& argv) {
-  Child c;
-  int fds[2];
-  if (pipe(fds) != 0) return c;
-  c.pid = fork();
-  if (c.pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  c.out = fds[0];
-  char ch;
-  while (read(c.out, &ch, 1) == 1 && ch != '\n') c.first_line += ch;
-  return c;
-}
-
-int wait_status(Child& c) {
-  int status = 0;
-  waitpid(c.pid, &status, 0);
-  close(c.out);
-  return status;
-}
+using test::Child;
+using test::spawn;
+using test::wait_status;
 
 std::string field(const std::string& line, int index) {
   std::istringstream in(line);

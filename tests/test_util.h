@@ -42,6 +42,16 @@ struct ProcessResult {
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env = {});
 
+// A child whose first stdout line has been read while it keeps running.
+struct Child {
+  int pid = -1;
+  int out = -1;
+  std::string first_line;
+};
+Child spawn(const std::vector<std::string>& argv);
+// Waits for the child; returns the waitpid status.
+int wait_status(Child& c);
+
 // Counts of events by name (kinds with a name).
 std::map<std::string, size_t> count_by_name(const raw::RawFile& file);
 

@@ -193,9 +193,11 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   note(exporter::write_step_trace_time(analysis::step_trace(model),
                                        (out_dir / "step_trace_time.csv").string()));
   auto t_tables = std::chrono::steady_clock::now();
-  auto ms = [](auto a, auto b) { return std::to_string(std::chrono::duration<double, std::milli>(b - a).count()); };
-  detail::log_debug(dir + ": read " + ms(t0, t_read) + " ms, sort+self " + ms(t_read, t_sorted) + " ms, trace " +
-                    ms(t_sorted, t_trace) + " ms, tables " + ms(t_trace, t_tables) + " ms");
+  auto ms = [](auto a, auto b) {
+    return std::to_string(std::chrono::duration<double, std::milli>(b - a).count());
+  };
+  detail::log_debug(dir + ": read " + ms(t0, t_read) + " ms, sort+self " + ms(t_read, t_sorted) +
+                    " ms, trace " + ms(t_sorted, t_trace) + " ms, tables " + ms(t_trace, t_tables) + " ms");
   std::string metadata = read_small_file(run / "profiler_metadata.json");
   note(exporter::write_whole_file((out_dir / "profiler_metadata.json").string(),
                                   metadata.empty() ? "{}\n" : metadata));

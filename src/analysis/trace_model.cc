@@ -98,6 +98,12 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
         }
       }
     };
+    std::error_code size_ec;
+    if (std::filesystem::file_size(path, size_ec) == 0 && !size_ec) {
+      // Created, then the process died before the header reached the disk.
+      m.warnings.push_back(path + " is empty: the process ended before writing any data");
+      continue;
+    }
     std::optional<raw::RawFile> f = raw::read_raw_file(path, error, &sink);
     if (!f) return false;
     if (first_file) {

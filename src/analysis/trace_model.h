@@ -24,8 +24,8 @@ struct Slice {
   uint64_t end_ns = 0;
   uint64_t self_ns = 0;  // end - start minus direct children (compute_self_times)
   uint32_t tid = 0;
-  uint32_t name : 31 = 0;     // TraceModel::strings index
-  uint32_t is_step : 1 = 0;   // ProfilerStep#N (else a user range)
+  uint32_t name : 31 = 0;    // TraceModel::strings index
+  uint32_t is_step : 1 = 0;  // ProfilerStep#N (else a user range)
   uint64_t duration() const { return end_ns - start_ns; }
   SliceKind kind() const { return is_step ? SliceKind::kStep : SliceKind::kUserRange; }
 };

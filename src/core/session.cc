@@ -160,21 +160,22 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
     detail::log_error("cannot start profiling: cannot create '" + raw_dir + "': " + std::strerror(errno));
     return nullptr;
   }
+  // Buffers first (pre-faulting can take a while): the raw file then gets its
+  // header right after it is created, so a kill leaves no empty file behind.
+  size_t blocks = (static_cast<size_t>(options.buffer_mb) << 20) / detail::kBlockBytes;
+  if (!detail::Recorder::instance().pool().set_budget(blocks)) {
+    detail::log_error("cannot start profiling: cannot allocate buffer_mb=" +
+                      std::to_string(options.buffer_mb) + " MiB of event buffers");
+    return nullptr;
+  }
   s->raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
+  s->anchor_ = detail::take_anchor();
   int fd = ::open(s->raw_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_APPEND, 0600);
   if (fd < 0) {
     detail::log_error("cannot start profiling: cannot create '" + s->raw_path_ +
                       "': " + std::strerror(errno));
     return nullptr;
   }
-  size_t blocks = (static_cast<size_t>(options.buffer_mb) << 20) / detail::kBlockBytes;
-  if (!detail::Recorder::instance().pool().set_budget(blocks)) {
-    ::close(fd);
-    detail::log_error("cannot start profiling: cannot allocate buffer_mb=" +
-                      std::to_string(options.buffer_mb) + " MiB of event buffers");
-    return nullptr;
-  }
-  s->anchor_ = detail::take_anchor();
   s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
   error = write_header(fd, s->anchor_, s->host_, s->rank_, s->world_size_);
   if (error.empty()) {

@@ -135,8 +135,8 @@ class TraceWriter {
   void build_slice_fragments() {
     const char* colon = pretty_ ? "\": " : "\":";
     const char* comma = pretty_ ? ", \"" : ",\"";
-    slice_head_ = std::string(pretty_ ? "\n  {\"" : "\n{\"") + "ph" + colon + "\"X\"" + comma + "cat" + colon +
-                  "\"user_annotation\"" + comma + "name" + colon;
+    slice_head_ = std::string(pretty_ ? "\n  {\"" : "\n{\"") + "ph" + colon + "\"X\"" + comma + "cat" +
+                  colon + "\"user_annotation\"" + comma + "name" + colon;
     slice_pid_tid_ = std::string(comma) + "pid" + colon + std::to_string(m_.pid) + comma + "tid" + colon;
     slice_ts_ = std::string(comma) + "ts" + colon;
     slice_dur_ = std::string(comma) + "dur" + colon;
@@ -214,8 +214,10 @@ class TraceWriter {
 std::vector<Item> collect_other_items(const TraceModel& m) {
   std::vector<Item> items;
   items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size());
-  for (uint32_t i = 0; i < m.instants.size(); ++i) items.push_back({m.instants[i].ts_ns, 0, ItemType::kInstant, i});
-  for (uint32_t i = 0; i < m.counters.size(); ++i) items.push_back({m.counters[i].ts_ns, 0, ItemType::kCounter, i});
+  for (uint32_t i = 0; i < m.instants.size(); ++i)
+    items.push_back({m.instants[i].ts_ns, 0, ItemType::kInstant, i});
+  for (uint32_t i = 0; i < m.counters.size(); ++i)
+    items.push_back({m.counters[i].ts_ns, 0, ItemType::kCounter, i});
   for (uint32_t i = 0; i < m.async_ranges.size(); ++i) {
     const auto& a = m.async_ranges[i];
     items.push_back({a.start_ns, a.end_ns - a.start_ns, ItemType::kAsyncBegin, i});
