@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "export/csv_reader.h"
 #include "raw/format.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
@@ -21,42 +22,12 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using test::TempDir;
 
-using CsvRows = std::vector<std::vector<std::string>>;
+using exporter::CsvRows;
 
-// RFC 4180 reader: quoted fields may hold commas, quotes and newlines.
 CsvRows read_csv(const std::string& path) {
-  std::string text = test::read_text(path);
-  CsvRows rows;
-  std::vector<std::string> row;
-  std::string field;
-  bool quoted = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        field += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      row.push_back(field);
-      field.clear();
-    } else if (c == '\n') {
-      row.push_back(field);
-      field.clear();
-      rows.push_back(row);
-      row.clear();
-    } else if (c != '\r') {
-      field += c;
-    }
-  }
-  EXPECT_FALSE(quoted) << path << " ends inside a quoted field";
-  EXPECT_TRUE(field.empty() && row.empty()) << path << " does not end with a line break";
+  bool well_formed = false;
+  CsvRows rows = exporter::read_csv_file(path, &well_formed);
+  EXPECT_TRUE(well_formed) << path << " ends inside a quoted field or without a line break";
   return rows;
 }
 

@@ -19,6 +19,7 @@
 #include "analysis/passes.h"
 #include "analysis/trace_model.h"
 #include "core/log.h"
+#include "core/write_all.h"
 #include "export/chrome_trace.h"
 #include "export/csv_tables.h"
 #include "export/output_file.h"
@@ -259,12 +260,7 @@ Worker start_worker(const std::string& dir, size_t index, const AnalyseOptions& 
     signal(SIGINT, SIG_DFL);
     std::string text =
         to_json(analyse_run(dir, options)).dump(-1, ' ', false, json::error_handler_t::replace);
-    size_t done = 0;
-    while (done < text.size()) {
-      ssize_t n = write(fds[1], text.data() + done, text.size() - done);
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
+    detail::write_all(fds[1], text.data(), text.size());
     _exit(0);  // no atexit handlers: they belong to the parent
   }
   close(fds[1]);

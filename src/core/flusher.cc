@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/recorder.h"
+#include "core/write_all.h"
 #include "trainprof/range.h"
 
 namespace trainprof::detail {
@@ -261,16 +262,8 @@ void Flusher::write_out() {
     encoder_.clear_output();
     return;
   }
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::write(fd_, out.data() + done, out.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      fail_io("write");
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
+  size_t done = write_all(fd_, out.data(), out.size());
+  if (done < out.size()) fail_io("write");
   stats_.bytes_written += done;
   encoder_.clear_output();
 }

@@ -1,6 +1,8 @@
 // Copyright trainprof authors.
 #include "core/run_directory.h"
 
+#include "core/write_all.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -109,16 +111,10 @@ std::string write_file_atomically(const std::string& path, const std::string& te
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return "cannot write '" + tmp + "': " + std::strerror(errno);
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      std::string err = "cannot write '" + tmp + "': " + std::strerror(errno);
-      ::close(fd);
-      return err;
-    }
-    done += static_cast<size_t>(n);
+  if (detail::write_all(fd, text.data(), text.size()) < text.size()) {
+    std::string err = "cannot write '" + tmp + "': " + std::strerror(errno);
+    ::close(fd);
+    return err;
   }
   ::close(fd);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -1,6 +1,8 @@
 // Copyright trainprof authors.
 #include "export/output_file.h"
 
+#include "core/write_all.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -27,16 +29,8 @@ void OutputFile::fail(const std::string& what) {
 void OutputFile::drain(std::string& buffer, size_t threshold) {
   if (buffer.size() < threshold) return;
   if (fd_ >= 0 && ok()) {
-    size_t done = 0;
-    while (done < buffer.size()) {
-      ssize_t n = ::write(fd_, buffer.data() + done, buffer.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        fail("cannot write");
-        break;
-      }
-      done += static_cast<size_t>(n);
-    }
+    size_t done = detail::write_all(fd_, buffer.data(), buffer.size());
+    if (done < buffer.size()) fail("cannot write");
     offset_ += done;
   }
   buffer.clear();
