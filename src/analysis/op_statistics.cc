@@ -1,31 +1,26 @@
 // Copyright trainprof authors. Per-name statistics of ranges and operators.
 #include <algorithm>
-#include <unordered_map>
 
 #include "analysis/passes.h"
 
 namespace trainprof::analysis {
-namespace {
-
-bool is_operator_like(const Slice& s) {
-  return !s.is_step;
-}
-
-}  // namespace
 
 std::vector<OpStatisticRow> op_statistics(const TraceModel& m) {
   std::vector<OpStatisticRow> by_name(m.strings.size());  // indexed by name id
   uint64_t grand_total = 0;
   for (const Slice& s : m.slices) {
-    if (!is_operator_like(s)) continue;
-    OpStatisticRow& row = by_name[s.name];
-    uint64_t d = s.duration();
+    const SliceKey& key = m.keys[s.key];
+    if (key.is_step) continue;
+    OpStatisticRow& row = by_name[key.name];
+    uint64_t d = m.duration(s);
     if (row.count == 0 || d < row.min_ns) row.min_ns = d;
     row.max_ns = std::max(row.max_ns, d);
     row.total_ns += d;
-    row.self_ns += s.self_ns;
     ++row.count;
     grand_total += d;
+  }
+  for (uint32_t k = 0; k < m.keys.size(); ++k) {
+    if (!m.keys[k].is_step) by_name[m.keys[k].name].self_ns += m.self_by_key[k];
   }
   std::vector<OpStatisticRow> rows;
   for (uint32_t name = 0; name < by_name.size(); ++name) {
@@ -46,17 +41,20 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m) {
 std::vector<OperatorDetailRow> operator_details(const TraceModel& m) {
   // Input shapes arrive with framework operators (LibTorch collector); user
   // ranges have none, so the key is the name for now.
-  std::vector<OperatorDetailRow> by_key(m.strings.size());  // indexed by name id
+  std::vector<OperatorDetailRow> by_name(m.strings.size());  // indexed by name id
   for (const Slice& s : m.slices) {
-    if (!is_operator_like(s)) continue;
-    OperatorDetailRow& row = by_key[s.name];
+    const SliceKey& key = m.keys[s.key];
+    if (key.is_step) continue;
+    OperatorDetailRow& row = by_name[key.name];
     ++row.calls;
-    row.host_self_ns += s.self_ns;
-    row.host_total_ns += s.duration();
+    row.host_total_ns += m.duration(s);
+  }
+  for (uint32_t k = 0; k < m.keys.size(); ++k) {
+    if (!m.keys[k].is_step) by_name[m.keys[k].name].host_self_ns += m.self_by_key[k];
   }
   std::vector<OperatorDetailRow> rows;
-  for (uint32_t name = 0; name < by_key.size(); ++name) {
-    OperatorDetailRow& row = by_key[name];
+  for (uint32_t name = 0; name < by_name.size(); ++name) {
+    OperatorDetailRow& row = by_name[name];
     if (row.calls == 0) continue;
     row.name = m.name(name);
     rows.push_back(std::move(row));

@@ -17,9 +17,9 @@ namespace trainprof::analysis {
 // the recorded steps. An empty list keeps everything.
 std::string select_steps(TraceModel& model, const std::vector<int64_t>& step_list);
 
-// Fills Slice::self_ns: duration minus the time covered by direct children on
-// the same thread. Sorts model.slices by (start, longest first, tid): the
-// order of the timeline.
+// Fills TraceModel::self_by_key: per key, the sum over its slices of the
+// duration minus the time covered by direct children on the same thread.
+// Sorts model.slices by (start, longest first): the order of the timeline.
 void compute_self_times(TraceModel& model);
 
 // op_statistic.csv: one row per range name (user ranges and operators).

@@ -5,35 +5,55 @@
 #include "analysis/passes.h"
 
 namespace trainprof::analysis {
+namespace {
+
+struct Open {
+  uint64_t end_ns;
+  uint64_t self_ns;  // duration minus the children seen so far
+  uint32_t key;
+};
+
+}  // namespace
 
 void compute_self_times(TraceModel& m) {
   // One global order serves every later pass: time, then longer (the parent)
-  // first, then thread. Each thread keeps its own stack of open ancestors.
-  std::sort(m.slices.begin(), m.slices.end(), [](const Slice& a, const Slice& b) {
+  // first, then key. Each thread keeps its own stack of open ancestors.
+  std::sort(m.slices.begin(), m.slices.end(), [&m](const Slice& a, const Slice& b) {
     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
-    if (a.tid != b.tid) return a.tid < b.tid;
-    return a.name < b.name;
-  });
-  std::unordered_map<uint32_t, std::vector<uint32_t>> stacks;  // tid -> open slice indices
-  uint32_t cached_tid = 0;
-  std::vector<uint32_t>* stack = nullptr;
-  for (size_t i = 0; i < m.slices.size(); ++i) {
-    Slice& s = m.slices[i];
-    s.self_ns = s.duration();
-    if (stack == nullptr || s.tid != cached_tid) {
-      stack = &stacks[s.tid];
-      cached_tid = s.tid;
+    if (a.dur32 != b.dur32) {
+      if (a.dur32 != kLongDuration && b.dur32 != kLongDuration) return a.dur32 > b.dur32;
+      return m.duration(a) > m.duration(b);
     }
-    while (!stack->empty() && m.slices[stack->back()].end_ns <= s.start_ns) stack->pop_back();
+    if (a.dur32 == kLongDuration && m.duration(a) != m.duration(b)) return m.duration(a) > m.duration(b);
+    return a.key < b.key;
+  });
+  m.self_by_key.assign(m.keys.size(), 0);
+  std::unordered_map<uint32_t, std::vector<Open>> stacks;  // tid -> open slices
+  auto close = [&m](const Open& o) { m.self_by_key[o.key] += o.self_ns; };
+  uint32_t cached_tid = ~0u;
+  std::vector<Open>* stack = nullptr;
+  for (const Slice& s : m.slices) {
+    uint32_t tid = m.tid(s);
+    if (tid != cached_tid) {
+      stack = &stacks[tid];
+      cached_tid = tid;
+    }
+    uint64_t end = m.end(s);
+    while (!stack->empty() && stack->back().end_ns <= s.start_ns) {
+      close(stack->back());
+      stack->pop_back();
+    }
     if (!stack->empty()) {
-      Slice& parent = m.slices[stack->back()];
+      Open& parent = stack->back();
       // A child that outlives its parent (ranges ended out of order) only
       // takes the part that overlaps.
-      uint64_t overlap = std::min(parent.end_ns, s.end_ns) - s.start_ns;
+      uint64_t overlap = std::min(parent.end_ns, end) - s.start_ns;
       parent.self_ns -= std::min(parent.self_ns, overlap);
     }
-    stack->push_back(static_cast<uint32_t>(i));
+    stack->push_back(Open{end, end - s.start_ns, s.key});
+  }
+  for (auto& [tid, open] : stacks) {
+    for (const Open& o : open) close(o);
   }
 }
 

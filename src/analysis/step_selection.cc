@@ -46,7 +46,7 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
   uint64_t end = chosen.back().end_ns;
   auto inside = [&](uint64_t t) { return t >= begin && t < end; };
   keep_if(m.slices, [&](const Slice& s) {
-    if (s.is_step) {
+    if (m.is_step(s)) {
       int64_t n = m.step_number(s);
       return n >= list.front() && n <= list.back();
     }

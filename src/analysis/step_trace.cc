@@ -37,7 +37,7 @@ std::vector<StepTraceRow> step_trace(const TraceModel& m) {
   // O(n log n) and copies nothing.
   uint64_t longest = 0;
   for (const Slice& s : m.slices) {
-    if (!s.is_step) longest = std::max(longest, s.duration());
+    if (!m.is_step(s)) longest = std::max(longest, m.duration(s));
   }
   auto starts_before = [](const Slice& s, uint64_t t) { return s.start_ns < t; };
   std::vector<StepTraceRow> rows;
@@ -50,8 +50,9 @@ std::vector<StepTraceRow> step_trace(const TraceModel& m) {
     uint64_t from = w.start_ns > longest ? w.start_ns - longest : 0;
     auto it = std::lower_bound(m.slices.begin(), m.slices.end(), from, starts_before);
     for (; it != m.slices.end() && it->start_ns < w.end_ns; ++it) {
-      if (it->is_step || it->end_ns <= w.start_ns) continue;
-      uint64_t cs = std::max(it->start_ns, w.start_ns), ce = std::min(it->end_ns, w.end_ns);
+      uint64_t end = m.end(*it);
+      if (m.is_step(*it) || end <= w.start_ns) continue;
+      uint64_t cs = std::max(it->start_ns, w.start_ns), ce = std::min(end, w.end_ns);
       if (ce > cs) {
         clipped.emplace_back(cs, ce);
         first_start = std::min(first_start, cs);

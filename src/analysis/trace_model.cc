@@ -35,17 +35,101 @@ class StringMerger {
   std::unordered_map<std::string, uint32_t> index_;
 };
 
-// Collects one file's events with file-local string ids.
+// One file's events carry file-local string ids (and slice keys made of
+// them) until the file has been read and its string table is known.
 struct FileEvents {
   size_t first_slice, first_instant, first_counter, first_async;
   std::unordered_map<uint64_t, uint64_t> async_end_ns;  // an end may precede its begin
+  std::vector<SliceKey> local_keys;
+  std::map<std::tuple<uint32_t, uint32_t, bool>, uint32_t> local_key_index;
+  std::vector<std::pair<std::pair<uint64_t, uint32_t>, uint64_t>> long_durations;  // (start, local key)
+  uint32_t last_tid = ~0u, last_name = ~0u, last_key = 0;
+  bool last_step = false;
+
+  uint32_t local_key(uint32_t tid, uint32_t name, bool is_step) {
+    if (tid == last_tid && name == last_name && is_step == last_step) return last_key;
+    auto [it, inserted] = local_key_index.emplace(std::make_tuple(tid, name, is_step),
+                                                  static_cast<uint32_t>(local_keys.size()));
+    if (inserted) local_keys.push_back(SliceKey{tid, name, is_step});
+    last_tid = tid;
+    last_name = name;
+    last_step = is_step;
+    last_key = it->second;
+    return last_key;
+  }
+
+  void add(TraceModel& m, const raw::RawEvent& e) {
+    switch (e.kind) {
+      case raw::EventKind::kRange:
+      case raw::EventKind::kStep: {
+        Slice s;
+        s.start_ns = e.t0_ns;
+        s.key = local_key(e.tid, e.name_id, e.kind == raw::EventKind::kStep);
+        uint64_t dur = e.t1_ns - e.t0_ns;
+        s.dur32 = dur < kLongDuration ? static_cast<uint32_t>(dur) : kLongDuration;
+        if (s.dur32 == kLongDuration) long_durations.push_back({{s.start_ns, s.key}, dur});
+        m.slices.push_back(s);
+        break;
+      }
+      case raw::EventKind::kMark:
+        m.instants.push_back(Instant{e.t0_ns, e.tid, e.name_id, static_cast<uint32_t>(e.a)});
+        break;
+      case raw::EventKind::kCounter:
+        m.counters.push_back(CounterSample{e.t0_ns, e.tid, e.name_id, std::bit_cast<double>(e.b)});
+        break;
+      case raw::EventKind::kAsyncBegin:
+        m.async_ranges.push_back(AsyncRange{e.t0_ns, 0, e.tid, e.name_id, static_cast<uint32_t>(e.a), e.b});
+        break;
+      case raw::EventKind::kAsyncEnd: async_end_ns[e.b] = e.t0_ns; break;
+    }
+  }
+
+  // File-local ids -> model ids, once the file's strings are known.
+  void finish(TraceModel& m, const std::vector<uint32_t>& ids) {
+    auto id = [&](uint32_t file_id) { return file_id < ids.size() ? ids[file_id] : 0u; };
+    std::vector<uint32_t> model_key(local_keys.size());
+    for (size_t k = 0; k < local_keys.size(); ++k) {
+      model_key[k] = m.key_of(local_keys[k].tid, id(local_keys[k].name), local_keys[k].is_step);
+    }
+    for (size_t i = first_slice; i < m.slices.size(); ++i) m.slices[i].key = model_key[m.slices[i].key];
+    for (const auto& [where, dur] : long_durations)
+      m.long_durations[{where.first, model_key[where.second]}] = dur;
+    for (size_t i = first_instant; i < m.instants.size(); ++i) {
+      m.instants[i].name = id(m.instants[i].name);
+      m.instants[i].domain = id(m.instants[i].domain);
+    }
+    for (size_t i = first_counter; i < m.counters.size(); ++i) m.counters[i].name = id(m.counters[i].name);
+    size_t unended = 0;
+    for (size_t i = first_async; i < m.async_ranges.size(); ++i) {
+      AsyncRange& a = m.async_ranges[i];
+      a.name = id(a.name);
+      a.domain = id(a.domain);
+      auto it = async_end_ns.find(a.id);
+      if (it != async_end_ns.end()) {
+        a.end_ns = std::max(it->second, a.start_ns);
+      } else {
+        ++unended;
+      }
+    }
+    if (unended > 0) {
+      m.warnings.push_back(std::to_string(unended) +
+                           " range_start() without range_end(); shown up to the end of the run");
+    }
+  }
 };
 
 }  // namespace
 
+uint32_t TraceModel::key_of(uint32_t tid, uint32_t name, bool is_step) {
+  auto [it, inserted] =
+      key_index_.emplace(std::make_tuple(tid, name, is_step), static_cast<uint32_t>(keys.size()));
+  if (inserted) keys.push_back(SliceKey{tid, name, is_step});
+  return it->second;
+}
+
 int64_t TraceModel::step_number(const Slice& s) const {
-  if (!s.is_step) return -1;
-  std::string_view n = name(s.name);
+  if (!is_step(s)) return -1;
+  std::string_view n = name(name_id(s));
   if (!n.starts_with(kStepPrefix)) return -1;
   int64_t v = -1;
   std::from_chars(n.data() + kStepPrefix.size(), n.data() + n.size(), v);
@@ -57,8 +141,8 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
   StringMerger merger(&m);
   std::vector<std::string> paths = raw::raw_files_of_run(run_dir, error);
   if (paths.empty()) return false;
-  // Reserve by the raw size (an event takes >= 4 bytes on disk): no
-  // reallocation copies; capacity never touched costs no resident memory.
+  // Reserve by the raw size (a range takes >= 4 bytes on disk): no
+  // reallocation copies, and capacity never touched is not resident.
   uint64_t raw_bytes = 0;
   for (const std::string& path : paths) {
     std::error_code ec;
@@ -67,43 +151,18 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
   m.slices.reserve(raw_bytes / 4);
   bool first_file = true;
   for (const std::string& path : paths) {
-    FileEvents fe{m.slices.size(), m.instants.size(), m.counters.size(), m.async_ranges.size(), {}};
-    raw::EventSink sink = [&m, &fe](const raw::RawEvent* events, size_t count) {
-      m.event_count += count;
-      for (const raw::RawEvent* e_ptr = events; e_ptr != events + count; ++e_ptr) {
-        const raw::RawEvent& e = *e_ptr;
-        switch (e.kind) {
-          case raw::EventKind::kRange:
-          case raw::EventKind::kStep: {
-            Slice s;
-            s.start_ns = e.t0_ns;
-            s.end_ns = e.t1_ns;
-            s.tid = e.tid;
-            s.name = e.name_id;
-            s.is_step = e.kind == raw::EventKind::kStep;
-            m.slices.push_back(s);
-            break;
-          }
-          case raw::EventKind::kMark:
-            m.instants.push_back(Instant{e.t0_ns, e.tid, e.name_id, static_cast<uint32_t>(e.a)});
-            break;
-          case raw::EventKind::kCounter:
-            m.counters.push_back(CounterSample{e.t0_ns, e.tid, e.name_id, std::bit_cast<double>(e.b)});
-            break;
-          case raw::EventKind::kAsyncBegin:
-            m.async_ranges.push_back(
-                AsyncRange{e.t0_ns, 0, e.tid, e.name_id, static_cast<uint32_t>(e.a), e.b});
-            break;
-          case raw::EventKind::kAsyncEnd: fe.async_end_ns[e.b] = e.t0_ns; break;
-        }
-      }
-    };
     std::error_code size_ec;
     if (std::filesystem::file_size(path, size_ec) == 0 && !size_ec) {
       // Created, then the process died before the header reached the disk.
       m.warnings.push_back(path + " is empty: the process ended before writing any data");
       continue;
     }
+    FileEvents fe{
+        m.slices.size(), m.instants.size(), m.counters.size(), m.async_ranges.size(), {}, {}, {}, {}};
+    raw::EventSink sink = [&m, &fe](const raw::RawEvent* events, size_t count) {
+      m.event_count += count;
+      for (size_t i = 0; i < count; ++i) fe.add(m, events[i]);
+    };
     std::optional<raw::RawFile> f = raw::read_raw_file(path, error, &sink);
     if (!f) return false;
     if (first_file) {
@@ -122,38 +181,14 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
       m.warnings.push_back(
           f->path + " was not closed normally (process killed or still running); analysing what was flushed");
     }
-    // File-local string ids -> model ids.
-    std::vector<uint32_t> ids = merger.map_file(*f);
-    auto id = [&](uint32_t file_id) { return file_id < ids.size() ? ids[file_id] : 0u; };
-    for (size_t i = fe.first_slice; i < m.slices.size(); ++i) m.slices[i].name = id(m.slices[i].name);
-    for (size_t i = fe.first_instant; i < m.instants.size(); ++i) {
-      m.instants[i].name = id(m.instants[i].name);
-      m.instants[i].domain = id(m.instants[i].domain);
-    }
-    for (size_t i = fe.first_counter; i < m.counters.size(); ++i) m.counters[i].name = id(m.counters[i].name);
-    size_t unended = 0;
-    for (size_t i = fe.first_async; i < m.async_ranges.size(); ++i) {
-      AsyncRange& a = m.async_ranges[i];
-      a.name = id(a.name);
-      a.domain = id(a.domain);
-      auto it = fe.async_end_ns.find(a.id);
-      if (it != fe.async_end_ns.end()) {
-        a.end_ns = std::max(it->second, a.start_ns);
-      } else {
-        ++unended;
-      }
-    }
-    if (unended > 0) {
-      m.warnings.push_back(std::to_string(unended) +
-                           " range_start() without range_end(); shown up to the end of the run");
-    }
+    fe.finish(m, merger.map_file(*f));
     for (const auto& [tid, name] : f->thread_names) m.thread_names[tid] = name;
   }
   // Steps, and unended async ranges closed at the last event of the run.
   uint64_t last = m.session_start_ns;
   for (const Slice& s : m.slices) {
-    last = std::max(last, s.end_ns);
-    if (s.is_step) m.steps.push_back(StepWindow{m.step_number(s), s.start_ns, s.end_ns});
+    last = std::max(last, m.end(s));
+    if (m.is_step(s)) m.steps.push_back(StepWindow{m.step_number(s), s.start_ns, m.end(s)});
   }
   for (AsyncRange& a : m.async_ranges) {
     if (a.end_ns == 0) a.end_ns = std::max(a.start_ns, last);

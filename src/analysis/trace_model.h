@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "raw/raw_reader.h"
@@ -17,19 +18,26 @@ enum class SliceKind : uint8_t {
   kUserRange,  // TRAINPROF_RANGE / Range
 };
 
-// A complete range on one thread. Times are CLOCK_MONOTONIC ns. 32 bytes:
-// the model holds one per range, so its size bounds the analysis's memory.
+// What a slice is: its thread, its name, whether it is a ProfilerStep#N.
+// Slices share these (a run has few distinct combinations), so a slice holds
+// only the index of its key.
+struct SliceKey {
+  uint32_t tid;
+  uint32_t name;  // TraceModel::strings index
+  bool is_step;
+};
+
+// A complete range on one thread: 16 bytes, because the model holds one per
+// range and their size bounds the analysis's memory. Times are
+// CLOCK_MONOTONIC ns; use TraceModel's accessors (a duration that does not fit
+// 32 bits, over 4.29 s, lives in TraceModel::long_durations).
 struct Slice {
   uint64_t start_ns = 0;
-  uint64_t end_ns = 0;
-  uint64_t self_ns = 0;  // end - start minus direct children (compute_self_times)
-  uint32_t tid = 0;
-  uint32_t name : 31 = 0;    // TraceModel::strings index
-  uint32_t is_step : 1 = 0;  // ProfilerStep#N (else a user range)
-  uint64_t duration() const { return end_ns - start_ns; }
-  SliceKind kind() const { return is_step ? SliceKind::kStep : SliceKind::kUserRange; }
+  uint32_t dur32 = 0;  // duration, or kLongDuration
+  uint32_t key = 0;    // TraceModel::keys index
 };
-static_assert(sizeof(Slice) == 32, "Slice is the model's per-range cost");
+static_assert(sizeof(Slice) == 16, "Slice is the model's per-range cost");
+inline constexpr uint32_t kLongDuration = 0xffffffffu;
 
 struct Instant {
   uint64_t ts_ns;
@@ -71,7 +79,12 @@ struct TraceModel {
 
   std::vector<std::string> strings;  // index 0 is ""
   std::map<uint32_t, std::string> thread_names;
+  std::vector<SliceKey> keys;
   std::vector<Slice> slices;
+  // Durations of 2^32 - 1 ns or more, by (start, key).
+  std::map<std::pair<uint64_t, uint32_t>, uint64_t> long_durations;
+  // Self time summed per key (compute_self_times).
+  std::vector<uint64_t> self_by_key;
   std::vector<Instant> instants;
   std::vector<CounterSample> counters;
   std::vector<AsyncRange> async_ranges;
@@ -80,8 +93,23 @@ struct TraceModel {
   uint64_t event_count = 0;
 
   const std::string& name(uint32_t id) const { return strings[id]; }
+
+  // Slice accessors.
+  uint32_t tid(const Slice& s) const { return keys[s.key].tid; }
+  uint32_t name_id(const Slice& s) const { return keys[s.key].name; }
+  bool is_step(const Slice& s) const { return keys[s.key].is_step; }
+  uint64_t duration(const Slice& s) const {
+    return s.dur32 != kLongDuration ? s.dur32 : long_durations.at({s.start_ns, s.key});
+  }
+  uint64_t end(const Slice& s) const { return s.start_ns + duration(s); }
   // N of a ProfilerStep#N slice (-1 for others).
   int64_t step_number(const Slice& s) const;
+
+  // The key index of (tid, name, is_step), created on first use.
+  uint32_t key_of(uint32_t tid, uint32_t name, bool is_step);
+
+ private:
+  std::map<std::tuple<uint32_t, uint32_t, bool>, uint32_t> key_index_;
 };
 
 // Builds the model of one run from its raw files, streaming: events go from

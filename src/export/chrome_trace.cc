@@ -115,14 +115,15 @@ class TraceWriter {
     if (!first_event_) buf_ += ',';
     first_event_ = false;
     buf_ += slice_head_;
-    buf_ += escaped(s.name);
+    const analysis::SliceKey& sk = m_.keys[s.key];
+    buf_ += escaped(sk.name);
     buf_ += slice_pid_tid_;
-    append_uint(buf_, s.tid);
+    append_uint(buf_, sk.tid);
     buf_ += slice_ts_;
     append_us(buf_, static_cast<int64_t>(s.start_ns) - static_cast<int64_t>(base_mono_));
     buf_ += slice_dur_;
-    append_us(buf_, static_cast<int64_t>(s.duration()));
-    if (s.is_step) {
+    append_us(buf_, static_cast<int64_t>(m_.duration(s)));
+    if (sk.is_step) {
       key("args");
       buf_ += '{';
       key("Step", true);
@@ -238,7 +239,7 @@ class ItemStream {
     Item s{};
     if (have_slice) {
       const Slice& sl = m_.slices[slice_];
-      s = Item{sl.start_ns, sl.duration(), ItemType::kSlice, static_cast<uint32_t>(slice_)};
+      s = Item{sl.start_ns, m_.duration(sl), ItemType::kSlice, static_cast<uint32_t>(slice_)};
     }
     if (have_slice && (!have_other || item_before(s, others_[other_]))) {
       ++slice_;
@@ -251,7 +252,7 @@ class ItemStream {
   // Threads that appear in the trace, for the metadata.
   std::set<uint32_t> tids() const {
     std::set<uint32_t> t;
-    for (const Slice& s : m_.slices) t.insert(s.tid);
+    for (const analysis::SliceKey& k : m_.keys) t.insert(k.tid);
     for (const auto& i : m_.instants) t.insert(i.tid);
     for (const auto& c : m_.counters) t.insert(c.tid);
     for (const auto& a : m_.async_ranges) t.insert(a.begin_tid);

@@ -50,6 +50,15 @@ class MappedFile {
   }
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Drops the pages of [from, to) from memory (they are re-read on access):
+  // a large file then never sits whole in the resident set.
+  void release(size_t from, size_t to) {
+    const size_t page = 4096;
+    size_t begin = (from + page - 1) / page * page;
+    size_t end = to / page * page;
+    if (data_ != nullptr && end > begin)
+      madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+  }
 
  private:
   const uint8_t* data_ = nullptr;
@@ -312,12 +321,19 @@ std::optional<RawFile> read_raw_file(const std::string& path, std::string* error
     std::memcpy(&c.realtime_ns, payload + 16, 8);
     file.anchors.push_back(c);
   });
+  map.release(0, size);                                // pass 2 maps pages back one at a time
   if (sink == nullptr) file.events.reserve(size / 8);  // events take >= 3 bytes on disk
   ChunkDecoder decoder(&file, TickConverter(file.header, file.anchors), sink);
+  size_t released = 0;
   for_each_valid_chunk(data, size, path, &file.issues,
                        [&](const ChunkHeader& ch, const uint8_t* payload, size_t off) {
                          std::string problem = decoder.decode(ch, payload);
                          if (!problem.empty()) file.issues.push_back({path, off, problem, false});
+                         // Pages already decoded need not stay resident.
+                         if (off - released >= (8u << 20)) {
+                           map.release(released, off);
+                           released = off;
+                         }
                        });
   return file;
 }
