@@ -214,6 +214,25 @@ TEST(Analysis, TraceFollowsKinetoSchemaAndNestsPerThread) {
   EXPECT_EQ(ts_text.size() - ts_text.find('.'), 4u) << ts_text;
 }
 
+TEST(Analysis, RangesThatDoNotNestAreReported) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  {
+    TRAINPROF_RANGE("spans_step");  // left open across step(): crosses ProfilerStep#0
+    prof.step();
+  }
+  prof.stop();
+  RunAnalysis r = analyse_one(prof.last_run().run_dir);
+  ASSERT_TRUE(r.ok) << r.error;
+  bool warned = false;
+  for (const auto& w : r.warnings) {
+    warned |= w.find("'spans_step' ends after 'ProfilerStep#0'") != std::string::npos;
+  }
+  EXPECT_TRUE(warned);
+}
+
 TEST(Analysis, StepSelection) {
   TempDir dir;
   std::string run = record_steps(dir.path(), 6);

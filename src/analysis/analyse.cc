@@ -165,7 +165,6 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
     return r;
   }
   r.events = model.event_count;
-  for (const std::string& w : model.warnings) add_warning(r, w);
   error = analysis::select_steps(model, options.step_list);
   if (!error.empty()) {
     r.error = error;
@@ -173,6 +172,7 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   }
   auto t_read = std::chrono::steady_clock::now();
   analysis::compute_self_times(model);
+  for (const std::string& w : model.warnings) add_warning(r, w);  // reading's and the passes'
   auto t_sorted = std::chrono::steady_clock::now();
 
   if (mkdir(out_dir.c_str(), 0700) != 0 && errno != EEXIST) {

@@ -1,5 +1,6 @@
 // Copyright trainprof authors. Self time: what a range spent outside its children.
 #include <algorithm>
+#include <string>
 #include <unordered_map>
 
 #include "analysis/passes.h"
@@ -32,6 +33,8 @@ void compute_self_times(TraceModel& m) {
   auto close = [&m](const Open& o) { m.self_by_key[o.key] += o.self_ns; };
   uint32_t cached_tid = ~0u;
   std::vector<Open>* stack = nullptr;
+  uint64_t crossings = 0;
+  std::string example;
   for (const Slice& s : m.slices) {
     uint32_t tid = m.tid(s);
     if (tid != cached_tid) {
@@ -49,11 +52,22 @@ void compute_self_times(TraceModel& m) {
       // takes the part that overlaps.
       uint64_t overlap = std::min(parent.end_ns, end) - s.start_ns;
       parent.self_ns -= std::min(parent.self_ns, overlap);
+      if (end > parent.end_ns && crossings++ == 0) {
+        example = "'" + m.name(m.keys[s.key].name) + "' ends after '" + m.name(m.keys[parent.key].name) +
+                  "' that encloses its start";
+      }
     }
     stack->push_back(Open{end, end - s.start_ns, s.key});
   }
   for (auto& [tid, open] : stacks) {
     for (const Open& o : open) close(o);
+  }
+  if (crossings > 0) {
+    // Scoped ranges always nest; this happens with a range left open across
+    // Profiler::step(), or with range objects destroyed out of order.
+    m.warnings.push_back(std::to_string(crossings) +
+                         " range(s) overlap their enclosing range without nesting (" + example +
+                         "); timeline viewers may draw them apart");
   }
 }
 
