@@ -44,6 +44,9 @@ Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
 Profiler::~Profiler() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (started_) stop();
+  // Reap async analyses that have finished; the others go on after this
+  // profiler (and even the training process) is gone.
+  for (int pid : analysis_children_) waitpid(pid, nullptr, WNOHANG);
 }
 
 void Profiler::start() {
