@@ -5,9 +5,11 @@
 #   bench/analysis_compare.sh [EVENTS]        (default 1000000)
 #
 # Needs the default build (cmake --preset default && cmake --build --preset
-# default) and Debian's python3-torch (/usr/bin/python3).
+# default) and Debian's python3-torch (/usr/bin/python3), which
+# scripts/install_deps.sh --bench installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/install_deps.sh --bench
 n="${1:-1000000}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

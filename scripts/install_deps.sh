@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of trainprof from Debian packages.
 # Idempotent: does nothing (not even apt-get update) when all are present.
+#   scripts/install_deps.sh          build + tests
+#   scripts/install_deps.sh --bench  also the peer for the comparisons in bench/
+#                                    (python3-torch: torch.profiler)
 set -euo pipefail
 
 PACKAGES=(
@@ -10,6 +13,9 @@ PACKAGES=(
   nlohmann-json3-dev
   clang-format
 )
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(python3-torch)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -43,7 +43,8 @@ inline bool host_recording() noexcept {
 }
 
 // Records a complete range [start_ticks, now). `name` must outlive the process
-// (a string literal or a pointer returned by intern()).
+// (a string literal or a pointer returned by intern()). Names are C strings:
+// one with an embedded NUL is cut there.
 void record_range(const char* name, uint64_t start_ticks) noexcept;
 
 // Returns a pointer to a process-lifetime copy of `name`; equal strings give
