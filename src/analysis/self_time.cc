@@ -14,12 +14,10 @@ struct Open {
   uint32_t key;
 };
 
-}  // namespace
-
-void compute_self_times(TraceModel& m) {
-  // One global order serves every later pass: time, then longer (the parent)
-  // first, then key. Each thread keeps its own stack of open ancestors.
-  std::sort(m.slices.begin(), m.slices.end(), [&m](const Slice& a, const Slice& b) {
+// Timeline order: start, then longer (the parent) first, then key.
+struct TimelineOrder {
+  const TraceModel& m;
+  bool operator()(const Slice& a, const Slice& b) const {
     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
     if (a.dur32 != b.dur32) {
       if (a.dur32 != kLongDuration && b.dur32 != kLongDuration) return a.dur32 > b.dur32;
@@ -27,20 +25,29 @@ void compute_self_times(TraceModel& m) {
     }
     if (a.dur32 == kLongDuration && m.duration(a) != m.duration(b)) return m.duration(a) > m.duration(b);
     return a.key < b.key;
-  });
+  }
+};
+
+}  // namespace
+
+void compute_self_times(TraceModel& m) {
+  // One global order serves every later pass. (An in-place radix pass on the
+  // start time was tried: its random-access permutation cost what it saved.)
+  std::sort(m.slices.begin(), m.slices.end(), TimelineOrder{m});
   m.self_by_key.assign(m.keys.size(), 0);
-  std::unordered_map<uint32_t, std::vector<Open>> stacks;  // tid -> open slices
+  // One stack of open slices per thread, found through the slice's key.
+  std::unordered_map<uint32_t, uint32_t> thread_index;
+  std::vector<uint32_t> stack_of_key(m.keys.size());
+  for (size_t k = 0; k < m.keys.size(); ++k) {
+    stack_of_key[k] =
+        thread_index.emplace(m.keys[k].tid, static_cast<uint32_t>(thread_index.size())).first->second;
+  }
+  std::vector<std::vector<Open>> stacks(thread_index.size());
   auto close = [&m](const Open& o) { m.self_by_key[o.key] += o.self_ns; };
-  uint32_t cached_tid = ~0u;
-  std::vector<Open>* stack = nullptr;
   uint64_t crossings = 0;
   std::string example;
   for (const Slice& s : m.slices) {
-    uint32_t tid = m.tid(s);
-    if (tid != cached_tid) {
-      stack = &stacks[tid];
-      cached_tid = tid;
-    }
+    std::vector<Open>* stack = &stacks[stack_of_key[s.key]];
     uint64_t end = m.end(s);
     while (!stack->empty() && stack->back().end_ns <= s.start_ns) {
       close(stack->back());
@@ -59,7 +66,7 @@ void compute_self_times(TraceModel& m) {
     }
     stack->push_back(Open{end, end - s.start_ns, s.key});
   }
-  for (auto& [tid, open] : stacks) {
+  for (const auto& open : stacks) {
     for (const Open& o : open) close(o);
   }
   if (crossings > 0) {

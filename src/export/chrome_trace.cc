@@ -8,6 +8,7 @@
 #include "export/chrome_trace.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "export/output_file.h"
@@ -112,17 +113,28 @@ class TraceWriter {
   // Slices are nearly every event: written from pre-built fragments.
   void slice(const analysis::Slice& s) {
     if (slice_head_.empty()) build_slice_fragments();
-    if (!first_event_) buf_ += ',';
-    first_event_ = false;
-    buf_ += slice_head_;
     const analysis::SliceKey& sk = m_.keys[s.key];
-    buf_ += escaped(sk.name);
-    buf_ += slice_pid_tid_;
-    append_uint(buf_, sk.tid);
-    buf_ += slice_ts_;
-    append_us(buf_, static_cast<int64_t>(s.start_ns) - static_cast<int64_t>(base_mono_));
-    buf_ += slice_dur_;
-    append_us(buf_, static_cast<int64_t>(m_.duration(s)));
+    const std::string& name = escaped(sk.name);
+    // Write through a pointer into room made once: one size check per event.
+    size_t old = buf_.size();
+    buf_.resize(old + 1 + slice_head_.size() + name.size() + slice_pid_tid_.size() + slice_ts_.size() +
+                slice_dur_.size() + 3 * 32 + 1);
+    char* p = buf_.data() + old;
+    if (!first_event_) *p++ = ',';
+    first_event_ = false;
+    auto copy = [&p](const std::string& text) {
+      std::memcpy(p, text.data(), text.size());
+      p += text.size();
+    };
+    copy(slice_head_);
+    copy(name);
+    copy(slice_pid_tid_);
+    p = write_uint(p, sk.tid);
+    copy(slice_ts_);
+    p = write_us(p, static_cast<int64_t>(s.start_ns) - static_cast<int64_t>(base_mono_));
+    copy(slice_dur_);
+    p = write_us(p, static_cast<int64_t>(m_.duration(s)));
+    buf_.resize(static_cast<size_t>(p - buf_.data()));
     if (sk.is_step) {
       key("args");
       buf_ += '{';

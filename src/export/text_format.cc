@@ -85,22 +85,32 @@ void append_int(std::string& out, int64_t v) {
   out.append(buf, r.ptr);
 }
 
+char* write_uint(char* p, uint64_t v) {
+  return std::to_chars(p, p + 24, v).ptr;
+}
+
+char* write_us(char* p, int64_t ns) {
+  if (ns < 0) {
+    *p++ = '-';
+    ns = -ns;
+  }
+  p = write_uint(p, static_cast<uint64_t>(ns) / 1000);
+  uint64_t frac = static_cast<uint64_t>(ns) % 1000;
+  p[0] = '.';
+  p[1] = static_cast<char>('0' + frac / 100);
+  p[2] = static_cast<char>('0' + frac / 10 % 10);
+  p[3] = static_cast<char>('0' + frac % 10);
+  return p + 4;
+}
+
 void append_uint(std::string& out, uint64_t v) {
   char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, r.ptr);
+  out.append(buf, write_uint(buf, v));
 }
 
 void append_us(std::string& out, int64_t ns) {
-  if (ns < 0) {
-    out += '-';
-    ns = -ns;
-  }
-  append_uint(out, static_cast<uint64_t>(ns) / 1000);
-  uint64_t frac = static_cast<uint64_t>(ns) % 1000;
-  char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
-               static_cast<char>('0' + frac % 10)};
-  out.append(f, 4);
+  char buf[32];
+  out.append(buf, write_us(buf, ns));
 }
 
 void append_double(std::string& out, double v) {

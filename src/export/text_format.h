@@ -19,6 +19,10 @@ void append_csv_field(std::string& out, std::string_view s);
 // Appends nanoseconds as microseconds with exactly 3 decimals ("-1.250").
 void append_us(std::string& out, int64_t ns);
 
+// Pointer versions for hot loops: write at `p` (room for 24 bytes), return the end.
+char* write_uint(char* p, uint64_t v);
+char* write_us(char* p, int64_t ns);
+
 void append_int(std::string& out, int64_t v);
 void append_uint(std::string& out, uint64_t v);
 // Shortest round-trip representation; non-finite values become 0.
