@@ -130,10 +130,21 @@ int cmd_analyse(const std::vector<std::string>& args) {
   if (path.empty()) return usage_error("analyse needs a PATH", kAnalyseHelp);
 
   bool tty = isatty(STDERR_FILENO) != 0;
-  size_t total_runs = trainprof::find_run_directories(path).size();
-  if (tty && total_runs > 1) {
+  std::vector<std::string> runs = trainprof::find_run_directories(path);
+  if (tty && runs.size() > 1) {
     options.on_progress = draw_progress;
-    draw_progress(0, total_runs);
+    draw_progress(0, runs.size());
+  } else if (tty && runs.size() == 1) {
+    // One run: say what is being done when it will take more than a moment.
+    std::error_code ec;
+    uint64_t raw = 0;
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(runs[0]) / "raw", ec)) {
+      raw += e.is_regular_file(ec) ? e.file_size(ec) : 0;
+    }
+    if (raw > (16u << 20)) {
+      std::fprintf(stderr, "analysing %s (%.0f MB of raw data, about %.0f M events)...\n", runs[0].c_str(),
+                   static_cast<double>(raw) / 1e6, static_cast<double>(raw) / 5e6);
+    }
   }
   trainprof::AnalyseReport report = trainprof::analyse(path, options);
   if (!report.error.empty()) {
