@@ -19,6 +19,7 @@
 #include "analysis/passes.h"
 #include "analysis/trace_model.h"
 #include "core/log.h"
+#include "core/run_directory.h"
 #include "core/write_all.h"
 #include "export/chrome_trace.h"
 #include "export/csv_tables.h"
@@ -200,11 +201,11 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   detail::log_debug(dir + ": read " + ms(t0, t_read) + " ms, sort+self " + ms(t_read, t_sorted) +
                     " ms, trace " + ms(t_sorted, t_trace) + " ms, tables " + ms(t_trace, t_tables) + " ms");
   std::string metadata = read_small_file(run / "profiler_metadata.json");
-  note(exporter::write_whole_file((out_dir / "profiler_metadata.json").string(),
-                                  metadata.empty() ? "{}\n" : metadata));
+  note(detail::write_file_atomically((out_dir / "profiler_metadata.json").string(),
+                                     metadata.empty() ? "{}\n" : metadata));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  note(exporter::write_whole_file((out_dir / "profiler_info.json").string(),
-                                  output_info(run, model, r, options, options.pretty)));
+  note(detail::write_file_atomically((out_dir / "profiler_info.json").string(),
+                                     output_info(run, model, r, options, options.pretty)));
   if (!errors.empty()) {
     r.error = errors;
     return r;

@@ -13,11 +13,6 @@
 
 namespace trainprof::analysis {
 
-enum class SliceKind : uint8_t {
-  kStep,       // ProfilerStep#N
-  kUserRange,  // TRAINPROF_RANGE / Range
-};
-
 // What a slice is: its thread, its name, whether it is a ProfilerStep#N.
 // Slices share these (a run has few distinct combinations), so a slice holds
 // only the index of its key.

@@ -69,10 +69,6 @@ class TraceWriter {
     key(k);
     append_us(buf_, static_cast<int64_t>(mono_ns) - static_cast<int64_t>(base_mono_));
   }
-  void dur(uint64_t ns) {
-    key("dur");
-    append_us(buf_, static_cast<int64_t>(ns));
-  }
   void begin_event() {
     if (!first_event_) buf_ += ',';
     first_event_ = false;

@@ -61,11 +61,4 @@ bool OutputFile::commit(std::string& buffer) {
   return true;
 }
 
-std::string write_whole_file(const std::string& path, const std::string& text) {
-  OutputFile f(path);
-  std::string copy = text;
-  f.commit(copy);
-  return f.error();
-}
-
 }  // namespace trainprof::exporter

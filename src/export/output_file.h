@@ -39,9 +39,6 @@ class OutputFile {
   std::string error_;
 };
 
-// Writes a whole small file through OutputFile. Returns "" or the error.
-std::string write_whole_file(const std::string& path, const std::string& text);
-
 }  // namespace trainprof::exporter
 
 #endif  // TRAINPROF_EXPORT_OUTPUT_FILE_H_
