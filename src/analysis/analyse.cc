@@ -189,8 +189,10 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
   };
-  note(exporter::write_op_statistic(analysis::op_statistics(model), (out_dir / "op_statistic.csv").string()));
-  note(exporter::write_operator_details(analysis::operator_details(model),
+  std::vector<analysis::NameTotals> totals = analysis::totals_by_name(model);  // one pass serves both tables
+  note(exporter::write_op_statistic(analysis::op_statistics(model, totals),
+                                    (out_dir / "op_statistic.csv").string()));
+  note(exporter::write_operator_details(analysis::operator_details(model, totals),
                                         (out_dir / "operator_details.csv").string()));
   note(exporter::write_step_trace_time(analysis::step_trace(model),
                                        (out_dir / "step_trace_time.csv").string()));

@@ -22,6 +22,17 @@ std::string select_steps(TraceModel& model, const std::vector<int64_t>& step_lis
 // Sorts model.slices by (start, longest first): the order of the timeline.
 void compute_self_times(TraceModel& model);
 
+// What both statistics tables are made of: per name (user ranges and
+// operators; steps excluded), indexed by string id. Needs compute_self_times.
+struct NameTotals {
+  uint64_t count = 0;
+  uint64_t total_ns = 0;
+  uint64_t min_ns = 0;
+  uint64_t max_ns = 0;
+  uint64_t self_ns = 0;
+};
+std::vector<NameTotals> totals_by_name(const TraceModel& model);
+
 // op_statistic.csv: one row per range name (user ranges and operators).
 struct OpStatisticRow {
   std::string name;
@@ -33,7 +44,7 @@ struct OpStatisticRow {
   double ratio_percent = 0;  // total / sum of all totals
 };
 // Sorted by total time, largest first (ties by name).
-std::vector<OpStatisticRow> op_statistics(const TraceModel& model);
+std::vector<OpStatisticRow> op_statistics(const TraceModel& model, const std::vector<NameTotals>& totals);
 
 // operator_details.csv: one row per (name, input shapes).
 struct OperatorDetailRow {
@@ -44,7 +55,9 @@ struct OperatorDetailRow {
   uint64_t host_self_ns = 0;
   uint64_t host_total_ns = 0;
 };
-std::vector<OperatorDetailRow> operator_details(const TraceModel& model);
+// Sorted by self time, largest first (ties by name).
+std::vector<OperatorDetailRow> operator_details(const TraceModel& model,
+                                                const std::vector<NameTotals>& totals);
 
 // step_trace_time.csv: one row per step (REFERENCE section 3). Needs the
 // slices in start order (compute_self_times).
