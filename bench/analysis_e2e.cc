@@ -1,6 +1,6 @@
 // Copyright trainprof authors. End-to-end analysis benchmark.
 //
-//   build/bin/trainprof_analysis_bench [--events N] [--dir DIR]
+//   build/bin/trainprof_analysis_bench [--events N] [--dir DIR] [--single] [--keep]
 //
 // 1. Records N events (nested ranges on 2 threads, 100 steps) and analyses the
 //    run in a child process: wall time, CPU time, events/s per core, peak RSS
@@ -176,10 +176,12 @@ int main(int argc, char** argv) {
   std::string dir =
       (fs::temp_directory_path() / ("trainprof_analysis_bench_" + std::to_string(getpid()))).string();
   bool ranks = true;
+  bool keep = false;  // leave the recorded runs for profiling the analysis by hand
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--events") == 0 && i + 1 < argc) events = std::strtoull(argv[++i], nullptr, 10);
     if (std::strcmp(argv[i], "--dir") == 0 && i + 1 < argc) dir = argv[++i];
     if (std::strcmp(argv[i], "--single") == 0) ranks = false;
+    if (std::strcmp(argv[i], "--keep") == 0) keep = true;
   }
   fs::remove_all(dir);
   std::printf("trainprof %s analysis benchmark, %llu events, cores: %u\n",
@@ -201,7 +203,7 @@ int main(int argc, char** argv) {
 
   std::printf("RESULT single_wall_s=%.3f events=%llu\n", one.wall_s, static_cast<unsigned long long>(events));
   if (!ranks) {
-    fs::remove_all(dir);
+    if (!keep) fs::remove_all(dir);
     return one.ok ? 0 : 1;
   }
 
@@ -213,6 +215,6 @@ int main(int argc, char** argv) {
   std::printf("8 ranks x %llu events: --jobs 1 %.2f s, --jobs 2 %.2f s, speed-up %.2fx (%s)\n",
               static_cast<unsigned long long>(events / 8), j1.wall_s, j2.wall_s, j1.wall_s / j2.wall_s,
               j1.ok && j2.ok ? "ok" : "FAILED");
-  fs::remove_all(dir);
+  if (!keep) fs::remove_all(dir);
   return one.ok && j1.ok && j2.ok ? 0 : 1;
 }

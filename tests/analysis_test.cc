@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "analysis/passes.h"
 #include "export/csv_reader.h"
 #include "raw/format.h"
 #include "test_util.h"
@@ -295,6 +296,37 @@ TEST(Analysis, StepTraceBreakdownAddsUp) {
     EXPECT_GE(preparing, 2'000'000) << i;
     EXPECT_EQ(ns_of(rows[i][4]), 0);  // no communication data yet
   }
+}
+
+TEST(Analysis, UnionLengthCountsOverlapsOnce) {
+  analysis::UnionLength none;
+  EXPECT_EQ(none.total(), 0u);
+  analysis::UnionLength u;
+  for (auto [s, e] :
+       std::vector<std::pair<uint64_t, uint64_t>>{{0, 10}, {5, 15}, {15, 20}, {30, 40}, {32, 35}}) {
+    u.add(s, e);
+  }
+  EXPECT_EQ(u.total(), 30u);  // [0, 20) and [30, 40)
+}
+
+TEST(Analysis, StepTraceUnionsThreadsAndClipsToTheWindow) {
+  analysis::TraceModel m;
+  m.strings = {"", "ProfilerStep#0", "ProfilerStep#1", "op"};
+  uint32_t step0 = m.key_of(1, 1, true), step1 = m.key_of(1, 2, true);
+  uint32_t a = m.key_of(1, 3, false), b = m.key_of(2, 3, false);
+  m.slices = {{0, 100, step0}, {10, 30, a}, {30, 30, b}, {70, 10, a}, {90, 30, b}, {100, 100, step1}};
+  m.steps = {{0, 0, 100}, {1, 100, 200}};
+  analysis::compute_self_times(m);
+  std::vector<analysis::StepTraceRow> rows = analysis::step_trace(m);
+  ASSERT_EQ(rows.size(), 2u);
+  // Step 0: [10, 60) from two threads, [70, 80), [90, 100) of a slice that runs on.
+  EXPECT_EQ(rows[0].computing_ns, 70u);
+  EXPECT_EQ(rows[0].free_ns, 30u);
+  EXPECT_EQ(rows[0].preparing_ns, 10u);
+  // Step 1: only [100, 120), the part of that slice inside the window.
+  EXPECT_EQ(rows[1].computing_ns, 20u);
+  EXPECT_EQ(rows[1].free_ns, 80u);
+  EXPECT_EQ(rows[1].preparing_ns, 0u);
 }
 
 TEST(Analysis, ZeroEventsTruncatedAndCorruptRunsStillAnalyse) {

@@ -76,8 +76,19 @@ struct StepTraceRow {
 };
 std::vector<StepTraceRow> step_trace(const TraceModel& model);
 
-// Length of the union of [start, end) intervals (sorts its argument).
-uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>>& intervals);
+// Length of the union of [start, end) intervals added in start order, kept
+// as it goes (no list of intervals: a step can hold millions).
+class UnionLength {
+ public:
+  void add(uint64_t start, uint64_t end);
+  uint64_t total() const { return open_ ? total_ + (end_ - start_) : total_; }
+
+ private:
+  uint64_t total_ = 0;
+  uint64_t start_ = 0;
+  uint64_t end_ = 0;
+  bool open_ = false;
+};
 
 }  // namespace trainprof::analysis
 

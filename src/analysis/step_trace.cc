@@ -11,30 +11,23 @@
 
 namespace trainprof::analysis {
 
-uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>>& v) {
-  // Only start order matters for the sweep; input from sorted slices has it.
-  auto by_start = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (!std::is_sorted(v.begin(), v.end(), by_start)) std::sort(v.begin(), v.end(), by_start);
-  uint64_t total = 0, cur_start = 0, cur_end = 0;
-  bool open = false;
-  for (const auto& [s, e] : v) {
-    if (!open || s > cur_end) {
-      if (open) total += cur_end - cur_start;
-      cur_start = s;
-      cur_end = e;
-      open = true;
-    } else {
-      cur_end = std::max(cur_end, e);
-    }
+void UnionLength::add(uint64_t start, uint64_t end) {
+  if (open_ && start <= end_) {
+    end_ = std::max(end_, end);
+    return;
   }
-  if (open) total += cur_end - cur_start;
-  return total;
+  if (open_) total_ += end_ - start_;
+  start_ = start;
+  end_ = end;
+  open_ = true;
 }
 
 std::vector<StepTraceRow> step_trace(const TraceModel& m) {
   // m.slices is in start order (compute_self_times): each window scans only
   // the slices that start within `longest` before it, so the pass is about
-  // O(n log n) and copies nothing.
+  // O(n log n) and copies nothing. Clipping to the window keeps the start
+  // order (starts before the window all become the window's start), so the
+  // union is swept as the slices go by.
   uint64_t longest = 0;
   for (const Slice& s : m.slices) {
     if (!m.is_step(s)) longest = std::max(longest, m.duration(s));
@@ -45,7 +38,7 @@ std::vector<StepTraceRow> step_trace(const TraceModel& m) {
     StepTraceRow row;
     row.step = w.number;
     row.step_ns = w.end_ns - w.start_ns;
-    std::vector<std::pair<uint64_t, uint64_t>> clipped;
+    UnionLength computing;
     uint64_t first_start = w.end_ns;
     uint64_t from = w.start_ns > longest ? w.start_ns - longest : 0;
     auto it = std::lower_bound(m.slices.begin(), m.slices.end(), from, starts_before);
@@ -54,13 +47,13 @@ std::vector<StepTraceRow> step_trace(const TraceModel& m) {
       if (m.is_step(*it) || end <= w.start_ns) continue;
       uint64_t cs = std::max(it->start_ns, w.start_ns), ce = std::min(end, w.end_ns);
       if (ce > cs) {
-        clipped.emplace_back(cs, ce);
+        computing.add(cs, ce);
         first_start = std::min(first_start, cs);
       }
     }
-    row.computing_ns = union_length(clipped);
+    row.computing_ns = computing.total();
     row.free_ns = row.step_ns - row.computing_ns;
-    row.preparing_ns = clipped.empty() ? 0 : first_start - w.start_ns;
+    row.preparing_ns = first_start == w.end_ns ? 0 : first_start - w.start_ns;
     rows.push_back(row);
   }
   return rows;

@@ -38,24 +38,44 @@ class StringMerger {
 // One file's events carry file-local string ids (and slice keys made of
 // them) until the file has been read and its string table is known.
 struct FileEvents {
+  explicit FileEvents(const TraceModel& m)
+      : first_slice(m.slices.size()),
+        first_instant(m.instants.size()),
+        first_counter(m.counters.size()),
+        first_async(m.async_ranges.size()),
+        key_table(64, {~0ull, 0}) {}
+
   size_t first_slice, first_instant, first_counter, first_async;
   std::unordered_map<uint64_t, uint64_t> async_end_ns;  // an end may precede its begin
   std::vector<SliceKey> local_keys;
-  std::map<std::tuple<uint32_t, uint32_t, bool>, uint32_t> local_key_index;
+  // (tid, name, is_step) -> local key: an open-addressing table, because
+  // nested ranges alternate names and every range looks its key up.
+  std::vector<std::pair<uint64_t, uint32_t>> key_table;
   std::vector<std::pair<std::pair<uint64_t, uint32_t>, uint64_t>> long_durations;  // (start, local key)
-  uint32_t last_tid = ~0u, last_name = ~0u, last_key = 0;
-  bool last_step = false;
 
   uint32_t local_key(uint32_t tid, uint32_t name, bool is_step) {
-    if (tid == last_tid && name == last_name && is_step == last_step) return last_key;
-    auto [it, inserted] = local_key_index.emplace(std::make_tuple(tid, name, is_step),
-                                                  static_cast<uint32_t>(local_keys.size()));
-    if (inserted) local_keys.push_back(SliceKey{tid, name, is_step});
-    last_tid = tid;
-    last_name = name;
-    last_step = is_step;
-    last_key = it->second;
-    return last_key;
+    uint64_t packed = (uint64_t{tid} << 32) | (uint64_t{name} << 1) | (is_step ? 1 : 0);
+    size_t mask = key_table.size() - 1;
+    for (size_t i = (packed * 0x9E3779B97F4A7C15ull) >> 40;; ++i) {
+      auto& slot = key_table[i & mask];
+      if (slot.first == packed) return slot.second;
+      if (slot.first != ~0ull) continue;
+      slot = {packed, static_cast<uint32_t>(local_keys.size())};
+      local_keys.push_back(SliceKey{tid, name, is_step});
+      if (local_keys.size() * 2 > key_table.size()) grow_key_table();
+      return static_cast<uint32_t>(local_keys.size() - 1);
+    }
+  }
+  void grow_key_table() {
+    std::vector<std::pair<uint64_t, uint32_t>> old(key_table.size() * 2, {~0ull, 0});
+    old.swap(key_table);
+    size_t mask = key_table.size() - 1;
+    for (const auto& [packed, key] : old) {
+      if (packed == ~0ull) continue;
+      size_t i = (packed * 0x9E3779B97F4A7C15ull) >> 40;
+      while (key_table[i & mask].first != ~0ull) ++i;
+      key_table[i & mask] = {packed, key};
+    }
   }
 
   void add(TraceModel& m, const raw::RawEvent& e) {
@@ -157,8 +177,7 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
       m.warnings.push_back(path + " is empty: the process ended before writing any data");
       continue;
     }
-    FileEvents fe{
-        m.slices.size(), m.instants.size(), m.counters.size(), m.async_ranges.size(), {}, {}, {}, {}};
+    FileEvents fe(m);
     raw::EventSink sink = [&m, &fe](const raw::RawEvent* events, size_t count) {
       m.event_count += count;
       for (size_t i = 0; i < count; ++i) fe.add(m, events[i]);
