@@ -312,8 +312,9 @@ TEST(Analysis, UnionLengthCountsOverlapsOnce) {
 TEST(Analysis, StepTraceUnionsThreadsAndClipsToTheWindow) {
   analysis::TraceModel m;
   m.strings = {"", "ProfilerStep#0", "ProfilerStep#1", "op"};
-  uint32_t step0 = m.key_of(1, 1, true), step1 = m.key_of(1, 2, true);
-  uint32_t a = m.key_of(1, 3, false), b = m.key_of(2, 3, false);
+  uint32_t step0 = m.key_of({.tid = 1, .name = 1, .is_step = true});
+  uint32_t step1 = m.key_of({.tid = 1, .name = 2, .is_step = true});
+  uint32_t a = m.key_of({.tid = 1, .name = 3}), b = m.key_of({.tid = 2, .name = 3});
   m.slices = {{0, 100, step0}, {10, 30, a}, {30, 30, b}, {70, 10, a}, {90, 30, b}, {100, 100, step1}};
   m.steps = {{0, 0, 100}, {1, 100, 200}};
   analysis::compute_self_times(m);

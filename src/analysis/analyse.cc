@@ -189,7 +189,7 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
   };
-  std::vector<analysis::NameTotals> totals = analysis::totals_by_name(model);  // one pass serves both tables
+  std::vector<analysis::SliceTotals> totals = analysis::totals_by_key(model);  // one pass serves both tables
   note(exporter::write_op_statistic(analysis::op_statistics(model, totals),
                                     (out_dir / "op_statistic.csv").string()));
   note(exporter::write_operator_details(analysis::operator_details(model, totals),

@@ -1,34 +1,60 @@
 // Copyright trainprof authors. Per-name statistics of ranges and operators.
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "analysis/passes.h"
 
 namespace trainprof::analysis {
 
-std::vector<NameTotals> totals_by_name(const TraceModel& m) {
-  std::vector<NameTotals> by_name(m.strings.size());
+std::vector<SliceTotals> totals_by_key(const TraceModel& m) {
+  std::vector<SliceTotals> by_key(m.keys.size());
   for (const Slice& s : m.slices) {
-    const SliceKey& key = m.keys[s.key];
-    if (key.is_step) continue;
-    NameTotals& t = by_name[key.name];
+    SliceTotals& t = by_key[s.key];
     uint64_t d = m.duration(s);
     if (t.count == 0 || d < t.min_ns) t.min_ns = d;
     t.max_ns = std::max(t.max_ns, d);
     t.total_ns += d;
     ++t.count;
   }
-  for (uint32_t k = 0; k < m.keys.size(); ++k) {
-    if (!m.keys[k].is_step) by_name[m.keys[k].name].self_ns += m.self_by_key[k];
-  }
-  return by_name;
+  for (uint32_t k = 0; k < m.keys.size(); ++k) by_key[k].self_ns = m.self_by_key[k];
+  return by_key;
 }
 
-std::vector<OpStatisticRow> op_statistics(const TraceModel& m, const std::vector<NameTotals>& totals) {
+namespace {
+
+void merge_into(SliceTotals& into, const SliceTotals& t) {
+  if (t.count == 0) return;
+  if (into.count == 0 || t.min_ns < into.min_ns) into.min_ns = t.min_ns;
+  into.max_ns = std::max(into.max_ns, t.max_ns);
+  into.total_ns += t.total_ns;
+  into.self_ns += t.self_ns;
+  into.count += t.count;
+}
+
+}  // namespace
+
+std::string_view input_dims(const TraceModel& m, uint32_t inputs) {
+  std::string_view text = m.name(inputs);
+  return text.substr(0, text.find(raw::kInputsSeparator));
+}
+
+std::string_view input_types(const TraceModel& m, uint32_t inputs) {
+  std::string_view text = m.name(inputs);
+  size_t sep = text.find(raw::kInputsSeparator);
+  return sep == std::string_view::npos ? std::string_view() : text.substr(sep + 1);
+}
+
+std::vector<OpStatisticRow> op_statistics(const TraceModel& m, const std::vector<SliceTotals>& by_key) {
+  std::vector<SliceTotals> totals(m.strings.size());  // by name id; steps excluded
+  for (uint32_t k = 0; k < m.keys.size(); ++k) {
+    if (!m.keys[k].is_step) merge_into(totals[m.keys[k].name], by_key[k]);
+  }
   uint64_t grand_total = 0;
-  for (const NameTotals& t : totals) grand_total += t.total_ns;
+  for (const SliceTotals& t : totals) grand_total += t.total_ns;
   std::vector<OpStatisticRow> rows;
   for (uint32_t name = 0; name < totals.size(); ++name) {
-    const NameTotals& t = totals[name];
+    const SliceTotals& t = totals[name];
     if (t.count == 0) continue;
     double ratio =
         grand_total == 0 ? 0 : 100.0 * static_cast<double>(t.total_ns) / static_cast<double>(grand_total);
@@ -41,18 +67,24 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m, const std::vector
   return rows;
 }
 
-std::vector<OperatorDetailRow> operator_details(const TraceModel& m, const std::vector<NameTotals>& totals) {
-  // Input shapes arrive with framework operators (LibTorch collector); user
-  // ranges have none, so the key is the name for now.
+std::vector<OperatorDetailRow> operator_details(const TraceModel& m, const std::vector<SliceTotals>& by_key) {
+  // One row per (name, input shapes) over all threads; steps excluded.
+  std::map<std::pair<uint32_t, std::string_view>, SliceTotals> groups;
+  for (uint32_t k = 0; k < m.keys.size(); ++k) {
+    const SliceKey& key = m.keys[k];
+    if (key.is_step) continue;
+    merge_into(groups[{key.name, key.inputs != 0 ? input_dims(m, key.inputs) : std::string_view()}],
+               by_key[k]);
+  }
   std::vector<OperatorDetailRow> rows;
-  for (uint32_t name = 0; name < totals.size(); ++name) {
-    const NameTotals& t = totals[name];
+  for (const auto& [name_dims, t] : groups) {
     if (t.count == 0) continue;
-    rows.push_back(OperatorDetailRow{m.name(name), "", "", t.count, t.self_ns, t.total_ns});
+    rows.push_back(OperatorDetailRow{m.name(name_dims.first), std::string(name_dims.second), "", t.count,
+                                     t.self_ns, t.total_ns});
   }
   std::sort(rows.begin(), rows.end(), [](const OperatorDetailRow& a, const OperatorDetailRow& b) {
     if (a.host_self_ns != b.host_self_ns) return a.host_self_ns > b.host_self_ns;
-    return a.name < b.name;
+    return std::tie(a.name, a.input_shapes) < std::tie(b.name, b.input_shapes);
   });
   return rows;
 }

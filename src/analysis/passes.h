@@ -22,16 +22,21 @@ std::string select_steps(TraceModel& model, const std::vector<int64_t>& step_lis
 // Sorts model.slices by (start, longest first): the order of the timeline.
 void compute_self_times(TraceModel& model);
 
-// What both statistics tables are made of: per name (user ranges and
-// operators; steps excluded), indexed by string id. Needs compute_self_times.
-struct NameTotals {
+// What both statistics tables are made of: per slice key (steps included),
+// indexed by key. Needs compute_self_times.
+struct SliceTotals {
   uint64_t count = 0;
   uint64_t total_ns = 0;
   uint64_t min_ns = 0;
   uint64_t max_ns = 0;
   uint64_t self_ns = 0;
 };
-std::vector<NameTotals> totals_by_name(const TraceModel& model);
+std::vector<SliceTotals> totals_by_key(const TraceModel& model);
+
+// The two halves of an operator's inputs string (SliceKey::inputs):
+// "[[64,1,28,28],[32]]" and "[\"float\",\"float\"]".
+std::string_view input_dims(const TraceModel& model, uint32_t inputs);
+std::string_view input_types(const TraceModel& model, uint32_t inputs);
 
 // op_statistic.csv: one row per range name (user ranges and operators).
 struct OpStatisticRow {
@@ -44,7 +49,7 @@ struct OpStatisticRow {
   double ratio_percent = 0;  // total / sum of all totals
 };
 // Sorted by total time, largest first (ties by name).
-std::vector<OpStatisticRow> op_statistics(const TraceModel& model, const std::vector<NameTotals>& totals);
+std::vector<OpStatisticRow> op_statistics(const TraceModel& model, const std::vector<SliceTotals>& by_key);
 
 // operator_details.csv: one row per (name, input shapes).
 struct OperatorDetailRow {
@@ -57,7 +62,7 @@ struct OperatorDetailRow {
 };
 // Sorted by self time, largest first (ties by name).
 std::vector<OperatorDetailRow> operator_details(const TraceModel& model,
-                                                const std::vector<NameTotals>& totals);
+                                                const std::vector<SliceTotals>& by_key);
 
 // step_trace_time.csv: one row per step (REFERENCE section 3). Needs the
 // slices in start order (compute_self_times).

@@ -43,52 +43,107 @@ struct FileEvents {
         first_instant(m.instants.size()),
         first_counter(m.counters.size()),
         first_async(m.async_ranges.size()),
-        key_table(64, {~0ull, 0}) {}
+        key_table(64, KeySlot{~0ull, 0, 0}) {}
 
   size_t first_slice, first_instant, first_counter, first_async;
   std::unordered_map<uint64_t, uint64_t> async_end_ns;  // an end may precede its begin
   std::vector<SliceKey> local_keys;
-  // (tid, name, is_step) -> local key: an open-addressing table, because
-  // nested ranges alternate names and every range looks its key up.
-  std::vector<std::pair<uint64_t, uint32_t>> key_table;
-  std::vector<std::pair<std::pair<uint64_t, uint32_t>, uint64_t>> long_durations;  // (start, local key)
+  // SliceKey -> local key: an open-addressing table, because nested ranges
+  // alternate names and every range looks its key up.
+  struct KeySlot {
+    uint64_t tid_name;  // ~0: empty
+    uint64_t rest;
+    uint32_t key;
+  };
+  std::vector<KeySlot> key_table;
+  // Resolved in finish(), once slices have their final keys (an operator's
+  // inputs re-key it after it was added). By slice index.
+  std::vector<std::pair<size_t, uint64_t>> long_durations;
+  struct PendingLink {
+    size_t slice;
+    uint32_t fwd_thread;
+    int64_t sequence_nr;
+  };
+  std::vector<PendingLink> links;
+  // Each thread's last operator, for its kOperatorInputs record.
+  std::unordered_map<uint32_t, size_t> last_op;
 
-  uint32_t local_key(uint32_t tid, uint32_t name, bool is_step) {
-    uint64_t packed = (uint64_t{tid} << 32) | (uint64_t{name} << 1) | (is_step ? 1 : 0);
+  static std::pair<uint64_t, uint64_t> pack(const SliceKey& k) {
+    return {(uint64_t{k.tid} << 32) | k.name, (uint64_t{k.inputs} << 32) | (uint64_t{k.op_flags} << 8) |
+                                                  (k.is_op ? 2u : 0u) | (k.is_step ? 1u : 0u)};
+  }
+  static size_t slot_of(std::pair<uint64_t, uint64_t> p) {
+    return ((p.first ^ (p.second * 0xff51afd7ed558ccdull)) * 0x9E3779B97F4A7C15ull) >> 40;
+  }
+
+  uint32_t local_key(const SliceKey& k) {
+    auto p = pack(k);
     size_t mask = key_table.size() - 1;
-    for (size_t i = (packed * 0x9E3779B97F4A7C15ull) >> 40;; ++i) {
-      auto& slot = key_table[i & mask];
-      if (slot.first == packed) return slot.second;
-      if (slot.first != ~0ull) continue;
-      slot = {packed, static_cast<uint32_t>(local_keys.size())};
-      local_keys.push_back(SliceKey{tid, name, is_step});
+    for (size_t i = slot_of(p);; ++i) {
+      KeySlot& slot = key_table[i & mask];
+      if (slot.tid_name == p.first && slot.rest == p.second) return slot.key;
+      if (slot.tid_name != ~0ull) continue;
+      slot = KeySlot{p.first, p.second, static_cast<uint32_t>(local_keys.size())};
+      local_keys.push_back(k);
       if (local_keys.size() * 2 > key_table.size()) grow_key_table();
       return static_cast<uint32_t>(local_keys.size() - 1);
     }
   }
   void grow_key_table() {
-    std::vector<std::pair<uint64_t, uint32_t>> old(key_table.size() * 2, {~0ull, 0});
+    std::vector<KeySlot> old(key_table.size() * 2, KeySlot{~0ull, 0, 0});
     old.swap(key_table);
     size_t mask = key_table.size() - 1;
-    for (const auto& [packed, key] : old) {
-      if (packed == ~0ull) continue;
-      size_t i = (packed * 0x9E3779B97F4A7C15ull) >> 40;
-      while (key_table[i & mask].first != ~0ull) ++i;
-      key_table[i & mask] = {packed, key};
+    for (const KeySlot& slot : old) {
+      if (slot.tid_name == ~0ull) continue;
+      size_t i = slot_of({slot.tid_name, slot.rest});
+      while (key_table[i & mask].tid_name != ~0ull) ++i;
+      key_table[i & mask] = slot;
     }
+  }
+
+  void add_slice(TraceModel& m, const raw::RawEvent& e, const SliceKey& k) {
+    Slice s;
+    s.start_ns = e.t0_ns;
+    s.key = local_key(k);
+    uint64_t dur = e.t1_ns - e.t0_ns;
+    s.dur32 = dur < kLongDuration ? static_cast<uint32_t>(dur) : kLongDuration;
+    if (s.dur32 == kLongDuration) long_durations.push_back({m.slices.size(), dur});
+    m.slices.push_back(s);
   }
 
   void add(TraceModel& m, const raw::RawEvent& e) {
     switch (e.kind) {
       case raw::EventKind::kRange:
       case raw::EventKind::kStep: {
-        Slice s;
-        s.start_ns = e.t0_ns;
-        s.key = local_key(e.tid, e.name_id, e.kind == raw::EventKind::kStep);
-        uint64_t dur = e.t1_ns - e.t0_ns;
-        s.dur32 = dur < kLongDuration ? static_cast<uint32_t>(dur) : kLongDuration;
-        if (s.dur32 == kLongDuration) long_durations.push_back({{s.start_ns, s.key}, dur});
-        m.slices.push_back(s);
+        SliceKey k;
+        k.tid = e.tid;
+        k.name = e.name_id;
+        k.is_step = e.kind == raw::EventKind::kStep;
+        add_slice(m, e, k);
+        break;
+      }
+      case raw::EventKind::kOperator: {
+        SliceKey k;
+        k.tid = e.tid;
+        k.name = e.name_id;
+        k.is_op = true;
+        k.op_flags = static_cast<uint8_t>(e.a & 0xff);
+        last_op[e.tid] = m.slices.size();
+        if (e.b != 0) {
+          links.push_back(
+              PendingLink{m.slices.size(), static_cast<uint32_t>(e.a >> 8), static_cast<int64_t>(e.b - 1)});
+        }
+        add_slice(m, e, k);
+        break;
+      }
+      case raw::EventKind::kOperatorInputs: {
+        auto it = last_op.find(e.tid);
+        if (it == last_op.end() || m.slices[it->second].start_ns != e.t0_ns) break;  // its operator was lost
+        Slice& op = m.slices[it->second];
+        SliceKey k = local_keys[op.key];
+        k.inputs = e.name_id;
+        op.key = local_key(k);
+        last_op.erase(it);
         break;
       }
       case raw::EventKind::kMark:
@@ -109,11 +164,19 @@ struct FileEvents {
     auto id = [&](uint32_t file_id) { return file_id < ids.size() ? ids[file_id] : 0u; };
     std::vector<uint32_t> model_key(local_keys.size());
     for (size_t k = 0; k < local_keys.size(); ++k) {
-      model_key[k] = m.key_of(local_keys[k].tid, id(local_keys[k].name), local_keys[k].is_step);
+      SliceKey key = local_keys[k];
+      key.name = id(key.name);
+      key.inputs = id(key.inputs);
+      model_key[k] = m.key_of(key);
     }
     for (size_t i = first_slice; i < m.slices.size(); ++i) m.slices[i].key = model_key[m.slices[i].key];
-    for (const auto& [where, dur] : long_durations)
-      m.long_durations[{where.first, model_key[where.second]}] = dur;
+    for (const auto& [slice, dur] : long_durations) {
+      m.long_durations[{m.slices[slice].start_ns, m.slices[slice].key}] = dur;
+    }
+    for (const PendingLink& l : links) {
+      const Slice& s = m.slices[l.slice];
+      m.op_links.push_back(OpLink{s.start_ns, s.key, l.fwd_thread, l.sequence_nr});
+    }
     for (size_t i = first_instant; i < m.instants.size(); ++i) {
       m.instants[i].name = id(m.instants[i].name);
       m.instants[i].domain = id(m.instants[i].domain);
@@ -140,11 +203,18 @@ struct FileEvents {
 
 }  // namespace
 
-uint32_t TraceModel::key_of(uint32_t tid, uint32_t name, bool is_step) {
-  auto [it, inserted] =
-      key_index_.emplace(std::make_tuple(tid, name, is_step), static_cast<uint32_t>(keys.size()));
-  if (inserted) keys.push_back(SliceKey{tid, name, is_step});
+uint32_t TraceModel::key_of(const SliceKey& key) {
+  auto [it, inserted] = key_index_.emplace(key.tie(), static_cast<uint32_t>(keys.size()));
+  if (inserted) keys.push_back(key);
   return it->second;
+}
+
+const OpLink* TraceModel::op_link(const Slice& s) const {
+  auto before = [](const OpLink& l, std::pair<uint64_t, uint32_t> at) {
+    return std::make_pair(l.start_ns, l.key) < at;
+  };
+  auto it = std::lower_bound(op_links.begin(), op_links.end(), std::make_pair(s.start_ns, s.key), before);
+  return it != op_links.end() && it->start_ns == s.start_ns && it->key == s.key ? &*it : nullptr;
 }
 
 int64_t TraceModel::step_number(const Slice& s) const {
@@ -212,6 +282,9 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
   for (AsyncRange& a : m.async_ranges) {
     if (a.end_ns == 0) a.end_ns = std::max(a.start_ns, last);
   }
+  std::sort(m.op_links.begin(), m.op_links.end(), [](const OpLink& a, const OpLink& b) {
+    return std::make_pair(a.start_ns, a.key) < std::make_pair(b.start_ns, b.key);
+  });
   std::sort(m.steps.begin(), m.steps.end(),
             [](const StepWindow& a, const StepWindow& b) { return a.number < b.number; });
   return true;

@@ -13,13 +13,26 @@
 
 namespace trainprof::analysis {
 
-// What a slice is: its thread, its name, whether it is a ProfilerStep#N.
-// Slices share these (a run has few distinct combinations), so a slice holds
-// only the index of its key.
+// What a slice is: its thread, its name, whether it is a ProfilerStep#N or a
+// framework operator, the operator's input shapes. Slices share these (a run
+// has few distinct combinations), so a slice holds only the index of its key.
 struct SliceKey {
-  uint32_t tid;
-  uint32_t name;  // TraceModel::strings index
-  bool is_step;
+  uint32_t tid = 0;
+  uint32_t name = 0;  // TraceModel::strings index
+  bool is_step = false;
+  bool is_op = false;    // framework operator (cpu_op), not a user range
+  uint8_t op_flags = 0;  // raw::kOperator* flags
+  uint32_t inputs = 0;   // string id of "dims<US>types" (record_shapes), 0 if none
+  auto tie() const { return std::make_tuple(tid, name, is_step, is_op, op_flags, inputs); }
+};
+
+// An operator's sequence number and forward thread (LibTorch autograd
+// links), for the operators that have one; found by (start_ns, key).
+struct OpLink {
+  uint64_t start_ns;
+  uint32_t key;
+  uint32_t fwd_thread;
+  int64_t sequence_nr;
 };
 
 // A complete range on one thread: 16 bytes, because the model holds one per
@@ -78,6 +91,8 @@ struct TraceModel {
   std::vector<Slice> slices;
   // Durations of 2^32 - 1 ns or more, by (start, key).
   std::map<std::pair<uint64_t, uint32_t>, uint64_t> long_durations;
+  // Sorted by (start_ns, key).
+  std::vector<OpLink> op_links;
   // Self time summed per key (compute_self_times).
   std::vector<uint64_t> self_by_key;
   std::vector<Instant> instants;
@@ -93,6 +108,7 @@ struct TraceModel {
   uint32_t tid(const Slice& s) const { return keys[s.key].tid; }
   uint32_t name_id(const Slice& s) const { return keys[s.key].name; }
   bool is_step(const Slice& s) const { return keys[s.key].is_step; }
+  bool is_op(const Slice& s) const { return keys[s.key].is_op; }
   uint64_t duration(const Slice& s) const {
     return s.dur32 != kLongDuration ? s.dur32 : long_durations.at({s.start_ns, s.key});
   }
@@ -100,11 +116,13 @@ struct TraceModel {
   // N of a ProfilerStep#N slice (-1 for others).
   int64_t step_number(const Slice& s) const;
 
-  // The key index of (tid, name, is_step), created on first use.
-  uint32_t key_of(uint32_t tid, uint32_t name, bool is_step);
+  // The index of `key`, created on first use.
+  uint32_t key_of(const SliceKey& key);
+  // The OpLink of a slice, nullptr if it has none.
+  const OpLink* op_link(const Slice& s) const;
 
  private:
-  std::map<std::tuple<uint32_t, uint32_t, bool>, uint32_t> key_index_;
+  std::map<std::tuple<uint32_t, uint32_t, bool, bool, uint8_t, uint32_t>, uint32_t> key_index_;
 };
 
 // Builds the model of one run from its raw files, streaming: events go from

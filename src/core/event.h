@@ -15,13 +15,15 @@ namespace trainprof::detail {
 
 struct Event {
   uint64_t t0;       // ticks
-  uint64_t t1;       // end ticks (ranges, steps) or payload b (ids, counter bits)
+  uint64_t t1;       // end ticks (ranges, steps, operators) or payload b (ids, counter bits)
   const char* name;  // process-lifetime string (literal or intern())
   uint8_t kind;      // raw::EventKind
-  uint8_t reserved;
-  uint16_t domain;  // marker domain id (intern.h)
-  uint32_t aux;     // step number for kStep
+  uint8_t reserved;  // kOperator: raw::kOperator* flags
+  uint16_t domain;   // marker domain id (intern.h); kOperator: forward thread id
+  uint32_t aux;      // step number for kStep; kOperator: sequence number
 };
+// kOperator without a sequence number (LibTorch's -1).
+inline constexpr uint32_t kNoSequenceNumber = 0xffffffffu;
 static_assert(sizeof(Event) == 32, "Event is a fixed 32-byte record");
 
 inline constexpr size_t kBlockBytes = 64 * 1024;

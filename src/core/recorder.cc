@@ -142,6 +142,11 @@ void Recorder::set_current_thread_name(std::string_view name) {
 // ---------------------------------------------------------------------------
 // Public hot-path entry points (range.h).
 
+void record_event(const Event& e) noexcept {
+  if (try_fast_append(e)) return;
+  Recorder::instance().append(e);
+}
+
 void record_range(const char* name, uint64_t start_ticks) noexcept {
   uint64_t end = now_ticks();
   if (!host_recording()) return;

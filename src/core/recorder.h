@@ -66,6 +66,10 @@ class Recorder {
   std::atomic<uint64_t> dropped_by_exited_{0};
 };
 
+// Appends an event to the calling thread's buffer: the entry point of
+// collectors in other libraries (the caller checks host_recording()).
+void record_event(const Event& event) noexcept;
+
 // Implemented by the flusher: wakes it up (async-signal-safe).
 void wake_flusher() noexcept;
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/collector.h"
 #include "core/flusher.h"
 #include "core/intern.h"
 #include "core/log.h"
@@ -209,6 +210,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   bool host = options.activities.count(Activity::CPU) > 0;
   detail::g_host_recording.store(host, std::memory_order_release);
   open_session() = s;
+  detail::start_collectors(options);
   return s;
 }
 
@@ -226,6 +228,7 @@ RunSummary Session::close(std::string_view reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_ || run_dir_.empty()) return summary_;
   closed_ = true;
+  detail::stop_collectors();
   detail::g_host_recording.store(false, std::memory_order_release);
   detail::Flusher& flusher = detail::Flusher::instance();
   detail::FlushStats st = flusher.close();

@@ -11,8 +11,10 @@
 #include <cstring>
 #include <set>
 
+#include "analysis/passes.h"
 #include "export/output_file.h"
 #include "export/text_format.h"
+#include "raw/format.h"
 
 namespace trainprof::exporter {
 namespace {
@@ -106,49 +108,79 @@ class TraceWriter {
   }
 
  private:
-  // Slices are nearly every event: written from pre-built fragments.
+  // Slices are nearly every event: written from fragments built once per key.
   void slice(const analysis::Slice& s) {
-    if (slice_head_.empty()) build_slice_fragments();
+    const KeyFragments& f = fragments(s.key);
     const analysis::SliceKey& sk = m_.keys[s.key];
-    const std::string& name = escaped(sk.name);
+    const analysis::OpLink* link = sk.is_op ? m_.op_link(s) : nullptr;
     // Write through a pointer into room made once: one size check per event.
     size_t old = buf_.size();
-    buf_.resize(old + 1 + slice_head_.size() + name.size() + slice_pid_tid_.size() + slice_ts_.size() +
-                slice_dur_.size() + 3 * 32 + 1);
+    buf_.resize(old + 1 + f.head.size() + slice_dur_.size() + f.args.size() + 4 * 32 + 64);
     char* p = buf_.data() + old;
     if (!first_event_) *p++ = ',';
     first_event_ = false;
-    auto copy = [&p](const std::string& text) {
+    auto copy = [&p](std::string_view text) {
       std::memcpy(p, text.data(), text.size());
       p += text.size();
     };
-    copy(slice_head_);
-    copy(name);
-    copy(slice_pid_tid_);
-    p = write_uint(p, sk.tid);
-    copy(slice_ts_);
+    copy(f.head);
     p = write_us(p, static_cast<int64_t>(s.start_ns) - static_cast<int64_t>(base_mono_));
     copy(slice_dur_);
     p = write_us(p, static_cast<int64_t>(m_.duration(s)));
-    buf_.resize(static_cast<size_t>(p - buf_.data()));
     if (sk.is_step) {
-      key("args");
-      buf_ += '{';
-      key("Step", true);
-      append_int(buf_, m_.step_number(s));
-      buf_ += '}';
+      copy(pretty_ ? ", \"args\": {\"Step\": " : ",\"args\":{\"Step\":");
+      p = write_int(p, m_.step_number(s));
+      *p++ = '}';
+    } else if (!f.args.empty() || link != nullptr) {
+      copy(pretty_ ? ", \"args\": {" : ",\"args\":{");
+      copy(f.args);
+      if (link != nullptr) {
+        if (!f.args.empty()) *p++ = ',';
+        copy(pretty_ ? "\"Sequence number\": " : "\"Sequence number\":");
+        p = write_int(p, link->sequence_nr);
+        copy(pretty_ ? ", \"Fwd thread id\": " : ",\"Fwd thread id\":");
+        p = write_uint(p, link->fwd_thread);
+      }
+      *p++ = '}';
     }
-    buf_ += '}';
+    *p++ = '}';
+    buf_.resize(static_cast<size_t>(p - buf_.data()));
   }
 
-  void build_slice_fragments() {
+  // `{"ph":"X","cat":...,"name":...,"pid":...,"tid":...,"ts":` and the
+  // constant args (input shapes) of one slice key.
+  struct KeyFragments {
+    std::string head;
+    std::string args;
+  };
+  const KeyFragments& fragments(uint32_t key) {
+    KeyFragments& f = fragments_[key];
+    if (!f.head.empty()) return f;
+    const analysis::SliceKey& sk = m_.keys[key];
     const char* colon = pretty_ ? "\": " : "\":";
     const char* comma = pretty_ ? ", \"" : ",\"";
-    slice_head_ = std::string(pretty_ ? "\n  {\"" : "\n{\"") + "ph" + colon + "\"X\"" + comma + "cat" +
-                  colon + "\"user_annotation\"" + comma + "name" + colon;
-    slice_pid_tid_ = std::string(comma) + "pid" + colon + std::to_string(m_.pid) + comma + "tid" + colon;
-    slice_ts_ = std::string(comma) + "ts" + colon;
-    slice_dur_ = std::string(comma) + "dur" + colon;
+    bool user = !sk.is_op || (sk.op_flags & raw::kOperatorUser) != 0;
+    f.head = std::string(pretty_ ? "\n  {\"" : "\n{\"") + "ph" + colon + "\"X\"" + comma + "cat" + colon +
+             (user ? "\"user_annotation\"" : "\"cpu_op\"") + comma + "name" + colon + escaped(sk.name) +
+             comma + "pid" + colon + std::to_string(m_.pid) + comma + "tid" + colon + std::to_string(sk.tid) +
+             comma + "ts" + colon;
+    if (sk.inputs != 0) {
+      f.args = std::string("\"Input Dims\"") + (pretty_ ? ": " : ":");
+      append_json_value(f.args, analysis::input_dims(m_, sk.inputs));
+      f.args += std::string(",\"Input type\"") + (pretty_ ? ": " : ":");
+      append_json_value(f.args, analysis::input_types(m_, sk.inputs));
+    }
+    return f;
+  }
+
+  // Raw data is not trusted to be JSON: anything but a plain array is
+  // written as a string.
+  static void append_json_value(std::string& out, std::string_view v) {
+    if (is_simple_json_array(v)) {
+      out += v;
+    } else {
+      append_json_string(out, v);
+    }
   }
 
   void instant(const analysis::Instant& i) {
@@ -214,7 +246,8 @@ class TraceWriter {
 
   std::string buf_;
   bool first_event_ = true;
-  std::string slice_head_, slice_pid_tid_, slice_ts_, slice_dur_;
+  std::string slice_dur_ = pretty_ ? ", \"dur\": " : ",\"dur\":";
+  std::vector<KeyFragments> fragments_ = std::vector<KeyFragments>(m_.keys.size());
   std::vector<std::string> escaped_;  // by string id, filled on first use
 };
 

@@ -89,6 +89,52 @@ char* write_uint(char* p, uint64_t v) {
   return std::to_chars(p, p + 24, v).ptr;
 }
 
+char* write_int(char* p, int64_t v) {
+  return std::to_chars(p, p + 24, v).ptr;
+}
+
+namespace {
+
+// Recursive descent over [ value (, value)* ] with value: integer, "plain
+// string" or a nested array. `depth` bounds the recursion on hostile input.
+bool simple_json_value(std::string_view t, size_t& i, int depth) {
+  auto skip_spaces = [&] {
+    while (i < t.size() && t[i] == ' ') ++i;
+  };
+  skip_spaces();
+  if (i >= t.size()) return false;
+  if (t[i] == '[') {
+    if (depth > 16) return false;
+    ++i;
+    skip_spaces();
+    if (i < t.size() && t[i] == ']') return ++i, true;
+    while (true) {
+      if (!simple_json_value(t, i, depth + 1)) return false;
+      skip_spaces();
+      if (i >= t.size()) return false;
+      if (t[i] == ']') return ++i, true;
+      if (t[i++] != ',') return false;
+    }
+  }
+  if (t[i] == '"') {
+    for (++i; i < t.size() && t[i] != '"'; ++i) {
+      if (t[i] == '\\' || static_cast<unsigned char>(t[i]) < 0x20) return false;
+    }
+    return i++ < t.size();
+  }
+  size_t start = i;
+  if (t[i] == '-') ++i;
+  while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i;
+  return i > start && t[i - 1] != '-';
+}
+
+}  // namespace
+
+bool is_simple_json_array(std::string_view text) {
+  size_t i = 0;
+  return !text.empty() && text.front() == '[' && simple_json_value(text, i, 0) && i == text.size();
+}
+
 char* write_us(char* p, int64_t ns) {
   if (ns < 0) {
     *p++ = '-';

@@ -21,7 +21,14 @@ void append_us(std::string& out, int64_t ns);
 
 // Pointer versions for hot loops: write at `p` (room for 24 bytes), return the end.
 char* write_uint(char* p, uint64_t v);
+char* write_int(char* p, int64_t v);
 char* write_us(char* p, int64_t ns);
+
+// Whether `text` is a JSON array made only of integers, plain strings (no
+// escapes, no control characters) and such arrays: what operator input
+// shapes and types look like. Raw data is checked before it is written
+// into a JSON file unquoted.
+bool is_simple_json_array(std::string_view text);
 
 void append_int(std::string& out, int64_t v);
 void append_uint(std::string& out, uint64_t v);

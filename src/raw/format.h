@@ -59,14 +59,23 @@ static_assert(sizeof(ChunkHeader) == kChunkHeaderSize, "ChunkHeader is part of t
 
 // Event kinds (low 5 bits of an event's head byte).
 enum class EventKind : uint8_t {
-  kRange = 1,       // user range: name, t0, duration
-  kStep = 2,        // ProfilerStep#N: name, t0, duration, b = step number
-  kMark = 3,        // instant: name = message, a = domain string id
-  kCounter = 4,     // name, t0, b = IEEE-754 bits of the value
-  kAsyncBegin = 5,  // name = message, a = domain string id, b = range id
-  kAsyncEnd = 6,    // b = range id (name id 0)
+  kRange = 1,           // user range: name, t0, duration
+  kStep = 2,            // ProfilerStep#N: name, t0, duration, b = step number
+  kMark = 3,            // instant: name = message, a = domain string id
+  kCounter = 4,         // name, t0, b = IEEE-754 bits of the value
+  kAsyncBegin = 5,      // name = message, a = domain string id, b = range id
+  kAsyncEnd = 6,        // b = range id (name id 0)
+  kOperator = 7,        // framework operator: name, t0, duration,
+                        // a = OperatorFlags | forward thread id << 8, b = sequence number + 1 (0: none)
+  kOperatorInputs = 8,  // name = "dims\x1ftypes" of the preceding kOperator of this thread; t0 = its t0
 };
-inline constexpr uint8_t kMaxEventKind = 6;
+inline constexpr uint8_t kMaxEventKind = 8;
+
+// kOperator flags (low 8 bits of `a`).
+inline constexpr uint64_t kOperatorBackward = 1;  // an autograd node (LibTorch BACKWARD_FUNCTION scope)
+inline constexpr uint64_t kOperatorUser = 2;      // a user scope (torch record_function)
+// Separates the dims from the types in a kOperatorInputs name.
+inline constexpr char kInputsSeparator = '\x1f';
 
 // Head byte: kind | present-field bits. Absent fields are zero.
 inline constexpr uint8_t kHeadKindMask = 0x1f;

@@ -120,6 +120,12 @@ void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count)
         b = e.t1;
         break;
       case EventKind::kAsyncEnd: b = e.t1; break;
+      case EventKind::kOperator:
+        dur = e.t1 - e.t0;
+        a = e.reserved | (uint64_t{e.domain} << 8);
+        b = e.aux == detail::kNoSequenceNumber ? 0 : uint64_t{e.aux} + 1;
+        break;
+      case EventKind::kOperatorInputs: break;
     }
     uint8_t head = e.kind & kHeadKindMask;
     if (dur != 0) head |= kHeadHasDuration;

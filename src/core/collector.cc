@@ -1,0 +1,60 @@
+// Copyright trainprof authors.
+#include "core/collector.h"
+
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "core/log.h"
+
+namespace trainprof::detail {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::vector<Collector*> collectors;
+  std::optional<ProfilerOptions> running;  // the open session's options
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // leaked: collectors may stop at exit
+  return *r;
+}
+
+}  // namespace
+
+void register_collector(Collector* collector) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.collectors.push_back(collector);
+  log_debug("collector registered: " + std::string(collector->name()));
+  if (r.running) collector->start(*r.running);
+}
+
+std::string collector_names() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::string names;
+  for (Collector* c : r.collectors) {
+    if (!names.empty()) names += ",";
+    names += c->name();
+  }
+  return names;
+}
+
+void start_collectors(const ProfilerOptions& options) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.running = options;
+  for (Collector* c : r.collectors) c->start(options);
+}
+
+void stop_collectors() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.running) return;
+  r.running.reset();
+  for (Collector* c : r.collectors) c->stop();
+}
+
+}  // namespace trainprof::detail

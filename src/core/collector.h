@@ -1,0 +1,40 @@
+// Copyright trainprof authors. Collectors: optional sources of events that
+// live in their own libraries (LibTorch operators, later CUPTI, MPI).
+//
+// A collector registers itself once, from its library's load-time
+// constructor; the session starts it right after recording is turned on and
+// stops it before the raw data is flushed. A collector registered while a
+// session is already open (a library preloaded after TRAINPROF_OPTIONS opened
+// one) is started at once. start() and stop() run under the registry's lock,
+// never concurrently with each other.
+#ifndef TRAINPROF_CORE_COLLECTOR_H_
+#define TRAINPROF_CORE_COLLECTOR_H_
+
+#include <string_view>
+
+#include "trainprof/options.h"
+
+namespace trainprof::detail {
+
+class Collector {
+ public:
+  virtual ~Collector() = default;
+  virtual std::string_view name() const = 0;
+  // Begins recording with the session's options. Must not throw.
+  virtual void start(const ProfilerOptions& options) noexcept = 0;
+  virtual void stop() noexcept = 0;
+};
+
+// `collector` must live until the process ends.
+void register_collector(Collector* collector);
+
+// Names of the registered collectors (profiler_info.json says what recorded).
+std::string collector_names();
+
+// Session side.
+void start_collectors(const ProfilerOptions& options);
+void stop_collectors();
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_COLLECTOR_H_
