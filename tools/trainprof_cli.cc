@@ -179,51 +179,6 @@ int cmd_analyse(const std::vector<std::string>& args) {
 // ---------------------------------------------------------------------------
 // summary
 
-std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
-  return trainprof::exporter::read_csv_file(p.string());
-}
-
-double number(const std::string& s) {
-  return std::strtod(s.c_str(), nullptr);
-}
-
-std::string shorten(const std::string& s, size_t width) {
-  std::string one_line = s;
-  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
-  return one_line.size() <= width ? one_line : one_line.substr(0, width - 3) + "...";
-}
-
-void print_run_summary(const fs::path& run) {
-  fs::path out = run / "PROFILER_OUTPUT";
-  std::printf("run %s\n", run.c_str());
-  auto details = read_csv(out / "operator_details.csv");
-  double self_total = 0;
-  for (size_t i = 1; i < details.size(); ++i) self_total += number(details[i][3]);
-  std::printf("  top by self time (host)          calls     self ms    total ms   self %%\n");
-  for (size_t i = 1; i < details.size() && i <= 10; ++i) {
-    const auto& r = details[i];
-    double self = number(r[3]), total = number(r[4]);
-    std::printf("  %-30s %8s %11.3f %11.3f %7.1f%%\n", shorten(r[0], 30).c_str(), r[7].c_str(), self / 1e3,
-                total / 1e3, self_total > 0 ? 100.0 * self / self_total : 0.0);
-  }
-  auto steps = read_csv(out / "step_trace_time.csv");
-  if (steps.size() > 1) {
-    std::printf("  step      step ms   computing ms    free ms   preparing ms\n");
-    for (size_t i = 1; i < steps.size(); ++i) {
-      const auto& r = steps[i];
-      double computing = number(r[1]), comm_not_overlapped = number(r[2]), free = number(r[5]);
-      std::printf("  %-6s %10.3f %14.3f %10.3f %14.3f\n", r[0].c_str(),
-                  (computing + comm_not_overlapped + free) / 1e3, computing / 1e3, free / 1e3,
-                  number(r[9]) / 1e3);
-    }
-  } else {
-    std::printf("  no steps recorded (call Profiler::step() once per training step)\n");
-  }
-  std::printf(
-      "  outputs: %s/{trace_view.json, op_statistic.csv, operator_details.csv, step_trace_time.csv}\n",
-      out.c_str());
-}
-
 int cmd_summary(const std::vector<std::string>& args) {
   std::string path;
   for (const std::string& a : args) {
@@ -250,7 +205,7 @@ int cmd_summary(const std::vector<std::string>& args) {
       status = kFailed;
       continue;
     }
-    print_run_summary(run);
+    std::fputs(trainprof::summarize_run(run).c_str(), stdout);
   }
   return status;
 }

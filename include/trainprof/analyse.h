@@ -54,6 +54,11 @@ AnalyseReport analyse(const std::string& path, const AnalyseOptions& options = {
 // subdirectories are not searched.
 std::vector<std::string> find_run_directories(const std::string& path);
 
+// A terminal report of an analysed run (what `trainprof summary` prints): the
+// top operators and ranges by self time, the step-time breakdown per step,
+// where the output files are. Says so when the run is not analysed yet.
+std::string summarize_run(const std::string& run_dir);
+
 // Parses "3-5" or "3,4,5" (or "7") into step numbers; throws
 // std::invalid_argument naming the problem.
 std::vector<int64_t> parse_step_list(const std::string& text);

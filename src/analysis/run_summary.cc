@@ -1,0 +1,104 @@
+// Copyright trainprof authors. The terminal report of an analysed run, read
+// back from its CSV outputs (so it works on any analysed run, old or new).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "export/csv_reader.h"
+#include "trainprof/analyse.h"
+
+namespace trainprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+double number(const std::string& s) {
+  return std::strtod(s.c_str(), nullptr);
+}
+
+std::string shorten(const std::string& s, size_t width) {
+  std::string one_line = s;
+  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+  return one_line.size() <= width ? one_line : one_line.substr(0, width - 3) + "...";
+}
+
+template <typename... Args>
+void append(std::string& out, const char* format, Args... args) {
+  char line[512];
+  std::snprintf(line, sizeof(line), format, args...);
+  out += line;
+}
+
+struct NameTotal {
+  std::string name;
+  double self_us = 0, total_us = 0;
+  uint64_t calls = 0;
+};
+
+// operator_details.csv has a row per (name, input shapes): one per name here.
+std::vector<NameTotal> totals_by_name(const std::vector<std::vector<std::string>>& details) {
+  std::map<std::string, NameTotal> by_name;
+  for (size_t i = 1; i < details.size(); ++i) {
+    const auto& r = details[i];
+    if (r.size() < 8) continue;
+    NameTotal& t = by_name[r[0]];
+    t.name = r[0];
+    t.self_us += number(r[3]);
+    t.total_us += number(r[4]);
+    t.calls += std::strtoull(r[7].c_str(), nullptr, 10);
+  }
+  std::vector<NameTotal> rows;
+  for (auto& [name, t] : by_name) rows.push_back(std::move(t));
+  std::sort(rows.begin(), rows.end(), [](const NameTotal& a, const NameTotal& b) {
+    return a.self_us != b.self_us ? a.self_us > b.self_us : a.name < b.name;
+  });
+  return rows;
+}
+
+}  // namespace
+
+std::string summarize_run(const std::string& run_dir) {
+  fs::path run(run_dir);
+  fs::path out = run / "PROFILER_OUTPUT";
+  std::string text;
+  append(text, "run %s\n", run.c_str());
+  std::error_code ec;
+  if (!fs::exists(out / "operator_details.csv", ec)) {
+    append(text, "  not analysed yet: trainprof analyse %s\n", run.c_str());
+    return text;
+  }
+  std::vector<NameTotal> rows =
+      totals_by_name(exporter::read_csv_file((out / "operator_details.csv").string()));
+  double self_sum = 0;
+  for (const NameTotal& t : rows) self_sum += t.self_us;
+  append(text, "  top by self time (host)              calls     self ms    total ms   self %%\n");
+  for (size_t i = 0; i < rows.size() && i < 10; ++i) {
+    const NameTotal& t = rows[i];
+    append(text, "  %-34s %8llu %11.3f %11.3f %7.1f%%\n", shorten(t.name, 34).c_str(),
+           static_cast<unsigned long long>(t.calls), t.self_us / 1e3, t.total_us / 1e3,
+           self_sum > 0 ? 100.0 * t.self_us / self_sum : 0.0);
+  }
+  auto steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
+  if (steps.size() > 1) {
+    append(text, "  step      step ms   computing ms    free ms   preparing ms\n");
+    for (size_t i = 1; i < steps.size(); ++i) {
+      const auto& r = steps[i];
+      if (r.size() < 10) continue;
+      double computing = number(r[1]), comm_not_overlapped = number(r[2]), free = number(r[5]);
+      append(text, "  %-6s %10.3f %14.3f %10.3f %14.3f\n", r[0].c_str(),
+             (computing + comm_not_overlapped + free) / 1e3, computing / 1e3, free / 1e3, number(r[9]) / 1e3);
+    }
+  } else {
+    append(text, "  no steps recorded (call Profiler::step() once per training step)\n");
+  }
+  append(text,
+         "  outputs: %s/{trace_view.json, op_statistic.csv, operator_details.csv, step_trace_time.csv}\n",
+         out.c_str());
+  return text;
+}
+
+}  // namespace trainprof

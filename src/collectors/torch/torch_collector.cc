@@ -1,0 +1,274 @@
+// Copyright trainprof authors. The LibTorch collector: every ATen operator and
+// autograd node, through LibTorch's global RecordFunction callbacks.
+//
+// Linking (or preloading) libtrainprof_torch is enough: its load-time
+// constructor registers the collector with the core, and a session that
+// records Activity::CPU enables the callbacks; they are disabled again when
+// the session closes, so an idle profiler costs LibTorch nothing.
+//
+// Hot path (per operator): the start callback pushes (RecordFunction address,
+// start ticks, inputs string) on a per-thread stack; the end callback pops it
+// and appends one OPERATOR event (and one OPERATOR_INPUTS event when shapes
+// are recorded). No ObserverContext is allocated. Names are interned through
+// a per-thread cache: LibTorch's names are either static (operator schemas) or
+// built per call (autograd nodes), so the cache checks contents, not only the
+// pointer.
+#include <ATen/record_function.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "core/collector.h"
+#include "core/event.h"
+#include "core/intern.h"
+#include "core/log.h"
+#include "core/recorder.h"
+#include "raw/format.h"
+#include "trainprof/range.h"
+
+namespace trainprof::torch_collector {
+namespace {
+
+using detail::Event;
+
+constexpr size_t kMaxDepth = 128;  // deeper operators are not recorded (counted)
+constexpr size_t kNameCacheSize = 1024;
+constexpr size_t kInputsCacheSize = 1024;
+
+struct OpenOp {
+  const at::RecordFunction* fn;
+  uint64_t start_ticks;
+  const char* inputs;  // interned "dims\x1ftypes", or nullptr
+};
+
+struct NameSlot {
+  const char* seen = nullptr;      // the pointer LibTorch passed
+  const char* interned = nullptr;  // our process-lifetime copy
+};
+
+struct InputsSlot {
+  uint64_t hash = 0;
+  const char* interned = nullptr;
+};
+
+// Per-thread state, allocated on the thread's first operator (a pointer in
+// TLS keeps the static TLS footprint small for programs that dlopen us).
+struct ThreadOps {
+  std::array<OpenOp, kMaxDepth> open;
+  size_t depth = 0;
+  std::array<NameSlot, kNameCacheSize> names;
+  std::array<InputsSlot, kInputsCacheSize> inputs;
+};
+
+thread_local ThreadOps* t_ops = nullptr;
+
+ThreadOps& thread_ops() {
+  if (t_ops == nullptr) t_ops = new ThreadOps();  // lives until the process ends: threads are reused
+  return *t_ops;
+}
+
+std::atomic<bool> g_record_inputs{false};
+std::atomic<uint64_t> g_too_deep{0};
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+uint64_t hash_name(const char* s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s != '\0'; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ull;
+  return h;
+}
+
+const char* interned_name(ThreadOps& t, const char* name) {
+  if (name == nullptr) return "";
+  // By pointer first (schema names never move), then by contents.
+  NameSlot& by_ptr = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize];
+  if (by_ptr.seen == name && std::strcmp(by_ptr.interned, name) == 0) return by_ptr.interned;
+  NameSlot& by_text = t.names[hash_name(name) % kNameCacheSize];
+  const char* interned = by_text.interned != nullptr && std::strcmp(by_text.interned, name) == 0
+                             ? by_text.interned
+                             : detail::intern(name);
+  by_text = NameSlot{name, interned};
+  by_ptr = NameSlot{name, interned};
+  return interned;
+}
+
+// What an input is, for the types list.
+const char* input_kind(const c10::IValue& v) {
+  if (v.isScalar()) return "Scalar";
+  if (v.isTensorList()) return "TensorList";
+  if (v.isIntList()) return "ScalarList";
+  if (v.isString()) return "String";
+  return "";
+}
+
+bool has_shape(const c10::IValue& v) {
+  if (!v.isTensor()) return false;
+  const at::Tensor& t = v.toTensor();
+  return t.defined() && !t.is_nested();
+}
+
+uint64_t hash_inputs(c10::ArrayRef<const c10::IValue> inputs) {
+  uint64_t h = mix(0, inputs.size());
+  for (const c10::IValue& v : inputs) {
+    if (has_shape(v)) {
+      const at::Tensor& t = v.toTensor();
+      h = mix(h, 1000 + static_cast<uint64_t>(t.scalar_type()));
+      h = mix(h, t.dim());
+      for (int64_t d : t.sizes()) h = mix(h, static_cast<uint64_t>(d));
+    } else {
+      h = mix(h, reinterpret_cast<uintptr_t>(input_kind(v)));
+    }
+  }
+  return h;
+}
+
+std::string format_inputs(c10::ArrayRef<const c10::IValue> inputs) {
+  std::string dims = "[", types = "[";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const c10::IValue& v = inputs[i];
+    if (i > 0) {
+      dims += ',';
+      types += ',';
+    }
+    dims += '[';
+    types += '"';
+    if (has_shape(v)) {
+      const at::Tensor& t = v.toTensor();
+      for (int64_t k = 0; k < t.dim(); ++k) {
+        if (k > 0) dims += ',';
+        dims += std::to_string(t.sizes()[k]);
+      }
+      types += std::string_view(t.dtype().name().data(), t.dtype().name().size());
+    } else {
+      types += input_kind(v);
+    }
+    dims += ']';
+    types += '"';
+  }
+  dims += ']';
+  types += ']';
+  return dims + raw::kInputsSeparator + types;
+}
+
+// Identical input signatures (same dtypes and sizes) share one interned
+// string; the 64-bit hash stands for the signature in the per-thread cache.
+const char* interned_inputs(ThreadOps& t, const at::RecordFunction& fn) {
+  c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
+  uint64_t h = hash_inputs(inputs);
+  InputsSlot& slot = t.inputs[h % kInputsCacheSize];
+  if (slot.interned != nullptr && slot.hash == h) return slot.interned;
+  slot = InputsSlot{h, detail::intern(format_inputs(inputs))};
+  return slot.interned;
+}
+
+std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
+  if (!detail::host_recording()) return nullptr;
+  try {
+    ThreadOps& t = thread_ops();
+    if (t.depth == kMaxDepth) {
+      g_too_deep.fetch_add(1, std::memory_order_relaxed);
+      return nullptr;
+    }
+    const char* inputs = g_record_inputs.load(std::memory_order_relaxed) && fn.needsInputs()
+                             ? interned_inputs(t, fn)
+                             : nullptr;
+    // Last, so that formatting the inputs is not charged to the operator.
+    t.open[t.depth++] = OpenOp{&fn, detail::now_ticks(), inputs};
+  } catch (...) {
+    // An input LibTorch cannot describe: the operator is not recorded.
+  }
+  return nullptr;
+}
+
+void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  uint64_t end_ticks = detail::now_ticks();
+  ThreadOps* t = t_ops;
+  if (t == nullptr || t->depth == 0) return;
+  // Normally the top entry; one whose end never came (an async op ended on
+  // another thread) is dropped with it.
+  size_t i = t->depth;
+  while (i > 0 && t->open[i - 1].fn != &fn) --i;
+  if (i == 0) return;  // started before recording, or not recorded
+  OpenOp op = t->open[i - 1];
+  t->depth = i - 1;
+  if (!detail::host_recording()) return;
+  uint8_t flags = 0;
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) flags |= raw::kOperatorBackward;
+  if (fn.scope() == at::RecordScope::USER_SCOPE) flags |= raw::kOperatorUser;
+  int64_t seq = fn.seqNr();
+  Event e{op.start_ticks,
+          end_ticks,
+          interned_name(*t, fn.name()),
+          static_cast<uint8_t>(raw::EventKind::kOperator),
+          flags,
+          static_cast<uint16_t>(fn.forwardThreadId()),
+          seq < 0 ? detail::kNoSequenceNumber : static_cast<uint32_t>(seq)};
+  detail::record_event(e);
+  if (op.inputs != nullptr) {
+    detail::record_event(
+        Event{op.start_ticks, 0, op.inputs, static_cast<uint8_t>(raw::EventKind::kOperatorInputs), 0, 0, 0});
+  }
+}
+
+// One registered callback per (inputs, scopes) variant, enabled while a
+// session records. LibTorch fixes both at registration.
+class TorchCollector final : public detail::Collector {
+ public:
+  std::string_view name() const override { return "torch"; }
+
+  void start(const ProfilerOptions& options) noexcept override {
+    if (options.activities.count(Activity::CPU) == 0 || options.profiler_level == ProfilerLevel::None) return;
+    bool inputs = options.record_shapes || options.profiler_level >= ProfilerLevel::Level1;
+    bool all_scopes = options.profiler_level >= ProfilerLevel::Level2;
+    try {
+      at::CallbackHandle& h = handles_[inputs][all_scopes];
+      if (h == at::INVALID_CALLBACK_HANDLE) {
+        at::RecordFunctionCallback cb(&on_operator_start, &on_operator_end);
+        cb.needsInputs(inputs);
+        if (!all_scopes) {
+          cb.scopes(
+              {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
+        }
+        h = at::addGlobalCallback(cb);
+      } else {
+        at::reenableCallback(h);
+      }
+      g_record_inputs.store(inputs, std::memory_order_relaxed);
+      active_ = h;
+    } catch (const std::exception& e) {
+      detail::log_error(std::string("LibTorch collector: cannot register operator callbacks: ") + e.what());
+    }
+    if (options.with_stack || options.with_flops || options.profile_memory || options.data_process) {
+      detail::log_warning(
+          "LibTorch collector: with_stack, with_flops, profile_memory and data_process are not recorded by "
+          "this version; operators and input shapes are");
+    }
+  }
+
+  void stop() noexcept override {
+    if (active_ == at::INVALID_CALLBACK_HANDLE) return;
+    at::disableCallback(active_);
+    active_ = at::INVALID_CALLBACK_HANDLE;
+    if (uint64_t deep = g_too_deep.exchange(0); deep > 0) {
+      detail::log_warning("LibTorch collector: " + std::to_string(deep) + " operator(s) nested deeper than " +
+                          std::to_string(kMaxDepth) + " were not recorded");
+    }
+  }
+
+ private:
+  at::CallbackHandle handles_[2][2] = {};
+  at::CallbackHandle active_ = at::INVALID_CALLBACK_HANDLE;
+};
+
+__attribute__((constructor)) void register_torch_collector() {
+  static TorchCollector* collector = new TorchCollector();  // lives as long as the process
+  detail::register_collector(collector);
+}
+
+}  // namespace
+}  // namespace trainprof::torch_collector
