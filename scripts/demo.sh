@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Sets everything up and runs the main job: dependencies, build, a profiled
-# multi-threaded training run analysed as it goes, and a summary of where the
-# time went and where the outputs are.
+# Sets everything up and runs the main job: dependencies, build, a LibTorch CNN
+# trained on Fashion-MNIST and profiled with a schedule (two recorded cycles,
+# each analysed as it closes), then where the time went and where the outputs
+# are.   scripts/demo.sh [OUTPUT_DIR] [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 cmake --preset default > /dev/null
-cmake --build --preset default -j "$(nproc)" --target trainprof_example_threads trainprof_cli
+cmake --build --preset default -j "$(nproc)" --target trainprof_fashion_mnist_demo trainprof_cli
 out="${1:-$PWD/trainprof_output}"
 rm -rf "$out"
-./build/bin/trainprof_example_threads "$out" 12
+./build/bin/trainprof_fashion_mnist_demo "$out" "${2:-300}"
 echo
-./build/bin/trainprof summary "$out"
+echo "the same report again: ./build/bin/trainprof summary $out"

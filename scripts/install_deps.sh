@@ -12,6 +12,8 @@ PACKAGES=(
   libbenchmark-dev
   nlohmann-json3-dev
   clang-format
+  libtorch-dev zlib1g-dev       # the LibTorch collector, its tests and the demo
+  dataset-fashion-mnist         # the demo's data (/usr/share/datasets/fashion-mnist)
 )
 if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(python3-torch)

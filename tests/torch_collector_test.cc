@@ -1,0 +1,229 @@
+// Copyright trainprof authors. The LibTorch collector against LibTorch's own
+// profiler, on a real (small) training loop.
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+#include "trainprof/trainprof.h"
+
+namespace trainprof {
+namespace {
+
+using nlohmann::json;
+using OpCounts = std::map<std::string, int>;
+
+struct NetImpl : torch::nn::Module {
+  NetImpl()
+      : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).padding(1)))),
+        fc(register_module("fc", torch::nn::Linear(4 * 7 * 7, 10))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(conv(x)), 2);
+    return fc(x.flatten(1));
+  }
+  torch::nn::Conv2d conv;
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Net);
+
+// The same deterministic loop for both profilers.
+class Training {
+ public:
+  Training() {
+    torch::manual_seed(0);
+    torch::set_num_threads(1);
+    net_ = Net();
+    optimizer_ =
+        std::make_unique<torch::optim::SGD>(net_->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    x_ = torch::randn({8, 1, 14, 14});
+    y_ = torch::randint(0, 10, {8});
+  }
+  void step() {
+    optimizer_->zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(net_->forward(x_), y_);
+    loss.backward();
+    optimizer_->step();
+  }
+  Net& net() { return net_; }
+  const torch::Tensor& x() const { return x_; }
+
+ private:
+  Net net_{nullptr};
+  std::unique_ptr<torch::optim::SGD> optimizer_;
+  torch::Tensor x_, y_;
+};
+
+constexpr int kSteps = 3;
+
+bool is_aten(const std::string& name) {
+  return name.rfind("aten::", 0) == 0;
+}
+
+json analysed_trace(const std::string& run) {
+  AnalyseReport report = analyse(run);
+  EXPECT_TRUE(report.ok()) << (report.runs.empty() ? "" : report.runs[0].error);
+  return json::parse(test::read_text(run + "/PROFILER_OUTPUT/trace_view.json"));
+}
+
+// aten:: cpu_op calls inside each ProfilerStep#N window.
+std::vector<OpCounts> counts_per_step(const json& trace) {
+  std::vector<std::pair<double, double>> windows;
+  for (const json& e : trace["traceEvents"]) {
+    std::string name = e.value("name", "");
+    if (e.value("ph", "") == "X" && name.rfind("ProfilerStep#", 0) == 0) {
+      size_t n = std::stoul(name.substr(13));
+      if (windows.size() <= n) windows.resize(n + 1);
+      windows[n] = {e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()};
+    }
+  }
+  std::vector<OpCounts> counts(windows.size());
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "cpu_op" || !is_aten(e["name"])) continue;
+    double ts = e["ts"].get<double>();
+    for (size_t s = 0; s < windows.size(); ++s) {
+      if (ts >= windows[s].first && ts < windows[s].second) ++counts[s][e["name"]];
+    }
+  }
+  return counts;
+}
+
+TEST(TorchCollector, OperatorCallsPerStepEqualLibTorchProfiler) {
+  test::TempDir dir;
+  std::vector<OpCounts> ours;
+  {
+    Training training;
+    ProfilerOptions o;
+    o.output_path = dir.path();
+    Profiler prof(o);
+    for (int s = 0; s < kSteps; ++s) {
+      training.step();
+      prof.step();
+    }
+    prof.stop();
+    ours = counts_per_step(analysed_trace(prof.last_run().run_dir));
+  }
+  ASSERT_GE(ours.size(), static_cast<size_t>(kSteps));
+
+  Training training;
+  for (int s = 0; s < kSteps; ++s) {
+    using namespace torch::autograd::profiler;
+    enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+    training.step();
+    OpCounts theirs;
+    for (const auto& thread_events : disableProfilerLegacy()) {
+      for (const LegacyEvent& e : thread_events) {
+        if (e.kind() == EventKind::PushRange && is_aten(e.name())) ++theirs[e.name()];
+      }
+    }
+    ASSERT_FALSE(theirs.empty());
+    EXPECT_EQ(ours[s], theirs) << "step " << s;
+  }
+}
+
+// The first cpu_op named `name`.
+json first_op(const json& trace, const std::string& name) {
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") == "cpu_op" && e.value("name", "") == name) return e;
+  }
+  return json();
+}
+
+std::vector<int64_t> dims(const torch::Tensor& t) {
+  return t.sizes().vec();
+}
+
+TEST(TorchCollector, RecordShapesGivesTheTensorsRealShapes) {
+  test::TempDir dir;
+  Training training;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.record_shapes = true;
+  Profiler prof(o);
+  training.step();
+  prof.stop();
+  json trace = analysed_trace(prof.last_run().run_dir);
+
+  json conv = first_op(trace, "aten::conv2d");
+  ASSERT_TRUE(conv.is_object());
+  const json& conv_dims = conv["args"]["Input Dims"];
+  EXPECT_EQ(conv_dims[0].get<std::vector<int64_t>>(), dims(training.x()));
+  EXPECT_EQ(conv_dims[1].get<std::vector<int64_t>>(), dims(training.net()->conv->weight));
+  EXPECT_EQ(conv_dims[2].get<std::vector<int64_t>>(), dims(training.net()->conv->bias));
+  EXPECT_EQ(conv["args"]["Input type"][0], "float");
+  EXPECT_GE(conv["args"]["Sequence number"].get<int64_t>(), 0);
+
+  // LibTorch's C++ Linear is addmm(bias, input, weight.t()).
+  json linear = first_op(trace, "aten::addmm");
+  ASSERT_TRUE(linear.is_object());
+  const json& linear_dims = linear["args"]["Input Dims"];
+  EXPECT_EQ(linear_dims[0].get<std::vector<int64_t>>(), dims(training.net()->fc->bias));
+  EXPECT_EQ(linear_dims[1].get<std::vector<int64_t>>(), (std::vector<int64_t>{8, 4 * 7 * 7}));
+  EXPECT_EQ(linear_dims[2].get<std::vector<int64_t>>(), dims(training.net()->fc->weight.t()));
+
+  // operator_details.csv has a row per (name, input shapes).
+  std::string details = test::read_text(prof.last_run().run_dir + "/PROFILER_OUTPUT/operator_details.csv");
+  EXPECT_NE(details.find("aten::conv2d,\"[[8,1,14,14],[4,1,3,3],[4],"), std::string::npos) << details;
+}
+
+TEST(TorchCollector, BackwardNodesCarryTheirForwardSequenceNumber) {
+  test::TempDir dir;
+  Training training;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  training.step();
+  prof.stop();
+  json trace = analysed_trace(prof.last_run().run_dir);
+  json forward = first_op(trace, "aten::addmm");  // the linear layer's forward
+  json backward = first_op(trace, "AddmmBackward0");
+  ASSERT_TRUE(forward.is_object());
+  ASSERT_TRUE(backward.is_object());
+  EXPECT_EQ(backward["args"]["Sequence number"], forward["args"]["Sequence number"]);
+  EXPECT_NE(backward["args"]["Fwd thread id"].get<int64_t>(), 0);
+}
+
+TEST(TorchCollector, NothingIsRecordedWithProfilerLevelNone) {
+  test::TempDir dir;
+  Training training;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.profiler_level = ProfilerLevel::None;
+  Profiler prof(o);
+  training.step();
+  prof.step();
+  prof.stop();
+  json trace = analysed_trace(prof.last_run().run_dir);
+  int ops = 0, steps = 0;
+  for (const json& e : trace["traceEvents"]) {
+    ops += e.value("cat", "") == "cpu_op";
+    steps += e.value("name", "").rfind("ProfilerStep#", 0) == 0;
+  }
+  EXPECT_EQ(ops, 0);
+  EXPECT_GE(steps, 1);
+}
+
+TEST(TorchCollector, PreloadedIntoAnUnmodifiedLibTorchProgram) {
+  test::TempDir dir;
+  test::ProcessResult r = test::run_process(
+      {test::helper_path("torch_plain_child")},
+      {{"LD_PRELOAD", TRAINPROF_TEST_TORCH_LIB},
+       {"TRAINPROF_OPTIONS", "{\"start\": true, \"output_path\": \"" + dir.path() + "\"}"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u) << r.output;
+  json trace = analysed_trace(runs[0]);
+  OpCounts counts;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") == "cpu_op") ++counts[e["name"]];
+  }
+  EXPECT_EQ(counts["aten::mm"], 5);
+  EXPECT_EQ(counts["aten::relu"], 5);
+}
+
+}  // namespace
+}  // namespace trainprof
