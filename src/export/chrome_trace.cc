@@ -183,31 +183,35 @@ class TraceWriter {
     }
   }
 
-  void instant(const analysis::Instant& i) {
+  // What instants, counters and async events share: ph, cat, (s,) name,
+  // pid, tid, ts.
+  void event_head(const char* ph, const char* cat, const char* scope, uint32_t name, uint32_t tid,
+                  uint64_t ts_ns) {
     begin_event();
-    str("ph", "i", true);
-    str("cat", "mark");
-    str("s", "t");
-    name_str("name", i.name);
+    str("ph", ph, true);
+    str("cat", cat);
+    if (scope != nullptr) str("s", scope);
+    name_str("name", name);
     num("pid", m_.pid);
-    num("tid", i.tid);
-    ts("ts", i.ts_ns);
+    num("tid", tid);
+    ts("ts", ts_ns);
+  }
+  void domain_args(uint32_t domain) {
     key("args");
     buf_ += '{';
     key("domain", true);
-    buf_ += escaped(i.domain);
+    buf_ += escaped(domain);
     buf_ += '}';
+  }
+
+  void instant(const analysis::Instant& i) {
+    event_head("i", "mark", "t", i.name, i.tid, i.ts_ns);
+    domain_args(i.domain);
     end_event();
   }
 
   void counter(const analysis::CounterSample& c) {
-    begin_event();
-    str("ph", "C", true);
-    str("cat", "counter");
-    name_str("name", c.name);
-    num("pid", m_.pid);
-    num("tid", c.tid);
-    ts("ts", c.ts_ns);
+    event_head("C", "counter", nullptr, c.name, c.tid, c.ts_ns);
     key("args");
     buf_ += '{';
     key("value", true);
@@ -217,21 +221,9 @@ class TraceWriter {
   }
 
   void async(const analysis::AsyncRange& a, bool begin) {
-    begin_event();
-    str("ph", begin ? "b" : "e", true);
-    str("cat", "user_range");
-    name_str("name", a.name);
-    num("pid", m_.pid);
-    num("tid", a.begin_tid);
-    ts("ts", begin ? a.start_ns : a.end_ns);
+    event_head(begin ? "b" : "e", "user_range", nullptr, a.name, a.begin_tid, begin ? a.start_ns : a.end_ns);
     num("id", static_cast<int64_t>(a.id));
-    if (begin) {
-      key("args");
-      buf_ += '{';
-      key("domain", true);
-      buf_ += escaped(a.domain);
-      buf_ += '}';
-    }
+    if (begin) domain_args(a.domain);
     end_event();
   }
 
