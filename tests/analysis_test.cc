@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "analysis/passes.h"
+#include "analysis/timeline.h"
 #include "export/csv_reader.h"
 #include "raw/format.h"
 #include "test_util.h"
@@ -315,8 +316,12 @@ TEST(Analysis, StepTraceUnionsThreadsAndClipsToTheWindow) {
   uint32_t step0 = m.key_of({.tid = 1, .name = 1, .is_step = true});
   uint32_t step1 = m.key_of({.tid = 1, .name = 2, .is_step = true});
   uint32_t a = m.key_of({.tid = 1, .name = 3}), b = m.key_of({.tid = 2, .name = 3});
-  m.slices = {{0, 100, step0}, {10, 30, a}, {30, 30, b}, {70, 10, a}, {90, 30, b}, {100, 100, step1}};
+  for (analysis::Slice s : std::vector<analysis::Slice>{
+           {0, 100, step0}, {10, 30, a}, {30, 30, b}, {70, 10, a}, {90, 30, b}, {100, 100, step1}}) {
+    m.add_slice(s);
+  }
   m.steps = {{0, 0, 100}, {1, 100, 200}};
+  analysis::order_timeline(m);
   analysis::compute_self_times(m);
   std::vector<analysis::StepTraceRow> rows = analysis::step_trace(m);
   ASSERT_EQ(rows.size(), 2u);

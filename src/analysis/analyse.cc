@@ -82,7 +82,7 @@ std::string output_info(const fs::path& run, const analysis::TraceModel& model, 
   info["analysis"] = {
       {"trainprof_version", std::string(version())},
       {"events", r.events},
-      {"slices", model.slices.size()},
+      {"slices", model.slice_count()},
       {"steps", steps},
       {"step_list", options.step_list},
       {"analysis_seconds", r.seconds},

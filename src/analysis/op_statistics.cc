@@ -9,13 +9,15 @@ namespace trainprof::analysis {
 
 std::vector<SliceTotals> totals_by_key(const TraceModel& m) {
   std::vector<SliceTotals> by_key(m.keys.size());
-  for (const Slice& s : m.slices) {
-    SliceTotals& t = by_key[s.key];
-    uint64_t d = m.duration(s);
-    if (t.count == 0 || d < t.min_ns) t.min_ns = d;
-    t.max_ns = std::max(t.max_ns, d);
-    t.total_ns += d;
-    ++t.count;
+  for (const ThreadSlices& thread : m.threads) {
+    for (const Slice& s : thread.slices) {
+      SliceTotals& t = by_key[s.key];
+      uint64_t d = m.duration(s);
+      if (t.count == 0 || d < t.min_ns) t.min_ns = d;
+      t.max_ns = std::max(t.max_ns, d);
+      t.total_ns += d;
+      ++t.count;
+    }
   }
   for (uint32_t k = 0; k < m.keys.size(); ++k) by_key[k].self_ns = m.self_by_key[k];
   return by_key;

@@ -19,7 +19,7 @@ std::string select_steps(TraceModel& model, const std::vector<int64_t>& step_lis
 
 // Fills TraceModel::self_by_key: per key, the sum over its slices of the
 // duration minus the time covered by direct children on the same thread.
-// Sorts model.slices by (start, longest first): the order of the timeline.
+// Needs each thread's slices in timeline order (build_model leaves them so).
 void compute_self_times(TraceModel& model);
 
 // What both statistics tables are made of: per slice key (steps included),
@@ -64,8 +64,7 @@ struct OperatorDetailRow {
 std::vector<OperatorDetailRow> operator_details(const TraceModel& model,
                                                 const std::vector<SliceTotals>& by_key);
 
-// step_trace_time.csv: one row per step (REFERENCE section 3). Needs the
-// slices in start order (compute_self_times).
+// step_trace_time.csv: one row per step (REFERENCE section 3).
 struct StepTraceRow {
   int64_t step = 0;
   uint64_t computing_ns = 0;

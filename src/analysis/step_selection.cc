@@ -45,13 +45,15 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
   uint64_t begin = chosen.front().start_ns;
   uint64_t end = chosen.back().end_ns;
   auto inside = [&](uint64_t t) { return t >= begin && t < end; };
-  keep_if(m.slices, [&](const Slice& s) {
-    if (m.is_step(s)) {
-      int64_t n = m.step_number(s);
-      return n >= list.front() && n <= list.back();
-    }
-    return inside(s.start_ns);
-  });
+  for (ThreadSlices& t : m.threads) {
+    keep_if(t.slices, [&](const Slice& s) {
+      if (m.is_step(s)) {
+        int64_t n = m.step_number(s);
+        return n >= list.front() && n <= list.back();
+      }
+      return inside(s.start_ns);
+    });
+  }
   keep_if(m.instants, [&](const Instant& i) { return inside(i.ts_ns); });
   keep_if(m.counters, [&](const CounterSample& c) { return inside(c.ts_ns); });
   keep_if(m.async_ranges, [&](const AsyncRange& a) { return inside(a.start_ns); });

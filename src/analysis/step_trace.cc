@@ -6,6 +6,7 @@
 // computing activity. The communication columns stay 0 until communication
 // data is collected.
 #include <algorithm>
+#include <span>
 
 #include "analysis/passes.h"
 
@@ -22,34 +23,88 @@ void UnionLength::add(uint64_t start, uint64_t end) {
   open_ = true;
 }
 
+namespace {
+
+// One thread's computing time in a step window as disjoint intervals in
+// start order: its slices clipped to the window, overlapping ones joined
+// (nested slices vanish into their parents). Threads are merged at this
+// level, an interval per top-level slice, not per slice.
+class ThreadIntervals {
+ public:
+  ThreadIntervals(const TraceModel& m, std::span<const Slice> slices, const StepWindow& w)
+      : m_(&m), at_(slices.data()), end_(slices.data() + slices.size()), w_(&w) {
+    advance();
+  }
+  bool done() const { return done_; }
+  uint64_t start() const { return start_; }
+  uint64_t end() const { return end_ns_; }
+
+  void advance() {
+    done_ = true;
+    for (; at_ != end_; ++at_) {
+      uint64_t cs, ce;
+      if (!clip(*at_, &cs, &ce)) continue;
+      if (!done_ && cs > end_ns_) return;  // the next interval starts here
+      if (done_) start_ = cs;
+      end_ns_ = done_ ? ce : std::max(end_ns_, ce);
+      done_ = false;
+    }
+  }
+
+ private:
+  bool clip(const Slice& s, uint64_t* cs, uint64_t* ce) const {
+    if (m_->is_step(s)) return false;
+    *cs = std::max(s.start_ns, w_->start_ns);
+    *ce = std::min(m_->end(s), w_->end_ns);
+    return *ce > *cs;
+  }
+
+  const TraceModel* m_;
+  const Slice* at_;
+  const Slice* end_;
+  const StepWindow* w_;
+  bool done_ = true;
+  uint64_t start_ = 0, end_ns_ = 0;
+};
+
+}  // namespace
+
 std::vector<StepTraceRow> step_trace(const TraceModel& m) {
-  // m.slices is in start order (compute_self_times): each window scans only
-  // the slices that start within `longest` before it, so the pass is about
+  // Each thread's slices are in start order: a window looks only at the
+  // slices that start within `longest` before it, so the pass is about
   // O(n log n) and copies nothing. Clipping to the window keeps the start
   // order (starts before the window all become the window's start), so the
-  // union is swept as the slices go by.
+  // union is swept as the threads' intervals go by.
   uint64_t longest = 0;
-  for (const Slice& s : m.slices) {
-    if (!m.is_step(s)) longest = std::max(longest, m.duration(s));
+  for (const ThreadSlices& t : m.threads) {
+    for (const Slice& s : t.slices) {
+      if (!m.is_step(s)) longest = std::max(longest, m.duration(s));
+    }
   }
   auto starts_before = [](const Slice& s, uint64_t t) { return s.start_ns < t; };
   std::vector<StepTraceRow> rows;
+  std::vector<ThreadIntervals> threads;
   for (const StepWindow& w : m.steps) {
     StepTraceRow row;
     row.step = w.number;
     row.step_ns = w.end_ns - w.start_ns;
+    uint64_t from = w.start_ns > longest ? w.start_ns - longest : 0;
+    threads.clear();
+    for (const ThreadSlices& t : m.threads) {
+      auto begin = std::lower_bound(t.slices.begin(), t.slices.end(), from, starts_before);
+      auto end = std::lower_bound(begin, t.slices.end(), w.end_ns, starts_before);
+      ThreadIntervals intervals(m, {begin, end}, w);
+      if (!intervals.done()) threads.push_back(intervals);
+    }
     UnionLength computing;
     uint64_t first_start = w.end_ns;
-    uint64_t from = w.start_ns > longest ? w.start_ns - longest : 0;
-    auto it = std::lower_bound(m.slices.begin(), m.slices.end(), from, starts_before);
-    for (; it != m.slices.end() && it->start_ns < w.end_ns; ++it) {
-      uint64_t end = m.end(*it);
-      if (m.is_step(*it) || end <= w.start_ns) continue;
-      uint64_t cs = std::max(it->start_ns, w.start_ns), ce = std::min(end, w.end_ns);
-      if (ce > cs) {
-        computing.add(cs, ce);
-        first_start = std::min(first_start, cs);
-      }
+    while (!threads.empty()) {
+      auto next = std::min_element(threads.begin(), threads.end(),
+                                   [](const auto& a, const auto& b) { return a.start() < b.start(); });
+      computing.add(next->start(), next->end());
+      first_start = std::min(first_start, next->start());
+      next->advance();
+      if (next->done()) threads.erase(next);
     }
     row.computing_ns = computing.total();
     row.free_ns = row.step_ns - row.computing_ns;

@@ -1,6 +1,8 @@
 // Copyright trainprof authors.
 #include "analysis/trace_model.h"
 
+#include "analysis/timeline.h"
+
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -39,13 +41,17 @@ class StringMerger {
 // them) until the file has been read and its string table is known.
 struct FileEvents {
   explicit FileEvents(const TraceModel& m)
-      : first_slice(m.slices.size()),
-        first_instant(m.instants.size()),
+      : first_instant(m.instants.size()),
         first_counter(m.counters.size()),
         first_async(m.async_ranges.size()),
-        key_table(64, KeySlot{~0ull, 0, 0}) {}
+        key_table(64, KeySlot{~0ull, 0, 0}) {
+    for (const ThreadSlices& t : m.threads) first_slice.push_back(t.slices.size());
+  }
 
-  size_t first_slice, first_instant, first_counter, first_async;
+  // Per model thread: its slice count before this file (threads this file
+  // adds start at 0).
+  std::vector<size_t> first_slice;
+  size_t first_instant, first_counter, first_async;
   std::unordered_map<uint64_t, uint64_t> async_end_ns;  // an end may precede its begin
   std::vector<SliceKey> local_keys;
   // SliceKey -> local key: an open-addressing table, because nested ranges
@@ -57,16 +63,19 @@ struct FileEvents {
   };
   std::vector<KeySlot> key_table;
   // Resolved in finish(), once slices have their final keys (an operator's
-  // inputs re-key it after it was added). By slice index.
-  std::vector<std::pair<size_t, uint64_t>> long_durations;
+  // inputs re-key it after it was added).
+  std::vector<std::pair<SliceRef, uint64_t>> long_durations;
   struct PendingLink {
-    size_t slice;
+    SliceRef slice;
     uint32_t fwd_thread;
     int64_t sequence_nr;
   };
   std::vector<PendingLink> links;
   // Each thread's last operator, for its kOperatorInputs record.
-  std::unordered_map<uint32_t, size_t> last_op;
+  std::unordered_map<uint32_t, SliceRef> last_op;
+  // The thread of the last event: events come a chunk (one thread) at a time.
+  uint32_t cached_tid = 0;
+  uint32_t cached_thread = ~0u;
 
   static std::pair<uint64_t, uint64_t> pack(const SliceKey& k) {
     return {(uint64_t{k.tid} << 32) | k.name, (uint64_t{k.inputs} << 32) | (uint64_t{k.op_flags} << 8) |
@@ -101,14 +110,26 @@ struct FileEvents {
     }
   }
 
-  void add_slice(TraceModel& m, const raw::RawEvent& e, const SliceKey& k) {
+  uint32_t thread(TraceModel& m, uint32_t tid) {
+    if (tid != cached_tid || cached_thread == ~0u) {
+      cached_tid = tid;
+      cached_thread = m.thread_of(tid);
+    }
+    return cached_thread;
+  }
+
+  SliceRef add_slice(TraceModel& m, const raw::RawEvent& e, const SliceKey& k) {
     Slice s;
     s.start_ns = e.t0_ns;
     s.key = local_key(k);
     uint64_t dur = e.t1_ns - e.t0_ns;
     s.dur32 = dur < kLongDuration ? static_cast<uint32_t>(dur) : kLongDuration;
-    if (s.dur32 == kLongDuration) long_durations.push_back({m.slices.size(), dur});
-    m.slices.push_back(s);
+    uint32_t t = thread(m, e.tid);
+    std::vector<Slice>& slices = m.threads[t].slices;
+    SliceRef ref{t, slices.size()};
+    if (s.dur32 == kLongDuration) long_durations.push_back({ref, dur});
+    slices.push_back(s);
+    return ref;
   }
 
   void add(TraceModel& m, const raw::RawEvent& e) {
@@ -128,18 +149,17 @@ struct FileEvents {
         k.name = e.name_id;
         k.is_op = true;
         k.op_flags = static_cast<uint8_t>(e.a & 0xff);
-        last_op[e.tid] = m.slices.size();
+        SliceRef ref = add_slice(m, e, k);
+        last_op[e.tid] = ref;
         if (e.b != 0) {
-          links.push_back(
-              PendingLink{m.slices.size(), static_cast<uint32_t>(e.a >> 8), static_cast<int64_t>(e.b - 1)});
+          links.push_back(PendingLink{ref, static_cast<uint32_t>(e.a >> 8), static_cast<int64_t>(e.b - 1)});
         }
-        add_slice(m, e, k);
         break;
       }
       case raw::EventKind::kOperatorInputs: {
         auto it = last_op.find(e.tid);
-        if (it == last_op.end() || m.slices[it->second].start_ns != e.t0_ns) break;  // its operator was lost
-        Slice& op = m.slices[it->second];
+        if (it == last_op.end() || m.slice(it->second).start_ns != e.t0_ns) break;  // its operator was lost
+        Slice& op = m.slice(it->second);
         SliceKey k = local_keys[op.key];
         k.inputs = e.name_id;
         op.key = local_key(k);
@@ -169,12 +189,18 @@ struct FileEvents {
       key.inputs = id(key.inputs);
       model_key[k] = m.key_of(key);
     }
-    for (size_t i = first_slice; i < m.slices.size(); ++i) m.slices[i].key = model_key[m.slices[i].key];
-    for (const auto& [slice, dur] : long_durations) {
-      m.long_durations[{m.slices[slice].start_ns, m.slices[slice].key}] = dur;
+    for (size_t t = 0; t < m.threads.size(); ++t) {
+      std::vector<Slice>& slices = m.threads[t].slices;
+      for (size_t i = t < first_slice.size() ? first_slice[t] : 0; i < slices.size(); ++i) {
+        slices[i].key = model_key[slices[i].key];
+      }
+    }
+    for (const auto& [ref, dur] : long_durations) {
+      const Slice& s = m.slice(ref);
+      m.long_durations[{s.start_ns, s.key}] = dur;
     }
     for (const PendingLink& l : links) {
-      const Slice& s = m.slices[l.slice];
+      const Slice& s = m.slice(l.slice);
       m.op_links.push_back(OpLink{s.start_ns, s.key, l.fwd_thread, l.sequence_nr});
     }
     for (size_t i = first_instant; i < m.instants.size(); ++i) {
@@ -209,6 +235,25 @@ uint32_t TraceModel::key_of(const SliceKey& key) {
   return it->second;
 }
 
+uint32_t TraceModel::thread_of(uint32_t tid) {
+  auto [it, inserted] = thread_index_.emplace(tid, static_cast<uint32_t>(threads.size()));
+  if (inserted) threads.push_back(ThreadSlices{tid, {}});
+  return it->second;
+}
+
+size_t TraceModel::slice_count() const {
+  size_t n = 0;
+  for (const ThreadSlices& t : threads) n += t.slices.size();
+  return n;
+}
+
+void TraceModel::sort_threads() {
+  std::sort(threads.begin(), threads.end(),
+            [](const ThreadSlices& a, const ThreadSlices& b) { return a.tid < b.tid; });
+  thread_index_.clear();
+  for (size_t i = 0; i < threads.size(); ++i) thread_index_[threads[i].tid] = static_cast<uint32_t>(i);
+}
+
 const OpLink* TraceModel::op_link(const Slice& s) const {
   auto before = [](const OpLink& l, std::pair<uint64_t, uint32_t> at) {
     return std::make_pair(l.start_ns, l.key) < at;
@@ -231,14 +276,6 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
   StringMerger merger(&m);
   std::vector<std::string> paths = raw::raw_files_of_run(run_dir, error);
   if (paths.empty()) return false;
-  // Reserve by the raw size (a range takes >= 4 bytes on disk): no
-  // reallocation copies, and capacity never touched is not resident.
-  uint64_t raw_bytes = 0;
-  for (const std::string& path : paths) {
-    std::error_code ec;
-    raw_bytes += std::filesystem::file_size(path, ec);
-  }
-  m.slices.reserve(raw_bytes / 4);
   bool first_file = true;
   for (const std::string& path : paths) {
     std::error_code size_ec;
@@ -246,6 +283,13 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
       // Created, then the process died before the header reached the disk.
       m.warnings.push_back(path + " is empty: the process ended before writing any data");
       continue;
+    }
+    // Reserve each thread's slices by its record count in the chunk
+    // headers: no reallocation copies, and capacity never touched (records
+    // that are not slices) is not resident.
+    for (const auto& [tid, records] : raw::event_records_by_thread(path)) {
+      std::vector<Slice>& slices = m.threads[m.thread_of(tid)].slices;
+      slices.reserve(slices.size() + records);
     }
     FileEvents fe(m);
     raw::EventSink sink = [&m, &fe](const raw::RawEvent* events, size_t count) {
@@ -274,10 +318,13 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
     for (const auto& [tid, name] : f->thread_names) m.thread_names[tid] = name;
   }
   // Steps, and unended async ranges closed at the last event of the run.
+  order_timeline(m);
   uint64_t last = m.session_start_ns;
-  for (const Slice& s : m.slices) {
-    last = std::max(last, m.end(s));
-    if (m.is_step(s)) m.steps.push_back(StepWindow{m.step_number(s), s.start_ns, m.end(s)});
+  for (const ThreadSlices& t : m.threads) {
+    for (const Slice& s : t.slices) {
+      last = std::max(last, m.end(s));
+      if (m.is_step(s)) m.steps.push_back(StepWindow{m.step_number(s), s.start_ns, m.end(s)});
+    }
   }
   for (AsyncRange& a : m.async_ranges) {
     if (a.end_ns == 0) a.end_ns = std::max(a.start_ns, last);

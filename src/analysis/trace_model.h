@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "raw/raw_reader.h"
@@ -71,6 +72,21 @@ struct AsyncRange {
   uint64_t id;
 };
 
+// One thread's slices. After build_model they are in timeline order (see
+// analysis/timeline.h); the whole run's order is a merge of the threads'.
+// Threads are kept apart because each arrives nearly ordered on its own
+// (ranges are recorded as they end) and interleaved with the others.
+struct ThreadSlices {
+  uint32_t tid = 0;
+  std::vector<Slice> slices;
+};
+
+// Where a slice is: its thread (TraceModel::threads index) and position.
+struct SliceRef {
+  uint32_t thread;
+  size_t index;
+};
+
 struct StepWindow {
   int64_t number;
   uint64_t start_ns;
@@ -88,7 +104,7 @@ struct TraceModel {
   std::vector<std::string> strings;  // index 0 is ""
   std::map<uint32_t, std::string> thread_names;
   std::vector<SliceKey> keys;
-  std::vector<Slice> slices;
+  std::vector<ThreadSlices> threads;  // sorted by tid after build_model
   // Durations of 2^32 - 1 ns or more, by (start, key).
   std::map<std::pair<uint64_t, uint32_t>, uint64_t> long_durations;
   // Sorted by (start_ns, key).
@@ -118,15 +134,26 @@ struct TraceModel {
 
   // The index of `key`, created on first use.
   uint32_t key_of(const SliceKey& key);
+  // The index in `threads` of thread `tid`, created on first use.
+  uint32_t thread_of(uint32_t tid);
+  // Appends a slice to its key's thread (tests and small models; the reader
+  // keeps its own thread cursor).
+  void add_slice(const Slice& s) { threads[thread_of(keys[s.key].tid)].slices.push_back(s); }
+  Slice& slice(SliceRef r) { return threads[r.thread].slices[r.index]; }
+  size_t slice_count() const;
+  // Sorts `threads` by tid (the index behind thread_of follows).
+  void sort_threads();
   // The OpLink of a slice, nullptr if it has none.
   const OpLink* op_link(const Slice& s) const;
 
  private:
   std::map<std::tuple<uint32_t, uint32_t, bool, bool, uint8_t, uint32_t>, uint32_t> key_index_;
+  std::unordered_map<uint32_t, uint32_t> thread_index_;
 };
 
 // Builds the model of one run from its raw files, streaming: events go from
-// the reader straight into the model. Reader issues (truncated tail, corrupt
+// the reader straight into the model, each thread's slices then put in
+// timeline order (order_timeline). Reader issues (truncated tail, corrupt
 // chunks) and unmatched async ranges become warnings. Returns false and sets
 // `error` when a raw file cannot be read at all.
 bool build_model(const std::string& run_dir, TraceModel* model, std::string* error);

@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "analysis/passes.h"
+#include "analysis/timeline.h"
 #include "export/output_file.h"
 #include "export/text_format.h"
 #include "raw/format.h"
@@ -28,7 +30,8 @@ struct Item {
   uint64_t ts;
   uint64_t dur;
   ItemType type;
-  uint32_t index;
+  uint32_t index;                // into the model's instants, counters, async ranges
+  const Slice* slice = nullptr;  // kSlice
 };
 
 // Time order; on equal start the longer (the parent) first; then a stable
@@ -99,7 +102,7 @@ class TraceWriter {
 
   void item(const Item& it) {
     switch (it.type) {
-      case ItemType::kSlice: slice(m_.slices[it.index]); break;
+      case ItemType::kSlice: slice(*it.slice); break;
       case ItemType::kInstant: instant(m_.instants[it.index]); break;
       case ItemType::kCounter: counter(m_.counters[it.index]); break;
       case ItemType::kAsyncBegin: async(m_.async_ranges[it.index], true); break;
@@ -243,8 +246,8 @@ class TraceWriter {
   std::vector<std::string> escaped_;  // by string id, filled on first use
 };
 
-// Everything but slices (few): slices are already in timeline order
-// (compute_self_times) and are merged in without a copy.
+// Everything but slices (few): slices are already in timeline order per
+// thread (build_model) and are merged in without a copy.
 std::vector<Item> collect_other_items(const TraceModel& m) {
   std::vector<Item> items;
   items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size());
@@ -264,18 +267,22 @@ std::vector<Item> collect_other_items(const TraceModel& m) {
 // Yields slices and other items merged in one time order.
 class ItemStream {
  public:
-  explicit ItemStream(const TraceModel& m) : m_(m), others_(collect_other_items(m)) {}
+  explicit ItemStream(const TraceModel& m) : m_(m), slices_(m), others_(collect_other_items(m)) {}
+  // The first item's time, if any.
+  std::optional<uint64_t> first_ts() const {
+    const Slice* s = slices_.peek();
+    if (s != nullptr && (other_ == others_.size() || s->start_ns <= others_[other_].ts)) return s->start_ns;
+    if (other_ < others_.size()) return others_[other_].ts;
+    return std::nullopt;
+  }
   bool next(Item* out) {
-    bool have_slice = slice_ < m_.slices.size();
+    const Slice* sl = slices_.peek();
     bool have_other = other_ < others_.size();
-    if (!have_slice && !have_other) return false;
+    if (sl == nullptr && !have_other) return false;
     Item s{};
-    if (have_slice) {
-      const Slice& sl = m_.slices[slice_];
-      s = Item{sl.start_ns, m_.duration(sl), ItemType::kSlice, static_cast<uint32_t>(slice_)};
-    }
-    if (have_slice && (!have_other || item_before(s, others_[other_]))) {
-      ++slice_;
+    if (sl != nullptr) s = Item{sl->start_ns, m_.duration(*sl), ItemType::kSlice, 0, sl};
+    if (sl != nullptr && (!have_other || item_before(s, others_[other_]))) {
+      slices_.next();
       *out = s;
     } else {
       *out = others_[other_++];
@@ -294,8 +301,8 @@ class ItemStream {
 
  private:
   const TraceModel& m_;
+  analysis::TimelineMerge slices_;
   std::vector<Item> others_;
-  size_t slice_ = 0;
   size_t other_ = 0;
 };
 
@@ -305,12 +312,7 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& pat
                                      const std::string& trace_name, bool pretty, uint64_t size_limit) {
   ChromeTraceResult result;
   ItemStream stream(m);
-  uint64_t base_mono = m.session_start_ns;
-  {
-    ItemStream first(m);
-    Item it;
-    if (first.next(&it)) base_mono = std::min(base_mono, it.ts);
-  }
+  uint64_t base_mono = std::min(m.session_start_ns, stream.first_ts().value_or(m.session_start_ns));
   int64_t base_realtime = static_cast<int64_t>(base_mono) + m.realtime_offset_ns;
 
   OutputFile out(path);

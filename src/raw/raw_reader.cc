@@ -338,6 +338,22 @@ std::optional<RawFile> read_raw_file(const std::string& path, std::string* error
   return file;
 }
 
+std::map<uint32_t, uint64_t> event_records_by_thread(const std::string& path) {
+  std::map<uint32_t, uint64_t> records;
+  MappedFile map;
+  std::string ignored;
+  if (!map.open(path, &ignored)) return records;
+  size_t size = map.size();
+  for (size_t off = kFileHeaderSize; size >= kChunkHeaderSize && off <= size - kChunkHeaderSize;) {
+    ChunkHeader ch;
+    std::memcpy(&ch, map.data() + off, sizeof(ch));
+    if (ch.magic != kChunkMagic || ch.payload_size > kMaxChunkPayload) break;
+    if (ch.type == static_cast<uint16_t>(ChunkType::kEvents)) records[ch.thread_id] += ch.record_count;
+    off += kChunkHeaderSize + ch.payload_size;
+  }
+  return records;
+}
+
 std::vector<std::string> raw_files_of_run(const std::string& run_dir, std::string* error) {
   namespace fs = std::filesystem;
   fs::path raw_dir = fs::path(run_dir) / kRawDirName;

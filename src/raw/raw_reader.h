@@ -71,6 +71,12 @@ using EventSink = std::function<void(const RawEvent* events, size_t count)>;
 std::optional<RawFile> read_raw_file(const std::string& path, std::string* error,
                                      const EventSink* sink = nullptr);
 
+// Event records per producer thread, from the chunk headers alone (no
+// checksum, no decoding; stops at the first implausible header): a cheap
+// upper estimate for reserving memory before read_raw_file. Empty when the
+// file cannot be read.
+std::map<uint32_t, uint64_t> event_records_by_thread(const std::string& path);
+
 // The raw files of a run directory ({run}/raw/*.tpraw), sorted; empty with
 // `error` set when there are none.
 std::vector<std::string> raw_files_of_run(const std::string& run_dir, std::string* error);
