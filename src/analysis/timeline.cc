@@ -6,12 +6,6 @@
 
 namespace trainprof::analysis {
 
-bool TimelineOrder::same_start(const Slice& a, const Slice& b) const {
-  uint64_t da = m.duration(a), db = m.duration(b);
-  if (da != db) return da > db;
-  return a.key < b.key;
-}
-
 void order_thread_slices(const TraceModel& m, std::vector<Slice>& v) {
   TimelineOrder before{m};
   // Nested ranges move each slice once per enclosing range; far more than
@@ -20,25 +14,34 @@ void order_thread_slices(const TraceModel& m, std::vector<Slice>& v) {
   uint64_t moved = 0;
   Slice* d = v.data();
   for (size_t i = 1; i < v.size(); ++i) {
-    if (!before(d[i], d[i - 1])) continue;  // a leaf, or a sibling after its predecessor
-    // v[0, i) is ordered and v[i] belongs before v[i - 1]: gallop back to
-    // bracket its place, then search the bracket (cost: log of the distance).
+    if (before(d[i - 1], d[i])) continue;  // a leaf, or a sibling after its predecessor
+    // v[0, i) is ordered and v[i] belongs before v[i - 1] (or is equal to
+    // it and, recorded later, encloses it): gallop back to bracket its
+    // place, then search the bracket (cost: log of the distance).
     const Slice s = d[i];
     size_t hi = i - 1;  // s belongs before d[hi]
     size_t lo = 0;
     for (size_t step = 1; hi >= step; step *= 2) {
-      if (!before(s, d[hi - step])) {
+      if (before(d[hi - step], s)) {
         lo = hi - step + 1;
         break;
       }
       hi -= step;
     }
-    size_t at = static_cast<size_t>(std::upper_bound(d + lo, d + hi, s, before) - d);
+    // Before every slice it does not follow: the first of equals.
+    size_t at = static_cast<size_t>(std::lower_bound(d + lo, d + hi, s, before) - d);
     std::memmove(d + at + 1, d + at, (i - at) * sizeof(Slice));
     d[at] = s;
     moved += i - at;
     if (moved > budget) {
-      std::sort(v.begin(), v.end(), before);
+      // Sort the rest with the same rule (equals latest-recorded first:
+      // reversed, then stable), and merge it in ahead of equals already placed.
+      auto rest = v.begin() + static_cast<std::ptrdiff_t>(i + 1);
+      std::ptrdiff_t rest_size = v.end() - rest;
+      std::reverse(rest, v.end());
+      std::stable_sort(rest, v.end(), before);
+      std::rotate(v.begin(), rest, v.end());
+      std::inplace_merge(v.begin(), v.begin() + rest_size, v.end(), before);
       return;
     }
   }
