@@ -120,8 +120,9 @@ TEST(Analysis, SelfTimeOfNestedRangesOnManyThreads) {
   EXPECT_EQ(total("outer"), self("outer") + total("inner1") + total("inner2"));
 
   auto stats = read_csv(out(run, "op_statistic.csv"));
-  ASSERT_EQ(stats[0], (std::vector<std::string>{"OP Type", "Core Type", "Count", "Total Time(us)",
-                                                "Avg Time(us)", "Min Time(us)", "Max Time(us)", "Ratio(%)"}));
+  ASSERT_EQ(stats[0],
+            (std::vector<std::string>{"OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)",
+                                      "Min Time(us)", "Max Time(us)", "Ratio(%)", "Total FLOPs"}));
   EXPECT_EQ(stats[1][0], "outer");  // sorted by total time
   double ratios = 0;
   for (size_t i = 1; i < stats.size(); ++i) {
@@ -435,7 +436,7 @@ TEST(Analysis, NamesWithQuotesNewlinesAndUtf8) {
   // CSV fields with commas, quotes and newlines come back intact.
   auto details = by_name(read_csv(out(run, "operator_details.csv")));
   for (const std::string& n : names) EXPECT_TRUE(details.count(n)) << n;
-  for (const auto& [name, row] : details) EXPECT_EQ(row.size(), 8u) << name;
+  for (const auto& [name, row] : details) EXPECT_EQ(row.size(), 9u) << name;
 }
 
 TEST(Analysis, ReanalysisIsIdenticalAndSimplifyRemovesRaw) {

@@ -187,6 +187,101 @@ TEST(TorchCollector, BackwardNodesCarryTheirForwardSequenceNumber) {
   EXPECT_NE(backward["args"]["Fwd thread id"].get<int64_t>(), 0);
 }
 
+// Every fwdbwd flow goes from a forward op to an autograd node with the same
+// sequence number; the linear layer's AddmmBackward0 is linked to its addmm.
+TEST(TorchCollector, BackwardNodesAreLinkedToTheirForwardOpsByFlows) {
+  test::TempDir dir;
+  Training training;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  training.step();
+  prof.stop();
+  json trace = analysed_trace(prof.last_run().run_dir);
+  json forward = first_op(trace, "aten::addmm");
+  json backward = first_op(trace, "AddmmBackward0");
+  ASSERT_TRUE(forward.is_object());
+  ASSERT_TRUE(backward.is_object());
+  EXPECT_EQ(forward["args"]["Fwd thread id"], 0);  // Kineto: set on autograd nodes only
+
+  // (tid, ts) -> the cpu_op that starts there, for both ends of each flow.
+  std::map<std::pair<int64_t, double>, json> op_at;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") == "cpu_op")
+      op_at.emplace(std::make_pair(e["tid"].get<int64_t>(), e["ts"].get<double>()), e);
+  }
+  std::map<int64_t, json> starts, ends;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "fwdbwd") continue;
+    (e["ph"] == "s" ? starts : ends)[e["id"].get<int64_t>()] = e;
+  }
+  ASSERT_FALSE(ends.empty());
+  bool addmm_linked = false;
+  for (const auto& [id, f] : ends) {
+    ASSERT_EQ(starts.count(id), 1u) << "flow " << id << " has no start";
+    const json& s = starts[id];
+    EXPECT_EQ(f["bp"], "e");
+    auto from = op_at.find({s["tid"].get<int64_t>(), s["ts"].get<double>()});
+    auto to = op_at.find({f["tid"].get<int64_t>(), f["ts"].get<double>()});
+    ASSERT_NE(from, op_at.end()) << "flow " << id << " starts at no operator";
+    ASSERT_NE(to, op_at.end()) << "flow " << id << " ends at no operator";
+    EXPECT_EQ(from->second["args"]["Sequence number"], to->second["args"]["Sequence number"]);
+    EXPECT_NE(to->second["args"]["Fwd thread id"], 0) << to->second.dump();
+    if (to->second["name"] == "AddmmBackward0") {
+      addmm_linked = true;
+      EXPECT_EQ(from->second["name"], "aten::addmm");
+      EXPECT_EQ(s["ts"], forward["ts"]);
+    }
+  }
+  EXPECT_TRUE(addmm_linked);
+}
+
+// FLOPs of every counted operator equal LibTorch's own profiler's, and the
+// REFERENCE formulas for the conv and linear layers.
+TEST(TorchCollector, FlopsEqualLibTorchProfilerAndTheFormulas) {
+  test::TempDir dir;
+  std::map<std::string, uint64_t> ours;
+  std::string run;
+  {
+    Training training;
+    ProfilerOptions o;
+    o.output_path = dir.path();
+    o.with_flops = true;
+    Profiler prof(o);
+    training.step();
+    prof.stop();
+    run = prof.last_run().run_dir;
+  }
+  json trace = analysed_trace(run);
+  std::string stats = test::read_text(run + "/PROFILER_OUTPUT/op_statistic.csv");
+  ASSERT_NE(stats.find("Total FLOPs"), std::string::npos);
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") == "cpu_op" && e["args"].contains("FLOPs")) {
+      ours[e["name"]] += e["args"]["FLOPs"].get<uint64_t>();
+    }
+  }
+  // conv2d: 2 x N x Hout x Wout x Kh x Kw x Cin x Cout / groups; addmm: 2 x M x K x N.
+  EXPECT_EQ(first_op(trace, "aten::conv2d")["args"]["FLOPs"], 2 * 8 * 14 * 14 * 3 * 3 * 1 * 4);
+  EXPECT_EQ(first_op(trace, "aten::addmm")["args"]["FLOPs"], 2 * 8 * (4 * 7 * 7) * 10);
+
+  Training training;
+  using namespace torch::autograd::profiler;
+  enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU,
+                                                             /*report_input_shapes=*/true,
+                                                             /*profile_memory=*/false, /*with_stack=*/false,
+                                                             /*with_flops=*/true));
+  training.step();
+  std::map<std::string, uint64_t> theirs;
+  for (auto& thread_events : disableProfilerLegacy()) {
+    for (LegacyEvent& e : thread_events) {
+      if (e.kind() == EventKind::PushRange && e.flops() > 0) theirs[e.name()] += e.flops();
+    }
+  }
+  // The step's conv2d, addmm and the mm of the backward pass, at least.
+  EXPECT_GE(theirs.size(), 3u);
+  EXPECT_EQ(ours, theirs);
+}
+
 TEST(TorchCollector, NothingIsRecordedWithProfilerLevelNone) {
   test::TempDir dir;
   Training training;

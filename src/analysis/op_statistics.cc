@@ -1,5 +1,6 @@
 // Copyright trainprof authors. Per-name statistics of ranges and operators.
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <tuple>
 
@@ -19,7 +20,10 @@ std::vector<SliceTotals> totals_by_key(const TraceModel& m) {
       ++t.count;
     }
   }
-  for (uint32_t k = 0; k < m.keys.size(); ++k) by_key[k].self_ns = m.self_by_key[k];
+  for (uint32_t k = 0; k < m.keys.size(); ++k) {
+    by_key[k].self_ns = m.self_by_key[k];
+    if (m.keys[k].inputs != 0) by_key[k].flops = by_key[k].count * input_flops(m, m.keys[k].inputs);
+  }
   return by_key;
 }
 
@@ -31,6 +35,7 @@ void merge_into(SliceTotals& into, const SliceTotals& t) {
   into.max_ns = std::max(into.max_ns, t.max_ns);
   into.total_ns += t.total_ns;
   into.self_ns += t.self_ns;
+  into.flops += t.flops;
   into.count += t.count;
 }
 
@@ -41,10 +46,30 @@ std::string_view input_dims(const TraceModel& m, uint32_t inputs) {
   return text.substr(0, text.find(raw::kInputsSeparator));
 }
 
-std::string_view input_types(const TraceModel& m, uint32_t inputs) {
+namespace {
+
+// Field `index` of an inputs string (fields are separated by kInputsSeparator).
+std::string_view inputs_field(const TraceModel& m, uint32_t inputs, int index) {
   std::string_view text = m.name(inputs);
-  size_t sep = text.find(raw::kInputsSeparator);
-  return sep == std::string_view::npos ? std::string_view() : text.substr(sep + 1);
+  for (; index > 0; --index) {
+    size_t sep = text.find(raw::kInputsSeparator);
+    if (sep == std::string_view::npos) return {};
+    text.remove_prefix(sep + 1);
+  }
+  return text.substr(0, text.find(raw::kInputsSeparator));
+}
+
+}  // namespace
+
+std::string_view input_types(const TraceModel& m, uint32_t inputs) {
+  return inputs_field(m, inputs, 1);
+}
+
+uint64_t input_flops(const TraceModel& m, uint32_t inputs) {
+  std::string_view text = inputs_field(m, inputs, 2);
+  uint64_t flops = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), flops);
+  return ec == std::errc() && end == text.data() + text.size() ? flops : 0;
 }
 
 std::vector<OpStatisticRow> op_statistics(const TraceModel& m, const std::vector<SliceTotals>& by_key) {
@@ -60,7 +85,8 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m, const std::vector
     if (t.count == 0) continue;
     double ratio =
         grand_total == 0 ? 0 : 100.0 * static_cast<double>(t.total_ns) / static_cast<double>(grand_total);
-    rows.push_back(OpStatisticRow{m.name(name), t.count, t.total_ns, t.min_ns, t.max_ns, t.self_ns, ratio});
+    rows.push_back(
+        OpStatisticRow{m.name(name), t.count, t.total_ns, t.min_ns, t.max_ns, t.self_ns, ratio, t.flops});
   }
   std::sort(rows.begin(), rows.end(), [](const OpStatisticRow& a, const OpStatisticRow& b) {
     if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
@@ -82,7 +108,7 @@ std::vector<OperatorDetailRow> operator_details(const TraceModel& m, const std::
   for (const auto& [name_dims, t] : groups) {
     if (t.count == 0) continue;
     rows.push_back(OperatorDetailRow{m.name(name_dims.first), std::string(name_dims.second), "", t.count,
-                                     t.self_ns, t.total_ns});
+                                     t.self_ns, t.total_ns, t.flops});
   }
   std::sort(rows.begin(), rows.end(), [](const OperatorDetailRow& a, const OperatorDetailRow& b) {
     if (a.host_self_ns != b.host_self_ns) return a.host_self_ns > b.host_self_ns;

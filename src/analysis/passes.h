@@ -30,13 +30,16 @@ struct SliceTotals {
   uint64_t min_ns = 0;
   uint64_t max_ns = 0;
   uint64_t self_ns = 0;
+  uint64_t flops = 0;  // count x the key's FLOPs (with_flops)
 };
 std::vector<SliceTotals> totals_by_key(const TraceModel& model);
 
-// The two halves of an operator's inputs string (SliceKey::inputs):
-// "[[64,1,28,28],[32]]" and "[\"float\",\"float\"]".
+// The fields of an operator's inputs string (SliceKey::inputs):
+// "[[64,1,28,28],[32]]", "[\"float\",\"float\"]" and, with with_flops, the
+// operator's FLOPs (0 when absent).
 std::string_view input_dims(const TraceModel& model, uint32_t inputs);
 std::string_view input_types(const TraceModel& model, uint32_t inputs);
+uint64_t input_flops(const TraceModel& model, uint32_t inputs);
 
 // op_statistic.csv: one row per range name (user ranges and operators).
 struct OpStatisticRow {
@@ -47,6 +50,7 @@ struct OpStatisticRow {
   uint64_t max_ns = 0;
   uint64_t self_ns = 0;
   double ratio_percent = 0;  // total / sum of all totals
+  uint64_t flops = 0;
 };
 // Sorted by total time, largest first (ties by name).
 std::vector<OpStatisticRow> op_statistics(const TraceModel& model, const std::vector<SliceTotals>& by_key);
@@ -59,10 +63,25 @@ struct OperatorDetailRow {
   uint64_t calls = 0;
   uint64_t host_self_ns = 0;
   uint64_t host_total_ns = 0;
+  uint64_t flops = 0;
 };
 // Sorted by self time, largest first (ties by name).
 std::vector<OperatorDetailRow> operator_details(const TraceModel& model,
                                                 const std::vector<SliceTotals>& by_key);
+
+// fwdbwd flows (REFERENCE section 4): each autograd node (backward op)
+// linked to the forward operator that created it. Both carry the sequence
+// number; the node carries the LibTorch thread id of its forward op, and a
+// forward op its own, so (thread id, sequence number) matches them. When
+// several forward ops share both, the earliest (the outermost) is the source.
+struct ForwardBackwardLink {
+  uint64_t forward_start_ns;
+  uint32_t forward_tid;
+  uint64_t backward_start_ns;
+  uint32_t backward_tid;
+};
+// In backward start order.
+std::vector<ForwardBackwardLink> forward_backward_links(const TraceModel& model);
 
 // step_trace_time.csv: one row per step (REFERENCE section 3).
 struct StepTraceRow {

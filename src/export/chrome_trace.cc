@@ -24,13 +24,13 @@ namespace {
 using analysis::Slice;
 using analysis::TraceModel;
 
-enum class ItemType : uint8_t { kSlice, kInstant, kCounter, kAsyncBegin, kAsyncEnd };
+enum class ItemType : uint8_t { kSlice, kInstant, kCounter, kAsyncBegin, kAsyncEnd, kFlowStart, kFlowEnd };
 
 struct Item {
   uint64_t ts;
   uint64_t dur;
   ItemType type;
-  uint32_t index;                // into the model's instants, counters, async ranges
+  uint32_t index;                // into the model's instants, counters, async ranges, or the flows
   const Slice* slice = nullptr;  // kSlice
 };
 
@@ -45,8 +45,9 @@ bool item_before(const Item& a, const Item& b) {
 
 class TraceWriter {
  public:
-  TraceWriter(const TraceModel& m, bool pretty, uint64_t base_mono)
-      : m_(m), pretty_(pretty), base_mono_(base_mono), escaped_(m.strings.size()) {}
+  TraceWriter(const TraceModel& m, const std::vector<analysis::ForwardBackwardLink>& flows, bool pretty,
+              uint64_t base_mono)
+      : m_(m), flows_(flows), pretty_(pretty), base_mono_(base_mono), escaped_(m.strings.size()) {}
 
   std::string& buffer() { return buf_; }
 
@@ -107,6 +108,8 @@ class TraceWriter {
       case ItemType::kCounter: counter(m_.counters[it.index]); break;
       case ItemType::kAsyncBegin: async(m_.async_ranges[it.index], true); break;
       case ItemType::kAsyncEnd: async(m_.async_ranges[it.index], false); break;
+      case ItemType::kFlowStart: flow(it.index, true); break;
+      case ItemType::kFlowEnd: flow(it.index, false); break;
     }
   }
 
@@ -142,7 +145,8 @@ class TraceWriter {
         copy(pretty_ ? "\"Sequence number\": " : "\"Sequence number\":");
         p = write_int(p, link->sequence_nr);
         copy(pretty_ ? ", \"Fwd thread id\": " : ",\"Fwd thread id\":");
-        p = write_uint(p, link->fwd_thread);
+        // Kineto's meaning: the forward op's thread for an autograd node, 0 otherwise.
+        p = write_uint(p, (sk.op_flags & raw::kOperatorBackward) != 0 ? link->fwd_thread : 0);
       }
       *p++ = '}';
     }
@@ -172,6 +176,10 @@ class TraceWriter {
       append_json_value(f.args, analysis::input_dims(m_, sk.inputs));
       f.args += std::string(",\"Input type\"") + (pretty_ ? ": " : ":");
       append_json_value(f.args, analysis::input_types(m_, sk.inputs));
+      if (uint64_t flops = analysis::input_flops(m_, sk.inputs); flops > 0) {
+        f.args += std::string(",\"FLOPs\"") + (pretty_ ? ": " : ":");
+        append_uint(f.args, flops);
+      }
     }
     return f;
   }
@@ -223,6 +231,22 @@ class TraceWriter {
     end_event();
   }
 
+  // A fwdbwd flow arrow: from the forward op's start to the autograd
+  // node's start; viewers bind each end to the slice enclosing it.
+  void flow(uint32_t index, bool start) {
+    const analysis::ForwardBackwardLink& l = flows_[index];
+    begin_event();
+    str("ph", start ? "s" : "f", true);
+    str("cat", "fwdbwd");
+    str("name", "fwdbwd");
+    num("id", index + 1);
+    num("pid", m_.pid);
+    num("tid", start ? l.forward_tid : l.backward_tid);
+    ts("ts", start ? l.forward_start_ns : l.backward_start_ns);
+    if (!start) str("bp", "e");
+    end_event();
+  }
+
   void async(const analysis::AsyncRange& a, bool begin) {
     event_head(begin ? "b" : "e", "user_range", nullptr, a.name, a.begin_tid, begin ? a.start_ns : a.end_ns);
     num("id", static_cast<int64_t>(a.id));
@@ -231,6 +255,7 @@ class TraceWriter {
   }
 
   const TraceModel& m_;
+  const std::vector<analysis::ForwardBackwardLink>& flows_;
   bool pretty_;
   uint64_t base_mono_;
   const std::string& escaped(uint32_t id) {
@@ -248,9 +273,14 @@ class TraceWriter {
 
 // Everything but slices (few): slices are already in timeline order per
 // thread (build_model) and are merged in without a copy.
-std::vector<Item> collect_other_items(const TraceModel& m) {
+std::vector<Item> collect_other_items(const TraceModel& m,
+                                      const std::vector<analysis::ForwardBackwardLink>& flows) {
   std::vector<Item> items;
-  items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size());
+  items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size() + 2 * flows.size());
+  for (uint32_t i = 0; i < flows.size(); ++i) {
+    items.push_back({flows[i].forward_start_ns, 0, ItemType::kFlowStart, i});
+    items.push_back({flows[i].backward_start_ns, 0, ItemType::kFlowEnd, i});
+  }
   for (uint32_t i = 0; i < m.instants.size(); ++i)
     items.push_back({m.instants[i].ts_ns, 0, ItemType::kInstant, i});
   for (uint32_t i = 0; i < m.counters.size(); ++i)
@@ -267,7 +297,8 @@ std::vector<Item> collect_other_items(const TraceModel& m) {
 // Yields slices and other items merged in one time order.
 class ItemStream {
  public:
-  explicit ItemStream(const TraceModel& m) : m_(m), slices_(m), others_(collect_other_items(m)) {}
+  ItemStream(const TraceModel& m, const std::vector<analysis::ForwardBackwardLink>& flows)
+      : m_(m), slices_(m), others_(collect_other_items(m, flows)) {}
   // The first item's time, if any.
   std::optional<uint64_t> first_ts() const {
     const Slice* s = slices_.peek();
@@ -311,12 +342,13 @@ class ItemStream {
 ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& path,
                                      const std::string& trace_name, bool pretty, uint64_t size_limit) {
   ChromeTraceResult result;
-  ItemStream stream(m);
+  std::vector<analysis::ForwardBackwardLink> flows = analysis::forward_backward_links(m);
+  ItemStream stream(m, flows);
   uint64_t base_mono = std::min(m.session_start_ns, stream.first_ts().value_or(m.session_start_ns));
   int64_t base_realtime = static_cast<int64_t>(base_mono) + m.realtime_offset_ns;
 
   OutputFile out(path);
-  TraceWriter w(m, pretty, base_mono);
+  TraceWriter w(m, flows, pretty, base_mono);
   std::string& buf = w.buffer();
   const char* nl = pretty ? "\n  " : "\n";
   buf += "{";

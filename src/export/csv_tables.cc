@@ -61,7 +61,7 @@ void header(CsvBuilder& csv, std::initializer_list<const char*> names) {
 std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const std::string& path) {
   CsvBuilder csv(path);
   header(csv, {"OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)",
-               "Max Time(us)", "Ratio(%)"});
+               "Max Time(us)", "Ratio(%)", "Total FLOPs"});
   for (const auto& r : rows) {
     csv.field(r.name)
         .field("HOST")
@@ -70,7 +70,8 @@ std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows
         .us(r.total_ns / r.count)
         .us(r.min_ns)
         .us(r.max_ns)
-        .fixed(r.ratio_percent, 3);
+        .fixed(r.ratio_percent, 3)
+        .count(r.flops);
     csv.end_row();
   }
   return csv.commit();
@@ -80,7 +81,7 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
                                    const std::string& path) {
   CsvBuilder csv(path);
   header(csv, {"Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)",
-               "Device Self Duration(us)", "Device Total Duration(us)", "Calls"});
+               "Device Self Duration(us)", "Device Total Duration(us)", "Calls", "Total FLOPs"});
   for (const auto& r : rows) {
     csv.field(r.name)
         .field(r.input_shapes)
@@ -89,7 +90,8 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
         .us(r.host_total_ns)
         .us(0)
         .us(0)
-        .count(r.calls);
+        .count(r.calls)
+        .count(r.flops);
     csv.end_row();
   }
   return csv.commit();

@@ -70,6 +70,7 @@ ThreadOps& thread_ops() {
 }
 
 std::atomic<bool> g_record_inputs{false};
+std::atomic<bool> g_with_flops{false};
 std::atomic<uint64_t> g_too_deep{0};
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -155,14 +156,94 @@ std::string format_inputs(c10::ArrayRef<const c10::IValue> inputs) {
   return dims + raw::kInputsSeparator + types;
 }
 
-// Identical input signatures (same dtypes and sizes) share one interned
-// string; the 64-bit hash stands for the signature in the per-thread cache.
+// ---- FLOPs (with_flops), by REFERENCE section 4's formulas ----
+
+enum class FlopsOp { kNone, kConv2d, kMm, kAddmm, kBmm, kBaddbmm, kElementwise };
+
+// By name: a few string compares per operator, only while with_flops is on.
+FlopsOp flops_op(const char* c_name) {
+  if (c_name == nullptr) return FlopsOp::kNone;
+  std::string_view name(c_name);
+  if (name == "aten::conv2d") return FlopsOp::kConv2d;
+  if (name == "aten::mm") return FlopsOp::kMm;
+  if (name == "aten::addmm") return FlopsOp::kAddmm;
+  if (name == "aten::bmm") return FlopsOp::kBmm;
+  if (name == "aten::baddbmm") return FlopsOp::kBaddbmm;
+  if (name == "aten::add" || name == "aten::mul") return FlopsOp::kElementwise;
+  return FlopsOp::kNone;
+}
+
+c10::IntArrayRef sizes_of(c10::ArrayRef<const c10::IValue> inputs, size_t i) {
+  return i < inputs.size() && has_shape(inputs[i]) ? inputs[i].toTensor().sizes() : c10::IntArrayRef();
+}
+
+// Element i of an int-list argument (a single int stands for all), or `fallback`.
+int64_t list_arg(c10::ArrayRef<const c10::IValue> inputs, size_t arg, size_t i, int64_t fallback) {
+  if (arg >= inputs.size()) return fallback;
+  const c10::IValue& v = inputs[arg];
+  if (v.isInt()) return v.toInt();
+  if (!v.isIntList()) return fallback;
+  c10::List<int64_t> list = v.toIntList();
+  if (list.empty()) return fallback;
+  return list.size() > i ? list.get(i) : list.get(0);
+}
+
+// aten::conv2d(input, weight, bias, stride, padding, dilation, groups):
+// 2 x N x Hout x Wout x Kh x Kw x Cin x Cout / groups.
+uint64_t conv2d_flops(c10::ArrayRef<const c10::IValue> inputs) {
+  c10::IntArrayRef in = sizes_of(inputs, 0), w = sizes_of(inputs, 1);
+  if (in.size() != 4 || w.size() != 4) return 0;
+  int64_t groups = inputs.size() > 6 && inputs[6].isInt() ? inputs[6].toInt() : 1;
+  bool same_padding = inputs.size() > 4 && inputs[4].isString() && inputs[4].toStringRef() == "same";
+  int64_t out[2];
+  for (size_t d = 0; d < 2; ++d) {
+    int64_t stride = list_arg(inputs, 3, d, 1), pad = list_arg(inputs, 4, d, 0);
+    int64_t dilation = list_arg(inputs, 5, d, 1), k = w[2 + d];
+    if (stride <= 0) return 0;
+    out[d] = same_padding ? in[2 + d] : (in[2 + d] + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+    if (out[d] <= 0) return 0;
+  }
+  if (groups <= 0) return 0;
+  return static_cast<uint64_t>(2 * in[0] * out[0] * out[1] * w[2] * w[3] * in[1] * w[0] / groups);
+}
+
+// Matrix products: 2 x M x K x N, times the batch for bmm / baddbmm.
+uint64_t matmul_flops(c10::IntArrayRef a, c10::IntArrayRef b, size_t rank) {
+  if (a.size() != rank || b.size() != rank) return 0;
+  uint64_t batch = rank == 3 ? static_cast<uint64_t>(a[0]) : 1;
+  return 2 * batch * static_cast<uint64_t>(a[rank - 2] * a[rank - 1] * b[rank - 1]);
+}
+
+uint64_t operator_flops(FlopsOp op, c10::ArrayRef<const c10::IValue> inputs) {
+  switch (op) {
+    case FlopsOp::kNone: return 0;
+    case FlopsOp::kConv2d: return conv2d_flops(inputs);
+    case FlopsOp::kMm: return matmul_flops(sizes_of(inputs, 0), sizes_of(inputs, 1), 2);
+    case FlopsOp::kAddmm: return matmul_flops(sizes_of(inputs, 1), sizes_of(inputs, 2), 2);
+    case FlopsOp::kBmm: return matmul_flops(sizes_of(inputs, 0), sizes_of(inputs, 1), 3);
+    case FlopsOp::kBaddbmm: return matmul_flops(sizes_of(inputs, 1), sizes_of(inputs, 2), 3);
+    case FlopsOp::kElementwise: {
+      // One operation per element of the first input (what torch counts).
+      if (inputs.empty() || !has_shape(inputs[0])) return 0;
+      return static_cast<uint64_t>(inputs[0].toTensor().numel());
+    }
+  }
+  return 0;
+}
+
+// Identical input signatures (same dtypes, sizes and FLOPs) share one
+// interned string; the 64-bit hash stands for the signature in the
+// per-thread cache. FLOPs, when counted, are a third field.
 const char* interned_inputs(ThreadOps& t, const at::RecordFunction& fn) {
   c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
-  uint64_t h = hash_inputs(inputs);
+  uint64_t flops =
+      g_with_flops.load(std::memory_order_relaxed) ? operator_flops(flops_op(fn.name()), inputs) : 0;
+  uint64_t h = mix(hash_inputs(inputs), flops);
   InputsSlot& slot = t.inputs[h % kInputsCacheSize];
   if (slot.interned != nullptr && slot.hash == h) return slot.interned;
-  slot = InputsSlot{h, detail::intern(format_inputs(inputs))};
+  std::string text = format_inputs(inputs);
+  if (flops > 0) text += raw::kInputsSeparator + std::to_string(flops);
+  slot = InputsSlot{h, detail::intern(text)};
   return slot.interned;
 }
 
@@ -198,15 +279,18 @@ void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
   t->depth = i - 1;
   if (!detail::host_recording()) return;
   uint8_t flags = 0;
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) flags |= raw::kOperatorBackward;
+  bool backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION;
+  if (backward) flags |= raw::kOperatorBackward;
   if (fn.scope() == at::RecordScope::USER_SCOPE) flags |= raw::kOperatorUser;
   int64_t seq = fn.seqNr();
+  // LibTorch's thread id: of the forward op for an autograd node, else the
+  // op's own; (thread, sequence number) links the two.
   Event e{op.start_ticks,
           end_ticks,
           interned_name(*t, fn.name()),
           static_cast<uint8_t>(raw::EventKind::kOperator),
           flags,
-          static_cast<uint16_t>(fn.forwardThreadId()),
+          static_cast<uint16_t>(backward ? fn.forwardThreadId() : fn.threadId()),
           seq < 0 ? detail::kNoSequenceNumber : static_cast<uint32_t>(seq)};
   detail::record_event(e);
   if (op.inputs != nullptr) {
@@ -223,7 +307,9 @@ class TorchCollector final : public detail::Collector {
 
   void start(const ProfilerOptions& options) noexcept override {
     if (options.activities.count(Activity::CPU) == 0 || options.profiler_level == ProfilerLevel::None) return;
-    bool inputs = options.record_shapes || options.profiler_level >= ProfilerLevel::Level1;
+    // FLOPs are computed from the inputs, so with_flops records them too.
+    bool inputs =
+        options.record_shapes || options.with_flops || options.profiler_level >= ProfilerLevel::Level1;
     bool all_scopes = options.profiler_level >= ProfilerLevel::Level2;
     try {
       at::CallbackHandle& h = handles_[inputs][all_scopes];
@@ -239,14 +325,15 @@ class TorchCollector final : public detail::Collector {
         at::reenableCallback(h);
       }
       g_record_inputs.store(inputs, std::memory_order_relaxed);
+      g_with_flops.store(options.with_flops, std::memory_order_relaxed);
       active_ = h;
     } catch (const std::exception& e) {
       detail::log_error(std::string("LibTorch collector: cannot register operator callbacks: ") + e.what());
     }
-    if (options.with_stack || options.with_flops || options.profile_memory || options.data_process) {
+    if (options.with_stack || options.profile_memory || options.data_process) {
       detail::log_warning(
-          "LibTorch collector: with_stack, with_flops, profile_memory and data_process are not recorded by "
-          "this version; operators and input shapes are");
+          "LibTorch collector: with_stack, profile_memory and data_process are not recorded by "
+          "this version; operators, input shapes and FLOPs are");
     }
   }
 
