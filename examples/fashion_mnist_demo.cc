@@ -16,11 +16,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "fashion_mnist_net.h"
 #include "trainprof/trainprof.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using trainprof_demo::Net;
 
 std::string dataset_dir() {
   const char* env = std::getenv("FASHION_MNIST_DIR");
@@ -83,23 +85,6 @@ class FashionMnist : public torch::data::datasets::Dataset<FashionMnist> {
  private:
   torch::Tensor images_, labels_;
 };
-
-struct NetImpl : torch::nn::Module {
-  NetImpl()
-      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 3).padding(1)))),
-        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(1)))),
-        fc1(register_module("fc1", torch::nn::Linear(32 * 7 * 7, 128))),
-        fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(conv1(x)), 2);
-    x = torch::max_pool2d(torch::relu(conv2(x)), 2);
-    x = torch::relu(fc1(x.flatten(1)));
-    return fc2(x);
-  }
-  torch::nn::Conv2d conv1, conv2;
-  torch::nn::Linear fc1, fc2;
-};
-TORCH_MODULE(Net);
 
 double accuracy(Net& net, FashionMnist& test, size_t n) {
   torch::NoGradGuard no_grad;
