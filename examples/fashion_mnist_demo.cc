@@ -17,6 +17,7 @@
 #include <string>
 
 #include "fashion_mnist_net.h"
+#include "trainprof/torch_data.h"
 #include "trainprof/trainprof.h"
 
 namespace {
@@ -77,7 +78,6 @@ class FashionMnist : public torch::data::datasets::Dataset<FashionMnist> {
     labels_ = torch::from_blob(labels.data(), {label_dims[0]}, torch::kUInt8).to(torch::kInt64);
   }
   torch::data::Example<> get(size_t index) override {
-    TRAINPROF_RANGE("dataset.get");
     return {images_[static_cast<int64_t>(index)], labels_[static_cast<int64_t>(index)]};
   }
   torch::optional<size_t> size() const override { return static_cast<size_t>(images_.size(0)); }
@@ -104,17 +104,22 @@ double accuracy(Net& net, FashionMnist& test, size_t n) {
 int run(const std::string& output, int steps) {
   torch::manual_seed(0);
   torch::set_num_threads(1);  // two cores: one for training, one for the loader workers
-  auto train_set = FashionMnist(true);
+  using torch::data::transforms::Stack;
   FashionMnist test_set(false);
+  // The wrappers time each sample (worker threads), each batch's collation
+  // and each wait of this loop for a batch: dataset.csv and Dataset tracks.
+  auto train_set = trainprof::ProfiledDataset<FashionMnist>(FashionMnist(true), "FashionMnist")
+                       .map(trainprof::ProfiledBatchTransform<Stack<>>(Stack<>(), "Stack"));
   auto loader = torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
-      train_set.map(torch::data::transforms::Stack<>()),
-      torch::data::DataLoaderOptions().batch_size(64).workers(2));
+      std::move(train_set), torch::data::DataLoaderOptions().batch_size(64).workers(2));
   Net net;
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
 
   trainprof::ProfilerOptions options;
   options.output_path = output;
   options.record_shapes = true;
+  options.with_flops = true;
+  options.data_process = true;
   options.schedule = trainprof::Schedule{.wait = 1, .warmup = 1, .active = 3, .repeat = 2, .skip_first = 10};
   options.on_trace_ready = trainprof::trace_handler(output);  // analyses each cycle as it closes
   trainprof::Profiler prof(options);
@@ -127,7 +132,7 @@ int run(const std::string& output, int steps) {
   int step = 0;
   double running = 0;
   while (step < steps) {
-    for (auto& batch : *loader) {
+    for (auto& batch : trainprof::ProfiledLoader(*loader)) {
       if (step >= steps) break;
       optimizer.zero_grad();
       torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(batch.data), batch.target);

@@ -588,5 +588,89 @@ TEST(Analysis, TraceHandlerAnalysesEachCycle) {
   }
 }
 
+// Data pipeline stages on two threads: dataset.csv per (operation, stage) in
+// pipeline order, and a Dataset track per thread in the timeline.
+TEST(Dataset, StagesBecomeDatasetCsvAndATrackPerThread) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.data_process = true;
+  Profiler prof(o);
+  std::thread worker([] {
+    for (int i = 0; i < 30; ++i) DataStage get("MyDataset", kStageDatasetGet, "workers=1");
+    DataStage collate("Stack, \"batched\"", kStageCollate);
+  });
+  for (int i = 0; i < 5; ++i) DataStage wait("DataLoader", kStageLoaderWait);
+  worker.join();
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  ASSERT_TRUE(analyse_one(run).ok);
+
+  CsvRows rows = read_csv(out(run, "dataset.csv"));
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"Operation", "Stage", "Occurrences", "Avg. time(us)",
+                                               "Custom Info", "Total time(us)"}));
+  EXPECT_EQ((std::vector<std::string>{rows[1][0], rows[1][1], rows[1][2], rows[1][4]}),
+            (std::vector<std::string>{"MyDataset", "dataset", "30", "workers=1"}));
+  EXPECT_EQ((std::vector<std::string>{rows[2][0], rows[2][1], rows[2][2]}),
+            (std::vector<std::string>{"Stack, \"batched\"", "collate", "1"}));
+  EXPECT_EQ((std::vector<std::string>{rows[3][0], rows[3][1], rows[3][2]}),
+            (std::vector<std::string>{"DataLoader", "wait", "5"}));
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_LE(ns_of(rows[i][3]), ns_of(rows[i][5])) << "average <= total";
+  }
+
+  json trace = read_json(out(run, "trace_view.json"));
+  std::map<int64_t, std::string> thread_names;
+  std::set<int64_t> range_tids;
+  std::map<int64_t, int> stages_by_track;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") thread_names[e["tid"]] = e["args"]["name"];
+    if (e.value("cat", "") == "dataset") {
+      ++stages_by_track[e["tid"]];
+      EXPECT_TRUE(e["args"].contains("Stage")) << e.dump();
+    }
+  }
+  ASSERT_EQ(stages_by_track.size(), 2u);  // the worker's and the main thread's
+  int total = 0;
+  for (const auto& [track, n] : stages_by_track) {
+    total += n;
+    EXPECT_EQ(thread_names[track].rfind("Dataset (", 0), 0u) << thread_names[track];
+  }
+  EXPECT_EQ(total, 36);
+}
+
+TEST(Dataset, NothingIsRecordedWithoutDataProcess) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  { DataStage get("MyDataset", kStageDatasetGet); }
+  TRAINPROF_RANGE("work");
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  ASSERT_TRUE(analyse_one(run).ok);
+  EXPECT_FALSE(fs::exists(out(run, "dataset.csv")));
+  EXPECT_EQ(test::read_text(out(run, "trace_view.json")).find("\"dataset\""), std::string::npos);
+}
+
+TEST(Dataset, StepSelectionKeepsTheStagesOfTheChosenSteps) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.data_process = true;
+  Profiler prof(o);
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i <= s; ++i) DataStage get("MyDataset", kStageDatasetGet);
+    prof.step();
+  }
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  ASSERT_TRUE(analyse_one(run, with_steps({2})).ok);
+  EXPECT_EQ(read_csv(out(run, "dataset.csv"))[1][2], "3");
+  ASSERT_TRUE(analyse_one(run).ok);
+  EXPECT_EQ(read_csv(out(run, "dataset.csv"))[1][2], "6");
+}
+
 }  // namespace
 }  // namespace trainprof

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "trainprof/torch_data.h"
 #include "trainprof/trainprof.h"
 
 namespace trainprof {
@@ -318,6 +319,62 @@ TEST(TorchCollector, PreloadedIntoAnUnmodifiedLibTorchProgram) {
   }
   EXPECT_EQ(counts["aten::mm"], 5);
   EXPECT_EQ(counts["aten::relu"], 5);
+}
+
+// A small dataset: sample i is the vector (i, i), label i.
+struct Numbers : torch::data::datasets::Dataset<Numbers> {
+  torch::data::Example<> get(size_t i) override {
+    return {torch::full({2}, static_cast<double>(i)), torch::tensor(static_cast<int64_t>(i))};
+  }
+  torch::optional<size_t> size() const override { return 40; }
+};
+
+// LibTorch's data loader with 2 workers, wrapped: every sample is a dataset
+// stage and every batch a collate stage on the worker threads; every wait of
+// the training loop is a wait stage on the main thread.
+TEST(TorchData, LoaderStagesAreTimedOnTheThreadsThatRunThem) {
+  test::TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.data_process = true;
+  Profiler prof(o);
+  using torch::data::transforms::Stack;
+  auto data =
+      ProfiledDataset<Numbers>(Numbers(), "Numbers").map(ProfiledBatchTransform<Stack<>>(Stack<>(), "Stack"));
+  auto loader = torch::data::make_data_loader(std::move(data),
+                                              torch::data::DataLoaderOptions().batch_size(8).workers(2));
+  int batches = 0;
+  int64_t label_sum = 0;
+  for (auto& batch : ProfiledLoader(*loader)) {
+    ++batches;
+    label_sum += batch.target.sum().item<int64_t>();
+  }
+  prof.stop();
+  EXPECT_EQ(batches, 5);
+  EXPECT_EQ(label_sum, 39 * 40 / 2);  // the wrappers pass every sample through
+
+  std::string run = prof.last_run().run_dir;
+  json trace = analysed_trace(run);
+  std::string csv = test::read_text(run + "/PROFILER_OUTPUT/dataset.csv");
+  EXPECT_NE(csv.find("Numbers,dataset,40,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("Stack,collate,5,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("DataLoader,wait,6,"), std::string::npos) << csv;  // 5 batches, then the end
+
+  int64_t main_track = static_cast<int64_t>(trace["traceEvents"][0]["pid"].get<int64_t>() | 0x40000000);
+  int on_main = 0, on_workers = 0;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "dataset") continue;
+    bool main = e["tid"].get<int64_t>() == main_track;
+    if (e["name"] == "DataLoader") {
+      EXPECT_TRUE(main) << e.dump();
+      ++on_main;
+    } else {
+      EXPECT_FALSE(main) << e.dump();
+      ++on_workers;
+    }
+  }
+  EXPECT_EQ(on_main, 6);
+  EXPECT_EQ(on_workers, 45);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #define TRAINPROF_TRAINPROF_H_
 
 #include "trainprof/analyse.h"
+#include "trainprof/dataset.h"
 #include "trainprof/env.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"

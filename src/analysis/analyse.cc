@@ -196,6 +196,11 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
                                         (out_dir / "operator_details.csv").string()));
   note(exporter::write_step_trace_time(analysis::step_trace(model),
                                        (out_dir / "step_trace_time.csv").string()));
+  if (!model.data_stages.empty()) {
+    note(exporter::write_dataset(analysis::dataset_statistics(model), (out_dir / "dataset.csv").string()));
+  } else {
+    fs::remove(out_dir / "dataset.csv", ec);  // from an earlier analysis of other steps
+  }
   auto t_tables = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) {
     return std::to_string(std::chrono::duration<double, std::milli>(b - a).count());

@@ -83,6 +83,18 @@ struct ForwardBackwardLink {
 // In backward start order.
 std::vector<ForwardBackwardLink> forward_backward_links(const TraceModel& model);
 
+// dataset.csv: one row per (operation, stage) of the data pipeline.
+struct DatasetRow {
+  std::string operation;
+  std::string stage;
+  uint64_t occurrences = 0;
+  uint64_t total_ns = 0;
+  std::string custom_info;  // of the row's latest stage that had one
+};
+// In pipeline order of the stages (dataset, transform, collate, wait, then
+// others by name), then by total time, largest first.
+std::vector<DatasetRow> dataset_statistics(const TraceModel& model);
+
 // step_trace_time.csv: one row per step (REFERENCE section 3).
 struct StepTraceRow {
   int64_t step = 0;

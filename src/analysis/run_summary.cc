@@ -59,6 +59,20 @@ std::vector<NameTotal> totals_by_name(const std::vector<std::vector<std::string>
   return rows;
 }
 
+// The data pipeline's stages (dataset.csv), when the run recorded them.
+void append_data_pipeline(std::string& text, const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out / "dataset.csv", ec)) return;
+  auto rows = exporter::read_csv_file((out / "dataset.csv").string());
+  append(text, "  data pipeline: stage     operation                  count      avg ms    total ms\n");
+  for (size_t i = 1; i < rows.size() && i <= 8; ++i) {
+    const auto& r = rows[i];
+    if (r.size() < 6) continue;
+    append(text, "                 %-9s %-24s %7s %11.3f %11.3f\n", shorten(r[1], 9).c_str(),
+           shorten(r[0], 24).c_str(), r[2].c_str(), number(r[3]) / 1e3, number(r[5]) / 1e3);
+  }
+}
+
 }  // namespace
 
 std::string summarize_run(const std::string& run_dir) {
@@ -95,9 +109,10 @@ std::string summarize_run(const std::string& run_dir) {
   } else {
     append(text, "  no steps recorded (call Profiler::step() once per training step)\n");
   }
+  append_data_pipeline(text, out);
   append(text,
-         "  outputs: %s/{trace_view.json, op_statistic.csv, operator_details.csv, step_trace_time.csv}\n",
-         out.c_str());
+         "  outputs: %s/{trace_view.json, op_statistic.csv, operator_details.csv, step_trace_time.csv%s}\n",
+         out.c_str(), fs::exists(out / "dataset.csv", ec) ? ", dataset.csv" : "");
   return text;
 }
 

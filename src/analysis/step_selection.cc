@@ -57,6 +57,7 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
   keep_if(m.op_links, [&](const OpLink& l) { return inside(l.start_ns); });
   keep_if(m.instants, [&](const Instant& i) { return inside(i.ts_ns); });
   keep_if(m.counters, [&](const CounterSample& c) { return inside(c.ts_ns); });
+  keep_if(m.data_stages, [&](const DataStageSlice& d) { return inside(d.start_ns); });
   keep_if(m.async_ranges, [&](const AsyncRange& a) { return inside(a.start_ns); });
   m.steps = chosen;
   return "";

@@ -44,6 +44,7 @@ struct FileEvents {
       : first_instant(m.instants.size()),
         first_counter(m.counters.size()),
         first_async(m.async_ranges.size()),
+        first_data(m.data_stages.size()),
         key_table(64, KeySlot{~0ull, 0, 0}) {
     for (const ThreadSlices& t : m.threads) first_slice.push_back(t.slices.size());
   }
@@ -51,7 +52,7 @@ struct FileEvents {
   // Per model thread: its slice count before this file (threads this file
   // adds start at 0).
   std::vector<size_t> first_slice;
-  size_t first_instant, first_counter, first_async;
+  size_t first_instant, first_counter, first_async, first_data;
   std::unordered_map<uint64_t, uint64_t> async_end_ns;  // an end may precede its begin
   std::vector<SliceKey> local_keys;
   // SliceKey -> local key: an open-addressing table, because nested ranges
@@ -176,6 +177,10 @@ struct FileEvents {
         m.async_ranges.push_back(AsyncRange{e.t0_ns, 0, e.tid, e.name_id, static_cast<uint32_t>(e.a), e.b});
         break;
       case raw::EventKind::kAsyncEnd: async_end_ns[e.b] = e.t0_ns; break;
+      case raw::EventKind::kDataStage:
+        m.data_stages.push_back(DataStageSlice{e.t0_ns, e.t1_ns - e.t0_ns, e.tid, e.name_id,
+                                               static_cast<uint32_t>(e.a), static_cast<uint32_t>(e.b)});
+        break;
     }
   }
 
@@ -208,6 +213,12 @@ struct FileEvents {
       m.instants[i].domain = id(m.instants[i].domain);
     }
     for (size_t i = first_counter; i < m.counters.size(); ++i) m.counters[i].name = id(m.counters[i].name);
+    for (size_t i = first_data; i < m.data_stages.size(); ++i) {
+      DataStageSlice& d = m.data_stages[i];
+      d.operation = id(d.operation);
+      d.stage = id(d.stage);
+      d.custom_info = id(d.custom_info);
+    }
     size_t unended = 0;
     for (size_t i = first_async; i < m.async_ranges.size(); ++i) {
       AsyncRange& a = m.async_ranges[i];

@@ -87,6 +87,16 @@ struct SliceRef {
   size_t index;
 };
 
+// One stage of the data pipeline (trainprof::DataStage), on its thread.
+struct DataStageSlice {
+  uint64_t start_ns;
+  uint64_t dur_ns;
+  uint32_t tid;
+  uint32_t operation;  // string ids
+  uint32_t stage;
+  uint32_t custom_info;  // 0: none
+};
+
 struct StepWindow {
   int64_t number;
   uint64_t start_ns;
@@ -114,6 +124,7 @@ struct TraceModel {
   std::vector<Instant> instants;
   std::vector<CounterSample> counters;
   std::vector<AsyncRange> async_ranges;
+  std::vector<DataStageSlice> data_stages;
   std::vector<StepWindow> steps;  // sorted by number
   std::vector<std::string> warnings;
   uint64_t event_count = 0;

@@ -24,7 +24,22 @@ namespace {
 using analysis::Slice;
 using analysis::TraceModel;
 
-enum class ItemType : uint8_t { kSlice, kInstant, kCounter, kAsyncBegin, kAsyncEnd, kFlowStart, kFlowEnd };
+enum class ItemType : uint8_t {
+  kSlice,
+  kDataStage,
+  kInstant,
+  kCounter,
+  kAsyncBegin,
+  kAsyncEnd,
+  kFlowStart,
+  kFlowEnd
+};
+
+// The Dataset track of thread `tid`: its data pipeline stages, apart from its
+// ranges and operators (they need not nest with them).
+uint32_t dataset_track(uint32_t tid) {
+  return tid | 0x40000000u;
+}
 
 struct Item {
   uint64_t ts;
@@ -108,6 +123,7 @@ class TraceWriter {
       case ItemType::kCounter: counter(m_.counters[it.index]); break;
       case ItemType::kAsyncBegin: async(m_.async_ranges[it.index], true); break;
       case ItemType::kAsyncEnd: async(m_.async_ranges[it.index], false); break;
+      case ItemType::kDataStage: data_stage(m_.data_stages[it.index]); break;
       case ItemType::kFlowStart: flow(it.index, true); break;
       case ItemType::kFlowEnd: flow(it.index, false); break;
     }
@@ -231,6 +247,28 @@ class TraceWriter {
     end_event();
   }
 
+  void data_stage(const analysis::DataStageSlice& d) {
+    begin_event();
+    str("ph", "X", true);
+    str("cat", "dataset");
+    name_str("name", d.operation);
+    num("pid", m_.pid);
+    num("tid", dataset_track(d.tid));
+    ts("ts", d.start_ns);
+    key("dur");
+    append_us(buf_, static_cast<int64_t>(d.dur_ns));
+    key("args");
+    buf_ += '{';
+    key("Stage", true);
+    buf_ += escaped(d.stage);
+    if (d.custom_info != 0) {
+      key("Custom Info");
+      buf_ += escaped(d.custom_info);
+    }
+    buf_ += '}';
+    end_event();
+  }
+
   // A fwdbwd flow arrow: from the forward op's start to the autograd
   // node's start; viewers bind each end to the slice enclosing it.
   void flow(uint32_t index, bool start) {
@@ -276,7 +314,11 @@ class TraceWriter {
 std::vector<Item> collect_other_items(const TraceModel& m,
                                       const std::vector<analysis::ForwardBackwardLink>& flows) {
   std::vector<Item> items;
-  items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size() + 2 * flows.size());
+  items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size() + 2 * flows.size() +
+                m.data_stages.size());
+  for (uint32_t i = 0; i < m.data_stages.size(); ++i) {
+    items.push_back({m.data_stages[i].start_ns, m.data_stages[i].dur_ns, ItemType::kDataStage, i});
+  }
   for (uint32_t i = 0; i < flows.size(); ++i) {
     items.push_back({flows[i].forward_start_ns, 0, ItemType::kFlowStart, i});
     items.push_back({flows[i].backward_start_ns, 0, ItemType::kFlowEnd, i});
@@ -327,6 +369,7 @@ class ItemStream {
     for (const auto& i : m_.instants) t.insert(i.tid);
     for (const auto& c : m_.counters) t.insert(c.tid);
     for (const auto& a : m_.async_ranges) t.insert(a.begin_tid);
+    for (const auto& d : m_.data_stages) t.insert(dataset_track(d.tid));
     return t;
   }
 
@@ -383,11 +426,16 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& pat
   w.metadata("process_sort_index", 0, "sort_index", {}, m.rank, true);
   std::set<uint32_t> tids = stream.tids();
   int64_t sort_index = 1;
-  for (uint32_t tid : tids) {
+  auto thread_label = [&m](uint32_t tid) {
     auto named = m.thread_names.find(tid);
-    std::string tname = named != m.thread_names.end() ? named->second
-                        : tid == m.pid                ? "main thread " + std::to_string(tid)
-                                                      : "thread " + std::to_string(tid);
+    return named != m.thread_names.end() ? named->second
+           : tid == m.pid                ? "main thread " + std::to_string(tid)
+                                         : "thread " + std::to_string(tid);
+  };
+  for (uint32_t tid : tids) {  // Dataset tracks have the largest ids: listed last
+    bool dataset = tid == dataset_track(tid) && m.thread_names.count(tid) == 0;
+    std::string tname =
+        dataset ? "Dataset (" + thread_label(tid & ~dataset_track(0)) + ")" : thread_label(tid);
     w.metadata("thread_name", tid, "name", tname, 0, false);
     w.metadata("thread_sort_index", tid, "sort_index", {}, tid == m.pid ? 0 : sort_index++, true);
   }

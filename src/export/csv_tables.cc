@@ -97,6 +97,21 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
   return csv.commit();
 }
 
+std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const std::string& path) {
+  CsvBuilder csv(path);
+  header(csv, {"Operation", "Stage", "Occurrences", "Avg. time(us)", "Custom Info", "Total time(us)"});
+  for (const auto& r : rows) {
+    csv.field(r.operation)
+        .field(r.stage)
+        .count(r.occurrences)
+        .us(r.total_ns / r.occurrences)
+        .field(r.custom_info)
+        .us(r.total_ns);
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
 std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const std::string& path) {
   CsvBuilder csv(path);
   header(csv, {"Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free",

@@ -13,6 +13,7 @@ namespace trainprof::exporter {
 std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const std::string& path);
 std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows,
                                    const std::string& path);
+std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const std::string& path);
 std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const std::string& path);
 
 }  // namespace trainprof::exporter

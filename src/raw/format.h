@@ -68,8 +68,13 @@ enum class EventKind : uint8_t {
   kOperator = 7,        // framework operator: name, t0, duration,
                         // a = OperatorFlags | forward thread id << 8, b = sequence number + 1 (0: none)
   kOperatorInputs = 8,  // name = "dims\x1ftypes" of the preceding kOperator of this thread; t0 = its t0
+  kDataStage = 10,      // data pipeline stage: name = operation, t0, duration, a = stage string id,
+                        // b = custom info string id (0: none)
 };
-inline constexpr uint8_t kMaxEventKind = 8;
+
+inline bool is_known_event_kind(uint8_t kind) {
+  return (kind >= 1 && kind <= 8) || kind == 10;
+}
 
 // kOperator flags (low 8 bits of `a`).
 inline constexpr uint64_t kOperatorBackward = 1;  // an autograd node (LibTorch BACKWARD_FUNCTION scope)

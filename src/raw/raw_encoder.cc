@@ -126,6 +126,11 @@ void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count)
         b = e.aux == detail::kNoSequenceNumber ? 0 : uint64_t{e.aux} + 1;
         break;
       case EventKind::kOperatorInputs: break;
+      case EventKind::kDataStage:
+        dur = e.t1 - e.t0;
+        a = domain_string_id(e.domain);
+        b = e.aux == 0 ? 0 : domain_string_id(static_cast<uint16_t>(e.aux - 1));
+        break;
     }
     uint8_t head = e.kind & kHeadKindMask;
     if (dur != 0) head |= kHeadHasDuration;

@@ -145,7 +145,7 @@ class ChunkDecoder {
       uint8_t head = *p++;
       uint8_t kind = head & kHeadKindMask;
       uint64_t name = 0, delta = 0, dur = 0, a = 0, b = 0;
-      if (kind == 0 || kind > kMaxEventKind) return "unknown event kind " + std::to_string(kind);
+      if (!is_known_event_kind(kind)) return "unknown event kind " + std::to_string(kind);
       if ((p = get_varint(p, end, &name)) == nullptr || (p = get_varint(p, end, &delta)) == nullptr ||
           ((head & kHeadHasDuration) && (p = get_varint(p, end, &dur)) == nullptr) ||
           ((head & kHeadHasA) && (p = get_varint(p, end, &a)) == nullptr) ||

@@ -330,10 +330,10 @@ class TorchCollector final : public detail::Collector {
     } catch (const std::exception& e) {
       detail::log_error(std::string("LibTorch collector: cannot register operator callbacks: ") + e.what());
     }
-    if (options.with_stack || options.profile_memory || options.data_process) {
+    if (options.with_stack || options.profile_memory) {
       detail::log_warning(
-          "LibTorch collector: with_stack, profile_memory and data_process are not recorded by "
-          "this version; operators, input shapes and FLOPs are");
+          "LibTorch collector: with_stack and profile_memory are not recorded by this version; operators, "
+          "input shapes and FLOPs are");
     }
   }
 
