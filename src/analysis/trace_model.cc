@@ -2,6 +2,7 @@
 #include "analysis/trace_model.h"
 
 #include "analysis/timeline.h"
+#include "raw/varint.h"
 
 #include <algorithm>
 #include <bit>
@@ -176,6 +177,10 @@ struct FileEvents {
         m.async_ranges.push_back(AsyncRange{e.t0_ns, 0, e.tid, e.name_id, static_cast<uint32_t>(e.a), e.b});
         break;
       case raw::EventKind::kAsyncEnd: async_end_ns[e.b] = e.t0_ns; break;
+      case raw::EventKind::kMemory:
+        m.memory.push_back(MemoryRecord{e.t0_ns, e.b, raw::unzigzag(e.a), e.total_allocated, e.total_reserved,
+                                        e.tid, static_cast<uint32_t>(e.device)});
+        break;
     }
   }
 
@@ -332,6 +337,8 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
   std::sort(m.op_links.begin(), m.op_links.end(), [](const OpLink& a, const OpLink& b) {
     return std::make_pair(a.start_ns, a.key) < std::make_pair(b.start_ns, b.key);
   });
+  std::stable_sort(m.memory.begin(), m.memory.end(),
+                   [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   std::sort(m.steps.begin(), m.steps.end(),
             [](const StepWindow& a, const StepWindow& b) { return a.number < b.number; });
   return true;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/timeline.h"
 #include "export/output_file.h"
@@ -24,13 +25,13 @@ namespace {
 using analysis::Slice;
 using analysis::TraceModel;
 
-enum class ItemType : uint8_t { kSlice, kInstant, kCounter, kAsyncBegin, kAsyncEnd };
+enum class ItemType : uint8_t { kSlice, kInstant, kCounter, kAsyncBegin, kAsyncEnd, kMemory };
 
 struct Item {
   uint64_t ts;
   uint64_t dur;
   ItemType type;
-  uint32_t index;                // into the model's instants, counters, async ranges
+  uint32_t index;                // into the model's instants, counters, async ranges, memory
   const Slice* slice = nullptr;  // kSlice
 };
 
@@ -107,6 +108,7 @@ class TraceWriter {
       case ItemType::kCounter: counter(m_.counters[it.index]); break;
       case ItemType::kAsyncBegin: async(m_.async_ranges[it.index], true); break;
       case ItemType::kAsyncEnd: async(m_.async_ranges[it.index], false); break;
+      case ItemType::kMemory: memory(m_.memory[it.index]); break;
     }
   }
 
@@ -230,6 +232,45 @@ class TraceWriter {
     end_event();
   }
 
+  // Kineto's [memory] instant, then the allocator's totals as a counter
+  // track per device.
+  void memory(const analysis::MemoryRecord& r) {
+    std::string device = analysis::memory_device_name(r.device);
+    begin_event();
+    str("ph", "i", true);
+    str("cat", "cpu_instant_event");
+    str("s", "t");
+    str("name", "[memory]");
+    num("pid", m_.pid);
+    num("tid", r.tid);
+    ts("ts", r.ts_ns);
+    key("args");
+    buf_ += '{';
+    key("Addr", true);
+    append_uint(buf_, r.address);
+    num("Bytes", r.bytes);
+    num("Total Allocated", static_cast<int64_t>(r.total_allocated));
+    num("Total Reserved", static_cast<int64_t>(r.total_reserved));
+    num("Device Type", raw::memory_device_type(r.device));
+    num("Device Id", raw::memory_device_index(r.device));
+    buf_ += '}';
+    end_event();
+    begin_event();
+    str("ph", "C", true);
+    str("cat", "memory");
+    str("name", "Memory (" + device + ")");
+    num("pid", m_.pid);
+    num("tid", r.tid);
+    ts("ts", r.ts_ns);
+    key("args");
+    buf_ += '{';
+    key("Total Allocated", true);
+    append_uint(buf_, r.total_allocated);
+    num("Total Reserved", static_cast<int64_t>(r.total_reserved));
+    buf_ += '}';
+    end_event();
+  }
+
   const TraceModel& m_;
   bool pretty_;
   uint64_t base_mono_;
@@ -250,7 +291,7 @@ class TraceWriter {
 // thread (build_model) and are merged in without a copy.
 std::vector<Item> collect_other_items(const TraceModel& m) {
   std::vector<Item> items;
-  items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size());
+  items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size() + m.memory.size());
   for (uint32_t i = 0; i < m.instants.size(); ++i)
     items.push_back({m.instants[i].ts_ns, 0, ItemType::kInstant, i});
   for (uint32_t i = 0; i < m.counters.size(); ++i)
@@ -260,6 +301,8 @@ std::vector<Item> collect_other_items(const TraceModel& m) {
     items.push_back({a.start_ns, a.end_ns - a.start_ns, ItemType::kAsyncBegin, i});
     items.push_back({a.end_ns, 0, ItemType::kAsyncEnd, i});
   }
+  for (uint32_t i = 0; i < m.memory.size(); ++i)
+    items.push_back({m.memory[i].ts_ns, 0, ItemType::kMemory, i});
   std::sort(items.begin(), items.end(), item_before);
   return items;
 }
@@ -296,6 +339,7 @@ class ItemStream {
     for (const auto& i : m_.instants) t.insert(i.tid);
     for (const auto& c : m_.counters) t.insert(c.tid);
     for (const auto& a : m_.async_ranges) t.insert(a.begin_tid);
+    for (const auto& r : m_.memory) t.insert(r.tid);
     return t;
   }
 
