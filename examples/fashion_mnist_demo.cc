@@ -119,6 +119,7 @@ int run(const std::string& output, int steps) {
   options.output_path = output;
   options.record_shapes = true;
   options.with_flops = true;
+  options.profile_memory = true;
   options.data_process = true;
   options.schedule = trainprof::Schedule{.wait = 1, .warmup = 1, .active = 3, .repeat = 2, .skip_first = 10};
   options.on_trace_ready = trainprof::trace_handler(output);  // analyses each cycle as it closes

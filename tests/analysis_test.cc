@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <bit>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,8 +15,12 @@
 
 #include "analysis/passes.h"
 #include "analysis/timeline.h"
+#include "core/event.h"
+#include "core/recorder.h"
 #include "export/csv_reader.h"
+#include "raw/crc32c.h"
 #include "raw/format.h"
+#include "raw/raw_encoder.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
 
@@ -670,6 +677,163 @@ TEST(Dataset, StepSelectionKeepsTheStagesOfTheChosenSteps) {
   EXPECT_EQ(read_csv(out(run, "dataset.csv"))[1][2], "3");
   ASSERT_TRUE(analyse_one(run).ok);
   EXPECT_EQ(read_csv(out(run, "dataset.csv"))[1][2], "6");
+}
+
+// What the LibTorch collector records for one allocator report: two slots.
+detail::Event memory_pair_event(uint64_t address, int64_t bytes, uint64_t total, bool second) {
+  detail::MemoryReport r{
+      detail::now_ticks(), address, bytes, static_cast<uint8_t>(raw::EventKind::kMemory), {}};
+  detail::MemoryTotals t{total, 2 * total, raw::memory_device(0, -1), detail::kMemoryTotalsSlot, {}};
+  return second ? std::bit_cast<detail::Event>(t) : std::bit_cast<detail::Event>(r);
+}
+void report_memory(uint64_t address, int64_t bytes, uint64_t total) {
+  detail::Event first = memory_pair_event(address, bytes, total, false);
+  detail::Event second = memory_pair_event(address, bytes, total, true);
+  detail::record_event_pair(first, second);
+}
+// An operator around `body`, recorded as the collector does at its end.
+template <typename F>
+void op(const char* name, F body) {
+  uint64_t start = detail::now_ticks();
+  body();
+  detail::record_event(detail::Event{start, detail::now_ticks(), name,
+                                     static_cast<uint8_t>(raw::EventKind::kOperator), 0, 0,
+                                     detail::kNoSequenceNumber});
+}
+
+// Operators last microseconds in real programs. Without gaps, timestamps
+// only nanoseconds apart can become equal and which slice holds a report, or
+// which of two slices is inside the other, is then undecidable.
+void spin_one_microsecond() {
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(1);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// Per thread: 3000 blocks allocated inside "alloc_op" (nested in "outer"),
+// one outside any operator, all but the last 10 freed inside "free_op";
+// 12 000 reports per thread cross many buffer blocks.
+constexpr int kBlocks = 3000;
+void memory_workload(uint64_t base) {
+  uint64_t total = 0;
+  for (int i = 0; i < kBlocks; ++i) {
+    op("outer", [&] {
+      spin_one_microsecond();
+      op("alloc_op", [&] {
+        spin_one_microsecond();
+        report_memory(base + 64 * i, 64, total += 64);
+        spin_one_microsecond();
+      });
+    });
+  }
+  spin_one_microsecond();
+  report_memory(base + 64 * kBlocks, 32, total += 32);
+  op("free_op", [&] {
+    for (int i = 0; i < kBlocks - 10; ++i) report_memory(base + 64 * i, -64, total -= 64);
+  });
+}
+
+TEST(Analysis, MemoryReportsAreAttributedMatchedAndPeakedPerStep) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  std::thread other(memory_workload, uint64_t{1} << 40);
+  memory_workload(uint64_t{2} << 40);
+  other.join();
+  prof.step();
+  report_memory(uint64_t{3} << 40, 1 << 20, 1 << 20);  // step 1: one MiB
+  prof.step();
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  RunAnalysis r = analyse_one(run);
+  ASSERT_TRUE(r.ok) << r.error;
+
+  const int reports = 2 * (kBlocks + 1 + kBlocks - 10) + 1;
+  CsvRows records = read_csv(out(run, "memory_record.csv"));
+  ASSERT_EQ(records.size(), reports + 1u);
+  EXPECT_EQ(records[0][0], "Component");
+  CsvRows rows = read_csv(out(run, "operator_memory.csv"));
+  ASSERT_EQ(rows.size(), 2 * (kBlocks + 1) + 1 + 1u);
+  std::map<std::pair<std::string, bool>, int> by_op;  // (name, released) -> rows
+  for (size_t i = 1; i < rows.size(); ++i) {
+    bool released = !rows[i][3].empty();
+    ++by_op[{rows[i][0], released}];
+    if (released) {
+      EXPECT_EQ(ns_of(rows[i][4]), ns_of(rows[i][3]) - ns_of(rows[i][2])) << i;
+    }
+  }
+  EXPECT_EQ((by_op[{"alloc_op", true}]), 2 * (kBlocks - 10));
+  EXPECT_EQ((by_op[{"alloc_op", false}]), 2 * 10);
+  EXPECT_EQ((by_op[{"", false}]), 2 + 1);
+  EXPECT_EQ(by_op.size(), 3u) << [&] {
+    std::string names;
+    for (const auto& [k, n] : by_op)
+      names += k.first + (k.second ? "/released " : " ") + std::to_string(n) + "; ";
+    return names;
+  }();
+  EXPECT_EQ(rows[1][1], "0.062");  // 64 bytes in KB
+
+  json info = read_json(out(run, "profiler_info.json"));
+  const json& memory = info["analysis"]["memory"];
+  EXPECT_EQ(memory["frees"], 2 * (kBlocks - 10));
+  EXPECT_EQ(memory["frees_matched"], 2 * (kBlocks - 10));
+  // Step 0's peak is one thread's 3000 blocks + 32 bytes; step 1's the MiB.
+  ASSERT_EQ(memory["steps"].size(), 3u);
+  EXPECT_EQ(memory["steps"][0]["Peak Memory(bytes)"], 64 * kBlocks + 32);
+  EXPECT_EQ(memory["steps"][1]["Peak Memory(bytes)"], 1 << 20);
+
+  int instants = 0, counters = 0;
+  json trace = read_json(out(run, "trace_view.json"));  // must outlive the loop
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("name", "") == "[memory]") {
+      ++instants;
+      EXPECT_EQ(e["s"], "t");
+      EXPECT_EQ(e["args"]["Device Id"], -1);
+      EXPECT_EQ(e["args"]["Total Reserved"].get<int64_t>(), 2 * e["args"]["Total Allocated"].get<int64_t>());
+    }
+    counters += e.value("name", "") == "Memory (CPU)" && e.value("ph", "") == "C";
+  }
+  EXPECT_EQ(instants, reports);
+  EXPECT_EQ(counters, reports);
+
+  // --steps narrows the memory outputs to the window.
+  ASSERT_TRUE(analyse_one(run, with_steps({1})).ok);
+  EXPECT_EQ(read_csv(out(run, "memory_record.csv")).size(), 2u);
+  EXPECT_EQ(read_csv(out(run, "operator_memory.csv")).size(), 2u);
+}
+
+TEST(Analysis, MalformedMemoryEventDiscardsItsChunkOnly) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  report_memory(0x1000, 64, 64);
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  // A chunk whose CRC is valid but whose memory event lacks its last field.
+  detail::Event pair[2] = {memory_pair_event(0x2000, 64, 128, false),
+                           memory_pair_event(0x2000, 64, 128, true)};
+  raw::RawEncoder encoder;
+  ASSERT_EQ(encoder.events(1234, pair, 2), 1u);
+  std::vector<uint8_t> chunk = encoder.output();
+  chunk.pop_back();
+  raw::ChunkHeader h;
+  std::memcpy(&h, chunk.data(), sizeof(h));
+  h.payload_size -= 1;
+  h.crc = raw::crc32c(raw::crc32c(0, &h, offsetof(raw::ChunkHeader, crc)), chunk.data() + sizeof(h),
+                      h.payload_size);
+  std::memcpy(chunk.data(), &h, sizeof(h));
+  {
+    std::ofstream f(run + "/raw/host.tpraw", std::ios::binary | std::ios::app);
+    f.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(chunk.size()));
+  }
+  RunAnalysis r = analyse_one(run);
+  ASSERT_TRUE(r.ok) << r.error;
+  bool reported = false;
+  for (const std::string& w : r.warnings) reported |= w.find("malformed memory event") != std::string::npos;
+  EXPECT_TRUE(reported);
+  EXPECT_EQ(read_csv(out(run, "memory_record.csv")).size(), 2u);  // the valid report only
 }
 
 }  // namespace

@@ -7,8 +7,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "export/csv_reader.h"
 #include "test_util.h"
 #include "trainprof/torch_data.h"
 #include "trainprof/trainprof.h"
@@ -375,6 +377,132 @@ TEST(TorchData, LoaderStagesAreTimedOnTheThreadsThatRunThem) {
   }
   EXPECT_EQ(on_main, 6);
   EXPECT_EQ(on_workers, 45);
+}
+
+// The [memory] instants of a trace, in time order.
+std::vector<json> memory_events(const json& trace) {
+  std::vector<json> out;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("name", "") == "[memory]" && e.value("ph", "") == "i") out.push_back(e);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const json& a, const json& b) {
+    return a["ts"].get<double>() < b["ts"].get<double>();
+  });
+  return out;
+}
+
+// operator_memory.csv rows as header -> value maps.
+std::vector<std::map<std::string, std::string>> csv_records(const std::string& path) {
+  exporter::CsvRows rows = exporter::read_csv_file(path);
+  std::vector<std::map<std::string, std::string>> out;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    std::map<std::string, std::string> rec;
+    for (size_t c = 0; c < rows[0].size() && c < rows[r].size(); ++c) rec[rows[0][c]] = rows[r][c];
+    out.push_back(rec);
+  }
+  return out;
+}
+
+int64_t nbytes(const torch::Tensor& t) {
+  return static_cast<int64_t>(t.nbytes());
+}
+
+TEST(TorchCollector, ProfileMemoryRecordsEveryAllocationWithItsOperatorAndFree) {
+  test::TempDir dir;
+  Training training;
+  torch::Tensor a = torch::randn({16, 32}), b = torch::randn({32, 8});
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.profile_memory = true;
+  Profiler prof(o);
+  training.step();
+  prof.step();
+  training.step();
+  std::vector<torch::Tensor> kept = {torch::empty({1000}), torch::mm(a, b)};
+  // A thread of the program's own: the reporter is installed by its first operator.
+  std::thread([&kept] { kept.push_back(torch::ones({256})); }).join();
+  prof.step();
+  prof.stop();
+  const std::string run = prof.last_run().run_dir;
+  json trace = analysed_trace(run);
+
+  std::vector<json> reports = memory_events(trace);
+  ASSERT_GT(reports.size(), 100u);
+  // Every report is recorded: c10's running total moves by exactly each
+  // report's bytes (one thread: set_num_threads(1)).
+  int64_t allocations = 0, frees = 0;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    int64_t bytes = reports[i]["args"]["Bytes"].get<int64_t>();
+    (bytes > 0 ? allocations : frees) += 1;
+    EXPECT_EQ(reports[i]["args"]["Device Type"], 0);  // c10::DeviceType::CPU
+    EXPECT_EQ(reports[i]["args"]["Device Id"], -1);
+    if (i == 0) continue;
+    ASSERT_EQ(reports[i]["args"]["Total Allocated"].get<int64_t>(),
+              reports[i - 1]["args"]["Total Allocated"].get<int64_t>() + bytes)
+        << "report " << i;
+  }
+  EXPECT_GT(frees, 0);
+  RecordProperty("allocations", static_cast<int>(allocations));
+  RecordProperty("frees", static_cast<int>(frees));
+
+  // What is still allocated at the end is what the program keeps alive:
+  // gradients and momentum buffers (made in the first step) and `kept`.
+  int64_t live = 0;
+  for (const torch::Tensor& p : training.net()->parameters()) live += 2 * nbytes(p.grad());
+  for (const torch::Tensor& t : kept) live += nbytes(t);
+  int64_t before = reports.front()["args"]["Total Allocated"].get<int64_t>() -
+                   reports.front()["args"]["Bytes"].get<int64_t>();
+  EXPECT_EQ(reports.back()["args"]["Total Allocated"].get<int64_t>() - before, live);
+
+  // Every free matched to its allocation; the kept tensors never freed and
+  // attributed to the operators that made them.
+  auto rows = csv_records(run + "/PROFILER_OUTPUT/operator_memory.csv");
+  ASSERT_EQ(static_cast<int64_t>(rows.size()), allocations);
+  int64_t released = 0;
+  for (const auto& r : rows) released += !r.at("Release Time(us)").empty();
+  EXPECT_EQ(released, frees);
+  json info = json::parse(test::read_text(run + "/PROFILER_OUTPUT/profiler_info.json"));
+  EXPECT_EQ(info["analysis"]["memory"]["frees_matched"].get<int64_t>(), frees);
+
+  std::map<uint64_t, std::string> kept_names = {
+      {reinterpret_cast<uintptr_t>(kept[0].data_ptr()), "aten::empty"},
+      {reinterpret_cast<uintptr_t>(kept[1].data_ptr()), "aten::mm"}};
+  int64_t other_thread_allocations = 0;
+  for (const json& e : reports) {
+    other_thread_allocations += e["tid"] != reports.front()["tid"] && e["args"]["Bytes"] == nbytes(kept[2]);
+  }
+  EXPECT_EQ(other_thread_allocations, 1);
+  for (const auto& [addr, name] : kept_names) {
+    auto last = std::find_if(reports.rbegin(), reports.rend(),
+                             [addr](const json& e) { return e["args"]["Addr"].get<uint64_t>() == addr; });
+    ASSERT_NE(last, reports.rend()) << name;
+    EXPECT_GT((*last)["args"]["Bytes"].get<int64_t>(), 0) << name << " was freed";
+  }
+  // Size(KB) as the CSV writes it.
+  auto kb = [](int64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.3f", static_cast<double>(bytes) / 1024.0);
+    return std::string(text);
+  };
+  auto unreleased = [&](const std::string& name, int64_t bytes) {
+    return std::count_if(rows.begin(), rows.end(), [&](const auto& r) {
+      return r.at("Name") == name && r.at("Release Time(us)").empty() && r.at("Size(KB)") == kb(bytes);
+    });
+  };
+  EXPECT_GE(unreleased("aten::empty", nbytes(kept[0])), 1);
+  EXPECT_GE(unreleased("aten::mm", nbytes(kept[1])), 1);
+
+  // One memory_record.csv row per report; a per-step peak that covers at
+  // least what is live at the end of the last step.
+  auto records = csv_records(run + "/PROFILER_OUTPUT/memory_record.csv");
+  ASSERT_EQ(records.size(), reports.size());
+  EXPECT_EQ(records[0].at("Component"), "LibTorch");
+  EXPECT_EQ(records[0].at("Device Type"), "CPU");
+  const json& steps = info["analysis"]["memory"]["steps"];
+  ASSERT_GE(steps.size(), 2u);
+  EXPECT_EQ(steps.back()["Device Type"], "CPU");
+  EXPECT_GE(steps.back()["Peak Memory(bytes)"].get<int64_t>(),
+            reports.back()["args"]["Total Allocated"].get<int64_t>());
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/trace_model.h"
 #include "core/log.h"
@@ -67,9 +68,43 @@ void add_warning(RunAnalysis& r, std::string w) {
   if (r.warnings.size() == kMaxWarnings) r.warnings.back() = "(more warnings omitted)";
 }
 
+// The "memory" object of the output's profiler_info.json: counts, and the
+// peak allocated per step and device.
+json memory_summary(const analysis::TraceModel& model, const analysis::MemoryMatch& match) {
+  uint64_t allocations = model.memory.size() - match.frees;
+  json steps = json::array();
+  for (const analysis::StepMemoryPeak& p : analysis::step_memory_peaks(model)) {
+    steps.push_back({{"Step", p.step},
+                     {"Device Type", analysis::memory_device_name(p.device)},
+                     {"Peak Memory(MB)", static_cast<double>(p.peak_allocated) / (1024.0 * 1024.0)},
+                     {"Peak Memory(bytes)", p.peak_allocated}});
+  }
+  return {{"reports", model.memory.size()},
+          {"allocations", allocations},
+          {"frees", match.frees},
+          {"frees_matched", match.frees_matched},
+          {"steps", steps}};
+}
+
+// Writes memory_record.csv and operator_memory.csv when the run has memory
+// reports; returns the first error and fills `summary`.
+std::string write_memory_outputs(const analysis::TraceModel& model, const fs::path& out_dir, json* summary) {
+  if (model.memory.empty()) {
+    std::error_code ec;  // files of an earlier analysis of other steps would be stale
+    fs::remove(out_dir / "memory_record.csv", ec);
+    fs::remove(out_dir / "operator_memory.csv", ec);
+    return "";
+  }
+  analysis::MemoryMatch match = analysis::match_allocations(model, analysis::memory_operators(model));
+  *summary = memory_summary(model, match);
+  std::string e = exporter::write_memory_record(model, (out_dir / "memory_record.csv").string());
+  std::string e2 = exporter::write_operator_memory(model, match, (out_dir / "operator_memory.csv").string());
+  return e.empty() ? e2 : e;
+}
+
 // profiler_info.json of the output: the run's own, plus what the analysis did.
 std::string output_info(const fs::path& run, const analysis::TraceModel& model, const RunAnalysis& r,
-                        const AnalyseOptions& options, bool pretty) {
+                        const AnalyseOptions& options, bool pretty, const json& memory) {
   json info;
   try {
     info = json::parse(read_small_file(run / "profiler_info.json"));
@@ -91,6 +126,7 @@ std::string output_info(const fs::path& run, const analysis::TraceModel& model, 
                              .count()},
       {"warnings", warnings},
   };
+  if (!memory.is_null()) info["analysis"]["memory"] = memory;
   return info.dump(pretty ? 2 : -1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
@@ -201,6 +237,8 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   } else {
     fs::remove(out_dir / "dataset.csv", ec);  // from an earlier analysis of other steps
   }
+  json memory;
+  note(write_memory_outputs(model, out_dir, &memory));
   auto t_tables = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) {
     return std::to_string(std::chrono::duration<double, std::milli>(b - a).count());
@@ -212,7 +250,7 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
                                      metadata.empty() ? "{}\n" : metadata));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   note(detail::write_file_atomically((out_dir / "profiler_info.json").string(),
-                                     output_info(run, model, r, options, options.pretty)));
+                                     output_info(run, model, r, options, options.pretty, memory)));
   if (!errors.empty()) {
     r.error = errors;
     return r;

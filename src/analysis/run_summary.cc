@@ -4,9 +4,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "export/csv_reader.h"
 #include "trainprof/analyse.h"
@@ -59,6 +62,20 @@ std::vector<NameTotal> totals_by_name(const std::vector<std::vector<std::string>
   return rows;
 }
 
+// Peak allocated memory per step (the largest over devices), from the
+// output's profiler_info.json, when the run recorded memory.
+std::map<std::string, double> peak_memory_mb(const fs::path& out) {
+  std::map<std::string, double> peaks;
+  std::ifstream f(out / "profiler_info.json");
+  nlohmann::json info = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (info.is_discarded() || !info.contains("analysis") || !info["analysis"].contains("memory")) return peaks;
+  for (const auto& s : info["analysis"]["memory"].value("steps", nlohmann::json::array())) {
+    std::string step = std::to_string(s.value("Step", int64_t{-1}));
+    peaks[step] = std::max(peaks[step], s.value("Peak Memory(MB)", 0.0));
+  }
+  return peaks;
+}
+
 // The data pipeline's stages (dataset.csv), when the run recorded them.
 void append_data_pipeline(std::string& text, const fs::path& out) {
   std::error_code ec;
@@ -97,22 +114,30 @@ std::string summarize_run(const std::string& run_dir) {
            self_sum > 0 ? 100.0 * t.self_us / self_sum : 0.0);
   }
   auto steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
+  std::map<std::string, double> peaks = peak_memory_mb(out);
   if (steps.size() > 1) {
-    append(text, "  step      step ms   computing ms    free ms   preparing ms\n");
+    append(text, "  step      step ms   computing ms    free ms   preparing ms%s\n",
+           peaks.empty() ? "" : "   peak memory MB");
     for (size_t i = 1; i < steps.size(); ++i) {
       const auto& r = steps[i];
       if (r.size() < 10) continue;
       double computing = number(r[1]), comm_not_overlapped = number(r[2]), free = number(r[5]);
-      append(text, "  %-6s %10.3f %14.3f %10.3f %14.3f\n", r[0].c_str(),
+      append(text, "  %-6s %10.3f %14.3f %10.3f %14.3f", r[0].c_str(),
              (computing + comm_not_overlapped + free) / 1e3, computing / 1e3, free / 1e3, number(r[9]) / 1e3);
+      if (auto peak = peaks.find(r[0]); peak != peaks.end()) append(text, " %18.1f", peak->second);
+      append(text, "\n");
     }
   } else {
     append(text, "  no steps recorded (call Profiler::step() once per training step)\n");
   }
   append_data_pipeline(text, out);
+  std::string optional_outputs;
+  for (const char* f : {"dataset.csv", "memory_record.csv", "operator_memory.csv"}) {
+    if (fs::exists(out / f, ec)) optional_outputs += std::string(", ") + f;
+  }
   append(text,
          "  outputs: %s/{trace_view.json, op_statistic.csv, operator_details.csv, step_trace_time.csv%s}\n",
-         out.c_str(), fs::exists(out / "dataset.csv", ec) ? ", dataset.csv" : "");
+         out.c_str(), optional_outputs.c_str());
   return text;
 }
 

@@ -2,6 +2,7 @@
 #include "analysis/trace_model.h"
 
 #include "analysis/timeline.h"
+#include "raw/varint.h"
 
 #include <algorithm>
 #include <bit>
@@ -181,6 +182,10 @@ struct FileEvents {
         m.data_stages.push_back(DataStageSlice{e.t0_ns, e.t1_ns - e.t0_ns, e.tid, e.name_id,
                                                static_cast<uint32_t>(e.a), static_cast<uint32_t>(e.b)});
         break;
+      case raw::EventKind::kMemory:
+        m.memory.push_back(MemoryRecord{e.t0_ns, e.b, raw::unzigzag(e.a), e.total_allocated, e.total_reserved,
+                                        e.tid, static_cast<uint32_t>(e.device)});
+        break;
     }
   }
 
@@ -343,6 +348,8 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
   std::sort(m.op_links.begin(), m.op_links.end(), [](const OpLink& a, const OpLink& b) {
     return std::make_pair(a.start_ns, a.key) < std::make_pair(b.start_ns, b.key);
   });
+  std::stable_sort(m.memory.begin(), m.memory.end(),
+                   [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   std::sort(m.steps.begin(), m.steps.end(),
             [](const StepWindow& a, const StepWindow& b) { return a.number < b.number; });
   return true;

@@ -62,6 +62,18 @@ struct CounterSample {
   double value;
 };
 
+// One allocator report (profile_memory): an allocation (bytes > 0) or a
+// free (bytes < 0), with the allocator's totals just after it.
+struct MemoryRecord {
+  uint64_t ts_ns;
+  uint64_t address;
+  int64_t bytes;
+  uint64_t total_allocated;
+  uint64_t total_reserved;
+  uint32_t tid;
+  uint32_t device;  // raw::memory_device(type, index)
+};
+
 // range_start / range_end pair (may cross threads).
 struct AsyncRange {
   uint64_t start_ns;
@@ -125,7 +137,8 @@ struct TraceModel {
   std::vector<CounterSample> counters;
   std::vector<AsyncRange> async_ranges;
   std::vector<DataStageSlice> data_stages;
-  std::vector<StepWindow> steps;  // sorted by number
+  std::vector<MemoryRecord> memory;  // in time order (stable: a thread's reports keep their order)
+  std::vector<StepWindow> steps;     // sorted by number
   std::vector<std::string> warnings;
   uint64_t event_count = 0;
 

@@ -26,6 +26,28 @@ struct Event {
 inline constexpr uint32_t kNoSequenceNumber = 0xffffffffu;
 static_assert(sizeof(Event) == 32, "Event is a fixed 32-byte record");
 
+// A memory report does not fit one Event: it fills two consecutive slots of
+// one block, committed together (record_event_pair), laid out as below and
+// converted with std::bit_cast. `kind` stays at Event::kind's offset.
+struct MemoryReport {
+  uint64_t t0;       // ticks
+  uint64_t address;  // the block's address
+  int64_t bytes;     // > 0: allocated, < 0: freed
+  uint8_t kind;      // raw::EventKind::kMemory
+  uint8_t unused[7];
+};
+struct MemoryTotals {  // the slot after a MemoryReport
+  uint64_t total_allocated;
+  uint64_t total_reserved;
+  uint64_t device;  // raw::memory_device()
+  uint8_t kind;     // kMemoryTotalsSlot
+  uint8_t unused[7];
+};
+// Never a raw kind: marks the second slot of a memory report.
+inline constexpr uint8_t kMemoryTotalsSlot = 0xff;
+static_assert(sizeof(MemoryReport) == sizeof(Event) && offsetof(MemoryReport, kind) == offsetof(Event, kind));
+static_assert(sizeof(MemoryTotals) == sizeof(Event) && offsetof(MemoryTotals, kind) == offsetof(Event, kind));
+
 inline constexpr size_t kBlockBytes = 64 * 1024;
 inline constexpr size_t kBlockHeaderBytes = 64;
 inline constexpr uint32_t kEventsPerBlock =

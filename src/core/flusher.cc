@@ -195,8 +195,7 @@ void Flusher::write_blocks(const std::vector<Block*>& blocks, bool discard) {
   for (Block* b : blocks) {
     uint32_t committed = b->committed.load(std::memory_order_acquire);
     if (!discard && fd_ >= 0 && committed > b->flushed) {
-      encoder_.events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
-      stats_.events_written += committed - b->flushed;
+      stats_.events_written += encoder_.events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
       if (encoder_.output().size() >= (1u << 20)) write_out();
     }
     rec.pool().release(b);
@@ -226,8 +225,7 @@ void Flusher::write_live_blocks(bool discard) {
     uint32_t committed = b->committed.load(std::memory_order_acquire);
     if (committed <= b->flushed) continue;
     if (!discard && fd_ >= 0) {
-      encoder_.events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
-      stats_.events_written += committed - b->flushed;
+      stats_.events_written += encoder_.events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
     }
     b->flushed = committed;
   }

@@ -46,6 +46,18 @@ inline bool try_fast_append(const Event& e) noexcept {
   return true;
 }
 
+// A block with one free slot is handed over as full: the pair never splits.
+inline bool try_fast_append_pair(const Event& first, const Event& second) noexcept {
+  Block* b = tls_block;
+  if (b == nullptr) return false;
+  uint32_t i = b->committed.load(std::memory_order_relaxed);
+  if (i + 2 > kEventsPerBlock) return false;
+  b->events[i] = first;
+  b->events[i + 1] = second;
+  b->committed.store(i + 2, std::memory_order_release);
+  return true;
+}
+
 }  // namespace
 
 uint32_t current_tid() noexcept {
@@ -74,8 +86,17 @@ ThreadBuffer* Recorder::register_current_thread() {
 
 void Recorder::append(const Event& e) noexcept {
   if (try_fast_append(e)) return;
+  if (replace_block()) try_fast_append(e);
+}
+
+void Recorder::append_pair(const Event& first, const Event& second) noexcept {
+  if (try_fast_append_pair(first, second)) return;
+  if (replace_block()) try_fast_append_pair(first, second);
+}
+
+bool Recorder::replace_block() noexcept {
   ThreadBuffer* tb = register_current_thread();
-  if (tb == nullptr) return;  // thread is exiting
+  if (tb == nullptr) return false;  // thread is exiting
   if (Block* full = tls_block; full != nullptr) {
     tls_block = nullptr;
     tb->current.store(nullptr, std::memory_order_release);
@@ -84,12 +105,12 @@ void Recorder::append(const Event& e) noexcept {
   Block* fresh = pool_.maybe_available() ? pool_.acquire() : nullptr;
   if (fresh == nullptr) {
     tb->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return false;
   }
   fresh->owner_tid = tb->tid;
   tls_block = fresh;
   tb->current.store(fresh, std::memory_order_release);
-  try_fast_append(e);
+  return true;
 }
 
 void Recorder::submit_full(Block* block) {
@@ -145,6 +166,11 @@ void Recorder::set_current_thread_name(std::string_view name) {
 void record_event(const Event& e) noexcept {
   if (try_fast_append(e)) return;
   Recorder::instance().append(e);
+}
+
+void record_event_pair(const Event& first, const Event& second) noexcept {
+  if (try_fast_append_pair(first, second)) return;
+  Recorder::instance().append_pair(first, second);
 }
 
 void record_range(const char* name, uint64_t start_ticks) noexcept {

@@ -40,6 +40,8 @@ class Recorder {
 
   // Appends one event to the calling thread's buffer (never blocks).
   void append(const Event& event) noexcept;
+  // Appends two events to the same block, committed together.
+  void append_pair(const Event& first, const Event& second) noexcept;
 
   // Flusher side.
   std::vector<Block*> take_full_blocks();
@@ -57,6 +59,9 @@ class Recorder {
 
  private:
   Recorder() = default;
+  // Hands the thread's block to the flusher and takes a fresh one; false
+  // (the event counted as dropped) when the pool is exhausted.
+  bool replace_block() noexcept;
 
   BlockPool pool_;
   std::mutex full_mu_;
@@ -69,6 +74,9 @@ class Recorder {
 // Appends an event to the calling thread's buffer: the entry point of
 // collectors in other libraries (the caller checks host_recording()).
 void record_event(const Event& event) noexcept;
+// Appends two events that are only meaningful together (a memory report's
+// two slots): the flusher never sees one without the other.
+void record_event_pair(const Event& first, const Event& second) noexcept;
 
 // Implemented by the flusher: wakes it up (async-signal-safe).
 void wake_flusher() noexcept;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/timeline.h"
 #include "export/output_file.h"
@@ -32,7 +33,8 @@ enum class ItemType : uint8_t {
   kAsyncBegin,
   kAsyncEnd,
   kFlowStart,
-  kFlowEnd
+  kFlowEnd,
+  kMemory
 };
 
 // The Dataset track of thread `tid`: its data pipeline stages, apart from its
@@ -45,7 +47,7 @@ struct Item {
   uint64_t ts;
   uint64_t dur;
   ItemType type;
-  uint32_t index;                // into the model's instants, counters, async ranges, or the flows
+  uint32_t index;                // into the model's instants, counters, async ranges, memory, or the flows
   const Slice* slice = nullptr;  // kSlice
 };
 
@@ -126,6 +128,7 @@ class TraceWriter {
       case ItemType::kDataStage: data_stage(m_.data_stages[it.index]); break;
       case ItemType::kFlowStart: flow(it.index, true); break;
       case ItemType::kFlowEnd: flow(it.index, false); break;
+      case ItemType::kMemory: memory(m_.memory[it.index]); break;
     }
   }
 
@@ -292,6 +295,45 @@ class TraceWriter {
     end_event();
   }
 
+  // Kineto's [memory] instant, then the allocator's totals as a counter
+  // track per device.
+  void memory(const analysis::MemoryRecord& r) {
+    std::string device = analysis::memory_device_name(r.device);
+    begin_event();
+    str("ph", "i", true);
+    str("cat", "cpu_instant_event");
+    str("s", "t");
+    str("name", "[memory]");
+    num("pid", m_.pid);
+    num("tid", r.tid);
+    ts("ts", r.ts_ns);
+    key("args");
+    buf_ += '{';
+    key("Addr", true);
+    append_uint(buf_, r.address);
+    num("Bytes", r.bytes);
+    num("Total Allocated", static_cast<int64_t>(r.total_allocated));
+    num("Total Reserved", static_cast<int64_t>(r.total_reserved));
+    num("Device Type", raw::memory_device_type(r.device));
+    num("Device Id", raw::memory_device_index(r.device));
+    buf_ += '}';
+    end_event();
+    begin_event();
+    str("ph", "C", true);
+    str("cat", "memory");
+    str("name", "Memory (" + device + ")");
+    num("pid", m_.pid);
+    num("tid", r.tid);
+    ts("ts", r.ts_ns);
+    key("args");
+    buf_ += '{';
+    key("Total Allocated", true);
+    append_uint(buf_, r.total_allocated);
+    num("Total Reserved", static_cast<int64_t>(r.total_reserved));
+    buf_ += '}';
+    end_event();
+  }
+
   const TraceModel& m_;
   const std::vector<analysis::ForwardBackwardLink>& flows_;
   bool pretty_;
@@ -315,7 +357,7 @@ std::vector<Item> collect_other_items(const TraceModel& m,
                                       const std::vector<analysis::ForwardBackwardLink>& flows) {
   std::vector<Item> items;
   items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size() + 2 * flows.size() +
-                m.data_stages.size());
+                m.data_stages.size() + m.memory.size());
   for (uint32_t i = 0; i < m.data_stages.size(); ++i) {
     items.push_back({m.data_stages[i].start_ns, m.data_stages[i].dur_ns, ItemType::kDataStage, i});
   }
@@ -332,6 +374,8 @@ std::vector<Item> collect_other_items(const TraceModel& m,
     items.push_back({a.start_ns, a.end_ns - a.start_ns, ItemType::kAsyncBegin, i});
     items.push_back({a.end_ns, 0, ItemType::kAsyncEnd, i});
   }
+  for (uint32_t i = 0; i < m.memory.size(); ++i)
+    items.push_back({m.memory[i].ts_ns, 0, ItemType::kMemory, i});
   std::sort(items.begin(), items.end(), item_before);
   return items;
 }
@@ -370,6 +414,7 @@ class ItemStream {
     for (const auto& c : m_.counters) t.insert(c.tid);
     for (const auto& a : m_.async_ranges) t.insert(a.begin_tid);
     for (const auto& d : m_.data_stages) t.insert(dataset_track(d.tid));
+    for (const auto& r : m_.memory) t.insert(r.tid);
     return t;
   }
 

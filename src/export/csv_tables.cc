@@ -132,4 +132,51 @@ std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& row
   return csv.commit();
 }
 
+// Memory sizes: MB = 2^20 bytes (6 decimals, about a byte), KB = 1024 bytes.
+constexpr double kBytesPerMB = 1024.0 * 1024.0;
+
+std::string write_memory_record(const analysis::TraceModel& m, const std::string& path) {
+  CsvBuilder csv(path);
+  header(csv, {"Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)",
+               "Device Type"});
+  for (const analysis::MemoryRecord& r : m.memory) {
+    csv.field("LibTorch")
+        .us(r.ts_ns + static_cast<uint64_t>(m.realtime_offset_ns))
+        .fixed(static_cast<double>(r.total_allocated) / kBytesPerMB, 6)
+        .fixed(static_cast<double>(r.total_reserved) / kBytesPerMB, 6)
+        .fixed(static_cast<double>(r.total_allocated) / kBytesPerMB, 6)
+        .field(analysis::memory_device_name(r.device));
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
+std::string write_operator_memory(const analysis::TraceModel& m, const analysis::MemoryMatch& match,
+                                  const std::string& path) {
+  CsvBuilder csv(path);
+  header(csv, {"Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Duration(us)",
+               "Allocation Total Allocated(MB)", "Allocation Total Reserved(MB)",
+               "Release Total Allocated(MB)", "Release Total Reserved(MB)", "Device Type"});
+  auto offset = static_cast<uint64_t>(m.realtime_offset_ns);
+  for (const analysis::OperatorMemoryRow& r : match.rows) {
+    csv.field(m.name(r.name)).fixed(static_cast<double>(r.bytes) / 1024.0, 3).us(r.alloc_ns + offset);
+    if (r.released) {
+      csv.us(r.release_ns + offset).us(r.release_ns - r.alloc_ns);
+    } else {
+      csv.field("").field("");
+    }
+    csv.fixed(static_cast<double>(r.alloc_total_allocated) / kBytesPerMB, 6)
+        .fixed(static_cast<double>(r.alloc_total_reserved) / kBytesPerMB, 6);
+    if (r.released) {
+      csv.fixed(static_cast<double>(r.release_total_allocated) / kBytesPerMB, 6)
+          .fixed(static_cast<double>(r.release_total_reserved) / kBytesPerMB, 6);
+    } else {
+      csv.field("").field("");
+    }
+    csv.field(analysis::memory_device_name(r.device));
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
 }  // namespace trainprof::exporter

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/memory.h"
 #include "analysis/passes.h"
 
 namespace trainprof::exporter {
@@ -15,6 +16,10 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
                                    const std::string& path);
 std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const std::string& path);
 std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const std::string& path);
+// memory_record.csv and operator_memory.csv (profile_memory).
+std::string write_memory_record(const analysis::TraceModel& model, const std::string& path);
+std::string write_operator_memory(const analysis::TraceModel& model, const analysis::MemoryMatch& match,
+                                  const std::string& path);
 
 }  // namespace trainprof::exporter
 

@@ -68,12 +68,27 @@ enum class EventKind : uint8_t {
   kOperator = 7,        // framework operator: name, t0, duration,
                         // a = OperatorFlags | forward thread id << 8, b = sequence number + 1 (0: none)
   kOperatorInputs = 8,  // name = "dims\x1ftypes" of the preceding kOperator of this thread; t0 = its t0
+  kMemory = 9,          // allocator report: t0, a = zigzag(bytes, < 0: a free), b = address, then
+                        // always varint total allocated, total reserved, device (MemoryDevice)
   kDataStage = 10,      // data pipeline stage: name = operation, t0, duration, a = stage string id,
                         // b = custom info string id (0: none)
 };
+inline constexpr uint8_t kMaxEventKind = 10;
 
 inline bool is_known_event_kind(uint8_t kind) {
-  return (kind >= 1 && kind <= 8) || kind == 10;
+  return kind >= 1 && kind <= kMaxEventKind;
+}
+
+// kMemory device: c10::DeviceType in the low byte, device index + 1 above it
+// (0: no index, as for the CPU).
+inline constexpr uint64_t memory_device(int type, int index) {
+  return static_cast<uint64_t>(type & 0xff) | (static_cast<uint64_t>(index + 1) & 0xff) << 8;
+}
+inline constexpr int memory_device_type(uint64_t device) {
+  return static_cast<int>(device & 0xff);
+}
+inline constexpr int memory_device_index(uint64_t device) {
+  return static_cast<int>((device >> 8) & 0xff) - 1;
 }
 
 // kOperator flags (low 8 bits of `a`).

@@ -1,6 +1,7 @@
 // Copyright trainprof authors.
 #include "raw/raw_encoder.h"
 
+#include <bit>
 #include <cstring>
 
 #include "core/intern.h"
@@ -96,15 +97,27 @@ void RawEncoder::end_chunk(size_t header_offset, uint32_t record_count) {
   std::memcpy(out_.data() + header_offset, &h, sizeof(h));
 }
 
-void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count) {
-  if (count == 0) return;
-  // Worst case per event: head byte + five varints.
+size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count) {
+  if (count == 0) return 0;
+  // Worst case per event: head byte + five varints (a memory report: eight
+  // varints over its two slots).
   scratch_.resize(count * (1 + 5 * kMaxVarintBytes));
   uint8_t* p = scratch_.data();
   uint64_t prev_t0 = 0;
+  size_t records = 0;
   for (size_t i = 0; i < count; ++i) {
     const detail::Event& e = events[i];
     auto kind = static_cast<EventKind>(e.kind);
+    if (kind == EventKind::kMemory) {
+      // record_event_pair commits both slots at once; a lone one is skipped.
+      if (i + 1 == count || events[i + 1].kind != detail::kMemoryTotalsSlot) continue;
+      p = put_memory(p, std::bit_cast<detail::MemoryReport>(e),
+                     std::bit_cast<detail::MemoryTotals>(events[++i]), prev_t0);
+      prev_t0 = e.t0;
+      ++records;
+      continue;
+    }
+    if (e.kind == detail::kMemoryTotalsSlot) continue;  // without its report
     uint64_t dur = 0, a = 0, b = 0;
     uint32_t name = string_id(e.name);
     switch (kind) {
@@ -125,24 +138,17 @@ void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count)
         a = e.reserved | (uint64_t{e.domain} << 8);
         b = e.aux == detail::kNoSequenceNumber ? 0 : uint64_t{e.aux} + 1;
         break;
-      case EventKind::kOperatorInputs: break;
+      case EventKind::kOperatorInputs:
+      case EventKind::kMemory: break;
       case EventKind::kDataStage:
         dur = e.t1 - e.t0;
         a = domain_string_id(e.domain);
         b = e.aux == 0 ? 0 : domain_string_id(static_cast<uint16_t>(e.aux - 1));
         break;
     }
-    uint8_t head = e.kind & kHeadKindMask;
-    if (dur != 0) head |= kHeadHasDuration;
-    if (a != 0) head |= kHeadHasA;
-    if (b != 0) head |= kHeadHasB;
-    *p++ = head;
-    p = put_varint(p, name);
-    p = put_varint(p, zigzag(static_cast<int64_t>(e.t0 - prev_t0)));
-    if (dur != 0) p = put_varint(p, dur);
-    if (a != 0) p = put_varint(p, a);
-    if (b != 0) p = put_varint(p, b);
+    p = put_event(p, e.kind, name, e.t0 - prev_t0, dur, a, b);
     prev_t0 = e.t0;
+    ++records;
   }
   scratch_.resize(static_cast<size_t>(p - scratch_.data()));
   if (new_string_count_ > 0) {
@@ -152,9 +158,35 @@ void RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count)
     new_strings_.clear();
     new_string_count_ = 0;
   }
+  if (records == 0) return 0;
   size_t h = begin_chunk(ChunkType::kEvents, tid);
   append_bytes(out_, scratch_.data(), scratch_.size());
-  end_chunk(h, static_cast<uint32_t>(count));
+  end_chunk(h, static_cast<uint32_t>(records));
+  return records;
+}
+
+uint8_t* RawEncoder::put_event(uint8_t* p, uint8_t kind, uint32_t name, uint64_t t0_delta, uint64_t dur,
+                               uint64_t a, uint64_t b) {
+  uint8_t head = kind & kHeadKindMask;
+  if (dur != 0) head |= kHeadHasDuration;
+  if (a != 0) head |= kHeadHasA;
+  if (b != 0) head |= kHeadHasB;
+  *p++ = head;
+  p = put_varint(p, name);
+  p = put_varint(p, zigzag(static_cast<int64_t>(t0_delta)));
+  if (dur != 0) p = put_varint(p, dur);
+  if (a != 0) p = put_varint(p, a);
+  if (b != 0) p = put_varint(p, b);
+  return p;
+}
+
+uint8_t* RawEncoder::put_memory(uint8_t* p, const detail::MemoryReport& r, const detail::MemoryTotals& t,
+                                uint64_t prev_t0) {
+  p = put_event(p, static_cast<uint8_t>(EventKind::kMemory), 0, r.t0 - prev_t0, 0, zigzag(r.bytes),
+                r.address);
+  p = put_varint(p, t.total_allocated);
+  p = put_varint(p, t.total_reserved);
+  return put_varint(p, t.device);
 }
 
 void RawEncoder::clock(const detail::ClockAnchor& anchor) {

@@ -24,7 +24,9 @@ class RawEncoder {
   void reset();
 
   void file_header(const FileHeader& header);
-  void events(uint32_t tid, const detail::Event* events, size_t count);
+  // Returns the number of records written (a memory report's two slots
+  // make one record).
+  size_t events(uint32_t tid, const detail::Event* events, size_t count);
   void clock(const detail::ClockAnchor& anchor);
   void thread_name(uint32_t tid, std::string_view name);
   void stats(uint64_t events_written, uint64_t events_dropped, bool final);
@@ -38,6 +40,10 @@ class RawEncoder {
   uint32_t domain_string_id(uint16_t domain);
   size_t begin_chunk(ChunkType type, uint32_t tid);
   void end_chunk(size_t header_offset, uint32_t record_count);
+  static uint8_t* put_event(uint8_t* p, uint8_t kind, uint32_t name, uint64_t t0_delta, uint64_t dur,
+                            uint64_t a, uint64_t b);
+  static uint8_t* put_memory(uint8_t* p, const detail::MemoryReport& report,
+                             const detail::MemoryTotals& totals, uint64_t prev_t0);
 
   std::vector<uint8_t> out_;
   std::vector<uint8_t> scratch_;

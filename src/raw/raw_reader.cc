@@ -154,8 +154,14 @@ class ChunkDecoder {
       }
       uint64_t t0 = prev_t0 + static_cast<uint64_t>(unzigzag(delta));
       prev_t0 = t0;
-      scratch_.push_back(
-          RawEvent{static_cast<EventKind>(kind), tid, static_cast<uint32_t>(name), t0, t0 + dur, a, b});
+      RawEvent& e = scratch_.emplace_back();
+      e = RawEvent{
+          static_cast<EventKind>(kind), tid, static_cast<uint32_t>(name), t0, t0 + dur, a, b, 0, 0, 0};
+      if (e.kind == EventKind::kMemory && ((p = get_varint(p, end, &e.total_allocated)) == nullptr ||
+                                           (p = get_varint(p, end, &e.total_reserved)) == nullptr ||
+                                           (p = get_varint(p, end, &e.device)) == nullptr)) {
+        return "malformed memory event " + std::to_string(i);
+      }
     }
     if (scratch_.size() != count || p != end) return "event count does not match the chunk header";
     for (RawEvent& e : scratch_) {

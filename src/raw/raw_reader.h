@@ -25,8 +25,13 @@ struct RawEvent {
   uint32_t name_id;  // index into RawFile::strings (0: none)
   uint64_t t0_ns;    // CLOCK_MONOTONIC nanoseconds
   uint64_t t1_ns;    // end (ranges, steps); == t0_ns for instants
-  uint64_t a;        // domain string id (marks, async begin)
-  uint64_t b;        // step number, counter bits, async range id
+  uint64_t a;        // domain string id (marks, async begin); kMemory: zigzag(bytes)
+  uint64_t b;        // step number, counter bits, async range id; kMemory: address
+  // kMemory only: the allocator's totals after this report, and the device
+  // (raw::memory_device).
+  uint64_t total_allocated = 0;
+  uint64_t total_reserved = 0;
+  uint64_t device = 0;
 };
 
 struct RawIssue {

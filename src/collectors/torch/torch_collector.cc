@@ -13,9 +13,19 @@
 // a per-thread cache: LibTorch's names are either static (operator schemas) or
 // built per call (autograd nodes), so the cache checks contents, not only the
 // pointer.
+//
+// Memory (profile_memory): LibTorch's allocators report every allocation and
+// free to the PROFILER_STATE entry of the calling thread's debug info
+// (c10::reportMemoryUsageToProfiler). MemoryReporter is installed there on
+// the thread that starts the session and on every thread that runs an
+// operator; a report becomes two Event slots (MemoryReport, MemoryTotals),
+// and the analysis finds the operator that was running.
 #include <ATen/record_function.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 
 #include <array>
+#include <bit>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -72,6 +82,65 @@ ThreadOps& thread_ops() {
 std::atomic<bool> g_record_inputs{false};
 std::atomic<bool> g_with_flops{false};
 std::atomic<uint64_t> g_too_deep{0};
+std::atomic<bool> g_profile_memory{false};
+std::atomic<bool> g_memory_shadowed{false};  // LibTorch's profiler held a thread's PROFILER_STATE
+
+// LibTorch's profiler code static_casts whatever PROFILER_STATE holds to
+// ProfilerStateBase, so the reporter is one, in the Disabled state: there
+// LibTorch's profilerEnabled() stays false and its profiler can still push
+// its own state on top (it then gets that thread's reports until it pops).
+class MemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
+ public:
+  MemoryReporter()
+      : ProfilerStateBase(
+            torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::Disabled)) {}
+
+  // Called by the allocator for every allocation (> 0) and free (< 0): no
+  // lock, no allocation.
+  void reportMemoryUsage(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
+                         c10::Device device) override {
+    if (!detail::host_recording()) return;
+    detail::MemoryReport report{detail::now_ticks(),
+                                reinterpret_cast<uintptr_t>(ptr),
+                                bytes,
+                                static_cast<uint8_t>(raw::EventKind::kMemory),
+                                {}};
+    detail::MemoryTotals totals{static_cast<uint64_t>(total_allocated),
+                                static_cast<uint64_t>(total_reserved),
+                                raw::memory_device(static_cast<int>(device.type()), device.index()),
+                                detail::kMemoryTotalsSlot,
+                                {}};
+    detail::record_event_pair(std::bit_cast<Event>(report), std::bit_cast<Event>(totals));
+  }
+
+  // Also what makes c10's CPU allocator track sizes and report at all.
+  bool memoryProfilingEnabled() const override { return g_profile_memory.load(std::memory_order_relaxed); }
+
+  torch::profiler::impl::ActiveProfilerType profilerType() override {
+    return torch::profiler::impl::ActiveProfilerType::NONE;
+  }
+};
+
+// One reporter for the process; threads keep it installed after the session
+// (disabled, it costs the allocator one virtual call).
+const std::shared_ptr<MemoryReporter>& memory_reporter() {
+  static auto* reporter = new std::shared_ptr<MemoryReporter>(std::make_shared<MemoryReporter>());
+  return *reporter;
+}
+
+// Puts the reporter in the calling thread's debug info unless it is there,
+// or another profiler state is (LibTorch's profiler is recording here).
+// Guards (autograd engine, at::launch) copy the debug info into the threads
+// they run tasks on, so most threads inherit it.
+void install_memory_reporter() {
+  c10::DebugInfoBase* current = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
+  if (current == memory_reporter().get()) return;
+  if (current != nullptr) {
+    g_memory_shadowed.store(true, std::memory_order_relaxed);
+    return;
+  }
+  c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, memory_reporter());
+}
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -255,6 +324,7 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
       g_too_deep.fetch_add(1, std::memory_order_relaxed);
       return nullptr;
     }
+    if (g_profile_memory.load(std::memory_order_relaxed)) install_memory_reporter();
     const char* inputs = g_record_inputs.load(std::memory_order_relaxed) && fn.needsInputs()
                              ? interned_inputs(t, fn)
                              : nullptr;
@@ -306,7 +376,9 @@ class TorchCollector final : public detail::Collector {
   std::string_view name() const override { return "torch"; }
 
   void start(const ProfilerOptions& options) noexcept override {
-    if (options.activities.count(Activity::CPU) == 0 || options.profiler_level == ProfilerLevel::None) return;
+    if (options.activities.count(Activity::CPU) == 0) return;
+    if (options.profile_memory) start_memory();
+    if (options.profiler_level == ProfilerLevel::None) return;
     // FLOPs are computed from the inputs, so with_flops records them too.
     bool inputs =
         options.record_shapes || options.with_flops || options.profiler_level >= ProfilerLevel::Level1;
@@ -330,14 +402,15 @@ class TorchCollector final : public detail::Collector {
     } catch (const std::exception& e) {
       detail::log_error(std::string("LibTorch collector: cannot register operator callbacks: ") + e.what());
     }
-    if (options.with_stack || options.profile_memory) {
+    if (options.with_stack) {
       detail::log_warning(
-          "LibTorch collector: with_stack and profile_memory are not recorded by this version; operators, "
-          "input shapes and FLOPs are");
+          "LibTorch collector: with_stack is not recorded by this version; operators, input shapes, FLOPs "
+          "and memory are");
     }
   }
 
   void stop() noexcept override {
+    stop_memory();
     if (active_ == at::INVALID_CALLBACK_HANDLE) return;
     at::disableCallback(active_);
     active_ = at::INVALID_CALLBACK_HANDLE;
@@ -348,6 +421,26 @@ class TorchCollector final : public detail::Collector {
   }
 
  private:
+  static void start_memory() noexcept {
+    g_memory_shadowed.store(false, std::memory_order_relaxed);
+    g_profile_memory.store(true, std::memory_order_relaxed);
+    try {
+      install_memory_reporter();  // this thread; others as they run operators
+    } catch (const std::exception& e) {
+      detail::log_error(std::string("LibTorch collector: cannot install the memory reporter: ") + e.what());
+    }
+  }
+
+  static void stop_memory() noexcept {
+    if (!g_profile_memory.exchange(false, std::memory_order_relaxed)) return;
+    if (g_memory_shadowed.load(std::memory_order_relaxed)) {
+      detail::log_warning(
+          "LibTorch collector: LibTorch's own profiler was recording on some threads; their memory reports "
+          "went "
+          "to it, not to trainprof");
+    }
+  }
+
   at::CallbackHandle handles_[2][2] = {};
   at::CallbackHandle active_ = at::INVALID_CALLBACK_HANDLE;
 };

@@ -1,0 +1,57 @@
+// Copyright trainprof authors. The memory passes (profile_memory): which
+// operator made each allocation, when it was freed, and the peak per step.
+// docs/OUTPUTS.md describes the outputs they feed.
+#ifndef TRAINPROF_ANALYSIS_MEMORY_H_
+#define TRAINPROF_ANALYSIS_MEMORY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/trace_model.h"
+
+namespace trainprof::analysis {
+
+// Per TraceModel::memory entry, the name (string id) of the innermost
+// operator running on the reporting thread at that time; 0 when none. One
+// walk per thread over its slices (timeline order) and its reports.
+std::vector<uint32_t> memory_operators(const TraceModel& model);
+
+// operator_memory.csv: one row per allocation, with its free when the free
+// was reported in the same window.
+struct OperatorMemoryRow {
+  uint32_t name = 0;  // operator string id (0: none)
+  uint32_t device = 0;
+  uint64_t bytes = 0;
+  uint64_t alloc_ns = 0;
+  uint64_t alloc_total_allocated = 0;
+  uint64_t alloc_total_reserved = 0;
+  bool released = false;
+  uint64_t release_ns = 0;
+  uint64_t release_total_allocated = 0;
+  uint64_t release_total_reserved = 0;
+};
+struct MemoryMatch {
+  std::vector<OperatorMemoryRow> rows;  // in allocation order
+  uint64_t frees = 0;
+  uint64_t frees_matched = 0;  // frees whose allocation is in the window
+};
+// Matches frees to allocations by (device, address) in one pass over the
+// reports in time order: a hash map of the open allocations, O(reports).
+MemoryMatch match_allocations(const TraceModel& model, const std::vector<uint32_t>& operators);
+
+// The largest total allocated per step window and device, counting the
+// total carried into the step from the last report before it.
+struct StepMemoryPeak {
+  int64_t step = 0;
+  uint32_t device = 0;
+  uint64_t peak_allocated = 0;
+};
+std::vector<StepMemoryPeak> step_memory_peaks(const TraceModel& model);
+
+// "CPU", "CUDA:0", ... for a raw::memory_device code.
+std::string memory_device_name(uint32_t device);
+
+}  // namespace trainprof::analysis
+
+#endif  // TRAINPROF_ANALYSIS_MEMORY_H_
