@@ -1,9 +1,11 @@
 // Copyright trainprof authors. The LibTorch collector against LibTorch's own
 // profiler, on a real (small) training loop.
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -503,6 +505,53 @@ TEST(TorchCollector, ProfileMemoryRecordsEveryAllocationWithItsOperatorAndFree) 
   EXPECT_EQ(steps.back()["Device Type"], "CPU");
   EXPECT_GE(steps.back()["Peak Memory(bytes)"].get<int64_t>(),
             reports.back()["args"]["Total Allocated"].get<int64_t>());
+}
+
+// LibTorch's own profiler refuses to start on a thread whose debug info
+// holds another profiler state: after a session with profile_memory it must
+// start again on every thread that ran operators during the session.
+bool libtorch_profiler_starts() {
+  using namespace torch::profiler::impl;
+  ProfilerConfig config(ProfilerState::KINETO, false, /*profile_memory=*/true);
+  try {
+    torch::autograd::profiler::prepareProfiler(config, {ActivityType::CPU});
+    torch::autograd::profiler::enableProfiler(config, {ActivityType::CPU});
+  } catch (const c10::Error& e) {
+    ADD_FAILURE() << e.what_without_backtrace();
+    return false;
+  }
+  torch::ones({8}).add(1);
+  torch::autograd::profiler::disableProfiler();
+  return true;
+}
+
+TEST(TorchCollector, LibTorchProfilerStartsAgainAfterAMemorySession) {
+  test::TempDir dir;
+  Training training;
+  std::promise<void> session_over;
+  std::promise<bool> worker_result;
+  std::promise<void> worker_ran;
+  std::thread worker;
+  {
+    ProfilerOptions o;
+    o.output_path = dir.path();
+    o.profile_memory = true;
+    Profiler prof(o);
+    training.step();
+    worker = std::thread([&] {
+      torch::ones({8}).mul(2);  // installs the reporter on this thread
+      worker_ran.set_value();
+      session_over.get_future().wait();
+      torch::ones({8}).mul(2);  // the first operator after the session cleans up
+      worker_result.set_value(libtorch_profiler_starts());
+    });
+    worker_ran.get_future().wait();
+    prof.stop();
+  }
+  EXPECT_TRUE(libtorch_profiler_starts()) << "on the thread that stopped the session";
+  session_over.set_value();
+  EXPECT_TRUE(worker_result.get_future().get()) << "on a thread that ran operators during the session";
+  worker.join();
 }
 
 }  // namespace

@@ -121,8 +121,7 @@ class MemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
   }
 };
 
-// One reporter for the process; threads keep it installed after the session
-// (disabled, it costs the allocator one virtual call).
+// One reporter for the process.
 const std::shared_ptr<MemoryReporter>& memory_reporter() {
   static auto* reporter = new std::shared_ptr<MemoryReporter>(std::make_shared<MemoryReporter>());
   return *reporter;
@@ -132,6 +131,21 @@ const std::shared_ptr<MemoryReporter>& memory_reporter() {
 // or another profiler state is (LibTorch's profiler is recording here).
 // Guards (autograd engine, at::launch) copy the debug info into the threads
 // they run tasks on, so most threads inherit it.
+//
+// A thread must not keep it after the session: LibTorch's own profiler
+// refuses to start on a thread whose PROFILER_STATE is taken. So each thread
+// that installed it counts itself, and removes it at stop (the stopping
+// thread) or at its next operator after the session (the others; the
+// operator callback stays on for them until the count is 0) or when it exits.
+std::atomic<int64_t> g_threads_with_reporter{0};
+struct ReporterInstalled {
+  bool installed = false;
+  ~ReporterInstalled() {
+    if (installed) g_threads_with_reporter.fetch_sub(1, std::memory_order_relaxed);
+  }
+};
+thread_local ReporterInstalled t_reporter;
+
 void install_memory_reporter() {
   c10::DebugInfoBase* current = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
   if (current == memory_reporter().get()) return;
@@ -140,6 +154,37 @@ void install_memory_reporter() {
     return;
   }
   c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, memory_reporter());
+  if (!t_reporter.installed) {
+    t_reporter.installed = true;
+    g_threads_with_reporter.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// Takes the reporter out of the calling thread's debug info when it is the
+// newest entry there (a guard may have pushed another on top: then later).
+void remove_memory_reporter() noexcept {
+  if (!t_reporter.installed) return;
+  try {
+    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE) != memory_reporter()) return;
+    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+  } catch (...) {
+    return;  // another kind on top
+  }
+  t_reporter.installed = false;
+  g_threads_with_reporter.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// The operator callback left on after a session for threads that still hold
+// the reporter (INVALID_CALLBACK_HANDLE: none).
+std::atomic<at::CallbackHandle> g_cleanup_callback{at::INVALID_CALLBACK_HANDLE};
+
+// Between sessions, operators only clean up: the last thread to remove the
+// reporter turns the callback off.
+void clean_up_after_session() noexcept {
+  remove_memory_reporter();
+  if (g_threads_with_reporter.load(std::memory_order_relaxed) > 0) return;
+  at::CallbackHandle h = g_cleanup_callback.exchange(at::INVALID_CALLBACK_HANDLE);
+  if (h != at::INVALID_CALLBACK_HANDLE) at::disableCallback(h);
 }
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -317,7 +362,10 @@ const char* interned_inputs(ThreadOps& t, const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
-  if (!detail::host_recording()) return nullptr;
+  if (!detail::host_recording()) {
+    if (t_reporter.installed) clean_up_after_session();
+    return nullptr;
+  }
   try {
     ThreadOps& t = thread_ops();
     if (t.depth == kMaxDepth) {
@@ -376,6 +424,12 @@ class TorchCollector final : public detail::Collector {
   std::string_view name() const override { return "torch"; }
 
   void start(const ProfilerOptions& options) noexcept override {
+    // A callback left on to clean up after the last session: off; this
+    // session turns on the one it needs.
+    if (at::CallbackHandle old = g_cleanup_callback.exchange(at::INVALID_CALLBACK_HANDLE);
+        old != at::INVALID_CALLBACK_HANDLE) {
+      at::disableCallback(old);
+    }
     if (options.activities.count(Activity::CPU) == 0) return;
     if (options.profile_memory) start_memory();
     if (options.profiler_level == ProfilerLevel::None) return;
@@ -412,7 +466,12 @@ class TorchCollector final : public detail::Collector {
   void stop() noexcept override {
     stop_memory();
     if (active_ == at::INVALID_CALLBACK_HANDLE) return;
-    at::disableCallback(active_);
+    if (g_threads_with_reporter.load(std::memory_order_relaxed) > 0) {
+      g_cleanup_callback.store(active_);  // other threads still hold the reporter
+      clean_up_after_session();           // (may be the last: then off now)
+    } else {
+      at::disableCallback(active_);
+    }
     active_ = at::INVALID_CALLBACK_HANDLE;
     if (uint64_t deep = g_too_deep.exchange(0); deep > 0) {
       detail::log_warning("LibTorch collector: " + std::to_string(deep) + " operator(s) nested deeper than " +
@@ -433,6 +492,7 @@ class TorchCollector final : public detail::Collector {
 
   static void stop_memory() noexcept {
     if (!g_profile_memory.exchange(false, std::memory_order_relaxed)) return;
+    remove_memory_reporter();  // this thread's; the others' at their next operator
     if (g_memory_shadowed.load(std::memory_order_relaxed)) {
       detail::log_warning(
           "LibTorch collector: LibTorch's own profiler was recording on some threads; their memory reports "
