@@ -213,7 +213,7 @@ class TraceWriter {
     }
   }
 
-  // What instants, counters and async events share: ph, cat, (s,) name,
+  // What instants, counters, async events and data stages share: ph, cat, (s,) name,
   // pid, tid, ts.
   void event_head(const char* ph, const char* cat, const char* scope, uint32_t name, uint32_t tid,
                   uint64_t ts_ns) {
@@ -251,13 +251,7 @@ class TraceWriter {
   }
 
   void data_stage(const analysis::DataStageSlice& d) {
-    begin_event();
-    str("ph", "X", true);
-    str("cat", "dataset");
-    name_str("name", d.operation);
-    num("pid", m_.pid);
-    num("tid", dataset_track(d.tid));
-    ts("ts", d.start_ns);
+    event_head("X", "dataset", nullptr, d.operation, dataset_track(d.tid), d.start_ns);
     key("dur");
     append_us(buf_, static_cast<int64_t>(d.dur_ns));
     key("args");
