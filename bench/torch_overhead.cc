@@ -10,6 +10,7 @@
 //                   torch.profiler drives), CPU activity
 //   trainprof_full  trainprof with record_shapes + profile_memory
 //   torch_full      LibTorch's profiler with report_input_shapes + profile_memory
+//   trainprof_stack trainprof with with_stack (a native unwind per outermost op)
 //
 //   build/bin/trainprof_torch_overhead [--rounds R] [--steps S] [--batch B]
 //
@@ -27,9 +28,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -104,12 +105,13 @@ int main(int argc, char** argv) {
   fs::path out = fs::temp_directory_path() / ("trainprof_overhead_" + std::to_string(getpid()));
 
   std::unique_ptr<trainprof::Profiler> prof;
-  auto trainprof_config = [&](bool full) {
-    return [&, full] {
+  auto trainprof_config = [&](bool full, bool stack = false) {
+    return [&, full, stack] {
       trainprof::ProfilerOptions o;
       o.output_path = out.string();
       o.record_shapes = full;
       o.profile_memory = full;
+      o.with_stack = stack;
       prof = std::make_unique<trainprof::Profiler>(o);
     };
   };
@@ -139,6 +141,7 @@ int main(int argc, char** argv) {
       {"torch", torch_config(false), torch_step, torch_stop},
       {"trainprof_full", trainprof_config(true), [&] { prof->step(); }, [&] { prof->stop(); }},
       {"torch_full", torch_config(true), torch_step, torch_stop},
+      {"trainprof_stack", trainprof_config(false, true), [&] { prof->step(); }, [&] { prof->stop(); }},
   };
 
   TrainingStep training(batch);

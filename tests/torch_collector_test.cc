@@ -287,6 +287,43 @@ TEST(TorchCollector, FlopsEqualLibTorchProfilerAndTheFormulas) {
   EXPECT_EQ(ours, theirs);
 }
 
+// with_stack: each operator carries the native frames of the code that
+// called into LibTorch, symbolized at analysis time (LibTorch's own frames
+// dropped), in the timeline and in operator_details.csv.
+TEST(TorchCollector, WithStackShowsTheCallingCode) {
+  test::TempDir dir;
+  Training training;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.with_stack = true;
+  Profiler prof(o);
+  training.step();
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  json trace = analysed_trace(run);
+  json conv = first_op(trace, "aten::conv2d");
+  ASSERT_TRUE(conv.is_object());
+  ASSERT_TRUE(conv["args"].contains("Call stack")) << conv.dump();
+  std::string stack = conv["args"]["Call stack"];
+  // (NetImpl::forward is inlined into Training::step in optimised builds.)
+  EXPECT_NE(stack.find("Training::step"), std::string::npos) << stack;
+  EXPECT_NE(stack.find("(trainprof_torch_tests)"), std::string::npos) << stack;
+  EXPECT_EQ(stack.find("libtorch"), std::string::npos) << stack;
+  // Nested operators share the call site of the outermost one.
+  json convolution = first_op(trace, "aten::convolution");
+  ASSERT_TRUE(convolution.is_object());
+  EXPECT_EQ(convolution["args"]["Call stack"], stack);
+
+  bool found = false;
+  for (const auto& row : exporter::read_csv_file(run + "/PROFILER_OUTPUT/operator_details.csv")) {
+    if (row.size() > 2 && row[0] == "aten::conv2d") {
+      found = true;
+      EXPECT_NE(row[2].find("Training::step"), std::string::npos) << row[2];
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(TorchCollector, NothingIsRecordedWithProfilerLevelNone) {
   test::TempDir dir;
   Training training;

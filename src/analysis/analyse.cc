@@ -207,6 +207,7 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
     r.error = error;
     return r;
   }
+  analysis::symbolize_call_stacks(model);
   auto t_read = std::chrono::steady_clock::now();
   analysis::compute_self_times(model);
   for (const std::string& w : model.warnings) add_warning(r, w);  // reading's and the passes'

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "analysis/passes.h"
+#include "analysis/symbolizer.h"
 
 namespace trainprof::analysis {
 
@@ -65,6 +66,19 @@ std::string_view input_types(const TraceModel& m, uint32_t inputs) {
   return inputs_field(m, inputs, 1);
 }
 
+std::string_view input_stack(const TraceModel& m, uint32_t inputs) {
+  return inputs_field(m, inputs, 3);
+}
+
+void symbolize_call_stacks(TraceModel& m) {
+  Symbolizer symbolizer;
+  for (const SliceKey& k : m.keys) {
+    if (k.inputs == 0 || m.call_stacks.count(k.inputs) != 0) continue;
+    std::string_view frames = input_stack(m, k.inputs);
+    if (!frames.empty()) m.call_stacks[k.inputs] = symbolizer.symbolize(frames);
+  }
+}
+
 uint64_t input_flops(const TraceModel& m, uint32_t inputs) {
   std::string_view text = inputs_field(m, inputs, 2);
   uint64_t flops = 0;
@@ -96,23 +110,28 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m, const std::vector
 }
 
 std::vector<OperatorDetailRow> operator_details(const TraceModel& m, const std::vector<SliceTotals>& by_key) {
-  // One row per (name, input shapes) over all threads; steps excluded.
-  std::map<std::pair<uint32_t, std::string_view>, SliceTotals> groups;
+  // One row per (name, input shapes, call stack) over all threads; steps excluded.
+  std::map<std::tuple<uint32_t, std::string_view, std::string_view>, SliceTotals> groups;
   for (uint32_t k = 0; k < m.keys.size(); ++k) {
     const SliceKey& key = m.keys[k];
     if (key.is_step) continue;
-    merge_into(groups[{key.name, key.inputs != 0 ? input_dims(m, key.inputs) : std::string_view()}],
-               by_key[k]);
+    std::string_view dims, stack;
+    if (key.inputs != 0) {
+      dims = input_dims(m, key.inputs);
+      if (auto it = m.call_stacks.find(key.inputs); it != m.call_stacks.end()) stack = it->second;
+    }
+    merge_into(groups[{key.name, dims, stack}], by_key[k]);
   }
   std::vector<OperatorDetailRow> rows;
-  for (const auto& [name_dims, t] : groups) {
+  for (const auto& [group, t] : groups) {
     if (t.count == 0) continue;
-    rows.push_back(OperatorDetailRow{m.name(name_dims.first), std::string(name_dims.second), "", t.count,
-                                     t.self_ns, t.total_ns, t.flops});
+    const auto& [name, dims, stack] = group;
+    rows.push_back(OperatorDetailRow{m.name(name), std::string(dims), std::string(stack), t.count, t.self_ns,
+                                     t.total_ns, t.flops});
   }
   std::sort(rows.begin(), rows.end(), [](const OperatorDetailRow& a, const OperatorDetailRow& b) {
     if (a.host_self_ns != b.host_self_ns) return a.host_self_ns > b.host_self_ns;
-    return std::tie(a.name, a.input_shapes) < std::tie(b.name, b.input_shapes);
+    return std::tie(a.name, a.input_shapes, a.call_stack) < std::tie(b.name, b.input_shapes, b.call_stack);
   });
   return rows;
 }

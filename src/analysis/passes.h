@@ -35,11 +35,17 @@ struct SliceTotals {
 std::vector<SliceTotals> totals_by_key(const TraceModel& model);
 
 // The fields of an operator's inputs string (SliceKey::inputs):
-// "[[64,1,28,28],[32]]", "[\"float\",\"float\"]" and, with with_flops, the
-// operator's FLOPs (0 when absent).
+// "[[64,1,28,28],[32]]", "[\"float\",\"float\"]", with with_flops the
+// operator's FLOPs (0 when absent), with with_stack its native frames.
 std::string_view input_dims(const TraceModel& model, uint32_t inputs);
 std::string_view input_types(const TraceModel& model, uint32_t inputs);
 uint64_t input_flops(const TraceModel& model, uint32_t inputs);
+// The raw native frames (with_stack), "" when none.
+std::string_view input_stack(const TraceModel& model, uint32_t inputs);
+
+// Fills TraceModel::call_stacks: each distinct raw stack symbolized once
+// (analysis/symbolizer.h).
+void symbolize_call_stacks(TraceModel& model);
 
 // op_statistic.csv: one row per range name (user ranges and operators).
 struct OpStatisticRow {

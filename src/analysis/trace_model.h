@@ -137,6 +137,9 @@ struct TraceModel {
   std::vector<CounterSample> counters;
   std::vector<AsyncRange> async_ranges;
   std::vector<DataStageSlice> data_stages;
+  // Symbolized native call stacks (with_stack), by the inputs string id that
+  // carries the raw frames (symbolize_call_stacks).
+  std::unordered_map<uint32_t, std::string> call_stacks;
   std::vector<MemoryRecord> memory;  // in time order (stable: a thread's reports keep their order)
   std::vector<StepWindow> steps;     // sorted by number
   std::vector<std::string> warnings;

@@ -199,6 +199,10 @@ class TraceWriter {
         f.args += std::string(",\"FLOPs\"") + (pretty_ ? ": " : ":");
         append_uint(f.args, flops);
       }
+      if (auto stack = m_.call_stacks.find(sk.inputs); stack != m_.call_stacks.end()) {
+        f.args += std::string(",\"Call stack\"") + (pretty_ ? ": " : ":");
+        append_json_string(f.args, stack->second);
+      }
     }
     return f;
   }

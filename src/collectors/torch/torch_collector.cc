@@ -24,8 +24,12 @@
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 
+#include <dlfcn.h>
+#include <execinfo.h>
+
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -65,11 +69,23 @@ struct InputsSlot {
 
 // Per-thread state, allocated on the thread's first operator (a pointer in
 // TLS keeps the static TLS footprint small for programs that dlopen us).
+// A native call stack, formatted and interned once per distinct stack.
+struct StackSlot {
+  uint64_t hash = 0;
+  const char* text = nullptr;
+};
+constexpr size_t kStackCacheSize = 256;
+constexpr int kMaxFrames = 48;
+
 struct ThreadOps {
   std::array<OpenOp, kMaxDepth> open;
   size_t depth = 0;
   std::array<NameSlot, kNameCacheSize> names;
   std::array<InputsSlot, kInputsCacheSize> inputs;
+  // with_stack: the stack of the outermost open operator (its nested
+  // operators share its call site in the user's code).
+  std::array<StackSlot, kStackCacheSize> stacks;
+  StackSlot top_stack;
 };
 
 thread_local ThreadOps* t_ops = nullptr;
@@ -81,6 +97,7 @@ ThreadOps& thread_ops() {
 
 std::atomic<bool> g_record_inputs{false};
 std::atomic<bool> g_with_flops{false};
+std::atomic<bool> g_with_stack{false};
 std::atomic<uint64_t> g_too_deep{0};
 std::atomic<bool> g_profile_memory{false};
 std::atomic<bool> g_memory_shadowed{false};  // LibTorch's profiler held a thread's PROFILER_STATE
@@ -345,18 +362,50 @@ uint64_t operator_flops(FlopsOp op, c10::ArrayRef<const c10::IValue> inputs) {
   return 0;
 }
 
-// Identical input signatures (same dtypes, sizes and FLOPs) share one
+// ---- Native call stacks (with_stack) ----
+
+// The calling thread's frames, innermost first, as "module+0xoffset;..."
+// (offsets from the module's load address: the analysis symbolizes them from
+// the module file, wherever the process had mapped it).
+void capture_stack(ThreadOps& t) {
+  void* frames[kMaxFrames];
+  int n = backtrace(frames, kMaxFrames);
+  uint64_t h = mix(0, static_cast<uint64_t>(n));
+  for (int i = 0; i < n; ++i) h = mix(h, reinterpret_cast<uintptr_t>(frames[i]));
+  StackSlot& slot = t.stacks[h % kStackCacheSize];
+  if (slot.text == nullptr || slot.hash != h) {
+    std::string text;
+    for (int i = 0; i < n; ++i) {
+      if (i > 0) text += ';';
+      Dl_info info{};
+      if (dladdr(frames[i], &info) == 0 || info.dli_fname == nullptr) {
+        text += '?';
+        continue;
+      }
+      char hex[20];
+      auto offset = reinterpret_cast<uintptr_t>(frames[i]) - reinterpret_cast<uintptr_t>(info.dli_fbase);
+      char* end = std::to_chars(hex, hex + sizeof(hex), offset, 16).ptr;
+      text.append(info.dli_fname).append("+0x").append(hex, end);
+    }
+    slot = StackSlot{h, detail::intern(text)};
+  }
+  t.top_stack = slot;
+}
+
+// Identical input signatures (same dtypes, sizes, FLOPs and call stack) share one
 // interned string; the 64-bit hash stands for the signature in the
 // per-thread cache. FLOPs, when counted, are a third field.
 const char* interned_inputs(ThreadOps& t, const at::RecordFunction& fn) {
   c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
   uint64_t flops =
       g_with_flops.load(std::memory_order_relaxed) ? operator_flops(flops_op(fn.name()), inputs) : 0;
-  uint64_t h = mix(hash_inputs(inputs), flops);
+  bool stack = g_with_stack.load(std::memory_order_relaxed) && t.top_stack.text != nullptr;
+  uint64_t h = mix(mix(hash_inputs(inputs), flops), stack ? t.top_stack.hash : 0);
   InputsSlot& slot = t.inputs[h % kInputsCacheSize];
   if (slot.interned != nullptr && slot.hash == h) return slot.interned;
   std::string text = format_inputs(inputs);
-  if (flops > 0) text += raw::kInputsSeparator + std::to_string(flops);
+  if (flops > 0 || stack) text += raw::kInputsSeparator + (flops > 0 ? std::to_string(flops) : std::string());
+  if (stack) text += raw::kInputsSeparator + std::string(t.top_stack.text);
   slot = InputsSlot{h, detail::intern(text)};
   return slot.interned;
 }
@@ -373,6 +422,7 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
       return nullptr;
     }
     if (g_profile_memory.load(std::memory_order_relaxed)) install_memory_reporter();
+    if (t.depth == 0 && g_with_stack.load(std::memory_order_relaxed)) capture_stack(t);
     const char* inputs = g_record_inputs.load(std::memory_order_relaxed) && fn.needsInputs()
                              ? interned_inputs(t, fn)
                              : nullptr;
@@ -433,9 +483,10 @@ class TorchCollector final : public detail::Collector {
     if (options.activities.count(Activity::CPU) == 0) return;
     if (options.profile_memory) start_memory();
     if (options.profiler_level == ProfilerLevel::None) return;
-    // FLOPs are computed from the inputs, so with_flops records them too.
-    bool inputs =
-        options.record_shapes || options.with_flops || options.profiler_level >= ProfilerLevel::Level1;
+    // FLOPs and call stacks travel with the inputs, so with_flops and
+    // with_stack record them too.
+    bool inputs = options.record_shapes || options.with_flops || options.with_stack ||
+                  options.profiler_level >= ProfilerLevel::Level1;
     bool all_scopes = options.profiler_level >= ProfilerLevel::Level2;
     try {
       at::CallbackHandle& h = handles_[inputs][all_scopes];
@@ -452,14 +503,10 @@ class TorchCollector final : public detail::Collector {
       }
       g_record_inputs.store(inputs, std::memory_order_relaxed);
       g_with_flops.store(options.with_flops, std::memory_order_relaxed);
+      g_with_stack.store(options.with_stack, std::memory_order_relaxed);
       active_ = h;
     } catch (const std::exception& e) {
       detail::log_error(std::string("LibTorch collector: cannot register operator callbacks: ") + e.what());
-    }
-    if (options.with_stack) {
-      detail::log_warning(
-          "LibTorch collector: with_stack is not recorded by this version; operators, input shapes, FLOPs "
-          "and memory are");
     }
   }
 

@@ -1,0 +1,58 @@
+// Copyright trainprof authors. Call stacks symbolized from module files.
+#include "analysis/symbolizer.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <charconv>
+#include <fstream>
+#include <string>
+
+#include "test_util.h"
+
+// External linkage, not inlined: a function this binary's symbol table names.
+__attribute__((noinline)) int trainprof_symbolizer_test_function(int x) {
+  return x * 3 + 1;
+}
+
+namespace trainprof::analysis {
+namespace {
+
+// The frame text the collector records for a return address inside `fn`.
+std::string frame_of(void* fn) {
+  Dl_info info{};
+  EXPECT_NE(dladdr(fn, &info), 0);
+  auto offset = reinterpret_cast<uintptr_t>(fn) - reinterpret_cast<uintptr_t>(info.dli_fbase) + 4;
+  char hex[20];
+  char* end = std::to_chars(hex, hex + sizeof(hex), offset, 16).ptr;
+  return std::string(info.dli_fname) + "+0x" + std::string(hex, end);
+}
+
+TEST(Symbolizer, NamesTheFunctionOfAFrameFromTheModuleFile) {
+  Symbolizer s;
+  std::string frame = frame_of(reinterpret_cast<void*>(&trainprof_symbolizer_test_function));
+  std::string text = s.symbolize(frame);
+  EXPECT_NE(text.find("trainprof_symbolizer_test_function(int)"), std::string::npos)
+      << frame << " -> " << text;
+  EXPECT_NE(text.find("(trainprof_tests)"), std::string::npos) << text;
+}
+
+TEST(Symbolizer, DropsFrameworkFramesAndKeepsWhatItCannotName) {
+  Symbolizer s;
+  std::string ours = frame_of(reinterpret_cast<void*>(&trainprof_symbolizer_test_function));
+  test::TempDir dir;
+  std::string not_elf = dir.sub("notes.txt");
+  std::ofstream(not_elf) << "not an ELF file\n";
+  std::string text = s.symbolize("/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13+0x1234;" + ours +
+                                 ";/no/such/libfoo.so+0x10;garbage;" + not_elf + "+0x20;x.so+0xzz;" +
+                                 "/lib/x86_64-linux-gnu/libc.so.6+0x2724a");
+  EXPECT_EQ(text.find("libtorch_cpu"), std::string::npos) << text;
+  EXPECT_EQ(text.find("libc.so"), std::string::npos) << text;
+  EXPECT_EQ(text.rfind("trainprof_symbolizer_test_function(int) (trainprof_tests);", 0), 0u) << text;
+  EXPECT_NE(text.find(";/no/such/libfoo.so+0x10;garbage;" + not_elf + "+0x20;x.so+0xzz"), std::string::npos)
+      << text;
+  EXPECT_EQ(s.symbolize(""), "");
+}
+
+}  // namespace
+}  // namespace trainprof::analysis
