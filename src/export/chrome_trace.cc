@@ -79,11 +79,7 @@ class TraceWriter {
     key(k, first);
     append_json_string(buf_, v);
   }
-  // A model string, escaped once and reused (names repeat millions of times).
-  void name_str(const char* k, uint32_t id) {
-    key(k);
-    buf_ += escaped(id);
-  }
+
   void num(const char* k, int64_t v) {
     key(k);
     append_int(buf_, v);
@@ -217,15 +213,16 @@ class TraceWriter {
     }
   }
 
-  // What instants, counters, async events and data stages share: ph, cat, (s,) name,
-  // pid, tid, ts.
-  void event_head(const char* ph, const char* cat, const char* scope, uint32_t name, uint32_t tid,
-                  uint64_t ts_ns) {
+  // What every event but slices shares: ph, cat, (s,) name, pid, tid, ts.
+  // `json_name` is already a JSON string (quoted and escaped).
+  void event_head(const char* ph, const char* cat, const char* scope, std::string_view json_name,
+                  uint32_t tid, uint64_t ts_ns) {
     begin_event();
     str("ph", ph, true);
     str("cat", cat);
     if (scope != nullptr) str("s", scope);
-    name_str("name", name);
+    key("name");
+    buf_ += json_name;
     num("pid", m_.pid);
     num("tid", tid);
     ts("ts", ts_ns);
@@ -239,13 +236,13 @@ class TraceWriter {
   }
 
   void instant(const analysis::Instant& i) {
-    event_head("i", "mark", "t", i.name, i.tid, i.ts_ns);
+    event_head("i", "mark", "t", escaped(i.name), i.tid, i.ts_ns);
     domain_args(i.domain);
     end_event();
   }
 
   void counter(const analysis::CounterSample& c) {
-    event_head("C", "counter", nullptr, c.name, c.tid, c.ts_ns);
+    event_head("C", "counter", nullptr, escaped(c.name), c.tid, c.ts_ns);
     key("args");
     buf_ += '{';
     key("value", true);
@@ -255,7 +252,7 @@ class TraceWriter {
   }
 
   void data_stage(const analysis::DataStageSlice& d) {
-    event_head("X", "dataset", nullptr, d.operation, dataset_track(d.tid), d.start_ns);
+    event_head("X", "dataset", nullptr, escaped(d.operation), dataset_track(d.tid), d.start_ns);
     key("dur");
     append_us(buf_, static_cast<int64_t>(d.dur_ns));
     key("args");
@@ -274,20 +271,16 @@ class TraceWriter {
   // node's start; viewers bind each end to the slice enclosing it.
   void flow(uint32_t index, bool start) {
     const analysis::ForwardBackwardLink& l = flows_[index];
-    begin_event();
-    str("ph", start ? "s" : "f", true);
-    str("cat", "fwdbwd");
-    str("name", "fwdbwd");
+    event_head(start ? "s" : "f", "fwdbwd", nullptr, "\"fwdbwd\"", start ? l.forward_tid : l.backward_tid,
+               start ? l.forward_start_ns : l.backward_start_ns);
     num("id", index + 1);
-    num("pid", m_.pid);
-    num("tid", start ? l.forward_tid : l.backward_tid);
-    ts("ts", start ? l.forward_start_ns : l.backward_start_ns);
     if (!start) str("bp", "e");
     end_event();
   }
 
   void async(const analysis::AsyncRange& a, bool begin) {
-    event_head(begin ? "b" : "e", "user_range", nullptr, a.name, a.begin_tid, begin ? a.start_ns : a.end_ns);
+    event_head(begin ? "b" : "e", "user_range", nullptr, escaped(a.name), a.begin_tid,
+               begin ? a.start_ns : a.end_ns);
     num("id", static_cast<int64_t>(a.id));
     if (begin) domain_args(a.domain);
     end_event();
@@ -296,15 +289,7 @@ class TraceWriter {
   // Kineto's [memory] instant, then the allocator's totals as a counter
   // track per device.
   void memory(const analysis::MemoryRecord& r) {
-    std::string device = analysis::memory_device_name(r.device);
-    begin_event();
-    str("ph", "i", true);
-    str("cat", "cpu_instant_event");
-    str("s", "t");
-    str("name", "[memory]");
-    num("pid", m_.pid);
-    num("tid", r.tid);
-    ts("ts", r.ts_ns);
+    event_head("i", "cpu_instant_event", "t", "\"[memory]\"", r.tid, r.ts_ns);
     key("args");
     buf_ += '{';
     key("Addr", true);
@@ -316,13 +301,9 @@ class TraceWriter {
     num("Device Id", raw::memory_device_index(r.device));
     buf_ += '}';
     end_event();
-    begin_event();
-    str("ph", "C", true);
-    str("cat", "memory");
-    str("name", "Memory (" + device + ")");
-    num("pid", m_.pid);
-    num("tid", r.tid);
-    ts("ts", r.ts_ns);
+    std::string counter_name;
+    append_json_string(counter_name, "Memory (" + analysis::memory_device_name(r.device) + ")");
+    event_head("C", "memory", nullptr, counter_name, r.tid, r.ts_ns);
     key("args");
     buf_ += '{';
     key("Total Allocated", true);
