@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <future>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -138,6 +139,19 @@ json first_op(const json& trace, const std::string& name) {
   return json();
 }
 
+// Profiles one training step with the options `configure` sets; returns the
+// run directory.
+std::string profile_one_step(const test::TempDir& dir, Training& training,
+                             const std::function<void(ProfilerOptions&)>& configure = {}) {
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  if (configure) configure(o);
+  Profiler prof(o);
+  training.step();
+  prof.stop();
+  return prof.last_run().run_dir;
+}
+
 std::vector<int64_t> dims(const torch::Tensor& t) {
   return t.sizes().vec();
 }
@@ -145,13 +159,8 @@ std::vector<int64_t> dims(const torch::Tensor& t) {
 TEST(TorchCollector, RecordShapesGivesTheTensorsRealShapes) {
   test::TempDir dir;
   Training training;
-  ProfilerOptions o;
-  o.output_path = dir.path();
-  o.record_shapes = true;
-  Profiler prof(o);
-  training.step();
-  prof.stop();
-  json trace = analysed_trace(prof.last_run().run_dir);
+  std::string run = profile_one_step(dir, training, [](ProfilerOptions& o) { o.record_shapes = true; });
+  json trace = analysed_trace(run);
 
   json conv = first_op(trace, "aten::conv2d");
   ASSERT_TRUE(conv.is_object());
@@ -171,19 +180,14 @@ TEST(TorchCollector, RecordShapesGivesTheTensorsRealShapes) {
   EXPECT_EQ(linear_dims[2].get<std::vector<int64_t>>(), dims(training.net()->fc->weight.t()));
 
   // operator_details.csv has a row per (name, input shapes).
-  std::string details = test::read_text(prof.last_run().run_dir + "/PROFILER_OUTPUT/operator_details.csv");
+  std::string details = test::read_text(run + "/PROFILER_OUTPUT/operator_details.csv");
   EXPECT_NE(details.find("aten::conv2d,\"[[8,1,14,14],[4,1,3,3],[4],"), std::string::npos) << details;
 }
 
 TEST(TorchCollector, BackwardNodesCarryTheirForwardSequenceNumber) {
   test::TempDir dir;
   Training training;
-  ProfilerOptions o;
-  o.output_path = dir.path();
-  Profiler prof(o);
-  training.step();
-  prof.stop();
-  json trace = analysed_trace(prof.last_run().run_dir);
+  json trace = analysed_trace(profile_one_step(dir, training));
   json forward = first_op(trace, "aten::addmm");  // the linear layer's forward
   json backward = first_op(trace, "AddmmBackward0");
   ASSERT_TRUE(forward.is_object());
@@ -197,12 +201,7 @@ TEST(TorchCollector, BackwardNodesCarryTheirForwardSequenceNumber) {
 TEST(TorchCollector, BackwardNodesAreLinkedToTheirForwardOpsByFlows) {
   test::TempDir dir;
   Training training;
-  ProfilerOptions o;
-  o.output_path = dir.path();
-  Profiler prof(o);
-  training.step();
-  prof.stop();
-  json trace = analysed_trace(prof.last_run().run_dir);
+  json trace = analysed_trace(profile_one_step(dir, training));
   json forward = first_op(trace, "aten::addmm");
   json backward = first_op(trace, "AddmmBackward0");
   ASSERT_TRUE(forward.is_object());
@@ -246,17 +245,8 @@ TEST(TorchCollector, BackwardNodesAreLinkedToTheirForwardOpsByFlows) {
 TEST(TorchCollector, FlopsEqualLibTorchProfilerAndTheFormulas) {
   test::TempDir dir;
   std::map<std::string, uint64_t> ours;
-  std::string run;
-  {
-    Training training;
-    ProfilerOptions o;
-    o.output_path = dir.path();
-    o.with_flops = true;
-    Profiler prof(o);
-    training.step();
-    prof.stop();
-    run = prof.last_run().run_dir;
-  }
+  Training profiled;
+  std::string run = profile_one_step(dir, profiled, [](ProfilerOptions& o) { o.with_flops = true; });
   json trace = analysed_trace(run);
   std::string stats = test::read_text(run + "/PROFILER_OUTPUT/op_statistic.csv");
   ASSERT_NE(stats.find("Total FLOPs"), std::string::npos);
@@ -293,13 +283,7 @@ TEST(TorchCollector, FlopsEqualLibTorchProfilerAndTheFormulas) {
 TEST(TorchCollector, WithStackShowsTheCallingCode) {
   test::TempDir dir;
   Training training;
-  ProfilerOptions o;
-  o.output_path = dir.path();
-  o.with_stack = true;
-  Profiler prof(o);
-  training.step();
-  prof.stop();
-  std::string run = prof.last_run().run_dir;
+  std::string run = profile_one_step(dir, training, [](ProfilerOptions& o) { o.with_stack = true; });
   json trace = analysed_trace(run);
   json conv = first_op(trace, "aten::conv2d");
   ASSERT_TRUE(conv.is_object());
