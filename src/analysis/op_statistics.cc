@@ -5,7 +5,6 @@
 #include <tuple>
 
 #include "analysis/passes.h"
-#include "analysis/symbolizer.h"
 
 namespace trainprof::analysis {
 
@@ -68,15 +67,6 @@ std::string_view input_types(const TraceModel& m, uint32_t inputs) {
 
 std::string_view input_stack(const TraceModel& m, uint32_t inputs) {
   return inputs_field(m, inputs, 3);
-}
-
-void symbolize_call_stacks(TraceModel& m) {
-  Symbolizer symbolizer;
-  for (const SliceKey& k : m.keys) {
-    if (k.inputs == 0 || m.call_stacks.count(k.inputs) != 0) continue;
-    std::string_view frames = input_stack(m, k.inputs);
-    if (!frames.empty()) m.call_stacks[k.inputs] = symbolizer.symbolize(frames);
-  }
 }
 
 uint64_t input_flops(const TraceModel& m, uint32_t inputs) {

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <vector>
 
+#include "analysis/passes.h"
+
 namespace trainprof::analysis {
 namespace {
 
@@ -165,6 +167,15 @@ std::string Symbolizer::symbolize(std::string_view frames) {
     frames.remove_prefix(semi + 1);
   }
   return out;
+}
+
+void symbolize_call_stacks(TraceModel& m) {
+  Symbolizer symbolizer;
+  for (const SliceKey& k : m.keys) {
+    if (k.inputs == 0 || m.call_stacks.count(k.inputs) != 0) continue;
+    std::string_view frames = input_stack(m, k.inputs);
+    if (!frames.empty()) m.call_stacks[k.inputs] = symbolizer.symbolize(frames);
+  }
 }
 
 }  // namespace trainprof::analysis

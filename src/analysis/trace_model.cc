@@ -1,14 +1,14 @@
 // Copyright trainprof authors.
 #include "analysis/trace_model.h"
 
-#include "analysis/timeline.h"
-#include "raw/varint.h"
-
 #include <algorithm>
 #include <bit>
 #include <charconv>
 #include <filesystem>
 #include <unordered_map>
+
+#include "analysis/timeline.h"
+#include "raw/varint.h"
 
 namespace trainprof::analysis {
 namespace {
