@@ -1,5 +1,6 @@
 // Copyright trainprof authors. What profiling costs a real LibTorch training
-// step: the demo's CNN (batch 64, Fashion-MNIST-sized inputs), one process,
+// step and per operator: the demo's CNN (batch 64, Fashion-MNIST-sized
+// inputs) and a loop of tiny operators, one process,
 // configurations interleaved round by round so that they share the machine's
 // state:
 //   none            no profiler
@@ -14,20 +15,23 @@
 //
 //   build/bin/trainprof_torch_overhead [--rounds R] [--steps S] [--batch B]
 //
-// Step time is the training thread's CPU time (CLOCK_THREAD_CPUTIME_ID):
-// wall time on this VM varies by more than the profilers add. Prints the
-// median step time of each configuration and the time each adds
-// to an unprofiled step: per round, the median of its steps minus the
-// median of the round's unprofiled steps; then the median over rounds (so a
-// drift of the machine between rounds cancels). Then the ratios the issue
-// asks for. A small batch (--batch 4) makes the per-operator cost, which is
-// what profilers add, a larger share of the step. Figures go to
-// docs/PERFORMANCE.md with this command line.
+// Time is the training thread's CPU time (CLOCK_THREAD_CPUTIME_ID): wall
+// time on this VM varies by more than the profilers add. Each configuration's
+// added time is, per round, the median of its samples minus the median of
+// the round's unprofiled samples; then the median over rounds (so a drift of
+// the machine between rounds cancels). Two workloads:
+//   1. the demo's training step (a small batch, --batch 4, makes the
+//      per-operator cost, which is what profilers add, a larger share);
+//   2. a loop of tiny operators (x.add_(1) on a one-element tensor), where
+//      the cost per operator stands out of the noise: ns per operator.
+// Then the ratios the issue asks for, and the floor's share of torch's
+// cost. Figures go to docs/PERFORMANCE.md with this command line.
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -91,6 +95,75 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// Times of one workload under each configuration.
+struct Measured {
+  std::map<std::string, double> median_ms;  // per sample, all rounds
+  std::map<std::string, double> added_ms;   // median over rounds of (config - none)
+  double ratio(const char* a, const char* b) const {
+    return added_ms.at(b) > 0 ? added_ms.at(a) / added_ms.at(b) : 0.0;
+  }
+};
+
+// Runs `work` `samples` times per configuration per round, configurations
+// interleaved round by round; each configuration's added time is, per round,
+// the median of its samples minus the median of the round's unprofiled
+// ones, then the median over rounds (a drift of the machine between rounds
+// cancels).
+Measured measure(const std::vector<Config>& configs, int rounds, int samples,
+                 const std::function<void()>& work) {
+  std::map<std::string, std::vector<double>> all, added_per_round;
+  for (int r = 0; r < rounds; ++r) {
+    std::map<std::string, double> round_median;
+    for (const Config& c : configs) {
+      std::vector<double> times;
+      c.start();
+      for (int s = 0; s < samples; ++s) {
+        double t0 = thread_cpu_ms();
+        work();
+        c.step_marker();
+        double ms = thread_cpu_ms() - t0;
+        if (s >= 3) times.push_back(ms);  // the first samples of a profiler warm it up
+      }
+      c.stop();
+      all[c.name].insert(all[c.name].end(), times.begin(), times.end());
+      round_median[c.name] = median(times);
+    }
+    for (const Config& c : configs)
+      added_per_round[c.name].push_back(round_median[c.name] - round_median["none"]);
+    std::fprintf(stderr, "round %d of %d done\n", r + 1, rounds);
+  }
+  Measured m;
+  for (const Config& c : configs) {
+    m.median_ms[c.name] = median(all[c.name]);
+    m.added_ms[c.name] = median(added_per_round[c.name]);
+  }
+  return m;
+}
+
+void print_table(const std::vector<Config>& configs, const Measured& m, const char* time_label,
+                 const char* added_label, double scale) {
+  std::printf("%-16s %12s %12s\n", "configuration", time_label, added_label);
+  for (const Config& c : configs)
+    std::printf("%-16s %12.3f %12.3f\n", c.name, m.median_ms.at(c.name) * scale,
+                m.added_ms.at(c.name) * scale);
+}
+
+// How many operators (RecordFunction ranges) one call of `work` runs.
+std::atomic<int64_t> g_counted{0};
+std::unique_ptr<at::ObserverContext> count_start(const at::RecordFunction&) {
+  g_counted.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+double operators_per_call(const std::function<void()>& work) {
+  at::RecordFunctionCallback cb(&count_start, &noop_end);
+  cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
+  at::CallbackHandle h = at::addGlobalCallback(cb);
+  g_counted = 0;
+  for (int i = 0; i < 100; ++i) work();
+  at::removeCallback(h);
+  return static_cast<double>(g_counted.load()) / 100;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,53 +210,58 @@ int main(int argc, char** argv) {
          bare = at::addGlobalCallback(cb);
        },
        [] {}, [&] { at::removeCallback(bare); }},
-      {"trainprof", trainprof_config(false), [&] { prof->step(); }, [&] { prof->stop(); }},
+      {"trainprof", trainprof_config(false), [&] { prof->step(); },
+       [&] {
+         prof->stop();
+         prof.reset();
+       }},
       {"torch", torch_config(false), torch_step, torch_stop},
-      {"trainprof_full", trainprof_config(true), [&] { prof->step(); }, [&] { prof->stop(); }},
+      {"trainprof_full", trainprof_config(true), [&] { prof->step(); },
+       [&] {
+         prof->stop();
+         prof.reset();
+       }},
       {"torch_full", torch_config(true), torch_step, torch_stop},
-      {"trainprof_stack", trainprof_config(false, true), [&] { prof->step(); }, [&] { prof->stop(); }},
+      {"trainprof_stack", trainprof_config(false, true), [&] { prof->step(); },
+       [&] {
+         prof->stop();
+         prof.reset();
+       }},
   };
 
+  // Part 1: the demo's training step.
   TrainingStep training(batch);
   for (int i = 0; i < 10; ++i) training.run();  // warm the allocator and caches
-  std::map<std::string, std::vector<double>> step_ms, added_per_round;
-  for (int r = 0; r < rounds; ++r) {
-    std::map<std::string, double> round_median;
-    for (const Config& c : configs) {
-      std::vector<double> times;
-      c.start();
-      for (int s = 0; s < steps; ++s) {
-        double t0 = thread_cpu_ms();
-        training.run();
-        c.step_marker();
-        double ms = thread_cpu_ms() - t0;
-        if (s >= 3) times.push_back(ms);  // the first steps of a profiler warm it up
-      }
-      c.stop();
-      prof.reset();
-      step_ms[c.name].insert(step_ms[c.name].end(), times.begin(), times.end());
-      round_median[c.name] = median(times);
-    }
-    for (const Config& c : configs)
-      added_per_round[c.name].push_back(round_median[c.name] - round_median["none"]);
-    std::fprintf(stderr, "round %d of %d done\n", r + 1, rounds);
-  }
-  fs::remove_all(out);
-
+  Measured step = measure(configs, rounds, steps, [&] { training.run(); });
   std::printf("trainprof %s, LibTorch %s: demo CNN step, batch %d, 1 intra-op thread, %d rounds x %d steps\n",
               std::string(trainprof::version()).c_str(), TORCH_VERSION, batch, rounds, steps);
-  std::printf("%-16s %12s %12s\n", "configuration", "step CPU ms", "added (ms)");
-  std::map<std::string, double> added;
-  for (const Config& c : configs) {
-    added[c.name] = median(added_per_round[c.name]);
-    std::printf("%-16s %12.3f %12.3f\n", c.name, median(step_ms[c.name]), added[c.name]);
+  print_table(configs, step, "step CPU ms", "added ms", 1.0);
+
+  // Part 2: the cost per operator, where the step's own work does not
+  // drown it: a loop of in-place adds of a one-element tensor (each one is
+  // several LibTorch operators: counted with a callback).
+  torch::Tensor x = torch::ones({1});
+  constexpr int kAddsPerSample = 1000;
+  auto adds = [&] {
+    for (int i = 0; i < kAddsPerSample; ++i) x.add_(1);
+  };
+  double ops = operators_per_call([&] { x.add_(1); });
+  Measured op = measure(configs, rounds, steps, adds);
+  std::printf("\nper LibTorch operator (x.add_(1) on a 1-element tensor = %.0f operators, %d per sample)\n",
+              ops, kAddsPerSample);
+  print_table(configs, op, "ns / op", "added ns", 1e6 / (kAddsPerSample * ops));
+
+  fs::remove_all(out);
+  for (const auto& [label, m] : {std::pair{"demo step", &step}, std::pair{"per operator", &op}}) {
+    std::printf("\n%s:\n", label);
+    std::printf("  trainprof added / torch added (operators):        %.2f (target <= 0.33)\n",
+                m->ratio("trainprof", "torch"));
+    std::printf("  trainprof added / torch added (shapes + memory):  %.2f (target <= 0.33)\n",
+                m->ratio("trainprof_full", "torch_full"));
+    std::printf("  trainprof added / bare callback added:            %.2f (target <= 1.5)\n",
+                m->ratio("trainprof", "bare_callback"));
+    std::printf("  bare callback added / torch added (the floor):    %.2f\n",
+                m->ratio("bare_callback", "torch"));
   }
-  auto ratio = [&](const char* a, const char* b) { return added[b] > 0 ? added[a] / added[b] : 0.0; };
-  std::printf("trainprof added / torch added (operators):             %.2f (target <= 0.33)\n",
-              ratio("trainprof", "torch"));
-  std::printf("trainprof added / torch added (shapes + memory):       %.2f (target <= 0.33)\n",
-              ratio("trainprof_full", "torch_full"));
-  std::printf("trainprof added / bare callback added (operators):     %.2f (target <= 1.5)\n",
-              ratio("trainprof", "bare_callback"));
   return 0;
 }

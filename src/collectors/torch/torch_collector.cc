@@ -9,10 +9,10 @@
 // Hot path (per operator): the start callback pushes (RecordFunction address,
 // start ticks, inputs string) on a per-thread stack; the end callback pops it
 // and appends one OPERATOR event (and one OPERATOR_INPUTS event when shapes
-// are recorded). No ObserverContext is allocated. Names are interned through
-// a per-thread cache: LibTorch's names are either static (operator schemas) or
-// built per call (autograd nodes), so the cache checks contents, not only the
-// pointer.
+// are recorded). No ObserverContext is allocated. An operator schema's name
+// is recorded by pointer (it lives as long as the operator); names built per
+// call (autograd nodes, user scopes) are interned through a per-thread cache
+// that checks contents, not only the pointer.
 //
 // Memory (profile_memory): LibTorch's allocators report every allocation and
 // free to the PROFILER_STATE entry of the calling thread's debug info
@@ -20,19 +20,25 @@
 // the thread that starts the session and on every thread that runs an
 // operator; a report becomes two Event slots (MemoryReport, MemoryTotals),
 // and the analysis finds the operator that was running.
+#include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/collector.h"
 #include "core/event.h"
@@ -49,7 +55,6 @@ using detail::Event;
 
 constexpr size_t kMaxDepth = 128;  // deeper operators are not recorded (counted)
 constexpr size_t kNameCacheSize = 1024;
-constexpr size_t kInputsCacheSize = 1024;
 
 struct OpenOp {
   const at::RecordFunction* fn;
@@ -62,37 +67,77 @@ struct NameSlot {
   const char* interned = nullptr;  // our process-lifetime copy
 };
 
-struct InputsSlot {
-  uint64_t hash = 0;
-  const char* interned = nullptr;
+// Interned strings by a 64-bit hash of what they describe (an input
+// signature, a call stack): open addressing, grown at half full, so distinct
+// keys never evict each other (a direct-mapped cache thrashed on two stacks
+// of one training step that shared a slot, re-formatting both every step).
+class InternedByHash {
+ public:
+  const char* find(uint64_t hash) const {
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].text == nullptr) return nullptr;
+      if (slots_[i].hash == hash) return slots_[i].text;
+    }
+  }
+  void insert(uint64_t hash, const char* text) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    size_t i = hash & mask_;
+    while (slots_[i].text != nullptr && slots_[i].hash != hash) i = (i + 1) & mask_;
+    if (slots_[i].text == nullptr) ++size_;
+    slots_[i] = Slot{hash, text};
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    const char* text = nullptr;
+  };
+  void grow() {
+    std::vector<Slot> old(std::max<size_t>(64, 2 * slots_.size()));
+    old.swap(slots_);
+    mask_ = slots_.size() - 1;
+    size_ = 0;
+    for (const Slot& s : old)
+      if (s.text != nullptr) insert(s.hash, s.text);
+  }
+  std::vector<Slot> slots_ = std::vector<Slot>(64);
+  size_t mask_ = 63;
+  size_t size_ = 0;
 };
 
-// Per-thread state, allocated on the thread's first operator (a pointer in
-// TLS keeps the static TLS footprint small for programs that dlopen us).
 // A native call stack, formatted and interned once per distinct stack.
-struct StackSlot {
+struct Stack {
   uint64_t hash = 0;
   const char* text = nullptr;
 };
-constexpr size_t kStackCacheSize = 256;
 constexpr int kMaxFrames = 48;
 
+// Per-thread state, allocated on the thread's first operator (a pointer in
+// TLS keeps the static TLS footprint small for programs that dlopen us).
 struct ThreadOps {
   std::array<OpenOp, kMaxDepth> open;
   size_t depth = 0;
   std::array<NameSlot, kNameCacheSize> names;
-  std::array<InputsSlot, kInputsCacheSize> inputs;
+  InternedByHash inputs;  // input signatures
   // with_stack: the stack of the outermost open operator (its nested
   // operators share its call site in the user's code).
-  std::array<StackSlot, kStackCacheSize> stacks;
-  StackSlot top_stack;
+  InternedByHash stacks;
+  Stack top_stack;
 };
 
-thread_local ThreadOps* t_ops = nullptr;
+// initial-exec: read %fs-relative on every operator, not through
+// __tls_get_addr. Eight bytes of static TLS, which glibc's surplus covers
+// even when this library is dlopened.
+[[gnu::tls_model("initial-exec")]] thread_local ThreadOps* t_ops = nullptr;
 
-ThreadOps& thread_ops() {
-  if (t_ops == nullptr) t_ops = new ThreadOps();  // lives until the process ends: threads are reused
+[[gnu::noinline, gnu::cold]] ThreadOps& new_thread_ops() {
+  t_ops = new ThreadOps();  // lives until the process ends: threads are reused
   return *t_ops;
+}
+
+inline ThreadOps& thread_ops() {
+  ThreadOps* t = t_ops;
+  return t != nullptr ? *t : new_thread_ops();
 }
 
 std::atomic<bool> g_record_inputs{false};
@@ -163,7 +208,7 @@ struct ReporterInstalled {
 };
 thread_local ReporterInstalled t_reporter;
 
-void install_memory_reporter() {
+[[gnu::noinline]] void install_memory_reporter() {
   c10::DebugInfoBase* current = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
   if (current == memory_reporter().get()) return;
   if (current != nullptr) {
@@ -197,7 +242,7 @@ std::atomic<at::CallbackHandle> g_cleanup_callback{at::INVALID_CALLBACK_HANDLE};
 
 // Between sessions, operators only clean up: the last thread to remove the
 // reporter turns the callback off.
-void clean_up_after_session() noexcept {
+[[gnu::noinline, gnu::cold]] void clean_up_after_session() noexcept {
   remove_memory_reporter();
   if (g_threads_with_reporter.load(std::memory_order_relaxed) > 0) return;
   at::CallbackHandle h = g_cleanup_callback.exchange(at::INVALID_CALLBACK_HANDLE);
@@ -215,7 +260,36 @@ uint64_t hash_name(const char* s) {
   return h;
 }
 
-const char* interned_name(ThreadOps& t, const char* name) {
+// ---- Operator names ----
+//
+// Most operators come through the dispatcher, and their RecordFunction names
+// a FunctionSchema: that name lives as long as the operator is registered,
+// so its pointer is recorded as it is (the flusher maps equal texts to one
+// id). The others (autograd nodes, user scopes) are strings built per call
+// and go through interned_name. Which of the two a RecordFunction holds is
+// private to LibTorch (its `fn_` variant; operator_name() would copy the
+// schema's strings). An explicit instantiation may name a private member, so
+// the template below hands out a pointer to it; a LibTorch whose member
+// differs fails to compile here rather than misbehave.
+struct RecordFunctionNameMember {
+  using type = c10::variant<std::string, at::RecordFunction::schema_ref_t> at::RecordFunction::*;
+  friend type name_member(RecordFunctionNameMember);
+};
+
+template <typename Tag, typename Tag::type Member>
+struct ExposePrivateMember {
+  friend typename Tag::type name_member(Tag) { return Member; }
+};
+template struct ExposePrivateMember<RecordFunctionNameMember, &at::RecordFunction::fn_>;
+
+// The schema's name when `fn` names a schema, else nullptr.
+inline const char* schema_name(const at::RecordFunction& fn) {
+  const auto* schema =
+      c10::get_if<at::RecordFunction::schema_ref_t>(&(fn.*name_member(RecordFunctionNameMember{})));
+  return schema != nullptr ? schema->get().name().c_str() : nullptr;
+}
+
+[[gnu::noinline]] const char* interned_name(ThreadOps& t, const char* name) {
   if (name == nullptr) return "";
   // By pointer first (schema names never move), then by contents.
   NameSlot& by_ptr = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize];
@@ -364,50 +438,79 @@ uint64_t operator_flops(FlopsOp op, c10::ArrayRef<const c10::IValue> inputs) {
 
 // ---- Native call stacks (with_stack) ----
 
+// The main program's path (its link map names it ""), read once.
+const char* main_program_path() {
+  static const std::string* path = [] {
+    std::error_code ec;
+    auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return new std::string(ec ? std::string() : p.string());
+  }();
+  return path->c_str();
+}
+
+// The module that holds `pc`: its path and the address its first segment is
+// mapped at, "" when none does. _dl_find_object (glibc 2.35) is a lock-free
+// binary search; dladdr, the fallback, also scans the module's symbols for
+// the nearest one, which takes milliseconds in LibTorch's libraries.
+std::pair<const char*, uintptr_t> module_of(void* pc) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+  dl_find_object found{};
+  if (_dl_find_object(pc, &found) != 0 || found.dlfo_link_map == nullptr) return {"", 0};
+  const char* path = found.dlfo_link_map->l_name;
+  if (path == nullptr || path[0] == '\0') path = main_program_path();  // the main program's is ""
+  return {path, reinterpret_cast<uintptr_t>(found.dlfo_map_start)};
+#else
+  Dl_info info{};
+  if (dladdr(pc, &info) == 0 || info.dli_fname == nullptr) return {"", 0};
+  return {info.dli_fname, reinterpret_cast<uintptr_t>(info.dli_fbase)};
+#endif
+}
+
 // The calling thread's frames, innermost first, as "module+0xoffset;..."
 // (offsets from the module's load address: the analysis symbolizes them from
 // the module file, wherever the process had mapped it).
-void capture_stack(ThreadOps& t) {
+[[gnu::noinline]] void capture_stack(ThreadOps& t) {
   void* frames[kMaxFrames];
   int n = backtrace(frames, kMaxFrames);
   uint64_t h = mix(0, static_cast<uint64_t>(n));
   for (int i = 0; i < n; ++i) h = mix(h, reinterpret_cast<uintptr_t>(frames[i]));
-  StackSlot& slot = t.stacks[h % kStackCacheSize];
-  if (slot.text == nullptr || slot.hash != h) {
-    std::string text;
+  const char* text = t.stacks.find(h);
+  if (text == nullptr) {
+    std::string frames_text;
     for (int i = 0; i < n; ++i) {
-      if (i > 0) text += ';';
-      Dl_info info{};
-      if (dladdr(frames[i], &info) == 0 || info.dli_fname == nullptr) {
-        text += '?';
+      if (i > 0) frames_text += ';';
+      auto [path, base] = module_of(frames[i]);
+      if (path[0] == '\0') {
+        frames_text += '?';
         continue;
       }
       char hex[20];
-      auto offset = reinterpret_cast<uintptr_t>(frames[i]) - reinterpret_cast<uintptr_t>(info.dli_fbase);
-      char* end = std::to_chars(hex, hex + sizeof(hex), offset, 16).ptr;
-      text.append(info.dli_fname).append("+0x").append(hex, end);
+      char* end =
+          std::to_chars(hex, hex + sizeof(hex), reinterpret_cast<uintptr_t>(frames[i]) - base, 16).ptr;
+      frames_text.append(path).append("+0x").append(hex, end);
     }
-    slot = StackSlot{h, detail::intern(text)};
+    text = detail::intern(frames_text);
+    t.stacks.insert(h, text);
   }
-  t.top_stack = slot;
+  t.top_stack = Stack{h, text};
 }
 
 // Identical input signatures (same dtypes, sizes, FLOPs and call stack) share one
 // interned string; the 64-bit hash stands for the signature in the
 // per-thread cache. FLOPs, when counted, are a third field.
-const char* interned_inputs(ThreadOps& t, const at::RecordFunction& fn) {
+[[gnu::noinline]] const char* interned_inputs(ThreadOps& t, const at::RecordFunction& fn) {
   c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
   uint64_t flops =
       g_with_flops.load(std::memory_order_relaxed) ? operator_flops(flops_op(fn.name()), inputs) : 0;
   bool stack = g_with_stack.load(std::memory_order_relaxed) && t.top_stack.text != nullptr;
   uint64_t h = mix(mix(hash_inputs(inputs), flops), stack ? t.top_stack.hash : 0);
-  InputsSlot& slot = t.inputs[h % kInputsCacheSize];
-  if (slot.interned != nullptr && slot.hash == h) return slot.interned;
+  if (const char* known = t.inputs.find(h)) return known;
   std::string text = format_inputs(inputs);
   if (flops > 0 || stack) text += raw::kInputsSeparator + (flops > 0 ? std::to_string(flops) : std::string());
   if (stack) text += raw::kInputsSeparator + std::string(t.top_stack.text);
-  slot = InputsSlot{h, detail::intern(text)};
-  return slot.interned;
+  const char* interned = detail::intern(text);
+  t.inputs.insert(h, interned);
+  return interned;
 }
 
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
@@ -451,11 +554,13 @@ void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (backward) flags |= raw::kOperatorBackward;
   if (fn.scope() == at::RecordScope::USER_SCOPE) flags |= raw::kOperatorUser;
   int64_t seq = fn.seqNr();
+  const char* name = schema_name(fn);
+  if (name == nullptr) name = interned_name(*t, fn.name());
   // LibTorch's thread id: of the forward op for an autograd node, else the
   // op's own; (thread, sequence number) links the two.
   Event e{op.start_ticks,
           end_ticks,
-          interned_name(*t, fn.name()),
+          name,
           static_cast<uint8_t>(raw::EventKind::kOperator),
           flags,
           static_cast<uint16_t>(backward ? fn.forwardThreadId() : fn.threadId()),
