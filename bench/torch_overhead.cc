@@ -6,6 +6,8 @@
 //   none            no profiler
 //   bare_callback   a global RecordFunction callback that does nothing: the
 //                   floor LibTorch itself imposes on any operator profiler
+//   bare_full       the same asking for inputs, plus a memory reporter that
+//                   does nothing: LibTorch's floor for shapes + memory
 //   trainprof       trainprof recording operators (Activity::CPU, Level0)
 //   torch           LibTorch's profiler (the Kineto-state profiler that
 //                   torch.profiler drives), CPU activity
@@ -27,7 +29,9 @@
 // Then the ratios the issue asks for, and the floor's share of torch's
 // cost. Figures go to docs/PERFORMANCE.md with this command line.
 #include <ATen/record_function.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -81,6 +85,20 @@ std::unique_ptr<at::ObserverContext> noop_start(const at::RecordFunction&) {
   return nullptr;
 }
 void noop_end(const at::RecordFunction&, at::ObserverContext*) {}
+
+// A memory reporter that drops every report: what LibTorch's allocators cost
+// once a profiler asks for memory (they then track every block's size).
+class NoopMemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
+ public:
+  NoopMemoryReporter()
+      : ProfilerStateBase(
+            torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::Disabled)) {}
+  void reportMemoryUsage(void*, int64_t, int64_t, int64_t, c10::Device) override {}
+  bool memoryProfilingEnabled() const override { return true; }
+  torch::profiler::impl::ActiveProfilerType profilerType() override {
+    return torch::profiler::impl::ActiveProfilerType::NONE;
+  }
+};
 
 // CPU time of the training thread: what profiling adds to the step's own
 // work, without the time this 2-core VM's other tenants take from it.
@@ -210,6 +228,21 @@ int main(int argc, char** argv) {
          bare = at::addGlobalCallback(cb);
        },
        [] {}, [&] { at::removeCallback(bare); }},
+      {"bare_full",
+       [&] {
+         at::RecordFunctionCallback cb(&noop_start, &noop_end);
+         cb.needsInputs(true);
+         cb.scopes(
+             {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
+         bare = at::addGlobalCallback(cb);
+         c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE,
+                                          std::make_shared<NoopMemoryReporter>());
+       },
+       [] {},
+       [&] {
+         c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+         at::removeCallback(bare);
+       }},
       {"trainprof", trainprof_config(false), [&] { prof->step(); },
        [&] {
          prof->stop();
@@ -260,8 +293,12 @@ int main(int argc, char** argv) {
                 m->ratio("trainprof_full", "torch_full"));
     std::printf("  trainprof added / bare callback added:            %.2f (target <= 1.5)\n",
                 m->ratio("trainprof", "bare_callback"));
+    std::printf("  trainprof added / bare floor added (shapes + memory): %.2f\n",
+                m->ratio("trainprof_full", "bare_full"));
     std::printf("  bare callback added / torch added (the floor):    %.2f\n",
                 m->ratio("bare_callback", "torch"));
+    std::printf("  bare floor added / torch added (shapes + memory): %.2f\n",
+                m->ratio("bare_full", "torch_full"));
   }
   return 0;
 }
