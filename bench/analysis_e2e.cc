@@ -8,6 +8,8 @@
 // 2. Records 8 ranks of N/8 events and analyses the tree with --jobs 1 and
 //    --jobs 2, alternately, R times each (7): the speed-up of the medians,
 //    and how long the cores sat idle during each run.
+// Every analysis starts after a sync(2), outside its timing, so that none
+// pays for the write-back of the outputs before it.
 // Figures go to docs/PERFORMANCE.md with this command line.
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -130,8 +132,14 @@ class Launcher {
 
 Launcher* g_launcher = nullptr;
 
+// Runs `trainprof analyse ARGS...` once the earlier runs' outputs are on
+// the disk (sync): each measurement starts as a user's analysis would,
+// without the write-back of the one before it (back to back, the benchmark
+// writes gigabytes faster than this VM's disk takes them, and the kernel
+// then throttles whichever analysis is writing).
 ChildCost measure_cli(std::vector<std::string> args) {
   args.insert(args.begin(), {cli_path(), "analyse"});
+  sync();
   return g_launcher->run(args);
 }
 
@@ -254,6 +262,7 @@ int main(int argc, char** argv) {
   for (int round = 0; round < rounds; ++round) {
     double wall1 = 0;
     for (int jobs : {1, 2}) {
+      sync();  // (measure_cli syncs too: then nothing is left, and the idle time below is the run's)
       CpuTimes before = machine_cpu_times();
       ChildCost c = analyse_tree(jobs);
       CpuTimes after = machine_cpu_times();

@@ -1,5 +1,6 @@
 // Copyright trainprof authors. A buffered output file written under a
-// temporary name and renamed into place on commit(), so a reader never sees a
+// temporary name and renamed into place on commit() (exchanged with an
+// earlier output, then that is removed), so a reader never sees a
 // half-written output and a failed analysis leaves the previous one intact.
 #ifndef TRAINPROF_EXPORT_OUTPUT_FILE_H_
 #define TRAINPROF_EXPORT_OUTPUT_FILE_H_
