@@ -524,8 +524,13 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
       g_too_deep.fetch_add(1, std::memory_order_relaxed);
       return nullptr;
     }
-    if (g_profile_memory.load(std::memory_order_relaxed)) install_memory_reporter();
-    if (t.depth == 0 && g_with_stack.load(std::memory_order_relaxed)) capture_stack(t);
+    if (t.depth == 0) {
+      // Outermost operators only: the guards that swap a thread's debug
+      // info (autograd engine tasks, at::launch, parallel regions) do so
+      // between operators, so a nested operator sees its parent's.
+      if (g_profile_memory.load(std::memory_order_relaxed)) install_memory_reporter();
+      if (g_with_stack.load(std::memory_order_relaxed)) capture_stack(t);
+    }
     const char* inputs = g_record_inputs.load(std::memory_order_relaxed) && fn.needsInputs()
                              ? interned_inputs(t, fn)
                              : nullptr;
