@@ -9,6 +9,7 @@
 #include <future>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -280,6 +281,74 @@ TEST(TorchCollector, FlopsEqualLibTorchProfilerAndTheFormulas) {
 // with_stack: each operator carries the native frames of the code that
 // called into LibTorch, symbolized at analysis time (LibTorch's own frames
 // dropped), in the timeline and in operator_details.csv.
+// More distinct signatures than the per-thread table starts with (64 slots,
+// grown at half full): every call keeps its own shapes.
+TEST(TorchCollector, RecordShapesKeepsEveryDistinctSignature) {
+  test::TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.record_shapes = true;
+  Profiler prof(o);
+  constexpr int64_t kShapes = 300;
+  auto mul = [](int64_t n) { torch::ones({n, 2}).mul(torch::ones({n, 2})); };  // one aten::mul
+  for (int64_t n = 1; n <= kShapes; ++n) mul(n);
+  for (int64_t n = 1; n <= kShapes; ++n) mul(n);  // the same again: from the table
+  prof.stop();
+  json trace = analysed_trace(prof.last_run().run_dir);
+  std::map<int64_t, int> calls_by_rows;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "cpu_op" || e.value("name", "") != "aten::mul") continue;
+    const json& input = e["args"]["Input Dims"][0];
+    ASSERT_EQ(input.size(), 2u) << e.dump();
+    EXPECT_EQ(input[1], 2) << e.dump();
+    EXPECT_EQ(e["args"]["Input Dims"][1], input) << e.dump();
+    ++calls_by_rows[input[0].get<int64_t>()];
+  }
+  ASSERT_EQ(calls_by_rows.size(), static_cast<size_t>(kShapes));
+  for (const auto& [rows, calls] : calls_by_rows) {
+    EXPECT_GE(rows, 1);
+    EXPECT_LE(rows, kShapes);
+    EXPECT_EQ(calls, 2) << "shape [" << rows << ",2]";
+  }
+}
+
+// Recursion gives each depth its own native stack: the per-thread table of
+// stacks grows past its first size and every operator keeps its own.
+__attribute__((noinline)) void mul_at_depth(int depth) {
+  if (depth > 0) {
+    mul_at_depth(depth - 1);
+    asm volatile("");  // not a tail call: one frame per level
+    return;
+  }
+  torch::ones({2}).mul(3);
+}
+
+TEST(TorchCollector, WithStackKeepsEveryDistinctStack) {
+  test::TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.with_stack = true;
+  Profiler prof(o);
+  constexpr int kDepths = 40;  // below the 48 frames kept
+  for (int d = 0; d < kDepths; ++d) mul_at_depth(d);
+  prof.stop();
+  json trace = analysed_trace(prof.last_run().run_dir);
+  std::set<size_t> recursion_lengths;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "cpu_op" || e.value("name", "") != "aten::mul") continue;
+    std::string stack = e["args"].value("Call stack", "");
+    size_t frames = 0;
+    for (size_t at = stack.find("mul_at_depth"); at != std::string::npos;
+         at = stack.find("mul_at_depth", at + 1))
+      ++frames;
+    recursion_lengths.insert(frames);
+  }
+  // Depth d shows d + 1 frames of mul_at_depth: 40 different stacks.
+  EXPECT_EQ(recursion_lengths.size(), static_cast<size_t>(kDepths));
+  EXPECT_EQ(*recursion_lengths.begin(), 1u);
+  EXPECT_EQ(*recursion_lengths.rbegin(), static_cast<size_t>(kDepths));
+}
+
 TEST(TorchCollector, WithStackShowsTheCallingCode) {
   test::TempDir dir;
   Training training;
