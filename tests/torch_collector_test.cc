@@ -140,17 +140,22 @@ json first_op(const json& trace, const std::string& name) {
   return json();
 }
 
-// Profiles one training step with the options `configure` sets; returns the
-// run directory.
-std::string profile_one_step(const test::TempDir& dir, Training& training,
-                             const std::function<void(ProfilerOptions&)>& configure = {}) {
+// Profiles `work` with the options `configure` sets; returns the run
+// directory.
+std::string profile(const test::TempDir& dir, const std::function<void(ProfilerOptions&)>& configure,
+                    const std::function<void()>& work) {
   ProfilerOptions o;
   o.output_path = dir.path();
   if (configure) configure(o);
   Profiler prof(o);
-  training.step();
+  work();
   prof.stop();
   return prof.last_run().run_dir;
+}
+
+std::string profile_one_step(const test::TempDir& dir, Training& training,
+                             const std::function<void(ProfilerOptions&)>& configure = {}) {
+  return profile(dir, configure, [&] { training.step(); });
 }
 
 std::vector<int64_t> dims(const torch::Tensor& t) {
@@ -278,23 +283,19 @@ TEST(TorchCollector, FlopsEqualLibTorchProfilerAndTheFormulas) {
   EXPECT_EQ(ours, theirs);
 }
 
-// with_stack: each operator carries the native frames of the code that
-// called into LibTorch, symbolized at analysis time (LibTorch's own frames
-// dropped), in the timeline and in operator_details.csv.
 // More distinct signatures than the per-thread table starts with (64 slots,
 // grown at half full): every call keeps its own shapes.
 TEST(TorchCollector, RecordShapesKeepsEveryDistinctSignature) {
   test::TempDir dir;
-  ProfilerOptions o;
-  o.output_path = dir.path();
-  o.record_shapes = true;
-  Profiler prof(o);
   constexpr int64_t kShapes = 300;
   auto mul = [](int64_t n) { torch::ones({n, 2}).mul(torch::ones({n, 2})); };  // one aten::mul
-  for (int64_t n = 1; n <= kShapes; ++n) mul(n);
-  for (int64_t n = 1; n <= kShapes; ++n) mul(n);  // the same again: from the table
-  prof.stop();
-  json trace = analysed_trace(prof.last_run().run_dir);
+  std::string run = profile(
+      dir, [](ProfilerOptions& o) { o.record_shapes = true; },
+      [&] {
+        for (int64_t n = 1; n <= kShapes; ++n) mul(n);
+        for (int64_t n = 1; n <= kShapes; ++n) mul(n);  // the same again: from the table
+      });
+  json trace = analysed_trace(run);
   std::map<int64_t, int> calls_by_rows;
   for (const json& e : trace["traceEvents"]) {
     if (e.value("cat", "") != "cpu_op" || e.value("name", "") != "aten::mul") continue;
@@ -325,14 +326,13 @@ __attribute__((noinline)) void mul_at_depth(int depth) {
 
 TEST(TorchCollector, WithStackKeepsEveryDistinctStack) {
   test::TempDir dir;
-  ProfilerOptions o;
-  o.output_path = dir.path();
-  o.with_stack = true;
-  Profiler prof(o);
   constexpr int kDepths = 40;  // below the 48 frames kept
-  for (int d = 0; d < kDepths; ++d) mul_at_depth(d);
-  prof.stop();
-  json trace = analysed_trace(prof.last_run().run_dir);
+  std::string run = profile(
+      dir, [](ProfilerOptions& o) { o.with_stack = true; },
+      [&] {
+        for (int d = 0; d < kDepths; ++d) mul_at_depth(d);
+      });
+  json trace = analysed_trace(run);
   std::set<size_t> recursion_lengths;
   for (const json& e : trace["traceEvents"]) {
     if (e.value("cat", "") != "cpu_op" || e.value("name", "") != "aten::mul") continue;
@@ -349,6 +349,9 @@ TEST(TorchCollector, WithStackKeepsEveryDistinctStack) {
   EXPECT_EQ(*recursion_lengths.rbegin(), static_cast<size_t>(kDepths));
 }
 
+// with_stack: each operator carries the native frames of the code that
+// called into LibTorch, symbolized at analysis time (LibTorch's own frames
+// dropped), in the timeline and in operator_details.csv.
 TEST(TorchCollector, WithStackShowsTheCallingCode) {
   test::TempDir dir;
   Training training;
