@@ -56,6 +56,18 @@ TEST(OutputFile, AnOutputNeverCommittedLeavesThePreviousOneIntact) {
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
 
+TEST(OutputFile, ADirectoryInTheWayIsAnErrorAndStaysWhereItIs) {
+  test::TempDir dir;
+  std::string path = dir.sub("trace_view.json");
+  fs::create_directory(path);
+  write_file(path + "/notes.txt", "the user's");
+  OutputFile out(path);
+  std::string buffer = "new output";
+  EXPECT_FALSE(out.commit(buffer));
+  EXPECT_NE(out.error().find("cannot rename into place"), std::string::npos) << out.error();
+  EXPECT_EQ(test::read_text(path + "/notes.txt"), "the user's");
+}
+
 TEST(OutputFile, AnUncreatableFileIsAnErrorThatNamesThePath) {
   test::TempDir dir;
   std::string not_a_directory = dir.sub("PROFILER_OUTPUT");

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -58,8 +59,12 @@ bool OutputFile::commit(std::string& buffer) {
   // call returns (its auto_da_alloc), which held a re-analysis for 70 ms per
   // 127 MB trace; an exchange is as atomic for readers and leaves the
   // write-back to the kernel's pace. The old data then goes with the
-  // temporary name.
-  if (renameat2(AT_FDCWD, tmp_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE) == 0) {
+  // temporary name. (Only a regular file is exchanged: anything else at the
+  // path is left to rename(2), which refuses a directory.)
+  struct stat existing {};
+  bool earlier_output = lstat(path_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
+  if (earlier_output &&
+      renameat2(AT_FDCWD, tmp_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE) == 0) {
     ::unlink(tmp_path_.c_str());
   } else if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {  // no earlier output, or no exchange here
     fail("cannot rename into place");
