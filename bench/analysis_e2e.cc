@@ -36,6 +36,7 @@ struct ChildCost {
   double cpu_s = 0;
   double max_rss_mb = 0;
   bool ok = false;
+  double machine_idle_s = 0;  // all cores' idle time while it ran (measure_cli)
 };
 
 // The `trainprof` command beside this binary.
@@ -132,15 +133,32 @@ class Launcher {
 
 Launcher* g_launcher = nullptr;
 
+// Idle time of all cores together, from /proc/stat (idle + iowait).
+double machine_idle_seconds() {
+  double idle_s = 0;
+  if (FILE* f = std::fopen("/proc/stat", "r")) {
+    unsigned long long user, nice, system, idle, iowait;
+    if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu", &user, &nice, &system, &idle, &iowait) == 5) {
+      idle_s = static_cast<double>(idle + iowait) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+    std::fclose(f);
+  }
+  return idle_s;
+}
+
 // Runs `trainprof analyse ARGS...` once the earlier runs' outputs are on
 // the disk (sync): each measurement starts as a user's analysis would,
 // without the write-back of the one before it (back to back, the benchmark
 // writes gigabytes faster than this VM's disk takes them, and the kernel
-// then throttles whichever analysis is writing).
+// then throttles whichever analysis is writing). The cores' idle time
+// while it runs tells a run that waited from one that computed.
 ChildCost measure_cli(std::vector<std::string> args) {
   args.insert(args.begin(), {cli_path(), "analyse"});
   sync();
-  return g_launcher->run(args);
+  double idle_before = machine_idle_seconds();
+  ChildCost c = g_launcher->run(args);
+  c.machine_idle_s = machine_idle_seconds() - idle_before;
+  return c;
 }
 
 // Records `events` events in one run under `dir`; returns the run directory.
@@ -171,22 +189,6 @@ std::string record(const std::string& dir, uint64_t events, int rank) {
   }
   prof.stop();
   return prof.last_run().run_dir;
-}
-
-// Idle time of all cores together, from /proc/stat (idle + iowait).
-struct CpuTimes {
-  double idle_s = 0;
-};
-CpuTimes machine_cpu_times() {
-  CpuTimes t;
-  if (FILE* f = std::fopen("/proc/stat", "r")) {
-    unsigned long long user, nice, system, idle, iowait;
-    if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu", &user, &nice, &system, &idle, &iowait) == 5) {
-      t.idle_s = static_cast<double>(idle + iowait) / static_cast<double>(sysconf(_SC_CLK_TCK));
-    }
-    std::fclose(f);
-  }
-  return t;
 }
 
 uint64_t raw_bytes(const std::string& run) {
@@ -254,27 +256,17 @@ int main(int argc, char** argv) {
   for (int rank = 0; rank < 8; ++rank) record(dir + "/ranks/rank" + std::to_string(rank), events / 8, rank);
   auto analyse_tree = [&](int jobs) { return measure_cli({dir + "/ranks", "--jobs", std::to_string(jobs)}); };
   // Alternate the two so that both replace earlier outputs and share the
-  // machine's state; medians over the rounds. The cores' idle time during a
-  // run (from /proc/stat) tells a run that waited (on the disk's writeback,
-  // say) from one that computed.
+  // machine's state; medians over the rounds.
   std::vector<double> w1, w2, pair_ratios;
   bool ok = true;
   for (int round = 0; round < rounds; ++round) {
-    double wall1 = 0;
     for (int jobs : {1, 2}) {
-      sync();  // (measure_cli syncs too: then nothing is left, and the idle time below is the run's)
-      CpuTimes before = machine_cpu_times();
       ChildCost c = analyse_tree(jobs);
-      CpuTimes after = machine_cpu_times();
       ok = ok && c.ok;
       (jobs == 1 ? w1 : w2).push_back(c.wall_s);
-      if (jobs == 1)
-        wall1 = c.wall_s;
-      else
-        pair_ratios.push_back(wall1 / c.wall_s);
-      double idle = after.idle_s - before.idle_s;
+      if (jobs == 2) pair_ratios.push_back(w1.back() / c.wall_s);
       std::printf("  --jobs %d: wall %.2f s, cpu %.2f s, cores idle %.2f of %.2f core-s\n", jobs, c.wall_s,
-                  c.cpu_s, idle, c.wall_s * std::thread::hardware_concurrency());
+                  c.cpu_s, c.machine_idle_s, c.wall_s * std::thread::hardware_concurrency());
     }
   }
   auto median = [](std::vector<double> v) {

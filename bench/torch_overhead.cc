@@ -113,6 +113,14 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// A global callback on the scopes trainprof records, ending in noop_end.
+at::CallbackHandle add_operator_callback(at::RecordFunctionCallback::StartCallback start, bool inputs) {
+  at::RecordFunctionCallback cb(start, &noop_end);
+  cb.needsInputs(inputs);
+  cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
+  return at::addGlobalCallback(cb);
+}
+
 // Times of one workload under each configuration.
 struct Measured {
   std::map<std::string, double> median_ms;  // per sample, all rounds
@@ -173,9 +181,7 @@ std::unique_ptr<at::ObserverContext> count_start(const at::RecordFunction&) {
   return nullptr;
 }
 double operators_per_call(const std::function<void()>& work) {
-  at::RecordFunctionCallback cb(&count_start, &noop_end);
-  cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
-  at::CallbackHandle h = at::addGlobalCallback(cb);
+  at::CallbackHandle h = add_operator_callback(&count_start, /*inputs=*/false);
   g_counted = 0;
   for (int i = 0; i < 100; ++i) work();
   at::removeCallback(h);
@@ -196,70 +202,58 @@ int main(int argc, char** argv) {
   fs::path out = fs::temp_directory_path() / ("trainprof_overhead_" + std::to_string(getpid()));
 
   std::unique_ptr<trainprof::Profiler> prof;
-  auto trainprof_config = [&](bool full, bool stack = false) {
-    return [&, full, stack] {
-      trainprof::ProfilerOptions o;
-      o.output_path = out.string();
-      o.record_shapes = full;
-      o.profile_memory = full;
-      o.with_stack = stack;
-      prof = std::make_unique<trainprof::Profiler>(o);
-    };
+  auto trainprof_config = [&](const char* name, bool full, bool stack) {
+    return Config{name,
+                  [&, full, stack] {
+                    trainprof::ProfilerOptions o;
+                    o.output_path = out.string();
+                    o.record_shapes = full;
+                    o.profile_memory = full;
+                    o.with_stack = stack;
+                    prof = std::make_unique<trainprof::Profiler>(o);
+                  },
+                  [&] { prof->step(); },
+                  [&] {
+                    prof->stop();
+                    prof.reset();
+                  }};
   };
-  auto torch_config = [](bool full) {
-    return [full] {
-      using namespace torch::profiler::impl;
-      ProfilerConfig config(ProfilerState::KINETO, /*report_input_shapes=*/full, /*profile_memory=*/full);
-      std::set<ActivityType> activities{ActivityType::CPU};
-      torch::autograd::profiler::prepareProfiler(config, activities);
-      torch::autograd::profiler::enableProfiler(config, activities);
-    };
+  auto torch_config = [](const char* name, bool full) {
+    return Config{name,
+                  [full] {
+                    using namespace torch::profiler::impl;
+                    ProfilerConfig config(ProfilerState::KINETO, /*report_input_shapes=*/full,
+                                          /*profile_memory=*/full);
+                    std::set<ActivityType> activities{ActivityType::CPU};
+                    torch::autograd::profiler::prepareProfiler(config, activities);
+                    torch::autograd::profiler::enableProfiler(config, activities);
+                  },
+                  [] { RECORD_USER_SCOPE("ProfilerStep#"); },
+                  [] { torch::autograd::profiler::disableProfiler(); }};
   };
-  auto torch_stop = [] { torch::autograd::profiler::disableProfiler(); };
-  auto torch_step = [] { RECORD_USER_SCOPE("ProfilerStep#"); };
+  // The floor: a callback that does nothing; `full` also asks for inputs and
+  // installs a memory reporter that drops every report.
   at::CallbackHandle bare = at::INVALID_CALLBACK_HANDLE;
+  auto bare_config = [&](const char* name, bool full) {
+    return Config{name,
+                  [&, full] {
+                    bare = add_operator_callback(&noop_start, full);
+                    if (full) {
+                      c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE,
+                                                       std::make_shared<NoopMemoryReporter>());
+                    }
+                  },
+                  [] {},
+                  [&, full] {
+                    if (full) c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+                    at::removeCallback(bare);
+                  }};
+  };
   std::vector<Config> configs = {
-      {"none", [] {}, [] {}, [] {}},
-      {"bare_callback",
-       [&] {
-         at::RecordFunctionCallback cb(&noop_start, &noop_end);
-         cb.scopes(
-             {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
-         bare = at::addGlobalCallback(cb);
-       },
-       [] {}, [&] { at::removeCallback(bare); }},
-      {"bare_full",
-       [&] {
-         at::RecordFunctionCallback cb(&noop_start, &noop_end);
-         cb.needsInputs(true);
-         cb.scopes(
-             {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
-         bare = at::addGlobalCallback(cb);
-         c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE,
-                                          std::make_shared<NoopMemoryReporter>());
-       },
-       [] {},
-       [&] {
-         c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
-         at::removeCallback(bare);
-       }},
-      {"trainprof", trainprof_config(false), [&] { prof->step(); },
-       [&] {
-         prof->stop();
-         prof.reset();
-       }},
-      {"torch", torch_config(false), torch_step, torch_stop},
-      {"trainprof_full", trainprof_config(true), [&] { prof->step(); },
-       [&] {
-         prof->stop();
-         prof.reset();
-       }},
-      {"torch_full", torch_config(true), torch_step, torch_stop},
-      {"trainprof_stack", trainprof_config(false, true), [&] { prof->step(); },
-       [&] {
-         prof->stop();
-         prof.reset();
-       }},
+      {"none", [] {}, [] {}, [] {}},    bare_config("bare_callback", false),
+      bare_config("bare_full", true),   trainprof_config("trainprof", false, false),
+      torch_config("torch", false),     trainprof_config("trainprof_full", true, false),
+      torch_config("torch_full", true), trainprof_config("trainprof_stack", false, true),
   };
 
   // Part 1: the demo's training step.
