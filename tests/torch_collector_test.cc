@@ -647,5 +647,63 @@ TEST(TorchCollector, LibTorchProfilerStartsAgainAfterAMemorySession) {
   worker.join();
 }
 
+// Whether any RecordFunction callback would run for an operator on this
+// thread (LibTorch's profiler is off here: only trainprof's could).
+bool operator_callbacks_active() {
+  at::RecordFunction probe(at::RecordScope::FUNCTION);
+  return probe.isActive();
+}
+
+// Once a session with profile_memory is over and the threads that held the
+// memory reporter have let it go (an operator, or their exit), no callback of
+// trainprof runs for any operator.
+TEST(TorchCollector, NoCallbackRunsAfterAMemorySessionEnds) {
+  test::TempDir dir;
+  std::promise<void> stopped;
+  std::thread worker;
+  {
+    ProfilerOptions o;
+    o.output_path = dir.path();
+    o.profile_memory = true;
+    Profiler prof(o);
+    std::promise<void> ran;
+    worker = std::thread([&] {
+      torch::ones({8}).mul(2);  // installs the reporter on this thread
+      ran.set_value();
+      stopped.get_future().wait();
+    });
+    ran.get_future().wait();
+    EXPECT_TRUE(operator_callbacks_active());
+    prof.stop();
+  }
+  // The worker still holds the reporter: the clean-up callback is on.
+  EXPECT_TRUE(operator_callbacks_active());
+  stopped.set_value();
+  worker.join();  // its exit lets the reporter go: nothing is left on
+  EXPECT_FALSE(operator_callbacks_active());
+}
+
+// The preloaded collector with profile_memory: the process exits normally
+// (LibTorch's thread-local debug info is torn down before the exit handler
+// that closes the run), and the memory reports are in the run.
+TEST(TorchCollector, PreloadedWithProfileMemoryExitsCleanly) {
+  test::TempDir dir;
+  test::ProcessResult r = test::run_process(
+      {test::helper_path("torch_plain_child")},
+      {{"LD_PRELOAD", TRAINPROF_TEST_TORCH_LIB},
+       {"TRAINPROF_OPTIONS",
+        "{\"start\": true, \"profile_memory\": true, \"output_path\": \"" + dir.path() + "\"}"}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.term_signal, 0) << r.output;
+  EXPECT_NE(r.output.find("total 180"), std::string::npos) << r.output;
+  std::vector<std::string> runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u) << r.output;
+  raw::RawFile f = test::read_run(runs[0]);
+  EXPECT_TRUE(f.closed_cleanly);
+  size_t memory_events = 0;
+  for (const raw::RawEvent& e : f.events) memory_events += e.kind == raw::EventKind::kMemory;
+  EXPECT_GT(memory_events, 10u);
+}
+
 }  // namespace
 }  // namespace trainprof

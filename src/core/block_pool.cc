@@ -3,30 +3,20 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <new>
 
 namespace trainprof::detail {
 
-bool BlockPool::set_budget(size_t blocks) {
+bool BlockPool::set_budget(size_t blocks, size_t cap_blocks) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (blocks > allocated_) {
-    size_t missing = blocks - allocated_;
-    // MAP_POPULATE pre-faults the pages so recording never takes a page fault.
-    void* mem = mmap(nullptr, missing * kBlockBytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (mem == MAP_FAILED) return false;
-    auto* first = static_cast<Block*>(mem);
-    for (size_t i = 0; i < missing; ++i) {
-      Block* b = new (first + i) Block();
-      b->committed.store(0, std::memory_order_relaxed);
-      b->flushed = 0;
-      free_.push_back(b);
-    }
-    allocated_ = blocks;
-  }
   budget_ = blocks;
+  cap_ = std::max<size_t>(cap_blocks, 1);
+  peak_in_use_ = in_use_;
+  grow_failed_ = false;
+  bool ok = !free_.empty() || allocated_ >= limit_locked() || grow_locked();
   update_available_locked();
-  return true;
+  return ok;
 }
 
 size_t BlockPool::budget() const {
@@ -34,12 +24,58 @@ size_t BlockPool::budget() const {
   return budget_;
 }
 
+size_t BlockPool::peak_in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_in_use_;
+}
+
+size_t BlockPool::allocated() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocated_;
+}
+
+void BlockPool::set_thread_count(size_t threads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  threads_ = threads;
+  update_available_locked();
+}
+
+size_t BlockPool::limit_locked() const {
+  return std::min(std::max(budget_, 2 * threads_), cap_);
+}
+
+// Takes the next chunk from the system, pre-faulted (MAP_POPULATE), so that
+// the recording threads never take a page fault in a block.
+bool BlockPool::grow_locked() {
+  size_t limit = limit_locked();
+  if (allocated_ >= limit || grow_failed_) return false;
+  size_t count = std::min(kBlocksPerChunk, limit - allocated_);
+  void* mem = mmap(nullptr, count * kBlockBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (mem == MAP_FAILED) {
+    grow_failed_ = true;  // no mmap per dropped event
+    return false;
+  }
+  auto* first = static_cast<Block*>(mem);
+  for (size_t i = 0; i < count; ++i) {
+    Block* b = new (first + i) Block();
+    b->committed.store(0, std::memory_order_relaxed);
+    b->flushed = 0;
+    free_.push_back(b);
+  }
+  chunks_.emplace_back(first, count);
+  allocated_ += count;
+  return true;
+}
+
 Block* BlockPool::acquire() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (in_use_ >= budget_ || free_.empty()) return nullptr;
+  if (in_use_ >= limit_locked()) return nullptr;
+  if (free_.empty() && !grow_locked()) return nullptr;
   Block* b = free_.back();
   free_.pop_back();
   ++in_use_;
+  peak_in_use_ = std::max(peak_in_use_, in_use_);
   update_available_locked();
   return b;
 }
@@ -53,8 +89,24 @@ void BlockPool::release(Block* block) {
   update_available_locked();
 }
 
+void BlockPool::reset_in_child() {
+  free_.clear();
+  for (auto [first, count] : chunks_) {
+    for (size_t i = 0; i < count; ++i) {
+      first[i].committed.store(0, std::memory_order_relaxed);
+      first[i].flushed = 0;
+      free_.push_back(first + i);
+    }
+  }
+  in_use_ = 0;
+  threads_ = 0;
+  update_available_locked();
+}
+
 void BlockPool::update_available_locked() {
-  available_.store(in_use_ < budget_ && !free_.empty(), std::memory_order_relaxed);
+  available_.store(
+      in_use_ < limit_locked() && (!free_.empty() || (allocated_ < limit_locked() && !grow_failed_)),
+      std::memory_order_relaxed);
 }
 
 }  // namespace trainprof::detail

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <thread>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -31,8 +33,12 @@ Flusher& Flusher::instance() {
 
 Flusher::Flusher() {
   event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  thread_ = std::thread([this] { run(); });
-  thread_.detach();
+  start_thread();
+}
+
+void Flusher::start_thread() {
+  thread_pid_.store(getpid());
+  std::thread([this] { run(); }).detach();
 }
 
 void Flusher::wake() noexcept {
@@ -43,6 +49,13 @@ void Flusher::wake() noexcept {
 
 FlushStats Flusher::run_command(Command command) {
   std::unique_lock<std::mutex> lock(cmd_mu_);
+  if (thread_pid_.load() != getpid()) {
+    // A fork() child: the parent's flusher thread is not here. Nothing of
+    // the parent's run is written from this process; a new run starts a
+    // thread of its own.
+    if (command != Command::kOpen) return FlushStats{};
+    start_thread();
+  }
   // One command at a time: wait for a previous one to finish.
   cmd_cv_.wait(lock, [&] { return cmd_ == Command::kNone; });
   cmd_ = command;
@@ -77,17 +90,50 @@ void Flusher::set_signal_flush_callback(std::function<void(const FlushStats&)> c
   signal_callback_ = std::move(callback);
 }
 
-bool Flusher::flush_from_signal(int timeout_ms) noexcept {
-  if (!open_.load()) return true;
+bool Flusher::flush_from_signal(int timeout_ms, int sig) noexcept {
+  if (!open_.load() || thread_pid_.load() != getpid()) return true;
+  last_signal_.store(sig);
   uint64_t before = signal_ack_.load();
   signal_request_.store(true);
   wake();
+  if (static_cast<uint32_t>(thread_tid_.load()) == current_tid()) return false;  // the flusher itself crashed
   for (int waited = 0; waited < timeout_ms; ++waited) {
     if (signal_ack_.load() != before) return true;
     timespec one_ms{0, 1000 * 1000};
     nanosleep(&one_ms, nullptr);
   }
   return false;
+}
+
+void Flusher::lock_for_fork() {
+  cmd_mu_.lock();
+}
+
+void Flusher::unlock_after_fork() {
+  cmd_mu_.unlock();
+}
+
+void Flusher::reset_in_child() {
+  // The parent's file stays the parent's: closed here, never written.
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  open_.store(false);
+  // A shared eventfd would let this process's flusher take the parent's
+  // wake-ups.
+  ::close(event_fd_);
+  event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // Waiters of the parent's threads are not here; a condition variable that
+  // counts them could block a notify.
+  new (&cmd_cv_) std::condition_variable();
+  cmd_ = Command::kNone;
+  cmd_seq_ = done_seq_ = 0;
+  signal_request_.store(false);
+  signal_callback_ = nullptr;
+  thread_pid_.store(0);
+  thread_tid_.store(0);
+  encoder_.reset();
+  name_versions_written_.clear();
+  stats_ = FlushStats{};
 }
 
 void Flusher::set_paused_for_testing(bool paused) {
@@ -138,7 +184,7 @@ void Flusher::run() {
       path_ = pending_path_;
       interval_ms_ = pending_interval_ms_;
       stats_ = FlushStats{};
-      dropped_base_ = Recorder::instance().total_dropped();
+      Recorder::instance().reset_drop_counts();
       next_periodic_ns_ = monotonic_now_ns() + interval_ms_ * 1000000ull;
       open_.store(true);
     } else if (fd_ >= 0) {
@@ -182,7 +228,7 @@ void Flusher::run() {
 
 FlushStats Flusher::stats_locked() {
   FlushStats s = stats_;
-  s.events_dropped = Recorder::instance().total_dropped() - dropped_base_;
+  s.events_dropped = Recorder::instance().total_dropped();
   return s;
 }
 

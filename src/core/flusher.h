@@ -16,7 +16,6 @@
 #include <functional>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -50,8 +49,18 @@ class Flusher {
 
   // Called on the flusher thread after a flush requested by a signal.
   void set_signal_flush_callback(std::function<void(const FlushStats&)> callback);
-  // Async-signal-safe: asks for a flush and waits up to `timeout_ms` for it.
-  bool flush_from_signal(int timeout_ms) noexcept;
+  // Async-signal-safe: asks for a flush and waits up to `timeout_ms` for it
+  // (not at all on the flusher thread itself). `sig` is the signal's number.
+  bool flush_from_signal(int timeout_ms, int sig) noexcept;
+  // The signal of the last flush_from_signal (0: none).
+  int last_signal() const { return last_signal_.load(); }
+
+  // fork(): lock_for_fork() before, unlock_after_fork() after, in the parent
+  // and the child; reset_in_child() in the child (no flusher thread exists
+  // there: the next open() starts one; close() and flush() return at once).
+  void lock_for_fork();
+  void unlock_after_fork();
+  void reset_in_child();
 
   // Tests: while paused, nothing but open/flush/close commands writes data.
   void set_paused_for_testing(bool paused);
@@ -64,6 +73,7 @@ class Flusher {
   enum class Command { kNone, kOpen, kFlush, kClose };
 
   Flusher();
+  void start_thread();
   void run();
   int timeout_ms() const;
   void write_full_blocks(bool discard);
@@ -77,8 +87,8 @@ class Flusher {
   FlushStats run_command(Command command);
 
   int event_fd_ = -1;
-  std::thread thread_;
   std::atomic<pid_t> thread_tid_{0};
+  std::atomic<pid_t> thread_pid_{0};  // the process the thread runs in (a fork child has none)
 
   // Command hand-off (caller thread <-> flusher).
   std::mutex cmd_mu_;
@@ -92,6 +102,7 @@ class Flusher {
   uint32_t pending_interval_ms_ = 500;
 
   std::atomic<bool> signal_request_{false};
+  std::atomic<int> last_signal_{0};
   std::atomic<uint64_t> signal_ack_{0};
   std::atomic<bool> paused_{false};
   std::atomic<bool> open_{false};
@@ -102,7 +113,6 @@ class Flusher {
   std::string path_;
   uint32_t interval_ms_ = 500;
   uint64_t next_periodic_ns_ = 0;
-  uint64_t dropped_base_ = 0;
   FlushStats stats_;
   raw::RawEncoder encoder_;
   std::unordered_map<ThreadBuffer*, uint32_t> name_versions_written_;

@@ -76,4 +76,15 @@ const char* domain_name(uint16_t id) {
   return id < t.names.size() ? t.names[id] : nullptr;
 }
 
+// domain_id() interns while it holds the domain table's lock: that lock first.
+void intern_lock_for_fork() {
+  domains().mu.lock();
+  for (InternShard& shard : shards()) shard.mu.lock();
+}
+
+void intern_unlock_after_fork() {
+  for (InternShard& shard : shards()) shard.mu.unlock();
+  domains().mu.unlock();
+}
+
 }  // namespace trainprof::detail

@@ -19,6 +19,11 @@ inline constexpr uint16_t kDomainOverflow = 0xffff;
 uint16_t domain_id(std::string_view domain);
 const char* domain_name(uint16_t id);  // nullptr for an unknown id
 
+// fork(): every table's lock is held across the call, so that a child finds
+// none locked by a thread it does not have.
+void intern_lock_for_fork();
+void intern_unlock_after_fork();
+
 }  // namespace trainprof::detail
 
 #endif  // TRAINPROF_CORE_INTERN_H_

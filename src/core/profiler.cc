@@ -34,7 +34,9 @@ Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
     worker_name_ = handler->worker_name;
   }
   detail::init_clock();  // before the first timestamp this profiler takes
-  if (worker_name_.empty()) worker_name_ = detail::host_name() + "_" + std::to_string(getpid());
+  owner_pid_ = getpid();
+  default_worker_name_ = worker_name_.empty();
+  if (default_worker_name_) worker_name_ = detail::host_name() + "_" + std::to_string(owner_pid_);
   if (options_.schedule && options_.schedule->warmup == 0) {
     detail::log_warning("schedule has warmup = 0: the first recorded step of each cycle is cold");
   }
@@ -56,6 +58,7 @@ void Profiler::start() {
     return;
   }
   started_ = true;
+  open_failed_in_cycle_ = false;
   action_ = options_.schedule ? options_.schedule->action(step_num_) : ProfilerAction::Record;
   if (is_recording(action_)) open_run_locked();
   step_start_ticks_ = detail::now_ticks();
@@ -92,7 +95,8 @@ void Profiler::step() {
     close_run_locked(true);
   }
   action_ = next;
-  if (is_recording(next) && !session_) {
+  if (!is_recording(next) || previous == ProfilerAction::RecordAndSave) open_failed_in_cycle_ = false;
+  if (is_recording(next) && !session_ && !open_failed_in_cycle_) {
     open_run_locked();
     step_start_ticks_ = detail::now_ticks();  // the step starts inside its run
   }
@@ -103,13 +107,21 @@ void Profiler::record_step_range_locked() {
 }
 
 void Profiler::open_run_locked() {
+  if (getpid() != owner_pid_ && default_worker_name_) {
+    // A fork() child: its runs carry its own pid.
+    owner_pid_ = getpid();
+    worker_name_ = detail::host_name() + "_" + std::to_string(owner_pid_);
+  }
   session_ = Session::open(options_, worker_name_);
-  // On failure the reason is logged; the profiler stays started but records nothing.
+  // On failure the reason is logged; the profiler stays started but records
+  // nothing until the next cycle tries again.
+  open_failed_in_cycle_ = session_ == nullptr;
 }
 
 void Profiler::close_run_locked(bool call_trace_ready) {
   RunSummary summary = session_->close("stop");
   session_.reset();
+  if (summary.run_dir.empty()) return;  // a fork() child's copy of the parent's run
   write_metadata_locked(summary.run_dir);
   last_run_ = summary;
   if (!summary.run_dir.empty()) unanalysed_runs_.push_back(summary.run_dir);

@@ -77,6 +77,8 @@ ThreadBuffer* Recorder::register_current_thread() {
   {
     std::lock_guard<std::mutex> lock(threads_mu_);
     threads_.push_back(tb);
+    ++threads_seen_;
+    pool_.set_thread_count(threads_.size());
   }
   tls_thread = tb;
   static thread_local ThreadExitHook hook;
@@ -140,16 +142,67 @@ void Recorder::reap_exited(const std::vector<ThreadBuffer*>& exited) {
     auto it = std::find(threads_.begin(), threads_.end(), tb);
     if (it == threads_.end()) continue;
     threads_.erase(it);
-    dropped_by_exited_.fetch_add(tb->dropped.load(std::memory_order_relaxed));
+    if (uint64_t n = tb->dropped.load(std::memory_order_relaxed); n > 0)
+      dropped_by_exited_.emplace_back(tb->tid, n);
     delete tb;
   }
+  pool_.set_thread_count(threads_.size());
 }
 
 uint64_t Recorder::total_dropped() {
   std::lock_guard<std::mutex> lock(threads_mu_);
-  uint64_t total = dropped_by_exited_.load();
+  uint64_t total = 0;
+  for (const auto& [tid, n] : dropped_by_exited_) total += n;
   for (ThreadBuffer* tb : threads_) total += tb->dropped.load(std::memory_order_relaxed);
   return total;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> Recorder::dropped_by_thread() {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  std::vector<std::pair<uint32_t, uint64_t>> out = dropped_by_exited_;
+  for (ThreadBuffer* tb : threads_) {
+    if (uint64_t n = tb->dropped.load(std::memory_order_relaxed); n > 0) out.emplace_back(tb->tid, n);
+  }
+  return out;
+}
+
+void Recorder::reset_drop_counts() {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  dropped_by_exited_.clear();
+  for (ThreadBuffer* tb : threads_) tb->dropped.store(0, std::memory_order_relaxed);
+  threads_seen_ = threads_.size();
+}
+
+size_t Recorder::threads_seen() {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  return threads_seen_;
+}
+
+// Lock order: threads_mu_, full_mu_, then the pool's (threads_mu_ is held
+// while the pool's is taken in register_current_thread).
+void Recorder::lock_for_fork() {
+  threads_mu_.lock();
+  full_mu_.lock();
+  pool_.lock_for_fork();
+}
+
+void Recorder::unlock_after_fork() {
+  pool_.unlock_after_fork();
+  full_mu_.unlock();
+  threads_mu_.unlock();
+}
+
+void Recorder::reset_in_child() {
+  // The other threads do not exist here: their buffers are leaked, not
+  // freed (freeing is safe, but a leak is certain to be), and this thread
+  // starts over with no block.
+  threads_.clear();
+  full_.clear();
+  dropped_by_exited_.clear();
+  threads_seen_ = 0;
+  tls_block = nullptr;
+  tls_thread = nullptr;
+  pool_.reset_in_child();
 }
 
 void Recorder::set_current_thread_name(std::string_view name) {

@@ -49,6 +49,20 @@ class Recorder {
   // Forgets threads that exited and whose blocks have all been written.
   void reap_exited(const std::vector<ThreadBuffer*>& exited);
   uint64_t total_dropped();
+  // Drops since the last reset_drop_counts(), per OS thread id (non-zero only).
+  std::vector<std::pair<uint32_t, uint64_t>> dropped_by_thread();
+  // At a session's start: drops are counted per session.
+  void reset_drop_counts();
+  // Threads that recorded since the last reset_drop_counts() (live or exited).
+  size_t threads_seen();
+
+  // fork(): the parent's locks are held across the call (lock_for_fork in
+  // the parent before, unlock_after_fork in both after); in the child,
+  // where only the forking thread exists, reset_in_child() forgets every
+  // thread's buffer and frees every block (their data is the parent's).
+  void lock_for_fork();
+  void unlock_after_fork();
+  void reset_in_child();
 
   // Thread naming (also works before the thread records).
   void set_current_thread_name(std::string_view name);
@@ -68,7 +82,8 @@ class Recorder {
   std::vector<Block*> full_;
   std::mutex threads_mu_;
   std::vector<ThreadBuffer*> threads_;
-  std::atomic<uint64_t> dropped_by_exited_{0};
+  std::vector<std::pair<uint32_t, uint64_t>> dropped_by_exited_;  // tid, count
+  size_t threads_seen_ = 0;
 };
 
 // Appends an event to the calling thread's buffer: the entry point of

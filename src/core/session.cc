@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "core/flusher.h"
 #include "core/intern.h"
 #include "core/log.h"
+#include "core/memory_limit.h"
 #include "core/options_json.h"
 #include "core/recorder.h"
 #include "core/run_directory.h"
@@ -43,19 +45,25 @@ std::shared_ptr<Session>& open_session() {
 // Filters are never freed: a recording thread may still read the previous one.
 std::atomic<const DomainFilter*> g_domain_filter{nullptr};
 
-struct sigaction g_previous_term;
-struct sigaction g_previous_int;
+// The actions that were installed before ours, per signal, to chain to.
+struct sigaction g_previous[NSIG];
+
+// Signals that end the process: the run is flushed first. SIGTERM and SIGINT
+// ask politely; the others are crashes (a fault, or abort()).
+constexpr int kTerminatingSignals[] = {SIGTERM, SIGINT};
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
 void chain_previous_handler(int sig, siginfo_t* info, void* context) {
-  const struct sigaction& prev = sig == SIGTERM ? g_previous_term : g_previous_int;
+  const struct sigaction& prev = g_previous[sig];
   if ((prev.sa_flags & SA_SIGINFO) != 0) {
     if (prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, context);
     return;
   }
   if (prev.sa_handler == SIG_IGN) return;
   if (prev.sa_handler == SIG_DFL || prev.sa_handler == nullptr) {
-    // Default action (terminate): restore it; the re-raised signal is
-    // delivered when this handler returns.
+    // Default action (terminate, or dump core): restore it; the re-raised
+    // signal is delivered when this handler returns (a fault re-executes
+    // the faulting instruction and gets it at once).
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
@@ -66,10 +74,13 @@ void chain_previous_handler(int sig, siginfo_t* info, void* context) {
   prev.sa_handler(sig);
 }
 
-// Async-signal-safe: only atomics, write(2) to an eventfd and nanosleep.
-void on_terminating_signal(int sig, siginfo_t* info, void* context) {
+// Async-signal-safe: only atomics, write(2) to an eventfd and nanosleep. The
+// flusher thread writes every committed event (full blocks and the committed
+// part of each thread's current block), bounded by 2 s: if the crashing
+// thread holds a lock the flusher needs, the process still ends.
+void on_signal(int sig, siginfo_t* info, void* context) {
   int saved_errno = errno;
-  detail::Flusher::instance().flush_from_signal(2000);
+  detail::Flusher::instance().flush_from_signal(2000, sig);
   errno = saved_errno;
   chain_previous_handler(sig, info, context);
 }
@@ -83,16 +94,52 @@ void close_open_session_at_exit() {
   if (s) s->close("exit");
 }
 
+// fork(): every lock of the recording side is held across the call, in the
+// order they nest (session registry, flusher commands, threads, full blocks,
+// pool, strings), so that the child finds none held by a thread it lacks.
+void prepare_fork() {
+  g_open_mu.lock();
+  detail::Flusher::instance().lock_for_fork();
+  detail::Recorder::instance().lock_for_fork();
+  detail::intern_lock_for_fork();
+}
+
+void after_fork_in_parent() {
+  detail::intern_unlock_after_fork();
+  detail::Recorder::instance().unlock_after_fork();
+  detail::Flusher::instance().unlock_after_fork();
+  g_open_mu.unlock();
+}
+
+// The child (a data-loader worker, a subprocess about to exec) does not
+// record into the parent's run: it stops recording, forgets the parent's
+// buffers and file, and can exit at once. A profiler in the child may start
+// a run of its own later (see Profiler).
+void after_fork_in_child() {
+  detail::g_host_recording.store(false, std::memory_order_relaxed);
+  detail::Recorder::instance().reset_in_child();
+  detail::Flusher::instance().reset_in_child();
+  if (open_session()) {
+    // Closing it here would write the parent's files: it is left as it is.
+    new std::shared_ptr<Session>(std::move(open_session()));
+  }
+  after_fork_in_parent();
+}
+
 void install_process_hooks() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::atexit(close_open_session_at_exit);
+    pthread_atfork(prepare_fork, after_fork_in_parent, after_fork_in_child);
     struct sigaction sa {};
-    sa.sa_sigaction = on_terminating_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_sigaction = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, &g_previous_term);
-    sigaction(SIGINT, &sa, &g_previous_int);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    for (int sig : kTerminatingSignals) sigaction(sig, &sa, &g_previous[sig]);
+    // A crash handler runs on the alternate stack where the thread has one
+    // (a stack overflow leaves no room on the thread's own).
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    for (int sig : kCrashSignals) sigaction(sig, &sa, &g_previous[sig]);
   });
 }
 
@@ -116,6 +163,35 @@ std::string write_header(int fd, const detail::ClockAnchor& anchor, const std::s
     return std::string("cannot write raw file header: ") + std::strerror(errno);
   }
   return "";
+}
+
+// Sets the event buffers' budget for a run: buffer_mb, capped at a share of
+// the memory this process may still use (warned about once per value).
+bool set_buffer_budget(uint32_t buffer_mb, std::string* error) {
+  detail::MemoryRoom room;
+  uint64_t cap_bytes = detail::buffer_cap_bytes(&room);
+  uint64_t wanted_bytes = static_cast<uint64_t>(buffer_mb) << 20;
+  static uint64_t warned_for = 0;
+  if (wanted_bytes > cap_bytes && warned_for != wanted_bytes) {
+    warned_for = wanted_bytes;
+    std::string why = "MemAvailable " + std::to_string(room.mem_available >> 20) + " MiB";
+    if (!room.cgroup_limit_file.empty()) {
+      why += ", " + std::to_string(room.cgroup_room >> 20) + " MiB left under the cgroup limit (" +
+             room.cgroup_limit_file + ")";
+    }
+    detail::log_warning("buffer_mb=" + std::to_string(buffer_mb) +
+                        " is more than this process should take: " + "event buffers are capped at " +
+                        std::to_string(cap_bytes >> 20) + " MiB (1/" +
+                        std::to_string(detail::kBufferShareDivisor) +
+                        " of the memory it may still use: " + why + "); memory is taken as events fill it");
+  }
+  size_t blocks = static_cast<size_t>(wanted_bytes / detail::kBlockBytes);
+  size_t cap_blocks = static_cast<size_t>(cap_bytes / detail::kBlockBytes);
+  if (!detail::Recorder::instance().pool().set_budget(blocks, cap_blocks)) {
+    *error = "cannot allocate the first MiB of event buffers: " + std::string(std::strerror(ENOMEM));
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -142,7 +218,10 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
     return nullptr;
   }
   detail::init_clock();
+  // Until the run is complete, a failure leaves a session that close()
+  // (from its destructor) does not touch.
   std::shared_ptr<Session> s(new Session());
+  s->pid_ = getpid();
   detail::RankInfo rank = detail::detect_rank();
   s->host_ = detail::host_name();
   s->rank_ = rank.rank;
@@ -150,7 +229,12 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   s->rank_source_ = rank.source;
   s->options_json_ = detail::options_to_json(options).dump();
 
+  // Buffers first: a run that cannot get them leaves no directory behind.
   std::string error;
+  if (!set_buffer_budget(options.buffer_mb, &error)) {
+    detail::log_error("cannot start profiling: " + error + "; this cycle is not recorded, training goes on");
+    return nullptr;
+  }
   s->run_dir_ = detail::create_run_directory(options.output_path, prefix, &error);
   if (s->run_dir_.empty()) {
     detail::log_error("cannot start profiling: " + error);
@@ -159,14 +243,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   std::string raw_dir = s->run_dir_ + "/" + raw::kRawDirName;
   if (mkdir(raw_dir.c_str(), 0700) != 0) {
     detail::log_error("cannot start profiling: cannot create '" + raw_dir + "': " + std::strerror(errno));
-    return nullptr;
-  }
-  // Buffers first (pre-faulting can take a while): the raw file then gets its
-  // header right after it is created, so a kill leaves no empty file behind.
-  size_t blocks = (static_cast<size_t>(options.buffer_mb) << 20) / detail::kBlockBytes;
-  if (!detail::Recorder::instance().pool().set_budget(blocks)) {
-    detail::log_error("cannot start profiling: cannot allocate buffer_mb=" +
-                      std::to_string(options.buffer_mb) + " MiB of event buffers");
+    s->remove_unopened_run();
     return nullptr;
   }
   s->raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
@@ -175,6 +252,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   if (fd < 0) {
     detail::log_error("cannot start profiling: cannot create '" + s->raw_path_ +
                       "': " + std::strerror(errno));
+    s->remove_unopened_run();
     return nullptr;
   }
   s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
@@ -185,7 +263,9 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   }
   if (!error.empty()) {
     ::close(fd);
-    detail::log_error("cannot start profiling in '" + s->run_dir_ + "': " + error);
+    detail::log_error("cannot start profiling in '" + s->run_dir_ + "': " + error +
+                      "; this cycle is not recorded, training goes on");
+    s->remove_unopened_run();
     return nullptr;
   }
 
@@ -210,8 +290,21 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   bool host = options.activities.count(Activity::CPU) > 0;
   detail::g_host_recording.store(host, std::memory_order_release);
   open_session() = s;
+  s->opened_ = true;
   detail::start_collectors(options);
   return s;
+}
+
+// A run that could not be opened is no run: what was created of it goes
+// (only the names this session created; anything else stops the removal).
+void Session::remove_unopened_run() {
+  if (run_dir_.empty()) return;
+  std::string raw_dir = run_dir_ + "/" + raw::kRawDirName;
+  ::unlink((raw_dir + "/" + raw::kHostRawFileName).c_str());
+  ::rmdir(raw_dir.c_str());
+  ::unlink((run_dir_ + "/profiler_info.json.tmp").c_str());
+  ::unlink((run_dir_ + "/profiler_info.json").c_str());
+  ::rmdir(run_dir_.c_str());
 }
 
 Session::~Session() {
@@ -224,9 +317,12 @@ bool Session::is_closed() const {
 }
 
 RunSummary Session::close(std::string_view reason) {
+  // In a fork() child the run is the parent's: nothing is written (and the
+  // lock may be held by a thread the child does not have).
+  if (pid_ != getpid()) return RunSummary{};
   std::shared_ptr<Session> released;  // the registry's reference, dropped after mu_ is unlocked
   std::lock_guard<std::mutex> lock(mu_);
-  if (closed_ || run_dir_.empty()) return summary_;
+  if (closed_ || !opened_) return summary_;
   closed_ = true;
   detail::stop_collectors();
   detail::g_host_recording.store(false, std::memory_order_release);
@@ -238,10 +334,7 @@ RunSummary Session::close(std::string_view reason) {
                                     info_json(reason, detail::realtime_now_ns(), st.events_written,
                                               st.events_dropped, st.bytes_written, st.error, !st.io_error));
   if (!error.empty()) detail::log_error(error);
-  if (st.events_dropped > 0) {
-    detail::log_warning(std::to_string(st.events_dropped) + " events were dropped in '" + run_dir_ +
-                        "': buffer_mb is too small for this event rate");
-  }
+  if (st.events_dropped > 0) detail::log_warning(drop_message(st.events_dropped));
   summary_.run_dir = run_dir_;
   summary_.events_recorded = st.events_written;
   summary_.events_dropped = st.events_dropped;
@@ -253,7 +346,24 @@ RunSummary Session::close(std::string_view reason) {
   return summary_;
 }
 
+std::string Session::drop_message(uint64_t dropped) const {
+  detail::BlockPool& pool = detail::Recorder::instance().pool();
+  size_t threads = detail::Recorder::instance().dropped_by_thread().size();
+  size_t seen = detail::Recorder::instance().threads_seen();
+  size_t budget = pool.budget();
+  return std::to_string(dropped) + " events were dropped in '" + run_dir_ + "', on " +
+         std::to_string(threads) + " of the " + std::to_string(seen) +
+         " threads that recorded (exact counts per thread in " + "profiler_info.json): all " +
+         std::to_string(pool.peak_in_use()) +
+         " buffer blocks of 64 KiB that this run could use were taken (buffer_mb gives " +
+         std::to_string(budget) +
+         ", the floor is 2 per recording thread, the cap a share of the free memory). Each recording "
+         "thread " +
+         "holds one block; the others wait for the writer. Raise buffer_mb or record fewer events";
+}
+
 void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks) {
+  if (!detail::Flusher::instance().is_open()) return;  // a fork() child, or a run that failed
   std::string name = "ProfilerStep#" + std::to_string(step_number);
   detail::Event e{start_ticks,
                   end_ticks,
@@ -292,6 +402,19 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
   }
   j["events_recorded"] = written;
   j["events_dropped"] = dropped;
+  if (dropped > 0) {
+    // Exact per-thread counts: where the loss is matters as much as how much.
+    nlohmann::json by_thread = nlohmann::json::object();
+    for (const auto& [tid, n] : detail::Recorder::instance().dropped_by_thread()) {
+      by_thread[std::to_string(tid)] = n;
+    }
+    j["events_dropped_by_thread"] = by_thread;
+  }
+  if (stop_reason == "signal") {
+    int sig = detail::Flusher::instance().last_signal();
+    const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
+    j["signal"] = abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(sig);
+  }
   j["raw_bytes"] = bytes;
   j["complete"] = complete;
   if (!io_error.empty()) j["io_error"] = io_error;

@@ -8,6 +8,8 @@
 #ifndef TRAINPROF_CORE_SESSION_H_
 #define TRAINPROF_CORE_SESSION_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -36,10 +38,15 @@ class Session {
 
  private:
   Session() = default;
+  void remove_unopened_run();
+  // The warning for dropped events: how many, on which threads, and why.
+  std::string drop_message(uint64_t dropped) const;
   std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, uint64_t written,
                         uint64_t dropped, uint64_t bytes, const std::string& io_error, bool complete) const;
 
   mutable std::mutex mu_;
+  pid_t pid_ = 0;        // the recording process (a fork() child is another)
+  bool opened_ = false;  // the run was fully set up (else close() has nothing to do)
   bool closed_ = false;
   std::string run_dir_;
   std::string raw_path_;

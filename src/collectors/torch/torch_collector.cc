@@ -200,15 +200,64 @@ const std::shared_ptr<MemoryReporter>& memory_reporter() {
 // thread) or at its next operator after the session (the others; the
 // operator callback stays on for them until the count is 0) or when it exits.
 std::atomic<int64_t> g_threads_with_reporter{0};
+
+// Set by this library's exit handler. It runs before LibTorch's static
+// destructors (a library is finalized before the libraries it uses) but
+// after every thread-local destructor of the exiting thread: from then on
+// nothing here calls into LibTorch.
+std::atomic<bool> g_exiting{false};
+// Set when this thread's ReporterInstalled is destroyed: c10's thread-locals
+// may be gone next, so this thread no longer touches its debug info.
+[[gnu::tls_model("initial-exec")]] thread_local bool t_thread_exiting = false;
+
+// The operator callback left on after a session for threads that still hold
+// the reporter (INVALID_CALLBACK_HANDLE: none).
+std::atomic<at::CallbackHandle> g_cleanup_callback{at::INVALID_CALLBACK_HANDLE};
+
+void disable_cleanup_callback() noexcept {
+  at::CallbackHandle h = g_cleanup_callback.exchange(at::INVALID_CALLBACK_HANDLE);
+  if (h == at::INVALID_CALLBACK_HANDLE || g_exiting.load()) return;
+  try {
+    at::disableCallback(h);
+  } catch (...) {
+  }
+}
+
+// Pops the reporter when it is the newest PROFILER_STATE entry of this
+// thread's debug info (a guard may have pushed another on top: then later).
+bool pop_memory_reporter() noexcept;
+
 struct ReporterInstalled {
   bool installed = false;
   ~ReporterInstalled() {
-    if (installed) g_threads_with_reporter.fetch_sub(1, std::memory_order_relaxed);
+    t_thread_exiting = true;
+    if (!installed) return;
+    // c10's debug info of this thread was created before this object
+    // (install_memory_reporter reads it first), so it is destroyed after
+    // it: the reporter can still be taken out here, and must be, or exit
+    // would find it in torn-down thread-local storage.
+    pop_memory_reporter();
+    installed = false;
+    if (g_threads_with_reporter.fetch_sub(1, std::memory_order_relaxed) == 1 && !detail::host_recording()) {
+      disable_cleanup_callback();  // the last holder is gone
+    }
   }
 };
 thread_local ReporterInstalled t_reporter;
 
+bool pop_memory_reporter() noexcept {
+  try {
+    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE) != memory_reporter())
+      return false;
+    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+    return true;
+  } catch (...) {
+    return false;  // another kind on top
+  }
+}
+
 [[gnu::noinline]] void install_memory_reporter() {
+  if (t_thread_exiting || g_exiting.load(std::memory_order_relaxed)) return;
   c10::DebugInfoBase* current = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
   if (current == memory_reporter().get()) return;
   if (current != nullptr) {
@@ -222,31 +271,20 @@ thread_local ReporterInstalled t_reporter;
   }
 }
 
-// Takes the reporter out of the calling thread's debug info when it is the
-// newest entry there (a guard may have pushed another on top: then later).
+// Takes the reporter out of the calling thread's debug info.
 void remove_memory_reporter() noexcept {
-  if (!t_reporter.installed) return;
-  try {
-    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE) != memory_reporter()) return;
-    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
-  } catch (...) {
-    return;  // another kind on top
-  }
+  if (t_thread_exiting || !t_reporter.installed) return;
+  if (!pop_memory_reporter()) return;
   t_reporter.installed = false;
   g_threads_with_reporter.fetch_sub(1, std::memory_order_relaxed);
 }
-
-// The operator callback left on after a session for threads that still hold
-// the reporter (INVALID_CALLBACK_HANDLE: none).
-std::atomic<at::CallbackHandle> g_cleanup_callback{at::INVALID_CALLBACK_HANDLE};
 
 // Between sessions, operators only clean up: the last thread to remove the
 // reporter turns the callback off.
 [[gnu::noinline, gnu::cold]] void clean_up_after_session() noexcept {
   remove_memory_reporter();
   if (g_threads_with_reporter.load(std::memory_order_relaxed) > 0) return;
-  at::CallbackHandle h = g_cleanup_callback.exchange(at::INVALID_CALLBACK_HANDLE);
-  if (h != at::INVALID_CALLBACK_HANDLE) at::disableCallback(h);
+  disable_cleanup_callback();
 }
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -516,7 +554,8 @@ std::pair<const char*, uintptr_t> module_of(void* pc) {
 
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
   if (!detail::host_recording()) {
-    if (t_reporter.installed) clean_up_after_session();
+    if (g_cleanup_callback.load(std::memory_order_relaxed) != at::INVALID_CALLBACK_HANDLE)
+      clean_up_after_session();
     return nullptr;
   }
   try {
@@ -622,6 +661,7 @@ class TorchCollector final : public detail::Collector {
   }
 
   void stop() noexcept override {
+    if (g_exiting.load()) return;  // shut_down_at_exit() did all that may be done
     stop_memory();
     if (active_ == at::INVALID_CALLBACK_HANDLE) return;
     if (g_threads_with_reporter.load(std::memory_order_relaxed) > 0) {
@@ -659,13 +699,44 @@ class TorchCollector final : public detail::Collector {
     }
   }
 
+ public:
+  // At exit, while LibTorch is still whole: every callback off; the session
+  // that closes later (its own exit handler) then finds nothing to stop here.
+  void shut_down_at_exit() noexcept {
+    g_profile_memory.store(false, std::memory_order_relaxed);
+    disable_cleanup_callback();
+    g_exiting.store(true);
+    for (auto& by_inputs : handles_) {
+      for (at::CallbackHandle& h : by_inputs) {
+        if (h == at::INVALID_CALLBACK_HANDLE) continue;
+        try {
+          at::removeCallback(h);
+        } catch (...) {
+        }
+        h = at::INVALID_CALLBACK_HANDLE;
+      }
+    }
+    active_ = at::INVALID_CALLBACK_HANDLE;
+  }
+
+ private:
   at::CallbackHandle handles_[2][2] = {};
   at::CallbackHandle active_ = at::INVALID_CALLBACK_HANDLE;
 };
 
+TorchCollector* g_collector = nullptr;  // lives as long as the process
+
+void shut_down_at_exit() {
+  g_collector->shut_down_at_exit();
+}
+
 __attribute__((constructor)) void register_torch_collector() {
-  static TorchCollector* collector = new TorchCollector();  // lives as long as the process
-  detail::register_collector(collector);
+  g_collector = new TorchCollector();
+  detail::register_collector(g_collector);
+  // Registered here, so it runs when this library is finalized: before
+  // LibTorch's (which this library uses) and before libtrainprof's, whose
+  // exit handler closes a session still open.
+  std::atexit(shut_down_at_exit);
 }
 
 }  // namespace
