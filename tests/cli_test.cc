@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 #include "trainprof/trainprof.h"
@@ -113,6 +115,55 @@ TEST(Cli, SimplifyThenReanalyseSaysRawIsGone) {
   r = run({"analyse", run_dir});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("removed by data simplification"), std::string::npos) << r.output;
+}
+
+bool parses(const std::string& path) {
+  return nlohmann::json::accept(test::read_text(path));
+}
+
+// Issue 11 item 8: outputs were written through PROFILER_OUTPUT/NAME.tmp,
+// opened O_TRUNC: a symlink planted there (by anyone who can write the
+// directory) had its target overwritten, as root any file of the machine.
+TEST(Cli, AnalyseNeverWritesThroughASymlinkPlantedInTheOutputDirectory) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.sub("runs"), 3);
+  std::string victim = dir.sub("victim");
+  std::ofstream(victim) << "precious";
+  fs::create_directory(run_dir + "/PROFILER_OUTPUT");
+  for (const char* name :
+       {"trace_view.json.tmp", "op_statistic.csv.tmp", "operator_details.csv.tmp", "step_trace_time.csv.tmp",
+        "profiler_info.json.tmp", "profiler_metadata.json.tmp"}) {
+    fs::create_symlink(victim, run_dir + "/PROFILER_OUTPUT/" + name);
+  }
+  auto r = run({"analyse", run_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(test::read_text(victim), "precious");
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/profiler_info.json"));
+  EXPECT_FALSE(fs::is_symlink(run_dir + "/PROFILER_OUTPUT/op_statistic.csv"));
+}
+
+TEST(Cli, ASymlinkedOutputDirectoryIsRefusedWithAMessage) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.sub("runs"), 2);
+  fs::create_directory(dir.sub("elsewhere"));
+  fs::create_directory_symlink(dir.sub("elsewhere"), run_dir + "/PROFILER_OUTPUT");
+  auto r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(run_dir + "/PROFILER_OUTPUT' is a symlink"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_empty(dir.sub("elsewhere")));
+}
+
+// A symlink below the analysed PATH is not followed to a "run" elsewhere.
+TEST(Cli, ASymlinkedRunBelowThePathIsNotAnalysed) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.sub("elsewhere"), 1);
+  fs::create_directory(dir.sub("runs"));
+  fs::create_directory_symlink(run_dir, dir.sub("runs/planted_20260101000000000_trainprof"));
+  auto r = run({"analyse", dir.sub("runs")});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no trainprof run directory"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(run_dir + "/PROFILER_OUTPUT"));
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ class Profiler {
   void open_run_locked();
   void close_run_locked(bool call_trace_ready);
   void record_step_range_locked();
-  void write_metadata_locked(const std::string& run_dir) const;
+  void write_metadata_locked(const Session& session) const;
 
   ProfilerOptions options_;
   std::string worker_name_;  // run directory prefix; default {host}_{pid}

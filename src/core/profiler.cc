@@ -108,9 +108,10 @@ void Profiler::open_run_locked() {
 }
 
 void Profiler::close_run_locked(bool call_trace_ready) {
+  // Before close(): an analysis that sees the run closed finds its metadata.
+  write_metadata_locked(*session_);
   RunSummary summary = session_->close("stop");
   session_.reset();
-  write_metadata_locked(summary.run_dir);
   last_run_ = summary;
   if (!summary.run_dir.empty()) unanalysed_runs_.push_back(summary.run_dir);
   if (!call_trace_ready || !options_.on_trace_ready) return;
@@ -193,8 +194,7 @@ void Profiler::add_metadata_json(const std::string& key, const std::string& json
   store_metadata(metadata_, metadata_bytes_, options_.metadata_limit_bytes, key, std::move(text));
 }
 
-void Profiler::write_metadata_locked(const std::string& run_dir) const {
-  if (run_dir.empty()) return;
+void Profiler::write_metadata_locked(const Session& session) const {
   std::string text = "{";
   bool first = true;
   for (const auto& [key, value] : metadata_) {
@@ -205,7 +205,7 @@ void Profiler::write_metadata_locked(const std::string& run_dir) const {
     text += value;
   }
   text += first ? "}\n" : "\n}\n";
-  std::string error = detail::write_file_atomically(run_dir + "/profiler_metadata.json", text);
+  std::string error = session.write_run_file("profiler_metadata.json", text);
   if (!error.empty()) detail::log_error(error);
 }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -151,14 +152,17 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   s->options_json_ = detail::options_to_json(options).dump();
 
   std::string error;
-  s->run_dir_ = detail::create_run_directory(options.output_path, prefix, &error);
-  if (s->run_dir_.empty()) {
+  s->run_fd_.reset(detail::create_run_directory(options.output_path, prefix, &s->run_dir_, &error));
+  if (s->run_fd_.valid()) s->recording_lock_.reset(detail::take_recording_lock(s->run_fd_.get(), &error));
+  if (!s->recording_lock_.valid()) {
     detail::log_error("cannot start profiling: " + error);
     return nullptr;
   }
+  s->owner_pid_ = getpid();
   std::string raw_dir = s->run_dir_ + "/" + raw::kRawDirName;
-  if (mkdir(raw_dir.c_str(), 0700) != 0) {
-    detail::log_error("cannot start profiling: cannot create '" + raw_dir + "': " + std::strerror(errno));
+  detail::UniqueFd raw_fd(detail::make_directory_at(s->run_fd_.get(), raw::kRawDirName, raw_dir, &error));
+  if (!raw_fd.valid()) {
+    detail::log_error("cannot start profiling: " + error);
     return nullptr;
   }
   // Buffers first (pre-faulting can take a while): the raw file then gets its
@@ -171,7 +175,8 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   }
   s->raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
   s->anchor_ = detail::take_anchor();
-  int fd = ::open(s->raw_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_APPEND, 0600);
+  int fd = ::openat(raw_fd.get(), raw::kHostRawFileName,
+                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
   if (fd < 0) {
     detail::log_error("cannot start profiling: cannot create '" + s->raw_path_ +
                       "': " + std::strerror(errno));
@@ -180,8 +185,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
   error = write_header(fd, s->anchor_, s->host_, s->rank_, s->world_size_);
   if (error.empty()) {
-    error = detail::write_file_atomically(s->run_dir_ + "/profiler_info.json",
-                                          s->info_json("", 0, 0, 0, 0, "", false));
+    error = s->write_run_file("profiler_info.json", s->info_json("", 0, 0, 0, 0, "", false));
   }
   if (!error.empty()) {
     ::close(fd);
@@ -196,10 +200,9 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   flusher.set_signal_flush_callback([raw_session](const detail::FlushStats& st) {
     // Runs on the flusher thread while the session is open: record how far
     // the data goes in case the signal ends the process.
-    detail::write_file_atomically(
-        raw_session->run_dir_ + "/profiler_info.json",
-        raw_session->info_json("signal", detail::realtime_now_ns(), st.events_written, st.events_dropped,
-                               st.bytes_written, st.error, false));
+    raw_session->write_run_file("profiler_info.json",
+                                raw_session->info_json("signal", detail::realtime_now_ns(), st.events_written,
+                                                       st.events_dropped, st.bytes_written, st.error, false));
   });
   if (!options.mstx_domain_include.empty() || !options.mstx_domain_exclude.empty()) {
     g_domain_filter.store(new DomainFilter{options.mstx_domain_include, options.mstx_domain_exclude},
@@ -233,11 +236,11 @@ RunSummary Session::close(std::string_view reason) {
   detail::Flusher& flusher = detail::Flusher::instance();
   detail::FlushStats st = flusher.close();
   flusher.set_signal_flush_callback(nullptr);
-  std::string error =
-      detail::write_file_atomically(run_dir_ + "/profiler_info.json",
-                                    info_json(reason, detail::realtime_now_ns(), st.events_written,
-                                              st.events_dropped, st.bytes_written, st.error, !st.io_error));
+  std::string error = write_run_file(
+      "profiler_info.json", info_json(reason, detail::realtime_now_ns(), st.events_written, st.events_dropped,
+                                      st.bytes_written, st.error, !st.io_error));
   if (!error.empty()) detail::log_error(error);
+  release_recording_lock();
   if (st.events_dropped > 0) {
     detail::log_warning(std::to_string(st.events_dropped) + " events were dropped in '" + run_dir_ +
                         "': buffer_mb is too small for this event rate");
@@ -251,6 +254,18 @@ RunSummary Session::close(std::string_view reason) {
     if (open_session().get() == this) released = std::move(open_session());
   }
   return summary_;
+}
+
+std::string Session::write_run_file(const std::string& name, const std::string& text) const {
+  return detail::write_file_atomically_at(run_fd_.get(), name, text, run_dir_ + "/" + name);
+}
+
+// The run is complete: analysis may now treat it as closed. Only the process
+// that took the lock releases it: a fork()ed child shares the lock (flock
+// belongs to the open file description) and must not drop its parent's.
+void Session::release_recording_lock() {
+  if (recording_lock_.valid() && owner_pid_ == getpid()) flock(recording_lock_.get(), LOCK_UN);
+  recording_lock_.reset();
 }
 
 void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks) {

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "core/clock.h"
+#include "core/safe_file.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
 
@@ -30,18 +31,27 @@ class Session {
   RunSummary close(std::string_view reason);
   bool is_closed() const;
   const std::string& run_dir() const { return run_dir_; }
+  // Writes `name` in the run directory atomically, relative to the directory
+  // opened when the session began: a run directory renamed or replaced by a
+  // symlink since is not followed. Works after close() too. Returns "" or
+  // the error.
+  std::string write_run_file(const std::string& name, const std::string& text) const;
 
   // Records a ProfilerStep#N range on the calling thread (even without CPU activity).
   static void record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks);
 
  private:
   Session() = default;
+  void release_recording_lock();
   std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, uint64_t written,
                         uint64_t dropped, uint64_t bytes, const std::string& io_error, bool complete) const;
 
   mutable std::mutex mu_;
   bool closed_ = false;
   std::string run_dir_;
+  detail::UniqueFd run_fd_;          // the run directory, open for the session's life
+  detail::UniqueFd recording_lock_;  // flock(LOCK_EX) until close()
+  pid_t owner_pid_ = 0;              // the process that took the lock
   std::string raw_path_;
   std::string options_json_;
   std::string host_;
