@@ -1,9 +1,14 @@
 // Copyright trainprof authors. The `trainprof` command: usage, exit codes, output.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "test_util.h"
 #include "trainprof/trainprof.h"
@@ -164,6 +169,89 @@ TEST(Cli, ASymlinkedRunBelowThePathIsNotAnalysed) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("no trainprof run directory"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(run_dir + "/PROFILER_OUTPUT"));
+}
+
+// A run with enough events that its analysis takes a while.
+std::string record_big_run(const std::string& dir) {
+  ProfilerOptions o;
+  o.output_path = dir;
+  o.buffer_mb = 128;
+  Profiler prof(o);
+  for (int s = 0; s < 20; ++s) {
+    for (int i = 0; i < 50'000; ++i) {
+      TRAINPROF_RANGE("outer");
+      TRAINPROF_RANGE("inner");
+    }
+    prof.step();
+  }
+  prof.stop();
+  return prof.last_run().run_dir;
+}
+
+// Issue 11 item 10: two analyses of one run wrote the same temporary file
+// and left an invalid trace_view.json, both exiting 0. Now one analysis of a
+// run at a time holds its lock; another fails at once, saying why.
+TEST(Cli, TwoAnalysesOfOneRunAtOnceLeaveValidOutputs) {
+  TempDir dir;
+  std::string run_dir = record_big_run(dir.path());
+  test::ProcessResult results[2];
+  std::thread first([&] { results[0] = run({"analyse", run_dir}); });
+  std::thread second([&] { results[1] = run({"analyse", run_dir}); });
+  first.join();
+  second.join();
+  int succeeded = 0;
+  for (const test::ProcessResult& r : results) {
+    if (r.exit_code == 0) {
+      ++succeeded;
+    } else {
+      EXPECT_EQ(r.exit_code, 1) << r.output;
+      EXPECT_NE(r.output.find("another analysis of this run is in progress"), std::string::npos) << r.output;
+    }
+  }
+  EXPECT_GE(succeeded, 1);
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/profiler_info.json"));
+  for (const auto& e : fs::directory_iterator(run_dir + "/PROFILER_OUTPUT")) {
+    EXPECT_FALSE(e.path().filename().string().ends_with(".tmp")) << e.path();
+  }
+}
+
+TEST(Cli, AnAnalysisInProgressMakesAnotherFailAtOnceWithAMessage) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.path(), 2);
+  int lock = open((run_dir + "/.analysis.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(flock(lock, LOCK_EX), 0);  // as an analysis in progress holds it
+  auto r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("another analysis of this run is in progress"), std::string::npos) << r.output;
+  close(lock);
+  r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// Issue 11 item 11: `analyse --simplify` deleted raw/ of a run still being
+// recorded by another process. Now the recording lock says the run is live:
+// the outputs are marked partial and raw/ stays.
+TEST(Cli, SimplifyKeepsTheRawDataOfARunStillBeingRecorded) {
+  TempDir dir;
+  test::Child child = test::spawn({test::helper_path("recording_child"), dir.path()});
+  ASSERT_EQ(child.first_line.rfind("RUN ", 0), 0u) << child.first_line;
+  std::string run_dir = child.first_line.substr(4);
+  auto r = run({"analyse", run_dir, "--simplify"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("still being recorded"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("raw/ is kept"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(run_dir + "/raw/host.tpraw"));
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+
+  std::ofstream(dir.sub("stop")) << "";
+  int status = test::wait_status(child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  r = run({"analyse", run_dir, "--simplify"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("still being recorded"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(run_dir + "/raw"));
 }
 
 }  // namespace
