@@ -254,5 +254,66 @@ TEST(Cli, SimplifyKeepsTheRawDataOfARunStillBeingRecorded) {
   EXPECT_FALSE(fs::exists(run_dir + "/raw"));
 }
 
+// Issue 11 item 13: --trace-limit-mb 2^44 wrapped to a limit of 0 bytes.
+// Every numeric option is range-checked, with a message giving the range.
+TEST(Cli, NumericOptionsOutsideTheirRangeAreUsageErrors) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.path(), 1);
+  for (const char* limit : {"17592186044416", "18446744073709551616", "99999999999999999999999", "0", "-1",
+                            "1048577", " 5", "5MB", ""}) {
+    auto r = run({"analyse", run_dir, "--trace-limit-mb", limit});
+    EXPECT_EQ(r.exit_code, 2) << limit << ": " << r.output;
+    EXPECT_NE(r.output.find("--trace-limit-mb needs a number from 1 to 1048576"), std::string::npos)
+        << r.output;
+  }
+  for (const char* jobs : {"0", "1025", "4294967297", "-3", "2x"}) {
+    auto r = run({"analyse", run_dir, "--jobs", jobs});
+    EXPECT_EQ(r.exit_code, 2) << jobs << ": " << r.output;
+    EXPECT_NE(r.output.find("--jobs needs a number from 1 to 1024"), std::string::npos) << r.output;
+  }
+  auto r = run({"analyse", run_dir, "--trace-limit-mb", "1048576", "--jobs", "1024"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("trace cut"), std::string::npos) << r.output;
+}
+
+// Issue 11 item 15: a profiler_info.json field of the wrong type aborted
+// analyse and summary (an uncaught nlohmann::json exception).
+TEST(Cli, AnInfoFileWithFieldsOfTheWrongTypeIsReportedNotFatal) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.path(), 2);
+  std::string info_path = run_dir + "/profiler_info.json";
+  auto info = nlohmann::json::parse(test::read_text(info_path));
+  info["pid"] = "abc";
+  info["clock"] = 5;
+  std::ofstream(info_path) << info.dump();
+  auto r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.output;  // the raw data is what is analysed
+  EXPECT_NE(r.output.find("'" + info_path + "': field \"pid\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'" + info_path + "': field \"clock\""), std::string::npos) << r.output;
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+  auto out_info = nlohmann::json::parse(test::read_text(run_dir + "/PROFILER_OUTPUT/profiler_info.json"));
+  EXPECT_FALSE(out_info.contains("pid"));
+  EXPECT_TRUE(out_info.contains("analysis"));
+  r = run({"summary", run_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cli_work"), std::string::npos) << r.output;
+
+  std::ofstream(info_path) << "[1, 2]";  // not an object at all
+  r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("'" + info_path + "' is not a JSON object"), std::string::npos) << r.output;
+
+  std::string out_info_path = run_dir + "/PROFILER_OUTPUT/profiler_info.json";
+  for (const char* analysis : {R"({"memory": {"steps": 5}})", R"({"memory": {"steps": [{"Step": "x"}]}})",
+                               R"({"memory": 7})", R"(3)"}) {
+    std::ofstream(out_info_path) << R"({"pid": "abc", "analysis": )" << analysis << "}";
+    r = run({"summary", run_dir});
+    EXPECT_EQ(r.exit_code, 0) << analysis << ": " << r.output;
+    EXPECT_NE(r.output.find("warning: '" + out_info_path + "': field \"analysis"), std::string::npos)
+        << analysis << ": " << r.output;
+    EXPECT_NE(r.output.find("cli_work"), std::string::npos) << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace trainprof

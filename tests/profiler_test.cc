@@ -325,5 +325,30 @@ TEST(Profiler, ARunDirectorySwappedForASymlinkIsNotFollowed) {
   EXPECT_EQ(counts["after_swap"], 1000u);
 }
 
+// Issue 11 item 12: worker_name "../../escape" put runs outside dir.
+TEST(Profiler, AWorkerNameThatIsNotOneFileNameIsRefused) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  for (const std::string& bad : {std::string("../../escape"), std::string("a/b"), std::string(".."),
+                                 std::string("x..y"), std::string("nul\0byte", 8), std::string(300, 'w')}) {
+    ProfilerOptions o = options_in(dir);
+    o.start_profile = false;
+    o.on_trace_ready = trace_handler(dir.sub("out"), bad);
+    try {
+      Profiler prof(o);
+      ADD_FAILURE() << "accepted worker_name " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("worker_name"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir.sub("out")));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 0);
+  ProfilerOptions o = options_in(dir);
+  o.on_trace_ready = trace_handler(dir.sub("out"), "rank-0.worker_1", /*analyse=*/false);
+  Profiler ok(o);
+  ok.stop();
+  EXPECT_EQ(run_dirs(dir.sub("out")).size(), 1u);
+}
+
 }  // namespace
 }  // namespace trainprof

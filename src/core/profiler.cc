@@ -26,10 +26,34 @@ std::string_view version() {
   return TRAINPROF_VERSION_STRING;
 }
 
+namespace {
+
+// The worker name becomes the first part of a run directory's name: one path
+// component, so that runs stay inside the output directory.
+void check_worker_name(const std::string& name) {
+  const char* why = nullptr;
+  if (name.find('/') != std::string::npos) {
+    why = "contains '/'";
+  } else if (name.find('\0') != std::string::npos) {
+    why = "contains a NUL character";
+  } else if (name.find("..") != std::string::npos) {
+    why = "contains '..'";
+  } else if (name.size() > 200) {
+    why = "is longer than 200 characters";
+  }
+  if (why != nullptr) {
+    throw std::invalid_argument("trace_handler: worker_name \"" + name + "\" " + why +
+                                "; it names run directories inside dir, so it must be a plain file name");
+  }
+}
+
+}  // namespace
+
 Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
   options_.validate();
   if (const auto* handler = options_.on_trace_ready.target<detail::TraceHandler>()) {
     if (handler->dir.empty()) throw std::invalid_argument("trace_handler: dir must not be empty");
+    check_worker_name(handler->worker_name);
     options_.output_path = handler->dir;
     worker_name_ = handler->worker_name;
   }
