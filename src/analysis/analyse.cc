@@ -280,8 +280,13 @@ detail::UniqueFd take_analysis_lock(int run_fd, const std::string& run_path, std
 std::string remove_raw_data(int run_fd) {
   detail::UniqueFd raw_fd(detail::open_directory_at(run_fd, raw::kRawDirName));
   if (!raw_fd.valid()) return errno == ENOENT ? "" : std::string("cannot open raw/: ") + std::strerror(errno);
-  DIR* dir = fdopendir(dup(raw_fd.get()));
-  if (dir == nullptr) return std::string("cannot list raw/: ") + std::strerror(errno);
+  int scan_fd = fcntl(raw_fd.get(), F_DUPFD_CLOEXEC, 0);  // closedir closes it
+  DIR* dir = scan_fd >= 0 ? fdopendir(scan_fd) : nullptr;
+  if (dir == nullptr) {
+    std::string error = std::string("cannot list raw/: ") + std::strerror(errno);
+    if (scan_fd >= 0) ::close(scan_fd);
+    return error;
+  }
   std::string error;
   while (dirent* e = readdir(dir)) {
     std::string name = e->d_name;
