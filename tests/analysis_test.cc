@@ -466,6 +466,39 @@ TEST(Analysis, ReanalysisIsIdenticalAndSimplifyRemovesRaw) {
   EXPECT_EQ(test::read_text(out(run, "trace_view.json")), first["trace_view.json"]) << "outputs kept";
 }
 
+// Issue 11 item 11: --simplify removed raw/ of a run still being recorded.
+// The recording lock is an flock of another open file description, so it
+// holds against an analysis in the recording process itself; stop() releases
+// it, so a closed run is not taken for a live one by the same process.
+TEST(Analysis, ARunStillBeingRecordedIsPartialAndKeepsItsRawData) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.flush_interval_ms = 10;
+  Profiler prof(o);
+  for (int i = 0; i < 1000; ++i) {
+    TRAINPROF_RANGE("live");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::string run = prof.current_run_dir();
+  AnalyseOptions simplify;
+  simplify.data_simplification = true;
+  RunAnalysis live = analyse_one(run, simplify);
+  EXPECT_TRUE(live.ok) << live.error;
+  std::string warnings;
+  for (const std::string& w : live.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("still being recorded"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("raw/ is kept"), std::string::npos) << warnings;
+  EXPECT_TRUE(fs::exists(run + "/raw"));
+  prof.stop();
+
+  RunAnalysis closed = analyse_one(run, simplify);
+  EXPECT_TRUE(closed.ok) << closed.error;
+  for (const std::string& w : closed.warnings)
+    EXPECT_EQ(w.find("still being recorded"), std::string::npos) << w;
+  EXPECT_FALSE(fs::exists(run + "/raw"));
+}
+
 TEST(Analysis, UnwritableOutputDirectoryFailsThatRunClearly) {
   TempDir dir;
   std::string run = record_steps(dir.path(), 2);

@@ -1,7 +1,14 @@
 // Copyright trainprof authors. The `trainprof` command: usage, exit codes, output.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
 
 #include "test_util.h"
 #include "trainprof/trainprof.h"
@@ -113,6 +120,199 @@ TEST(Cli, SimplifyThenReanalyseSaysRawIsGone) {
   r = run({"analyse", run_dir});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("removed by data simplification"), std::string::npos) << r.output;
+}
+
+bool parses(const std::string& path) {
+  return nlohmann::json::accept(test::read_text(path));
+}
+
+// Issue 11 item 8: outputs were written through PROFILER_OUTPUT/NAME.tmp,
+// opened O_TRUNC: a symlink planted there (by anyone who can write the
+// directory) had its target overwritten, as root any file of the machine.
+TEST(Cli, AnalyseNeverWritesThroughASymlinkPlantedInTheOutputDirectory) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.sub("runs"), 3);
+  std::string victim = dir.sub("victim");
+  std::ofstream(victim) << "precious";
+  fs::create_directory(run_dir + "/PROFILER_OUTPUT");
+  for (const char* name :
+       {"trace_view.json.tmp", "op_statistic.csv.tmp", "operator_details.csv.tmp", "step_trace_time.csv.tmp",
+        "profiler_info.json.tmp", "profiler_metadata.json.tmp"}) {
+    fs::create_symlink(victim, run_dir + "/PROFILER_OUTPUT/" + name);
+  }
+  auto r = run({"analyse", run_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(test::read_text(victim), "precious");
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/profiler_info.json"));
+  EXPECT_FALSE(fs::is_symlink(run_dir + "/PROFILER_OUTPUT/op_statistic.csv"));
+}
+
+TEST(Cli, ASymlinkedOutputDirectoryIsRefusedWithAMessage) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.sub("runs"), 2);
+  fs::create_directory(dir.sub("elsewhere"));
+  fs::create_directory_symlink(dir.sub("elsewhere"), run_dir + "/PROFILER_OUTPUT");
+  auto r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(run_dir + "/PROFILER_OUTPUT' is a symlink"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_empty(dir.sub("elsewhere")));
+}
+
+// A symlink below the analysed PATH is not followed to a "run" elsewhere.
+TEST(Cli, ASymlinkedRunBelowThePathIsNotAnalysed) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.sub("elsewhere"), 1);
+  fs::create_directory(dir.sub("runs"));
+  fs::create_directory_symlink(run_dir, dir.sub("runs/planted_20260101000000000_trainprof"));
+  auto r = run({"analyse", dir.sub("runs")});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no trainprof run directory"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(run_dir + "/PROFILER_OUTPUT"));
+}
+
+// A run with enough events that its analysis takes a while.
+std::string record_big_run(const std::string& dir) {
+  ProfilerOptions o;
+  o.output_path = dir;
+  o.buffer_mb = 128;
+  Profiler prof(o);
+  for (int s = 0; s < 20; ++s) {
+    for (int i = 0; i < 50'000; ++i) {
+      TRAINPROF_RANGE("outer");
+      TRAINPROF_RANGE("inner");
+    }
+    prof.step();
+  }
+  prof.stop();
+  return prof.last_run().run_dir;
+}
+
+// Issue 11 item 10: two analyses of one run wrote the same temporary file
+// and left an invalid trace_view.json, both exiting 0. Now one analysis of a
+// run at a time holds its lock; another fails at once, saying why.
+TEST(Cli, TwoAnalysesOfOneRunAtOnceLeaveValidOutputs) {
+  TempDir dir;
+  std::string run_dir = record_big_run(dir.path());
+  test::ProcessResult results[2];
+  std::thread first([&] { results[0] = run({"analyse", run_dir}); });
+  std::thread second([&] { results[1] = run({"analyse", run_dir}); });
+  first.join();
+  second.join();
+  int succeeded = 0;
+  for (const test::ProcessResult& r : results) {
+    if (r.exit_code == 0) {
+      ++succeeded;
+    } else {
+      EXPECT_EQ(r.exit_code, 1) << r.output;
+      EXPECT_NE(r.output.find("another analysis of this run is in progress"), std::string::npos) << r.output;
+    }
+  }
+  EXPECT_GE(succeeded, 1);
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/profiler_info.json"));
+  for (const auto& e : fs::directory_iterator(run_dir + "/PROFILER_OUTPUT")) {
+    EXPECT_FALSE(e.path().filename().string().ends_with(".tmp")) << e.path();
+  }
+}
+
+TEST(Cli, AnAnalysisInProgressMakesAnotherFailAtOnceWithAMessage) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.path(), 2);
+  int lock = open((run_dir + "/.analysis.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(flock(lock, LOCK_EX), 0);  // as an analysis in progress holds it
+  auto r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("another analysis of this run is in progress"), std::string::npos) << r.output;
+  close(lock);
+  r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// Issue 11 item 11: `analyse --simplify` deleted raw/ of a run still being
+// recorded by another process. Now the recording lock says the run is live:
+// the outputs are marked partial and raw/ stays.
+TEST(Cli, SimplifyKeepsTheRawDataOfARunStillBeingRecorded) {
+  TempDir dir;
+  test::Child child = test::spawn({test::helper_path("recording_child"), dir.path()});
+  ASSERT_EQ(child.first_line.rfind("RUN ", 0), 0u) << child.first_line;
+  std::string run_dir = child.first_line.substr(4);
+  auto r = run({"analyse", run_dir, "--simplify"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("still being recorded"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("raw/ is kept"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(run_dir + "/raw/host.tpraw"));
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+
+  std::ofstream(dir.sub("stop")) << "";
+  int status = test::wait_status(child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  r = run({"analyse", run_dir, "--simplify"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("still being recorded"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(run_dir + "/raw"));
+}
+
+// Issue 11 item 13: --trace-limit-mb 2^44 wrapped to a limit of 0 bytes.
+// Every numeric option is range-checked, with a message giving the range.
+TEST(Cli, NumericOptionsOutsideTheirRangeAreUsageErrors) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.path(), 1);
+  for (const char* limit : {"17592186044416", "18446744073709551616", "99999999999999999999999", "0", "-1",
+                            "1048577", " 5", "5MB", ""}) {
+    auto r = run({"analyse", run_dir, "--trace-limit-mb", limit});
+    EXPECT_EQ(r.exit_code, 2) << limit << ": " << r.output;
+    EXPECT_NE(r.output.find("--trace-limit-mb needs a number from 1 to 1048576"), std::string::npos)
+        << r.output;
+  }
+  for (const char* jobs : {"0", "1025", "4294967297", "-3", "2x"}) {
+    auto r = run({"analyse", run_dir, "--jobs", jobs});
+    EXPECT_EQ(r.exit_code, 2) << jobs << ": " << r.output;
+    EXPECT_NE(r.output.find("--jobs needs a number from 1 to 1024"), std::string::npos) << r.output;
+  }
+  auto r = run({"analyse", run_dir, "--trace-limit-mb", "1048576", "--jobs", "1024"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("trace cut"), std::string::npos) << r.output;
+}
+
+// Issue 11 item 15: a profiler_info.json field of the wrong type aborted
+// analyse and summary (an uncaught nlohmann::json exception).
+TEST(Cli, AnInfoFileWithFieldsOfTheWrongTypeIsReportedNotFatal) {
+  TempDir dir;
+  std::string run_dir = record_run(dir.path(), 2);
+  std::string info_path = run_dir + "/profiler_info.json";
+  auto info = nlohmann::json::parse(test::read_text(info_path));
+  info["pid"] = "abc";
+  info["clock"] = 5;
+  std::ofstream(info_path) << info.dump();
+  auto r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.output;  // the raw data is what is analysed
+  EXPECT_NE(r.output.find("'" + info_path + "': field \"pid\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'" + info_path + "': field \"clock\""), std::string::npos) << r.output;
+  EXPECT_TRUE(parses(run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+  auto out_info = nlohmann::json::parse(test::read_text(run_dir + "/PROFILER_OUTPUT/profiler_info.json"));
+  EXPECT_FALSE(out_info.contains("pid"));
+  EXPECT_TRUE(out_info.contains("analysis"));
+  r = run({"summary", run_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cli_work"), std::string::npos) << r.output;
+
+  std::ofstream(info_path) << "[1, 2]";  // not an object at all
+  r = run({"analyse", run_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("'" + info_path + "' is not a JSON object"), std::string::npos) << r.output;
+
+  std::string out_info_path = run_dir + "/PROFILER_OUTPUT/profiler_info.json";
+  for (const char* analysis : {R"({"memory": {"steps": 5}})", R"({"memory": {"steps": [{"Step": "x"}]}})",
+                               R"({"memory": 7})", R"(3)"}) {
+    std::ofstream(out_info_path) << R"({"pid": "abc", "analysis": )" << analysis << "}";
+    r = run({"summary", run_dir});
+    EXPECT_EQ(r.exit_code, 0) << analysis << ": " << r.output;
+    EXPECT_NE(r.output.find("warning: '" + out_info_path + "': field \"analysis"), std::string::npos)
+        << analysis << ": " << r.output;
+    EXPECT_NE(r.output.find("cli_work"), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -288,6 +289,65 @@ TEST(Profiler, NamesWithSpecialCharactersRoundTrip) {
   EXPECT_EQ(got, names);
   auto meta = nlohmann::json::parse(test::read_text(prof.last_run().run_dir + "/profiler_metadata.json"));
   EXPECT_EQ(meta["key \"with\" quotes\n"], "value \\ \x01 \xc3\xa9");
+}
+
+// Issue 11 item 9: the session wrote profiler_info.json and
+// profiler_metadata.json by path, so a run directory swapped for a symlink
+// in a user-writable parent redirected them anywhere. Now every file of a run
+// is written relative to the directory the session created and opened.
+TEST(Profiler, ARunDirectorySwappedForASymlinkIsNotFollowed) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  ProfilerOptions o = options_in(dir);
+  o.output_path = dir.sub("runs");
+  Profiler prof(o);
+  prof.add_metadata("model", "resnet");
+  for (int i = 0; i < 1000; ++i) {
+    TRAINPROF_RANGE("before_swap");
+  }
+  std::string run = prof.current_run_dir();
+  ASSERT_FALSE(run.empty());
+  std::string moved = dir.sub("runs/moved_trainprof");
+  fs::rename(run, moved);
+  fs::create_directory(dir.sub("attacker"));
+  fs::create_directory_symlink(dir.sub("attacker"), run);
+  for (int i = 0; i < 1000; ++i) {
+    TRAINPROF_RANGE("after_swap");
+  }
+  prof.stop();
+  EXPECT_TRUE(fs::is_empty(dir.sub("attacker")));
+  auto info = nlohmann::json::parse(test::read_text(moved + "/profiler_info.json"));
+  EXPECT_EQ(info["complete"], true);
+  EXPECT_EQ(info["stop_reason"], "stop");
+  EXPECT_NE(test::read_text(moved + "/profiler_metadata.json").find("resnet"), std::string::npos);
+  auto counts = test::count_by_name(test::read_run(moved));
+  EXPECT_EQ(counts["before_swap"], 1000u);
+  EXPECT_EQ(counts["after_swap"], 1000u);
+}
+
+// Issue 11 item 12: worker_name "../../escape" put runs outside dir.
+TEST(Profiler, AWorkerNameThatIsNotOneFileNameIsRefused) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  for (const std::string& bad : {std::string("../../escape"), std::string("a/b"), std::string(".."),
+                                 std::string("x..y"), std::string("nul\0byte", 8), std::string(300, 'w')}) {
+    ProfilerOptions o = options_in(dir);
+    o.start_profile = false;
+    o.on_trace_ready = trace_handler(dir.sub("out"), bad);
+    try {
+      Profiler prof(o);
+      ADD_FAILURE() << "accepted worker_name " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("worker_name"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir.sub("out")));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 0);
+  ProfilerOptions o = options_in(dir);
+  o.on_trace_ready = trace_handler(dir.sub("out"), "rank-0.worker_1", /*analyse=*/false);
+  Profiler ok(o);
+  ok.stop();
+  EXPECT_EQ(run_dirs(dir.sub("out")).size(), 1u);
 }
 
 }  // namespace

@@ -2,10 +2,15 @@
 #include "analysis/symbolizer.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <string>
 
 #include "test_util.h"
@@ -52,6 +57,26 @@ TEST(Symbolizer, DropsFrameworkFramesAndKeepsWhatItCannotName) {
   EXPECT_NE(text.find(";/no/such/libfoo.so+0x10;garbage;" + not_elf + "+0x20;x.so+0xzz"), std::string::npos)
       << text;
   EXPECT_EQ(s.symbolize(""), "");
+}
+
+// Issue 11 item 14: a call stack naming a FIFO blocked the symbolizer in
+// open(2) forever. Only regular files are opened now; the frame is kept.
+TEST(Symbolizer, AModuleThatIsAFifoIsRefusedNotOpened) {
+  test::TempDir dir;
+  std::string fifo = dir.sub("libfifo.so");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  Symbolizer s;
+  auto result = std::async(std::launch::async, [&] { return s.symbolize(fifo + "+0x10"); });
+  if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    int unblock = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // let the stuck open(2) return
+    ADD_FAILURE() << "the symbolizer blocked on a FIFO";
+    result.wait();
+    if (unblock >= 0) close(unblock);
+    return;
+  }
+  EXPECT_EQ(result.get(), fifo + "+0x10");
+  ASSERT_EQ(s.warnings().size(), 1u);
+  EXPECT_NE(s.warnings()[0].find("not a regular file"), std::string::npos) << s.warnings()[0];
 }
 
 }  // namespace

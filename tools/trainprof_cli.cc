@@ -49,9 +49,15 @@ const char* kAnalyseHelp =
     "options:\n"
     "  --pretty             indent JSON outputs\n"
     "  --steps A-B|A,B,C    only these (consecutive) steps in every output\n"
-    "  --jobs N             runs analysed at once (default: cores / 2, at least 1)\n"
-    "  --simplify           remove raw/ after a successful analysis\n"
-    "  --trace-limit-mb N   cut trace_view.json at a whole step to stay under N MB (default 500)\n"
+    "  --jobs N             runs analysed at once, 1 to 1024 (default: cores / 2, at least 1)\n"
+    "  --simplify           remove raw/ after a successful analysis (never of a run still\n"
+    "                       being recorded: its raw/ is kept, with a warning)\n"
+    "  --trace-limit-mb N   cut trace_view.json at a whole step to stay under N MB,\n"
+    "                       1 to 1048576 (default 500)\n"
+    "\n"
+    "A run still being recorded is analysed up to its last flush, with a warning that\n"
+    "the outputs are partial. One analysis of a run runs at a time: another one of the\n"
+    "same run fails at once, saying so. PROFILER_OUTPUT must not be a symlink.\n"
     "\n"
     "exit status: 0 all runs analysed, 1 a run failed or no run found, 2 bad usage\n";
 
@@ -61,6 +67,22 @@ const char* kSummaryHelp =
     "For every analysed run at or below PATH: the ranges and operators with the\n"
     "most self time, the time breakdown of each step, and where the outputs are.\n"
     "Runs that were not analysed yet are listed with the command that does it.\n";
+
+// Numeric options: their ranges. 2^20 MB (1 TiB) is far above what any
+// viewer opens, and keeps MB -> bytes far from overflowing.
+constexpr uint64_t kMaxJobs = 1024;
+constexpr uint64_t kMaxTraceLimitMb = 1ull << 20;
+
+// A decimal number from 1 to `max`: digits only (no sign, space or suffix),
+// checked before it is converted, so that nothing wraps.
+bool parse_number(const std::string* text, uint64_t max, uint64_t* out) {
+  if (text == nullptr || text->empty() || text->size() > 19) return false;
+  if (text->find_first_not_of("0123456789") != std::string::npos) return false;
+  uint64_t n = std::strtoull(text->c_str(), nullptr, 10);  // < 10^19: fits
+  if (n < 1 || n > max) return false;
+  *out = n;
+  return true;
+}
 
 int usage_error(const std::string& message, const char* help) {
   std::fprintf(stderr, "trainprof: %s\n\n%s", message.c_str(), help);
@@ -105,20 +127,18 @@ int cmd_analyse(const std::vector<std::string>& args) {
         return usage_error(e.what(), kAnalyseHelp);
       }
     } else if (a == "--jobs" || a == "-j") {
-      const std::string* v = value("--jobs");
-      char* end = nullptr;
-      long n = v != nullptr ? std::strtol(v->c_str(), &end, 10) : 0;
-      if (v == nullptr || *end != '\0' || n < 1 || n > 1024) {
-        return usage_error("--jobs needs a number from 1 to 1024", kAnalyseHelp);
+      uint64_t n = 0;
+      if (!parse_number(value("--jobs"), kMaxJobs, &n)) {
+        return usage_error("--jobs needs a number from 1 to " + std::to_string(kMaxJobs), kAnalyseHelp);
       }
       options.max_workers = static_cast<int>(n);
     } else if (a == "--trace-limit-mb") {
-      const std::string* v = value("--trace-limit-mb");
-      char* end = nullptr;
-      long n = v != nullptr ? std::strtol(v->c_str(), &end, 10) : 0;
-      if (v == nullptr || *end != '\0' || n < 1)
-        return usage_error("--trace-limit-mb needs a number >= 1", kAnalyseHelp);
-      options.trace_size_limit_bytes = static_cast<uint64_t>(n) << 20;
+      uint64_t n = 0;
+      if (!parse_number(value("--trace-limit-mb"), kMaxTraceLimitMb, &n)) {
+        return usage_error("--trace-limit-mb needs a number from 1 to " + std::to_string(kMaxTraceLimitMb),
+                           kAnalyseHelp);
+      }
+      options.trace_size_limit_bytes = n << 20;
     } else if (!a.empty() && a[0] == '-') {
       return usage_error("unknown option '" + a + "'", kAnalyseHelp);
     } else if (path.empty()) {
@@ -210,9 +230,7 @@ int cmd_summary(const std::vector<std::string>& args) {
   return status;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_command(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return usage_error("a command is needed", kMainHelp);
   const std::string cmd = args[0];
@@ -228,4 +246,17 @@ int main(int argc, char** argv) {
   if (cmd == "analyse" || cmd == "analyze") return cmd_analyse(rest);
   if (cmd == "summary") return cmd_summary(rest);
   return usage_error("unknown command '" + cmd + "'", kMainHelp);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A last resort: whatever the inputs hold, the command says what went
+  // wrong instead of aborting.
+  try {
+    return run_command(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "trainprof: %s\n", e.what());
+    return kFailed;
+  }
 }

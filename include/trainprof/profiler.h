@@ -88,7 +88,7 @@ class Profiler {
   void open_run_locked();
   void close_run_locked(bool call_trace_ready);
   void record_step_range_locked();
-  void write_metadata_locked(const std::string& run_dir) const;
+  void write_metadata_locked(const Session& session) const;
 
   ProfilerOptions options_;
   std::string worker_name_;  // run directory prefix; default {host}_{pid}
@@ -110,6 +110,8 @@ class Profiler {
 
 // A ready-made on_trace_ready callback: runs are written under `dir`, named
 // {worker_name}_{timestamp}_trainprof (default worker name {host}_{pid}).
+// worker_name must be one file name: with '/', '..' or NUL (or over 200
+// characters) the Profiler constructor throws std::invalid_argument.
 // With analyse = true each closed run is analysed right away (async: in a
 // child process, so that training goes on).
 std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker_name = {},

@@ -2,8 +2,11 @@
 // in a worker process (at most max_workers at once), collects the results.
 #include "trainprof/analyse.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +24,7 @@
 #include "analysis/trace_model.h"
 #include "core/log.h"
 #include "core/run_directory.h"
+#include "core/safe_file.h"
 #include "core/write_all.h"
 #include "export/chrome_trace.h"
 #include "export/csv_tables.h"
@@ -52,14 +56,15 @@ bool is_run_directory(const fs::path& p) {
   return fs::exists(p / "profiler_info.json", ec) || fs::exists(p / raw::kRawDirName, ec);
 }
 
-std::string read_small_file(const fs::path& p) {
+// The file `name` of the directory `dir_fd`, if it is a regular file (a
+// symlink or a FIFO planted there is not opened); "" otherwise.
+std::string read_small_file_at(int dir_fd, const char* name) {
   std::string text;
-  FILE* f = std::fopen(p.c_str(), "rb");
-  if (f == nullptr) return text;
+  detail::UniqueFd fd(detail::open_regular_file_at(dir_fd, name, /*follow=*/false));
+  if (!fd.valid()) return text;
   char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  std::fclose(f);
+  ssize_t n;
+  while ((n = read(fd.get(), buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
   return text;
 }
 
@@ -86,31 +91,93 @@ json memory_summary(const analysis::TraceModel& model, const analysis::MemoryMat
           {"steps", steps}};
 }
 
+// PROFILER_OUTPUT, open: every output is created relative to `fd`.
+struct OutputDir {
+  int fd;
+  std::string path;  // for messages
+  exporter::OutputPath file(const char* name) const { return {fd, path, name}; }
+};
+
 // Writes memory_record.csv and operator_memory.csv when the run has memory
 // reports; returns the first error and fills `summary`.
-std::string write_memory_outputs(const analysis::TraceModel& model, const fs::path& out_dir, json* summary) {
-  if (model.memory.empty()) {
-    std::error_code ec;  // files of an earlier analysis of other steps would be stale
-    fs::remove(out_dir / "memory_record.csv", ec);
-    fs::remove(out_dir / "operator_memory.csv", ec);
+std::string write_memory_outputs(const analysis::TraceModel& model, const OutputDir& out, json* summary) {
+  if (model.memory.empty()) {  // files of an earlier analysis of other steps would be stale
+    unlinkat(out.fd, "memory_record.csv", 0);
+    unlinkat(out.fd, "operator_memory.csv", 0);
     return "";
   }
   analysis::MemoryMatch match = analysis::match_allocations(model, analysis::memory_operators(model));
   *summary = memory_summary(model, match);
-  std::string e = exporter::write_memory_record(model, (out_dir / "memory_record.csv").string());
-  std::string e2 = exporter::write_operator_memory(model, match, (out_dir / "operator_memory.csv").string());
+  std::string e = exporter::write_memory_record(model, out.file("memory_record.csv"));
+  std::string e2 = exporter::write_operator_memory(model, match, out.file("operator_memory.csv"));
   return e.empty() ? e2 : e;
 }
 
-// profiler_info.json of the output: the run's own, plus what the analysis did.
-std::string output_info(const fs::path& run, const analysis::TraceModel& model, const RunAnalysis& r,
-                        const AnalyseOptions& options, bool pretty, const json& memory) {
-  json info;
-  try {
-    info = json::parse(read_small_file(run / "profiler_info.json"));
-  } catch (const json::exception&) {
-    info = json::object();  // a run killed before its info was written
+// The type each field of a run's profiler_info.json has (session.cc writes
+// them); "null" allows null as well (a run still open).
+constexpr std::pair<const char*, json::value_t> kInfoFields[] = {
+    {"trainprof_version", json::value_t::string},
+    {"raw_format_version", json::value_t::number_unsigned},
+    {"host", json::value_t::string},
+    {"pid", json::value_t::number_unsigned},
+    {"rank", json::value_t::number_unsigned},
+    {"world_size", json::value_t::number_unsigned},
+    {"rank_source", json::value_t::string},
+    {"clock", json::value_t::object},
+    {"start_time_ns", json::value_t::number_unsigned},
+    {"start_monotonic_ns", json::value_t::number_unsigned},
+    {"stop_time_ns", json::value_t::number_unsigned},
+    {"stop_reason", json::value_t::string},
+    {"events_recorded", json::value_t::number_unsigned},
+    {"events_dropped", json::value_t::number_unsigned},
+    {"raw_bytes", json::value_t::number_unsigned},
+    {"complete", json::value_t::boolean},
+    {"io_error", json::value_t::string},
+    {"raw_files", json::value_t::array},
+    {"options", json::value_t::object},
+};
+
+const char* type_name(json::value_t t) {
+  switch (t) {
+    case json::value_t::string: return "a string";
+    case json::value_t::number_unsigned: return "a non-negative integer";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::boolean: return "true or false";
+    default: return "another type";
   }
+}
+
+// The run's own profiler_info.json, checked: it is informational (the raw
+// data is what is analysed), so what is wrong with it is a warning naming
+// the file and the field, and the output keeps only the fields that are right.
+json read_run_info(int run_fd, const std::string& run_path, RunAnalysis& r) {
+  std::string file = run_path + "/profiler_info.json";
+  std::string text = read_small_file_at(run_fd, "profiler_info.json");
+  if (text.empty()) return json::object();  // a run killed before its info was written
+  json info = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!info.is_object()) {
+    add_warning(r, "'" + file + "' is not a JSON object; it is left out of the output's profiler_info.json");
+    return json::object();
+  }
+  for (const auto& [field, type] : kInfoFields) {
+    auto it = info.find(field);
+    if (it == info.end() || it->is_null()) continue;
+    json::value_t t = it->type();
+    bool ok = t == type || (type == json::value_t::number_unsigned && t == json::value_t::number_integer &&
+                            it->get<int64_t>() >= 0);
+    if (ok) continue;
+    add_warning(r, "'" + file + "': field \"" + field + "\" should be " + type_name(type) + ", is " +
+                       it->dump(-1, ' ', false, json::error_handler_t::replace) + "; it is left out");
+    info.erase(it);
+  }
+  return info;
+}
+
+// profiler_info.json of the output: the run's own, plus what the analysis did.
+std::string output_info(const json& run_info, const analysis::TraceModel& model, const RunAnalysis& r,
+                        const AnalyseOptions& options, bool pretty, const json& memory) {
+  json info = run_info;
   json steps = json::array();
   for (const auto& s : model.steps) steps.push_back(s.number);
   json warnings = r.warnings;
@@ -145,7 +212,8 @@ std::vector<std::string> find_run_directories(const std::string& path) {
   if (!fs::is_directory(root, ec)) return runs;
   fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
-    if (!it->is_directory(ec)) continue;
+    // A symlink found below PATH is not followed: it could lead anywhere.
+    if (it->is_symlink(ec) || !it->is_directory(ec)) continue;
     if (is_run_directory(it->path())) {
       runs.push_back(it->path().lexically_normal().string());
       it.disable_recursion_pending();  // raw/ and PROFILER_OUTPUT/ hold no runs
@@ -182,18 +250,101 @@ std::vector<int64_t> parse_step_list(const std::string& text) {
   return steps;
 }
 
-// Analyses one run directory in this process.
-RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
+namespace {
+
+// The analysis lock of a run (kAnalysisLockName): held while an analysis
+// reads raw/ and writes PROFILER_OUTPUT, so that two analyses of one run
+// never mix their outputs or remove raw/ under each other. A second analysis
+// does not wait (an analysis can take minutes): it fails at once, saying so.
+detail::UniqueFd take_analysis_lock(int run_fd, const std::string& run_path, std::string* error) {
+  std::string file = run_path + "/" + detail::kAnalysisLockName;
+  detail::UniqueFd fd(::openat(run_fd, detail::kAnalysisLockName,
+                               O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+  struct stat st {};
+  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = "cannot open the analysis lock '" + file +
+             "': " + (fd.valid() ? std::string("not a regular file") : std::strerror(errno));
+    return {};
+  }
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    *error = errno == EWOULDBLOCK ? "another analysis of this run is in progress (it holds '" + file +
+                                        "'); run this one again when it has finished"
+                                  : "cannot lock '" + file + "': " + std::strerror(errno);
+    return {};
+  }
+  return fd;
+}
+
+// Removes raw/ of the run `run_fd` without following a symlink at raw/ or in
+// it. Returns "" or what could not be removed.
+std::string remove_raw_data(int run_fd) {
+  detail::UniqueFd raw_fd(detail::open_directory_at(run_fd, raw::kRawDirName));
+  if (!raw_fd.valid()) return errno == ENOENT ? "" : std::string("cannot open raw/: ") + std::strerror(errno);
+  int scan_fd = fcntl(raw_fd.get(), F_DUPFD_CLOEXEC, 0);  // closedir closes it
+  DIR* dir = scan_fd >= 0 ? fdopendir(scan_fd) : nullptr;
+  if (dir == nullptr) {
+    std::string error = std::string("cannot list raw/: ") + std::strerror(errno);
+    if (scan_fd >= 0) ::close(scan_fd);
+    return error;
+  }
+  std::string error;
+  while (dirent* e = readdir(dir)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (unlinkat(raw_fd.get(), name.c_str(), 0) != 0 && error.empty()) {
+      error = "cannot remove raw/" + name + ": " + std::strerror(errno);
+    }
+  }
+  closedir(dir);
+  if (error.empty() && unlinkat(run_fd, raw::kRawDirName, AT_REMOVEDIR) != 0) {
+    error = std::string("cannot remove raw/: ") + std::strerror(errno);
+  }
+  return error;
+}
+
+// Writes every output of an analysed model into `out`; returns the first error.
+std::string write_outputs(const analysis::TraceModel& model, const fs::path& run, const OutputDir& out,
+                          const AnalyseOptions& options, RunAnalysis& r, json* memory) {
+  auto trace = exporter::write_chrome_trace(model, out.file("trace_view.json"), run.filename().string(),
+                                            options.pretty, options.trace_size_limit_bytes);
+  if (!trace.cut_warning.empty()) add_warning(r, trace.cut_warning);
+  std::string errors = trace.error;
+  auto note = [&](const std::string& e) {
+    if (!e.empty() && errors.empty()) errors = e;
+  };
+  std::vector<analysis::SliceTotals> totals = analysis::totals_by_key(model);  // one pass serves both tables
+  note(exporter::write_op_statistic(analysis::op_statistics(model, totals), out.file("op_statistic.csv")));
+  note(exporter::write_operator_details(analysis::operator_details(model, totals),
+                                        out.file("operator_details.csv")));
+  note(exporter::write_step_trace_time(analysis::step_trace(model), out.file("step_trace_time.csv")));
+  if (!model.data_stages.empty()) {
+    note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
+  } else {
+    unlinkat(out.fd, "dataset.csv", 0);  // from an earlier analysis of other steps
+  }
+  note(write_memory_outputs(model, out, memory));
+  return errors;
+}
+
+// analyse_run without the exception guard.
+RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOptions& options,
+                               RunAnalysis r) {
   auto t0 = std::chrono::steady_clock::now();
-  RunAnalysis r;
-  r.run_dir = dir;
-  fs::path run = normalized(dir);
-  fs::path out_dir = run / kOutputDirName;
-  std::error_code ec;
-  if (!fs::exists(run / raw::kRawDirName, ec) && fs::exists(out_dir, ec)) {
+  std::string dir = r.run_dir;
+  OutputDir out{-1, (run / kOutputDirName).string()};
+  struct stat st {};
+  bool has_raw = fstatat(run_fd, raw::kRawDirName, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (!has_raw && fstatat(run_fd, kOutputDirName, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     r.error = "the raw data of this run was removed by data simplification (--simplify); its outputs in '" +
-              out_dir.string() + "' are what remains";
+              out.path + "' are what remains";
     return r;
+  }
+  // Checked before reading: a run closed meanwhile was still read as partial.
+  bool recording = detail::run_is_being_recorded(run_fd);
+  if (recording) {
+    add_warning(r,
+                "this run is still being recorded (its recording lock is held): the outputs are partial, "
+                "up to the recorder's last flush; analyse it again when it has stopped");
   }
   std::string error;
   analysis::TraceModel model;
@@ -213,56 +364,75 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   for (const std::string& w : model.warnings) add_warning(r, w);  // reading's and the passes'
   auto t_sorted = std::chrono::steady_clock::now();
 
-  if (mkdir(out_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    r.error = "cannot create output directory '" + out_dir.string() + "': " + std::strerror(errno);
+  detail::UniqueFd out_fd(detail::make_directory_at(run_fd, kOutputDirName, out.path, &error));
+  if (!out_fd.valid()) {
+    r.error = error;
     return r;
   }
-  auto trace =
-      exporter::write_chrome_trace(model, (out_dir / "trace_view.json").string(), run.filename().string(),
-                                   options.pretty, options.trace_size_limit_bytes);
-  auto t_trace = std::chrono::steady_clock::now();
-  if (!trace.cut_warning.empty()) add_warning(r, trace.cut_warning);
-  std::string errors = trace.error;
+  out.fd = out_fd.get();
+  detail::remove_temporaries_at(out.fd);  // of a killed analysis: this one holds the lock
+  json memory;
+  std::string errors = write_outputs(model, run, out, options, r, &memory);
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
   };
-  std::vector<analysis::SliceTotals> totals = analysis::totals_by_key(model);  // one pass serves both tables
-  note(exporter::write_op_statistic(analysis::op_statistics(model, totals),
-                                    (out_dir / "op_statistic.csv").string()));
-  note(exporter::write_operator_details(analysis::operator_details(model, totals),
-                                        (out_dir / "operator_details.csv").string()));
-  note(exporter::write_step_trace_time(analysis::step_trace(model),
-                                       (out_dir / "step_trace_time.csv").string()));
-  if (!model.data_stages.empty()) {
-    note(exporter::write_dataset(analysis::dataset_statistics(model), (out_dir / "dataset.csv").string()));
-  } else {
-    fs::remove(out_dir / "dataset.csv", ec);  // from an earlier analysis of other steps
-  }
-  json memory;
-  note(write_memory_outputs(model, out_dir, &memory));
   auto t_tables = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) {
     return std::to_string(std::chrono::duration<double, std::milli>(b - a).count());
   };
   detail::log_debug(dir + ": read " + ms(t0, t_read) + " ms, sort+self " + ms(t_read, t_sorted) +
-                    " ms, trace " + ms(t_sorted, t_trace) + " ms, tables " + ms(t_trace, t_tables) + " ms");
-  std::string metadata = read_small_file(run / "profiler_metadata.json");
-  note(detail::write_file_atomically((out_dir / "profiler_metadata.json").string(),
-                                     metadata.empty() ? "{}\n" : metadata));
+                    " ms, outputs " + ms(t_sorted, t_tables) + " ms");
+  std::string metadata = read_small_file_at(run_fd, "profiler_metadata.json");
+  note(detail::write_file_atomically_at(out.fd, "profiler_metadata.json",
+                                        metadata.empty() ? "{}\n" : metadata,
+                                        out.path + "/profiler_metadata.json"));
+  if (options.data_simplification && recording) {
+    add_warning(
+        r, "raw/ is kept: --simplify does not remove the raw data of a run that is still being recorded");
+  }
+  json run_info = read_run_info(run_fd, run.string(), r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  note(detail::write_file_atomically((out_dir / "profiler_info.json").string(),
-                                     output_info(run, model, r, options, options.pretty, memory)));
+  note(detail::write_file_atomically_at(out.fd, "profiler_info.json",
+                                        output_info(run_info, model, r, options, options.pretty, memory),
+                                        out.path + "/profiler_info.json"));
   if (!errors.empty()) {
     r.error = errors;
     return r;
   }
-  if (options.data_simplification) {
-    fs::remove_all(run / raw::kRawDirName, ec);
-    if (ec) add_warning(r, "could not remove raw data: " + ec.message());
+  if (options.data_simplification && !recording) {
+    std::string e = remove_raw_data(run_fd);
+    if (!e.empty()) add_warning(r, "could not remove raw data: " + e);
   }
   r.ok = true;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+}  // namespace
+
+// Analyses one run directory in this process: under the run's analysis lock,
+// every file relative to the run directory's descriptor.
+RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
+  RunAnalysis r;
+  r.run_dir = dir;
+  fs::path run = normalized(dir);
+  try {
+    // The run directory itself was named by the caller (or found without
+    // following symlinks): below it nothing is followed.
+    detail::UniqueFd run_fd(::open(run.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!run_fd.valid()) {
+      r.error = "cannot open run directory '" + run.string() + "': " + std::strerror(errno);
+      return r;
+    }
+    detail::UniqueFd lock = take_analysis_lock(run_fd.get(), run.string(), &r.error);
+    if (!lock.valid()) return r;
+    return analyse_locked_run(run, run_fd.get(), options, std::move(r));
+  } catch (const std::exception& e) {  // never take the caller (a training process) down
+    RunAnalysis failed;
+    failed.run_dir = dir;
+    failed.error = std::string("analysis failed: ") + e.what();
+    return failed;
+  }
 }
 
 namespace {

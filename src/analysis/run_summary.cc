@@ -63,15 +63,40 @@ std::vector<NameTotal> totals_by_name(const std::vector<std::vector<std::string>
 }
 
 // Peak allocated memory per step (the largest over devices), from the
-// output's profiler_info.json, when the run recorded memory.
-std::map<std::string, double> peak_memory_mb(const fs::path& out) {
+// output's profiler_info.json, when the run recorded memory. The file is
+// checked, not trusted: what is malformed in it gives `problem` (naming the
+// file and the field) and no peaks.
+std::map<std::string, double> peak_memory_mb(const fs::path& out, std::string* problem) {
+  using nlohmann::json;
   std::map<std::string, double> peaks;
-  std::ifstream f(out / "profiler_info.json");
-  nlohmann::json info = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (info.is_discarded() || !info.contains("analysis") || !info["analysis"].contains("memory")) return peaks;
-  for (const auto& s : info["analysis"]["memory"].value("steps", nlohmann::json::array())) {
-    std::string step = std::to_string(s.value("Step", int64_t{-1}));
-    peaks[step] = std::max(peaks[step], s.value("Peak Memory(MB)", 0.0));
+  std::string file = (out / "profiler_info.json").string();
+  std::ifstream f(file);
+  json info = json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (info.is_discarded() || !info.is_object()) {
+    *problem = "'" + file + "' is not a JSON object";
+    return peaks;
+  }
+  auto bad = [&](const std::string& field, const char* wanted) {
+    *problem = "'" + file + "': field \"" + field + "\" is not " + wanted;
+    return std::map<std::string, double>{};
+  };
+  auto analysis = info.find("analysis");
+  if (analysis == info.end()) return peaks;
+  if (!analysis->is_object()) return bad("analysis", "an object");
+  auto memory = analysis->find("memory");
+  if (memory == analysis->end()) return peaks;
+  if (!memory->is_object()) return bad("analysis.memory", "an object");
+  auto steps = memory->find("steps");
+  if (steps == memory->end()) return peaks;
+  if (!steps->is_array()) return bad("analysis.memory.steps", "an array");
+  for (const json& s : *steps) {
+    auto step = s.is_object() ? s.find("Step") : s.end();
+    auto mb = s.is_object() ? s.find("Peak Memory(MB)") : s.end();
+    if (step == s.end() || !step->is_number_integer() || mb == s.end() || !mb->is_number()) {
+      return bad("analysis.memory.steps", "a list of {\"Step\": integer, \"Peak Memory(MB)\": number}");
+    }
+    std::string key = std::to_string(step->get<int64_t>());
+    peaks[key] = std::max(peaks[key], mb->get<double>());
   }
   return peaks;
 }
@@ -114,7 +139,9 @@ std::string summarize_run(const std::string& run_dir) {
            self_sum > 0 ? 100.0 * t.self_us / self_sum : 0.0);
   }
   auto steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
-  std::map<std::string, double> peaks = peak_memory_mb(out);
+  std::string info_problem;
+  std::map<std::string, double> peaks = peak_memory_mb(out, &info_problem);
+  if (!info_problem.empty()) text += "  warning: " + info_problem + "; peak memory is not shown\n";
   if (steps.size() > 1) {
     append(text, "  step      step ms   computing ms    free ms   preparing ms%s\n",
            peaks.empty() ? "" : "   peak memory MB");

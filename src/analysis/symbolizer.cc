@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "analysis/passes.h"
+#include "core/safe_file.h"
 
 namespace trainprof::analysis {
 namespace {
@@ -45,6 +46,9 @@ class Symbolizer::Module {
  public:
   explicit Module(const std::string& path) { load(path); }
 
+  // The path named something other than a regular file (a FIFO, a device).
+  bool not_regular() const { return not_regular_; }
+
   // The function containing `offset` (from the load address), or nullptr.
   const std::string* function_at(uint64_t offset) const {
     uint64_t address = offset + load_bias_;
@@ -63,8 +67,14 @@ class Symbolizer::Module {
   };
 
   void load(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
+    // Raw data names the path: only a regular file is opened (a FIFO would
+    // block the open or the read forever, a device could do anything).
+    // Symlinks are followed: libfoo.so.1 -> libfoo.so.1.2 is the usual case.
+    int fd = detail::open_regular_file_at(AT_FDCWD, path, /*follow=*/true);
+    if (fd < 0) {
+      not_regular_ = errno == EINVAL;
+      return;
+    }
     struct stat st {};
     if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
       ::close(fd);
@@ -126,6 +136,7 @@ class Symbolizer::Module {
   }
 
   uint64_t load_bias_ = 0;
+  bool not_regular_ = false;
   std::vector<Function> functions_;
 };
 
@@ -134,7 +145,14 @@ Symbolizer::~Symbolizer() = default;
 
 Symbolizer::Module& Symbolizer::module(const std::string& path) {
   auto it = modules_.find(path);
-  if (it == modules_.end()) it = modules_.emplace(path, std::make_unique<Module>(path)).first;
+  if (it == modules_.end()) {
+    it = modules_.emplace(path, std::make_unique<Module>(path)).first;
+    if (it->second->not_regular()) {
+      warnings_.push_back(
+          "call stacks name '" + path +
+          "', which is not a regular file: it is not opened and its frames are not symbolized");
+    }
+  }
   return *it->second;
 }
 
@@ -176,6 +194,7 @@ void symbolize_call_stacks(TraceModel& m) {
     std::string_view frames = input_stack(m, k.inputs);
     if (!frames.empty()) m.call_stacks[k.inputs] = symbolizer.symbolize(frames);
   }
+  for (const std::string& w : symbolizer.warnings()) m.warnings.push_back(w);
 }
 
 }  // namespace trainprof::analysis

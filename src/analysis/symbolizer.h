@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace trainprof::analysis {
 
@@ -28,6 +29,8 @@ class Symbolizer {
   // cannot be symbolized (module gone, no symbol, malformed text) is kept as
   // "module+0xoffset" or as given.
   std::string symbolize(std::string_view frames);
+  // What was refused: modules that are not regular files (never opened).
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   class Module;
@@ -35,6 +38,7 @@ class Symbolizer {
   std::string frame(std::string_view text);
 
   std::map<std::string, std::unique_ptr<Module>> modules_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace trainprof::analysis

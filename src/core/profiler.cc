@@ -26,10 +26,34 @@ std::string_view version() {
   return TRAINPROF_VERSION_STRING;
 }
 
+namespace {
+
+// The worker name becomes the first part of a run directory's name: one path
+// component, so that runs stay inside the output directory.
+void check_worker_name(const std::string& name) {
+  const char* why = nullptr;
+  if (name.find('/') != std::string::npos) {
+    why = "contains '/'";
+  } else if (name.find('\0') != std::string::npos) {
+    why = "contains a NUL character";
+  } else if (name.find("..") != std::string::npos) {
+    why = "contains '..'";
+  } else if (name.size() > 200) {
+    why = "is longer than 200 characters";
+  }
+  if (why != nullptr) {
+    throw std::invalid_argument("trace_handler: worker_name \"" + name + "\" " + why +
+                                "; it names run directories inside dir, so it must be a plain file name");
+  }
+}
+
+}  // namespace
+
 Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
   options_.validate();
   if (const auto* handler = options_.on_trace_ready.target<detail::TraceHandler>()) {
     if (handler->dir.empty()) throw std::invalid_argument("trace_handler: dir must not be empty");
+    check_worker_name(handler->worker_name);
     options_.output_path = handler->dir;
     worker_name_ = handler->worker_name;
   }
@@ -119,10 +143,11 @@ void Profiler::open_run_locked() {
 }
 
 void Profiler::close_run_locked(bool call_trace_ready) {
+  // Before close(): an analysis that sees the run closed finds its metadata.
+  write_metadata_locked(*session_);
   RunSummary summary = session_->close("stop");
   session_.reset();
   if (summary.run_dir.empty()) return;  // a fork() child's copy of the parent's run
-  write_metadata_locked(summary.run_dir);
   last_run_ = summary;
   if (!summary.run_dir.empty()) unanalysed_runs_.push_back(summary.run_dir);
   if (!call_trace_ready || !options_.on_trace_ready) return;
@@ -205,8 +230,7 @@ void Profiler::add_metadata_json(const std::string& key, const std::string& json
   store_metadata(metadata_, metadata_bytes_, options_.metadata_limit_bytes, key, std::move(text));
 }
 
-void Profiler::write_metadata_locked(const std::string& run_dir) const {
-  if (run_dir.empty()) return;
+void Profiler::write_metadata_locked(const Session& session) const {
   std::string text = "{";
   bool first = true;
   for (const auto& [key, value] : metadata_) {
@@ -217,7 +241,7 @@ void Profiler::write_metadata_locked(const std::string& run_dir) const {
     text += value;
   }
   text += first ? "}\n" : "\n}\n";
-  std::string error = detail::write_file_atomically(run_dir + "/profiler_metadata.json", text);
+  std::string error = session.write_run_file("profiler_metadata.json", text);
   if (!error.empty()) detail::log_error(error);
 }
 

@@ -1,10 +1,11 @@
 // Copyright trainprof authors.
 #include "core/run_directory.h"
 
-#include "core/write_all.h"
+#include "core/safe_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,38 +90,58 @@ std::string make_private_directories(const std::string& path) {
   return "";
 }
 
-std::string create_run_directory(const std::string& parent, const std::string& prefix, std::string* error) {
+int create_run_directory(const std::string& parent, const std::string& prefix, std::string* path,
+                         std::string* error) {
   *error = make_private_directories(parent);
-  if (!error->empty()) return "";
+  if (!error->empty()) return -1;
+  // The parent is the user's choice and may be reached through symlinks;
+  // below it nothing is followed.
+  UniqueFd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!parent_fd.valid()) {
+    *error = "cannot open directory '" + parent + "': " + std::strerror(errno);
+    return -1;
+  }
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
   for (int attempt = 0; attempt < 10000; ++attempt) {
-    std::string dir = parent + "/" + run_directory_name(prefix, now + attempt * 1000000ull);
-    if (mkdir(dir.c_str(), 0700) == 0) return dir;
-    if (errno != EEXIST) {
+    std::string name = run_directory_name(prefix, now + attempt * 1000000ull);
+    std::string dir = parent + "/" + name;
+    if (mkdirat(parent_fd.get(), name.c_str(), 0700) != 0) {
+      if (errno == EEXIST) continue;
       *error = "cannot create run directory '" + dir + "': " + std::strerror(errno);
-      return "";
+      return -1;
     }
+    // What was created is opened, not whatever was put at its name since:
+    // a symlink is refused, and so is a directory someone else made.
+    UniqueFd fd(open_directory_at(parent_fd.get(), name));
+    struct stat st {};
+    if (!fd.valid() || fstat(fd.get(), &st) != 0 || st.st_uid != geteuid()) {
+      *error = "run directory '" + dir + "' was replaced after it was created; it is not used";
+      return -1;
+    }
+    *path = dir;
+    return fd.release();
   }
   *error = "no free run directory name under '" + parent + "'";
-  return "";
+  return -1;
 }
 
-std::string write_file_atomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return "cannot write '" + tmp + "': " + std::strerror(errno);
-  if (detail::write_all(fd, text.data(), text.size()) < text.size()) {
-    std::string err = "cannot write '" + tmp + "': " + std::strerror(errno);
-    ::close(fd);
-    return err;
+int take_recording_lock(int run_fd, std::string* error) {
+  UniqueFd fd(::openat(run_fd, kRecordingLockName, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid() || flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    *error =
+        std::string("cannot lock the run directory (") + kRecordingLockName + "): " + std::strerror(errno);
+    return -1;
   }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno);
-  }
-  return "";
+  return fd.release();
+}
+
+bool run_is_being_recorded(int run_fd) {
+  UniqueFd fd(open_regular_file_at(run_fd, kRecordingLockName, /*follow=*/false));
+  if (!fd.valid()) return false;                              // a run recorded before locks, or never started
+  if (flock(fd.get(), LOCK_SH | LOCK_NB) == 0) return false;  // released with the descriptor
+  return errno == EWOULDBLOCK;
 }
 
 }  // namespace trainprof::detail

@@ -26,12 +26,27 @@ std::string run_directory_name(const std::string& prefix, uint64_t realtime_ns);
 std::string make_private_directories(const std::string& path);
 
 // Creates a fresh run directory under `parent` (0700), bumping the timestamp
-// by a millisecond while the name is taken. Returns the path, or "" and sets
-// `error`.
-std::string create_run_directory(const std::string& parent, const std::string& prefix, std::string* error);
+// by a millisecond while the name is taken, and opens it O_DIRECTORY|
+// O_NOFOLLOW: every file of the run is then created relative to that
+// descriptor. Returns the descriptor and sets `path`, or -1 and sets `error`.
+int create_run_directory(const std::string& parent, const std::string& prefix, std::string* path,
+                         std::string* error);
 
-// Writes `text` to `path` atomically (temporary file + rename).
-std::string write_file_atomically(const std::string& path, const std::string& text);
+// The recording lock: the process recording a run holds flock(LOCK_EX) on
+// this file of its run directory from before raw/ exists until the run is
+// closed (or the process ends). Analysis respects it: a run whose lock is
+// held is partial, and its raw data is never removed.
+inline constexpr const char* kRecordingLockName = ".recording.lock";
+// The analysis lock: one analysis of a run at a time writes its outputs.
+inline constexpr const char* kAnalysisLockName = ".analysis.lock";
+
+// Creates and locks the recording lock in the fresh run directory `run_fd`.
+// Returns the lock's descriptor (close it, or flock(LOCK_UN), to release),
+// or -1 and sets `error`.
+int take_recording_lock(int run_fd, std::string* error);
+
+// Whether a process holds the recording lock of the run directory `run_fd`.
+bool run_is_being_recorded(int run_fd);
 
 }  // namespace trainprof::detail
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -235,20 +236,24 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
     detail::log_error("cannot start profiling: " + error + "; this cycle is not recorded, training goes on");
     return nullptr;
   }
-  s->run_dir_ = detail::create_run_directory(options.output_path, prefix, &error);
-  if (s->run_dir_.empty()) {
+  s->run_fd_.reset(detail::create_run_directory(options.output_path, prefix, &s->run_dir_, &error));
+  if (s->run_fd_.valid()) s->recording_lock_.reset(detail::take_recording_lock(s->run_fd_.get(), &error));
+  if (!s->recording_lock_.valid()) {
     detail::log_error("cannot start profiling: " + error);
+    s->remove_unopened_run();
     return nullptr;
   }
   std::string raw_dir = s->run_dir_ + "/" + raw::kRawDirName;
-  if (mkdir(raw_dir.c_str(), 0700) != 0) {
-    detail::log_error("cannot start profiling: cannot create '" + raw_dir + "': " + std::strerror(errno));
+  detail::UniqueFd raw_fd(detail::make_directory_at(s->run_fd_.get(), raw::kRawDirName, raw_dir, &error));
+  if (!raw_fd.valid()) {
+    detail::log_error("cannot start profiling: " + error);
     s->remove_unopened_run();
     return nullptr;
   }
   s->raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
   s->anchor_ = detail::take_anchor();
-  int fd = ::open(s->raw_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_APPEND, 0600);
+  int fd = ::openat(raw_fd.get(), raw::kHostRawFileName,
+                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
   if (fd < 0) {
     detail::log_error("cannot start profiling: cannot create '" + s->raw_path_ +
                       "': " + std::strerror(errno));
@@ -258,8 +263,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
   error = write_header(fd, s->anchor_, s->host_, s->rank_, s->world_size_);
   if (error.empty()) {
-    error = detail::write_file_atomically(s->run_dir_ + "/profiler_info.json",
-                                          s->info_json("", 0, 0, 0, 0, "", false));
+    error = s->write_run_file("profiler_info.json", s->info_json("", 0, 0, 0, 0, "", false));
   }
   if (!error.empty()) {
     ::close(fd);
@@ -276,10 +280,9 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   flusher.set_signal_flush_callback([raw_session](const detail::FlushStats& st) {
     // Runs on the flusher thread while the session is open: record how far
     // the data goes in case the signal ends the process.
-    detail::write_file_atomically(
-        raw_session->run_dir_ + "/profiler_info.json",
-        raw_session->info_json("signal", detail::realtime_now_ns(), st.events_written, st.events_dropped,
-                               st.bytes_written, st.error, false));
+    raw_session->write_run_file("profiler_info.json",
+                                raw_session->info_json("signal", detail::realtime_now_ns(), st.events_written,
+                                                       st.events_dropped, st.bytes_written, st.error, false));
   });
   if (!options.mstx_domain_include.empty() || !options.mstx_domain_exclude.empty()) {
     g_domain_filter.store(new DomainFilter{options.mstx_domain_include, options.mstx_domain_exclude},
@@ -295,15 +298,21 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   return s;
 }
 
-// A run that could not be opened is no run: what was created of it goes
-// (only the names this session created; anything else stops the removal).
+// A run that could not be opened is no run: what was created of it goes,
+// relative to the run directory's descriptor (the names this session
+// created; anything else there stops the removal of the directory).
 void Session::remove_unopened_run() {
-  if (run_dir_.empty()) return;
-  std::string raw_dir = run_dir_ + "/" + raw::kRawDirName;
-  ::unlink((raw_dir + "/" + raw::kHostRawFileName).c_str());
-  ::rmdir(raw_dir.c_str());
-  ::unlink((run_dir_ + "/profiler_info.json.tmp").c_str());
-  ::unlink((run_dir_ + "/profiler_info.json").c_str());
+  if (!run_fd_.valid()) return;
+  int run = run_fd_.get();
+  int raw_dir = ::openat(run, raw::kRawDirName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (raw_dir >= 0) {
+    ::unlinkat(raw_dir, raw::kHostRawFileName, 0);
+    ::close(raw_dir);
+    ::unlinkat(run, raw::kRawDirName, AT_REMOVEDIR);
+  }
+  ::unlinkat(run, "profiler_info.json", 0);
+  ::unlinkat(run, detail::kRecordingLockName, 0);
+  release_recording_lock();
   ::rmdir(run_dir_.c_str());
 }
 
@@ -329,11 +338,11 @@ RunSummary Session::close(std::string_view reason) {
   detail::Flusher& flusher = detail::Flusher::instance();
   detail::FlushStats st = flusher.close();
   flusher.set_signal_flush_callback(nullptr);
-  std::string error =
-      detail::write_file_atomically(run_dir_ + "/profiler_info.json",
-                                    info_json(reason, detail::realtime_now_ns(), st.events_written,
-                                              st.events_dropped, st.bytes_written, st.error, !st.io_error));
+  std::string error = write_run_file(
+      "profiler_info.json", info_json(reason, detail::realtime_now_ns(), st.events_written, st.events_dropped,
+                                      st.bytes_written, st.error, !st.io_error));
   if (!error.empty()) detail::log_error(error);
+  release_recording_lock();
   if (st.events_dropped > 0) detail::log_warning(drop_message(st.events_dropped));
   summary_.run_dir = run_dir_;
   summary_.events_recorded = st.events_written;
@@ -350,16 +359,28 @@ std::string Session::drop_message(uint64_t dropped) const {
   detail::BlockPool& pool = detail::Recorder::instance().pool();
   size_t threads = detail::Recorder::instance().dropped_by_thread().size();
   size_t seen = detail::Recorder::instance().threads_seen();
-  size_t budget = pool.budget();
   return std::to_string(dropped) + " events were dropped in '" + run_dir_ + "', on " +
          std::to_string(threads) + " of the " + std::to_string(seen) +
-         " threads that recorded (exact counts per thread in " + "profiler_info.json): all " +
-         std::to_string(pool.peak_in_use()) +
-         " buffer blocks of 64 KiB that this run could use were taken (buffer_mb gives " +
-         std::to_string(budget) +
-         ", the floor is 2 per recording thread, the cap a share of the free memory). Each recording "
-         "thread " +
-         "holds one block; the others wait for the writer. Raise buffer_mb or record fewer events";
+         " threads that recorded (exact counts per thread in profiler_info.json): all " +
+         std::to_string(pool.peak_in_use()) + " buffer blocks of 64 KiB that this run could use were taken " +
+         "(buffer_mb gives " + std::to_string(pool.budget()) +
+         ", the floor is 2 per recording thread, the cap 1/4 of the free memory). Each recording thread "
+         "holds " +
+         "one block; the others wait for the writer. Raise buffer_mb or record fewer events";
+}
+
+std::string Session::write_run_file(const std::string& name, const std::string& text) const {
+  // In a fork() child the run is the parent's.
+  if (pid_ != getpid()) return "";
+  return detail::write_file_atomically_at(run_fd_.get(), name, text, run_dir_ + "/" + name);
+}
+
+// The run is complete: analysis may now treat it as closed. Only the process
+// that took the lock releases it: a fork()ed child shares the lock (flock
+// belongs to the open file description) and must not drop its parent's.
+void Session::release_recording_lock() {
+  if (recording_lock_.valid() && pid_ == getpid()) flock(recording_lock_.get(), LOCK_UN);
+  recording_lock_.reset();
 }
 
 void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks) {

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "core/clock.h"
+#include "core/safe_file.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
 
@@ -32,6 +33,11 @@ class Session {
   RunSummary close(std::string_view reason);
   bool is_closed() const;
   const std::string& run_dir() const { return run_dir_; }
+  // Writes `name` in the run directory atomically, relative to the directory
+  // opened when the session began: a run directory renamed or replaced by a
+  // symlink since is not followed. Works after close() too. Returns "" or
+  // the error.
+  std::string write_run_file(const std::string& name, const std::string& text) const;
 
   // Records a ProfilerStep#N range on the calling thread (even without CPU activity).
   static void record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks);
@@ -39,6 +45,7 @@ class Session {
  private:
   Session() = default;
   void remove_unopened_run();
+  void release_recording_lock();
   // The warning for dropped events: how many, on which threads, and why.
   std::string drop_message(uint64_t dropped) const;
   std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, uint64_t written,
@@ -49,6 +56,8 @@ class Session {
   bool opened_ = false;  // the run was fully set up (else close() has nothing to do)
   bool closed_ = false;
   std::string run_dir_;
+  detail::UniqueFd run_fd_;          // the run directory, open for the session's life
+  detail::UniqueFd recording_lock_;  // flock(LOCK_EX) until close()
   std::string raw_path_;
   std::string options_json_;
   std::string host_;

@@ -406,7 +406,7 @@ class ItemStream {
 
 }  // namespace
 
-ChromeTraceResult write_chrome_trace(const TraceModel& m, const std::string& path,
+ChromeTraceResult write_chrome_trace(const TraceModel& m, const OutputPath& path,
                                      const std::string& trace_name, bool pretty, uint64_t size_limit) {
   ChromeTraceResult result;
   std::vector<analysis::ForwardBackwardLink> flows = analysis::forward_backward_links(m);

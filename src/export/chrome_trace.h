@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analysis/trace_model.h"
+#include "export/output_file.h"
 
 namespace trainprof::exporter {
 
@@ -19,7 +20,7 @@ struct ChromeTraceResult {
 
 // `trace_name` goes into traceName (the run directory's name: outputs do not
 // depend on where the run is stored).
-ChromeTraceResult write_chrome_trace(const analysis::TraceModel& model, const std::string& path,
+ChromeTraceResult write_chrome_trace(const analysis::TraceModel& model, const OutputPath& path,
                                      const std::string& trace_name, bool pretty, uint64_t size_limit_bytes);
 
 }  // namespace trainprof::exporter

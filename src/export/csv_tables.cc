@@ -10,7 +10,7 @@ namespace {
 // Builds a CSV file row by row; numbers in microseconds with 3 decimals.
 class CsvBuilder {
  public:
-  explicit CsvBuilder(const std::string& path) : file_(path) {}
+  explicit CsvBuilder(const OutputPath& path) : file_(path) {}
   CsvBuilder& field(std::string_view text) {
     sep();
     append_csv_field(buf_, text);
@@ -58,7 +58,7 @@ void header(CsvBuilder& csv, std::initializer_list<const char*> names) {
 
 }  // namespace
 
-std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const std::string& path) {
+std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const OutputPath& path) {
   CsvBuilder csv(path);
   header(csv, {"OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)",
                "Max Time(us)", "Ratio(%)", "Total FLOPs"});
@@ -78,7 +78,7 @@ std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows
 }
 
 std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows,
-                                   const std::string& path) {
+                                   const OutputPath& path) {
   CsvBuilder csv(path);
   header(csv, {"Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)",
                "Device Self Duration(us)", "Device Total Duration(us)", "Calls", "Total FLOPs"});
@@ -97,7 +97,7 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
   return csv.commit();
 }
 
-std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const std::string& path) {
+std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const OutputPath& path) {
   CsvBuilder csv(path);
   header(csv, {"Operation", "Stage", "Occurrences", "Avg. time(us)", "Custom Info", "Total time(us)"});
   for (const auto& r : rows) {
@@ -112,7 +112,7 @@ std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const s
   return csv.commit();
 }
 
-std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const std::string& path) {
+std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const OutputPath& path) {
   CsvBuilder csv(path);
   header(csv, {"Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free",
                "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"});
@@ -135,7 +135,7 @@ std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& row
 // Memory sizes: MB = 2^20 bytes (6 decimals, about a byte), KB = 1024 bytes.
 constexpr double kBytesPerMB = 1024.0 * 1024.0;
 
-std::string write_memory_record(const analysis::TraceModel& m, const std::string& path) {
+std::string write_memory_record(const analysis::TraceModel& m, const OutputPath& path) {
   CsvBuilder csv(path);
   header(csv, {"Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)",
                "Device Type"});
@@ -152,7 +152,7 @@ std::string write_memory_record(const analysis::TraceModel& m, const std::string
 }
 
 std::string write_operator_memory(const analysis::TraceModel& m, const analysis::MemoryMatch& match,
-                                  const std::string& path) {
+                                  const OutputPath& path) {
   CsvBuilder csv(path);
   header(csv, {"Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Duration(us)",
                "Allocation Total Allocated(MB)", "Allocation Total Reserved(MB)",

@@ -7,19 +7,20 @@
 
 #include "analysis/memory.h"
 #include "analysis/passes.h"
+#include "export/output_file.h"
 
 namespace trainprof::exporter {
 
 // Each returns "" or an error naming the file.
-std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const std::string& path);
+std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows, const OutputPath& path);
 std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows,
-                                   const std::string& path);
-std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const std::string& path);
-std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const std::string& path);
+                                   const OutputPath& path);
+std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const OutputPath& path);
+std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const OutputPath& path);
 // memory_record.csv and operator_memory.csv (profile_memory).
-std::string write_memory_record(const analysis::TraceModel& model, const std::string& path);
+std::string write_memory_record(const analysis::TraceModel& model, const OutputPath& path);
 std::string write_operator_memory(const analysis::TraceModel& model, const analysis::MemoryMatch& match,
-                                  const std::string& path);
+                                  const OutputPath& path);
 
 }  // namespace trainprof::exporter
 

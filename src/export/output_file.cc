@@ -1,6 +1,7 @@
 // Copyright trainprof authors.
 #include "export/output_file.h"
 
+#include "core/safe_file.h"
 #include "core/write_all.h"
 
 #include <errno.h>
@@ -13,18 +14,21 @@
 
 namespace trainprof::exporter {
 
-OutputFile::OutputFile(std::string path) : path_(std::move(path)), tmp_path_(path_ + ".tmp") {
-  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd_ < 0) fail("cannot create");
+OutputFile::OutputFile(OutputPath where) : where_(std::move(where)) {
+  fd_ = detail::create_temporary_at(where_.dir_fd, where_.name, &tmp_name_);
+  if (fd_ < 0) {
+    tmp_name_.clear();  // nothing of ours to remove
+    fail("cannot create a temporary file for");
+  }
 }
 
 OutputFile::~OutputFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_path_.c_str());
+  if (!committed_ && !tmp_name_.empty()) unlinkat(where_.dir_fd, tmp_name_.c_str(), 0);
 }
 
 void OutputFile::fail(const std::string& what) {
-  if (error_.empty()) error_ = what + " '" + tmp_path_ + "': " + std::strerror(errno);
+  if (error_.empty()) error_ = what + " '" + where_.display() + "': " + std::strerror(errno);
 }
 
 void OutputFile::drain(std::string& buffer, size_t threshold) {
@@ -60,13 +64,15 @@ bool OutputFile::commit(std::string& buffer) {
   // 127 MB trace; an exchange is as atomic for readers and leaves the
   // write-back to the kernel's pace. The old data then goes with the
   // temporary name. (Only a regular file is exchanged: anything else at the
-  // path is left to rename(2), which refuses a directory.)
+  // path is left to rename(2), which refuses a directory. A symlink at the
+  // path is replaced, not followed.)
+  int dir = where_.dir_fd;
+  const char* name = where_.name.c_str();
   struct stat existing {};
-  bool earlier_output = lstat(path_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
-  if (earlier_output &&
-      renameat2(AT_FDCWD, tmp_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE) == 0) {
-    ::unlink(tmp_path_.c_str());
-  } else if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {  // no earlier output, or no exchange here
+  bool earlier_output = fstatat(dir, name, &existing, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(existing.st_mode);
+  if (earlier_output && renameat2(dir, tmp_name_.c_str(), dir, name, RENAME_EXCHANGE) == 0) {
+    unlinkat(dir, tmp_name_.c_str(), 0);
+  } else if (renameat(dir, tmp_name_.c_str(), dir, name) != 0) {  // no earlier output, or no exchange here
     fail("cannot rename into place");
     return false;
   }

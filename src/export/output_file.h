@@ -2,6 +2,9 @@
 // temporary name and renamed into place on commit() (exchanged with an
 // earlier output, then that is removed), so a reader never sees a
 // half-written output and a failed analysis leaves the previous one intact.
+// Both names are relative to the output directory's descriptor, and the
+// temporary name is fresh (core/safe_file.h): a planted symlink is never
+// written through.
 #ifndef TRAINPROF_EXPORT_OUTPUT_FILE_H_
 #define TRAINPROF_EXPORT_OUTPUT_FILE_H_
 
@@ -10,9 +13,18 @@
 
 namespace trainprof::exporter {
 
+// Where an output goes: `name` in the directory open as `dir_fd`; `dir` is
+// that directory's path, for messages.
+struct OutputPath {
+  int dir_fd = -1;
+  std::string dir;
+  std::string name;
+  std::string display() const { return dir + "/" + name; }
+};
+
 class OutputFile {
  public:
-  explicit OutputFile(std::string path);
+  explicit OutputFile(OutputPath where);
   ~OutputFile();  // removes the temporary file unless committed
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -32,8 +44,8 @@ class OutputFile {
  private:
   void fail(const std::string& what);
 
-  std::string path_;
-  std::string tmp_path_;
+  OutputPath where_;
+  std::string tmp_name_;
   int fd_ = -1;
   uint64_t offset_ = 0;
   bool committed_ = false;
