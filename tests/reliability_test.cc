@@ -5,11 +5,17 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <bit>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "test_util.h"
+#include "trainprof/trainprof.h"
 
 namespace trainprof {
 namespace {
@@ -229,6 +235,58 @@ TEST(Reliability, ThreadsBeyondTheMemoryCapDropExactCountsPerThread) {
   EXPECT_NE(r.output.find(std::to_string(dropped) + " events were dropped"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("on " + std::to_string(threads_that_dropped) + " of the"), std::string::npos)
       << r.output;
+}
+
+// Child processes of this process that have ended and were not reaped.
+int zombie_children() {
+  int zombies = 0;
+  std::string me = std::to_string(getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state, ppid;
+    rest >> state >> ppid;
+    zombies += state == "Z" && ppid == me;
+  }
+  return zombies;
+}
+
+// A schedule of one-step cycles with the async trace handler: every cycle
+// asks for an analysis process. Ended ones are reaped at the next step, at
+// most max_workers run at once, and every run is analysed in the end.
+TEST(Reliability, AsyncAnalysesLeaveNoZombiesAndEveryRunIsAnalysed) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.schedule = Schedule{.wait = 0, .warmup = 0, .active = 1, .repeat = 0};
+  o.on_trace_ready = trace_handler(dir.path(), "zombies", /*analyse=*/true, /*async=*/true);
+  const int cycles = 150;
+  int most_zombies = 0;
+  {
+    Profiler prof(o);
+    for (int step = 0; step < cycles; ++step) {
+      for (int i = 0; i < 200; ++i) {
+        TRAINPROF_RANGE("work");
+      }
+      prof.step();
+      if (step % 10 == 0) most_zombies = std::max(most_zombies, zombie_children());
+    }
+    prof.stop();
+    EXPECT_TRUE(prof.wait_for_analysis());
+  }
+  // Between steps, at most the analyses that ended since the last step (one
+  // at a time on this machine's max_workers) wait to be reaped.
+  EXPECT_LE(most_zombies, static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2)));
+  EXPECT_EQ(zombie_children(), 0);
+  std::vector<std::string> runs = test::run_dirs(dir.path());
+  EXPECT_EQ(runs.size(), static_cast<size_t>(cycles + 1));  // + the partial cycle stop() closed
+  for (const std::string& run : runs) {
+    EXPECT_TRUE(std::filesystem::exists(run + "/PROFILER_OUTPUT/trace_view.json")) << run;
+  }
 }
 
 }  // namespace

@@ -73,9 +73,14 @@ class Profiler {
   // Analyses every run this profiler closed and has not analysed yet (a run
   // being recorded is not touched). Sync returns the report; Async forks a
   // child process that analyses and logs failures, and returns an empty report
-  // at once. options.data_simplification defaults to the profiler's option.
+  // at once; at most options.max_workers (0: cores / 2, at least 1) such
+  // processes run at once, and runs closed meanwhile wait for the next
+  // analyse(). options.data_simplification defaults to the profiler's option.
   AnalyseReport analyse(AnalyseMode mode = AnalyseMode::Sync, AnalyseOptions options = {});
-  // Waits for the Async analyses started so far; true when all succeeded.
+  // Waits for the Async analyses started so far, then analyses (here) the
+  // runs that waited because max_workers analyses were already running;
+  // true when all succeeded. Finished analyses are reaped at every step(),
+  // so none is left a zombie between cycles.
   bool wait_for_analysis();
 
   // The run directory being recorded (empty when none).
@@ -88,6 +93,7 @@ class Profiler {
   void open_run_locked();
   void close_run_locked(bool call_trace_ready);
   void record_step_range_locked();
+  bool reap_analyses_locked(bool wait);
   void write_metadata_locked(const Session& session) const;
 
   ProfilerOptions options_;
@@ -105,7 +111,8 @@ class Profiler {
   std::map<std::string, std::string> metadata_;  // key -> JSON text
   uint64_t metadata_bytes_ = 0;
   std::vector<std::string> unanalysed_runs_;
-  std::vector<int> analysis_children_;  // pids of Async analyses
+  std::vector<int> analysis_children_;      // pids of Async analyses
+  std::vector<std::string> deferred_runs_;  // waiting for an analysis process
 };
 
 // A ready-made on_trace_ready callback: runs are written under `dir`, named

@@ -7,11 +7,13 @@
 #include "trainprof/profiler.h"
 
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <thread>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -72,7 +74,12 @@ Profiler::~Profiler() {
   if (started_) stop();
   // Reap async analyses that have finished; the others go on after this
   // profiler (and even the training process) is gone.
-  for (int pid : analysis_children_) waitpid(pid, nullptr, WNOHANG);
+  reap_analyses_locked(false);
+  if (!deferred_runs_.empty()) {
+    detail::log_warning(std::to_string(deferred_runs_.size()) +
+                        " run(s) were not analysed (earlier analyses were still running), the first '" +
+                        deferred_runs_.front() + "': run `trainprof analyse " + options_.output_path + "`");
+  }
 }
 
 void Profiler::start() {
@@ -109,6 +116,7 @@ void Profiler::step() {
     return;
   }
   ProfilerAction previous = action_;
+  if (!analysis_children_.empty()) reap_analyses_locked(false);  // no zombies between cycles
   if (session_) record_step_range_locked();
   ++step_num_;
   step_start_ticks_ = detail::now_ticks();
@@ -276,7 +284,9 @@ AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   options.data_simplification = options.data_simplification || options_.data_simplification;
   std::vector<std::string> runs;
-  runs.swap(unanalysed_runs_);
+  runs.swap(deferred_runs_);  // oldest first
+  runs.insert(runs.end(), unanalysed_runs_.begin(), unanalysed_runs_.end());
+  unanalysed_runs_.clear();
   AnalyseReport report;
   if (runs.empty()) {
     report.error = "no closed run to analyse (runs are analysed after stop() or at the end of a cycle)";
@@ -284,6 +294,18 @@ AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
     return report;
   }
   if (mode == AnalyseMode::Sync) return analyse_runs(runs, options);
+  reap_analyses_locked(false);
+  size_t limit = options.max_workers > 0 ? static_cast<size_t>(options.max_workers)
+                                         : std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
+  if (analysis_children_.size() >= limit) {
+    // Never more analyses at once than asked for: these runs wait for the
+    // next analyse() (the next cycle's) or wait_for_analysis().
+    detail::log_info(std::to_string(analysis_children_.size()) + " analysis process(es) still running; " +
+                     std::to_string(runs.size()) + " run(s) wait for the next one, the oldest " +
+                     runs.front());
+    deferred_runs_ = std::move(runs);
+    return report;
+  }
   pid_t pid = fork();
   if (pid == 0) {
     // The child analyses and exits without running the parent's atexit
@@ -301,16 +323,37 @@ AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
   return report;
 }
 
-bool Profiler::wait_for_analysis() {
-  std::vector<int> children;
-  {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    children.swap(analysis_children_);
-  }
+// Reaps this profiler's analysis processes that have ended (all of them when
+// `wait`), and only those: children the training program owns are left to it.
+bool Profiler::reap_analyses_locked(bool wait) {
   bool ok = true;
-  for (int pid : children) {
+  for (size_t i = 0; i < analysis_children_.size();) {
     int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
+    pid_t pid = analysis_children_[i];
+    pid_t got = waitpid(pid, &status, wait ? 0 : WNOHANG);
+    if (got == 0) {
+      ++i;
+      continue;
+    }
+    if (got != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
+    if (got == pid && WIFSIGNALED(status)) {
+      detail::log_error("analysis process " + std::to_string(pid) + " was killed by signal " +
+                        strsignal(WTERMSIG(status)));
+    }
+    analysis_children_.erase(analysis_children_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return ok;
+}
+
+bool Profiler::wait_for_analysis() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  bool ok = reap_analyses_locked(true);
+  if (!deferred_runs_.empty()) {
+    std::vector<std::string> runs;
+    runs.swap(deferred_runs_);
+    AnalyseOptions options;
+    options.data_simplification = options_.data_simplification;
+    ok = analyse_runs(runs, options).ok() && ok;
   }
   return ok;
 }
