@@ -19,6 +19,7 @@
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/trace_model.h"
+#include "core/json_limits.h"
 #include "core/log.h"
 #include "core/run_directory.h"
 #include "core/write_all.h"
@@ -106,10 +107,11 @@ std::string write_memory_outputs(const analysis::TraceModel& model, const fs::pa
 std::string output_info(const fs::path& run, const analysis::TraceModel& model, const RunAnalysis& r,
                         const AnalyseOptions& options, bool pretty, const json& memory) {
   json info;
-  try {
-    info = json::parse(read_small_file(run / "profiler_info.json"));
-  } catch (const json::exception&) {
-    info = json::object();  // a run killed before its info was written
+  // A run killed before its info was written, or a damaged file: start afresh
+  // (the depth limit keeps dump() below from recursing without bound).
+  if (!detail::parse_json_limited(read_small_file(run / "profiler_info.json"), &info).empty() ||
+      !info.is_object()) {
+    info = json::object();
   }
   json steps = json::array();
   for (const auto& s : model.steps) steps.push_back(s.number);
@@ -125,6 +127,11 @@ std::string output_info(const fs::path& run, const analysis::TraceModel& model, 
                              std::chrono::system_clock::now().time_since_epoch())
                              .count()},
       {"warnings", warnings},
+      // Raw chunks the reader's sequence check found duplicated (dropped),
+      // missing or out of order (docs/FORMAT.md, "Damage").
+      {"raw_chunks", {{"duplicated", model.chunks_duplicated},
+                      {"missing", model.chunks_missing},
+                      {"reordered", model.chunks_reordered}}},
   };
   if (!memory.is_null()) info["analysis"]["memory"] = memory;
   return info.dump(pretty ? 2 : -1, ' ', false, json::error_handler_t::replace) + "\n";
