@@ -16,17 +16,18 @@ namespace trainprof::fuzz {
 // A private directory, in memory when /dev/shm is there (targets write one
 // file per input), removed when the process exits.
 inline const std::string& scratch_dir() {
-  static const std::string dir = [] {
+  // Never destroyed: the exit handler below still needs it.
+  static const std::string* dir = [] {
     std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    std::string templ = base + "/trainprof_fuzz_XXXXXX";
-    if (mkdtemp(templ.data()) == nullptr) std::abort();
+    auto* d = new std::string(base + "/trainprof_fuzz_XXXXXX");
+    if (mkdtemp(d->data()) == nullptr) std::abort();
     std::atexit([] {
       std::error_code ec;
       std::filesystem::remove_all(scratch_dir(), ec);
     });
-    return templ;
+    return d;
   }();
-  return dir;
+  return *dir;
 }
 
 inline void write_file(const std::string& path, const uint8_t* data, size_t size) {

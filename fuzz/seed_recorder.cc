@@ -54,7 +54,7 @@ void work(int thread) {
   tp::range_end(id);
 }
 
-bool copy(const fs::path& from, const fs::path& to) {
+bool copy_seed(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::create_directories(to.parent_path(), ec);
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
@@ -85,11 +85,11 @@ int main(int argc, char** argv) {
   fs::path run = prof.last_run().run_dir;
   tp::AnalyseReport report = tp::analyse(run.string());
   bool ok = report.ok();
-  ok &= copy(run / "raw" / "host.tpraw", corpus / "raw_reader" / "run");
-  ok &= copy(run / "raw" / "host.tpraw", corpus / "analyse" / "run");
-  ok &= copy(run / "PROFILER_OUTPUT" / "op_statistic.csv", corpus / "csv_reader" / "op_statistic");
-  ok &= copy(run / "PROFILER_OUTPUT" / "step_trace_time.csv", corpus / "csv_reader" / "step_trace_time");
-  ok &= copy(run / "profiler_info.json", corpus / "metadata_json" / "profiler_info");
+  ok &= copy_seed(run / "raw" / "host.tpraw", corpus / "raw_reader" / "run");
+  ok &= copy_seed(run / "raw" / "host.tpraw", corpus / "analyse" / "run");
+  ok &= copy_seed(run / "PROFILER_OUTPUT" / "op_statistic.csv", corpus / "csv_reader" / "op_statistic");
+  ok &= copy_seed(run / "PROFILER_OUTPUT" / "step_trace_time.csv", corpus / "csv_reader" / "step_trace_time");
+  ok &= copy_seed(run / "profiler_info.json", corpus / "metadata_json" / "profiler_info");
   std::error_code ec;
   fs::remove_all(scratch, ec);
   return ok ? 0 : 1;

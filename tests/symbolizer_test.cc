@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -52,6 +53,25 @@ TEST(Symbolizer, DropsFrameworkFramesAndKeepsWhatItCannotName) {
   EXPECT_NE(text.find(";/no/such/libfoo.so+0x10;garbage;" + not_elf + "+0x20;x.so+0xzz"), std::string::npos)
       << text;
   EXPECT_EQ(s.symbolize(""), "");
+}
+
+// Found by fuzz/elf_symbols_fuzz.cc: an ELF header with no section table
+// (e_shnum 0) made the reader memcpy into an empty vector (undefined; the
+// ASan+UBSan build of this test catches it).
+TEST(Symbolizer, ElfWithoutSectionsIsKeptAsGiven) {
+  test::TempDir dir;
+  std::string module = dir.sub("nosections.so");
+  std::string elf(64, '\0');
+  std::memcpy(elf.data(), "\x7f" "ELF\x02\x01\x01", 7);
+  elf[16] = 1;                 // e_type ET_REL
+  elf[18] = 0x3e;              // e_machine x86-64
+  elf[20] = 1;                 // e_version
+  elf[40] = 0x68, elf[41] = 3;  // e_shoff 0x368 (past the end)
+  elf[52] = 64;                // e_ehsize
+  elf[58] = 64;                // e_shentsize; e_shnum (60) stays 0
+  std::ofstream(module, std::ios::binary) << elf;
+  Symbolizer s;
+  EXPECT_EQ(s.symbolize(module + "+0x10"), module + "+0x10");
 }
 
 }  // namespace
