@@ -12,6 +12,7 @@ PACKAGES=(
   libbenchmark-dev
   nlohmann-json3-dev
   clang-format
+  clang libclang-rt-14-dev      # the fuzz targets (fuzz/, scripts/fuzz.sh): -fsanitize=fuzzer
   libtorch-dev zlib1g-dev       # the LibTorch collector, its tests and the demo
   dataset-fashion-mnist         # the demo's data (/usr/share/datasets/fashion-mnist)
 )

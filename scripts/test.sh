@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: the default build (warnings as errors), then the
-# same tests under ASan+UBSan and under TSan.
+# same tests under ASan+UBSan and under TSan, then each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -12,4 +12,9 @@ for preset in default asan tsan; do
   echo "=== [$preset] test"
   ctest --preset "$preset" -j "$jobs"
 done
+# Every fuzz target for a short bounded time from its seed corpus (about
+# 2 minutes in all): the parsers of outside bytes stay crash-free.
+fuzz_seconds="${FUZZ_SECONDS:-20}"
+echo "=== [fuzz] build + each target for $fuzz_seconds s"
+FUZZ_BUILD_JOBS="$jobs" scripts/fuzz.sh "$fuzz_seconds"
 echo "=== all test configurations passed"

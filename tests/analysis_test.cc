@@ -849,17 +849,18 @@ TEST(Analysis, MalformedMemoryEventDiscardsItsChunkOnly) {
                            memory_pair_event(0x2000, 64, 128, true)};
   raw::RawEncoder encoder;
   ASSERT_EQ(encoder.events(1234, pair, 2), 1u);
-  std::vector<uint8_t> chunk = encoder.output();
-  chunk.pop_back();
-  raw::ChunkHeader h;
-  std::memcpy(&h, chunk.data(), sizeof(h));
-  h.payload_size -= 1;
-  h.crc = raw::crc32c(raw::crc32c(0, &h, offsetof(raw::ChunkHeader, crc)), chunk.data() + sizeof(h),
-                      h.payload_size);
-  std::memcpy(chunk.data(), &h, sizeof(h));
+  const std::vector<uint8_t>& encoded = encoder.output();
+  std::string chunk(encoded.begin(), encoded.end() - 1);
+  // It continues the file's chunk sequence (else it is a duplicate of chunk 0).
+  std::string raw_path = run + "/raw/host.tpraw";
+  uint32_t sequence = static_cast<uint32_t>(test::raw_chunks(test::read_text(raw_path)).size());
+  std::memcpy(&chunk[raw::kChunkHeaderSize], &sequence, sizeof(sequence));
+  uint32_t payload_size = static_cast<uint32_t>(chunk.size() - raw::kChunkHeaderSize);
+  std::memcpy(&chunk[offsetof(raw::ChunkHeader, payload_size)], &payload_size, sizeof(payload_size));
+  test::reseal_chunk(chunk, 0);
   {
-    std::ofstream f(run + "/raw/host.tpraw", std::ios::binary | std::ios::app);
-    f.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(chunk.size()));
+    std::ofstream f(raw_path, std::ios::binary | std::ios::app);
+    f.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
   }
   RunAnalysis r = analyse_one(run);
   ASSERT_TRUE(r.ok) << r.error;

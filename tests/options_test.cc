@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/json_limits.h"
 #include "trainprof/env.h"
 #include "trainprof/profiler.h"
 
@@ -17,6 +18,39 @@ std::string parse_error(const std::string& json) {
     return e.what();
   }
   return "";
+}
+
+// TRAINPROF_OPTIONS comes from outside: whatever it holds, the parser
+// throws std::invalid_argument only (its contract), never deep recursion.
+TEST(EnvOptions, HostileJsonIsInvalidArgumentOnly) {
+  std::string arrays = R"({"start": true, "x": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  std::string objects = R"({"start": true)";
+  for (int i = 0; i < 100000; ++i) objects += R"(, "a": {"b": 1)";
+  objects += std::string(100000, '}') + "}";
+  for (const std::string& text : {std::string(R"({"start": true, "buffer_mb": 1e999})"), arrays, objects}) {
+    std::string error;
+    try {
+      parse_options_json(text);
+    } catch (const std::invalid_argument& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find("is not valid JSON"), std::string::npos) << error;
+  }
+  EXPECT_NE(parse_error(arrays).find("nested deeper than 128 levels"), std::string::npos);
+}
+
+TEST(JsonLimits, DepthIsCountedOutsideStringsOnly) {
+  nlohmann::json j;
+  EXPECT_EQ(detail::parse_json_limited(std::string(128, '[') + std::string(128, ']'), &j), "");
+  EXPECT_NE(detail::parse_json_limited(std::string(129, '[') + std::string(129, ']'), &j), "");
+  EXPECT_TRUE(j.is_null());
+  // Brackets and escaped quotes inside strings are text.
+  std::string text = R"({"s": "\"[[[[)" + std::string(500, '{') + R"("})";
+  EXPECT_EQ(detail::parse_json_limited(text, &j), "");
+  EXPECT_EQ(j["s"].get<std::string>().size(), 505u);
+  EXPECT_NE(detail::parse_json_limited("1e999", &j).find("number overflow"), std::string::npos);
+  EXPECT_NE(detail::parse_json_limited("{\"a\": ", &j), "");
+  EXPECT_NE(detail::parse_json_limited("", &j), "");
 }
 
 TEST(EnvOptions, ParsesEveryKey) {

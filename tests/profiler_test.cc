@@ -261,6 +261,37 @@ TEST(Profiler, MetadataOverrideCapAndJson) {
   EXPECT_FALSE(meta.contains("bad"));
 }
 
+// JSON from outside that nlohmann would throw on (1e999: out_of_range) or
+// recurse into without bound (100,000 levels): refused and logged, the
+// process goes on.
+std::string deep_objects(int depth) {
+  std::string text;
+  for (int i = 0; i < depth; ++i) text += "{\"a\":";
+  text += "1";
+  return text + std::string(static_cast<size_t>(depth), '}');
+}
+
+TEST(Profiler, HostileMetadataJsonIsRefusedNotThrown) {
+  TempDir dir;
+  Profiler prof(options_in(dir));
+  testing::internal::CaptureStderr();
+  prof.add_metadata_json("overflow", "1e999");
+  prof.add_metadata_json("arrays", std::string(100000, '[') + std::string(100000, ']'));
+  prof.add_metadata_json("objects", deep_objects(100000));
+  prof.add_metadata_json("fine", deep_objects(100));
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("\"overflow\" refused: not valid JSON"), std::string::npos) << err;
+  EXPECT_NE(err.find("\"arrays\" refused: not valid JSON (nested deeper than 128"), std::string::npos) << err;
+  EXPECT_NE(err.find("\"objects\" refused: not valid JSON (nested deeper than 128"), std::string::npos) << err;
+  EXPECT_EQ(err.find("\"fine\" refused"), std::string::npos) << err;
+  prof.stop();
+  auto meta = nlohmann::json::parse(test::read_text(prof.last_run().run_dir + "/profiler_metadata.json"));
+  EXPECT_FALSE(meta.contains("overflow"));
+  EXPECT_FALSE(meta.contains("arrays"));
+  EXPECT_FALSE(meta.contains("objects"));
+  EXPECT_TRUE(meta.contains("fine"));
+}
+
 TEST(Profiler, NamesWithSpecialCharactersRoundTrip) {
   TempDir dir;
   const std::vector<std::string> names = {"quote\"d",

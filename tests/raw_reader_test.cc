@@ -1,12 +1,16 @@
 // Copyright trainprof authors. The raw reader against truncated, corrupt and
 // foreign files.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <fstream>
 
+#include "analysis/trace_model.h"
+#include "raw/crc32c.h"
 #include "raw/format.h"
+#include "raw/varint.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
 
@@ -114,10 +118,13 @@ TEST(RawReader, CorruptChunkIsSkippedAndReported) {
   std::string bad_path = dir.sub("bad.tpraw");
   write_bytes(bad_path, bytes);
   raw::RawFile part = must_read(bad_path);
-  ASSERT_EQ(part.issues.size(), 1u);
+  // The corrupt chunk, then the gap it leaves in the chunk sequence.
+  ASSERT_EQ(part.issues.size(), 2u);
   EXPECT_EQ(part.issues[0].offset, victim);
   EXPECT_FALSE(part.issues[0].truncated_tail);
   EXPECT_NE(part.issues[0].message.find("checksum"), std::string::npos);
+  EXPECT_NE(part.issues[1].message.find("1 chunk(s) missing"), std::string::npos) << part.issues[1].message;
+  EXPECT_EQ(part.chunks_missing, 1u);
   EXPECT_EQ(part.events.size(), whole.events.size() - victim_count);
   EXPECT_TRUE(part.closed_cleanly);
 
@@ -127,8 +134,9 @@ TEST(RawReader, CorruptChunkIsSkippedAndReported) {
   std::memcpy(&bytes[victim + 12], &huge, 4);
   write_bytes(bad_path, bytes);
   part = must_read(bad_path);
-  ASSERT_EQ(part.issues.size(), 1u);
+  ASSERT_EQ(part.issues.size(), 2u);
   EXPECT_EQ(part.issues[0].offset, victim);
+  EXPECT_EQ(part.chunks_missing, 1u);
   EXPECT_EQ(part.events.size(), whole.events.size() - victim_count);
 }
 
@@ -153,6 +161,9 @@ TEST(RawReader, ForeignAndEmptyFilesAreRejectedClearly) {
   write_bytes(p, std::string(200, 'a'));
   EXPECT_NE(read_error(p).find("not a trainprof raw file"), std::string::npos);
   EXPECT_NE(read_error(dir.sub("missing.tpraw")).find("cannot open"), std::string::npos);
+  // A FIFO planted as a raw file neither blocks the reader nor is read.
+  ASSERT_EQ(mkfifo(dir.sub("fifo.tpraw").c_str(), 0600), 0);
+  EXPECT_NE(read_error(dir.sub("fifo.tpraw")).find("not a regular file"), std::string::npos);
 
   std::string real = bytes_of(record_run(dir, 1, 10));
   std::string future = real;
@@ -161,7 +172,7 @@ TEST(RawReader, ForeignAndEmptyFilesAreRejectedClearly) {
   write_bytes(p, future);
   std::string err = read_error(p);
   EXPECT_NE(err.find("version 99"), std::string::npos) << err;
-  EXPECT_NE(err.find("reads version 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("reads versions 1 to 2"), std::string::npos) << err;
 
   std::string bad_header = real;
   bad_header[40] ^= 1;  // inside the clock anchor
@@ -184,6 +195,274 @@ TEST(RawReader, RunWithZeroEvents) {
   EXPECT_TRUE(f.issues.empty());
   EXPECT_TRUE(f.closed_cleanly);
   EXPECT_EQ(f.events.size(), 1u);  // the ProfilerStep#0 of start..stop
+}
+
+// ---------------------------------------------------------------------------
+// Whole chunks deleted, duplicated, moved (format version 2 sequence numbers).
+
+std::string chunk_of(const std::string& bytes, const test::RawChunk& c) {
+  return bytes.substr(c.offset, c.size);
+}
+
+std::vector<test::RawChunk> chunks_of_type(const std::string& bytes, raw::ChunkType type) {
+  std::vector<test::RawChunk> out;
+  for (const test::RawChunk& c : test::raw_chunks(bytes)) {
+    if (c.header.type == static_cast<uint16_t>(type)) out.push_back(c);
+  }
+  return out;
+}
+
+TEST(RawReader, DuplicatedChunksAreDroppedAndCounted) {
+  TempDir dir;
+  std::string path = record_run(dir, 1, 20000);
+  std::string full = bytes_of(path);
+  raw::RawFile whole = must_read(path);
+  std::vector<test::RawChunk> events = chunks_of_type(full, raw::ChunkType::kEvents);
+  std::vector<test::RawChunk> strings = chunks_of_type(full, raw::ChunkType::kStrings);
+  ASSERT_GE(events.size(), 4u);
+  ASSERT_FALSE(strings.empty());
+  // An events chunk copied right after itself, the string table at the end.
+  const test::RawChunk& e = events[2];
+  size_t after = e.offset + e.size;
+  std::string bytes =
+      full.substr(0, after) + chunk_of(full, e) + full.substr(after) + chunk_of(full, strings[0]);
+  std::string bad_path = dir.sub("dup.tpraw");
+  write_bytes(bad_path, bytes);
+  raw::RawFile part = must_read(bad_path);
+  EXPECT_EQ(part.events.size(), whole.events.size());
+  EXPECT_EQ(test::count_by_name(part), test::count_by_name(whole));
+  EXPECT_EQ(part.chunks_duplicated, 2u);
+  EXPECT_EQ(part.chunks_missing, 0u);
+  EXPECT_EQ(part.chunks_reordered, 0u);
+  ASSERT_EQ(part.issues.size(), 2u);
+  EXPECT_EQ(part.issues[0].offset, after);
+  EXPECT_EQ(part.issues[0].file, bad_path);
+  EXPECT_NE(part.issues[0].message.find("duplicate chunk"), std::string::npos) << part.issues[0].message;
+  EXPECT_NE(part.issues[0].message.find("first at offset " + std::to_string(e.offset)), std::string::npos);
+  EXPECT_EQ(part.issues[1].offset, full.size() + e.size);
+}
+
+TEST(RawReader, DeletedChunkIsReportedMissing) {
+  TempDir dir;
+  std::string path = record_run(dir, 1, 20000);
+  std::string full = bytes_of(path);
+  raw::RawFile whole = must_read(path);
+  std::vector<test::RawChunk> events = chunks_of_type(full, raw::ChunkType::kEvents);
+  ASSERT_GE(events.size(), 4u);
+  const test::RawChunk& e = events[2];
+  std::string bad_path = dir.sub("cut.tpraw");
+  write_bytes(bad_path, full.substr(0, e.offset) + full.substr(e.offset + e.size));
+  raw::RawFile part = must_read(bad_path);
+  EXPECT_EQ(part.events.size(), whole.events.size() - e.header.record_count);
+  EXPECT_EQ(part.chunks_missing, 1u);
+  EXPECT_EQ(part.chunks_duplicated, 0u);
+  EXPECT_EQ(part.chunks_reordered, 0u);
+  ASSERT_EQ(part.issues.size(), 1u);
+  EXPECT_EQ(part.issues[0].offset, e.offset);  // the chunk after the gap now starts there
+  EXPECT_NE(part.issues[0].message.find("1 chunk(s) missing"), std::string::npos) << part.issues[0].message;
+}
+
+TEST(RawReader, SwappedChunksAreReportedAndKept) {
+  TempDir dir;
+  std::string path = record_run(dir, 1, 20000);
+  std::string full = bytes_of(path);
+  raw::RawFile whole = must_read(path);
+  std::vector<test::RawChunk> events = chunks_of_type(full, raw::ChunkType::kEvents);
+  ASSERT_GE(events.size(), 4u);
+  const test::RawChunk& a = events[1];
+  const test::RawChunk& b = events[2];
+  // b, then what lay between them, then a.
+  std::string between = full.substr(a.offset + a.size, b.offset - a.offset - a.size);
+  std::string bytes = full.substr(0, a.offset) + chunk_of(full, b) + between + chunk_of(full, a) +
+                      full.substr(b.offset + b.size);
+  std::string bad_path = dir.sub("swap.tpraw");
+  write_bytes(bad_path, bytes);
+  raw::RawFile part = must_read(bad_path);
+  EXPECT_EQ(part.events.size(), whole.events.size());
+  EXPECT_EQ(test::count_by_name(part), test::count_by_name(whole));
+  EXPECT_EQ(part.chunks_missing, 0u);
+  EXPECT_EQ(part.chunks_duplicated, 0u);
+  EXPECT_GE(part.chunks_reordered, 1u);
+  ASSERT_FALSE(part.issues.empty());
+  EXPECT_NE(part.issues[0].message.find("out of order"), std::string::npos) << part.issues[0].message;
+  EXPECT_GT(part.issues[0].offset, a.offset);
+}
+
+// Version 1: no sequence number in the payloads.
+std::string to_version_1(const std::string& v2) {
+  std::string out = v2.substr(0, raw::kFileHeaderSize);
+  uint32_t version = 1;
+  std::memcpy(&out[8], &version, 4);
+  uint32_t crc = raw::crc32c(0, out.data(), offsetof(raw::FileHeader, crc));
+  std::memcpy(&out[offsetof(raw::FileHeader, crc)], &crc, 4);
+  for (const test::RawChunk& c : test::raw_chunks(v2)) {
+    raw::ChunkHeader h = c.header;
+    h.payload_size -= raw::kChunkSequenceSize;
+    size_t at = out.size();
+    out.append(reinterpret_cast<const char*>(&h), sizeof(h));
+    out += v2.substr(c.offset + raw::kChunkHeaderSize + raw::kChunkSequenceSize, h.payload_size);
+    test::reseal_chunk(out, at);
+  }
+  return out;
+}
+
+TEST(RawReader, Version1FilesAreStillRead) {
+  TempDir dir;
+  std::string path = record_run(dir, 2, 3000);
+  raw::RawFile whole = must_read(path);
+  std::string v1_path = dir.sub("v1.tpraw");
+  write_bytes(v1_path, to_version_1(bytes_of(path)));
+  raw::RawFile v1 = must_read(v1_path);
+  EXPECT_EQ(v1.header.version, 1u);
+  EXPECT_TRUE(v1.issues.empty());
+  EXPECT_TRUE(v1.closed_cleanly);
+  EXPECT_EQ(test::count_by_name(v1), test::count_by_name(whole));
+}
+
+// ---------------------------------------------------------------------------
+// Counts, lengths and ids from the file size nothing before they are checked.
+
+std::string run_dir_of(const std::string& raw_path) {
+  return raw_path.substr(0, raw_path.size() - std::string("/raw/host.tpraw").size());
+}
+
+uint64_t records_in_headers(const std::string& path) {
+  uint64_t n = 0;
+  for (const auto& [tid, records] : raw::event_records_by_thread(path)) n += records;
+  return n;
+}
+
+bool model_builds(const std::string& run_dir, analysis::TraceModel* model) {
+  std::string error;
+  bool ok = analysis::build_model(run_dir, model, &error);
+  EXPECT_TRUE(ok) << error;
+  return ok;
+}
+
+TEST(RawReader, RecordCountIsCheckedBeforeAnythingIsReserved) {
+  TempDir dir;
+  std::string path = record_run(dir, 1, 3000);
+  std::string full = bytes_of(path);
+  raw::RawFile whole = must_read(path);
+  std::vector<test::RawChunk> events = chunks_of_type(full, raw::ChunkType::kEvents);
+  ASSERT_FALSE(events.empty());
+  const test::RawChunk& e = events[0];
+  ASSERT_EQ(records_in_headers(path), whole.events.size());
+
+  // One flipped bit: record_count + 2^30. The checksum fails: the chunk is
+  // skipped, and its count reserves nothing.
+  std::string bytes = full;
+  bytes[e.offset + offsetof(raw::ChunkHeader, record_count) + 3] ^= 0x40;
+  write_bytes(path, bytes);
+  EXPECT_EQ(records_in_headers(path), whole.events.size() - e.header.record_count);
+  raw::RawFile part = must_read(path);
+  EXPECT_EQ(part.events.size(), whole.events.size() - e.header.record_count);
+  analysis::TraceModel model;
+  ASSERT_TRUE(model_builds(run_dir_of(path), &model));
+  EXPECT_EQ(model.event_count, part.events.size());
+
+  // The same count under a valid checksum: capped by the chunk's bytes,
+  // and the chunk is malformed.
+  test::reseal_chunk(bytes, e.offset);
+  write_bytes(path, bytes);
+  EXPECT_LE(records_in_headers(path), bytes.size() / 3);
+  part = must_read(path);
+  EXPECT_EQ(part.events.size(), whole.events.size() - e.header.record_count);
+  ASSERT_EQ(part.issues.size(), 1u);
+  EXPECT_NE(part.issues[0].message.find("event count"), std::string::npos) << part.issues[0].message;
+  analysis::TraceModel model2;
+  ASSERT_TRUE(model_builds(run_dir_of(path), &model2));
+}
+
+// A valid STRINGS chunk holding `id` -> "x", numbered `sequence`.
+std::string strings_chunk(uint64_t id, uint32_t sequence) {
+  std::string payload(reinterpret_cast<const char*>(&sequence), 4);
+  uint8_t tmp[2 * raw::kMaxVarintBytes];
+  uint8_t* p = raw::put_varint(tmp, id);
+  p = raw::put_varint(p, 1);
+  payload.append(reinterpret_cast<const char*>(tmp), static_cast<size_t>(p - tmp));
+  payload += "x";
+  raw::ChunkHeader h{};
+  h.magic = raw::kChunkMagic;
+  h.type = static_cast<uint16_t>(raw::ChunkType::kStrings);
+  h.payload_size = static_cast<uint32_t>(payload.size());
+  h.record_count = 1;
+  std::string chunk = std::string(reinterpret_cast<const char*>(&h), sizeof(h)) + payload;
+  test::reseal_chunk(chunk, 0);
+  return chunk;
+}
+
+TEST(RawReader, StringIdsBeyondWhatTheBytesHoldAreRefused) {
+  TempDir dir;
+  std::string path = record_run(dir, 1, 500);
+  std::string full = bytes_of(path);
+  raw::RawFile whole = must_read(path);
+  uint32_t next = static_cast<uint32_t>(test::raw_chunks(full).size());
+  write_bytes(path, full + strings_chunk(uint64_t{1} << 30, next));
+  raw::RawFile part = must_read(path);
+  EXPECT_EQ(part.strings.size(), whole.strings.size());
+  ASSERT_EQ(part.issues.size(), 1u);
+  EXPECT_NE(part.issues[0].message.find("malformed string table"), std::string::npos);
+  EXPECT_EQ(part.name(1u << 30), "");
+  analysis::TraceModel model;
+  ASSERT_TRUE(model_builds(run_dir_of(path), &model));
+  EXPECT_EQ(model.event_count, whole.events.size());
+
+  // An id the bytes can justify is kept, past a gap.
+  uint32_t id = static_cast<uint32_t>(whole.strings.size()) + 10;
+  write_bytes(path, full + strings_chunk(id, next));
+  part = must_read(path);
+  EXPECT_TRUE(part.issues.empty());
+  EXPECT_EQ(part.name(id), "x");
+}
+
+// ---------------------------------------------------------------------------
+// Resynchronisation after damage is linear in the file size.
+
+// `size` bytes of false chunk headers every `step` bytes, each claiming a
+// payload of `claim` bytes (0: up to the end of the region).
+std::string false_headers(size_t size, size_t step, uint32_t claim) {
+  std::string out(size, '\0');
+  for (size_t off = 0; off + step <= size; off += step) {
+    raw::ChunkHeader h{};
+    h.magic = raw::kChunkMagic;
+    h.type = static_cast<uint16_t>(raw::ChunkType::kEvents);
+    h.payload_size = claim != 0 ? claim : static_cast<uint32_t>(size - off - raw::kChunkHeaderSize);
+    h.record_count = 1;
+    std::memcpy(&out[off], &h, sizeof(h));
+  }
+  return out;
+}
+
+TEST(RawReader, FalseChunkHeadersCostLinearTime) {
+  TempDir dir;
+  std::string path = record_run(dir, 1, 2000);
+  std::string full = bytes_of(path);
+  raw::RawFile whole = must_read(path);
+  std::string header = full.substr(0, raw::kFileHeaderSize);
+  std::string chunks = full.substr(raw::kFileHeaderSize);
+  std::string bad_path = dir.sub("false.tpraw");
+
+  // A few thousand false headers with short claims: every real chunk after
+  // them is found.
+  write_bytes(bad_path, header + false_headers(64 << 10, 32, 1000) + chunks);
+  raw::RawFile part = must_read(bad_path);
+  EXPECT_EQ(part.events.size(), whole.events.size());
+  EXPECT_EQ(part.chunks_missing, 0u);
+  ASSERT_FALSE(part.issues.empty());
+  EXPECT_EQ(part.issues[0].offset, raw::kFileHeaderSize);
+
+  // 4 MiB of them, each claiming up to the end: before the budget, ~60 s
+  // (quadratic); now the checksums computed stay within 2 x size + 64 MiB
+  // per pass, and the reader says where it stopped.
+  std::string crafted = header + false_headers(4 << 20, 32, 0) + chunks;
+  write_bytes(bad_path, crafted);
+  part = must_read(bad_path);
+  EXPECT_LE(part.resync_checksum_bytes, 2 * crafted.size() + (64u << 20));
+  ASSERT_FALSE(part.issues.empty());
+  EXPECT_NE(part.issues.back().message.find("resynchronisation stopped"), std::string::npos)
+      << part.issues.back().message;
+  EXPECT_LE(records_in_headers(bad_path), crafted.size() / 3);
 }
 
 }  // namespace

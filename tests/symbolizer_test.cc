@@ -9,6 +9,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <string>
@@ -77,6 +78,28 @@ TEST(Symbolizer, AModuleThatIsAFifoIsRefusedNotOpened) {
   EXPECT_EQ(result.get(), fifo + "+0x10");
   ASSERT_EQ(s.warnings().size(), 1u);
   EXPECT_NE(s.warnings()[0].find("not a regular file"), std::string::npos) << s.warnings()[0];
+}
+
+// Found by fuzz/elf_symbols_fuzz.cc: an ELF header with no section table
+// (e_shnum 0) made the reader memcpy into an empty vector (undefined; the
+// ASan+UBSan build of this test catches it).
+TEST(Symbolizer, ElfWithoutSectionsIsKeptAsGiven) {
+  test::TempDir dir;
+  std::string module = dir.sub("nosections.so");
+  std::string elf(64, '\0');
+  std::memcpy(elf.data(),
+              "\x7f"
+              "ELF\x02\x01\x01",
+              7);
+  elf[16] = 1;                  // e_type ET_REL
+  elf[18] = 0x3e;               // e_machine x86-64
+  elf[20] = 1;                  // e_version
+  elf[40] = 0x68, elf[41] = 3;  // e_shoff 0x368 (past the end)
+  elf[52] = 64;                 // e_ehsize
+  elf[58] = 64;                 // e_shentsize; e_shnum (60) stays 0
+  std::ofstream(module, std::ios::binary) << elf;
+  Symbolizer s;
+  EXPECT_EQ(s.symbolize(module + "+0x10"), module + "+0x10");
 }
 
 }  // namespace

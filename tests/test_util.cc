@@ -6,12 +6,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "raw/crc32c.h"
 
 namespace trainprof::test {
 namespace fs = std::filesystem;
@@ -127,6 +131,28 @@ std::map<std::string, size_t> count_by_name(const raw::RawFile& file) {
   std::map<std::string, size_t> counts;
   for (const raw::RawEvent& e : file.events) ++counts[file.name(e.name_id)];
   return counts;
+}
+
+std::vector<RawChunk> raw_chunks(const std::string& bytes) {
+  std::vector<RawChunk> chunks;
+  for (size_t off = raw::kFileHeaderSize; off + raw::kChunkHeaderSize <= bytes.size();) {
+    RawChunk c;
+    std::memcpy(&c.header, bytes.data() + off, sizeof(c.header));
+    c.offset = off;
+    c.size = raw::kChunkHeaderSize + c.header.payload_size;
+    if (c.header.magic != raw::kChunkMagic || off + c.size > bytes.size()) break;
+    chunks.push_back(c);
+    off += c.size;
+  }
+  return chunks;
+}
+
+void reseal_chunk(std::string& bytes, size_t offset) {
+  raw::ChunkHeader h;
+  std::memcpy(&h, bytes.data() + offset, sizeof(h));
+  uint32_t crc = raw::crc32c(0, &h, offsetof(raw::ChunkHeader, crc));
+  h.crc = raw::crc32c(crc, bytes.data() + offset + sizeof(h), h.payload_size);
+  std::memcpy(bytes.data() + offset, &h, sizeof(h));
 }
 
 }  // namespace trainprof::test

@@ -52,6 +52,17 @@ Child spawn(const std::vector<std::string>& argv);
 // Waits for the child; returns the waitpid status.
 int wait_status(Child& c);
 
+// The chunks of raw file bytes, found by walking their headers from the
+// file header (for tests that cut, copy and move whole chunks).
+struct RawChunk {
+  size_t offset;
+  size_t size;  // header + payload
+  raw::ChunkHeader header;
+};
+std::vector<RawChunk> raw_chunks(const std::string& bytes);
+// Recomputes the CRC of the chunk at `offset` after its bytes were changed.
+void reseal_chunk(std::string& bytes, size_t offset);
+
 // Counts of events by name (kinds with a name).
 std::map<std::string, size_t> count_by_name(const raw::RawFile& file);
 

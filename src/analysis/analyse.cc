@@ -22,6 +22,7 @@
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/trace_model.h"
+#include "core/json_limits.h"
 #include "core/log.h"
 #include "core/run_directory.h"
 #include "core/safe_file.h"
@@ -155,8 +156,9 @@ json read_run_info(int run_fd, const std::string& run_path, RunAnalysis& r) {
   std::string file = run_path + "/profiler_info.json";
   std::string text = read_small_file_at(run_fd, "profiler_info.json");
   if (text.empty()) return json::object();  // a run killed before its info was written
-  json info = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!info.is_object()) {
+  // The depth limit keeps dump() of the output from recursing without bound.
+  json info;
+  if (!detail::parse_json_limited(text, &info).empty() || !info.is_object()) {
     add_warning(r, "'" + file + "' is not a JSON object; it is left out of the output's profiler_info.json");
     return json::object();
   }
@@ -192,6 +194,12 @@ std::string output_info(const json& run_info, const analysis::TraceModel& model,
                              std::chrono::system_clock::now().time_since_epoch())
                              .count()},
       {"warnings", warnings},
+      // Raw chunks the reader's sequence check found duplicated (dropped),
+      // missing or out of order (docs/FORMAT.md, "Damage").
+      {"raw_chunks",
+       {{"duplicated", model.chunks_duplicated},
+        {"missing", model.chunks_missing},
+        {"reordered", model.chunks_reordered}}},
   };
   if (!memory.is_null()) info["analysis"]["memory"] = memory;
   return info.dump(pretty ? 2 : -1, ' ', false, json::error_handler_t::replace) + "\n";

@@ -106,7 +106,9 @@ class Symbolizer::Module {
         break;
       }
     }
-    if (eh.e_shentsize != sizeof(Elf64_Shdr) ||
+    // No section table (e_shnum 0) leaves nothing to copy (memcpy from a
+    // null vector is undefined, found by fuzz/elf_symbols_fuzz.cc).
+    if (eh.e_shnum == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) ||
         !in_file(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr))) {
       return;
     }

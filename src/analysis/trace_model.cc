@@ -302,7 +302,8 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
     }
     // Reserve each thread's slices by its record count in the chunk
     // headers: no reallocation copies, and capacity never touched (records
-    // that are not slices) is not resident.
+    // that are not slices) is not resident. The counts come from chunks
+    // whose checksum holds and are capped by their bytes.
     for (const auto& [tid, records] : raw::event_records_by_thread(path)) {
       std::vector<Slice>& slices = m.threads[m.thread_of(tid)].slices;
       slices.reserve(slices.size() + records);
@@ -323,6 +324,9 @@ bool build_model(const std::string& run_dir, TraceModel* model, std::string* err
       m.session_start_ns = f->anchors.front().monotonic_ns;
       first_file = false;
     }
+    m.chunks_duplicated += f->chunks_duplicated;
+    m.chunks_missing += f->chunks_missing;
+    m.chunks_reordered += f->chunks_reordered;
     for (const raw::RawIssue& issue : f->issues) {
       m.warnings.push_back(issue.file + " at offset " + std::to_string(issue.offset) + ": " + issue.message);
     }

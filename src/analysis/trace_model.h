@@ -144,6 +144,10 @@ struct TraceModel {
   std::vector<StepWindow> steps;     // sorted by number
   std::vector<std::string> warnings;
   uint64_t event_count = 0;
+  // Summed over the raw files (raw::RawFile's sequence checks).
+  uint64_t chunks_duplicated = 0;
+  uint64_t chunks_missing = 0;
+  uint64_t chunks_reordered = 0;
 
   const std::string& name(uint32_t id) const { return strings[id]; }
 

@@ -2,6 +2,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/json_limits.h"
 #include "core/options_json.h"
 #include "trainprof/env.h"
 #include "trainprof/options.h"
@@ -108,11 +109,8 @@ std::vector<std::string> get_strings(const json& v, const std::string& key) {
 
 EnvOptions parse_options_json(std::string_view text) {
   json root;
-  try {
-    root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(std::string(kOptionsEnvVar) + " is not valid JSON: " + e.what());
-  }
+  std::string error = detail::parse_json_limited(text, &root);
+  if (!error.empty()) throw std::invalid_argument(std::string(kOptionsEnvVar) + " is not valid JSON: " + error);
   if (!root.is_object()) {
     throw std::invalid_argument(std::string(kOptionsEnvVar) + " must be a JSON object, got " + root.dump());
   }

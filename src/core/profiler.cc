@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "core/json_limits.h"
 #include "core/log.h"
 #include "core/run_directory.h"
 #include "core/session.h"
@@ -227,11 +228,11 @@ void Profiler::add_metadata(const std::string& key, const std::string& value) {
 
 void Profiler::add_metadata_json(const std::string& key, const std::string& json) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  // The text comes from outside: nothing it holds may throw into training.
   nlohmann::json parsed;
-  try {
-    parsed = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error& e) {
-    detail::log_error("metadata \"" + key + "\" refused: not valid JSON (" + e.what() + ")");
+  std::string error = detail::parse_json_limited(json, &parsed);
+  if (!error.empty()) {
+    detail::log_error("metadata \"" + key + "\" refused: not valid JSON (" + error + ")");
     return;
   }
   std::string text = parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

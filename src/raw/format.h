@@ -10,11 +10,19 @@
 namespace trainprof::raw {
 
 inline constexpr char kFileMagic[8] = {'T', 'P', 'R', 'A', 'W', '\r', '\n', '\x1a'};
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the chunk sequence number (docs/FORMAT.md, "Versioning");
+// version 1 files are still read, without the sequence checks.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kFileHeaderSize = 128;
 inline constexpr uint32_t kChunkMagic = 0x4b435054;  // "TPCK" little-endian
 inline constexpr uint32_t kChunkHeaderSize = 24;
 inline constexpr uint32_t kMaxChunkPayload = 16u << 20;
+// Version 2: every chunk payload starts with the chunk's u32 sequence number,
+// its position among the chunks of the file (0, 1, 2, ...), so that a lost,
+// duplicated or moved chunk is detected.
+inline constexpr uint32_t kChunkSequenceSize = 4;
+inline constexpr uint32_t kFirstSequencedVersion = 2;
 inline constexpr const char* kRawDirName = "raw";
 inline constexpr const char* kHostRawFileName = "host.tpraw";
 
@@ -45,11 +53,12 @@ enum class ChunkType : uint16_t {
   kStats = 5,    // {varint events_written, varint events_dropped, u8 final}
 };
 
-// Chunk header, 24 bytes, followed by `payload_size` bytes.
+// Chunk header, 24 bytes, followed by `payload_size` bytes (version 2: the
+// u32 sequence number, then the body).
 struct ChunkHeader {
   uint32_t magic;
   uint16_t type;
-  uint16_t flags;      // 0 in version 1
+  uint16_t flags;      // 0
   uint32_t thread_id;  // producing OS thread (0 when not applicable)
   uint32_t payload_size;
   uint32_t record_count;

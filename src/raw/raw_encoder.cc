@@ -34,6 +34,7 @@ void RawEncoder::reset() {
   new_strings_.clear();
   new_string_count_ = 0;
   next_string_id_ = 1;
+  next_sequence_ = 0;
   for (CachedId& c : cache_) c = CachedId{};
   id_by_pointer_.clear();
   id_by_content_.clear();
@@ -84,6 +85,7 @@ size_t RawEncoder::begin_chunk(ChunkType type, uint32_t tid) {
   h.type = static_cast<uint16_t>(type);
   h.thread_id = tid;
   append_pod(out_, h);
+  append_pod(out_, next_sequence_++);
   return offset;
 }
 

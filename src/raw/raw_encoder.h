@@ -20,7 +20,7 @@ namespace trainprof::raw {
 
 class RawEncoder {
  public:
-  // Starts a new file: forgets all string ids.
+  // Starts a new file: forgets all string ids, numbers chunks from 0 again.
   void reset();
 
   void file_header(const FileHeader& header);
@@ -50,6 +50,7 @@ class RawEncoder {
   std::vector<uint8_t> new_strings_;
   uint32_t new_string_count_ = 0;
   uint32_t next_string_id_ = 1;  // 0: no name
+  uint32_t next_sequence_ = 0;   // of the next chunk (kChunkSequenceSize)
   // Direct-mapped cache in front of id_by_pointer_: most events reuse a few names.
   struct CachedId {
     const void* pointer = nullptr;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <unordered_map>
 
 #include "raw/crc32c.h"
 #include "raw/varint.h"
@@ -21,7 +22,9 @@ namespace {
 class MappedFile {
  public:
   bool open(const std::string& path, std::string* error) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO planted at the path must not block the open; only
+    // a regular file is read.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       *error = "cannot open '" + path + "': " + std::strerror(errno);
       return false;
@@ -29,6 +32,11 @@ class MappedFile {
     struct stat st {};
     if (fstat(fd, &st) != 0) {
       *error = "cannot stat '" + path + "': " + std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      *error = "'" + path + "' is not a regular file; not read";
       ::close(fd);
       return false;
     }
@@ -70,10 +78,6 @@ bool header_crc_ok(const ChunkHeader& h, const uint8_t* payload) {
   return crc32c(crc, payload, h.payload_size) == h.crc;
 }
 
-struct Pending {                 // events before tick -> ns conversion
-  std::vector<RawEvent> events;  // t0_ns/t1_ns hold ticks here
-};
-
 // Ticks to CLOCK_MONOTONIC ns: the line through the first and last anchors
 // when they are 50 ms apart or more; else the calibration in the header.
 struct TickConverter {
@@ -98,34 +102,52 @@ struct TickConverter {
   }
   uint64_t to_ns(uint64_t ticks) const {
     int64_t d = static_cast<int64_t>(ticks - first_ticks);
-    return first_ns + static_cast<uint64_t>(static_cast<double>(d) * ns_per_tick);
+    double ns = static_cast<double>(d) * ns_per_tick;
+    // A damaged or crafted clock can map ticks past 64 bits (or to NaN):
+    // clamp, the conversion of such a double is undefined.
+    constexpr double kLimit = 9.2e18;
+    if (!(ns > -kLimit)) ns = -kLimit;
+    if (ns > kLimit) ns = kLimit;
+    return first_ns + static_cast<uint64_t>(static_cast<int64_t>(ns));
   }
+};
+
+// A chunk whose checksum holds: its header, and its body (the payload after
+// the version 2 sequence number).
+struct Chunk {
+  ChunkHeader h;
+  uint32_t sequence = 0;  // version 2; 0 in version 1
+  const uint8_t* body = nullptr;
+  const uint8_t* end = nullptr;
+  size_t offset = 0;
 };
 
 class ChunkDecoder {
  public:
-  ChunkDecoder(RawFile* file, TickConverter clock, const EventSink* sink)
-      : file_(file), clock_(clock), sink_(sink) {}
+  ChunkDecoder(RawFile* file, TickConverter clock, const EventSink* sink, uint64_t max_string_id)
+      : file_(file), clock_(clock), sink_(sink), max_string_id_(max_string_id) {}
 
-  // Returns "" or why the (checksum-valid) payload is malformed.
-  std::string decode(const ChunkHeader& h, const uint8_t* p) {
-    const uint8_t* end = p + h.payload_size;
-    switch (static_cast<ChunkType>(h.type)) {
-      case ChunkType::kStrings: return strings(p, end, h.record_count);
-      case ChunkType::kEvents: return events(p, end, h.thread_id, h.record_count);
-      case ChunkType::kClock: return clock(p, end);
-      case ChunkType::kThread: return thread(p, end);
-      case ChunkType::kStats: return stats(p, end);
+  // Returns "" or why the (checksum-valid) body is malformed.
+  std::string decode(const Chunk& c) {
+    switch (static_cast<ChunkType>(c.h.type)) {
+      case ChunkType::kStrings: return strings(c.body, c.end, c.h.record_count);
+      case ChunkType::kEvents: return events(c.body, c.end, c.h.thread_id, c.h.record_count);
+      case ChunkType::kClock: return clock(c.body, c.end);
+      case ChunkType::kThread: return thread(c.body, c.end);
+      case ChunkType::kStats: return stats(c.body, c.end);
     }
-    return "unknown chunk type " + std::to_string(h.type) + " (skipped)";
+    return "unknown chunk type " + std::to_string(c.h.type) + " (skipped)";
   }
 
  private:
+  // Counts come from the file: each is checked against the bytes that can
+  // hold it before it sizes anything.
   std::string strings(const uint8_t* p, const uint8_t* end, uint32_t count) {
+    if (count > static_cast<uint64_t>(end - p) / 2) return "malformed string table (count past the chunk)";
     for (uint32_t i = 0; i < count; ++i) {
       uint64_t id = 0, len = 0;
       if ((p = get_varint(p, end, &id)) == nullptr || (p = get_varint(p, end, &len)) == nullptr ||
-          len > static_cast<uint64_t>(end - p) || id > (1u << 30)) {
+          len > static_cast<uint64_t>(end - p) || id > max_string_id_) {
         return "malformed string table";
       }
       if (file_->strings.size() <= id) file_->strings.resize(id + 1);
@@ -136,6 +158,8 @@ class ChunkDecoder {
   }
 
   std::string events(const uint8_t* p, const uint8_t* end, uint32_t tid, uint32_t count) {
+    // An event takes at least 3 bytes (head, name, t0).
+    if (count > static_cast<uint64_t>(end - p) / 3) return "event count does not match the chunk size";
     // Decode the whole chunk before emitting anything: a malformed chunk
     // contributes no event at all.
     scratch_.clear();
@@ -152,6 +176,7 @@ class ChunkDecoder {
           ((head & kHeadHasB) && (p = get_varint(p, end, &b)) == nullptr)) {
         return "malformed event " + std::to_string(i);
       }
+      if (name > UINT32_MAX) return "malformed event " + std::to_string(i) + " (name id)";
       uint64_t t0 = prev_t0 + static_cast<uint64_t>(unzigzag(delta));
       prev_t0 = t0;
       RawEvent& e = scratch_.emplace_back();
@@ -207,71 +232,214 @@ class ChunkDecoder {
   RawFile* file_;
   TickConverter clock_;
   const EventSink* sink_;
+  uint64_t max_string_id_;
   std::vector<RawEvent> scratch_;
 };
 
-// Where the next plausible chunk starts at or after `from`, or `size`.
-size_t resync(const uint8_t* data, size_t size, size_t from) {
+// Checksum bytes that resynchronisation may compute in one pass over a file.
+// Every false chunk header on the way (the magic, by chance or by design)
+// costs a CRC over the payload it claims, up to 16 MiB: without a bound, a
+// file crafted with many of them takes time quadratic in its size. Real
+// damage costs about one payload per chunk resynchronised on, far below this.
+uint64_t resync_budget(size_t size) {
+  return 2 * static_cast<uint64_t>(size) + (64u << 20);
+}
+
+struct Resync {
+  size_t next;           // the next chunk whose checksum holds, or the file size
+  bool gave_up = false;  // the budget ran out first
+};
+
+// Where the next chunk whose checksum holds starts at or after `from`.
+Resync resync(const uint8_t* data, size_t size, size_t from, uint32_t min_payload, uint64_t* budget,
+              uint64_t* spent) {
   for (size_t off = from; off + kChunkHeaderSize <= size; ++off) {
     uint32_t magic;
     std::memcpy(&magic, data + off, 4);
     if (magic != kChunkMagic) continue;
     ChunkHeader h;
     std::memcpy(&h, data + off, sizeof(h));
-    if (h.payload_size > kMaxChunkPayload || h.payload_size > size - off - kChunkHeaderSize) continue;
-    if (header_crc_ok(h, data + off + kChunkHeaderSize)) return off;
+    if (h.payload_size > kMaxChunkPayload || h.payload_size > size - off - kChunkHeaderSize ||
+        h.payload_size < min_payload) {
+      continue;
+    }
+    if (h.payload_size > *budget) return Resync{size, true};
+    *budget -= h.payload_size;
+    *spent += h.payload_size;
+    if (header_crc_ok(h, data + off + kChunkHeaderSize)) return Resync{off};
   }
-  return size;
+  return Resync{size};
 }
 
-// Calls fn(header, payload, offset) for every chunk whose checksum holds, in
-// file order; reports a truncated tail or corrupt chunks into `issues` (when
-// given) and resynchronises on the next valid chunk.
-template <typename Fn>
-void for_each_valid_chunk(const uint8_t* data, size_t size, const std::string& path,
-                          std::vector<RawIssue>* issues, Fn fn) {
-  auto report = [&](size_t off, std::string message, bool truncated) {
-    if (issues != nullptr) issues->push_back({path, off, std::move(message), truncated});
-  };
-  size_t off = kFileHeaderSize;
-  while (off < size) {
-    size_t remaining = size - off;
-    ChunkHeader ch;
-    if (remaining < kChunkHeaderSize) {
-      report(off, "truncated tail: " + std::to_string(remaining) + " bytes of an incomplete chunk header",
-             true);
-      return;
-    }
-    std::memcpy(&ch, data + off, sizeof(ch));
-    bool plausible = ch.magic == kChunkMagic && ch.payload_size <= kMaxChunkPayload;
-    if (plausible && ch.payload_size > remaining - kChunkHeaderSize) {
-      // A chunk that runs past the end: the writer was stopped mid-write,
-      // unless a valid chunk follows (then this one is corrupt).
-      size_t next = resync(data, size, off + 1);
-      if (next == size) {
-        report(off,
-               "truncated tail: chunk of " + std::to_string(ch.payload_size) + " bytes has only " +
-                   std::to_string(remaining - kChunkHeaderSize),
+// Walks the chunks of one file: for every chunk whose checksum holds, in
+// file order, calls fn(chunk); reports a truncated tail or corrupt chunks
+// into `issues` (when given) and resynchronises on the next valid chunk.
+// Linear in the file size (resync_budget).
+class ChunkWalker {
+ public:
+  ChunkWalker(const uint8_t* data, size_t size, const std::string& path, uint32_t version,
+              std::vector<RawIssue>* issues)
+      : data_(data),
+        size_(size),
+        path_(path),
+        sequenced_(version >= kFirstSequencedVersion),
+        issues_(issues),
+        budget_(resync_budget(size)) {}
+
+  uint64_t resync_checksum_bytes() const { return spent_; }
+
+  template <typename Fn>
+  void run(Fn fn) {
+    size_t off = kFileHeaderSize;
+    while (off < size_) {
+      size_t remaining = size_ - off;
+      if (remaining < kChunkHeaderSize) {
+        report(off, "truncated tail: " + std::to_string(remaining) + " bytes of an incomplete chunk header",
                true);
         return;
       }
-      report(off, "corrupt chunk (length past end of file); skipped " + std::to_string(next - off) + " bytes",
-             false);
-      off = next;
-      continue;
+      Chunk c;
+      std::memcpy(&c.h, data_ + off, sizeof(c.h));
+      c.offset = off;
+      const ChunkHeader& h = c.h;
+      bool plausible =
+          h.magic == kChunkMagic && h.payload_size <= kMaxChunkPayload && h.payload_size >= min_payload();
+      if (plausible && h.payload_size > remaining - kChunkHeaderSize) {
+        // A chunk that runs past the end: the writer was stopped mid-write,
+        // unless a valid chunk follows (then this one is corrupt).
+        Resync r = resync_from(off + 1);
+        if (r.next == size_ && !r.gave_up) {
+          report(off,
+                 "truncated tail: chunk of " + std::to_string(h.payload_size) + " bytes has only " +
+                     std::to_string(remaining - kChunkHeaderSize),
+                 true);
+          return;
+        }
+        report_skip(off, "corrupt chunk (length past end of file)", r);
+        off = r.next;
+        continue;
+      }
+      if (!plausible || !header_crc_ok(h, data_ + off + kChunkHeaderSize)) {
+        Resync r = resync_from(off + 1);
+        report_skip(off, plausible ? "corrupt chunk (checksum mismatch)" : "corrupt chunk header", r);
+        off = r.next;
+        continue;
+      }
+      const uint8_t* payload = data_ + off + kChunkHeaderSize;
+      c.body = payload;
+      c.end = payload + h.payload_size;
+      if (sequenced_) {
+        std::memcpy(&c.sequence, payload, kChunkSequenceSize);
+        c.body += kChunkSequenceSize;
+      }
+      fn(c);
+      off += kChunkHeaderSize + h.payload_size;
     }
-    if (!plausible || !header_crc_ok(ch, data + off + kChunkHeaderSize)) {
-      size_t next = resync(data, size, off + 1);
-      report(off,
-             std::string(plausible ? "corrupt chunk (checksum mismatch)" : "corrupt chunk header") +
-                 "; skipped " + std::to_string(next - off) + " bytes",
-             false);
-      off = next;
-      continue;
-    }
-    fn(ch, data + off + kChunkHeaderSize, off);
-    off += kChunkHeaderSize + ch.payload_size;
   }
+
+ private:
+  // A version 2 payload holds at least its sequence number.
+  uint32_t min_payload() const { return sequenced_ ? kChunkSequenceSize : 0; }
+
+  Resync resync_from(size_t from) { return resync(data_, size_, from, min_payload(), &budget_, &spent_); }
+
+  void report(size_t off, std::string message, bool truncated) {
+    if (issues_ != nullptr) issues_->push_back({path_, off, std::move(message), truncated});
+  }
+
+  void report_skip(size_t off, const std::string& what, const Resync& r) {
+    if (r.gave_up) {
+      report(off,
+             what + "; resynchronisation stopped (checksum budget spent on false chunk headers): the last " +
+                 std::to_string(size_ - off) + " bytes are not read",
+             false);
+    } else {
+      report(off, what + "; skipped " + std::to_string(r.next - off) + " bytes", false);
+    }
+  }
+
+  const uint8_t* data_;
+  size_t size_;
+  const std::string& path_;
+  bool sequenced_;
+  std::vector<RawIssue>* issues_;
+  uint64_t budget_;
+  uint64_t spent_ = 0;
+};
+
+// Version 2 chunk sequence numbers: a chunk seen before is a duplicate
+// (dropped), one numbered below the highest seen so far was moved
+// (reordered, kept), and numbers never seen are missing chunks.
+class SequenceCheck {
+ public:
+  explicit SequenceCheck(RawFile* file) : file_(file) {}
+
+  // False when the chunk is a duplicate and must be dropped.
+  bool admit(const Chunk& c) {
+    auto [it, inserted] = offset_by_sequence_.emplace(c.sequence, c.offset);
+    if (!inserted) {
+      ++file_->chunks_duplicated;
+      issue(c.offset, "duplicate chunk (sequence " + std::to_string(c.sequence) + ", first at offset " +
+                          std::to_string(it->second) + "); dropped");
+      return false;
+    }
+    if (highest_ >= 0 && c.sequence < highest_) {
+      ++file_->chunks_reordered;
+      issue(c.offset, "chunk out of order (sequence " + std::to_string(c.sequence) + " after " +
+                          std::to_string(highest_) + ")");
+    }
+    highest_ = std::max<int64_t>(highest_, c.sequence);
+    return true;
+  }
+
+  // Reports the numbers never seen, one issue per gap (a truncated tail
+  // leaves no gap: the chunks after it are simply not there).
+  void finish() {
+    std::vector<std::pair<uint32_t, uint64_t>> seen(offset_by_sequence_.begin(), offset_by_sequence_.end());
+    std::sort(seen.begin(), seen.end());
+    int64_t expected = 0;
+    for (const auto& [sequence, offset] : seen) {
+      if (sequence > expected) {
+        uint64_t missing = sequence - static_cast<uint64_t>(expected);
+        file_->chunks_missing += missing;
+        issue(offset, std::to_string(missing) + " chunk(s) missing (sequence " + std::to_string(expected) +
+                          (missing > 1 ? ".." + std::to_string(sequence - 1) : "") +
+                          ", before the chunk read at this offset)");
+      }
+      expected = int64_t{sequence} + 1;
+    }
+  }
+
+ private:
+  void issue(uint64_t offset, std::string message) {
+    file_->issues.push_back({file_->path, offset, std::move(message), false});
+  }
+
+  RawFile* file_;
+  std::unordered_map<uint32_t, uint64_t> offset_by_sequence_;
+  int64_t highest_ = -1;
+};
+
+// Checks the file header; "" or why the file cannot be read.
+std::string check_file_header(const uint8_t* data, size_t size, const std::string& path, FileHeader* h) {
+  if (size < kFileHeaderSize) {
+    return "'" + path + "' is too short for a trainprof raw file (" + std::to_string(size) +
+           " bytes, header is " + std::to_string(kFileHeaderSize) + ")";
+  }
+  std::memcpy(h, data, sizeof(FileHeader));
+  if (std::memcmp(h->magic, kFileMagic, sizeof(kFileMagic)) != 0) {
+    return "'" + path + "' is not a trainprof raw file (bad magic)";
+  }
+  if (h->version < kOldestReadableVersion || h->version > kFormatVersion) {
+    return "'" + path + "' has raw format version " + std::to_string(h->version) +
+           "; this trainprof reads versions " + std::to_string(kOldestReadableVersion) + " to " +
+           std::to_string(kFormatVersion);
+  }
+  if (crc32c(0, data, offsetof(FileHeader, crc)) != h->crc || h->header_size != kFileHeaderSize ||
+      (h->clock_source != 1 && h->clock_source != 2)) {
+    return "'" + path + "' has a corrupt file header (checksum mismatch)";
+  }
+  return "";
 }
 
 }  // namespace
@@ -283,80 +451,88 @@ const std::string& RawFile::name(uint32_t id) const {
 
 int64_t RawFile::realtime_offset_ns() const {
   const ClockPoint& a = anchors.front();
-  return static_cast<int64_t>(a.realtime_ns) - static_cast<int64_t>(a.monotonic_ns);
+  return static_cast<int64_t>(a.realtime_ns - a.monotonic_ns);  // unsigned: no overflow on odd anchors
 }
+
+namespace {
+
+// Reads a whole file held in memory; `release(from, to)` may drop the pages
+// of bytes already read.
+template <typename Release>
+std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::string& path,
+                                  std::string* error, const EventSink* sink, Release release) {
+  RawFile file;
+  file.path = path;
+  *error = check_file_header(data, size, path, &file.header);
+  if (!error->empty()) return std::nullopt;
+  const FileHeader& h = file.header;
+  file.host.assign(h.host, strnlen(h.host, sizeof(h.host)));
+  file.anchors.push_back(ClockPoint{h.anchor_ticks, h.anchor_monotonic_ns, h.anchor_realtime_ns});
+  bool sequenced = h.version >= kFirstSequencedVersion;
+
+  // Pass 1: the clock anchors (a CLOCK chunk is written at every flush, the
+  // last one is needed to convert the first event), in sequence order with
+  // duplicates dropped. Pass 2: everything else.
+  std::map<uint64_t, ClockPoint> anchors;  // by sequence number (version 1: by position)
+  ChunkWalker(data, size, path, h.version, nullptr).run([&](const Chunk& c) {
+    if (c.h.type != static_cast<uint16_t>(ChunkType::kClock) || c.end - c.body != 24) return;
+    ClockPoint p;
+    std::memcpy(&p.ticks, c.body, 8);
+    std::memcpy(&p.monotonic_ns, c.body + 8, 8);
+    std::memcpy(&p.realtime_ns, c.body + 16, 8);
+    anchors.emplace(sequenced ? c.sequence : anchors.size(), p);
+  });
+  for (const auto& [sequence, p] : anchors) file.anchors.push_back(p);
+  release(0, size);                                    // pass 2 maps pages back one at a time
+  if (sink == nullptr) file.events.reserve(size / 8);  // events take >= 3 bytes on disk
+  // Ids are dense from 1 and a string record takes at least 2 bytes: an id
+  // past size / 2 is not one the writer gave.
+  ChunkDecoder decoder(&file, TickConverter(file.header, file.anchors), sink, size / 2);
+  SequenceCheck sequence(&file);
+  size_t released = 0;
+  ChunkWalker walker(data, size, path, h.version, &file.issues);
+  walker.run([&](const Chunk& c) {
+    if (sequenced && !sequence.admit(c)) return;
+    std::string problem = decoder.decode(c);
+    if (!problem.empty()) file.issues.push_back({path, c.offset, problem, false});
+    // Pages already decoded need not stay resident.
+    if (c.offset - released >= (8u << 20)) {
+      release(released, c.offset);
+      released = c.offset;
+    }
+  });
+  if (sequenced) sequence.finish();
+  file.resync_checksum_bytes = walker.resync_checksum_bytes();
+  return file;
+}
+
+}  // namespace
 
 std::optional<RawFile> read_raw_file(const std::string& path, std::string* error, const EventSink* sink) {
   MappedFile map;
   if (!map.open(path, error)) return std::nullopt;
-  const uint8_t* data = map.data();
-  size_t size = map.size();
-  RawFile file;
-  file.path = path;
-  if (size < kFileHeaderSize) {
-    *error = "'" + path + "' is too short for a trainprof raw file (" + std::to_string(size) +
-             " bytes, header is " + std::to_string(kFileHeaderSize) + ")";
-    return std::nullopt;
-  }
-  std::memcpy(&file.header, data, sizeof(FileHeader));
-  const FileHeader& h = file.header;
-  if (std::memcmp(h.magic, kFileMagic, sizeof(kFileMagic)) != 0) {
-    *error = "'" + path + "' is not a trainprof raw file (bad magic)";
-    return std::nullopt;
-  }
-  if (h.version != kFormatVersion) {
-    *error = "'" + path + "' has raw format version " + std::to_string(h.version) +
-             "; this trainprof reads version " + std::to_string(kFormatVersion);
-    return std::nullopt;
-  }
-  if (crc32c(0, data, offsetof(FileHeader, crc)) != h.crc || h.header_size != kFileHeaderSize ||
-      (h.clock_source != 1 && h.clock_source != 2)) {
-    *error = "'" + path + "' has a corrupt file header (checksum mismatch)";
-    return std::nullopt;
-  }
-  file.host.assign(h.host, strnlen(h.host, sizeof(h.host)));
-  file.anchors.push_back(ClockPoint{h.anchor_ticks, h.anchor_monotonic_ns, h.anchor_realtime_ns});
+  return read_bytes(map.data(), map.size(), path, error, sink,
+                    [&map](size_t from, size_t to) { map.release(from, to); });
+}
 
-  // Pass 1: the clock anchors (a CLOCK chunk is written at every flush, the
-  // last one is needed to convert the first event). Pass 2: everything else.
-  for_each_valid_chunk(data, size, path, nullptr, [&](const ChunkHeader& ch, const uint8_t* payload, size_t) {
-    if (ch.type != static_cast<uint16_t>(ChunkType::kClock) || ch.payload_size != 24) return;
-    ClockPoint c;
-    std::memcpy(&c.ticks, payload, 8);
-    std::memcpy(&c.monotonic_ns, payload + 8, 8);
-    std::memcpy(&c.realtime_ns, payload + 16, 8);
-    file.anchors.push_back(c);
-  });
-  map.release(0, size);                                // pass 2 maps pages back one at a time
-  if (sink == nullptr) file.events.reserve(size / 8);  // events take >= 3 bytes on disk
-  ChunkDecoder decoder(&file, TickConverter(file.header, file.anchors), sink);
-  size_t released = 0;
-  for_each_valid_chunk(data, size, path, &file.issues,
-                       [&](const ChunkHeader& ch, const uint8_t* payload, size_t off) {
-                         std::string problem = decoder.decode(ch, payload);
-                         if (!problem.empty()) file.issues.push_back({path, off, problem, false});
-                         // Pages already decoded need not stay resident.
-                         if (off - released >= (8u << 20)) {
-                           map.release(released, off);
-                           released = off;
-                         }
-                       });
-  return file;
+std::optional<RawFile> read_raw_bytes(const uint8_t* data, size_t size, const std::string& name,
+                                      std::string* error, const EventSink* sink) {
+  return read_bytes(data, size, name, error, sink, [](size_t, size_t) {});
 }
 
 std::map<uint32_t, uint64_t> event_records_by_thread(const std::string& path) {
   std::map<uint32_t, uint64_t> records;
   MappedFile map;
   std::string ignored;
-  if (!map.open(path, &ignored)) return records;
-  size_t size = map.size();
-  for (size_t off = kFileHeaderSize; size >= kChunkHeaderSize && off <= size - kChunkHeaderSize;) {
-    ChunkHeader ch;
-    std::memcpy(&ch, map.data() + off, sizeof(ch));
-    if (ch.magic != kChunkMagic || ch.payload_size > kMaxChunkPayload) break;
-    if (ch.type == static_cast<uint16_t>(ChunkType::kEvents)) records[ch.thread_id] += ch.record_count;
-    off += kChunkHeaderSize + ch.payload_size;
-  }
+  FileHeader h;
+  if (!map.open(path, &ignored) || !check_file_header(map.data(), map.size(), path, &h).empty())
+    return records;
+  // Only chunks whose checksum holds, and no more records than their bytes
+  // can hold: the counts size memory.
+  ChunkWalker(map.data(), map.size(), path, h.version, nullptr).run([&](const Chunk& c) {
+    if (c.h.type != static_cast<uint16_t>(ChunkType::kEvents)) return;
+    records[c.h.thread_id] += std::min<uint64_t>(c.h.record_count, static_cast<uint64_t>(c.end - c.body) / 3);
+  });
   return records;
 }
 

@@ -4,7 +4,9 @@
 // A truncated tail (the process was killed mid-write) or a corrupt chunk
 // (failed checksum, impossible length) is reported with file and offset and
 // skipped; the reader resynchronises on the next valid chunk. Nothing that
-// fails its checksum is ever decoded.
+// fails its checksum is ever decoded, no count or length read from the file
+// sizes memory before it is checked against the bytes that can hold it, and
+// reading takes time linear in the file size, whatever its bytes.
 #ifndef TRAINPROF_RAW_RAW_READER_H_
 #define TRAINPROF_RAW_RAW_READER_H_
 
@@ -59,6 +61,14 @@ struct RawFile {
   uint64_t reported_events_dropped = 0;
   bool closed_cleanly = false;  // a final stats chunk was read
   std::vector<RawIssue> issues;
+  // Version 2 sequence checks (docs/FORMAT.md, "Damage"): chunks dropped as
+  // duplicates, sequence numbers never seen, chunks found after a higher one.
+  uint64_t chunks_duplicated = 0;
+  uint64_t chunks_missing = 0;
+  uint64_t chunks_reordered = 0;
+  // Checksum bytes spent resynchronising after damage (bounded linearly in
+  // the file size; for tests).
+  uint64_t resync_checksum_bytes = 0;
 
   const std::string& name(uint32_t id) const;
   // realtime = monotonic + this offset (from the anchors).
@@ -76,10 +86,14 @@ using EventSink = std::function<void(const RawEvent* events, size_t count)>;
 std::optional<RawFile> read_raw_file(const std::string& path, std::string* error,
                                      const EventSink* sink = nullptr);
 
-// Event records per producer thread, from the chunk headers alone (no
-// checksum, no decoding; stops at the first implausible header): a cheap
-// upper estimate for reserving memory before read_raw_file. Empty when the
-// file cannot be read.
+// The same, from bytes in memory; `name` stands for the path in messages.
+std::optional<RawFile> read_raw_bytes(const uint8_t* data, size_t size, const std::string& name,
+                                      std::string* error, const EventSink* sink = nullptr);
+
+// Event records per producer thread, from the headers of the chunks whose
+// checksum holds (no decoding; a count is capped by what its chunk's bytes can
+// hold): an upper estimate for reserving memory before read_raw_file. Empty
+// when the file cannot be read.
 std::map<uint32_t, uint64_t> event_records_by_thread(const std::string& path);
 
 // The raw files of a run directory ({run}/raw/*.tpraw), sorted; empty with

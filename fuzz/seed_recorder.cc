@@ -1,0 +1,96 @@
+// Copyright trainprof authors. Writes the seed corpus from a real run: every
+// event kind through the library (operators, their inputs and memory
+// reports as the LibTorch collector records them), then the run's raw file,
+// and the outputs the analysis writes, as seeds for the targets that parse
+// them. Usage: fuzz_seed_recorder CORPUS_DIR (fuzz/corpus).
+#include <bit>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "core/event.h"
+#include "core/intern.h"
+#include "core/recorder.h"
+#include "raw/format.h"
+#include "trainprof/trainprof.h"
+
+namespace fs = std::filesystem;
+namespace tp = trainprof;
+
+namespace {
+
+void op(const char* name, const char* inputs, uint8_t flags, uint32_t sequence) {
+  uint64_t t0 = tp::detail::now_ticks();
+  { tp::Range inner("inside"); }
+  uint64_t t1 = tp::detail::now_ticks();
+  tp::detail::record_event(tp::detail::Event{t0, t1, name, static_cast<uint8_t>(tp::raw::EventKind::kOperator),
+                                             flags, 7, sequence});
+  tp::detail::record_event(tp::detail::Event{t0, 0, tp::detail::intern(inputs),
+                                             static_cast<uint8_t>(tp::raw::EventKind::kOperatorInputs), 0, 0, 0});
+}
+
+void memory(uint64_t address, int64_t bytes, uint64_t total) {
+  tp::detail::MemoryReport r{tp::detail::now_ticks(), address, bytes,
+                             static_cast<uint8_t>(tp::raw::EventKind::kMemory), {}};
+  tp::detail::MemoryTotals t{total, 2 * total, tp::raw::memory_device(0, -1), tp::detail::kMemoryTotalsSlot, {}};
+  tp::detail::record_event_pair(std::bit_cast<tp::detail::Event>(r), std::bit_cast<tp::detail::Event>(t));
+}
+
+void work(int thread) {
+  tp::set_thread_name("worker " + std::to_string(thread));
+  for (int i = 0; i < 20; ++i) {
+    tp::Range r("step body");
+    op("aten::conv2d", "[[64,1,28,28],[32,1,3,3]]\x1f[\"float\",\"float\"]\x1f" "1806336\x1f/lib/x.so+0x10;?+0x20",
+       0, static_cast<uint32_t>(i));
+    op("ConvolutionBackward0", "[[64,32,26,26]]\x1f[\"float\"]", tp::raw::kOperatorBackward, static_cast<uint32_t>(i));
+    memory(0x1000 + static_cast<uint64_t>(i) * 64, 4096, 4096u * static_cast<uint64_t>(i + 1));
+    memory(0x1000 + static_cast<uint64_t>(i) * 64, -4096, 4096u * static_cast<uint64_t>(i));
+    tp::counter("loss", 1.0 / (i + 1));
+    tp::mark("checkpoint " + std::to_string(i), "io");
+    { tp::DataStage d("read", tp::kStageDatasetGet, "shard 1"); }
+  }
+  uint64_t id = tp::range_start("epoch", "train");
+  tp::range_end(id);
+}
+
+bool copy_seed(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::create_directories(to.parent_path(), ec);
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  if (ec) std::fprintf(stderr, "cannot copy %s: %s\n", from.c_str(), ec.message().c_str());
+  return !ec;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  fs::path corpus = argv[1];
+  fs::path scratch = fs::temp_directory_path() / ("trainprof_seeds_" + std::to_string(::getpid()));
+  tp::ProfilerOptions o;
+  o.output_path = scratch.string();
+  o.record_shapes = o.with_stack = o.with_flops = o.profile_memory = o.data_process = true;
+  tp::Profiler prof(o);
+  for (int s = 0; s < 3; ++s) {
+    std::thread a(work, 1), b(work, 2);
+    a.join();
+    b.join();
+    prof.step();
+  }
+  prof.stop();
+  fs::path run = prof.last_run().run_dir;
+  tp::AnalyseReport report = tp::analyse(run.string());
+  bool ok = report.ok();
+  ok &= copy_seed(run / "raw" / "host.tpraw", corpus / "raw_reader" / "run");
+  ok &= copy_seed(run / "raw" / "host.tpraw", corpus / "analyse" / "run");
+  ok &= copy_seed(run / "PROFILER_OUTPUT" / "op_statistic.csv", corpus / "csv_reader" / "op_statistic");
+  ok &= copy_seed(run / "PROFILER_OUTPUT" / "step_trace_time.csv", corpus / "csv_reader" / "step_trace_time");
+  ok &= copy_seed(run / "profiler_info.json", corpus / "metadata_json" / "profiler_info");
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,24 @@
+// Copyright trainprof authors. Parsing JSON text that comes from outside the
+// library (add_metadata_json, TRAINPROF_OPTIONS, files of a run): never
+// throws, and refuses deep nesting.
+#ifndef TRAINPROF_CORE_JSON_LIMITS_H_
+#define TRAINPROF_CORE_JSON_LIMITS_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace trainprof::detail {
+
+// Deeper documents are refused: nlohmann's parser is iterative, but dump()
+// recurses once per level, so 100,000 levels would overflow a thread's stack.
+inline constexpr int kMaxJsonDepth = 128;
+
+// Parses `text` into *out. Returns "" on success, else why it was refused
+// (invalid JSON, a number out of range such as 1e999, nesting deeper than
+// `max_depth`, out of memory); *out is then left null.
+std::string parse_json_limited(std::string_view text, nlohmann::json* out, int max_depth = kMaxJsonDepth);
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_JSON_LIMITS_H_
