@@ -193,9 +193,10 @@ void Recorder::unlock_after_fork() {
 }
 
 void Recorder::reset_in_child() {
-  // The other threads do not exist here: their buffers are leaked, not
-  // freed (freeing is safe, but a leak is certain to be), and this thread
+  // The other threads do not exist here: their buffers are kept aside, not
+  // freed (nothing here can tell whether one is in use), and this thread
   // starts over with no block.
+  threads_of_parent_.insert(threads_of_parent_.end(), threads_.begin(), threads_.end());
   threads_.clear();
   full_.clear();
   dropped_by_exited_.clear();

@@ -82,6 +82,7 @@ class Recorder {
   std::vector<Block*> full_;
   std::mutex threads_mu_;
   std::vector<ThreadBuffer*> threads_;
+  std::vector<ThreadBuffer*> threads_of_parent_;  // a fork() child's copies of its parent's threads
   std::vector<std::pair<uint32_t, uint64_t>> dropped_by_exited_;  // tid, count
   size_t threads_seen_ = 0;
 };

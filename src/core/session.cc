@@ -121,8 +121,10 @@ void after_fork_in_child() {
   detail::Recorder::instance().reset_in_child();
   detail::Flusher::instance().reset_in_child();
   if (open_session()) {
-    // Closing it here would write the parent's files: it is left as it is.
-    new std::shared_ptr<Session>(std::move(open_session()));
+    // Closing it here would write the parent's files: it is left as it is,
+    // held for the life of the process.
+    static auto* parents_session = new std::shared_ptr<Session>();
+    *parents_session = std::move(open_session());
   }
   after_fork_in_parent();
 }
