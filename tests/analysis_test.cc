@@ -555,6 +555,54 @@ TEST(Analysis, TraceSizeLimitCutsWholeSteps) {
   EXPECT_EQ(read_csv(out(run, "step_trace_time.csv")).size(), 52u);  // header + 0..50
 }
 
+// Issue 18 item 2: when no whole step fits (here the run's one step is 10x
+// the limit), the trace is cut by time instead of not written at all.
+TEST(Analysis, TraceSizeLimitCutsInsideAStepWhenNoWholeStepFits) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  for (int i = 0; i < 40000; ++i) {
+    TRAINPROF_RANGE("busy");
+  }
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  AnalyseOptions limited;
+  limited.trace_size_limit_bytes = 400 * 1024;
+  RunAnalysis r = analyse_one(run, limited);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_LE(fs::file_size(out(run, "trace_view.json")), 400u * 1024);
+  std::string warning;
+  for (const auto& w : r.warnings) {
+    if (w.find("was cut") != std::string::npos) warning = w;
+  }
+  EXPECT_NE(warning.find("under 0.39 MiB"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("ms into the run"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("--trace-limit-mb"), std::string::npos) << warning;
+  json t = read_json(out(run, "trace_view.json"));
+  int busy = 0, markers = 0;
+  double last_busy = 0, marker_ts = 0;
+  for (const json& e : t["traceEvents"]) {
+    if (e.value("name", "") == "busy") {
+      ++busy;
+      last_busy = std::max(last_busy, std::stod(e["ts"].dump()));
+    }
+    if (e.value("name", "") == "[trainprof] trace cut at the size limit") {
+      ++markers;
+      marker_ts = std::stod(e["ts"].dump());
+    }
+  }
+  EXPECT_GT(busy, 1000);
+  EXPECT_LT(busy, 40000);
+  EXPECT_EQ(markers, 1);
+  EXPECT_GE(marker_ts, last_busy);  // the marker is where the kept part ends
+  // The CSVs still count every range.
+  auto stats = read_csv(out(run, "op_statistic.csv"));
+  bool counted = false;
+  for (const auto& row : stats) counted |= row.size() > 2 && row[0] == "busy" && row[2] == "40000";
+  EXPECT_TRUE(counted);
+}
+
 TEST(Analysis, EightRanksWithTwoJobsMatchOneByOne) {
   TempDir dir;
   for (int rank = 0; rank < 8; ++rank) {

@@ -8,6 +8,7 @@
 #include "export/chrome_trace.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -473,11 +474,15 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const OutputPath& path
   size_t next_step = 0;
   const uint64_t kClosingReserve = 4096;
   bool over = false;
+  // Where the last item that fit began, and its time: the cut when no whole
+  // step fits (a run without steps, or a first step over the limit).
+  uint64_t item_offset = 0, item_ts = 0, items_before = 0;
   Item it;
   while (stream.next(&it)) {
     while (next_step < steps.size() && it.ts >= steps[next_step].end_ns) {
       boundary[next_step++] = out.offset() + buf.size();
     }
+    uint64_t offset = out.offset() + buf.size();
     w.item(it);
     ++result.events;
     out.drain(buf);
@@ -485,23 +490,50 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const OutputPath& path
       over = true;
       break;
     }
+    item_offset = offset;
+    item_ts = it.ts;
+    items_before = result.events - 1;
   }
   if (over) {
     // Keep whole steps: the last boundary that fits.
     size_t kept = 0;
     while (kept < next_step && boundary[kept] + kClosingReserve <= size_limit) ++kept;
-    uint64_t cut_at = kept > 0 ? boundary[kept - 1] : 0;
     out.drain(buf, 0);
-    if (cut_at == 0) {
-      result.error = "trace_view.json: the first step alone exceeds the size limit of " +
-                     std::to_string(size_limit) + " bytes; raise the limit or select steps";
-      return result;
+    char limit_text[32];
+    if (size_limit % (1u << 20) == 0) {
+      std::snprintf(limit_text, sizeof(limit_text), "%llu MiB",
+                    static_cast<unsigned long long>(size_limit >> 20));
+    } else {
+      std::snprintf(limit_text, sizeof(limit_text), "%.2f MiB", static_cast<double>(size_limit) / (1u << 20));
     }
-    out.truncate(cut_at);
-    result.cut_warning = "trace_view.json was cut to stay under " + std::to_string(size_limit >> 20) +
-                         " MB: it ends after step " + std::to_string(steps[kept - 1].number) + "; " +
-                         std::to_string(steps.size() - kept) +
-                         " later step(s) are only in the CSV outputs (use --steps to view them)";
+    std::string limit = limit_text;
+    uint64_t cut_ts = 0;
+    if (kept > 0) {
+      out.truncate(boundary[kept - 1]);
+      cut_ts = steps[kept - 1].end_ns;
+      result.cut_warning = "trace_view.json was cut to stay under " + limit + ": it ends after step " +
+                           std::to_string(steps[kept - 1].number) + "; " +
+                           std::to_string(steps.size() - kept) +
+                           " later step(s) are only in the CSV outputs (use --steps to view them, or raise "
+                           "--trace-limit-mb)";
+    } else {
+      // No whole step fits: cut by time, before the event that crossed
+      // the limit, so that a timeline is always written.
+      out.truncate(item_offset);
+      cut_ts = item_ts;
+      result.events = items_before;
+      double ms = static_cast<double>(item_ts - base_mono) / 1e6;
+      char at[32];
+      std::snprintf(at, sizeof(at), "%.3f", ms);
+      result.cut_warning =
+          "trace_view.json was cut to stay under " + limit + ": " +
+          (steps.empty() ? std::string("the run has no steps")
+                         : "step " + std::to_string(steps[0].number) + " alone is larger") +
+          ", so it ends " + at + " ms into the run, before the event that crossed the limit (" +
+          std::to_string(items_before) +
+          " events kept); every event is in the CSV outputs; to see the rest raise --trace-limit-mb" +
+          (steps.empty() ? std::string(" (or record steps: prof.step())") : " or select steps with --steps");
+    }
     w.begin_event();
     w.str("ph", "i", true);
     w.str("cat", "trainprof");
@@ -509,7 +541,7 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const OutputPath& path
     w.str("name", "[trainprof] trace cut at the size limit");
     w.num("pid", m.pid);
     w.num("tid", 0);
-    w.ts("ts", steps[kept - 1].end_ns);
+    w.ts("ts", cut_ts);
     w.end_event();
   }
   buf += "\n]}\n";
