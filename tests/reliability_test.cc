@@ -152,6 +152,9 @@ TEST(Reliability, ForkedChildExitsAndTheParentsRunIsIntact) {
   check_fork("fork_exit");
 }
 TEST(Reliability, ForkedChildRecordsIntoItsOwnRun) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot start threads in the child of a multi-threaded fork";
+#endif
   check_fork("fork_own_run");
 }
 TEST(Reliability, ForkedChildSteppingTheParentsProfilerLeavesItsRunAlone) {
