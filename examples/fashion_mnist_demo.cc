@@ -2,7 +2,10 @@
 // LibTorch, profiled by trainprof with a schedule, analysed as each recorded
 // cycle closes, and summarised at the end.
 //
-//   fashion_mnist_demo [OUTPUT_DIR] [STEPS]
+//   fashion_mnist_demo [OUTPUT_DIR] [STEPS] [WAIT,WARMUP,ACTIVE,REPEAT[,SKIP_FIRST]]
+//
+// The schedule defaults to 1,1,3,2,10: two recorded cycles after 10 steps;
+// REPEAT 0 records a cycle every WAIT + WARMUP + ACTIVE steps until the end.
 //
 // Data: Debian's dataset-fashion-mnist (gzip IDX files under
 // /usr/share/datasets/fashion-mnist/, or $FASHION_MNIST_DIR). Linking
@@ -10,11 +13,14 @@
 #include <torch/torch.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "fashion_mnist_net.h"
 #include "trainprof/torch_data.h"
@@ -101,7 +107,39 @@ double accuracy(Net& net, FashionMnist& test, size_t n) {
   return 100.0 * static_cast<double>(correct) / static_cast<double>(n);
 }
 
-int run(const std::string& output, int steps) {
+// Complete cycles that fit in `steps` (a cycle stopped early adds one more run).
+int expected_cycles(const trainprof::Schedule& s, int steps) {
+  int length = s.wait + s.warmup + s.active;
+  int fit = std::max(0, steps - s.skip_first) / std::max(1, length);
+  return s.repeat > 0 ? std::min(fit, s.repeat) : fit;
+}
+
+// "W,U,A,R" or "W,U,A,R,S" -> Schedule; nullopt when malformed.
+std::optional<trainprof::Schedule> parse_schedule(const std::string& text) {
+  std::vector<int> v;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string field = text.substr(start, comma - start);
+    if (field.empty() || field.size() > 6 || field.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    v.push_back(std::stoi(field));
+    start = comma + 1;
+  }
+  if (v.size() != 4 && v.size() != 5) return std::nullopt;
+  trainprof::Schedule s{
+      .wait = v[0], .warmup = v[1], .active = v[2], .repeat = v[3], .skip_first = v.size() == 5 ? v[4] : 0};
+  try {
+    s.validate();
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+  return s;
+}
+
+int run(const std::string& output, int steps, const trainprof::Schedule& schedule) {
   torch::manual_seed(0);
   torch::set_num_threads(1);  // two cores: one for training, one for the loader workers
   using torch::data::transforms::Stack;
@@ -121,14 +159,16 @@ int run(const std::string& output, int steps) {
   options.with_flops = true;
   options.profile_memory = true;
   options.data_process = true;
-  options.schedule = trainprof::Schedule{.wait = 1, .warmup = 1, .active = 3, .repeat = 2, .skip_first = 10};
+  options.schedule = schedule;
   options.on_trace_ready = trainprof::trace_handler(output);  // analyses each cycle as it closes
   trainprof::Profiler prof(options);
 
   std::printf(
-      "training a CNN on Fashion-MNIST for %d steps (batch 64); profiling: skip 10, then 2 cycles of "
-      "wait 1, warmup 1, active 3\n",
-      steps);
+      "training a CNN on Fashion-MNIST for %d steps (batch 64); profiling: skip %d, then %s of wait %d, "
+      "warmup %d, active %d\n",
+      steps, schedule.skip_first,
+      schedule.repeat == 0 ? "cycles until the end" : (std::to_string(schedule.repeat) + " cycle(s)").c_str(),
+      schedule.wait, schedule.warmup, schedule.active);
   auto t0 = std::chrono::steady_clock::now();
   int step = 0;
   double running = 0;
@@ -152,15 +192,20 @@ int run(const std::string& output, int steps) {
   std::printf("trained %d steps in %.1f s; test accuracy on 2000 images: %.1f%%\n\n", steps, seconds,
               accuracy(net, test_set, 2000));
 
-  int cycles = 0;
-  for (const std::string& run_dir : trainprof::find_run_directories(output)) {
-    std::fputs(trainprof::summarize_run(run_dir).c_str(), stdout);
+  // Every cycle's summary when there are a few; the first and the last of many.
+  std::vector<std::string> runs = trainprof::find_run_directories(output);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs.size() > 3 && i > 0 && i + 1 < runs.size()) continue;
+    if (runs.size() > 3 && i + 1 == runs.size()) {
+      std::printf("(%zu more cycle(s): ./build/bin/trainprof summary DIR)\n\n", runs.size() - 2);
+    }
+    std::fputs(trainprof::summarize_run(runs[i]).c_str(), stdout);
     std::printf("\n");
-    ++cycles;
   }
-  std::printf("%d recorded cycle(s) under %s (open trace_view.json in https://ui.perfetto.dev)\n", cycles,
-              output.c_str());
-  return cycles == 2 ? 0 : 1;
+  int expected = expected_cycles(schedule, steps);
+  std::printf("%zu recorded cycle(s) under %s (open trace_view.json in https://ui.perfetto.dev)\n",
+              runs.size(), output.c_str());
+  return static_cast<int>(runs.size()) >= expected && !runs.empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -169,12 +214,21 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines interleave with the profiler's log
   std::string output = argc > 1 ? argv[1] : (fs::current_path() / "trainprof_demo_output").string();
   int steps = argc > 2 ? std::atoi(argv[2]) : 300;
-  if (steps < 30) {
-    std::fprintf(stderr, "fashion_mnist_demo: STEPS must be at least 30 (the schedule needs 20)\n");
+  std::optional<trainprof::Schedule> schedule =
+      argc > 3 ? parse_schedule(argv[3])
+               : trainprof::Schedule{.wait = 1, .warmup = 1, .active = 3, .repeat = 2, .skip_first = 10};
+  if (!schedule) {
+    std::fprintf(stderr,
+                 "fashion_mnist_demo: SCHEDULE must be WAIT,WARMUP,ACTIVE,REPEAT[,SKIP_FIRST] (ACTIVE >= 1), "
+                 "e.g. 1,1,3,0 for a cycle every 5 steps\n");
+    return 2;
+  }
+  if (expected_cycles(*schedule, steps) < 1) {
+    std::fprintf(stderr, "fashion_mnist_demo: %d STEPS hold no whole cycle of this schedule\n", steps);
     return 2;
   }
   try {
-    return run(output, steps);
+    return run(output, steps, *schedule);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fashion_mnist_demo: %s\n", e.what());
     return 1;

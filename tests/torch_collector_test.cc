@@ -654,12 +654,13 @@ bool operator_callbacks_active() {
   return probe.isActive();
 }
 
-// Once a session with profile_memory is over and the threads that held the
-// memory reporter have let it go (an operator, or their exit), no callback of
-// trainprof runs for any operator.
+// Once a session with profile_memory is over, no callback of trainprof runs
+// for any operator, even while another thread still holds the memory
+// reporter; that thread lets it go at its next allocation.
 TEST(TorchCollector, NoCallbackRunsAfterAMemorySessionEnds) {
   test::TempDir dir;
   std::promise<void> stopped;
+  std::promise<bool> worker_result;
   std::thread worker;
   {
     ProfilerOptions o;
@@ -671,16 +672,18 @@ TEST(TorchCollector, NoCallbackRunsAfterAMemorySessionEnds) {
       torch::ones({8}).mul(2);  // installs the reporter on this thread
       ran.set_value();
       stopped.get_future().wait();
+      EXPECT_FALSE(operator_callbacks_active());  // no callback, reporter still held
+      torch::ones({8});                           // an allocation lets it go
+      worker_result.set_value(libtorch_profiler_starts());
     });
     ran.get_future().wait();
     EXPECT_TRUE(operator_callbacks_active());
     prof.stop();
   }
-  // The worker still holds the reporter: the clean-up callback is on.
-  EXPECT_TRUE(operator_callbacks_active());
-  stopped.set_value();
-  worker.join();  // its exit lets the reporter go: nothing is left on
   EXPECT_FALSE(operator_callbacks_active());
+  stopped.set_value();
+  EXPECT_TRUE(worker_result.get_future().get()) << "LibTorch's profiler on the thread that held the reporter";
+  worker.join();
 }
 
 // The preloaded collector with profile_memory: the process exits normally

@@ -3,8 +3,8 @@
 //
 // Linking (or preloading) libtrainprof_torch is enough: its load-time
 // constructor registers the collector with the core, and a session that
-// records Activity::CPU enables the callbacks; they are disabled again when
-// the session closes, so an idle profiler costs LibTorch nothing.
+// records Activity::CPU adds the callbacks; they are removed again when the
+// session closes, so an idle profiler costs LibTorch nothing.
 //
 // Hot path (per operator): the start callback pushes (RecordFunction address,
 // start ticks, inputs string) on a per-thread stack; the end callback pops it
@@ -19,7 +19,8 @@
 // (c10::reportMemoryUsageToProfiler). MemoryReporter is installed there on
 // the thread that starts the session and on every thread that runs an
 // operator; a report becomes two Event slots (MemoryReport, MemoryTotals),
-// and the analysis finds the operator that was running.
+// and the analysis finds the operator that was running. After the session
+// each thread takes it out at its next allocation, or when it exits.
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
@@ -147,6 +148,10 @@ std::atomic<uint64_t> g_too_deep{0};
 std::atomic<bool> g_profile_memory{false};
 std::atomic<bool> g_memory_shadowed{false};  // LibTorch's profiler held a thread's PROFILER_STATE
 
+// Takes the reporter out of the calling thread's debug info (after a
+// session: from the allocator's calls, see MemoryReporter).
+void remove_memory_reporter() noexcept;
+
 // LibTorch's profiler code static_casts whatever PROFILER_STATE holds to
 // ProfilerStateBase, so the reporter is one, in the Disabled state: there
 // LibTorch's profilerEnabled() stays false and its profiler can still push
@@ -161,7 +166,10 @@ class MemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
   // lock, no allocation.
   void reportMemoryUsage(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
                          c10::Device device) override {
-    if (!detail::host_recording()) return;
+    if (!detail::host_recording()) {
+      if (!g_profile_memory.load(std::memory_order_relaxed)) remove_memory_reporter();
+      return;
+    }
     detail::MemoryReport report{detail::now_ticks(),
                                 reinterpret_cast<uintptr_t>(ptr),
                                 bytes,
@@ -175,8 +183,16 @@ class MemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
     detail::record_event_pair(std::bit_cast<Event>(report), std::bit_cast<Event>(totals));
   }
 
-  // Also what makes c10's CPU allocator track sizes and report at all.
-  bool memoryProfilingEnabled() const override { return g_profile_memory.load(std::memory_order_relaxed); }
+  // Also what makes c10's CPU allocator track sizes and report at all. c10
+  // asks it on every CPU allocation and free of a thread that holds the
+  // reporter: after the session, that thread's next allocation takes the
+  // reporter out (c10 holds its own reference meanwhile), so no callback
+  // has to stay on for it.
+  bool memoryProfilingEnabled() const override {
+    if (g_profile_memory.load(std::memory_order_relaxed)) return true;
+    remove_memory_reporter();
+    return false;
+  }
 
   torch::profiler::impl::ActiveProfilerType profilerType() override {
     return torch::profiler::impl::ActiveProfilerType::NONE;
@@ -196,11 +212,10 @@ const std::shared_ptr<MemoryReporter>& memory_reporter() {
 //
 // A thread must not keep it after the session: LibTorch's own profiler
 // refuses to start on a thread whose PROFILER_STATE is taken. So each thread
-// that installed it counts itself, and removes it at stop (the stopping
-// thread) or at its next operator after the session (the others; the
-// operator callback stays on for them until the count is 0) or when it exits.
-std::atomic<int64_t> g_threads_with_reporter{0};
-
+// that installed it removes it at stop (the stopping thread), at its next
+// allocation or free after the session (the others: the allocator asks the
+// reporter, see MemoryReporter) or when it exits. No operator callback stays
+// on for it.
 // Set by this library's exit handler. It runs before LibTorch's static
 // destructors (a library is finalized before the libraries it uses) but
 // after every thread-local destructor of the exiting thread: from then on
@@ -209,19 +224,6 @@ std::atomic<bool> g_exiting{false};
 // Set when this thread's ReporterInstalled is destroyed: c10's thread-locals
 // may be gone next, so this thread no longer touches its debug info.
 [[gnu::tls_model("initial-exec")]] thread_local bool t_thread_exiting = false;
-
-// The operator callback left on after a session for threads that still hold
-// the reporter (INVALID_CALLBACK_HANDLE: none).
-std::atomic<at::CallbackHandle> g_cleanup_callback{at::INVALID_CALLBACK_HANDLE};
-
-void disable_cleanup_callback() noexcept {
-  at::CallbackHandle h = g_cleanup_callback.exchange(at::INVALID_CALLBACK_HANDLE);
-  if (h == at::INVALID_CALLBACK_HANDLE || g_exiting.load()) return;
-  try {
-    at::disableCallback(h);
-  } catch (...) {
-  }
-}
 
 // Pops the reporter when it is the newest PROFILER_STATE entry of this
 // thread's debug info (a guard may have pushed another on top: then later).
@@ -238,9 +240,6 @@ struct ReporterInstalled {
     // would find it in torn-down thread-local storage.
     pop_memory_reporter();
     installed = false;
-    if (g_threads_with_reporter.fetch_sub(1, std::memory_order_relaxed) == 1 && !detail::host_recording()) {
-      disable_cleanup_callback();  // the last holder is gone
-    }
   }
 };
 thread_local ReporterInstalled t_reporter;
@@ -265,26 +264,13 @@ bool pop_memory_reporter() noexcept {
     return;
   }
   c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, memory_reporter());
-  if (!t_reporter.installed) {
-    t_reporter.installed = true;
-    g_threads_with_reporter.fetch_add(1, std::memory_order_relaxed);
-  }
+  t_reporter.installed = true;
 }
 
-// Takes the reporter out of the calling thread's debug info.
 void remove_memory_reporter() noexcept {
   if (t_thread_exiting || !t_reporter.installed) return;
   if (!pop_memory_reporter()) return;
   t_reporter.installed = false;
-  g_threads_with_reporter.fetch_sub(1, std::memory_order_relaxed);
-}
-
-// Between sessions, operators only clean up: the last thread to remove the
-// reporter turns the callback off.
-[[gnu::noinline, gnu::cold]] void clean_up_after_session() noexcept {
-  remove_memory_reporter();
-  if (g_threads_with_reporter.load(std::memory_order_relaxed) > 0) return;
-  disable_cleanup_callback();
 }
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -553,11 +539,7 @@ std::pair<const char*, uintptr_t> module_of(void* pc) {
 }
 
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& fn) {
-  if (!detail::host_recording()) {
-    if (g_cleanup_callback.load(std::memory_order_relaxed) != at::INVALID_CALLBACK_HANDLE)
-      clean_up_after_session();
-    return nullptr;
-  }
+  if (!detail::host_recording()) return nullptr;
   try {
     ThreadOps& t = thread_ops();
     if (t.depth == kMaxDepth) {
@@ -624,12 +606,6 @@ class TorchCollector final : public detail::Collector {
   std::string_view name() const override { return "torch"; }
 
   void start(const ProfilerOptions& options) noexcept override {
-    // A callback left on to clean up after the last session: off; this
-    // session turns on the one it needs.
-    if (at::CallbackHandle old = g_cleanup_callback.exchange(at::INVALID_CALLBACK_HANDLE);
-        old != at::INVALID_CALLBACK_HANDLE) {
-      at::disableCallback(old);
-    }
     if (options.activities.count(Activity::CPU) == 0) return;
     if (options.profile_memory) start_memory();
     if (options.profiler_level == ProfilerLevel::None) return;
@@ -639,18 +615,13 @@ class TorchCollector final : public detail::Collector {
                   options.profiler_level >= ProfilerLevel::Level1;
     bool all_scopes = options.profiler_level >= ProfilerLevel::Level2;
     try {
-      at::CallbackHandle& h = handles_[inputs][all_scopes];
-      if (h == at::INVALID_CALLBACK_HANDLE) {
-        at::RecordFunctionCallback cb(&on_operator_start, &on_operator_end);
-        cb.needsInputs(inputs);
-        if (!all_scopes) {
-          cb.scopes(
-              {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
-        }
-        h = at::addGlobalCallback(cb);
-      } else {
-        at::reenableCallback(h);
+      at::RecordFunctionCallback cb(&on_operator_start, &on_operator_end);
+      cb.needsInputs(inputs);
+      if (!all_scopes) {
+        cb.scopes(
+            {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
       }
+      at::CallbackHandle h = at::addGlobalCallback(cb);
       g_record_inputs.store(inputs, std::memory_order_relaxed);
       g_with_flops.store(options.with_flops, std::memory_order_relaxed);
       g_with_stack.store(options.with_stack, std::memory_order_relaxed);
@@ -660,17 +631,11 @@ class TorchCollector final : public detail::Collector {
     }
   }
 
+  // Every callback is removed here: none runs between sessions.
   void stop() noexcept override {
     if (g_exiting.load()) return;  // shut_down_at_exit() did all that may be done
     stop_memory();
-    if (active_ == at::INVALID_CALLBACK_HANDLE) return;
-    if (g_threads_with_reporter.load(std::memory_order_relaxed) > 0) {
-      g_cleanup_callback.store(active_);  // other threads still hold the reporter
-      clean_up_after_session();           // (may be the last: then off now)
-    } else {
-      at::disableCallback(active_);
-    }
-    active_ = at::INVALID_CALLBACK_HANDLE;
+    remove_active_callback();
     if (uint64_t deep = g_too_deep.exchange(0); deep > 0) {
       detail::log_warning("LibTorch collector: " + std::to_string(deep) + " operator(s) nested deeper than " +
                           std::to_string(kMaxDepth) + " were not recorded");
@@ -690,7 +655,7 @@ class TorchCollector final : public detail::Collector {
 
   static void stop_memory() noexcept {
     if (!g_profile_memory.exchange(false, std::memory_order_relaxed)) return;
-    remove_memory_reporter();  // this thread's; the others' at their next operator
+    remove_memory_reporter();  // this thread's; the others' at their next allocation
     if (g_memory_shadowed.load(std::memory_order_relaxed)) {
       detail::log_warning(
           "LibTorch collector: LibTorch's own profiler was recording on some threads; their memory reports "
@@ -704,23 +669,20 @@ class TorchCollector final : public detail::Collector {
   // that closes later (its own exit handler) then finds nothing to stop here.
   void shut_down_at_exit() noexcept {
     g_profile_memory.store(false, std::memory_order_relaxed);
-    disable_cleanup_callback();
+    remove_active_callback();
     g_exiting.store(true);
-    for (auto& by_inputs : handles_) {
-      for (at::CallbackHandle& h : by_inputs) {
-        if (h == at::INVALID_CALLBACK_HANDLE) continue;
-        try {
-          at::removeCallback(h);
-        } catch (...) {
-        }
-        h = at::INVALID_CALLBACK_HANDLE;
-      }
+  }
+
+ private:
+  void remove_active_callback() noexcept {
+    if (active_ == at::INVALID_CALLBACK_HANDLE) return;
+    try {
+      at::removeCallback(active_);
+    } catch (...) {
     }
     active_ = at::INVALID_CALLBACK_HANDLE;
   }
 
- private:
-  at::CallbackHandle handles_[2][2] = {};
   at::CallbackHandle active_ = at::INVALID_CALLBACK_HANDLE;
 };
 
