@@ -242,6 +242,7 @@ TEST(Reliability, ThreadsBeyondTheMemoryCapDropExactCountsPerThread) {
   EXPECT_NE(r.output.find(std::to_string(dropped) + " events were dropped"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("on " + std::to_string(threads_that_dropped) + " of the"), std::string::npos)
       << r.output;
+  EXPECT_NE(r.output.find("The memory cap is the limit"), std::string::npos) << r.output;
 }
 
 // Child processes of this process that have ended and were not reaped.

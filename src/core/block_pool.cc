@@ -34,6 +34,11 @@ size_t BlockPool::allocated() const {
   return allocated_;
 }
 
+size_t BlockPool::in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_use_;
+}
+
 void BlockPool::set_thread_count(size_t threads) {
   std::lock_guard<std::mutex> lock(mu_);
   threads_ = threads;

@@ -33,6 +33,8 @@ class BlockPool {
   size_t peak_in_use() const;
   // Blocks allocated from the system so far (they stay allocated).
   size_t allocated() const;
+  // Blocks in use now.
+  size_t in_use() const;
 
   // Recording threads known to the recorder (raises the effective budget).
   void set_thread_count(size_t threads);

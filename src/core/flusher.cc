@@ -22,6 +22,17 @@
 
 namespace trainprof::detail {
 
+namespace {
+
+// CPU time of the calling thread (the flusher's, where it is used).
+uint64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
 void wake_flusher() noexcept {
   Flusher::instance().wake();
 }
@@ -185,6 +196,8 @@ void Flusher::run() {
       interval_ms_ = pending_interval_ms_;
       stats_ = FlushStats{};
       Recorder::instance().reset_drop_counts();
+      opened_ns_ = monotonic_now_ns();
+      cpu_at_open_ns_ = thread_cpu_ns();
       next_periodic_ns_ = monotonic_now_ns() + interval_ms_ * 1000000ull;
       open_.store(true);
     } else if (fd_ >= 0) {
@@ -228,6 +241,8 @@ void Flusher::run() {
 
 FlushStats Flusher::stats_locked() {
   FlushStats s = stats_;
+  s.wall_ns = monotonic_now_ns() - opened_ns_;
+  s.writer_cpu_ns = thread_cpu_ns() - cpu_at_open_ns_;
   s.events_dropped = Recorder::instance().total_dropped();
   return s;
 }

@@ -31,7 +31,9 @@ struct FlushStats {
   uint64_t events_dropped = 0;
   uint64_t bytes_written = 0;
   bool io_error = false;
-  std::string error;  // first I/O error, with the path
+  std::string error;           // first I/O error, with the path
+  uint64_t wall_ns = 0;        // since the run opened
+  uint64_t writer_cpu_ns = 0;  // the flusher thread's CPU time since then
 };
 
 class Flusher {
@@ -113,6 +115,8 @@ class Flusher {
   std::string path_;
   uint32_t interval_ms_ = 500;
   uint64_t next_periodic_ns_ = 0;
+  uint64_t opened_ns_ = 0;
+  uint64_t cpu_at_open_ns_ = 0;
   FlushStats stats_;
   raw::RawEncoder encoder_;
   std::unordered_map<ThreadBuffer*, uint32_t> name_versions_written_;

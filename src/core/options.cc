@@ -110,7 +110,8 @@ std::vector<std::string> get_strings(const json& v, const std::string& key) {
 EnvOptions parse_options_json(std::string_view text) {
   json root;
   std::string error = detail::parse_json_limited(text, &root);
-  if (!error.empty()) throw std::invalid_argument(std::string(kOptionsEnvVar) + " is not valid JSON: " + error);
+  if (!error.empty())
+    throw std::invalid_argument(std::string(kOptionsEnvVar) + " is not valid JSON: " + error);
   if (!root.is_object()) {
     throw std::invalid_argument(std::string(kOptionsEnvVar) + " must be a JSON object, got " + root.dump());
   }

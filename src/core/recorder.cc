@@ -107,8 +107,13 @@ bool Recorder::replace_block() noexcept {
   Block* fresh = pool_.maybe_available() ? pool_.acquire() : nullptr;
   if (fresh == nullptr) {
     tb->dropped.fetch_add(1, std::memory_order_relaxed);
+    if (!tb->dropping) {
+      tb->dropping = true;  // once per stretch of drops, not per dropped event
+      note_drop_onset();
+    }
     return false;
   }
+  tb->dropping = false;
   fresh->owner_tid = tb->tid;
   tls_block = fresh;
   tb->current.store(fresh, std::memory_order_release);
@@ -121,6 +126,22 @@ void Recorder::submit_full(Block* block) {
     full_.push_back(block);
   }
   wake_flusher();
+}
+
+// Where the blocks were when this thread found none free.
+void Recorder::note_drop_onset() noexcept {
+  size_t waiting;
+  {
+    std::lock_guard<std::mutex> lock(full_mu_);
+    waiting = full_.size();
+  }
+  onsets_.fetch_add(1, std::memory_order_relaxed);
+  onset_in_use_.fetch_add(pool_.in_use(), std::memory_order_relaxed);
+  onset_waiting_.fetch_add(waiting, std::memory_order_relaxed);
+}
+
+Recorder::DropOnsets Recorder::drop_onsets() {
+  return DropOnsets{onsets_.load(), onset_in_use_.load(), onset_waiting_.load()};
 }
 
 std::vector<Block*> Recorder::take_full_blocks() {
@@ -171,6 +192,9 @@ void Recorder::reset_drop_counts() {
   dropped_by_exited_.clear();
   for (ThreadBuffer* tb : threads_) tb->dropped.store(0, std::memory_order_relaxed);
   threads_seen_ = threads_.size();
+  onsets_.store(0);
+  onset_in_use_.store(0);
+  onset_waiting_.store(0);
 }
 
 size_t Recorder::threads_seen() {

@@ -26,6 +26,7 @@ struct ThreadBuffer {
   std::atomic<Block*> current{nullptr};
   std::atomic<uint64_t> dropped{0};
   std::atomic<bool> exited{false};
+  bool dropping = false;  // the owning thread's: since its last failed block request
 
   std::mutex name_mu;
   std::string name;
@@ -56,6 +57,16 @@ class Recorder {
   // Threads that recorded since the last reset_drop_counts() (live or exited).
   size_t threads_seen();
 
+  // Why events were dropped, sampled when a thread starts dropping: how
+  // many buffer blocks were in use then, and how many of those were full
+  // and waiting for the writer (the rest are threads' current blocks).
+  struct DropOnsets {
+    uint64_t onsets = 0;
+    uint64_t blocks_in_use = 0;   // summed over onsets
+    uint64_t blocks_waiting = 0;  // summed over onsets
+  };
+  DropOnsets drop_onsets();
+
   // fork(): the parent's locks are held across the call (lock_for_fork in
   // the parent before, unlock_after_fork in both after); in the child,
   // where only the forking thread exists, reset_in_child() forgets every
@@ -85,6 +96,10 @@ class Recorder {
   std::vector<ThreadBuffer*> threads_of_parent_;  // a fork() child's copies of its parent's threads
   std::vector<std::pair<uint32_t, uint64_t>> dropped_by_exited_;  // tid, count
   size_t threads_seen_ = 0;
+  void note_drop_onset() noexcept;
+  std::atomic<uint64_t> onsets_{0};
+  std::atomic<uint64_t> onset_in_use_{0};
+  std::atomic<uint64_t> onset_waiting_{0};
 };
 
 // Appends an event to the calling thread's buffer: the entry point of

@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/collector.h"
@@ -345,7 +347,7 @@ RunSummary Session::close(std::string_view reason) {
                                       st.bytes_written, st.error, !st.io_error));
   if (!error.empty()) detail::log_error(error);
   release_recording_lock();
-  if (st.events_dropped > 0) detail::log_warning(drop_message(st.events_dropped));
+  if (st.events_dropped > 0) detail::log_warning(drop_message(st));
   summary_.run_dir = run_dir_;
   summary_.events_recorded = st.events_written;
   summary_.events_dropped = st.events_dropped;
@@ -357,18 +359,52 @@ RunSummary Session::close(std::string_view reason) {
   return summary_;
 }
 
-std::string Session::drop_message(uint64_t dropped) const {
-  detail::BlockPool& pool = detail::Recorder::instance().pool();
-  size_t threads = detail::Recorder::instance().dropped_by_thread().size();
-  size_t seen = detail::Recorder::instance().threads_seen();
-  return std::to_string(dropped) + " events were dropped in '" + run_dir_ + "', on " +
-         std::to_string(threads) + " of the " + std::to_string(seen) +
-         " threads that recorded (exact counts per thread in profiler_info.json): all " +
-         std::to_string(pool.peak_in_use()) + " buffer blocks of 64 KiB that this run could use were taken " +
-         "(buffer_mb gives " + std::to_string(pool.budget()) +
-         ", the floor is 2 per recording thread, the cap 1/4 of the free memory). Each recording thread "
-         "holds " +
-         "one block; the others wait for the writer. Raise buffer_mb or record fewer events";
+// Says which limit the drops came from, measured: threads holding blocks,
+// the writer falling behind (blocks waiting for it when threads found none
+// free), or bursts larger than buffer_mb.
+std::string Session::drop_message(const detail::FlushStats& st) const {
+  detail::Recorder& rec = detail::Recorder::instance();
+  detail::BlockPool& pool = rec.pool();
+  size_t threads = rec.dropped_by_thread().size();
+  size_t seen = rec.threads_seen();
+  detail::Recorder::DropOnsets onsets = rec.drop_onsets();
+  double seconds = static_cast<double>(std::max<uint64_t>(st.wall_ns, 1)) / 1e9;
+  auto rate = [](double per_second) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f M", per_second / 1e6);
+    return std::string(text);
+  };
+  char busy[16];
+  std::snprintf(busy, sizeof(busy), "%.0f%%",
+                100.0 * static_cast<double>(st.writer_cpu_ns) / (seconds * 1e9));
+  std::string message = std::to_string(st.events_dropped) + " events were dropped in '" + run_dir_ +
+                        "', on " + std::to_string(threads) + " of the " + std::to_string(seen) +
+                        " threads that recorded (exact counts per thread in profiler_info.json). ";
+  std::string rates =
+      "the threads produced " + rate(static_cast<double>(st.events_written + st.events_dropped) / seconds) +
+      " events/s over the run, the writer wrote " + rate(static_cast<double>(st.events_written) / seconds) +
+      " events/s and was busy " + busy + " of the time";
+  uint64_t in_use = std::max<uint64_t>(onsets.blocks_in_use, 1);
+  if (onsets.onsets > 0 && onsets.blocks_waiting * 2 >= in_use) {
+    // A writer busy most of the time is slow by itself; one that was not got
+    // too little CPU from the recording threads.
+    bool starved = static_cast<double>(st.writer_cpu_ns) < 0.6 * seconds * 1e9;
+    std::string why = starved ? ": it had too little CPU (the " + std::to_string(seen) +
+                                    " recording threads kept the " +
+                                    std::to_string(std::thread::hardware_concurrency()) + " cores busy)"
+                              : ": it runs on one core, and that is its speed";
+    return message + "The writer is the bottleneck: when threads found no free buffer block, " +
+           std::to_string(100 * onsets.blocks_waiting / in_use) +
+           "% of the blocks in use were full and waiting for it; " + rates + why +
+           ". A larger buffer_mb only delays the drops: record fewer events (profiler_level, fewer ranges)";
+  }
+  if (onsets.onsets > 0 && threads * 2 >= pool.peak_in_use()) {
+    return message + "The memory cap is the limit: each recording thread holds a 64 KiB block, and " +
+           std::to_string(pool.peak_in_use()) +
+           " blocks were all this run could take (1/4 of the memory the process may still use); " + rates;
+  }
+  return message + "Bursts filled the " + std::to_string(pool.budget()) +
+         " buffer blocks of buffer_mb faster than the writer emptied them; " + rates + ". Raise buffer_mb";
 }
 
 std::string Session::write_run_file(const std::string& name, const std::string& text) const {

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "core/clock.h"
+#include "core/flusher.h"
 #include "core/safe_file.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
@@ -47,7 +48,7 @@ class Session {
   void remove_unopened_run();
   void release_recording_lock();
   // The warning for dropped events: how many, on which threads, and why.
-  std::string drop_message(uint64_t dropped) const;
+  std::string drop_message(const detail::FlushStats& st) const;
   std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, uint64_t written,
                         uint64_t dropped, uint64_t bytes, const std::string& io_error, bool complete) const;
 
