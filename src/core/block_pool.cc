@@ -49,19 +49,15 @@ size_t BlockPool::limit_locked() const {
   return std::min(std::max(budget_, 2 * threads_), cap_);
 }
 
-// Takes the next chunk from the system, pre-faulted (MAP_POPULATE), so that
-// the recording threads never take a page fault in a block.
-bool BlockPool::grow_locked() {
-  size_t limit = limit_locked();
-  if (allocated_ >= limit || grow_failed_) return false;
-  size_t count = std::min(kBlocksPerChunk, limit - allocated_);
+// Pre-faulted (MAP_POPULATE), so that the recording threads never take a
+// page fault in a block.
+Block* BlockPool::map_blocks(size_t count) {
   void* mem = mmap(nullptr, count * kBlockBytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (mem == MAP_FAILED) {
-    grow_failed_ = true;  // no mmap per dropped event
-    return false;
-  }
-  auto* first = static_cast<Block*>(mem);
+  return mem == MAP_FAILED ? nullptr : static_cast<Block*>(mem);
+}
+
+void BlockPool::add_blocks_locked(Block* first, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     Block* b = new (first + i) Block();
     b->committed.store(0, std::memory_order_relaxed);
@@ -70,7 +66,41 @@ bool BlockPool::grow_locked() {
   }
   chunks_.emplace_back(first, count);
   allocated_ += count;
+}
+
+// Takes the next chunk from the system (on a recording thread: the flusher's
+// grow_ahead() did not keep up).
+bool BlockPool::grow_locked() {
+  size_t limit = limit_locked();
+  if (allocated_ >= limit || grow_failed_) return false;
+  size_t count = std::min(kBlocksPerChunk, limit - allocated_);
+  Block* first = map_blocks(count);
+  if (first == nullptr) {
+    grow_failed_ = true;  // no mmap per dropped event
+    return false;
+  }
+  add_blocks_locked(first, count);
   return true;
+}
+
+void BlockPool::grow_ahead() {
+  size_t count;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t limit = limit_locked();
+    if (free_.size() >= kBlocksPerChunk / 2 || allocated_ >= limit || grow_failed_) return;
+    count = std::min(kBlocksPerChunk, limit - allocated_);
+    allocated_ += count;  // claimed now: no one else maps the same room meanwhile
+  }
+  Block* first = map_blocks(count);  // outside the lock: recording threads go on
+  std::lock_guard<std::mutex> lock(mu_);
+  allocated_ -= count;
+  if (first == nullptr) {
+    grow_failed_ = true;
+  } else {
+    add_blocks_locked(first, count);
+  }
+  update_available_locked();
 }
 
 Block* BlockPool::acquire() {

@@ -42,6 +42,10 @@ class BlockPool {
   // A reset block (committed = flushed = 0), or nullptr when the effective
   // budget is used up or the system has no memory left.
   Block* acquire();
+  // The flusher's side: takes the next chunk from the system ahead of
+  // demand when few free blocks are left, outside the lock, so that the
+  // recording threads seldom pay for mmap and page faults themselves.
+  void grow_ahead();
   void release(Block* block);
 
   // Lock-free hint for writers that are dropping: is acquire() worth trying?
@@ -56,6 +60,9 @@ class BlockPool {
  private:
   size_t limit_locked() const;
   bool grow_locked();
+  // Pre-faulted memory for `count` blocks, or nullptr.
+  static Block* map_blocks(size_t count);
+  void add_blocks_locked(Block* first, size_t count);
   void update_available_locked();
 
   mutable std::mutex mu_;

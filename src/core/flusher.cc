@@ -215,6 +215,8 @@ void Flusher::run() {
       write_full_blocks(/*discard=*/true);
     }
 
+    if (fd_ >= 0) Recorder::instance().pool().grow_ahead();
+
     if (cmd == Command::kClose && fd_ >= 0) {
       if (::close(fd_) != 0) fail_io("close");
       fd_ = -1;
