@@ -3,7 +3,10 @@
 //   paused:  the flusher is held, one thread records 100000 ranges into 1 MiB
 //            (16 blocks): exactly 16 blocks' worth survive, the rest are dropped.
 //   threads: 8 threads x 1M ranges into 1 MiB with the flusher running.
+//   threads N MB [RANGES]: N threads x RANGES (default 1M) ranges into MB MiB
+//            (the overload measurement of docs/RELIABILITY.md).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -16,11 +19,11 @@ int main(int argc, char** argv) {
   if (argc < 3) return 2;
   trainprof::ProfilerOptions o;
   o.output_path = argv[1];
-  o.buffer_mb = 1;
-  trainprof::Profiler prof(o);
   bool paused = std::strcmp(argv[2], "paused") == 0;
-  int threads = paused ? 1 : 8;
-  int per_thread = paused ? 100000 : 1000000;
+  int threads = paused ? 1 : argc > 3 ? std::atoi(argv[3]) : 8;
+  o.buffer_mb = argc > 4 ? static_cast<uint32_t>(std::atoi(argv[4])) : 1;
+  int per_thread = paused ? 100000 : argc > 5 ? std::atoi(argv[5]) : 1000000;
+  trainprof::Profiler prof(o);
   auto& flusher = trainprof::detail::Flusher::instance();
   if (paused) flusher.set_paused_for_testing(true);
   std::vector<std::thread> ts;
