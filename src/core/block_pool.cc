@@ -126,12 +126,14 @@ void BlockPool::release(Block* block) {
 
 void BlockPool::reset_in_child() {
   free_.clear();
+  allocated_ = 0;  // a grow_ahead() cut short by the fork claimed room it never mapped here
   for (auto [first, count] : chunks_) {
     for (size_t i = 0; i < count; ++i) {
       first[i].committed.store(0, std::memory_order_relaxed);
       first[i].flushed = 0;
       free_.push_back(first + i);
     }
+    allocated_ += count;
   }
   in_use_ = 0;
   threads_ = 0;
