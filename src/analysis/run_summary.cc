@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_limits.h"
 #include "export/csv_reader.h"
 #include "trainprof/analyse.h"
 
@@ -71,8 +73,9 @@ std::map<std::string, double> peak_memory_mb(const fs::path& out, std::string* p
   std::map<std::string, double> peaks;
   std::string file = (out / "profiler_info.json").string();
   std::ifstream f(file);
-  json info = json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (info.is_discarded() || !info.is_object()) {
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  json info;
+  if (!detail::parse_json_limited(text, &info).empty() || !info.is_object()) {
     *problem = "'" + file + "' is not a JSON object";
     return peaks;
   }

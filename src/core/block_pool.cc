@@ -29,11 +29,6 @@ size_t BlockPool::peak_in_use() const {
   return peak_in_use_;
 }
 
-size_t BlockPool::allocated() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return allocated_;
-}
-
 size_t BlockPool::in_use() const {
   std::lock_guard<std::mutex> lock(mu_);
   return in_use_;

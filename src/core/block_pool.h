@@ -31,8 +31,6 @@ class BlockPool {
   size_t budget() const;
   // The most blocks in use at once since the last set_budget().
   size_t peak_in_use() const;
-  // Blocks allocated from the system so far (they stay allocated).
-  size_t allocated() const;
   // Blocks in use now.
   size_t in_use() const;
 

@@ -171,10 +171,8 @@ void Recorder::reap_exited(const std::vector<ThreadBuffer*>& exited) {
 }
 
 uint64_t Recorder::total_dropped() {
-  std::lock_guard<std::mutex> lock(threads_mu_);
   uint64_t total = 0;
-  for (const auto& [tid, n] : dropped_by_exited_) total += n;
-  for (ThreadBuffer* tb : threads_) total += tb->dropped.load(std::memory_order_relaxed);
+  for (const auto& [tid, n] : dropped_by_thread()) total += n;
   return total;
 }
 

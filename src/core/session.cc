@@ -400,8 +400,9 @@ std::string Session::drop_message(const detail::FlushStats& st) const {
   }
   if (onsets.onsets > 0 && threads * 2 >= pool.peak_in_use()) {
     return message + "The memory cap is the limit: each recording thread holds a 64 KiB block, and " +
-           std::to_string(pool.peak_in_use()) +
-           " blocks were all this run could take (1/4 of the memory the process may still use); " + rates;
+           std::to_string(pool.peak_in_use()) + " blocks were all this run could take (1/" +
+           std::to_string(detail::kBufferShareDivisor) + " of the memory the process may still use); " +
+           rates;
   }
   return message + "Bursts filled the " + std::to_string(pool.budget()) +
          " buffer blocks of buffer_mb faster than the writer emptied them; " + rates + ". Raise buffer_mb";

@@ -205,17 +205,6 @@ const std::shared_ptr<MemoryReporter>& memory_reporter() {
   return *reporter;
 }
 
-// Puts the reporter in the calling thread's debug info unless it is there,
-// or another profiler state is (LibTorch's profiler is recording here).
-// Guards (autograd engine, at::launch) copy the debug info into the threads
-// they run tasks on, so most threads inherit it.
-//
-// A thread must not keep it after the session: LibTorch's own profiler
-// refuses to start on a thread whose PROFILER_STATE is taken. So each thread
-// that installed it removes it at stop (the stopping thread), at its next
-// allocation or free after the session (the others: the allocator asks the
-// reporter, see MemoryReporter) or when it exits. No operator callback stays
-// on for it.
 // Set by this library's exit handler. It runs before LibTorch's static
 // destructors (a library is finalized before the libraries it uses) but
 // after every thread-local destructor of the exiting thread: from then on
@@ -227,7 +216,16 @@ std::atomic<bool> g_exiting{false};
 
 // Pops the reporter when it is the newest PROFILER_STATE entry of this
 // thread's debug info (a guard may have pushed another on top: then later).
-bool pop_memory_reporter() noexcept;
+bool pop_memory_reporter() noexcept {
+  try {
+    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE) != memory_reporter())
+      return false;
+    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+    return true;
+  } catch (...) {
+    return false;  // another kind on top
+  }
+}
 
 struct ReporterInstalled {
   bool installed = false;
@@ -244,17 +242,17 @@ struct ReporterInstalled {
 };
 thread_local ReporterInstalled t_reporter;
 
-bool pop_memory_reporter() noexcept {
-  try {
-    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE) != memory_reporter())
-      return false;
-    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
-    return true;
-  } catch (...) {
-    return false;  // another kind on top
-  }
-}
-
+// Puts the reporter in the calling thread's debug info unless it is there,
+// or another profiler state is (LibTorch's profiler is recording here).
+// Guards (autograd engine, at::launch) copy the debug info into the threads
+// they run tasks on, so most threads inherit it.
+//
+// A thread must not keep it after the session: LibTorch's own profiler
+// refuses to start on a thread whose PROFILER_STATE is taken. So each thread
+// that installed it removes it at stop (the stopping thread), at its next
+// allocation or free after the session (the others: the allocator asks the
+// reporter, see MemoryReporter) or when it exits. No operator callback stays
+// on for it.
 [[gnu::noinline]] void install_memory_reporter() {
   if (t_thread_exiting || g_exiting.load(std::memory_order_relaxed)) return;
   c10::DebugInfoBase* current = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
@@ -631,6 +629,14 @@ class TorchCollector final : public detail::Collector {
     }
   }
 
+  // At exit, while LibTorch is still whole: every callback off; the session
+  // that closes later (its own exit handler) then finds nothing to stop here.
+  void shut_down_at_exit() noexcept {
+    g_profile_memory.store(false, std::memory_order_relaxed);
+    remove_active_callback();
+    g_exiting.store(true);
+  }
+
   // Every callback is removed here: none runs between sessions.
   void stop() noexcept override {
     if (g_exiting.load()) return;  // shut_down_at_exit() did all that may be done
@@ -664,16 +670,6 @@ class TorchCollector final : public detail::Collector {
     }
   }
 
- public:
-  // At exit, while LibTorch is still whole: every callback off; the session
-  // that closes later (its own exit handler) then finds nothing to stop here.
-  void shut_down_at_exit() noexcept {
-    g_profile_memory.store(false, std::memory_order_relaxed);
-    remove_active_callback();
-    g_exiting.store(true);
-  }
-
- private:
   void remove_active_callback() noexcept {
     if (active_ == at::INVALID_CALLBACK_HANDLE) return;
     try {
