@@ -212,12 +212,30 @@ std::vector<test::RawChunk> chunks_of_type(const std::string& bytes, raw::ChunkT
   return out;
 }
 
+// A recorded run's raw file: its path, bytes, what it reads as, and its
+// events chunks (the material the damage tests cut and paste).
+struct RecordedFile {
+  std::string path;
+  std::string bytes;
+  raw::RawFile read;
+  std::vector<test::RawChunk> events;
+};
+
+RecordedFile record_file(const TempDir& dir, int threads, int ranges_per_thread) {
+  RecordedFile r;
+  r.path = record_run(dir, threads, ranges_per_thread);
+  r.bytes = bytes_of(r.path);
+  r.read = must_read(r.path);
+  r.events = chunks_of_type(r.bytes, raw::ChunkType::kEvents);
+  return r;
+}
+
 TEST(RawReader, DuplicatedChunksAreDroppedAndCounted) {
   TempDir dir;
-  std::string path = record_run(dir, 1, 20000);
-  std::string full = bytes_of(path);
-  raw::RawFile whole = must_read(path);
-  std::vector<test::RawChunk> events = chunks_of_type(full, raw::ChunkType::kEvents);
+  RecordedFile rec = record_file(dir, 1, 20000);
+  const std::string& full = rec.bytes;
+  const raw::RawFile& whole = rec.read;
+  const std::vector<test::RawChunk>& events = rec.events;
   std::vector<test::RawChunk> strings = chunks_of_type(full, raw::ChunkType::kStrings);
   ASSERT_GE(events.size(), 4u);
   ASSERT_FALSE(strings.empty());
@@ -244,10 +262,10 @@ TEST(RawReader, DuplicatedChunksAreDroppedAndCounted) {
 
 TEST(RawReader, DeletedChunkIsReportedMissing) {
   TempDir dir;
-  std::string path = record_run(dir, 1, 20000);
-  std::string full = bytes_of(path);
-  raw::RawFile whole = must_read(path);
-  std::vector<test::RawChunk> events = chunks_of_type(full, raw::ChunkType::kEvents);
+  RecordedFile rec = record_file(dir, 1, 20000);
+  const std::string& full = rec.bytes;
+  const raw::RawFile& whole = rec.read;
+  const std::vector<test::RawChunk>& events = rec.events;
   ASSERT_GE(events.size(), 4u);
   const test::RawChunk& e = events[2];
   std::string bad_path = dir.sub("cut.tpraw");
@@ -264,10 +282,10 @@ TEST(RawReader, DeletedChunkIsReportedMissing) {
 
 TEST(RawReader, SwappedChunksAreReportedAndKept) {
   TempDir dir;
-  std::string path = record_run(dir, 1, 20000);
-  std::string full = bytes_of(path);
-  raw::RawFile whole = must_read(path);
-  std::vector<test::RawChunk> events = chunks_of_type(full, raw::ChunkType::kEvents);
+  RecordedFile rec = record_file(dir, 1, 20000);
+  const std::string& full = rec.bytes;
+  const raw::RawFile& whole = rec.read;
+  const std::vector<test::RawChunk>& events = rec.events;
   ASSERT_GE(events.size(), 4u);
   const test::RawChunk& a = events[1];
   const test::RawChunk& b = events[2];
@@ -341,10 +359,11 @@ bool model_builds(const std::string& run_dir, analysis::TraceModel* model) {
 
 TEST(RawReader, RecordCountIsCheckedBeforeAnythingIsReserved) {
   TempDir dir;
-  std::string path = record_run(dir, 1, 3000);
-  std::string full = bytes_of(path);
-  raw::RawFile whole = must_read(path);
-  std::vector<test::RawChunk> events = chunks_of_type(full, raw::ChunkType::kEvents);
+  RecordedFile rec = record_file(dir, 1, 3000);
+  const std::string& path = rec.path;
+  const std::string& full = rec.bytes;
+  const raw::RawFile& whole = rec.read;
+  const std::vector<test::RawChunk>& events = rec.events;
   ASSERT_FALSE(events.empty());
   const test::RawChunk& e = events[0];
   ASSERT_EQ(records_in_headers(path), whole.events.size());

@@ -635,7 +635,7 @@ TEST(TorchCollector, LibTorchProfilerStartsAgainAfterAMemorySession) {
       torch::ones({8}).mul(2);  // installs the reporter on this thread
       worker_ran.set_value();
       session_over.get_future().wait();
-      torch::ones({8}).mul(2);  // the first operator after the session cleans up
+      torch::ones({8}).mul(2);  // its first allocation after the session takes the reporter out
       worker_result.set_value(libtorch_profiler_starts());
     });
     worker_ran.get_future().wait();
