@@ -9,7 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -924,6 +926,103 @@ TEST(Analysis, MalformedMemoryEventDiscardsItsChunkOnly) {
   for (const std::string& w : r.warnings) reported |= w.find("malformed memory event") != std::string::npos;
   EXPECT_TRUE(reported);
   EXPECT_EQ(read_csv(out(run, "memory_record.csv")).size(), 2u);  // the valid report only
+}
+
+// ---------------------------------------------------------------------------
+// Windows (analysis/run_loader.h): the analysis holds a few windows of slices
+// at a time, and its outputs are the same whatever their number.
+
+// A run with every kind of event, whose slices outnumber what the scan keeps
+// whole (64 Ki), so that most are placed by the second pass; a range around
+// the run, an async range and ranges left open across step() cross windows.
+std::string record_windowed_run(const std::string& dir, bool steps) {
+  ProfilerOptions o;
+  o.output_path = dir;
+  Profiler prof(o);
+  auto train = std::make_optional<trainprof::Range>("train");
+  uint64_t epoch = range_start("epoch");
+  uint64_t total = 0;
+  for (int s = 0; s < 40; ++s) {
+    auto work = [s](uint64_t base) {
+      for (int i = 0; i < 1000; ++i) {
+        TRAINPROF_RANGE("layer");
+        { TRAINPROF_RANGE("conv"); }
+        if (i % 100 == 0) op("alloc_op", [&] { report_memory(base + 64 * (s * 1000 + i), 64, 64); });
+      }
+    };
+    std::thread other(work, uint64_t{1} << 40);
+    work(uint64_t{2} << 40);
+    other.join();
+    mark("checkpoint");
+    counter("loss", 1.0 / (s + 1));
+    report_memory(uint64_t{3} << 40, s % 2 == 0 ? 4096 : -4096, total = s % 2 == 0 ? 4096 : 0);
+    auto across = std::make_optional<trainprof::Range>("across_step");
+    if (steps) prof.step();
+    spin_one_microsecond();
+    across.reset();
+  }
+  range_end(epoch);
+  train.reset();
+  prof.stop();
+  return prof.last_run().run_dir;
+}
+
+constexpr const char* kOutputFiles[] = {"trace_view.json",     "op_statistic.csv",  "operator_details.csv",
+                                        "step_trace_time.csv", "memory_record.csv", "operator_memory.csv"};
+
+// Every output of `run` analysed with `options`, by file name.
+std::map<std::string, std::string> outputs_with(const std::string& run, AnalyseOptions options,
+                                                uint64_t window_slices, uint64_t* windows) {
+  options.window_slices = window_slices;
+  RunAnalysis r = analyse_one(run, options);
+  EXPECT_TRUE(r.ok) << r.error;
+  std::map<std::string, std::string> files;
+  for (const char* name : kOutputFiles) {
+    if (fs::exists(out(run, name))) files[name] = test::read_text(out(run, name));
+  }
+  json info = read_json(out(run, "profiler_info.json"));
+  *windows = info["analysis"]["windows"].get<uint64_t>();
+  files["slices"] = info["analysis"]["slices"].dump();
+  return files;
+}
+
+// The outputs of one window and of many, compared file by file.
+void expect_same_outputs_in_windows(const std::string& run, const AnalyseOptions& options = {}) {
+  uint64_t one = 0, many = 0;
+  std::map<std::string, std::string> whole = outputs_with(run, options, 0, &one);
+  std::map<std::string, std::string> windowed = outputs_with(run, options, 2000, &many);
+  EXPECT_EQ(one, 1u);
+  EXPECT_GT(many, 10u);
+  ASSERT_EQ(whole.size(), windowed.size());
+  for (const auto& [name, text] : whole) {
+    EXPECT_FALSE(text.empty()) << name;
+    EXPECT_TRUE(text == windowed[name]) << name << " differs between 1 window and " << many;
+  }
+}
+
+TEST(Windows, OutputsOfManyWindowsAreThoseOfOne) {
+  TempDir dir;
+  std::string run = record_windowed_run(dir.path(), true);
+  expect_same_outputs_in_windows(run);
+  // Every slice counted once: 40 steps x 2 threads x (1000 x 2 ranges + 10
+  // operators), the ranges across step(), 41 steps (stop() ends the last),
+  // "train".
+  json info = read_json(out(run, "profiler_info.json"));
+  EXPECT_EQ(info["analysis"]["slices"], 40 * 2 * 2010 + 40 + 41 + 1);
+  CsvRows steps = read_csv(out(run, "step_trace_time.csv"));
+  EXPECT_EQ(steps.size(), 1 + 41u);
+}
+
+TEST(Windows, ARunInOneStepIsCutByTime) {
+  TempDir dir;
+  expect_same_outputs_in_windows(record_windowed_run(dir.path(), false));
+}
+
+TEST(Windows, StepSelectionAndTraceLimitAreTheSameInWindows) {
+  TempDir dir;
+  std::string run = record_windowed_run(dir.path(), true);
+  expect_same_outputs_in_windows(run, with_steps({10, 11, 12, 13, 14}));
+  expect_same_outputs_in_windows(run, limited_to(2 << 20));
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "analysis/trace_model.h"
+#include "analysis/run_loader.h"
 #include "raw/crc32c.h"
 #include "raw/format.h"
 #include "raw/varint.h"

@@ -1,6 +1,7 @@
 // Copyright trainprof authors. The `trainprof` command.
 //
 //   trainprof analyse PATH [--pretty] [--steps 3-5|3,4,5] [--jobs N] [--simplify] [--trace-limit-mb N]
+//                          [--window-mb N]
 //   trainprof summary PATH
 //   trainprof --version | --help
 //
@@ -54,6 +55,8 @@ const char* kAnalyseHelp =
     "                       being recorded: its raw/ is kept, with a warning)\n"
     "  --trace-limit-mb N   cut trace_view.json (at a whole step when one fits) to stay under\n"
     "                       N MiB, 1 to 1048576 (default 500)\n"
+    "  --window-mb N        hold the slices of about N MiB of the run at a time (16 bytes\n"
+    "                       each; the raw data is read twice), 1 to 1048576 (default 16)\n"
     "\n"
     "A run still being recorded is analysed up to its last flush, with a warning that\n"
     "the outputs are partial. One analysis of a run runs at a time: another one of the\n"
@@ -69,7 +72,7 @@ const char* kSummaryHelp =
     "Runs that were not analysed yet are listed with the command that does it.\n";
 
 // Numeric options: their ranges. 2^20 MB (1 TiB) is far above what any
-// viewer opens, and keeps MB -> bytes far from overflowing.
+// viewer opens or any machine holds, and keeps MB -> bytes far from overflowing.
 constexpr uint64_t kMaxJobs = 1024;
 constexpr uint64_t kMaxTraceLimitMb = 1ull << 20;
 
@@ -139,6 +142,13 @@ int cmd_analyse(const std::vector<std::string>& args) {
                            kAnalyseHelp);
       }
       options.trace_size_limit_bytes = n << 20;
+    } else if (a == "--window-mb") {
+      uint64_t n = 0;
+      if (!parse_number(value("--window-mb"), kMaxTraceLimitMb, &n)) {
+        return usage_error("--window-mb needs a number from 1 to " + std::to_string(kMaxTraceLimitMb),
+                           kAnalyseHelp);
+      }
+      options.window_slices = (n << 20) / 16;  // a slice is 16 bytes (analysis/trace_model.h)
     } else if (!a.empty() && a[0] == '-') {
       return usage_error("unknown option '" + a + "'", kAnalyseHelp);
     } else if (path.empty()) {

@@ -29,6 +29,11 @@ struct AnalyseOptions {
   int max_workers = 0;
   // trace_view.json is cut at a whole step so that it stays under this size.
   uint64_t trace_size_limit_bytes = 500ull << 20;
+  // The analysis holds about this many slices (ranges and operators, 16
+  // bytes each) at a time: it reads the raw data once to plan windows of
+  // time, then again window by window (docs/ARCHITECTURE.md). 0 holds the
+  // whole run at once. Outputs do not depend on it.
+  uint64_t window_slices = 1u << 20;
   // Called after each run finishes (from the calling thread): done, total.
   std::function<void(size_t, size_t)> on_progress;
 };

@@ -21,6 +21,7 @@
 
 #include "analysis/memory.h"
 #include "analysis/passes.h"
+#include "analysis/run_loader.h"
 #include "analysis/trace_model.h"
 #include "core/json_limits.h"
 #include "core/log.h"
@@ -100,14 +101,16 @@ struct OutputDir {
 };
 
 // Writes memory_record.csv and operator_memory.csv when the run has memory
-// reports; returns the first error and fills `summary`.
-std::string write_memory_outputs(const analysis::TraceModel& model, const OutputDir& out, json* summary) {
+// reports (`operators`: memory_operators of each); returns the first error and
+// fills `summary`.
+std::string write_memory_outputs(const analysis::TraceModel& model, const std::vector<uint32_t>& operators,
+                                 const OutputDir& out, json* summary) {
   if (model.memory.empty()) {  // files of an earlier analysis of other steps would be stale
     unlinkat(out.fd, "memory_record.csv", 0);
     unlinkat(out.fd, "operator_memory.csv", 0);
     return "";
   }
-  analysis::MemoryMatch match = analysis::match_allocations(model, analysis::memory_operators(model));
+  analysis::MemoryMatch match = analysis::match_allocations(model, operators);
   *summary = memory_summary(model, match);
   std::string e = exporter::write_memory_record(model, out.file("memory_record.csv"));
   std::string e2 = exporter::write_operator_memory(model, match, out.file("operator_memory.csv"));
@@ -177,7 +180,8 @@ json read_run_info(int run_fd, const std::string& run_path, RunAnalysis& r) {
 }
 
 // profiler_info.json of the output: the run's own, plus what the analysis did.
-std::string output_info(const json& run_info, const analysis::TraceModel& model, const RunAnalysis& r,
+std::string output_info(const json& run_info, const analysis::TraceModel& model,
+                        const analysis::RunLoader& loader, const RunAnalysis& r,
                         const AnalyseOptions& options, bool pretty, const json& memory) {
   json info = run_info;
   json steps = json::array();
@@ -186,7 +190,9 @@ std::string output_info(const json& run_info, const analysis::TraceModel& model,
   info["analysis"] = {
       {"trainprof_version", std::string(version())},
       {"events", r.events},
-      {"slices", model.slice_count()},
+      {"slices", loader.slices_loaded()},
+      // Windows the slices were analysed in (AnalyseOptions::window_slices).
+      {"windows", loader.windows_loaded()},
       {"steps", steps},
       {"step_list", options.step_list},
       {"analysis_seconds", r.seconds},
@@ -310,27 +316,123 @@ std::string remove_raw_data(int run_fd) {
   return error;
 }
 
-// Writes every output of an analysed model into `out`; returns the first error.
-std::string write_outputs(const analysis::TraceModel& model, const fs::path& run, const OutputDir& out,
-                          const AnalyseOptions& options, RunAnalysis& r, json* memory) {
-  auto trace = exporter::write_chrome_trace(model, out.file("trace_view.json"), run.filename().string(),
-                                            options.pretty, options.trace_size_limit_bytes);
-  if (!trace.cut_warning.empty()) add_warning(r, trace.cut_warning);
-  std::string errors = trace.error;
+// What the passes collect over the windows of a run (analysis/run_loader.h).
+class WindowPasses {
+ public:
+  WindowPasses(const analysis::TraceModel& m, exporter::ChromeTraceWriter& trace)
+      : self_(m), trace_(trace), memory_names_(m.memory.size(), 0), steps_(m.steps) {
+    std::sort(steps_.begin(), steps_.end(), [](const analysis::StepWindow& a, const analysis::StepWindow& b) {
+      return a.start_ns < b.start_ns;
+    });
+  }
+
+  void add(const analysis::TraceModel& m, const analysis::Window& w) {
+    self_.add_window(m);
+    analysis::add_totals(m, &totals_);
+    add_step_parts(m, w);
+    size_t first_report = next_report_;
+    while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
+    analysis::memory_operators(m, first_report, next_report_, &memory_names_);
+    trace_.add_window(m, w.end_ns);
+  }
+
+  // Self times and totals complete; step rows in step order.
+  void finish(analysis::TraceModel& m) {
+    self_.finish(m);
+    analysis::finish_totals(m, &totals_);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      analysis::StepTraceRow row = step_parts_[i].row;
+      row.step = steps_[i].number;
+      row.step_ns = steps_[i].end_ns - steps_[i].start_ns;
+      row.free_ns = row.step_ns - row.computing_ns;
+      step_rows_.push_back(row);
+    }
+    std::stable_sort(
+        step_rows_.begin(), step_rows_.end(),
+        [](const analysis::StepTraceRow& a, const analysis::StepTraceRow& b) { return a.step < b.step; });
+  }
+
+  const std::vector<analysis::SliceTotals>& totals() const { return totals_; }
+  const std::vector<analysis::StepTraceRow>& step_rows() const { return step_rows_; }
+  const std::vector<uint32_t>& memory_names() const { return memory_names_; }
+
+ private:
+  // A step's breakdown so far: the sum of its parts in the windows it spans
+  // (the union of intervals is additive over disjoint parts of time).
+  struct StepParts {
+    analysis::StepTraceRow row;
+    bool active = false;  // some computing seen: preparing is known
+  };
+
+  // The parts of the steps open in window `w`: each step clipped to it.
+  void add_step_parts(const analysis::TraceModel& m, const analysis::Window& w) {
+    while (next_step_ < steps_.size() && steps_[next_step_].start_ns < w.end_ns) ++next_step_;
+    std::vector<analysis::StepWindow> parts;
+    std::vector<size_t> of;
+    for (size_t i = first_open_step_; i < next_step_; ++i) {
+      const analysis::StepWindow& s = steps_[i];
+      if (s.end_ns <= w.start_ns) continue;
+      parts.push_back({s.number, std::max(s.start_ns, w.start_ns), std::min(s.end_ns, w.end_ns)});
+      of.push_back(i);
+    }
+    std::vector<analysis::StepTraceRow> rows = analysis::step_trace(m, parts);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      StepParts& p = step_parts_[of[k]];
+      p.row.computing_ns += rows[k].computing_ns;
+      if (!p.active && rows[k].computing_ns > 0) {
+        p.row.preparing_ns = parts[k].start_ns - steps_[of[k]].start_ns + rows[k].preparing_ns;
+        p.active = true;
+      }
+    }
+    while (first_open_step_ < next_step_ && steps_[first_open_step_].end_ns <= w.end_ns) ++first_open_step_;
+  }
+
+  analysis::SelfTimeAccumulator self_;
+  exporter::ChromeTraceWriter& trace_;
+  std::vector<analysis::SliceTotals> totals_;
+  std::vector<analysis::StepTraceRow> step_rows_;
+  std::vector<uint32_t> memory_names_;       // per memory report: its operator
+  std::vector<analysis::StepWindow> steps_;  // by start
+  std::vector<StepParts> step_parts_ = std::vector<StepParts>(steps_.size());
+  size_t next_step_ = 0;        // steps [0, next_step_) start before the current window's end
+  size_t first_open_step_ = 0;  // steps before it have ended
+  size_t next_report_ = 0;
+};
+
+// Loads the run window by window through the passes and writes every
+// output into `out`; returns the first error.
+std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const fs::path& run,
+                          const OutputDir& out, const AnalyseOptions& options, RunAnalysis& r, json* memory) {
+  exporter::ChromeTraceWriter trace(model, out.file("trace_view.json"), run.filename().string(),
+                                    options.pretty, options.trace_size_limit_bytes,
+                                    loader.earliest_slice_ns());
+  WindowPasses passes(model, trace);
+  std::string error;
+  uint64_t window = options.window_slices > 0 ? options.window_slices : UINT64_MAX;
+  if (!loader.load(
+          &model, loader.plan_windows(window),
+          [&passes](analysis::TraceModel& m, const analysis::Window& w) { passes.add(m, w); }, &error)) {
+    return error;
+  }
+  passes.finish(model);
+  for (const std::string& w : model.warnings) add_warning(r, w);  // reading's and the passes'
+  exporter::ChromeTraceResult trace_result = trace.finish();
+  if (!trace_result.cut_warning.empty()) add_warning(r, trace_result.cut_warning);
+  std::string errors = trace_result.error;
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
   };
-  std::vector<analysis::SliceTotals> totals = analysis::totals_by_key(model);  // one pass serves both tables
-  note(exporter::write_op_statistic(analysis::op_statistics(model, totals), out.file("op_statistic.csv")));
-  note(exporter::write_operator_details(analysis::operator_details(model, totals),
+  note(exporter::write_op_statistic(analysis::op_statistics(model, passes.totals()),
+                                    out.file("op_statistic.csv")));
+  note(exporter::write_operator_details(analysis::operator_details(model, passes.totals()),
                                         out.file("operator_details.csv")));
-  note(exporter::write_step_trace_time(analysis::step_trace(model), out.file("step_trace_time.csv")));
+  note(exporter::write_step_trace_time(passes.step_rows(), out.file("step_trace_time.csv")));
   if (!model.data_stages.empty()) {
     note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
   } else {
     unlinkat(out.fd, "dataset.csv", 0);  // from an earlier analysis of other steps
   }
-  note(write_memory_outputs(model, out, memory));
+  note(write_memory_outputs(model, passes.memory_names(), out, memory));
   return errors;
 }
 
@@ -356,7 +458,8 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   }
   std::string error;
   analysis::TraceModel model;
-  if (!analysis::build_model(dir, &model, &error)) {
+  analysis::RunLoader loader;
+  if (!loader.scan(dir, &model, &error)) {
     r.error = error;
     return r;
   }
@@ -367,10 +470,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
     return r;
   }
   analysis::symbolize_call_stacks(model);
-  auto t_read = std::chrono::steady_clock::now();
-  analysis::compute_self_times(model);
-  for (const std::string& w : model.warnings) add_warning(r, w);  // reading's and the passes'
-  auto t_sorted = std::chrono::steady_clock::now();
+  auto t_scanned = std::chrono::steady_clock::now();
 
   detail::UniqueFd out_fd(detail::make_directory_at(run_fd, kOutputDirName, out.path, &error));
   if (!out_fd.valid()) {
@@ -380,7 +480,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   out.fd = out_fd.get();
   detail::remove_temporaries_at(out.fd);  // of a killed analysis: this one holds the lock
   json memory;
-  std::string errors = write_outputs(model, run, out, options, r, &memory);
+  std::string errors = write_outputs(model, loader, run, out, options, r, &memory);
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
   };
@@ -388,8 +488,8 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   auto ms = [](auto a, auto b) {
     return std::to_string(std::chrono::duration<double, std::milli>(b - a).count());
   };
-  detail::log_debug(dir + ": read " + ms(t0, t_read) + " ms, sort+self " + ms(t_read, t_sorted) +
-                    " ms, outputs " + ms(t_sorted, t_tables) + " ms");
+  detail::log_debug(dir + ": scan " + ms(t0, t_scanned) + " ms, windows and outputs " +
+                    ms(t_scanned, t_tables) + " ms");
   std::string metadata = read_small_file_at(run_fd, "profiler_metadata.json");
   note(detail::write_file_atomically_at(out.fd, "profiler_metadata.json",
                                         metadata.empty() ? "{}\n" : metadata,
@@ -400,9 +500,9 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   }
   json run_info = read_run_info(run_fd, run.string(), r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  note(detail::write_file_atomically_at(out.fd, "profiler_info.json",
-                                        output_info(run_info, model, r, options, options.pretty, memory),
-                                        out.path + "/profiler_info.json"));
+  note(detail::write_file_atomically_at(
+      out.fd, "profiler_info.json", output_info(run_info, model, loader, r, options, options.pretty, memory),
+      out.path + "/profiler_info.json"));
   if (!errors.empty()) {
     r.error = errors;
     return r;

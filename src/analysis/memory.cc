@@ -10,10 +10,12 @@
 namespace trainprof::analysis {
 namespace {
 
-// The reports of each thread (indices into TraceModel::memory, in time order).
-std::unordered_map<uint32_t, std::vector<uint32_t>> reports_by_thread(const TraceModel& m) {
+// The reports [first, last) of each thread (indices into TraceModel::memory,
+// in time order).
+std::unordered_map<uint32_t, std::vector<uint32_t>> reports_by_thread(const TraceModel& m, size_t first,
+                                                                      size_t last) {
   std::unordered_map<uint32_t, std::vector<uint32_t>> by_tid;
-  for (uint32_t i = 0; i < m.memory.size(); ++i) by_tid[m.memory[i].tid].push_back(i);
+  for (size_t i = first; i < last; ++i) by_tid[m.memory[i].tid].push_back(static_cast<uint32_t>(i));
   return by_tid;
 }
 
@@ -43,14 +45,18 @@ uint64_t allocation_key(const MemoryRecord& r) {
 
 }  // namespace
 
-std::vector<uint32_t> memory_operators(const TraceModel& m) {
-  std::vector<uint32_t> names(m.memory.size(), 0);
-  if (m.memory.empty()) return names;
-  auto by_tid = reports_by_thread(m);
+void memory_operators(const TraceModel& m, size_t first, size_t last, std::vector<uint32_t>* names) {
+  if (first >= last) return;
+  auto by_tid = reports_by_thread(m, first, last);
   for (const ThreadSlices& t : m.threads) {
     auto it = by_tid.find(t.tid);
-    if (it != by_tid.end()) attribute_thread(m, t.slices, it->second, &names);
+    if (it != by_tid.end()) attribute_thread(m, t.slices, it->second, names);
   }
+}
+
+std::vector<uint32_t> memory_operators(const TraceModel& m) {
+  std::vector<uint32_t> names(m.memory.size(), 0);
+  memory_operators(m, 0, m.memory.size(), &names);
   return names;
 }
 

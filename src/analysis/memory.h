@@ -16,6 +16,9 @@ namespace trainprof::analysis {
 // operator running on the reporting thread at that time; 0 when none. One
 // walk per thread over its slices (timeline order) and its reports.
 std::vector<uint32_t> memory_operators(const TraceModel& model);
+// The same for the reports [first, last) of TraceModel::memory, from a window
+// that holds the slices open at their times (its own and the carried ones).
+void memory_operators(const TraceModel& model, size_t first, size_t last, std::vector<uint32_t>* names);
 
 // operator_memory.csv: one row per allocation, with its free when the free
 // was reported in the same window.

@@ -8,11 +8,12 @@
 
 namespace trainprof::analysis {
 
-std::vector<SliceTotals> totals_by_key(const TraceModel& m) {
-  std::vector<SliceTotals> by_key(m.keys.size());
+void add_totals(const TraceModel& m, std::vector<SliceTotals>* by_key) {
+  by_key->resize(m.keys.size());
   for (const ThreadSlices& thread : m.threads) {
-    for (const Slice& s : thread.slices) {
-      SliceTotals& t = by_key[s.key];
+    for (size_t i = thread.first_own; i < thread.slices.size(); ++i) {
+      const Slice& s = thread.slices[i];
+      SliceTotals& t = (*by_key)[s.key];
       uint64_t d = m.duration(s);
       if (t.count == 0 || d < t.min_ns) t.min_ns = d;
       t.max_ns = std::max(t.max_ns, d);
@@ -20,10 +21,21 @@ std::vector<SliceTotals> totals_by_key(const TraceModel& m) {
       ++t.count;
     }
   }
+}
+
+void finish_totals(const TraceModel& m, std::vector<SliceTotals>* by_key) {
+  by_key->resize(m.keys.size());
   for (uint32_t k = 0; k < m.keys.size(); ++k) {
-    by_key[k].self_ns = m.self_by_key[k];
-    if (m.keys[k].inputs != 0) by_key[k].flops = by_key[k].count * input_flops(m, m.keys[k].inputs);
+    SliceTotals& t = (*by_key)[k];
+    t.self_ns = k < m.self_by_key.size() ? m.self_by_key[k] : 0;
+    if (m.keys[k].inputs != 0) t.flops = t.count * input_flops(m, m.keys[k].inputs);
   }
+}
+
+std::vector<SliceTotals> totals_by_key(const TraceModel& m) {
+  std::vector<SliceTotals> by_key;
+  add_totals(m, &by_key);
+  finish_totals(m, &by_key);
   return by_key;
 }
 

@@ -5,6 +5,7 @@
 #define TRAINPROF_ANALYSIS_PASSES_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,13 +14,38 @@
 namespace trainprof::analysis {
 
 // Keeps only the steps in `step_list` (consecutive, all recorded) and the
-// events that start inside their window. Returns "" or an error that lists
-// the recorded steps. An empty list keeps everything.
+// events that start inside their window: the model's events now, its slices
+// as they are loaded (TraceModel::selection). Returns "" or an error that
+// lists the recorded steps. An empty list keeps everything.
 std::string select_steps(TraceModel& model, const std::vector<int64_t>& step_list);
 
-// Fills TraceModel::self_by_key: per key, the sum over its slices of the
-// duration minus the time covered by direct children on the same thread.
-// Needs each thread's slices in timeline order (build_model leaves them so).
+// Self time, per key: the sum over its slices of the duration minus the time
+// covered by direct children on the same thread. Fed window by window
+// (analysis/run_loader.h): each thread's stack of open slices goes on from
+// one window to the next.
+class SelfTimeAccumulator {
+ public:
+  explicit SelfTimeAccumulator(const TraceModel& model);
+  // The window's own slices (each thread's from first_own, timeline order).
+  void add_window(const TraceModel& model);
+  // Fills TraceModel::self_by_key; warns about ranges that do not nest.
+  void finish(TraceModel& model);
+
+ private:
+  struct Open {
+    uint64_t end_ns;
+    uint64_t self_ns;  // duration minus the children seen so far
+    uint32_t key;
+  };
+  void close(std::vector<Open>& stack);
+
+  std::vector<uint64_t> self_by_key_;
+  std::vector<std::vector<Open>> stacks_;  // per thread
+  uint64_t crossings_ = 0;
+  std::string example_;
+};
+
+// The whole model as one window.
 void compute_self_times(TraceModel& model);
 
 // What both statistics tables are made of: per slice key (steps included),
@@ -33,6 +59,10 @@ struct SliceTotals {
   uint64_t flops = 0;  // count x the key's FLOPs (with_flops)
 };
 std::vector<SliceTotals> totals_by_key(const TraceModel& model);
+// The same window by window: add_totals for each window's own slices, then
+// finish_totals (self time and FLOPs) once self_by_key is known.
+void add_totals(const TraceModel& model, std::vector<SliceTotals>* by_key);
+void finish_totals(const TraceModel& model, std::vector<SliceTotals>* by_key);
 
 // The fields of an operator's inputs string (SliceKey::inputs):
 // "[[64,1,28,28],[32]]", "[\"float\",\"float\"]", with with_flops the
@@ -116,6 +146,9 @@ struct StepTraceRow {
   uint64_t step_ns = 0;  // window length (not a REFERENCE column; used by summary)
 };
 std::vector<StepTraceRow> step_trace(const TraceModel& model);
+// The rows of `steps` only, from a window that holds them (with the slices
+// carried into it).
+std::vector<StepTraceRow> step_trace(const TraceModel& model, std::span<const StepWindow> steps);
 
 // Length of the union of [start, end) intervals added in start order, kept
 // as it goes (no list of intervals: a step can hold millions).

@@ -5,54 +5,64 @@
 #include "analysis/passes.h"
 
 namespace trainprof::analysis {
-namespace {
 
-struct Open {
-  uint64_t end_ns;
-  uint64_t self_ns;  // duration minus the children seen so far
-  uint32_t key;
-};
+SelfTimeAccumulator::SelfTimeAccumulator(const TraceModel& m)
+    : self_by_key_(m.keys.size(), 0), stacks_(m.threads.size()) {}
 
-}  // namespace
-
-void compute_self_times(TraceModel& m) {
-  m.self_by_key.assign(m.keys.size(), 0);
-  auto close = [&m](const Open& o) { m.self_by_key[o.key] += o.self_ns; };
-  uint64_t crossings = 0;
-  std::string example;
-  std::vector<Open> stack;
+void SelfTimeAccumulator::add_window(const TraceModel& m) {
+  if (stacks_.size() < m.threads.size()) stacks_.resize(m.threads.size());
   // A thread's slices are in timeline order: a parent comes before its
-  // children, and a slice's parent is the innermost open one.
-  for (const ThreadSlices& thread : m.threads) {
-    for (const Slice& s : thread.slices) {
+  // children, and a slice's parent is the innermost open one. Each thread's
+  // stack goes on from the window before.
+  for (size_t t = 0; t < m.threads.size(); ++t) {
+    const ThreadSlices& thread = m.threads[t];
+    std::vector<Open>& stack = stacks_[t];
+    for (size_t i = thread.first_own; i < thread.slices.size(); ++i) {
+      const Slice& s = thread.slices[i];
       uint64_t end = m.end(s);
-      while (!stack.empty() && stack.back().end_ns <= s.start_ns) {
-        close(stack.back());
-        stack.pop_back();
-      }
+      while (!stack.empty() && stack.back().end_ns <= s.start_ns) close(stack);
       if (!stack.empty()) {
         Open& parent = stack.back();
         // A child that outlives its parent (ranges ended out of order) only
         // takes the part that overlaps.
         uint64_t overlap = std::min(parent.end_ns, end) - s.start_ns;
         parent.self_ns -= std::min(parent.self_ns, overlap);
-        if (end > parent.end_ns && crossings++ == 0) {
-          example = "'" + m.name(m.keys[s.key].name) + "' ends after '" + m.name(m.keys[parent.key].name) +
-                    "' that encloses its start";
+        if (end > parent.end_ns && crossings_++ == 0) {
+          example_ = "'" + m.name(m.keys[s.key].name) + "' ends after '" + m.name(m.keys[parent.key].name) +
+                     "' that encloses its start";
         }
       }
       stack.push_back(Open{end, end - s.start_ns, s.key});
     }
-    for (const Open& o : stack) close(o);
-    stack.clear();
   }
-  if (crossings > 0) {
+}
+
+void SelfTimeAccumulator::finish(TraceModel& m) {
+  for (std::vector<Open>& stack : stacks_) {
+    while (!stack.empty()) close(stack);
+  }
+  self_by_key_.resize(m.keys.size(), 0);
+  m.self_by_key = std::move(self_by_key_);
+  if (crossings_ > 0) {
     // Scoped ranges always nest; this happens with a range left open across
     // Profiler::step(), or with range objects destroyed out of order.
-    m.warnings.push_back(std::to_string(crossings) +
-                         " range(s) overlap their enclosing range without nesting (" + example +
+    m.warnings.push_back(std::to_string(crossings_) +
+                         " range(s) overlap their enclosing range without nesting (" + example_ +
                          "); timeline viewers may draw them apart");
   }
+}
+
+void SelfTimeAccumulator::close(std::vector<Open>& stack) {
+  const Open& o = stack.back();
+  if (o.key >= self_by_key_.size()) self_by_key_.resize(o.key + 1, 0);
+  self_by_key_[o.key] += o.self_ns;
+  stack.pop_back();
+}
+
+void compute_self_times(TraceModel& m) {
+  SelfTimeAccumulator self(m);
+  self.add_window(m);
+  self.finish(m);
 }
 
 }  // namespace trainprof::analysis

@@ -70,6 +70,10 @@ class ThreadIntervals {
 }  // namespace
 
 std::vector<StepTraceRow> step_trace(const TraceModel& m) {
+  return step_trace(m, m.steps);
+}
+
+std::vector<StepTraceRow> step_trace(const TraceModel& m, std::span<const StepWindow> steps) {
   // Each thread's slices are in start order: a window looks only at the
   // slices that start within `longest` before it, so the pass is about
   // O(n log n) and copies nothing. Clipping to the window keeps the start
@@ -84,7 +88,7 @@ std::vector<StepTraceRow> step_trace(const TraceModel& m) {
   auto starts_before = [](const Slice& s, uint64_t t) { return s.start_ns < t; };
   std::vector<StepTraceRow> rows;
   std::vector<ThreadIntervals> threads;
-  for (const StepWindow& w : m.steps) {
+  for (const StepWindow& w : steps) {
     StepTraceRow row;
     row.step = w.number;
     row.step_ns = w.end_ns - w.start_ns;

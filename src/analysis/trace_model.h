@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "raw/raw_reader.h"
+#include "raw/format.h"
 
 namespace trainprof::analysis {
 
@@ -84,13 +84,16 @@ struct AsyncRange {
   uint64_t id;
 };
 
-// One thread's slices. After build_model they are in timeline order (see
-// analysis/timeline.h); the whole run's order is a merge of the threads'.
-// Threads are kept apart because each arrives nearly ordered on its own
-// (ranges are recorded as they end) and interleaved with the others.
+// One thread's slices of a window (analysis/run_loader.h), in timeline
+// order (analysis/timeline.h); the whole window's order is a merge of the
+// threads'. Threads are kept apart because each arrives nearly ordered on its
+// own (ranges are recorded as they end) and interleaved with the others.
 struct ThreadSlices {
   uint32_t tid = 0;
   std::vector<Slice> slices;
+  // slices[0, first_own) started in earlier windows and are still open at
+  // this window's start: context for enclosing ranges, not counted again.
+  size_t first_own = 0;
 };
 
 // Where a slice is: its thread (TraceModel::threads index) and position.
@@ -115,6 +118,16 @@ struct StepWindow {
   uint64_t end_ns;
 };
 
+// What --steps keeps (select_steps): the chosen steps' slices and every
+// other slice that starts inside [begin_ns, end_ns).
+struct SliceSelection {
+  bool active = false;
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
+  int64_t first_step = 0;
+  int64_t last_step = 0;
+};
+
 struct TraceModel {
   int rank = 0;
   int world_size = 1;
@@ -126,7 +139,7 @@ struct TraceModel {
   std::vector<std::string> strings;  // index 0 is ""
   std::map<uint32_t, std::string> thread_names;
   std::vector<SliceKey> keys;
-  std::vector<ThreadSlices> threads;  // sorted by tid after build_model
+  std::vector<ThreadSlices> threads;  // one window's; sorted by tid once scanned
   // Durations of 2^32 - 1 ns or more, by (start, key).
   std::map<std::pair<uint64_t, uint32_t>, uint64_t> long_durations;
   // Sorted by (start_ns, key).
@@ -142,6 +155,7 @@ struct TraceModel {
   std::unordered_map<uint32_t, std::string> call_stacks;
   std::vector<MemoryRecord> memory;  // in time order (stable: a thread's reports keep their order)
   std::vector<StepWindow> steps;     // sorted by number
+  SliceSelection selection;
   std::vector<std::string> warnings;
   uint64_t event_count = 0;
   // Summed over the raw files (raw::RawFile's sequence checks).
@@ -181,13 +195,6 @@ struct TraceModel {
   std::map<std::tuple<uint32_t, uint32_t, bool, bool, uint8_t, uint32_t>, uint32_t> key_index_;
   std::unordered_map<uint32_t, uint32_t> thread_index_;
 };
-
-// Builds the model of one run from its raw files, streaming: events go from
-// the reader straight into the model, each thread's slices then put in
-// timeline order (order_timeline). Reader issues (truncated tail, corrupt
-// chunks) and unmatched async ranges become warnings. Returns false and sets
-// `error` when a raw file cannot be read at all.
-bool build_model(const std::string& run_dir, TraceModel* model, std::string* error);
 
 }  // namespace trainprof::analysis
 

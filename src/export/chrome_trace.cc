@@ -10,8 +10,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <set>
+#include <span>
 
 #include "analysis/memory.h"
 #include "analysis/passes.h"
@@ -360,64 +363,98 @@ std::vector<Item> collect_other_items(const TraceModel& m,
   return items;
 }
 
-// Yields slices and other items merged in one time order.
-class ItemStream {
- public:
-  ItemStream(const TraceModel& m, const std::vector<analysis::ForwardBackwardLink>& flows)
-      : m_(m), slices_(m), others_(collect_other_items(m, flows)) {}
-  // The first item's time, if any.
-  std::optional<uint64_t> first_ts() const {
-    const Slice* s = slices_.peek();
-    if (s != nullptr && (other_ == others_.size() || s->start_ns <= others_[other_].ts)) return s->start_ns;
-    if (other_ < others_.size()) return others_[other_].ts;
-    return std::nullopt;
-  }
-  bool next(Item* out) {
-    const Slice* sl = slices_.peek();
-    bool have_other = other_ < others_.size();
-    if (sl == nullptr && !have_other) return false;
-    Item s{};
-    if (sl != nullptr) s = Item{sl->start_ns, m_.duration(*sl), ItemType::kSlice, 0, sl};
-    if (sl != nullptr && (!have_other || item_before(s, others_[other_]))) {
-      slices_.next();
-      *out = s;
-    } else {
-      *out = others_[other_++];
-    }
-    return true;
-  }
-  // Threads that appear in the trace, for the metadata.
-  std::set<uint32_t> tids() const {
-    std::set<uint32_t> t;
-    for (const analysis::SliceKey& k : m_.keys) t.insert(k.tid);
-    for (const auto& i : m_.instants) t.insert(i.tid);
-    for (const auto& c : m_.counters) t.insert(c.tid);
-    for (const auto& a : m_.async_ranges) t.insert(a.begin_tid);
-    for (const auto& d : m_.data_stages) t.insert(dataset_track(d.tid));
-    for (const auto& r : m_.memory) t.insert(r.tid);
-    return t;
-  }
+// Threads that appear in the trace, for the metadata.
+std::set<uint32_t> trace_tids(const TraceModel& m) {
+  std::set<uint32_t> t;
+  for (const analysis::SliceKey& k : m.keys) t.insert(k.tid);
+  for (const auto& i : m.instants) t.insert(i.tid);
+  for (const auto& c : m.counters) t.insert(c.tid);
+  for (const auto& a : m.async_ranges) t.insert(a.begin_tid);
+  for (const auto& d : m.data_stages) t.insert(dataset_track(d.tid));
+  for (const auto& r : m.memory) t.insert(r.tid);
+  return t;
+}
 
- private:
-  const TraceModel& m_;
-  analysis::TimelineMerge slices_;
-  std::vector<Item> others_;
-  size_t other_ = 0;
-};
+std::string limit_text(uint64_t size_limit) {
+  char text[32];
+  if (size_limit % (1u << 20) == 0) {
+    std::snprintf(text, sizeof(text), "%llu MiB", static_cast<unsigned long long>(size_limit >> 20));
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f MiB", static_cast<double>(size_limit) / (1u << 20));
+  }
+  return text;
+}
 
 }  // namespace
 
-ChromeTraceResult write_chrome_trace(const TraceModel& m, const OutputPath& path,
-                                     const std::string& trace_name, bool pretty, uint64_t size_limit) {
-  ChromeTraceResult result;
-  std::vector<analysis::ForwardBackwardLink> flows = analysis::forward_backward_links(m);
-  ItemStream stream(m, flows);
-  uint64_t base_mono = std::min(m.session_start_ns, stream.first_ts().value_or(m.session_start_ns));
-  int64_t base_realtime = static_cast<int64_t>(base_mono) + m.realtime_offset_ns;
+struct ChromeTraceWriter::State {
+  State(const TraceModel& m, std::vector<analysis::ForwardBackwardLink> links, const OutputPath& path,
+        bool pretty_output, uint64_t limit, uint64_t first_slice_ns)
+      : model(m),
+        flows(std::move(links)),
+        others(collect_other_items(m, flows)),
+        base_mono(std::min(
+            {m.session_start_ns, first_slice_ns, others.empty() ? m.session_start_ns : others.front().ts})),
+        out(path),
+        writer(m, flows, pretty_output, base_mono),
+        pretty(pretty_output),
+        size_limit(limit) {}
 
-  OutputFile out(path);
-  TraceWriter w(m, flows, pretty, base_mono);
-  std::string& buf = w.buffer();
+  const TraceModel& model;
+  std::vector<analysis::ForwardBackwardLink> flows;
+  std::vector<Item> others;  // everything but slices, in time order
+  size_t other = 0;
+  uint64_t base_mono;
+  OutputFile out;
+  TraceWriter writer;
+  bool pretty;
+  uint64_t size_limit;
+  ChromeTraceResult result;
+  // Steps in end order, and the file offset where each ends: every event
+  // that starts before the step's end is written there.
+  std::vector<analysis::StepWindow> steps;
+  std::vector<uint64_t> boundary;
+  size_t next_step = 0;
+  bool over = false;
+  // Where the last item that fit began, and its time: the cut when no whole
+  // step fits (a run without steps, or a first step over the limit).
+  uint64_t item_offset = 0, item_ts = 0, items_before = 0;
+
+  // Writes one item; false once the limit is crossed.
+  bool write(const Item& it) {
+    std::string& buf = writer.buffer();
+    while (next_step < steps.size() && it.ts >= steps[next_step].end_ns) {
+      boundary[next_step++] = out.offset() + buf.size();
+    }
+    uint64_t offset = out.offset() + buf.size();
+    writer.item(it);
+    ++result.events;
+    out.drain(buf);
+    if (out.offset() + buf.size() + kClosingReserve > size_limit) {
+      over = true;
+      return false;
+    }
+    item_offset = offset;
+    item_ts = it.ts;
+    items_before = result.events - 1;
+    return true;
+  }
+
+  // The other items before `end_ns`.
+  void write_others(uint64_t end_ns) {
+    while (!over && other < others.size() && others[other].ts < end_ns) write(others[other++]);
+  }
+
+  void header(const std::string& trace_name);
+  void cut();
+
+  static constexpr uint64_t kClosingReserve = 4096;
+};
+
+void ChromeTraceWriter::State::header(const std::string& trace_name) {
+  const TraceModel& m = model;
+  std::string& buf = writer.buffer();
+  int64_t base_realtime = static_cast<int64_t>(base_mono) + m.realtime_offset_ns;
   const char* nl = pretty ? "\n  " : "\n";
   buf += "{";
   buf += nl;
@@ -447,9 +484,8 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const OutputPath& path
   // Metadata first: the process is the rank, threads sorted main thread first.
   std::string process =
       "rank " + std::to_string(m.rank) + " (" + m.host + " pid " + std::to_string(m.pid) + ")";
-  w.metadata("process_name", 0, "name", process, 0, false);
-  w.metadata("process_sort_index", 0, "sort_index", {}, m.rank, true);
-  std::set<uint32_t> tids = stream.tids();
+  writer.metadata("process_name", 0, "name", process, 0, false);
+  writer.metadata("process_sort_index", 0, "sort_index", {}, m.rank, true);
   int64_t sort_index = 1;
   auto thread_label = [&m](uint32_t tid) {
     auto named = m.thread_names.find(tid);
@@ -457,97 +493,115 @@ ChromeTraceResult write_chrome_trace(const TraceModel& m, const OutputPath& path
            : tid == m.pid                ? "main thread " + std::to_string(tid)
                                          : "thread " + std::to_string(tid);
   };
-  for (uint32_t tid : tids) {  // Dataset tracks have the largest ids: listed last
+  for (uint32_t tid : trace_tids(m)) {  // Dataset tracks have the largest ids: listed last
     bool dataset = tid == dataset_track(tid) && m.thread_names.count(tid) == 0;
     std::string tname =
         dataset ? "Dataset (" + thread_label(tid & ~dataset_track(0)) + ")" : thread_label(tid);
-    w.metadata("thread_name", tid, "name", tname, 0, false);
-    w.metadata("thread_sort_index", tid, "sort_index", {}, tid == m.pid ? 0 : sort_index++, true);
+    writer.metadata("thread_name", tid, "name", tname, 0, false);
+    writer.metadata("thread_sort_index", tid, "sort_index", {}, tid == m.pid ? 0 : sort_index++, true);
   }
-
-  // Steps in time order: boundary offsets where all events starting before
-  // the step's end are written.
-  std::vector<analysis::StepWindow> steps = m.steps;
+  steps = m.steps;
   std::sort(steps.begin(), steps.end(),
             [](const analysis::StepWindow& a, const analysis::StepWindow& b) { return a.end_ns < b.end_ns; });
-  std::vector<uint64_t> boundary(steps.size(), 0);
-  size_t next_step = 0;
-  const uint64_t kClosingReserve = 4096;
-  bool over = false;
-  // Where the last item that fit began, and its time: the cut when no whole
-  // step fits (a run without steps, or a first step over the limit).
-  uint64_t item_offset = 0, item_ts = 0, items_before = 0;
-  Item it;
-  while (stream.next(&it)) {
-    while (next_step < steps.size() && it.ts >= steps[next_step].end_ns) {
-      boundary[next_step++] = out.offset() + buf.size();
-    }
-    uint64_t offset = out.offset() + buf.size();
-    w.item(it);
-    ++result.events;
-    out.drain(buf);
-    if (out.offset() + buf.size() + kClosingReserve > size_limit) {
-      over = true;
-      break;
-    }
-    item_offset = offset;
-    item_ts = it.ts;
-    items_before = result.events - 1;
+  boundary.assign(steps.size(), 0);
+}
+
+void ChromeTraceWriter::State::cut() {
+  // Keep whole steps: the last boundary that fits.
+  size_t kept = 0;
+  while (kept < next_step && boundary[kept] + kClosingReserve <= size_limit) ++kept;
+  std::string& buf = writer.buffer();
+  out.drain(buf, 0);
+  std::string limit = limit_text(size_limit);
+  uint64_t cut_ts = 0;
+  if (kept > 0) {
+    out.truncate(boundary[kept - 1]);
+    cut_ts = steps[kept - 1].end_ns;
+    result.cut_warning = "trace_view.json was cut to stay under " + limit + ": it ends after step " +
+                         std::to_string(steps[kept - 1].number) + "; " + std::to_string(steps.size() - kept) +
+                         " later step(s) are only in the CSV outputs (use --steps to view them, or raise "
+                         "--trace-limit-mb)";
+  } else {
+    // No whole step fits: cut by time, before the event that crossed the
+    // limit, so that a timeline is always written.
+    out.truncate(item_offset);
+    cut_ts = item_ts;
+    result.events = items_before;
+    double ms = static_cast<double>(item_ts - base_mono) / 1e6;
+    char at[32];
+    std::snprintf(at, sizeof(at), "%.3f", ms);
+    result.cut_warning =
+        "trace_view.json was cut to stay under " + limit + ": " +
+        (steps.empty() ? std::string("the run has no steps")
+                       : "step " + std::to_string(steps[0].number) + " alone is larger") +
+        ", so it ends " + at + " ms into the run, before the event that crossed the limit (" +
+        std::to_string(items_before) +
+        " events kept); every event is in the CSV outputs; to see the rest raise --trace-limit-mb" +
+        (steps.empty() ? std::string(" (or record steps: prof.step())") : " or select steps with --steps");
   }
-  if (over) {
-    // Keep whole steps: the last boundary that fits.
-    size_t kept = 0;
-    while (kept < next_step && boundary[kept] + kClosingReserve <= size_limit) ++kept;
-    out.drain(buf, 0);
-    char limit_text[32];
-    if (size_limit % (1u << 20) == 0) {
-      std::snprintf(limit_text, sizeof(limit_text), "%llu MiB",
-                    static_cast<unsigned long long>(size_limit >> 20));
-    } else {
-      std::snprintf(limit_text, sizeof(limit_text), "%.2f MiB", static_cast<double>(size_limit) / (1u << 20));
-    }
-    std::string limit = limit_text;
-    uint64_t cut_ts = 0;
-    if (kept > 0) {
-      out.truncate(boundary[kept - 1]);
-      cut_ts = steps[kept - 1].end_ns;
-      result.cut_warning = "trace_view.json was cut to stay under " + limit + ": it ends after step " +
-                           std::to_string(steps[kept - 1].number) + "; " +
-                           std::to_string(steps.size() - kept) +
-                           " later step(s) are only in the CSV outputs (use --steps to view them, or raise "
-                           "--trace-limit-mb)";
-    } else {
-      // No whole step fits: cut by time, before the event that crossed
-      // the limit, so that a timeline is always written.
-      out.truncate(item_offset);
-      cut_ts = item_ts;
-      result.events = items_before;
-      double ms = static_cast<double>(item_ts - base_mono) / 1e6;
-      char at[32];
-      std::snprintf(at, sizeof(at), "%.3f", ms);
-      result.cut_warning =
-          "trace_view.json was cut to stay under " + limit + ": " +
-          (steps.empty() ? std::string("the run has no steps")
-                         : "step " + std::to_string(steps[0].number) + " alone is larger") +
-          ", so it ends " + at + " ms into the run, before the event that crossed the limit (" +
-          std::to_string(items_before) +
-          " events kept); every event is in the CSV outputs; to see the rest raise --trace-limit-mb" +
-          (steps.empty() ? std::string(" (or record steps: prof.step())") : " or select steps with --steps");
-    }
-    w.begin_event();
-    w.str("ph", "i", true);
-    w.str("cat", "trainprof");
-    w.str("s", "g");
-    w.str("name", "[trainprof] trace cut at the size limit");
-    w.num("pid", m.pid);
-    w.num("tid", 0);
-    w.ts("ts", cut_ts);
-    w.end_event();
+  writer.begin_event();
+  writer.str("ph", "i", true);
+  writer.str("cat", "trainprof");
+  writer.str("s", "g");
+  writer.str("name", "[trainprof] trace cut at the size limit");
+  writer.num("pid", model.pid);
+  writer.num("tid", 0);
+  writer.ts("ts", cut_ts);
+  writer.end_event();
+}
+
+ChromeTraceWriter::ChromeTraceWriter(const TraceModel& model, const OutputPath& path,
+                                     const std::string& trace_name, bool pretty, uint64_t size_limit_bytes,
+                                     uint64_t first_slice_ns)
+    : state_(std::make_unique<State>(model, analysis::forward_backward_links(model), path, pretty,
+                                     size_limit_bytes, first_slice_ns)) {
+  state_->header(trace_name);
+}
+
+ChromeTraceWriter::~ChromeTraceWriter() = default;
+
+void ChromeTraceWriter::add_window(const TraceModel& m, uint64_t end_ns) {
+  State& st = *state_;
+  std::vector<std::span<const Slice>> own;
+  for (const analysis::ThreadSlices& t : m.threads) {
+    own.emplace_back(t.slices.data() + t.first_own, t.slices.size() - t.first_own);
   }
+  analysis::TimelineMerge slices(m, own);
+  while (!st.over) {
+    const Slice* sl = slices.peek();
+    bool have_other = st.other < st.others.size() && st.others[st.other].ts < end_ns;
+    if (sl == nullptr && !have_other) break;
+    Item s{};
+    if (sl != nullptr) s = Item{sl->start_ns, m.duration(*sl), ItemType::kSlice, 0, sl};
+    if (sl != nullptr && (!have_other || item_before(s, st.others[st.other]))) {
+      slices.next();
+      st.write(s);
+    } else {
+      st.write(st.others[st.other++]);
+    }
+  }
+}
+
+ChromeTraceResult ChromeTraceWriter::finish() {
+  State& st = *state_;
+  st.write_others(std::numeric_limits<uint64_t>::max());
+  if (st.over) st.cut();
+  std::string& buf = st.writer.buffer();
   buf += "\n]}\n";
-  result.bytes = out.offset() + buf.size();
-  if (!out.commit(buf)) result.error = out.error();
-  return result;
+  st.result.bytes = st.out.offset() + buf.size();
+  if (!st.out.commit(buf)) st.result.error = st.out.error();
+  return st.result;
+}
+
+ChromeTraceResult write_chrome_trace(const TraceModel& m, const OutputPath& path,
+                                     const std::string& trace_name, bool pretty, uint64_t size_limit) {
+  uint64_t first = std::numeric_limits<uint64_t>::max();
+  for (const analysis::ThreadSlices& t : m.threads) {
+    if (!t.slices.empty()) first = std::min(first, t.slices.front().start_ns);
+  }
+  ChromeTraceWriter writer(m, path, trace_name, pretty, size_limit, first);
+  writer.add_window(m, std::numeric_limits<uint64_t>::max());
+  return writer.finish();
 }
 
 }  // namespace trainprof::exporter

@@ -4,6 +4,7 @@
 #define TRAINPROF_EXPORT_CHROME_TRACE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "analysis/trace_model.h"
@@ -18,8 +19,32 @@ struct ChromeTraceResult {
   uint64_t events = 0;
 };
 
-// `trace_name` goes into traceName (the run directory's name: outputs do not
-// depend on where the run is stored).
+// Writes trace_view.json window by window (analysis/run_loader.h): the
+// header and thread metadata first, then each window's slices merged in time
+// order with the run's other events (marks, counters, async ranges, data
+// stages, memory, fwdbwd flows), which the model holds whole. `trace_name`
+// goes into traceName (the run directory's name: outputs do not depend on
+// where the run is stored); `first_slice_ns` is the run's earliest slice
+// start (the time base is the earliest event).
+class ChromeTraceWriter {
+ public:
+  ChromeTraceWriter(const analysis::TraceModel& model, const OutputPath& path, const std::string& trace_name,
+                    bool pretty, uint64_t size_limit_bytes, uint64_t first_slice_ns);
+  ~ChromeTraceWriter();
+  ChromeTraceWriter(const ChromeTraceWriter&) = delete;
+  ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
+
+  // The window's own slices, and the other events that start before `end_ns`.
+  void add_window(const analysis::TraceModel& model, uint64_t end_ns);
+  // The remaining events, the cut when the limit was reached; commits the file.
+  ChromeTraceResult finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The whole model as one window.
 ChromeTraceResult write_chrome_trace(const analysis::TraceModel& model, const OutputPath& path,
                                      const std::string& trace_name, bool pretty, uint64_t size_limit_bytes);
 
