@@ -932,8 +932,19 @@ TEST(Analysis, MalformedMemoryEventDiscardsItsChunkOnly) {
 // Windows (analysis/run_loader.h): the analysis holds a few windows of slices
 // at a time, and its outputs are the same whatever their number.
 
+// An operator as the LibTorch collector records it: with input shapes, and a
+// sequence number that links a forward op (thread 1) to its autograd node.
+void linked_op(const char* name, const char* inputs, uint32_t sequence_nr, bool backward) {
+  uint64_t start = detail::now_ticks();  // short: placed by the second pass, not held
+  detail::record_event(
+      detail::Event{start, detail::now_ticks(), name, static_cast<uint8_t>(raw::EventKind::kOperator),
+                    static_cast<uint8_t>(backward ? raw::kOperatorBackward : 0), 1, sequence_nr});
+  detail::record_event(
+      detail::Event{start, 0, inputs, static_cast<uint8_t>(raw::EventKind::kOperatorInputs), 0, 0, 0});
+}
+
 // A run with every kind of event, whose slices outnumber what the scan keeps
-// whole (64 Ki), so that most are placed by the second pass; a range around
+// whole (4 Ki), so that most are placed by the second pass; a range around
 // the run, an async range and ranges left open across step() cross windows.
 std::string record_windowed_run(const std::string& dir, bool steps) {
   ProfilerOptions o;
@@ -950,6 +961,9 @@ std::string record_windowed_run(const std::string& dir, bool steps) {
         if (i % 100 == 0) op("alloc_op", [&] { report_memory(base + 64 * (s * 1000 + i), 64, 64); });
       }
     };
+    uint32_t sequence_nr = static_cast<uint32_t>(s);
+    linked_op("aten::mm", "[[8,4],[4,2]]\x1f[\"float\",\"float\"]", sequence_nr, false);
+    linked_op("aten::mm", "[[16,4],[4,2]]\x1f[\"float\",\"float\"]", sequence_nr + 1000, false);
     std::thread other(work, uint64_t{1} << 40);
     work(uint64_t{2} << 40);
     other.join();
@@ -960,6 +974,7 @@ std::string record_windowed_run(const std::string& dir, bool steps) {
     if (steps) prof.step();
     spin_one_microsecond();
     across.reset();
+    linked_op("MmBackward0", "[[8,2]]\x1f[\"float\"]", sequence_nr, true);
   }
   range_end(epoch);
   train.reset();
@@ -1004,13 +1019,23 @@ TEST(Windows, OutputsOfManyWindowsAreThoseOfOne) {
   TempDir dir;
   std::string run = record_windowed_run(dir.path(), true);
   expect_same_outputs_in_windows(run);
-  // Every slice counted once: 40 steps x 2 threads x (1000 x 2 ranges + 10
-  // operators), the ranges across step(), 41 steps (stop() ends the last),
-  // "train".
+  // Every slice counted once: 40 steps x (2 threads x (1000 x 2 ranges + 10
+  // operators) + 3 linked operators + the range across step()), 41 steps
+  // (stop() ends the last), "train".
   json info = read_json(out(run, "profiler_info.json"));
-  EXPECT_EQ(info["analysis"]["slices"], 40 * 2 * 2010 + 40 + 41 + 1);
+  EXPECT_EQ(info["analysis"]["slices"], 40 * (2 * 2010 + 3 + 1) + 41 + 1);
   CsvRows steps = read_csv(out(run, "step_trace_time.csv"));
   EXPECT_EQ(steps.size(), 1 + 41u);
+  // Operators keep their shapes (read after them, so re-keyed in the second
+  // pass), and each autograd node its forward op.
+  std::string text = test::read_text(out(run, "operator_details.csv"));
+  EXPECT_NE(text.find("[[16,4],[4,2]]"), std::string::npos);
+  EXPECT_NE(text.find("[[8,2]]"), std::string::npos);
+  std::string trace = test::read_text(out(run, "trace_view.json"));
+  size_t flows = 0;
+  for (size_t at = trace.find("\"fwdbwd\""); at != std::string::npos; at = trace.find("\"fwdbwd\"", at + 1))
+    ++flows;
+  EXPECT_EQ(flows, 2 * 2 * 40u);  // "cat" and "name" of a start and an end per link
 }
 
 TEST(Windows, ARunInOneStepIsCutByTime) {

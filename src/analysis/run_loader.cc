@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "analysis/timeline.h"
+#include "core/log.h"
 #include "raw/raw_reader.h"
 #include "raw/varint.h"
 
@@ -17,9 +18,9 @@ namespace trainprof::analysis {
 namespace {
 
 constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
-// The scan keeps this many of the longest slices whole (under 1 MiB): a
+// The scan keeps this many of the longest slices whole (256 KiB): a
 // range around the whole run, recorded at its end, then holds no window back.
-constexpr size_t kMaxHeldSlices = size_t{1} << 14;
+constexpr size_t kMaxHeldSlices = size_t{1} << 12;
 // One slice in this many goes into the sample that plans windows and sizes
 // their buffers.
 constexpr uint64_t kSampleEvery = 1024;
@@ -225,6 +226,10 @@ struct RunLoader::State {
   // Holds `s` if it is a step or among the longest so far; returns its
   // `held` index, or kNone when pass 2 will place it. A slice pushed out
   // of the heap becomes pass 2's: its chunks learn its start.
+  // Whether a slice that is not a step could be held: cheap, first.
+  bool may_hold(uint64_t dur_ns) const {
+    return longest.size() < kMaxHeldSlices || dur_ns >= longest.front().dur_ns;
+  }
   uint64_t hold(const HeldSlice& s) {
     if (!s.is_step && longest.size() == kMaxHeldSlices) {
       const Longest& least = longest.front();
@@ -380,8 +385,10 @@ class FileScanner {
     st_.earliest_slice_ns = std::min(st_.earliest_slice_ns, e.t0_ns);
     last_end_ns_ = std::max(last_end_ns_, e.t1_ns);
     uint64_t position = position_of(chunk, index);
-    uint64_t held =
-        st_.hold(HeldSlice{e.t0_ns, e.t1_ns - e.t0_ns, position, kNone, key, e.tid, file_, k.is_step});
+    uint64_t dur = e.t1_ns - e.t0_ns;
+    uint64_t held = k.is_step || st_.may_hold(dur)
+                        ? st_.hold(HeldSlice{e.t0_ns, dur, position, kNone, key, e.tid, file_, k.is_step})
+                        : kNone;
     if (held == kNone) st_.chunks[chunk].add(e.t0_ns);
     if (!k.is_op) return;
     uint64_t link = kNone;
@@ -582,12 +589,16 @@ class WindowFeeder {
       }
     }
     while (next_ < ready_after_.size() && (ready_after_[next_] == kNone || ready_after_[next_] <= chunk)) {
+      note_buffered();
       emit();
     }
   }
 
   void finish() {
     while (next_ < ready_after_.size()) emit();
+    detail::log_debug("analysis windows: " + std::to_string(ready_after_.size()) + ", at most " +
+                      std::to_string(most_pending_) + " filling at once, holding at most " +
+                      std::to_string(most_buffered_ * sizeof(Slice) >> 20) + " MiB of slices");
     if (late_ > 0) {
       m_.warnings.push_back(std::to_string(late_) +
                             " slice(s) read after their window had been analysed (the run was still being "
@@ -692,6 +703,17 @@ class WindowFeeder {
     s.key = file.keys.model(m_, file.keys.local(k));
   }
 
+  // For the debug log: how far windows wait for each other.
+  void note_buffered() {
+    most_pending_ = std::max<uint64_t>(most_pending_, pending_.size());
+    uint64_t slices = 0;
+    for (const Buffer& b : pending_) {
+      for (const std::vector<Slice>& v : b.threads) slices += v.capacity();
+    }
+    for (const std::vector<Slice>& v : spare_) slices += v.capacity();
+    most_buffered_ = std::max(most_buffered_, slices);
+  }
+
   // Hands the next window over, then keeps what is still open at its end.
   void emit() {
     Window w{next_, bounds_[next_], bounds_[next_ + 1]};
@@ -794,6 +816,8 @@ class WindowFeeder {
   size_t held_ = 0;      // next held slice by position
   size_t held_out_ = 0;  // next held slice by start
   uint64_t late_ = 0;
+  uint64_t most_pending_ = 0;
+  uint64_t most_buffered_ = 0;  // slice capacity of pending and spare buffers
   uint32_t cached_tid_ = 0;
   uint32_t cached_thread_ = 0;
   bool thread_known_ = false;

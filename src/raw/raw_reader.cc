@@ -474,7 +474,15 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
   // last one is needed to convert the first event), in sequence order with
   // duplicates dropped. Pass 2: everything else.
   std::map<uint64_t, ClockPoint> anchors;  // by sequence number (version 1: by position)
+  // Pages already checked need not stay resident (in either pass): the
+  // file is never whole in memory.
+  constexpr size_t kReleaseEvery = 8u << 20;
+  size_t released = 0;
   ChunkWalker(data, size, path, h.version, nullptr).run([&](const Chunk& c) {
+    if (c.offset - released >= kReleaseEvery) {
+      release(released, c.offset);
+      released = c.offset;
+    }
     if (c.h.type != static_cast<uint16_t>(ChunkType::kClock) || c.end - c.body != 24) return;
     ClockPoint p;
     std::memcpy(&p.ticks, c.body, 8);
@@ -489,14 +497,13 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
   // past size / 2 is not one the writer gave.
   ChunkDecoder decoder(&file, TickConverter(file.header, file.anchors), sink, size / 2);
   SequenceCheck sequence(&file);
-  size_t released = 0;
+  released = 0;
   ChunkWalker walker(data, size, path, h.version, &file.issues);
   walker.run([&](const Chunk& c) {
     if (sequenced && !sequence.admit(c)) return;
     std::string problem = decoder.decode(c);
     if (!problem.empty()) file.issues.push_back({path, c.offset, problem, false});
-    // Pages already decoded need not stay resident.
-    if (c.offset - released >= (8u << 20)) {
+    if (c.offset - released >= kReleaseEvery) {
       release(released, c.offset);
       released = c.offset;
     }

@@ -21,6 +21,17 @@ inline uint8_t* put_varint(uint8_t* out, uint64_t v) {
 
 // Reads a varint from [p, end); returns nullptr when it is truncated or too long.
 inline const uint8_t* get_varint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
+  // Most values are ids and short deltas: one or two bytes, without the loop.
+  if (end - p >= 2) {
+    if (p[0] < 0x80) {
+      *v = p[0];
+      return p + 1;
+    }
+    if (p[1] < 0x80) {
+      *v = (p[0] & 0x7fu) | (uint64_t{p[1]} << 7);
+      return p + 2;
+    }
+  }
   uint64_t result = 0;
   for (unsigned shift = 0; shift < 64 && p < end; shift += 7) {
     uint8_t byte = *p++;
