@@ -15,7 +15,10 @@ std::string describe_steps(const TraceModel& m) {
     while (j + 1 < m.steps.size() && m.steps[j + 1].number == m.steps[j].number + 1) ++j;
     if (i > 0) s += ", ";
     s += std::to_string(m.steps[i].number);
-    if (j > i) s += "-" + std::to_string(m.steps[j].number);
+    if (j > i) {
+      s += '-';  // not "-" + to_string(...): GCC 12 -O3 warns (-Wrestrict) on that
+      s += std::to_string(m.steps[j].number);
+    }
     i = j + 1;
   }
   return s;
