@@ -18,7 +18,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 py="$venv/bin/python"
-requirements=("torch>=2.7" numpy pytest "nanobind>=2.0" "scikit-build-core>=0.10")
+requirements=("torch>=2.7" numpy pytest "nanobind>=2.2" "scikit-build-core>=0.10")
 if ! "$py" -c "import torch, numpy, pytest, nanobind, scikit_build_core" 2> /dev/null; then
   echo "[python] installing ${requirements[*]} (torch brings its CUDA libraries: several GB, once)"
   start=$SECONDS
