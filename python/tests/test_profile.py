@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from conftest import Trainer, names, op_statistic, run_dirs, trace_events
+from conftest import Trainer, names, op_statistic, run_dirs, torch, trace_events
 
 import trainprof
 from trainprof import ProfilerAction, ProfilerActivity, schedule, tensorboard_trace_handler
@@ -143,3 +147,59 @@ def test_level_none_records_no_operators(trainer: Trainer) -> None:
     events = trace_events(run)
     assert names(events, "cpu_op") == []
     assert "step" in names(events, "user_annotation")
+
+
+def test_operators_of_every_python_thread_are_recorded(trainer: Trainer) -> None:
+    def side_work() -> None:
+        with trainprof.record_function("side_thread"):
+            torch.ones(8, 8).matmul(torch.ones(8, 8))
+
+    with trainprof.profile():
+        worker = threading.Thread(target=side_work)
+        worker.start()
+        trainer.run(1)
+        worker.join()
+    (run,) = run_dirs(Path("data"))
+    trainprof.analyse(run)
+    events = trace_events(run)
+    side = next(e for e in events if e["name"] == "side_thread")
+    conv = next(e for e in events if e["name"] == "aten::conv2d")
+    assert side["tid"] != conv["tid"]
+    assert any(e["name"] == "aten::matmul" and e["tid"] == side["tid"] for e in events)
+
+
+def test_async_trace_handler_analyses_in_a_child_process(tmp_path: Path, trainer: Trainer) -> None:
+    handler = tensorboard_trace_handler(tmp_path, async_mode=True)
+    with trainprof.profile(schedule=schedule(wait=0, warmup=1, active=1, repeat=1), on_trace_ready=handler) as prof:
+        trainer.run(3, prof.step)
+    (run,) = run_dirs(tmp_path)
+    stats = run / "PROFILER_OUTPUT" / "op_statistic.csv"
+    deadline = time.monotonic() + 120  # a bound on waiting, not a timing assertion
+    while not stats.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "aten::conv2d" in op_statistic(run)
+
+
+CTRL_C_DURING_TRAINING = """
+import os, signal, torch, trainprof
+model = torch.nn.Linear(8, 8)
+try:
+    with trainprof.profile(schedule=trainprof.schedule(wait=0, warmup=1, active=100),
+                           on_trace_ready=trainprof.tensorboard_trace_handler("out")) as prof:
+        for step in range(1000):
+            model(torch.randn(4, 8)).sum().backward()
+            if step == 5:
+                os.kill(os.getpid(), signal.SIGINT)
+            prof.step()
+except KeyboardInterrupt:
+    print("KeyboardInterrupt at step", prof.step_num)
+"""
+
+
+def test_ctrl_c_reaches_the_training_loop_and_the_run_is_analysed(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-c", CTRL_C_DURING_TRAINING], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "KeyboardInterrupt at step" in result.stdout
+    (run,) = run_dirs(tmp_path / "out")
+    assert "aten::addmm" in op_statistic(run)

@@ -46,8 +46,9 @@ class record_function:
         return self
 
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
-        if self._starts:
-            _trainprof.end_range(self._name, self._starts.pop())
+        start = self._starts.pop() if self._starts else 0
+        if start:  # 0: nothing was recording at __enter__
+            _trainprof.end_range(self._name, start)
 
     def __call__(self, func: F) -> F:
         """Decorates ``func``: each call is a range (calls may recurse or run
@@ -61,6 +62,7 @@ class record_function:
             try:
                 return func(*args, **kwargs)
             finally:
-                end(name, start)
+                if start:
+                    end(name, start)
 
         return timed  # type: ignore[return-value]
