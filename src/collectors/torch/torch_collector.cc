@@ -65,6 +65,7 @@ struct OpenOp {
 struct NameSlot {
   const char* seen = nullptr;      // the pointer LibTorch passed
   const char* interned = nullptr;  // our process-lifetime copy
+  bool schema = false;             // `seen` is an operator schema's name (see operator_name)
 };
 
 // Interned strings by a 64-bit hash of what they describe (an input
@@ -296,23 +297,32 @@ uint64_t hash_name(const char* s) {
 // RecordFunction::name() is public in every LibTorch: for an operator that
 // comes through the dispatcher it is its FunctionSchema's name, which lives
 // as long as the operator is registered; for the others (autograd nodes,
-// user scopes) a string built per call. Which one a RecordFunction holds is
-// private to LibTorch (and its type changed between releases), so every
-// name goes through interned_name: a per-thread cache by pointer, checked
-// against the contents, so that a freed per-call name whose address is
+// user scopes) a string built per call. Which of the two a RecordFunction
+// holds is private to LibTorch (and its type changed between releases); the
+// public operator_name() tells it too, but copies the schema's strings, so it
+// is asked once per pointer, on a cache miss. Names are cached per thread by
+// pointer: a schema's name is then taken by pointer alone (no other string
+// can live at its address while the operator exists), a per-call name only
+// when its contents still match, so that a freed name whose address is
 // reused is never mistaken for the one before.
-[[gnu::noinline]] const char* interned_name(ThreadOps& t, const char* name) {
-  if (name == nullptr) return "";
-  // By pointer first (schema names never move), then by contents.
-  NameSlot& by_ptr = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize];
-  if (by_ptr.seen == name && std::strcmp(by_ptr.interned, name) == 0) return by_ptr.interned;
+[[gnu::noinline]] const char* operator_name_missed(ThreadOps& t, const at::RecordFunction& fn,
+                                                   const char* name) {
+  bool schema = fn.operator_name().has_value();
   NameSlot& by_text = t.names[hash_name(name) % kNameCacheSize];
   const char* interned = by_text.interned != nullptr && std::strcmp(by_text.interned, name) == 0
                              ? by_text.interned
                              : detail::intern(name);
-  by_text = NameSlot{name, interned};
-  by_ptr = NameSlot{name, interned};
+  by_text = NameSlot{name, interned, schema};
+  t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize] = NameSlot{name, interned, schema};
   return interned;
+}
+
+inline const char* operator_name(ThreadOps& t, const at::RecordFunction& fn) {
+  const char* name = fn.name();
+  if (name == nullptr) return "";
+  const NameSlot& slot = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize];
+  if (slot.seen == name && (slot.schema || std::strcmp(slot.interned, name) == 0)) return slot.interned;
+  return operator_name_missed(t, fn, name);
 }
 
 // What an input is, for the types list.
@@ -569,7 +579,7 @@ void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (backward) flags |= raw::kOperatorBackward;
   if (fn.scope() == at::RecordScope::USER_SCOPE) flags |= raw::kOperatorUser;
   int64_t seq = fn.seqNr();
-  const char* name = interned_name(*t, fn.name());
+  const char* name = operator_name(*t, fn);
   // LibTorch's thread id: of the forward op for an autograd node, else the
   // op's own; (thread, sequence number) links the two.
   Event e{op.start_ticks,
