@@ -16,8 +16,8 @@ def _default_process_number() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
-def analyse(profiler_path: Union[str, os.PathLike], max_process_number: Optional[int] = None, pretty: bool = False,
-            step_list: Optional[Sequence[int]] = None,
+def analyse(profiler_path: Union[str, "os.PathLike[str]"], max_process_number: Optional[int] = None,
+            pretty: bool = False, step_list: Optional[Sequence[int]] = None,
             data_simplification: bool = False) -> _trainprof.AnalyseReport:
     """Analyses every run directory at or below ``profiler_path``, as
     mindspore.profiler.analyse (and ``trainprof analyse PATH``).

@@ -142,8 +142,9 @@ class _TraceHandler:
                 f"analyse_flag={self.analyse_flag}, async_mode={self.async_mode})")
 
 
-def tensorboard_trace_handler(dir_name: Optional[Union[str, os.PathLike]] = None, worker_name: Optional[str] = None,
-                              analyse_flag: bool = True, async_mode: bool = False) -> _TraceHandler:
+def tensorboard_trace_handler(dir_name: Optional[Union[str, "os.PathLike[str]"]] = None,
+                              worker_name: Optional[str] = None, analyse_flag: bool = True,
+                              async_mode: bool = False) -> _TraceHandler:
     """An ``on_trace_ready`` that writes each recorded cycle under ``dir_name``
     and analyses it there.
 
@@ -162,7 +163,8 @@ def tensorboard_trace_handler(dir_name: Optional[Union[str, os.PathLike]] = None
         raise TypeError(f"dir_name must be a str or os.PathLike, got {type(dir_name).__name__} {dir_name!r}")
     dir_text = check_str("dir_name", os.fspath(dir_name))
     worker = "" if worker_name is None else check_str("worker_name", worker_name)
-    return _TraceHandler(dir_text, worker, check_bool("analyse_flag", analyse_flag), check_bool("async_mode", async_mode))
+    return _TraceHandler(dir_text, worker, check_bool("analyse_flag", analyse_flag),
+                         check_bool("async_mode", async_mode))
 
 
 class _ExperimentalConfig:
@@ -203,7 +205,7 @@ def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) 
         return [ExportType.Text]
     if not isinstance(export_type, (list, tuple)):
         raise TypeError(f"export_type must be a list of ExportType, got {type(export_type).__name__}")
-    kinds = []
+    kinds: list[ExportType] = []
     for item in export_type:
         try:
             kind = item if isinstance(item, ExportType) else ExportType(item)
@@ -215,14 +217,14 @@ def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) 
     return kinds
 
 
-def _check_activities(activities: Optional[Iterable[Any]]) -> set:
+def _check_activities(activities: Optional[Iterable[Any]]) -> set[_trainprof.Activity]:
     """The core's activities for ``activities`` (None: CPU). Members of
     torch.profiler.ProfilerActivity are taken by name as well."""
     if activities is None:
         return {_trainprof.Activity.CPU}
     if isinstance(activities, (str, bytes)) or not isinstance(activities, Iterable):
         raise TypeError(f"activities must be a list of ProfilerActivity, got {type(activities).__name__}")
-    result = set()
+    result: set[_trainprof.Activity] = set()
     for item in activities:
         name = getattr(item, "name", None)
         if name == "CPU":
@@ -365,23 +367,24 @@ class profile:
     def add_metadata(self, key: str, value: str) -> None:
         """Adds ``key: value`` (strings) to profiler_metadata.json of the runs
         closed from now on; a key added again overrides (with a warning)."""
-        if self._valid_metadata("add_metadata", key, value):
-            self._cpp.add_metadata(key, value)
+        core = self._metadata_target("add_metadata", key, value)
+        if core is not None:
+            core.add_metadata(key, value)
 
     def add_metadata_json(self, key: str, value: str) -> None:
         """As add_metadata, with ``value`` a JSON text stored as JSON (an
         invalid one is refused with an error message)."""
-        if self._valid_metadata("add_metadata_json", key, value):
-            self._cpp.add_metadata_json(key, value)
+        core = self._metadata_target("add_metadata_json", key, value)
+        if core is not None:
+            core.add_metadata_json(key, value)
 
-    def _valid_metadata(self, method: str, key: Any, value: Any) -> bool:
-        if self._cpp is None:
-            return False
+    def _metadata_target(self, method: str, key: Any, value: Any) -> Optional[_trainprof.Profiler]:
+        """The core profiler when ``key`` and ``value`` are strings, else None (logged)."""
         for name, v in (("key", key), ("value", value)):
             if not isinstance(v, str):
                 _log.error("%s: %s must be a str, got %s; metadata skipped", method, name, type(v).__name__)
-                return False
-        return True
+                return None
+        return self._cpp
 
     # ---- state ----
 
