@@ -15,6 +15,7 @@ PACKAGES=(
   clang libclang-rt-14-dev      # the fuzz targets (fuzz/, scripts/fuzz.sh): -fsanitize=fuzzer
   libtorch-dev zlib1g-dev       # the LibTorch collector, its tests and the demo
   dataset-fashion-mnist         # the demo's data (/usr/share/datasets/fashion-mnist)
+  python3-venv python3-dev      # the Python package (scripts/python_env.sh: .venv, torch from PyPI)
 )
 if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(python3-torch)

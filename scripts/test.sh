@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: the default build (warnings as errors), then the
-# same tests under ASan+UBSan and under TSan, then each fuzz target briefly.
+# same tests under ASan+UBSan and under TSan, then the Python package's tests
+# (scripts/python_env.sh), then each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -12,6 +13,11 @@ for preset in default asan tsan; do
   echo "=== [$preset] test"
   ctest --preset "$preset" -j "$jobs"
 done
+# The Python package: .venv with PyPI torch (made once, then reused), the
+# package built against it, and its pytest suite.
+echo "=== [python] environment + pip install . + pytest"
+scripts/python_env.sh
+"${TRAINPROF_VENV:-.venv}/bin/python" -m pytest -q python/tests
 # Every fuzz target for a short bounded time from its seed corpus (about
 # 2 minutes in all): the parsers of outside bytes stay crash-free.
 fuzz_seconds="${FUZZ_SECONDS:-20}"

@@ -21,7 +21,6 @@
 // operator; a report becomes two Event slots (MemoryReport, MemoryTotals),
 // and the analysis finds the operator that was running. After the session
 // each thread takes it out at its next allocation, or when it exits.
-#include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
@@ -66,6 +65,7 @@ struct OpenOp {
 struct NameSlot {
   const char* seen = nullptr;      // the pointer LibTorch passed
   const char* interned = nullptr;  // our process-lifetime copy
+  bool schema = false;             // `seen` is an operator schema's name (see operator_name)
 };
 
 // Interned strings by a 64-bit hash of what they describe (an input
@@ -152,6 +152,16 @@ std::atomic<bool> g_memory_shadowed{false};  // LibTorch's profiler held a threa
 // session: from the allocator's calls, see MemoryReporter).
 void remove_memory_reporter() noexcept;
 
+// The type of the allocation totals c10 reports: int64_t in LibTorch 1.x,
+// size_t in 2.x; taken from the public virtual, so both compile.
+template <typename Method>
+struct MemoryTotalArg;
+template <typename Class, typename Ptr, typename Size, typename Total, typename Device>
+struct MemoryTotalArg<void (Class::*)(Ptr, Size, Total, Total, Device)> {
+  using type = Total;
+};
+using MemoryTotal = MemoryTotalArg<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
+
 // LibTorch's profiler code static_casts whatever PROFILER_STATE holds to
 // ProfilerStateBase, so the reporter is one, in the Disabled state: there
 // LibTorch's profilerEnabled() stays false and its profiler can still push
@@ -164,7 +174,7 @@ class MemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
 
   // Called by the allocator for every allocation (> 0) and free (< 0): no
   // lock, no allocation.
-  void reportMemoryUsage(void* ptr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
+  void reportMemoryUsage(void* ptr, int64_t bytes, MemoryTotal total_allocated, MemoryTotal total_reserved,
                          c10::Device device) override {
     if (!detail::host_recording()) {
       if (!g_profile_memory.load(std::memory_order_relaxed)) remove_memory_reporter();
@@ -284,45 +294,35 @@ uint64_t hash_name(const char* s) {
 
 // ---- Operator names ----
 //
-// Most operators come through the dispatcher, and their RecordFunction names
-// a FunctionSchema: that name lives as long as the operator is registered,
-// so its pointer is recorded as it is (the flusher maps equal texts to one
-// id). The others (autograd nodes, user scopes) are strings built per call
-// and go through interned_name. Which of the two a RecordFunction holds is
-// private to LibTorch (its `fn_` variant; operator_name() would copy the
-// schema's strings). An explicit instantiation may name a private member, so
-// the template below hands out a pointer to it; a LibTorch whose member
-// differs fails to compile here rather than misbehave.
-struct RecordFunctionNameMember {
-  using type = c10::variant<std::string, at::RecordFunction::schema_ref_t> at::RecordFunction::*;
-  friend type name_member(RecordFunctionNameMember);
-};
-
-template <typename Tag, typename Tag::type Member>
-struct ExposePrivateMember {
-  friend typename Tag::type name_member(Tag) { return Member; }
-};
-template struct ExposePrivateMember<RecordFunctionNameMember, &at::RecordFunction::fn_>;
-
-// The schema's name when `fn` names a schema, else nullptr.
-inline const char* schema_name(const at::RecordFunction& fn) {
-  const auto* schema =
-      c10::get_if<at::RecordFunction::schema_ref_t>(&(fn.*name_member(RecordFunctionNameMember{})));
-  return schema != nullptr ? schema->get().name().c_str() : nullptr;
-}
-
-[[gnu::noinline]] const char* interned_name(ThreadOps& t, const char* name) {
-  if (name == nullptr) return "";
-  // By pointer first (schema names never move), then by contents.
-  NameSlot& by_ptr = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize];
-  if (by_ptr.seen == name && std::strcmp(by_ptr.interned, name) == 0) return by_ptr.interned;
+// RecordFunction::name() is public in every LibTorch: for an operator that
+// comes through the dispatcher it is its FunctionSchema's name, which lives
+// as long as the operator is registered; for the others (autograd nodes,
+// user scopes) a string built per call. Which of the two a RecordFunction
+// holds is private to LibTorch (and its type changed between releases); the
+// public operator_name() tells it too, but copies the schema's strings, so it
+// is asked once per pointer, on a cache miss. Names are cached per thread by
+// pointer: a schema's name is then taken by pointer alone (no other string
+// can live at its address while the operator exists), a per-call name only
+// when its contents still match, so that a freed name whose address is
+// reused is never mistaken for the one before.
+[[gnu::noinline]] const char* operator_name_missed(ThreadOps& t, const at::RecordFunction& fn,
+                                                   const char* name) {
+  bool schema = fn.operator_name().has_value();
   NameSlot& by_text = t.names[hash_name(name) % kNameCacheSize];
   const char* interned = by_text.interned != nullptr && std::strcmp(by_text.interned, name) == 0
                              ? by_text.interned
                              : detail::intern(name);
-  by_text = NameSlot{name, interned};
-  by_ptr = NameSlot{name, interned};
+  by_text = NameSlot{name, interned, schema};
+  t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize] = NameSlot{name, interned, schema};
   return interned;
+}
+
+inline const char* operator_name(ThreadOps& t, const at::RecordFunction& fn) {
+  const char* name = fn.name();
+  if (name == nullptr) return "";
+  const NameSlot& slot = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize];
+  if (slot.seen == name && (slot.schema || std::strcmp(slot.interned, name) == 0)) return slot.interned;
+  return operator_name_missed(t, fn, name);
 }
 
 // What an input is, for the types list.
@@ -579,8 +579,7 @@ void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (backward) flags |= raw::kOperatorBackward;
   if (fn.scope() == at::RecordScope::USER_SCOPE) flags |= raw::kOperatorUser;
   int64_t seq = fn.seqNr();
-  const char* name = schema_name(fn);
-  if (name == nullptr) name = interned_name(*t, fn.name());
+  const char* name = operator_name(*t, fn);
   // LibTorch's thread id: of the forward op for an autograd node, else the
   // op's own; (thread, sequence number) links the two.
   Event e{op.start_ticks,

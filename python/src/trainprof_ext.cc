@@ -1,0 +1,208 @@
+// Copyright trainprof authors. `trainprof._trainprof`: the Python extension.
+//
+// A thin binding of include/trainprof/: values cross over as they are, the
+// C++ core does the work. Argument checking, defaults and the torch.profiler /
+// MindSpore names live in python/trainprof/.
+//
+// GIL rule: every Profiler method that takes the profiler's mutex releases the
+// GIL first. on_trace_ready runs with that mutex held and takes the GIL, so a
+// thread never holds the GIL while it waits for the mutex (no deadlock).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/set.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "trainprof/analyse.h"
+#include "trainprof/options.h"
+#include "trainprof/profiler.h"
+#include "trainprof/range.h"
+#include "trainprof/schedule.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using ReleaseGil = nb::call_guard<nb::gil_scoped_release>;
+
+// on_trace_ready for a Python callable (python/trainprof gives one that takes
+// no argument and catches what the user's callback raises).
+struct PythonTraceReady {
+  nb::object callable;
+  void operator()(trainprof::Profiler&) const {
+    if (!nb::is_alive()) return;  // the interpreter is finalizing
+    nb::gil_scoped_acquire gil;
+    try {
+      callable();
+    } catch (nb::python_error& e) {
+      e.discard_as_unraisable("trainprof on_trace_ready");
+    }
+  }
+};
+
+// A record_function name, interned once so that entering and leaving the
+// range cost a clock read each and one event store.
+struct RangeName {
+  const char* name;
+};
+
+void bind_enums(nb::module_& m) {
+  nb::enum_<trainprof::Activity>(m, "Activity")
+      .value("CPU", trainprof::Activity::CPU)
+      .value("GPU", trainprof::Activity::GPU);
+  nb::enum_<trainprof::ProfilerLevel>(m, "ProfilerLevel")
+      .value("None_", trainprof::ProfilerLevel::None)
+      .value("Level0", trainprof::ProfilerLevel::Level0)
+      .value("Level1", trainprof::ProfilerLevel::Level1)
+      .value("Level2", trainprof::ProfilerLevel::Level2);
+  nb::enum_<trainprof::ProfilerAction>(m, "ProfilerAction")
+      .value("NONE", trainprof::ProfilerAction::None)
+      .value("WARMUP", trainprof::ProfilerAction::Warmup)
+      .value("RECORD", trainprof::ProfilerAction::Record)
+      .value("RECORD_AND_SAVE", trainprof::ProfilerAction::RecordAndSave);
+  nb::enum_<trainprof::AnalyseMode>(m, "AnalyseMode")
+      .value("Sync", trainprof::AnalyseMode::Sync)
+      .value("Async", trainprof::AnalyseMode::Async);
+}
+
+void bind_options(nb::module_& m) {
+  nb::class_<trainprof::Schedule>(m, "Schedule")
+      .def(
+          "__init__",
+          [](trainprof::Schedule* s, int wait, int warmup, int active, int repeat, int skip_first) {
+            new (s) trainprof::Schedule{wait, warmup, active, repeat, skip_first};
+          },
+          "wait"_a, "warmup"_a, "active"_a, "repeat"_a, "skip_first"_a)
+      .def_ro("wait", &trainprof::Schedule::wait)
+      .def_ro("warmup", &trainprof::Schedule::warmup)
+      .def_ro("active", &trainprof::Schedule::active)
+      .def_ro("repeat", &trainprof::Schedule::repeat)
+      .def_ro("skip_first", &trainprof::Schedule::skip_first)
+      .def("validate", &trainprof::Schedule::validate)
+      .def("action", &trainprof::Schedule::action, "step"_a);
+
+  using trainprof::ProfilerOptions;
+  nb::class_<ProfilerOptions>(m, "ProfilerOptions")
+      .def(nb::init<>())
+      .def_rw("output_path", &ProfilerOptions::output_path)
+      .def_rw("start_profile", &ProfilerOptions::start_profile)
+      .def_rw("activities", &ProfilerOptions::activities)
+      .def_rw("schedule", &ProfilerOptions::schedule)
+      .def_rw("profile_memory", &ProfilerOptions::profile_memory)
+      .def_rw("record_shapes", &ProfilerOptions::record_shapes)
+      .def_rw("with_stack", &ProfilerOptions::with_stack)
+      .def_rw("with_flops", &ProfilerOptions::with_flops)
+      .def_rw("data_process", &ProfilerOptions::data_process)
+      .def_rw("profiler_level", &ProfilerOptions::profiler_level)
+      .def_rw("mstx_domain_include", &ProfilerOptions::mstx_domain_include)
+      .def_rw("mstx_domain_exclude", &ProfilerOptions::mstx_domain_exclude)
+      .def_rw("data_simplification", &ProfilerOptions::data_simplification)
+      .def(
+          "set_on_trace_ready",
+          [](ProfilerOptions& o, nb::object callable) {
+            o.on_trace_ready = PythonTraceReady{std::move(callable)};
+          },
+          "callable"_a)
+      .def(
+          "set_trace_handler",
+          [](ProfilerOptions& o, std::string dir, std::string worker_name, bool analyse, bool async) {
+            o.on_trace_ready =
+                trainprof::trace_handler(std::move(dir), std::move(worker_name), analyse, async);
+          },
+          "dir"_a, "worker_name"_a, "analyse"_a, "async_mode"_a);
+}
+
+void bind_profiler(nb::module_& m) {
+  using trainprof::Profiler;
+  nb::class_<trainprof::RunSummary>(m, "RunSummary")
+      .def_ro("run_dir", &trainprof::RunSummary::run_dir)
+      .def_ro("events_recorded", &trainprof::RunSummary::events_recorded)
+      .def_ro("events_dropped", &trainprof::RunSummary::events_dropped)
+      .def_ro("ok", &trainprof::RunSummary::ok);
+  // The constructor keeps the GIL: it copies the options' Python callback.
+  nb::class_<Profiler>(m, "Profiler")
+      .def(nb::init<trainprof::ProfilerOptions>(), "options"_a)
+      .def("start", &Profiler::start, ReleaseGil())
+      .def("stop", &Profiler::stop, ReleaseGil())
+      .def("step", &Profiler::step, ReleaseGil())
+      .def("step_num", &Profiler::step_num, ReleaseGil())
+      .def("current_action", &Profiler::current_action, ReleaseGil())
+      .def("started", &Profiler::started, ReleaseGil())
+      .def("add_metadata", &Profiler::add_metadata, "key"_a, "value"_a, ReleaseGil())
+      .def("add_metadata_json", &Profiler::add_metadata_json, "key"_a, "json"_a, ReleaseGil())
+      .def("current_run_dir", &Profiler::current_run_dir, ReleaseGil())
+      .def("last_run", &Profiler::last_run, ReleaseGil())
+      .def(
+          "analyse",
+          [](Profiler& p, trainprof::AnalyseMode mode, bool pretty) {
+            trainprof::AnalyseOptions options;
+            options.pretty = pretty;
+            return p.analyse(mode, options);
+          },
+          "mode"_a, "pretty"_a, ReleaseGil())
+      .def("wait_for_analysis", &Profiler::wait_for_analysis, ReleaseGil());
+}
+
+void bind_analysis(nb::module_& m) {
+  nb::class_<trainprof::RunAnalysis>(m, "RunAnalysis")
+      .def_ro("run_dir", &trainprof::RunAnalysis::run_dir)
+      .def_ro("ok", &trainprof::RunAnalysis::ok)
+      .def_ro("error", &trainprof::RunAnalysis::error)
+      .def_ro("warnings", &trainprof::RunAnalysis::warnings)
+      .def_ro("events", &trainprof::RunAnalysis::events)
+      .def_ro("seconds", &trainprof::RunAnalysis::seconds);
+  nb::class_<trainprof::AnalyseReport>(m, "AnalyseReport")
+      .def_ro("runs", &trainprof::AnalyseReport::runs)
+      .def_ro("error", &trainprof::AnalyseReport::error)
+      .def_prop_ro("ok", &trainprof::AnalyseReport::ok);
+  m.def(
+      "analyse",
+      [](const std::string& path, int max_workers, bool pretty, std::vector<int64_t> step_list,
+         bool data_simplification) {
+        trainprof::AnalyseOptions options;
+        options.max_workers = max_workers;
+        options.pretty = pretty;
+        options.step_list = std::move(step_list);
+        options.data_simplification = data_simplification;
+        return trainprof::analyse(path, options);
+      },
+      "path"_a, "max_workers"_a, "pretty"_a, "step_list"_a, "data_simplification"_a, ReleaseGil());
+}
+
+void bind_ranges(nb::module_& m) {
+  m.def("mark", &trainprof::mark, "message"_a, "domain"_a);
+  m.def("range_start", &trainprof::range_start, "message"_a, "domain"_a);
+  m.def("range_end", &trainprof::range_end, "range_id"_a);
+  nb::class_<RangeName>(m, "RangeName").def("__init__", [](RangeName* r, std::string_view name) {
+    new (r) RangeName{trainprof::detail::intern(name)};
+  });
+  m.def("begin_range",
+        [] { return trainprof::detail::host_recording() ? trainprof::detail::now_ticks() : uint64_t{0}; });
+  m.def(
+      "end_range",
+      [](const RangeName& name, uint64_t start_ticks) {
+        if (start_ticks != 0) trainprof::detail::record_range(name.name, start_ticks);
+      },
+      "name"_a, "start_ticks"_a);
+}
+
+}  // namespace
+
+NB_MODULE(_trainprof, m) {
+  m.doc() = "trainprof's C++ core (internal: use the trainprof package)";
+  // A profile kept in a module global lives until the interpreter is torn
+  // down; nanobind would report it as a leak on every such exit.
+  nb::set_leak_warnings(false);
+  m.def("version", [] { return std::string(trainprof::version()); });
+  bind_enums(m);
+  bind_options(m);
+  bind_profiler(m);
+  bind_analysis(m);
+  bind_ranges(m);
+}

@@ -1,0 +1,102 @@
+"""Shared helpers: a tiny real training loop and readers of the outputs."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Callable, Optional
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+def _read_idx(path: Path, count: int) -> "torch.Tensor":
+    """The first ``count`` items of an IDX file (big-endian dims, uint8 data)."""
+    with gzip.open(path, "rb") as f:
+        magic = struct.unpack(">I", f.read(4))[0]
+        dims = struct.unpack(">" + "I" * (magic & 0xFF), f.read(4 * (magic & 0xFF)))
+        item = 1
+        for d in dims[1:]:
+            item *= d
+        data = bytearray(f.read(count * item))
+    return torch.frombuffer(data, dtype=torch.uint8).reshape(count, *dims[1:])
+
+
+@pytest.fixture(scope="session")
+def batches() -> list:
+    """Eight batches of 32 Fashion-MNIST images (random ones where Debian's
+    dataset-fashion-mnist is not installed)."""
+    n = 256
+    images = FASHION_MNIST / "train-images-idx3-ubyte.gz"
+    if images.exists():
+        x = _read_idx(images, n).float().div(255).unsqueeze(1)
+        y = _read_idx(FASHION_MNIST / "train-labels-idx1-ubyte.gz", n).long()
+    else:
+        gen = torch.Generator().manual_seed(0)
+        x, y = torch.rand(n, 1, 28, 28, generator=gen), torch.randint(0, 10, (n,), generator=gen)
+    return list(zip(x.split(32), y.split(32)))
+
+
+class Trainer:
+    """A small CNN trained by SGD: real aten operators, forward and backward."""
+
+    def __init__(self, batches: list) -> None:
+        torch.manual_seed(0)
+        self.model = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+            torch.nn.Linear(4 * 13 * 13, 10))
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05)
+        self.batches = batches
+
+    def train_step(self, i: int) -> float:
+        x, y = self.batches[i % len(self.batches)]
+        loss = torch.nn.functional.cross_entropy(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def run(self, steps: int, after_step: Optional[Callable[[], None]] = None) -> None:
+        for i in range(steps):
+            self.train_step(i)
+            if after_step is not None:
+                after_step()
+
+
+@pytest.fixture
+def trainer(batches: list) -> Trainer:
+    return Trainer(batches)
+
+
+def run_dirs(root: Path) -> list[Path]:
+    """The run directories under ``root``, oldest first."""
+    return sorted((p for p in root.iterdir() if p.name.endswith("_trainprof")), key=lambda p: p.name)
+
+
+def trace_events(run_dir: Path) -> list[dict]:
+    with open(run_dir / "PROFILER_OUTPUT" / "trace_view.json") as f:
+        return json.load(f)["traceEvents"]
+
+
+def op_statistic(run_dir: Path) -> dict[str, dict]:
+    """op_statistic.csv by OP Type."""
+    with open(run_dir / "PROFILER_OUTPUT" / "op_statistic.csv", newline="") as f:
+        return {row["OP Type"]: row for row in csv.DictReader(f)}
+
+
+def names(events: list[dict], cat: str) -> list[str]:
+    return [e["name"] for e in events if e.get("cat") == cat]
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs in its own directory: the default ./data lands there."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRAINPROF_OPTIONS", raising=False)

@@ -1,0 +1,65 @@
+"""trainprof: a low-overhead profiler for neural-network training.
+
+The API of torch.profiler and mindspore.profiler::
+
+    import trainprof
+    from trainprof import ProfilerActivity, schedule, tensorboard_trace_handler
+
+    with trainprof.profile(activities=[ProfilerActivity.CPU],
+                           schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                           on_trace_ready=tensorboard_trace_handler("./prof")) as prof:
+        for batch in loader:
+            train_step(batch)
+            prof.step()
+
+Each recorded cycle becomes a run directory under ./prof, analysed into
+``PROFILER_OUTPUT/`` (trace_view.json for Perfetto / chrome://tracing,
+op_statistic.csv, operator_details.csv, step_trace_time.csv). In a PyTorch
+process every aten operator is recorded (the torch collector is loaded after
+``import torch``; ``torch_collector_status()`` says why when it cannot be).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from . import _torch, mstx
+from ._ranges import record_function
+from ._trainprof import version as _core_version
+from .analysis import analyse
+from .profiler import (
+    ExportType,
+    ProfilerAction,
+    ProfilerActivity,
+    ProfilerLevel,
+    _ExperimentalConfig,
+    profile,
+    schedule,
+    tensorboard_trace_handler,
+)
+
+__version__: str = _core_version()  # CMakeLists.txt's project version, as the package's
+
+__all__ = [
+    "ExportType",
+    "ProfilerAction",
+    "ProfilerActivity",
+    "ProfilerLevel",
+    "_ExperimentalConfig",
+    "analyse",
+    "mstx",
+    "profile",
+    "record_function",
+    "schedule",
+    "tensorboard_trace_handler",
+    "torch_collector_status",
+]
+
+
+def torch_collector_status() -> Optional[str]:
+    """Loads the torch collector if it can be (importing torch), and returns
+    None when aten operators are recorded, else the reason they are not."""
+    return _torch.load_torch_collector()
+
+
+_torch.load_if_torch_imported()

@@ -1,0 +1,89 @@
+"""Loads the torch collector (libtrainprof_torch.so) into this process.
+
+The collector registers LibTorch RecordFunction callbacks, so it must bind to
+the very libtorch that ``import torch`` loaded: it is loaded after torch, and
+only when its build matches the running torch (a collector compiled against
+another torch release could crash on a changed class layout). It registers
+itself with the core when loaded; from then on every profile recording CPU
+activity records aten operators.
+
+When it cannot be loaded, profiling still works (steps, record_function,
+mstx, metadata, analysis); the reason is kept and said once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import sys
+import warnings
+from typing import Optional
+
+from . import _build_info
+
+_log = logging.getLogger("trainprof")
+
+_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libtrainprof_torch.so")
+
+_loaded = False
+_problem: Optional[str] = None  # why the collector is not loaded, once known
+_warned = False
+
+
+def _release(version: str) -> str:
+    """'2.15.0+cu132' -> '2.15': LibTorch's C++ ABI holds within a minor release."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def _find_problem() -> Optional[str]:
+    """Why the collector cannot be loaded now, or None when it can."""
+    if not _build_info.TORCH_VERSION:
+        return (f"trainprof was built without its torch collector ({_build_info.TORCH_MISSING_REASON}); "
+                "reinstall it in an environment with torch >= 2.7: pip install --no-build-isolation .")
+    try:
+        import torch  # noqa: F401  (loads the libtorch the collector must bind to)
+    except ImportError as e:
+        return f"torch cannot be imported ({e}); operators are not recorded"
+    running = getattr(torch, "__version__", "?")
+    if _release(running) != _release(_build_info.TORCH_VERSION):
+        return (f"trainprof's torch collector was built against torch {_build_info.TORCH_VERSION}, "
+                f"this process runs torch {running}; reinstall trainprof "
+                "(pip install --no-build-isolation --force-reinstall .)")
+    if not os.path.isfile(_LIBRARY):
+        return f"the torch collector {_LIBRARY} is missing; reinstall trainprof"
+    return None
+
+
+def load_torch_collector() -> Optional[str]:
+    """Loads the collector if it is not loaded yet.
+
+    Returns None when it is loaded, else why not (the same text each time).
+    """
+    global _loaded, _problem
+    if _loaded or _problem is not None:
+        return _problem
+    _problem = _find_problem()
+    if _problem is None:
+        try:
+            ctypes.CDLL(_LIBRARY)
+            _loaded = True
+        except OSError as e:
+            _problem = f"cannot load the torch collector {_LIBRARY}: {e}"
+    return _problem
+
+
+def warn_if_unavailable() -> None:
+    """Loads the collector; says once, as a warning, why operators go unrecorded."""
+    global _warned
+    problem = load_torch_collector()
+    if problem is not None and not _warned:
+        _warned = True
+        warnings.warn(f"trainprof: torch operators are not recorded: {problem}", RuntimeWarning, stacklevel=3)
+
+
+def load_if_torch_imported() -> None:
+    """At ``import trainprof``: when torch is already imported, load the
+    collector now (cheap); otherwise it is loaded by the first profile."""
+    if "torch" in sys.modules and sys.modules["torch"] is not None:
+        load_torch_collector()

@@ -1,0 +1,53 @@
+"""Argument checks shared by the public API: each error names the parameter."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Returns ``value`` if it is a bool, else raises TypeError naming ``name``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_int(name: str, value: Any, minimum: int) -> int:
+    """Returns ``value`` if it is an int (not a bool) >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_str(name: str, value: Any, allow_empty: bool = False) -> str:
+    """Returns ``value`` if it is a str (non-empty unless ``allow_empty``)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__} {value!r}")
+    if not allow_empty and not value:
+        raise ValueError(f"{name} must not be empty")
+    if "\0" in value:
+        raise ValueError(f"{name} must not contain a NUL character")
+    return value
+
+
+def check_str_list(name: str, value: Any) -> list[str]:
+    """Returns ``value`` as a list if it is a list or tuple of non-empty strings."""
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list of str, got {type(value).__name__} {value!r}")
+    for i, item in enumerate(value):
+        check_str(f"{name}[{i}]", item)
+    return list(value)
+
+
+def check_step_list(name: str, value: Optional[Sequence[int]]) -> list[int]:
+    """Returns ``value`` as a list of consecutive ints (empty for None: all steps)."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple, range)):
+        raise TypeError(f"{name} must be a list of int, got {type(value).__name__} {value!r}")
+    steps = [check_int(f"{name}[{i}]", s, 0) for i, s in enumerate(value)]
+    if any(b != a + 1 for a, b in zip(steps, steps[1:])):
+        raise ValueError(f"{name} must be consecutive integers in increasing order, got {steps}")
+    return steps

@@ -1,0 +1,60 @@
+"""``trainprof.analyse``: raw runs to the timeline and the tables (offline)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Optional, Sequence, Union
+
+from . import _trainprof
+from ._validate import check_bool, check_int, check_step_list
+
+_log = logging.getLogger("trainprof")
+
+
+def _default_process_number() -> int:
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def analyse(profiler_path: Union[str, "os.PathLike[str]"], max_process_number: Optional[int] = None,
+            pretty: bool = False, step_list: Optional[Sequence[int]] = None,
+            data_simplification: bool = False) -> _trainprof.AnalyseReport:
+    """Analyses every run directory at or below ``profiler_path``, as
+    mindspore.profiler.analyse (and ``trainprof analyse PATH``).
+
+    Each run is analysed in its own worker process, at most
+    ``max_process_number`` at once, so that one failing run does not stop the
+    others. Outputs go to ``{run}/PROFILER_OUTPUT/``: trace_view.json,
+    op_statistic.csv, operator_details.csv, step_trace_time.csv, ...
+
+    Args:
+        profiler_path: one run directory or any directory above runs.
+        max_process_number: worker processes (default: cores / 2, at least 1).
+        pretty: indent the JSON outputs.
+        step_list: only these consecutive step numbers (default: all steps).
+        data_simplification: remove each run's raw data once it is analysed.
+
+    Returns:
+        The report: ``ok``, ``error`` (nothing analysed) and ``runs`` (each
+        with ``run_dir``, ``ok``, ``error``, ``warnings``, ``events``).
+        Failures are also logged.
+
+    Raises:
+        TypeError, ValueError: a wrong argument (named), or a
+            ``profiler_path`` that is not a directory.
+    """
+    if not isinstance(profiler_path, (str, os.PathLike)):
+        raise TypeError(f"profiler_path must be a str or os.PathLike, got {type(profiler_path).__name__}")
+    path = os.fspath(profiler_path)
+    if not os.path.isdir(path):
+        raise ValueError(f"profiler_path {path!r} is not a directory")
+    workers = _default_process_number() if max_process_number is None else check_int(
+        "max_process_number", max_process_number, 1)
+    report = _trainprof.analyse(path, workers, check_bool("pretty", pretty), check_step_list("step_list", step_list),
+                                check_bool("data_simplification", data_simplification))
+    if report.error:
+        _log.error("analyse(%r): %s", path, report.error)
+    for run in report.runs:
+        if not run.ok:
+            _log.error("analysis of %s failed: %s", run.run_dir, run.error)
+    return report

@@ -1,0 +1,431 @@
+"""``trainprof.profile`` and its settings, with torch.profiler's and
+mindspore.profiler's names and meanings, on trainprof's C++ core.
+
+Changing ``from torch.profiler import profile, schedule, ...`` (or
+``mindspore.profiler``) to ``from trainprof import ...`` is meant to be the
+whole switch. Settings are checked when they are made: a wrong type raises
+TypeError, a wrong value ValueError, each naming the parameter. Once a
+profile exists, nothing it does raises into the training loop: misuse and
+failures are logged (logger ``trainprof``, and ``[trainprof]`` lines on
+stderr from the core).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import warnings
+import weakref
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
+
+from . import _torch
+from . import _trainprof
+from ._validate import check_bool, check_int, check_str, check_str_list
+
+_log = logging.getLogger("trainprof")
+
+
+class ProfilerActivity(enum.Enum):
+    """What to record.
+
+    ``CPU``: host activity: steps, ``record_function`` ranges, mstx markers
+    and, in a PyTorch process, every aten operator. ``GPU`` (``CUDA`` is the
+    same, torch's name): device activity, recorded once a GPU collector exists.
+    """
+
+    CPU = "CPU"
+    GPU = "GPU"
+    CUDA = "GPU"
+
+
+class ProfilerLevel(enum.Enum):
+    """How much the torch collector records (mindspore.profiler's names).
+
+    ``LevelNone``: no operators (steps and user ranges still);
+    ``Level0``: aten operators, autograd nodes and record_function scopes,
+    shapes only with ``record_shapes``; ``Level1``: also every operator's
+    input shapes and types; ``Level2``: also every other RecordFunction scope
+    (TorchScript, static runtime, ...).
+    """
+
+    LevelNone = "LevelNone"
+    Level0 = "Level0"
+    Level1 = "Level1"
+    Level2 = "Level2"
+
+
+class ProfilerAction(enum.Enum):
+    """What a schedule does at a step (torch.profiler's names)."""
+
+    NONE = 0
+    WARMUP = 1
+    RECORD = 2
+    RECORD_AND_SAVE = 3
+
+
+class ExportType(enum.Enum):
+    """Output formats of the analysis (mindspore.profiler's names); only
+    ``Text`` (trace_view.json and the CSV tables) exists today."""
+
+    Text = "text"
+    Db = "db"
+
+
+_LEVELS = {
+    ProfilerLevel.LevelNone: _trainprof.ProfilerLevel.None_,
+    ProfilerLevel.Level0: _trainprof.ProfilerLevel.Level0,
+    ProfilerLevel.Level1: _trainprof.ProfilerLevel.Level1,
+    ProfilerLevel.Level2: _trainprof.ProfilerLevel.Level2,
+}
+
+
+class schedule:
+    """Which steps are recorded: torch.profiler.schedule's semantics.
+
+    After ``skip_first`` ignored steps, cycles of ``wait`` idle steps,
+    ``warmup`` steps (prepared, not kept) and ``active`` recorded steps repeat
+    ``repeat`` times (0: until training ends). Each cycle is written to its
+    own run directory and ``on_trace_ready`` is called when it closes. Steps
+    are counted by ``profile.step()``, each becoming a ``ProfilerStep#N``
+    range.
+
+    Args:
+        wait: idle steps at the start of each cycle (>= 0).
+        warmup: steps prepared but not kept (>= 0; 0 logs a warning: the
+            first recorded step is then cold).
+        active: recorded steps per cycle (>= 1).
+        repeat: cycles (>= 0; 0 means unbounded).
+        skip_first: steps ignored before the first cycle (>= 0).
+
+    Calling the object with a step number returns its ``ProfilerAction``.
+    """
+
+    def __init__(self, *, wait: int, warmup: int = 0, active: int, repeat: int = 0, skip_first: int = 0) -> None:
+        self.wait = check_int("schedule.wait", wait, 0)
+        self.warmup = check_int("schedule.warmup", warmup, 0)
+        self.active = check_int("schedule.active", active, 1)
+        self.repeat = check_int("schedule.repeat", repeat, 0)
+        self.skip_first = check_int("schedule.skip_first", skip_first, 0)
+        self._cpp = _trainprof.Schedule(self.wait, self.warmup, self.active, self.repeat, self.skip_first)
+        self._cpp.validate()  # limits of the C++ core (int range) raise ValueError
+
+    def __call__(self, step: int) -> ProfilerAction:
+        """The action for 0-based step ``step``."""
+        check_int("step", step, 0)
+        return ProfilerAction[self._cpp.action(step).name]
+
+    def __repr__(self) -> str:
+        return (f"schedule(wait={self.wait}, warmup={self.warmup}, active={self.active}, "
+                f"repeat={self.repeat}, skip_first={self.skip_first})")
+
+
+class _TraceHandler:
+    """What ``tensorboard_trace_handler`` returns: given as ``on_trace_ready``,
+    the core writes each run under ``dir_name`` and (with ``analyse_flag``)
+    analyses it as soon as it closes, without a call into Python."""
+
+    def __init__(self, dir_name: str, worker_name: str, analyse_flag: bool, async_mode: bool) -> None:
+        self.dir_name = dir_name
+        self.worker_name = worker_name
+        self.analyse_flag = analyse_flag
+        self.async_mode = async_mode
+
+    def __call__(self, prof: "profile") -> None:
+        """Analyses the runs ``prof`` closed (for use inside another
+        on_trace_ready callback); they are in ``prof``'s output directory."""
+        if self.analyse_flag:
+            prof._analyse_closed_runs(self.async_mode)
+
+    def __repr__(self) -> str:
+        return (f"tensorboard_trace_handler(dir_name={self.dir_name!r}, worker_name={self.worker_name!r}, "
+                f"analyse_flag={self.analyse_flag}, async_mode={self.async_mode})")
+
+
+def tensorboard_trace_handler(dir_name: Optional[Union[str, "os.PathLike[str]"]] = None,
+                              worker_name: Optional[str] = None, analyse_flag: bool = True,
+                              async_mode: bool = False) -> _TraceHandler:
+    """An ``on_trace_ready`` that writes each recorded cycle under ``dir_name``
+    and analyses it there.
+
+    Args:
+        dir_name: the directory that receives the run directories
+            ``{worker_name}_{timestamp}_trainprof`` (default ``./data``).
+        worker_name: first part of each run directory's name (default
+            ``{host}_{pid}``); one file name: no ``/`` nor ``..``.
+        analyse_flag: analyse each run when it closes (outputs in
+            ``{run}/PROFILER_OUTPUT``); False leaves it for ``trainprof.analyse``.
+        async_mode: analyse in a child process so that training goes on.
+    """
+    if dir_name is None:
+        dir_name = "./data"
+    if not isinstance(dir_name, (str, os.PathLike)):
+        raise TypeError(f"dir_name must be a str or os.PathLike, got {type(dir_name).__name__} {dir_name!r}")
+    dir_text = check_str("dir_name", os.fspath(dir_name))
+    worker = "" if worker_name is None else check_str("worker_name", worker_name)
+    return _TraceHandler(dir_text, worker, check_bool("analyse_flag", analyse_flag),
+                         check_bool("async_mode", async_mode))
+
+
+class _ExperimentalConfig:
+    """Extra settings, as mindspore.profiler._ExperimentalConfig.
+
+    Args:
+        profiler_level: how much the torch collector records (ProfilerLevel).
+        mstx: accepted for compatibility; trainprof records ``trainprof.mstx``
+            markers whenever it records (each costs a few nanoseconds).
+        mstx_domain_include: only these marker domains are recorded.
+        mstx_domain_exclude: these marker domains are not recorded (give one
+            of the two lists, not both).
+        data_simplification: remove the raw data of a run once it is
+            analysed (default False: the run can be analysed again; MindSpore's
+            default is True).
+        export_type: output formats, ``[ExportType.Text]`` (or ``["text"]``);
+            ``db`` is not supported yet.
+    """
+
+    def __init__(self, profiler_level: ProfilerLevel = ProfilerLevel.Level0, mstx: bool = False,
+                 mstx_domain_include: Optional[Sequence[str]] = None,
+                 mstx_domain_exclude: Optional[Sequence[str]] = None, data_simplification: bool = False,
+                 export_type: Optional[Sequence[Union[ExportType, str]]] = None) -> None:
+        if not isinstance(profiler_level, ProfilerLevel):
+            raise TypeError(f"profiler_level must be a trainprof.ProfilerLevel, got {profiler_level!r}")
+        self.profiler_level = profiler_level
+        self.mstx = check_bool("mstx", mstx)
+        self.mstx_domain_include = check_str_list("mstx_domain_include", mstx_domain_include or [])
+        self.mstx_domain_exclude = check_str_list("mstx_domain_exclude", mstx_domain_exclude or [])
+        if self.mstx_domain_include and self.mstx_domain_exclude:
+            raise ValueError("give mstx_domain_include or mstx_domain_exclude, not both")
+        self.data_simplification = check_bool("data_simplification", data_simplification)
+        self.export_type = _check_export_type(export_type)
+
+
+def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) -> list[ExportType]:
+    if export_type is None:
+        return [ExportType.Text]
+    if not isinstance(export_type, (list, tuple)):
+        raise TypeError(f"export_type must be a list of ExportType, got {type(export_type).__name__}")
+    kinds: list[ExportType] = []
+    for item in export_type:
+        try:
+            kind = item if isinstance(item, ExportType) else ExportType(item)
+        except ValueError:
+            raise ValueError(f"export_type: unknown format {item!r} (known: 'text')") from None
+        if kind is not ExportType.Text:
+            raise ValueError(f"export_type: {kind.value!r} is not supported yet (only 'text')")
+        kinds.append(kind)
+    return kinds
+
+
+def _check_activities(activities: Optional[Iterable[Any]]) -> set[_trainprof.Activity]:
+    """The core's activities for ``activities`` (None: CPU). Members of
+    torch.profiler.ProfilerActivity are taken by name as well."""
+    if activities is None:
+        return {_trainprof.Activity.CPU}
+    if isinstance(activities, (str, bytes)) or not isinstance(activities, Iterable):
+        raise TypeError(f"activities must be a list of ProfilerActivity, got {type(activities).__name__}")
+    result: set[_trainprof.Activity] = set()
+    for item in activities:
+        name = getattr(item, "name", None)
+        if name == "CPU":
+            result.add(_trainprof.Activity.CPU)
+        elif name in ("GPU", "CUDA"):
+            result.add(_trainprof.Activity.GPU)
+        else:
+            raise ValueError(f"activities: {item!r} is not a ProfilerActivity (CPU, GPU or CUDA)")
+    if not result:
+        raise ValueError("activities must not be empty")
+    return result
+
+
+class profile:
+    """Records training: torch.profiler.profile's and mindspore.profiler.profile's API.
+
+    As a context manager (``with profile(...) as prof:``) or an object with
+    ``start()`` / ``step()`` / ``stop()``. With a ``schedule``, call ``step()``
+    at the end of every training step. Each recorded cycle (or each
+    start-stop span without a schedule) becomes one run directory, under the
+    ``tensorboard_trace_handler``'s directory or ``./data``.
+
+    Args (keyword-only, as torch.profiler's):
+        activities: list of ProfilerActivity (default ``[ProfilerActivity.CPU]``).
+        schedule: a ``trainprof.schedule``; None records from start to stop.
+        on_trace_ready: called with this object each time a run closes:
+            ``tensorboard_trace_handler(...)`` or any callable (what it
+            raises is logged, not passed on).
+        record_shapes: record each operator's input shapes and types.
+        profile_memory: record every allocation and free LibTorch reports.
+        with_stack: record each operator's (native) call stack.
+        with_flops: count the FLOPs of matrix products, convolutions, add, mul.
+        with_modules: accepted; nn.Module hierarchies are not recorded yet.
+        data_process: record data pipeline stages (trainprof.DataStage in C++).
+        start_profile: start recording now (MindSpore's default, True); the
+            torch idiom (``with`` or ``start()``) then finds it started, which
+            is fine. False: recording starts at ``start()`` / ``with``.
+        experimental_config: an ``_ExperimentalConfig``.
+
+    Raises:
+        TypeError, ValueError: a setting of the wrong type or value (named).
+    """
+
+    def __init__(self, *, activities: Optional[Iterable[ProfilerActivity]] = None,
+                 schedule: Optional["schedule"] = None,
+                 on_trace_ready: Optional[Callable[["profile"], Any]] = None, record_shapes: bool = False,
+                 profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
+                 with_modules: bool = False, data_process: bool = False, start_profile: bool = True,
+                 experimental_config: Optional[_ExperimentalConfig] = None) -> None:
+        self._cpp: Optional[_trainprof.Profiler] = None
+        options = _trainprof.ProfilerOptions()
+        options.activities = _check_activities(activities)
+        options.schedule = _check_schedule(schedule)
+        options.record_shapes = check_bool("record_shapes", record_shapes)
+        options.profile_memory = check_bool("profile_memory", profile_memory)
+        options.with_stack = check_bool("with_stack", with_stack)
+        options.with_flops = check_bool("with_flops", with_flops)
+        options.data_process = check_bool("data_process", data_process)
+        options.start_profile = check_bool("start_profile", start_profile)
+        if check_bool("with_modules", with_modules):
+            warnings.warn("trainprof: with_modules is not recorded yet; ignored", RuntimeWarning, stacklevel=2)
+        _apply_experimental_config(options, experimental_config)
+        self._set_on_trace_ready(options, on_trace_ready)
+        if _trainprof.Activity.CPU in options.activities:
+            _torch.warn_if_unavailable()  # before the core starts: the collector must be registered
+        self._auto_started = start_profile
+        self._cpp = _trainprof.Profiler(options)  # ValueError for what only the core checks
+
+    def _set_on_trace_ready(self, options: _trainprof.ProfilerOptions, on_trace_ready: Any) -> None:
+        if on_trace_ready is None:
+            return
+        if isinstance(on_trace_ready, _TraceHandler):
+            h = on_trace_ready
+            options.set_trace_handler(h.dir_name, h.worker_name, h.analyse_flag, h.async_mode)
+            return
+        if not callable(on_trace_ready):
+            raise TypeError(f"on_trace_ready must be callable, got {type(on_trace_ready).__name__}")
+        # A weak reference: the core holds the callback, and this object holds the core.
+        this = weakref.ref(self)
+
+        def trace_ready() -> None:
+            prof = this()
+            if prof is None:
+                return
+            try:
+                on_trace_ready(prof)
+            except Exception:
+                _log.exception("on_trace_ready raised; training goes on")
+
+        options.set_on_trace_ready(trace_ready)
+
+    # ---- control: never raises ----
+
+    def start(self) -> None:
+        """Starts recording (a warning, no effect, when already started)."""
+        if self._cpp is None:
+            return
+        if self._auto_started and self._cpp.started() and self._cpp.step_num() == 0:
+            self._auto_started = False  # torch's idiom after start_profile=True: not misuse
+            return
+        self._auto_started = False
+        self._call("start")
+
+    def stop(self) -> None:
+        """Stops recording; the open run is closed and ``on_trace_ready`` called.
+        An error is logged, nothing else happens, when not started."""
+        self._auto_started = False
+        self._call("stop")
+
+    def step(self) -> None:
+        """Ends a training step: drives the schedule (an error is logged when
+        the profile is not started)."""
+        self._call("step")
+
+    def _call(self, method: str) -> None:
+        if self._cpp is None:
+            return
+        try:
+            getattr(self._cpp, method)()
+        except Exception:
+            _log.exception("profile.%s() failed; training goes on", method)
+
+    def __enter__(self) -> "profile":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        if self._cpp is not None and self._cpp.started():
+            self.stop()
+
+    def __del__(self) -> None:
+        try:
+            if self._cpp is not None and self._cpp.started():
+                self._cpp.stop()
+        except Exception:
+            pass
+
+    # ---- metadata: written to profiler_metadata.json of each run closed afterwards ----
+
+    def add_metadata(self, key: str, value: str) -> None:
+        """Adds ``key: value`` (strings) to profiler_metadata.json of the runs
+        closed from now on; a key added again overrides (with a warning)."""
+        core = self._metadata_target("add_metadata", key, value)
+        if core is not None:
+            core.add_metadata(key, value)
+
+    def add_metadata_json(self, key: str, value: str) -> None:
+        """As add_metadata, with ``value`` a JSON text stored as JSON (an
+        invalid one is refused with an error message)."""
+        core = self._metadata_target("add_metadata_json", key, value)
+        if core is not None:
+            core.add_metadata_json(key, value)
+
+    def _metadata_target(self, method: str, key: Any, value: Any) -> Optional[_trainprof.Profiler]:
+        """The core profiler when ``key`` and ``value`` are strings, else None (logged)."""
+        for name, v in (("key", key), ("value", value)):
+            if not isinstance(v, str):
+                _log.error("%s: %s must be a str, got %s; metadata skipped", method, name, type(v).__name__)
+                return None
+        return self._cpp
+
+    # ---- state ----
+
+    @property
+    def step_num(self) -> int:
+        """Number of ``step()`` calls so far."""
+        return self._cpp.step_num() if self._cpp is not None else 0
+
+    @property
+    def current_action(self) -> ProfilerAction:
+        """The schedule's action for the current step (NONE while stopped)."""
+        if self._cpp is None:
+            return ProfilerAction.NONE
+        return ProfilerAction[self._cpp.current_action().name]
+
+    @property
+    def last_run_dir(self) -> Optional[str]:
+        """The run directory closed last, None before the first."""
+        run_dir = self._cpp.last_run().run_dir if self._cpp is not None else ""
+        return run_dir or None
+
+    def _analyse_closed_runs(self, async_mode: bool) -> None:
+        mode = _trainprof.AnalyseMode.Async if async_mode else _trainprof.AnalyseMode.Sync
+        if self._cpp is not None:
+            self._cpp.analyse(mode, False)
+
+
+def _check_schedule(value: Any) -> Optional[_trainprof.Schedule]:
+    if value is None:
+        return None
+    if not isinstance(value, schedule):
+        raise TypeError(f"schedule must be a trainprof.schedule(...), got {type(value).__name__}")
+    return value._cpp
+
+
+def _apply_experimental_config(options: _trainprof.ProfilerOptions, config: Any) -> None:
+    if config is None:
+        return
+    if not isinstance(config, _ExperimentalConfig):
+        raise TypeError(f"experimental_config must be a trainprof._ExperimentalConfig, got {type(config).__name__}")
+    options.profiler_level = _LEVELS[config.profiler_level]
+    options.mstx_domain_include = config.mstx_domain_include
+    options.mstx_domain_exclude = config.mstx_domain_exclude
+    options.data_simplification = config.data_simplification

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Makes the Python environment of trainprof and installs this checkout in it:
+#   .venv/ (python3 -m venv; TRAINPROF_VENV overrides the place) with torch 2.x
+#   from PyPI, numpy, pytest, nanobind and scikit-build-core, then
+#   `pip install .` (the package, the torch collector built against that
+#   torch, the `trainprof` command).
+# Reuses what exists: a present .venv with its packages is not reinstalled
+# (torch's wheel pulls several GB of CUDA libraries), and pip keeps its cache;
+# the package build is incremental (build-python/).
+#   scripts/python_env.sh     then: .venv/bin/python -m pytest python/tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${TRAINPROF_VENV:-.venv}"
+python="${PYTHON:-python3}"
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "[python] creating $venv with $("$python" --version)"
+  "$python" -m venv "$venv"
+fi
+py="$venv/bin/python"
+requirements=("torch>=2.7" numpy pytest "nanobind>=2.2" "scikit-build-core>=0.10")
+if ! "$py" -c "import torch, numpy, pytest, nanobind, scikit_build_core" 2> /dev/null; then
+  echo "[python] installing ${requirements[*]} (torch brings its CUDA libraries: several GB, once)"
+  start=$SECONDS
+  "$py" -m pip install --progress-bar off -q "${requirements[@]}"
+  echo "[python] installed in $((SECONDS - start)) s"
+fi
+
+echo "[python] pip install . (trainprof $(sed -n 's/^project(trainprof VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt))"
+start=$SECONDS
+# No build isolation: the build uses this environment's nanobind and
+# scikit-build-core, and the collector compiles against its torch.
+CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+  "$py" -m pip install --no-build-isolation --no-deps --progress-bar off -q .
+echo "[python] trainprof installed in $((SECONDS - start)) s: $("$py" -c 'import trainprof; print(trainprof.__version__, "torch collector:", trainprof.torch_collector_status() or "loaded")')"
