@@ -21,6 +21,8 @@ constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
 // The scan keeps this many of the longest slices whole (256 KiB): a
 // range around the whole run, recorded at its end, then holds no window back.
 constexpr size_t kMaxHeldSlices = size_t{1} << 12;
+// Emptied window buffers kept for reuse.
+constexpr size_t kSpareBuffers = 4;
 // One slice in this many goes into the sample that plans windows and sizes
 // their buffers.
 constexpr uint64_t kSampleEvery = 1024;
@@ -734,7 +736,10 @@ class WindowFeeder {
       m_.threads[t].first_own = carried_[t].size();
       m_.threads[t].slices.swap(own);  // `own` now holds the window before's
       own.clear();
-      if (own.capacity() > 0) spare_.push_back(std::move(own));
+      // A few emptied buffers are kept for the next windows (no fresh pages
+      // to fault in); more would only hold memory.
+      if (own.capacity() > 0 && spare_.size() < kSpareBuffers) spare_.push_back(std::move(own));
+      own = std::vector<Slice>();
     }
     ++next_;
     ++st_.windows_loaded;
