@@ -1,0 +1,311 @@
+// Copyright trainprof authors. RunLoader's first pass (analysis/run_loader.h):
+// the scan, and the plan of windows it makes possible.
+#include <algorithm>
+#include <bit>
+#include <filesystem>
+#include <unordered_map>
+
+#include "analysis/run_loader.h"
+#include "analysis/run_loader_state.h"
+#include "raw/raw_reader.h"
+#include "raw/varint.h"
+
+namespace trainprof::analysis {
+
+using namespace loading;  // NOLINT(google-build-using-namespace): the state both passes share
+
+namespace {
+
+// Model-wide string table; each file's ids are remapped once it is read.
+class StringMerger {
+ public:
+  explicit StringMerger(TraceModel* model) : model_(model) {
+    model_->strings.assign(1, std::string());
+    index_.emplace(std::string(), 0);
+  }
+  std::vector<uint32_t> map_file(const raw::RawFile& f) {
+    std::vector<uint32_t> ids(f.strings.size(), 0);
+    for (size_t i = 1; i < f.strings.size(); ++i) ids[i] = intern(f.strings[i]);
+    return ids;
+  }
+  uint32_t intern(const std::string& s) {
+    auto [it, inserted] = index_.emplace(s, static_cast<uint32_t>(model_->strings.size()));
+    if (inserted) model_->strings.push_back(s);
+    return it->second;
+  }
+
+ private:
+  TraceModel* model_;
+  std::unordered_map<std::string, uint32_t> index_;
+};
+
+// Pass 1 over one file: everything but the slices goes into the model; the
+// slices leave their trace in the sample, the chunk starts and the held set.
+class FileScanner {
+ public:
+  FileScanner(TraceModel& m, RunLoader::State& st, uint32_t file)
+      : m_(m),
+        st_(st),
+        file_(file),
+        first_instant_(m.instants.size()),
+        first_counter_(m.counters.size()),
+        first_async_(m.async_ranges.size()),
+        first_data_(m.data_stages.size()) {}
+
+  void chunk(const raw::RawEvent* events, size_t count) {
+    uint64_t chunk = st_.chunks.size();
+    st_.chunks.emplace_back();
+    ++st_.files[file_].chunks;
+    m_.event_count += count;
+    for (size_t i = 0; i < count; ++i) add(events[i], chunk, i);
+  }
+
+  // File-local ids -> model ids, once the file's strings are known.
+  void finish(const raw::RawFile& f, StringMerger& merger) {
+    FileKeys& keys = st_.files[file_].keys;
+    keys.ids = merger.map_file(f);
+    for (HeldSlice& h : st_.held) {
+      if (h.file == file_ && h.position != kNone) h.key = keys.model(m_, h.key);
+    }
+    for (const Link& l : links_) {
+      m_.op_links.push_back(OpLink{l.start_ns, keys.model(m_, l.key), l.fwd_thread, l.sequence_nr});
+    }
+    for (size_t i = first_instant_; i < m_.instants.size(); ++i) {
+      m_.instants[i].name = keys.id(m_.instants[i].name);
+      m_.instants[i].domain = keys.id(m_.instants[i].domain);
+    }
+    for (size_t i = first_counter_; i < m_.counters.size(); ++i) {
+      m_.counters[i].name = keys.id(m_.counters[i].name);
+    }
+    for (size_t i = first_data_; i < m_.data_stages.size(); ++i) {
+      DataStageSlice& d = m_.data_stages[i];
+      d.operation = keys.id(d.operation);
+      d.stage = keys.id(d.stage);
+      d.custom_info = keys.id(d.custom_info);
+    }
+    size_t unended = 0;
+    for (size_t i = first_async_; i < m_.async_ranges.size(); ++i) {
+      AsyncRange& a = m_.async_ranges[i];
+      a.name = keys.id(a.name);
+      a.domain = keys.id(a.domain);
+      auto it = async_end_ns_.find(a.id);
+      if (it != async_end_ns_.end()) {
+        a.end_ns = std::max(it->second, a.start_ns);
+      } else {
+        ++unended;
+      }
+    }
+    if (unended > 0) {
+      m_.warnings.push_back(std::to_string(unended) +
+                            " range_start() without range_end(); shown up to the end of the run");
+    }
+  }
+
+  uint64_t last_end_ns() const { return last_end_ns_; }
+
+ private:
+  // The operator before an inputs record (kOperatorInputs follows its
+  // operator on the same thread).
+  struct LastOp {
+    uint64_t start_ns;
+    uint64_t position;
+    uint64_t held;  // `held` index or kNone
+    uint64_t link;  // links_ index or kNone
+    uint32_t key;
+  };
+  struct Link {
+    uint64_t start_ns;
+    uint32_t key;  // file-local
+    uint32_t fwd_thread;
+    int64_t sequence_nr;
+  };
+
+  void add(const raw::RawEvent& e, uint64_t chunk, size_t index) {
+    switch (e.kind) {
+      case raw::EventKind::kRange:
+      case raw::EventKind::kStep:
+      case raw::EventKind::kOperator: slice(e, chunk, index); break;
+      case raw::EventKind::kOperatorInputs: inputs(e, chunk); break;
+      case raw::EventKind::kMark:
+        m_.instants.push_back(Instant{e.t0_ns, e.tid, e.name_id, static_cast<uint32_t>(e.a)});
+        break;
+      case raw::EventKind::kCounter:
+        m_.counters.push_back(CounterSample{e.t0_ns, e.tid, e.name_id, std::bit_cast<double>(e.b)});
+        break;
+      case raw::EventKind::kAsyncBegin:
+        m_.async_ranges.push_back(AsyncRange{e.t0_ns, 0, e.tid, e.name_id, static_cast<uint32_t>(e.a), e.b});
+        break;
+      case raw::EventKind::kAsyncEnd: async_end_ns_[e.b] = e.t0_ns; break;
+      case raw::EventKind::kDataStage:
+        m_.data_stages.push_back(DataStageSlice{e.t0_ns, e.t1_ns - e.t0_ns, e.tid, e.name_id,
+                                                static_cast<uint32_t>(e.a), static_cast<uint32_t>(e.b)});
+        break;
+      case raw::EventKind::kMemory:
+        m_.memory.push_back(MemoryRecord{e.t0_ns, e.b, raw::unzigzag(e.a), e.total_allocated,
+                                         e.total_reserved, e.tid, static_cast<uint32_t>(e.device)});
+        break;
+    }
+  }
+
+  void slice(const raw::RawEvent& e, uint64_t chunk, size_t index) {
+    SliceKey k = slice_key(e);
+    FileKeys& keys = st_.files[file_].keys;
+    uint32_t key = e.kind == raw::EventKind::kRange ? keys.local_range(e.tid, e.name_id) : keys.local(k);
+    if (e.tid != cached_tid_ || !thread_known_) {
+      m_.thread_of(e.tid);  // every thread with slices exists before pass 2
+      cached_tid_ = e.tid;
+      thread_known_ = true;
+    }
+    if (st_.slices_scanned++ % kSampleEvery == 0) st_.sample.push_back({e.t0_ns, e.tid});
+    st_.earliest_slice_ns = std::min(st_.earliest_slice_ns, e.t0_ns);
+    last_end_ns_ = std::max(last_end_ns_, e.t1_ns);
+    uint64_t position = position_of(chunk, index);
+    uint64_t dur = e.t1_ns - e.t0_ns;
+    uint64_t held = k.is_step || st_.may_hold(dur)
+                        ? st_.hold(HeldSlice{e.t0_ns, dur, position, kNone, key, e.tid, file_, k.is_step})
+                        : kNone;
+    if (held == kNone) st_.chunks[chunk].add(e.t0_ns);
+    if (!k.is_op) return;
+    uint64_t link = kNone;
+    if (e.b != 0) {
+      link = links_.size();
+      links_.push_back(Link{e.t0_ns, key, static_cast<uint32_t>(e.a >> 8), static_cast<int64_t>(e.b - 1)});
+    }
+    last_op_[e.tid] = LastOp{e.t0_ns, position, held, link, key};
+  }
+
+  // An operator's input shapes re-key it.
+  void inputs(const raw::RawEvent& e, uint64_t chunk) {
+    auto it = last_op_.find(e.tid);
+    if (it == last_op_.end() || it->second.start_ns != e.t0_ns) return;  // its operator was lost
+    const LastOp& op = it->second;
+    FileKeys& keys = st_.files[file_].keys;
+    SliceKey k = keys.key(op.key);
+    k.inputs = e.name_id;
+    uint32_t key = keys.local(k);
+    if (op.link != kNone) links_[op.link].key = key;
+    if (op.held != kNone && st_.held[op.held].position == op.position) {
+      st_.held[op.held].key = key;
+      st_.held[op.held].inputs_chunk = chunk;
+    } else {
+      st_.chunks[chunk].add(e.t0_ns);  // pass 2 re-keys the operator when it reads this record
+    }
+    last_op_.erase(it);
+  }
+
+  TraceModel& m_;
+  RunLoader::State& st_;
+  uint32_t file_;
+  size_t first_instant_, first_counter_, first_async_, first_data_;
+  std::unordered_map<uint64_t, uint64_t> async_end_ns_;  // an end may precede its begin
+  std::unordered_map<uint32_t, LastOp> last_op_;
+  std::vector<Link> links_;
+  uint64_t last_end_ns_ = 0;
+  uint32_t cached_tid_ = 0;
+  bool thread_known_ = false;
+};
+
+// Adds what the reader reported about one file to the model.
+void note_file(TraceModel& m, const raw::RawFile& f, bool first_file) {
+  if (first_file) {
+    m.rank = f.header.rank;
+    m.world_size = f.header.world_size;
+    m.host = f.host;
+    m.pid = f.header.pid;
+    m.realtime_offset_ns = f.realtime_offset_ns();
+    m.session_start_ns = f.anchors.front().monotonic_ns;
+  }
+  m.chunks_duplicated += f.chunks_duplicated;
+  m.chunks_missing += f.chunks_missing;
+  m.chunks_reordered += f.chunks_reordered;
+  for (const raw::RawIssue& issue : f.issues) {
+    m.warnings.push_back(issue.file + " at offset " + std::to_string(issue.offset) + ": " + issue.message);
+  }
+  if (!f.closed_cleanly) {
+    m.warnings.push_back(
+        f.path + " was not closed normally (process killed or still running); analysing what was flushed");
+  }
+  for (const auto& [tid, name] : f.thread_names) m.thread_names[tid] = name;
+}
+
+}  // namespace
+
+bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string* error) {
+  TraceModel& m = *model;
+  State& st = *state_;
+  StringMerger merger(&m);
+  std::vector<std::string> paths = raw::raw_files_of_run(run_dir, error);
+  if (paths.empty()) return false;
+  uint64_t last_end = 0;
+  for (const std::string& path : paths) {
+    std::error_code size_ec;
+    if (std::filesystem::file_size(path, size_ec) == 0 && !size_ec) {
+      // Created, then the process died before the header reached the disk.
+      m.warnings.push_back(path + " is empty: the process ended before writing any data");
+      continue;
+    }
+    uint32_t file = static_cast<uint32_t>(st.files.size());
+    st.files.emplace_back();
+    st.files.back().path = path;
+    st.files.back().first_chunk = st.chunks.size();
+    FileScanner scanner(m, st, file);
+    raw::EventSink sink = [&scanner](const raw::RawEvent* events, size_t count) {
+      scanner.chunk(events, count);
+    };
+    std::optional<raw::RawFile> f = raw::read_raw_file(path, error, &sink);
+    if (!f) return false;
+    note_file(m, *f, file == 0);
+    scanner.finish(*f, merger);
+    last_end = std::max(last_end, scanner.last_end_ns());
+  }
+  last_end = std::max(last_end, m.session_start_ns);
+  m.sort_threads();
+  // Held slices in recorded order, the order pass 2 meets them in.
+  std::erase_if(st.held, [](const HeldSlice& h) { return h.position == kNone; });
+  std::sort(st.held.begin(), st.held.end(),
+            [](const HeldSlice& a, const HeldSlice& b) { return a.position < b.position; });
+  st.longest.clear();
+  st.free_held.clear();
+  st.held_by_start.resize(st.held.size());
+  for (uint32_t i = 0; i < st.held.size(); ++i) st.held_by_start[i] = i;
+  std::stable_sort(st.held_by_start.begin(), st.held_by_start.end(),
+                   [&st](uint32_t a, uint32_t b) { return st.held[a].start_ns < st.held[b].start_ns; });
+  for (const HeldSlice& h : st.held) {
+    if (!h.is_step) continue;
+    Slice s{h.start_ns, 0, h.key};
+    m.steps.push_back(StepWindow{m.step_number(s), h.start_ns, h.start_ns + h.dur_ns});
+  }
+  std::sort(m.steps.begin(), m.steps.end(),
+            [](const StepWindow& a, const StepWindow& b) { return a.number < b.number; });
+  // Unended async ranges close at the last event of the run.
+  for (AsyncRange& a : m.async_ranges) {
+    if (a.end_ns == 0) a.end_ns = std::max(a.start_ns, last_end);
+  }
+  std::sort(m.op_links.begin(), m.op_links.end(), [](const OpLink& a, const OpLink& b) {
+    return std::make_pair(a.start_ns, a.key) < std::make_pair(b.start_ns, b.key);
+  });
+  std::stable_sort(m.memory.begin(), m.memory.end(),
+                   [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
+  std::sort(st.sample.begin(), st.sample.end(),
+            [](const State::Sampled& a, const State::Sampled& b) { return a.start_ns < b.start_ns; });
+  return true;
+}
+
+std::vector<uint64_t> RunLoader::plan_windows(uint64_t max_slices) const {
+  const State& st = *state_;
+  std::vector<uint64_t> bounds{0};
+  if (st.slices_scanned > max_slices) {
+    uint64_t in_window = 0;
+    for (const State::Sampled& sampled : st.sample) {
+      in_window += kSampleEvery;
+      // Slices of equal start stay in one window.
+      if (in_window < max_slices || sampled.start_ns + 1 <= bounds.back()) continue;
+      bounds.push_back(sampled.start_ns + 1);
+      in_window = 0;
+    }
+  }
+  bounds.push_back(kNone);
+  return bounds;
+}
+
+}  // namespace trainprof::analysis
