@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <bit>
 #include <chrono>
@@ -508,6 +510,29 @@ TEST(Analysis, UnwritableOutputDirectoryFailsThatRunClearly) {
   RunAnalysis r = analyse_one(run);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("PROFILER_OUTPUT"), std::string::npos) << r.error;
+}
+
+// `trainprof summary` reads outputs that anyone with access to the run could
+// have replaced: a FIFO planted there must not block it.
+TEST(Analysis, SummaryDoesNotBlockOnAPlantedFifo) {
+  TempDir dir;
+  std::string run = record_steps(dir.path(), 3);
+  ASSERT_TRUE(analyse_one(run).ok);
+  for (const char* name : {"operator_details.csv", "step_trace_time.csv", "profiler_info.json"}) {
+    ASSERT_EQ(unlink(out(run, name).c_str()), 0);
+    ASSERT_EQ(mkfifo(out(run, name).c_str(), 0600), 0);
+  }
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(20);  // a blocked open or read ends the child with SIGALRM
+    std::string text = summarize_run(run);
+    _exit(text.empty() ? 3 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? std::string("killed by ") + strsignal(WTERMSIG(status)) : "exit status");
 }
 
 TEST(Analysis, NoRunsAndMissingPath) {

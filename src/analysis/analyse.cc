@@ -58,18 +58,6 @@ bool is_run_directory(const fs::path& p) {
   return fs::exists(p / "profiler_info.json", ec) || fs::exists(p / raw::kRawDirName, ec);
 }
 
-// The file `name` of the directory `dir_fd`, if it is a regular file (a
-// symlink or a FIFO planted there is not opened); "" otherwise.
-std::string read_small_file_at(int dir_fd, const char* name) {
-  std::string text;
-  detail::UniqueFd fd(detail::open_regular_file_at(dir_fd, name, /*follow=*/false));
-  if (!fd.valid()) return text;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd.get(), buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
-  return text;
-}
-
 void add_warning(RunAnalysis& r, std::string w) {
   if (r.warnings.size() < kMaxWarnings) r.warnings.push_back(std::move(w));
   if (r.warnings.size() == kMaxWarnings) r.warnings.back() = "(more warnings omitted)";
@@ -157,7 +145,7 @@ const char* type_name(json::value_t t) {
 // the file and the field, and the output keeps only the fields that are right.
 json read_run_info(int run_fd, const std::string& run_path, RunAnalysis& r) {
   std::string file = run_path + "/profiler_info.json";
-  std::string text = read_small_file_at(run_fd, "profiler_info.json");
+  std::string text = detail::read_regular_file_at(run_fd, "profiler_info.json", /*follow=*/false);
   if (text.empty()) return json::object();  // a run killed before its info was written
   // The depth limit keeps dump() of the output from recursing without bound.
   json info;
@@ -490,7 +478,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   };
   detail::log_debug(dir + ": scan " + ms(t0, t_scanned) + " ms, windows and outputs " +
                     ms(t_scanned, t_tables) + " ms");
-  std::string metadata = read_small_file_at(run_fd, "profiler_metadata.json");
+  std::string metadata = detail::read_regular_file_at(run_fd, "profiler_metadata.json", /*follow=*/false);
   note(detail::write_file_atomically_at(out.fd, "profiler_metadata.json",
                                         metadata.empty() ? "{}\n" : metadata,
                                         out.path + "/profiler_metadata.json"));

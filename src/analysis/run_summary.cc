@@ -1,11 +1,11 @@
 // Copyright trainprof authors. The terminal report of an analysed run, read
 // back from its CSV outputs (so it works on any analysed run, old or new).
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_limits.h"
+#include "core/safe_file.h"
 #include "export/csv_reader.h"
 #include "trainprof/analyse.h"
 
@@ -72,8 +73,7 @@ std::map<std::string, double> peak_memory_mb(const fs::path& out, std::string* p
   using nlohmann::json;
   std::map<std::string, double> peaks;
   std::string file = (out / "profiler_info.json").string();
-  std::ifstream f(file);
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string text = detail::read_regular_file_at(AT_FDCWD, file, /*follow=*/false);
   json info;
   if (!detail::parse_json_limited(text, &info).empty() || !info.is_object()) {
     *problem = "'" + file + "' is not a JSON object";

@@ -119,6 +119,16 @@ int open_regular_file_at(int dir_fd, const std::string& name, bool follow) {
   return fd;
 }
 
+std::string read_regular_file_at(int dir_fd, const std::string& name, bool follow) {
+  std::string text;
+  UniqueFd fd(open_regular_file_at(dir_fd, name, follow));
+  if (!fd.valid()) return text;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  return text;
+}
+
 void remove_temporaries_at(int dir_fd) {
   int scan_fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (scan_fd < 0) return;

@@ -78,6 +78,11 @@ std::string write_file_atomically_at(int dir_fd, const std::string& name, const 
 // file that is not regular) on failure.
 int open_regular_file_at(int dir_fd, const std::string& name, bool follow);
 
+// The contents of `name` under `dir_fd` (AT_FDCWD: a path), read only if it
+// is a regular file (open_regular_file_at); "" when it is not, or cannot be
+// read. For files that a planted FIFO, device or symlink must not replace.
+std::string read_regular_file_at(int dir_fd, const std::string& name, bool follow);
+
 // Removes the leftovers of create_temporary_at in `dir_fd` (an analysis that
 // was killed). Only call it while no one else writes there.
 void remove_temporaries_at(int dir_fd);

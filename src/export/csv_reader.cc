@@ -1,8 +1,9 @@
 // Copyright trainprof authors.
 #include "export/csv_reader.h"
 
-#include <fstream>
-#include <sstream>
+#include <fcntl.h>
+
+#include "core/safe_file.h"
 
 namespace trainprof::exporter {
 
@@ -46,10 +47,8 @@ CsvRows parse_csv(std::string_view text, bool* well_formed) {
 }
 
 CsvRows read_csv_file(const std::string& path, bool* well_formed) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_csv(ss.str(), well_formed);
+  // A FIFO or device planted at the path must not block or be read.
+  return parse_csv(detail::read_regular_file_at(AT_FDCWD, path, /*follow=*/false), well_formed);
 }
 
 }  // namespace trainprof::exporter
