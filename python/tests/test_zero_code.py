@@ -23,13 +23,16 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
                             torch.nn.Linear(4 * 26 * 26, 10))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-for step in range(steps):
-    x, y = torch.rand(16, 1, 28, 28), torch.randint(0, 10, (16,))
+data = [(torch.rand(16, 1, 28, 28), torch.randint(0, 10, (16,))) for _ in range(steps)]
+if "--loader" in sys.argv:  # a DataLoader with 2 worker processes, batches of 16
+    dataset = torch.utils.data.TensorDataset(torch.cat([x for x, _ in data]), torch.cat([y for _, y in data]))
+    data = torch.utils.data.DataLoader(dataset, batch_size=16, num_workers=2)
+for x, y in data:
     loss = torch.nn.functional.cross_entropy(model(x), y)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-print("trained", steps)
+print("trained", len(data))
 if "--fail" in sys.argv:
     raise ValueError("the script failed")
 if "--exit" in sys.argv:
@@ -93,6 +96,16 @@ def test_run_without_options_records_the_whole_script_into_data(tmp_path: Path) 
     # a step per optimizer.step(), then the time from the last one to the exit
     assert [int(r["Step"]) for r in rows] == [0, 1, 2, 3, 4]
     assert all(float(r["Computing"]) > 0 for r in rows[:4])
+
+
+def test_run_records_the_dataloader_workers_stages(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    options = json.dumps({"output_path": str(tmp_path / "out"), "analyse": True, "data_process": True})
+    result = run(["-m", "trainprof", "run", "--options", options, str(script), "--steps", "5", "--loader"])
+    assert result.returncode == 0, result.stderr
+    with open(run_dirs(tmp_path / "out")[0] / "PROFILER_OUTPUT" / "dataset.csv", newline="") as f:
+        rows = {(r["Operation"], r["Stage"]): int(r["Occurrences"]) for r in csv.DictReader(f)}
+    assert rows == {("TensorDataset", "dataset"): 5, ("default_collate", "collate"): 5, ("DataLoader", "wait"): 6}
 
 
 def test_the_scripts_exit_status_and_exception_pass_through(tmp_path: Path) -> None:
