@@ -201,10 +201,13 @@ def _patch(torch: Any) -> None:
             if queues:
                 loader.worker_init_fn = own_init
         self._trainprof_relays = []
-        for i, queue in enumerate(queues):
-            relay = threading.Thread(target=_relay, args=(queue, i), name=f"trainprof relay {i}", daemon=True)
-            relay.start()
-            self._trainprof_relays.append((queue, relay))
+        try:
+            for i, queue in enumerate(queues):
+                relay = threading.Thread(target=_relay, args=(queue, i), name=f"trainprof relay {i}", daemon=True)
+                relay.start()
+                self._trainprof_relays.append((queue, relay))
+        except Exception:
+            _log.exception("trainprof: DataLoader workers' stages are not recorded")
 
     @functools.wraps(multi_shutdown)
     def shutdown_with_relays(self: Any) -> None:
@@ -214,10 +217,13 @@ def _patch(torch: Any) -> None:
             # The workers are joined: what they sent is in the pipes, the end
             # marker follows it, and each relay records it all before it ends.
             relays, self._trainprof_relays = getattr(self, "_trainprof_relays", []), []
-            for queue, _ in relays:
-                queue.put(None)
-            for _, relay in relays:
-                relay.join(_RELAY_JOIN_SECONDS)
+            try:
+                for queue, _ in relays:
+                    queue.put(None)
+                for _, relay in relays:
+                    relay.join(_RELAY_JOIN_SECONDS)
+            except Exception:
+                _log.exception("trainprof: DataLoader workers' last stages may be missing")
 
     multi_iter.__init__ = init_with_relays
     multi_iter._shutdown_workers = shutdown_with_relays

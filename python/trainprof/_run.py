@@ -41,7 +41,7 @@ def _with_start(text: str) -> str:
 def _parse(argv: list[str]) -> tuple[Optional[str], list[str]]:
     options: Optional[str] = None
     args = list(argv)
-    while args and args[0] in ("--options", "-h", "--help") or (args and args[0].startswith("--options=")):
+    while args and (args[0] in ("--options", "-h", "--help") or args[0].startswith("--options=")):
         arg = args.pop(0)
         if arg in ("-h", "--help"):
             sys.stdout.write(USAGE)

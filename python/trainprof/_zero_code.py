@@ -33,6 +33,7 @@ import functools
 import logging
 import os
 import sys
+import threading
 import weakref
 from typing import Any, Callable, Optional
 
@@ -47,6 +48,7 @@ _profile: Optional[profile] = None
 _output_path = ""
 _analysed = False
 _driver: Optional[Any] = None  # weak reference to the optimizer whose steps count
+_in_step = threading.local()  # inside a counted optimizer step (nested steps count once)
 
 
 def active() -> Optional[profile]:
@@ -57,7 +59,7 @@ def active() -> Optional[profile]:
 def _is_multiprocessing_child() -> bool:
     """True in a process started by multiprocessing (spawn / forkserver): a
     DataLoader worker, a pool worker, a forkserver, a resource tracker."""
-    argv = getattr(sys, "orig_argv", sys.argv)
+    argv = getattr(sys, "orig_argv", None) or getattr(sys, "argv", [])
     return any(a == "--multiprocessing-fork" or "from multiprocessing" in a for a in argv)
 
 
@@ -131,7 +133,13 @@ def _counting(step: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(step)  # keeps torch's `hooked` mark: torch does not wrap it again
     def counting_step(self: Any, *args: Any, **kwargs: Any) -> Any:
-        out = step(self, *args, **kwargs)
+        if getattr(_in_step, "active", False):  # a subclass' step calling super().step()
+            return step(self, *args, **kwargs)
+        _in_step.active = True
+        try:
+            out = step(self, *args, **kwargs)
+        finally:
+            _in_step.active = False
         _on_optimizer_step(self, args, kwargs)
         return out
 
