@@ -53,6 +53,7 @@ _worker_queue: Optional[Any] = None
 _pinning = threading.local()  # pin_memory() recurses: only the outermost call is a stage
 
 _ticks = _trainprof.stage_clock_ticks
+_recording = _trainprof.data_stages_recording  # in the training process: whether stages are kept
 _RELAY_JOIN_SECONDS = 5.0  # bound on the wait for a relay to record what its worker sent
 
 
@@ -85,6 +86,8 @@ class _TimedFetcher:
         self._info = info
 
     def fetch(self, possibly_batched_index: Any) -> Any:
+        if _worker_queue is None and not _recording():
+            return self._collate_fn(self._inner.fetch(possibly_batched_index))
         start = _ticks()
         data = self._inner.fetch(possibly_batched_index)  # StopIteration passes through
         fetched = _ticks()
@@ -151,6 +154,8 @@ def _patch(torch: Any) -> None:
 
     @functools.wraps(next_batch)
     def timed_next(self: Any) -> Any:
+        if not _recording():
+            return next_batch(self)
         start = _ticks()
         try:
             return next_batch(self)
@@ -166,7 +171,7 @@ def _patch(torch: Any) -> None:
 
     @functools.wraps(pin_memory)
     def timed_pin_memory(batch: Any, device: Any = None) -> Any:
-        if getattr(_pinning, "active", False):
+        if getattr(_pinning, "active", False) or (_worker_queue is None and not _recording()):
             return pin_memory(batch, device)
         _pinning.active = True
         start = _ticks()
