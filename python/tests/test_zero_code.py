@@ -18,25 +18,32 @@ TRAIN_SCRIPT = '''
 import sys
 import torch
 
-steps = int(sys.argv[sys.argv.index("--steps") + 1])
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
-                            torch.nn.Linear(4 * 26 * 26, 10))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-data = [(torch.rand(16, 1, 28, 28), torch.randint(0, 10, (16,))) for _ in range(steps)]
-if "--loader" in sys.argv:  # a DataLoader with 2 worker processes, batches of 16
-    dataset = torch.utils.data.TensorDataset(torch.cat([x for x, _ in data]), torch.cat([y for _, y in data]))
-    data = torch.utils.data.DataLoader(dataset, batch_size=16, num_workers=2)
-for x, y in data:
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-print("trained", len(data))
-if "--fail" in sys.argv:
-    raise ValueError("the script failed")
-if "--exit" in sys.argv:
-    sys.exit(int(sys.argv[sys.argv.index("--exit") + 1]))
+
+def main():
+    steps = int(sys.argv[sys.argv.index("--steps") + 1])
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 26 * 26, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    data = [(torch.rand(16, 1, 28, 28), torch.randint(0, 10, (16,))) for _ in range(steps)]
+    if "--loader" in sys.argv:  # a DataLoader with 2 worker processes, batches of 16
+        dataset = torch.utils.data.TensorDataset(torch.cat([x for x, _ in data]), torch.cat([y for _, y in data]))
+        context = "spawn" if "--spawn" in sys.argv else None
+        data = torch.utils.data.DataLoader(dataset, batch_size=16, num_workers=2, multiprocessing_context=context)
+    for x, y in data:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print("trained", len(data))
+    if "--fail" in sys.argv:
+        raise ValueError("the script failed")
+    if "--exit" in sys.argv:
+        sys.exit(int(sys.argv[sys.argv.index("--exit") + 1]))
+
+
+if __name__ == "__main__":  # spawned DataLoader workers import this file
+    main()
 '''
 
 SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
@@ -144,6 +151,21 @@ def test_trainprof_options_profiles_a_plain_python_run(tmp_path: Path) -> None:
     result = run([str(script), "--steps", "8"], env_options=options)
     assert result.returncode == 0, result.stderr
     assert_one_cycle_of_three_steps(tmp_path / "out")
+
+
+def test_trainprof_options_spawned_workers_are_not_profiled_on_their_own(tmp_path: Path) -> None:
+    """Spawned DataLoader workers see TRAINPROF_OPTIONS too: they start no
+    profile of their own, and their stages reach the script's run."""
+    script = write_script(tmp_path)
+    options = json.dumps({"start": True, "output_path": str(tmp_path / "out"), "analyse": True,
+                          "data_process": True})
+    result = run([str(script), "--steps", "4", "--loader", "--spawn"], env_options=options)
+    assert result.returncode == 0, result.stderr
+    runs = run_dirs(tmp_path / "out")
+    assert len(runs) == 1
+    with open(runs[0] / "PROFILER_OUTPUT" / "dataset.csv", newline="") as f:
+        rows = {(r["Operation"], r["Stage"]): int(r["Occurrences"]) for r in csv.DictReader(f)}
+    assert rows[("TensorDataset", "dataset")] == 4
 
 
 def test_trainprof_options_errors_leave_the_script_unprofiled(tmp_path: Path) -> None:
