@@ -74,10 +74,11 @@ def test_each_batch_has_its_fetch_collate_and_wait_stage(tmp_path: Path, workers
         assert wait["ts"] <= min(e["ts"] for e in fetches) + 1e6  # one clock: worker times in the run's span
 
 
-def test_spawned_workers_report_their_stages(tmp_path: Path) -> None:
-    """spawn (and Python 3.14's default, forkserver) start workers without
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_spawned_workers_report_their_stages(tmp_path: Path, start_method: str) -> None:
+    """spawn and forkserver (Python 3.14's default) start workers without
     the patches: the worker_init_fn wrapper brings them."""
-    run, seen = profile_one_epoch(tmp_path / "prof", num_workers=2, multiprocessing_context="spawn",
+    run, seen = profile_one_epoch(tmp_path / "prof", num_workers=2, multiprocessing_context=start_method,
                                   worker_init_fn=_remember_worker)
     assert seen == SAMPLES
     assert int(stages(run)[("Squares", "dataset")]["Occurrences"]) == BATCHES
@@ -86,6 +87,23 @@ def test_spawned_workers_report_their_stages(tmp_path: Path) -> None:
 def _remember_worker(worker_id: int) -> None:
     """A user's worker_init_fn: still called under trainprof's."""
     assert torch.utils.data.get_worker_info().id == worker_id
+
+
+class Countdown(torch.utils.data.IterableDataset):
+    """An iterable dataset: samples come from next(), not __getitem__."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(torch.arange(SAMPLES, dtype=torch.float32).split(1))
+
+
+def test_iterable_dataset_stages(tmp_path: Path) -> None:
+    out = tmp_path / "prof"
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler(out), data_process=True):
+        batches = list(DataLoader(Countdown(), batch_size=BATCH))
+    assert len(batches) == BATCHES and batches[0].shape == (BATCH, 1)  # collated as without trainprof
+    rows = stages(run_dirs(out)[0])
+    assert int(rows[("Countdown", "dataset")]["Occurrences"]) == BATCHES
+    assert int(rows[("default_collate", "collate")]["Occurrences"]) == BATCHES
 
 
 def test_no_stage_without_data_process(tmp_path: Path) -> None:
