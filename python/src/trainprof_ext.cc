@@ -16,7 +16,6 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
