@@ -30,3 +30,11 @@ def test_demo_trains_profiles_and_summarises(tmp_path: Path) -> None:
     assert text.count(f"run {runs[0].parent}") >= 1 or str(runs[0]) in text  # each cycle's summary
     assert "aten::" in text  # where the time went
     assert "trace_view.json" in text and f"trainprof summary {out}" in text  # where the outputs are
+
+
+def test_summary_of_a_directory_without_runs_names_it(tmp_path: Path) -> None:
+    import trainprof
+    with pytest.raises(ValueError, match="profiler_path .*no trainprof run directory"):
+        trainprof.summary(tmp_path)
+    with pytest.raises(TypeError, match="profiler_path"):
+        trainprof.summary(3)  # type: ignore[arg-type]
