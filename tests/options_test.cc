@@ -82,6 +82,26 @@ TEST(EnvOptions, DefaultsWhenOnlyStart) {
   EXPECT_LE(env.options.flush_interval_ms, 1000u);
 }
 
+TEST(EnvOptions, ScheduleAndAnalyse) {
+  EnvOptions env = parse_options_json(
+      R"({"start": true, "analyse": true, "schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 2}})");
+  EXPECT_TRUE(env.analyse);
+  ASSERT_TRUE(env.options.schedule.has_value());
+  EXPECT_EQ(env.options.schedule->wait, 1);
+  EXPECT_EQ(env.options.schedule->active, 3);
+  EXPECT_EQ(env.options.schedule->repeat, 2);
+  EXPECT_EQ(env.options.schedule->skip_first, 0);
+  EXPECT_FALSE(parse_options_json(R"({"start": true, "schedule": null})").options.schedule.has_value());
+  EXPECT_FALSE(parse_options_json(R"({"start": true})").analyse);
+  EXPECT_NE(parse_error(R"({"start": true, "schedule": {"wait": 1}})").find("needs \"active\""),
+            std::string::npos);
+  EXPECT_NE(
+      parse_error(R"({"start": true, "schedule": {"active": 1, "wiat": 1}})").find("unknown field \"wiat\""),
+      std::string::npos);
+  EXPECT_NE(parse_error(R"({"start": true, "schedule": {"active": 0}})").find("active"), std::string::npos);
+  EXPECT_NE(parse_error(R"({"start": true, "schedule": [1]})").find("must be an object"), std::string::npos);
+}
+
 TEST(EnvOptions, ClearErrors) {
   EXPECT_NE(parse_error(R"({"start": true,)").find("not valid JSON"), std::string::npos);
   EXPECT_NE(parse_error(R"([1, 2])").find("must be a JSON object"), std::string::npos);

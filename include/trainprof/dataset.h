@@ -44,6 +44,24 @@ class DataStage {
   uint16_t custom_info_ = 0;  // domain id + 1, 0: none
 };
 
+namespace detail {
+
+// For front ends that time stages themselves (the Python package times
+// torch DataLoader stages, in worker processes too, and records them in the
+// training process). The clock of every event: TSC ticks where invariant,
+// else CLOCK_MONOTONIC ns; the same in every process of the machine.
+uint64_t stage_clock_ticks() noexcept;
+
+// True while a profiler records with data_process.
+bool data_stages_recording() noexcept;
+
+// Records a stage timed with stage_clock_ticks() on the calling thread's
+// Dataset track, when data_stages_recording(); otherwise nothing.
+void record_data_stage(std::string_view operation, std::string_view stage, uint64_t start_ticks,
+                       uint64_t end_ticks, std::string_view custom_info = {}) noexcept;
+
+}  // namespace detail
+
 }  // namespace trainprof
 
 #endif  // TRAINPROF_DATASET_H_

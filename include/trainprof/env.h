@@ -3,9 +3,12 @@
 // When the library loads and TRAINPROF_OPTIONS holds a JSON object such as
 //   {"start": true, "output_path": "/tmp/prof", "buffer_mb": 128}
 // a profiler is started for the whole process and stopped (and flushed) at exit.
-// Keys are the ProfilerOptions field names; "start" is mandatory. Schedules and
-// callbacks cannot be given this way. A malformed value is reported on stderr
-// and the program runs unprofiled.
+// Keys are the ProfilerOptions field names; "start" is mandatory; "schedule"
+// is {"wait": W, "warmup": W, "active": A, "repeat": R, "skip_first": S} (its
+// steps are env_profiler()->step() calls; in Python, optimizer.step());
+// "analyse": true analyses each run as it closes (trace_handler). Callbacks
+// cannot be given this way. A malformed value is reported on stderr and the
+// program runs unprofiled.
 #ifndef TRAINPROF_ENV_H_
 #define TRAINPROF_ENV_H_
 
@@ -19,6 +22,7 @@ inline constexpr const char* kOptionsEnvVar = "TRAINPROF_OPTIONS";
 
 struct EnvOptions {
   bool start = false;
+  bool analyse = false;  // on_trace_ready = trace_handler(output_path) analysing each run
   ProfilerOptions options;
 };
 

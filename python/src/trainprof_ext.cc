@@ -12,13 +12,17 @@
 #include <nanobind/stl/set.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "trainprof/analyse.h"
+#include "trainprof/dataset.h"
+#include "trainprof/env.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
 #include "trainprof/range.h"
@@ -116,6 +120,14 @@ void bind_options(nb::module_& m) {
                 trainprof::trace_handler(std::move(dir), std::move(worker_name), analyse, async);
           },
           "dir"_a, "worker_name"_a, "analyse"_a, "async_mode"_a);
+  // TRAINPROF_OPTIONS' JSON: (start, analyse, options); ValueError naming the key.
+  m.def(
+      "parse_options_json",
+      [](std::string_view text) {
+        trainprof::EnvOptions env = trainprof::parse_options_json(text);
+        return std::make_tuple(env.start, env.analyse, std::move(env.options));
+      },
+      "text"_a);
 }
 
 void bind_profiler(nb::module_& m) {
@@ -173,6 +185,17 @@ void bind_analysis(nb::module_& m) {
         return trainprof::analyse(path, options);
       },
       "path"_a, "max_workers"_a, "pretty"_a, "step_list"_a, "data_simplification"_a, ReleaseGil());
+  m.def("find_run_directories", &trainprof::find_run_directories, "path"_a, ReleaseGil());
+  m.def("summarize_run", &trainprof::summarize_run, "run_dir"_a, ReleaseGil());
+}
+
+// Data stages timed in Python (torch DataLoader, its worker processes too).
+void bind_data_stages(nb::module_& m) {
+  m.def("stage_clock_ticks", &trainprof::detail::stage_clock_ticks);
+  m.def("data_stages_recording", &trainprof::detail::data_stages_recording);
+  m.def("record_data_stage", &trainprof::detail::record_data_stage, "operation"_a, "stage"_a, "start_ticks"_a,
+        "end_ticks"_a, "custom_info"_a);
+  m.def("set_thread_name", &trainprof::set_thread_name, "name"_a);
 }
 
 void bind_ranges(nb::module_& m) {
@@ -205,4 +228,5 @@ NB_MODULE(_trainprof, m) {
   bind_profiler(m);
   bind_analysis(m);
   bind_ranges(m);
+  bind_data_stages(m);
 }

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import os
-import struct
+import sys
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -15,18 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "python"
 
-
-def _read_idx(path: Path, count: int) -> "torch.Tensor":
-    """The first ``count`` items of an IDX file (big-endian dims, uint8 data)."""
-    with gzip.open(path, "rb") as f:
-        magic = struct.unpack(">I", f.read(4))[0]
-        dims = struct.unpack(">" + "I" * (magic & 0xFF), f.read(4 * (magic & 0xFF)))
-        item = 1
-        for d in dims[1:]:
-            item *= d
-        data = bytearray(f.read(count * item))
-    return torch.frombuffer(data, dtype=torch.uint8).reshape(count, *dims[1:])
+sys.path.insert(0, str(EXAMPLES))
+from fashion_mnist import read_idx  # noqa: E402  (the demo's IDX reader)
 
 
 @pytest.fixture(scope="session")
@@ -36,8 +27,8 @@ def batches() -> list:
     n = 256
     images = FASHION_MNIST / "train-images-idx3-ubyte.gz"
     if images.exists():
-        x = _read_idx(images, n).float().div(255).unsqueeze(1)
-        y = _read_idx(FASHION_MNIST / "train-labels-idx1-ubyte.gz", n).long()
+        x = read_idx(images, n).float().div(255).unsqueeze(1)
+        y = read_idx(FASHION_MNIST / "train-labels-idx1-ubyte.gz", n).long()
     else:
         gen = torch.Generator().manual_seed(0)
         x, y = torch.rand(n, 1, 28, 28, generator=gen), torch.randint(0, 10, (n,), generator=gen)

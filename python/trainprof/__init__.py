@@ -21,12 +21,24 @@ process every aten operator is recorded (the torch collector is loaded after
 
 from __future__ import annotations
 
+import os as _os
 from typing import Optional
 
-from . import _torch, mstx
+# libtrainprof.so would start a profiler of its own from TRAINPROF_OPTIONS
+# when it loads (the C++ path, include/trainprof/env.h); in Python the
+# package starts it (_zero_code: steps from optimizer.step()), so the
+# library does not see the variable while it loads.
+_options_text = _os.environ.pop("TRAINPROF_OPTIONS", None)
+try:
+    from . import _trainprof
+finally:
+    if _options_text is not None:
+        _os.environ["TRAINPROF_OPTIONS"] = _options_text
+
+from . import _torch, _zero_code, mstx
 from ._ranges import record_function
 from ._trainprof import version as _core_version
-from .analysis import analyse
+from .analysis import analyse, summary
 from .profiler import (
     ExportType,
     ProfilerAction,
@@ -51,6 +63,7 @@ __all__ = [
     "profile",
     "record_function",
     "schedule",
+    "summary",
     "tensorboard_trace_handler",
     "torch_collector_status",
 ]
@@ -63,3 +76,4 @@ def torch_collector_status() -> Optional[str]:
 
 
 _torch.load_if_torch_imported()
+_zero_code.start_from_environment()

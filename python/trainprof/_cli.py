@@ -1,4 +1,6 @@
-"""The ``trainprof`` command: runs the C++ CLI installed in the package."""
+"""The ``trainprof`` command: ``run`` profiles a Python script
+(trainprof/_run.py); every other command is the C++ CLI installed in the
+package (analyse, summary, ...)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,13 @@ _BINARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "train
 
 
 def main() -> None:
-    """Replaces this process with ``trainprof/bin/trainprof ARGS...``."""
+    """``run ...`` runs a script under the profiler; anything else replaces
+    this process with ``trainprof/bin/trainprof ARGS...``."""
+    if sys.argv[1:2] == ["run"]:
+        from . import _run
+        sys.exit(_run.main(sys.argv[2:]))
+    # The C++ CLI would start a profiler of its own from TRAINPROF_OPTIONS.
+    os.environ.pop("TRAINPROF_OPTIONS", None)
     try:
         os.execv(_BINARY, [_BINARY, *sys.argv[1:]])
     except OSError as e:

@@ -14,11 +14,13 @@ mstx, metadata, analysis); the reason is kept and said once.
 from __future__ import annotations
 
 import ctypes
+import importlib.abc
+import importlib.util
 import logging
 import os
 import sys
 import warnings
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from . import _build_info
 
@@ -87,3 +89,47 @@ def load_if_torch_imported() -> None:
     collector now (cheap); otherwise it is loaded by the first profile."""
     if "torch" in sys.modules and sys.modules["torch"] is not None:
         load_torch_collector()
+
+
+_on_import: list[Callable[[], None]] = []
+
+
+class _TorchImportHook(importlib.abc.MetaPathFinder):
+    """Runs the callbacks of ``when_imported`` right after ``import torch`` completes."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_torch = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            exec_torch(module)
+            _run_import_callbacks()
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _run_import_callbacks() -> None:
+    callbacks = list(_on_import)
+    _on_import.clear()
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            _log.exception("trainprof: setting up after `import torch` failed; training goes on")
+
+
+def when_imported(callback: Callable[[], None]) -> None:
+    """Calls ``callback`` now when torch is imported, else right after the
+    process imports it (without importing torch: a script may set its
+    environment first). What the callback raises is logged."""
+    _on_import.append(callback)
+    if sys.modules.get("torch") is not None and hasattr(sys.modules["torch"], "optim"):
+        _run_import_callbacks()
+    elif not any(isinstance(f, _TorchImportHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchImportHook())

@@ -58,3 +58,22 @@ def analyse(profiler_path: Union[str, "os.PathLike[str]"], max_process_number: O
         if not run.ok:
             _log.error("analysis of %s failed: %s", run.run_dir, run.error)
     return report
+
+
+def summary(profiler_path: Union[str, "os.PathLike[str]"]) -> str:
+    """What ``trainprof summary PATH`` prints: for each analysed run at or
+    below ``profiler_path``, the top operators and ranges by self time, the
+    time of each step (computing, free, peak memory), the data pipeline's
+    stages and where the output files are.
+
+    Raises:
+        TypeError: ``profiler_path`` is not a str or os.PathLike.
+        ValueError: no run directory at or below it.
+    """
+    if not isinstance(profiler_path, (str, os.PathLike)):
+        raise TypeError(f"profiler_path must be a str or os.PathLike, got {type(profiler_path).__name__}")
+    path = os.fspath(profiler_path)
+    runs = _trainprof.find_run_directories(path)
+    if not runs:
+        raise ValueError(f"profiler_path {path!r}: no trainprof run directory (*_trainprof) at or below it")
+    return "".join(_trainprof.summarize_run(run) for run in runs)

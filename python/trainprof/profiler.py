@@ -19,7 +19,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from . import _torch
+from . import _data, _torch
 from . import _trainprof
 from ._validate import check_bool, check_int, check_str, check_str_list
 
@@ -258,7 +258,9 @@ class profile:
         with_stack: record each operator's (native) call stack.
         with_flops: count the FLOPs of matrix products, convolutions, add, mul.
         with_modules: accepted; nn.Module hierarchies are not recorded yet.
-        data_process: record data pipeline stages (trainprof.DataStage in C++).
+        data_process: record data pipeline stages: torch.utils.data.DataLoader's
+            (dataset fetch, collate, pin_memory, the loop's wait; worker
+            processes included) in dataset.csv and the timeline's Dataset tracks.
         start_profile: start recording now (MindSpore's default, True); the
             torch idiom (``with`` or ``start()``) then finds it started, which
             is fine. False: recording starts at ``start()`` / ``with``.
@@ -290,7 +292,21 @@ class profile:
         self._set_on_trace_ready(options, on_trace_ready)
         if _trainprof.Activity.CPU in options.activities:
             _torch.warn_if_unavailable()  # before the core starts: the collector must be registered
-        self._auto_started = start_profile
+        self._start_core(options)
+
+    @classmethod
+    def _from_core_options(cls, options: _trainprof.ProfilerOptions) -> "profile":
+        """A profile of core options as they are (TRAINPROF_OPTIONS); torch is
+        not imported for it (see _zero_code)."""
+        prof = cls.__new__(cls)
+        prof._cpp = None
+        prof._start_core(options)
+        return prof
+
+    def _start_core(self, options: _trainprof.ProfilerOptions) -> None:
+        self._auto_started = options.start_profile
+        if options.data_process:
+            _torch.when_imported(_data.install)  # DataLoader stages (before the core records)
         self._cpp = _trainprof.Profiler(options)  # ValueError for what only the core checks
 
     def _set_on_trace_ready(self, options: _trainprof.ProfilerOptions, on_trace_ready: Any) -> None:

@@ -5,6 +5,7 @@
 // open.
 #include <atomic>
 
+#include "core/clock.h"
 #include "core/collector.h"
 #include "core/event.h"
 #include "core/intern.h"
@@ -31,17 +32,33 @@ __attribute__((constructor)) void register_data_stage_switch() {
   detail::register_collector(data);
 }
 
+// The stage's interned names; false when out of memory (not recorded).
+bool intern_stage(std::string_view operation, std::string_view stage, std::string_view custom_info,
+                  const char** operation_out, uint16_t* stage_out, uint16_t* custom_info_out) noexcept {
+  try {
+    *stage_out = detail::domain_id(stage);
+    *custom_info_out = custom_info.empty() ? 0 : static_cast<uint16_t>(detail::domain_id(custom_info) + 1);
+    *operation_out = detail::intern(operation);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+void append_stage(const char* operation, uint16_t stage, uint16_t custom_info, uint64_t start,
+                  uint64_t end) noexcept {
+  detail::Event e{start, end,   operation,  static_cast<uint8_t>(raw::EventKind::kDataStage),
+                  0,     stage, custom_info};
+  detail::Recorder::instance().append(e);
+}
+
 }  // namespace
 
 DataStage::DataStage(std::string_view operation, std::string_view stage,
                      std::string_view custom_info) noexcept {
-  if (!g_data_recording.load(std::memory_order_relaxed) || !detail::host_recording()) return;
-  try {
-    stage_ = detail::domain_id(stage);
-    custom_info_ = custom_info.empty() ? 0 : static_cast<uint16_t>(detail::domain_id(custom_info) + 1);
-    operation_ = detail::intern(operation);
-  } catch (...) {
-    operation_ = nullptr;  // out of memory: the stage is not recorded
+  if (!detail::data_stages_recording()) return;
+  if (!intern_stage(operation, stage, custom_info, &operation_, &stage_, &custom_info_)) {
+    operation_ = nullptr;
     return;
   }
   start_ = detail::now_ticks();  // last: the bookkeeping above is not the stage's time
@@ -49,10 +66,30 @@ DataStage::DataStage(std::string_view operation, std::string_view stage,
 
 DataStage::~DataStage() {
   if (operation_ == nullptr || !detail::host_recording()) return;
-  detail::Event e{
-      start_, detail::now_ticks(), operation_, static_cast<uint8_t>(raw::EventKind::kDataStage), 0,
-      stage_, custom_info_};
-  detail::Recorder::instance().append(e);
+  append_stage(operation_, stage_, custom_info_, start_, detail::now_ticks());
 }
+
+namespace detail {
+
+uint64_t stage_clock_ticks() noexcept {
+  init_clock();  // a spawned process that has recorded nothing yet picks it here
+  return now_ticks();
+}
+
+bool data_stages_recording() noexcept {
+  return g_data_recording.load(std::memory_order_relaxed) && host_recording();
+}
+
+void record_data_stage(std::string_view operation, std::string_view stage, uint64_t start_ticks,
+                       uint64_t end_ticks, std::string_view custom_info) noexcept {
+  if (!data_stages_recording()) return;
+  const char* name = nullptr;
+  uint16_t stage_id = 0;
+  uint16_t info = 0;
+  if (intern_stage(operation, stage, custom_info, &name, &stage_id, &info))
+    append_stage(name, stage_id, info, start_ticks, end_ticks);
+}
+
+}  // namespace detail
 
 }  // namespace trainprof

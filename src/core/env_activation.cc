@@ -26,6 +26,7 @@ __attribute__((constructor)) void activate_from_environment() {
       return;
     }
     env.options.start_profile = true;
+    if (env.analyse) env.options.on_trace_ready = trace_handler(env.options.output_path);
     g_env_profiler = new Profiler(env.options);
     std::atexit(stop_env_profiler_at_exit);
     detail::log_info("profiling this process (from " + std::string(kOptionsEnvVar) + ") into " +

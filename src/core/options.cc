@@ -1,4 +1,5 @@
 // Copyright trainprof authors.
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -95,6 +96,32 @@ uint64_t get_uint(const json& v, const std::string& key, uint64_t max) {
   return x;
 }
 
+// "schedule": {"wait": W, "active": A, ...} (warmup, repeat, skip_first
+// default to 0) or null; the keys of options_to_json's "schedule".
+std::optional<Schedule> get_schedule(const json& v, const std::string& key) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_object())
+    bad(key, "must be an object {\"wait\": W, \"warmup\": W, \"active\": A, ...} or null, got " + v.dump());
+  Schedule s{};
+  for (const auto& [field, x] : v.items()) {
+    int value = static_cast<int>(get_uint(x, key + "." + field, 0x7fffffff));
+    if (field == "wait")
+      s.wait = value;
+    else if (field == "warmup")
+      s.warmup = value;
+    else if (field == "active")
+      s.active = value;
+    else if (field == "repeat")
+      s.repeat = value;
+    else if (field == "skip_first")
+      s.skip_first = value;
+    else
+      bad(key, "has unknown field \"" + field + "\" (known: wait, warmup, active, repeat, skip_first)");
+  }
+  if (!v.contains("active")) bad(key, "needs \"active\" (recorded steps per cycle, >= 1)");
+  return s;
+}
+
 std::vector<std::string> get_strings(const json& v, const std::string& key) {
   if (!v.is_array()) bad(key, "must be an array of strings, got " + v.dump());
   std::vector<std::string> out;
@@ -124,6 +151,10 @@ EnvOptions parse_options_json(std::string_view text) {
   for (const auto& [key, v] : root.items()) {
     if (key == "start") {
       env.start = get_bool(v, key);
+    } else if (key == "analyse") {
+      env.analyse = get_bool(v, key);
+    } else if (key == "schedule") {
+      o.schedule = get_schedule(v, key);
     } else if (key == "output_path") {
       if (!v.is_string()) bad(key, "must be a string, got " + v.dump());
       o.output_path = v.get<std::string>();
@@ -175,7 +206,7 @@ EnvOptions parse_options_json(std::string_view text) {
       o.metadata_limit_bytes = get_uint(v, key, ~0ull);
     } else {
       bad(key,
-          "is unknown; known keys: start, output_path, activities, profile_memory, "
+          "is unknown; known keys: start, analyse, schedule, output_path, activities, profile_memory, "
           "record_shapes, with_stack, with_flops, data_process, profile_communication, "
           "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, "
           "buffer_mb, flush_interval_ms, metadata_limit_bytes");

@@ -1,0 +1,114 @@
+"""``data_process`` with torch.utils.data.DataLoader: fetch, collate and wait
+stages in dataset.csv and on the timeline's Dataset tracks, with worker
+processes (fork and spawn) as well as in the training process."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from conftest import run_dirs, torch, trace_events
+from torch.utils.data import DataLoader, Dataset
+
+import trainprof
+from trainprof import tensorboard_trace_handler
+
+SAMPLES, BATCH = 64, 8
+BATCHES = SAMPLES // BATCH
+
+
+class Squares(Dataset):
+    """Samples made on demand: a real __getitem__ in whichever process fetches."""
+
+    def __len__(self) -> int:
+        return SAMPLES
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.full((4, 4), float(i)).square(), i % 10
+
+
+def stages(run_dir: Path) -> dict[tuple[str, str], dict]:
+    """dataset.csv by (Operation, Stage)."""
+    with open(run_dir / "PROFILER_OUTPUT" / "dataset.csv", newline="") as f:
+        return {(row["Operation"], row["Stage"]): row for row in csv.DictReader(f)}
+
+
+def profile_one_epoch(out: Path, **loader_options: object) -> tuple[Path, int]:
+    """One epoch of a model fed by the loader, profiled with data_process;
+    returns the analysed run and the samples seen."""
+    loader = DataLoader(Squares(), batch_size=BATCH, **loader_options)
+    model = torch.nn.Linear(16, 10)
+    seen = 0
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler(out), data_process=True):
+        for x, y in loader:
+            torch.nn.functional.cross_entropy(model(x.flatten(1)), y).backward()
+            seen += len(y)
+    runs = run_dirs(out)
+    assert len(runs) == 1
+    return runs[0], seen
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_each_batch_has_its_fetch_collate_and_wait_stage(tmp_path: Path, workers: int) -> None:
+    run, seen = profile_one_epoch(tmp_path / "prof", num_workers=workers)
+    assert seen == SAMPLES
+    rows = stages(run)
+    assert int(rows[("Squares", "dataset")]["Occurrences"]) == BATCHES
+    assert int(rows[("default_collate", "collate")]["Occurrences"]) == BATCHES
+    # one wait per batch, and the one that ends the epoch
+    assert int(rows[("DataLoader", "wait")]["Occurrences"]) == BATCHES + 1
+    assert {row["Custom Info"] for row in rows.values()} == {f"workers={workers}"}
+    assert float(rows[("Squares", "dataset")]["Total time(us)"]) > 0
+
+    dataset_events = [e for e in trace_events(run) if e.get("cat") == "dataset"]
+    fetches = [e for e in dataset_events if e["args"]["Stage"] == "dataset"]
+    waits = [e for e in dataset_events if e["args"]["Stage"] == "wait"]
+    assert len(fetches) == BATCHES and len(waits) == BATCHES + 1
+    if workers == 0:  # the loop fetches: its waits enclose the fetches, on its own thread
+        assert {e["tid"] for e in fetches} == {e["tid"] for e in waits}
+    else:  # fetched by the workers: a track per worker, none the loop's
+        assert len({e["tid"] for e in fetches}) == workers
+        assert not {e["tid"] for e in fetches} & {e["tid"] for e in waits}
+        wait = waits[0]
+        assert wait["ts"] <= min(e["ts"] for e in fetches) + 1e6  # one clock: worker times in the run's span
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_spawned_workers_report_their_stages(tmp_path: Path, start_method: str) -> None:
+    """spawn and forkserver (Python 3.14's default) start workers without
+    the patches: the worker_init_fn wrapper brings them."""
+    run, seen = profile_one_epoch(tmp_path / "prof", num_workers=2, multiprocessing_context=start_method,
+                                  worker_init_fn=_remember_worker)
+    assert seen == SAMPLES
+    assert int(stages(run)[("Squares", "dataset")]["Occurrences"]) == BATCHES
+
+
+def _remember_worker(worker_id: int) -> None:
+    """A user's worker_init_fn: still called under trainprof's."""
+    assert torch.utils.data.get_worker_info().id == worker_id
+
+
+class Countdown(torch.utils.data.IterableDataset):
+    """An iterable dataset: samples come from next(), not __getitem__."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(torch.arange(SAMPLES, dtype=torch.float32).split(1))
+
+
+def test_iterable_dataset_stages(tmp_path: Path) -> None:
+    out = tmp_path / "prof"
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler(out), data_process=True):
+        batches = list(DataLoader(Countdown(), batch_size=BATCH))
+    assert len(batches) == BATCHES and batches[0].shape == (BATCH, 1)  # collated as without trainprof
+    rows = stages(run_dirs(out)[0])
+    assert int(rows[("Countdown", "dataset")]["Occurrences"]) == BATCHES
+    assert int(rows[("default_collate", "collate")]["Occurrences"]) == BATCHES
+
+
+def test_no_stage_without_data_process(tmp_path: Path) -> None:
+    out = tmp_path / "prof"
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler(out)):
+        for _ in DataLoader(Squares(), batch_size=BATCH, num_workers=2):
+            pass
+    assert not (run_dirs(out)[0] / "PROFILER_OUTPUT" / "dataset.csv").exists()

@@ -1,0 +1,40 @@
+"""The Python demo (examples/python/fashion_mnist.py), short: it trains from
+Debian's Fashion-MNIST files with DataLoader workers, records its schedule's
+cycles and prints where the time went and where the outputs are."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, FASHION_MNIST, run_dirs
+
+DEMO = EXAMPLES / "fashion_mnist.py"
+
+
+@pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="Debian's dataset-fashion-mnist is not installed")
+def test_demo_trains_profiles_and_summarises(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(DEMO), "--out", str(out), "--steps", "24", "--schedule", "1,1,3,2,2"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    runs = run_dirs(out)
+    assert len(runs) == 2  # the schedule's two cycles, each analysed
+    for run in runs:
+        assert (run / "PROFILER_OUTPUT" / "trace_view.json").exists()
+        assert (run / "PROFILER_OUTPUT" / "dataset.csv").exists()  # the workers' stages reached the run
+    text = result.stdout
+    assert "test accuracy" in text
+    assert text.count(f"run {runs[0].parent}") >= 1 or str(runs[0]) in text  # each cycle's summary
+    assert "aten::" in text  # where the time went
+    assert "trace_view.json" in text and f"trainprof summary {out}" in text  # where the outputs are
+
+
+def test_summary_of_a_directory_without_runs_names_it(tmp_path: Path) -> None:
+    import trainprof
+    with pytest.raises(ValueError, match="profiler_path .*no trainprof run directory"):
+        trainprof.summary(tmp_path)
+    with pytest.raises(TypeError, match="profiler_path"):
+        trainprof.summary(3)  # type: ignore[arg-type]

@@ -1,0 +1,178 @@
+"""Profiling an unmodified script: ``python -m trainprof run`` and
+``TRAINPROF_OPTIONS``; steps come from optimizer.step()."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+from conftest import names, op_statistic, run_dirs, trace_events
+
+# A training script that knows nothing of trainprof.
+TRAIN_SCRIPT = '''
+import sys
+import torch
+
+
+def main():
+    steps = int(sys.argv[sys.argv.index("--steps") + 1])
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 26 * 26, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    data = [(torch.rand(16, 1, 28, 28), torch.randint(0, 10, (16,))) for _ in range(steps)]
+    if "--loader" in sys.argv:  # a DataLoader with 2 worker processes, batches of 16
+        dataset = torch.utils.data.TensorDataset(torch.cat([x for x, _ in data]), torch.cat([y for _, y in data]))
+        context = "spawn" if "--spawn" in sys.argv else None
+        data = torch.utils.data.DataLoader(dataset, batch_size=16, num_workers=2, multiprocessing_context=context)
+    for x, y in data:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print("trained", len(data))
+    if "--fail" in sys.argv:
+        raise ValueError("the script failed")
+    if "--exit" in sys.argv:
+        sys.exit(int(sys.argv[sys.argv.index("--exit") + 1]))
+
+
+if __name__ == "__main__":  # spawned DataLoader workers import this file
+    main()
+'''
+
+SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
+
+
+def write_script(tmp_path: Path) -> Path:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_SCRIPT)
+    return script
+
+
+def run(args: list[str], env_options: Optional[str] = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("TRAINPROF_OPTIONS", None)
+    if env_options is not None:
+        env["TRAINPROF_OPTIONS"] = env_options
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def step_rows(run_dir: Path) -> list[dict]:
+    with open(run_dir / "PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def assert_one_cycle_of_three_steps(out: Path) -> None:
+    """The schedule's one cycle: an analysed run with its 3 active steps and the aten operators."""
+    runs = run_dirs(out)
+    assert len(runs) == 1
+    rows = step_rows(runs[0])
+    assert len(rows) == 3
+    assert [int(r["Step"]) for r in rows] == [2, 3, 4]  # after 1 wait and 1 warmup step
+    events = trace_events(runs[0])
+    steps = [n for n in names(events, "user_annotation") if n.startswith("ProfilerStep#")]
+    assert sorted(steps) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    assert {"aten::conv2d", "aten::addmm"} <= set(op_statistic(runs[0]))
+
+
+def test_run_profiles_an_unmodified_script_with_steps_from_the_optimizer(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    options = json.dumps({"output_path": str(tmp_path / "out"), "analyse": True, "schedule": SCHEDULE})
+    result = run(["-m", "trainprof", "run", "--options", options, str(script), "--steps", "8"])
+    assert result.returncode == 0, result.stderr
+    assert "trained 8" in result.stdout  # the script's arguments reach it
+    assert_one_cycle_of_three_steps(tmp_path / "out")
+    assert "trainprof summary" in result.stderr  # where the outputs are
+
+
+def test_run_without_options_records_the_whole_script_into_data(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "trainprof", "run", str(script), "--steps", "4"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                            env={k: v for k, v in os.environ.items() if k != "TRAINPROF_OPTIONS"})
+    assert result.returncode == 0, result.stderr
+    runs = run_dirs(tmp_path / "data")
+    assert len(runs) == 1
+    rows = step_rows(runs[0])  # analysed: the default options say so
+    # a step per optimizer.step(), then the time from the last one to the exit
+    assert [int(r["Step"]) for r in rows] == [0, 1, 2, 3, 4]
+    assert all(float(r["Computing"]) > 0 for r in rows[:4])
+
+
+def test_run_records_the_dataloader_workers_stages(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    options = json.dumps({"output_path": str(tmp_path / "out"), "analyse": True, "data_process": True})
+    result = run(["-m", "trainprof", "run", "--options", options, str(script), "--steps", "5", "--loader"])
+    assert result.returncode == 0, result.stderr
+    with open(run_dirs(tmp_path / "out")[0] / "PROFILER_OUTPUT" / "dataset.csv", newline="") as f:
+        rows = {(r["Operation"], r["Stage"]): int(r["Occurrences"]) for r in csv.DictReader(f)}
+    assert rows == {("TensorDataset", "dataset"): 5, ("default_collate", "collate"): 5, ("DataLoader", "wait"): 6}
+
+
+def test_the_scripts_exit_status_and_exception_pass_through(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    options = json.dumps({"output_path": str(tmp_path / "exit"), "analyse": True})
+    result = run(["-m", "trainprof", "run", "--options", options, str(script), "--steps", "3", "--exit", "3"])
+    assert result.returncode == 3
+    # still stopped, flushed and analysed: 3 steps, and the time to the exit
+    assert len(step_rows(run_dirs(tmp_path / "exit")[0])) == 3 + 1
+
+    options = json.dumps({"output_path": str(tmp_path / "fail"), "analyse": True})
+    result = run(["-m", "trainprof", "run", "--options", options, str(script), "--steps", "2", "--fail"])
+    assert result.returncode == 1
+    assert "ValueError: the script failed" in result.stderr
+    assert "_run.py" not in result.stderr  # the traceback is the script's, as `python train.py` shows it
+    assert len(step_rows(run_dirs(tmp_path / "fail")[0])) == 2 + 1
+
+
+def test_run_refuses_bad_options_naming_the_key(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    result = run(["-m", "trainprof", "run", "--options", '{"schedule": {"wait": 1}}', str(script), "--steps", "1"])
+    assert result.returncode != 0
+    assert "schedule" in result.stderr and "active" in result.stderr
+    result = run(["-m", "trainprof", "run", "--options", '{"recod_shapes": true}', str(script)])
+    assert result.returncode != 0 and "recod_shapes" in result.stderr
+    result = run(["-m", "trainprof", "run", str(tmp_path / "missing.py")])
+    assert result.returncode != 0 and "missing.py" in result.stderr
+
+
+def test_trainprof_options_profiles_a_plain_python_run(tmp_path: Path) -> None:
+    """The .pth file installed with the package starts trainprof in a
+    process that never imports it."""
+    script = write_script(tmp_path)
+    options = json.dumps({"start": True, "output_path": str(tmp_path / "out"), "analyse": True,
+                          "schedule": SCHEDULE})
+    result = run([str(script), "--steps", "8"], env_options=options)
+    assert result.returncode == 0, result.stderr
+    assert_one_cycle_of_three_steps(tmp_path / "out")
+
+
+def test_trainprof_options_spawned_workers_are_not_profiled_on_their_own(tmp_path: Path) -> None:
+    """Spawned DataLoader workers see TRAINPROF_OPTIONS too: they start no
+    profile of their own, and their stages reach the script's run."""
+    script = write_script(tmp_path)
+    options = json.dumps({"start": True, "output_path": str(tmp_path / "out"), "analyse": True,
+                          "data_process": True})
+    result = run([str(script), "--steps", "4", "--loader", "--spawn"], env_options=options)
+    assert result.returncode == 0, result.stderr
+    runs = run_dirs(tmp_path / "out")
+    assert len(runs) == 1
+    with open(runs[0] / "PROFILER_OUTPUT" / "dataset.csv", newline="") as f:
+        rows = {(r["Operation"], r["Stage"]): int(r["Occurrences"]) for r in csv.DictReader(f)}
+    assert rows[("TensorDataset", "dataset")] == 4
+
+
+def test_trainprof_options_errors_leave_the_script_unprofiled(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    result = run([str(script), "--steps", "2"], env_options='{"start": true, "buffer_mb": "big"}')
+    assert result.returncode == 0 and "trained 2" in result.stdout
+    assert "buffer_mb" in result.stderr and "without profiling" in result.stderr
+    result = run([str(script), "--steps", "2"],
+                 env_options=json.dumps({"start": False, "output_path": str(tmp_path / "off")}))
+    assert result.returncode == 0 and not (tmp_path / "off").exists()

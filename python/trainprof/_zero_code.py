@@ -1,0 +1,185 @@
+"""Profiling an unmodified script: ``TRAINPROF_OPTIONS`` and ``python -m trainprof run``.
+
+Both take the JSON of ``TRAINPROF_OPTIONS`` (include/trainprof/env.h: the
+ProfilerOptions field names, ``start``, ``schedule`` and ``analyse``), parsed
+by the C++ core, so the keys, checks and messages are the C++ path's. The
+profile covers the whole process:
+
+- steps are the optimizer's ``step()`` calls (each optimizer class's step,
+  wrapped where torch wraps it for its profiling range and hooks, so that a
+  step ends after the ``Optimizer.step#...`` range; torch's global step
+  post-hook where that place is missing): the first optimizer that steps drives the schedule and the
+  ``ProfilerStep#N`` ranges (a second optimizer, as in a GAN, would count
+  each step twice); when it is garbage collected the next one that steps
+  takes over;
+- torch is not imported for it: the torch collector, the step hook and (with
+  ``data_process``) the DataLoader stages are set up right after the script
+  imports torch, so a script can set its environment first;
+- at interpreter exit the profile is stopped: the open run is closed and
+  flushed and, with ``"analyse": true``, analysed (``{run}/PROFILER_OUTPUT``).
+
+A ``.pth`` file installed with the package (``trainprof_autostart.pth``)
+imports trainprof at interpreter start when ``TRAINPROF_OPTIONS`` is set, so a
+plain ``python train.py`` is profiled without a line changed; without it
+(trainprof put on ``sys.path`` by hand) ``import trainprof`` starts it.
+Processes of ``multiprocessing`` (DataLoader workers among them) are not
+profiled on their own: their parent records what matters of them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import os
+import sys
+import threading
+import weakref
+from typing import Any, Callable, Optional
+
+from . import _torch, _trainprof
+from .profiler import profile
+
+_log = logging.getLogger("trainprof")
+
+OPTIONS_VARIABLE = "TRAINPROF_OPTIONS"
+
+_profile: Optional[profile] = None
+_output_path = ""
+_analysed = False
+_driver: Optional[Any] = None  # weak reference to the optimizer whose steps count
+_in_step = threading.local()  # inside a counted optimizer step (nested steps count once)
+
+
+def active() -> Optional[profile]:
+    """The process-wide profile started from options, or None."""
+    return _profile
+
+
+def _is_multiprocessing_child() -> bool:
+    """True in a process started by multiprocessing (spawn / forkserver): a
+    DataLoader worker, a pool worker, a forkserver, a resource tracker."""
+    argv = getattr(sys, "orig_argv", None) or getattr(sys, "argv", [])
+    return any(a == "--multiprocessing-fork" or "from multiprocessing" in a for a in argv)
+
+
+def start_from_environment() -> Optional[profile]:
+    """Starts the process-wide profile when TRAINPROF_OPTIONS is set (once;
+    not in multiprocessing children). A bad value is reported on stderr and
+    the process runs unprofiled."""
+    text = os.environ.get(OPTIONS_VARIABLE, "")
+    if not text or _profile is not None or _is_multiprocessing_child():
+        return _profile
+    try:
+        return start_from_json(text)
+    except (TypeError, ValueError) as e:
+        sys.stderr.write(f"[trainprof] {e}; this process runs without profiling\n")
+        return None
+
+
+def start_from_json(text: str) -> Optional[profile]:
+    """Starts the process-wide profile from TRAINPROF_OPTIONS-style JSON.
+
+    Returns None when ``"start"`` is false.
+
+    Raises:
+        ValueError: bad JSON, a missing ``start``, an unknown key or a bad
+            value (the message names the key).
+        RuntimeError: a process-wide profile is already running.
+    """
+    global _profile, _output_path, _analysed
+    if _profile is not None:
+        raise RuntimeError("a process-wide trainprof profile is already running")
+    start, analyse, options = _trainprof.parse_options_json(text)
+    if not start:
+        _log.info("%s has \"start\": false; not profiling", OPTIONS_VARIABLE)
+        return None
+    options.start_profile = True
+    if analyse:
+        options.set_trace_handler(options.output_path, "", True, False)
+    _output_path, _analysed = options.output_path, analyse
+    _profile = profile._from_core_options(options)
+    _torch.when_imported(_on_torch_imported)
+    atexit.register(stop)
+    return _profile
+
+
+def _on_torch_imported() -> None:
+    """After ``import torch``: operators recorded, steps from optimizer.step()."""
+    _torch.warn_if_unavailable()
+    from torch.optim import Optimizer
+    patch_step = getattr(Optimizer, "_patch_step_function", None)
+    if patch_step is None:
+        # torch's global step post-hook runs inside the step's
+        # "Optimizer.step#..." range: that range then straddles two steps.
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        register_optimizer_step_post_hook(_on_optimizer_step)
+        return
+
+    # Where torch wraps each optimizer class's step() (its profiling range and
+    # hooks), once per class, the step ends after that wrapper returns.
+    @functools.wraps(patch_step)
+    def patch_step_function(self: Any) -> None:
+        patch_step(self)
+        cls = type(self)
+        if not getattr(cls.step, "_trainprof_counts_steps", False):
+            cls.step = _counting(cls.step)
+
+    Optimizer._patch_step_function = patch_step_function
+
+
+def _counting(step: Callable[..., Any]) -> Callable[..., Any]:
+    """``step`` (an optimizer class's), ending a training step when it returns."""
+
+    @functools.wraps(step)  # keeps torch's `hooked` mark: torch does not wrap it again
+    def counting_step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(_in_step, "active", False):  # a subclass' step calling super().step()
+            return step(self, *args, **kwargs)
+        _in_step.active = True
+        try:
+            out = step(self, *args, **kwargs)
+        finally:
+            _in_step.active = False
+        _on_optimizer_step(self, args, kwargs)
+        return out
+
+    counting_step._trainprof_counts_steps = True  # type: ignore[attr-defined]
+    return counting_step
+
+
+def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    """torch's optimizer step post-hook: one training step ends (never raises)."""
+    global _driver
+    try:
+        driver = _driver() if _driver is not None else None
+        if driver is None:
+            _driver = weakref.ref(optimizer)
+        elif driver is not optimizer:
+            return
+        if _profile is not None:
+            _profile.step()
+    except Exception:
+        _log.exception("trainprof: the step was not counted; training goes on")
+
+
+def stop() -> None:
+    """Stops the process-wide profile (at exit): its open run is closed,
+    flushed and, with ``"analyse": true``, analysed; says where on stderr."""
+    global _profile
+    prof, _profile = _profile, None
+    if prof is None:
+        return
+    try:
+        if prof._cpp is not None and prof._cpp.started():
+            prof.stop()
+        runs = prof.step_num
+        where = os.path.abspath(_output_path)
+        if prof.last_run_dir is None:
+            sys.stderr.write(f"[trainprof] no run was recorded ({runs} optimizer steps)\n")
+        elif _analysed:
+            sys.stderr.write(f"[trainprof] {runs} steps; runs analysed under {where} "
+                             f"(trainprof summary {where})\n")
+        else:
+            sys.stderr.write(f"[trainprof] {runs} steps; runs under {where} (trainprof analyse {where})\n")
+    except Exception:
+        _log.exception("trainprof: stopping the profile at exit failed")
