@@ -15,12 +15,12 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import warnings
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from . import _torch
 from . import _trainprof
+from ._modules import ModuleTracker
 from ._validate import check_bool, check_int, check_str, check_str_list
 
 _log = logging.getLogger("trainprof")
@@ -255,9 +255,14 @@ class profile:
             raises is logged, not passed on).
         record_shapes: record each operator's input shapes and types.
         profile_memory: record every allocation and free LibTorch reports.
-        with_stack: record each operator's (native) call stack.
+        with_stack: record each operator's Python call stack, as torch's
+            profiler shows it ("file(line): function", innermost first), in
+            the timeline's ``Call stack`` and operator_details.csv. Operators
+            run without the GIL (autograd's backward) have none.
         with_flops: count the FLOPs of matrix products, convolutions, add, mul.
-        with_modules: accepted; nn.Module hierarchies are not recorded yet.
+        with_modules: record each operator's nn.Module hierarchy
+            (``TOP(Net)::fc1(Linear)``) in the timeline's ``Module Hierarchy``
+            and operator_details.csv; forward operators only.
         data_process: record data pipeline stages (trainprof.DataStage in C++).
         start_profile: start recording now (MindSpore's default, True); the
             torch idiom (``with`` or ``start()``) then finds it started, which
@@ -275,6 +280,7 @@ class profile:
                  with_modules: bool = False, data_process: bool = False, start_profile: bool = True,
                  experimental_config: Optional[_ExperimentalConfig] = None) -> None:
         self._cpp: Optional[_trainprof.Profiler] = None
+        self._modules: Optional[ModuleTracker] = None
         options = _trainprof.ProfilerOptions()
         options.activities = _check_activities(activities)
         options.schedule = _check_schedule(schedule)
@@ -284,13 +290,18 @@ class profile:
         options.with_flops = check_bool("with_flops", with_flops)
         options.data_process = check_bool("data_process", data_process)
         options.start_profile = check_bool("start_profile", start_profile)
-        if check_bool("with_modules", with_modules):
-            warnings.warn("trainprof: with_modules is not recorded yet; ignored", RuntimeWarning, stacklevel=2)
+        options.with_modules = check_bool("with_modules", with_modules)
+        if options.with_stack:
+            _trainprof.enable_python_context()  # Python stacks rather than native ones
         _apply_experimental_config(options, experimental_config)
         self._set_on_trace_ready(options, on_trace_ready)
         if _trainprof.Activity.CPU in options.activities:
             _torch.warn_if_unavailable()  # before the core starts: the collector must be registered
         self._auto_started = start_profile
+        if options.with_modules:
+            self._modules = ModuleTracker()
+            if start_profile:
+                self._modules.install()
         self._cpp = _trainprof.Profiler(options)  # ValueError for what only the core checks
 
     def _set_on_trace_ready(self, options: _trainprof.ProfilerOptions, on_trace_ready: Any) -> None:
@@ -326,6 +337,8 @@ class profile:
             self._auto_started = False  # torch's idiom after start_profile=True: not misuse
             return
         self._auto_started = False
+        if self._modules is not None:
+            self._modules.install()
         self._call("start")
 
     def stop(self) -> None:
@@ -333,6 +346,8 @@ class profile:
         An error is logged, nothing else happens, when not started."""
         self._auto_started = False
         self._call("stop")
+        if self._modules is not None:
+            self._modules.remove()
 
     def step(self) -> None:
         """Ends a training step: drives the schedule (an error is logged when
@@ -359,6 +374,8 @@ class profile:
         try:
             if self._cpp is not None and self._cpp.started():
                 self._cpp.stop()
+            if self._modules is not None:
+                self._modules.remove()
         except Exception:
             pass
 
@@ -409,7 +426,7 @@ class profile:
     def _analyse_closed_runs(self, async_mode: bool) -> None:
         mode = _trainprof.AnalyseMode.Async if async_mode else _trainprof.AnalyseMode.Sync
         if self._cpp is not None:
-            self._cpp.analyse(mode, False)
+            self._cpp.analyse(mode, False, True)  # the trace handler's layout (TensorBoard, HTA)
 
 
 def _check_schedule(value: Any) -> Optional[_trainprof.Schedule]:

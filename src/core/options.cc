@@ -51,6 +51,7 @@ json options_to_json(const ProfilerOptions& o) {
       {"profile_memory", o.profile_memory},
       {"record_shapes", o.record_shapes},
       {"with_stack", o.with_stack},
+      {"with_modules", o.with_modules},
       {"with_flops", o.with_flops},
       {"data_process", o.data_process},
       {"profile_communication", o.profile_communication},
@@ -143,6 +144,8 @@ EnvOptions parse_options_json(std::string_view text) {
       o.record_shapes = get_bool(v, key);
     } else if (key == "with_stack") {
       o.with_stack = get_bool(v, key);
+    } else if (key == "with_modules") {
+      o.with_modules = get_bool(v, key);
     } else if (key == "with_flops") {
       o.with_flops = get_bool(v, key);
     } else if (key == "data_process") {
@@ -176,7 +179,7 @@ EnvOptions parse_options_json(std::string_view text) {
     } else {
       bad(key,
           "is unknown; known keys: start, output_path, activities, profile_memory, "
-          "record_shapes, with_stack, with_flops, data_process, profile_communication, "
+          "record_shapes, with_stack, with_modules, with_flops, data_process, profile_communication, "
           "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, "
           "buffer_mb, flush_interval_ms, metadata_limit_bytes");
     }
