@@ -737,3 +737,34 @@ __attribute__((constructor)) void register_torch_collector() {
 
 }  // namespace
 }  // namespace trainprof::torch_collector
+
+// For bench/python_overhead.py (through ctypes): LibTorch's floor measured in
+// the same process as the profilers it is compared with. mode 0 removes the
+// callback; 1 adds a global RecordFunction callback that does nothing, with
+// the scopes the collector uses; 2 the same asking for the inputs (the floor
+// of record_shapes). Returns 1 on success, 0 otherwise. Not for production use.
+namespace {
+at::CallbackHandle g_bench_callback = at::INVALID_CALLBACK_HANDLE;
+
+std::unique_ptr<at::ObserverContext> bench_noop_start(const at::RecordFunction&) {
+  return nullptr;
+}
+void bench_noop_end(const at::RecordFunction&, at::ObserverContext*) {}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int trainprof_torch_bench_bare_callback(int mode) noexcept {
+  try {
+    if (g_bench_callback != at::INVALID_CALLBACK_HANDLE) {
+      at::removeCallback(g_bench_callback);
+      g_bench_callback = at::INVALID_CALLBACK_HANDLE;
+    }
+    if (mode == 0) return 1;
+    at::RecordFunctionCallback cb(&bench_noop_start, &bench_noop_end);
+    cb.needsInputs(mode == 2);
+    cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
+    g_bench_callback = at::addGlobalCallback(cb);
+    return 1;
+  } catch (...) {
+    return 0;
+  }
+}
