@@ -199,6 +199,7 @@ def run_export(args: argparse.Namespace, out: str) -> dict:
                                       "kineto_stop_and_export": [], "kineto_tensorboard_trace_handler": [],
                                       "trainprof_stop_and_analysis": []}
     events = {}
+    os.makedirs(out, exist_ok=True)  # the other parts remove it between rounds
     for _ in range(3):
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         prof.__enter__()
