@@ -90,3 +90,31 @@ def test_a_module_that_raises_leaves_the_hierarchy_consistent(trainer: Trainer) 
     (run,) = run_dirs(Path("ctx"))
     add = next(e for e in trace_events(run) if e.get("name") == "aten::add_")
     assert "Module Hierarchy" not in add.get("args", {})
+
+
+def test_with_stack_on_python_threads_running_operators_at_once(trainer: Trainer) -> None:
+    """Each Python thread's operators get that thread's stack; threads that
+    run operators at the same time (each taking the GIL back for its walk)
+    neither deadlock nor mix stacks."""
+    import threading
+
+    def worker_loop() -> None:
+        x = torch.ones(64)
+        for _ in range(300):
+            x.mul_(1.0001)
+
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler("ctx"), with_stack=True):
+        threads = [threading.Thread(target=worker_loop) for _ in range(3)]
+        for t in threads:
+            t.start()
+        trainer.run(2)
+        for t in threads:
+            t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    (run,) = run_dirs(Path("ctx"))
+    events = trace_events(run)
+    muls = [e for e in events if e.get("name") == "aten::mul_"]
+    assert len(muls) == 900
+    assert all(e["args"]["Call stack"].split(";")[0].endswith(": worker_loop") for e in muls)
+    conv = next(e for e in events if e.get("name") == "aten::conv2d")
+    assert "worker_loop" not in conv["args"]["Call stack"]
