@@ -24,15 +24,20 @@ from . import _trainprof
 _log = logging.getLogger("trainprof")
 
 
-class _Frame:
-    """One running module: the module and its path's interned name."""
+_set_module = _trainprof.set_module
 
-    __slots__ = ("module", "path", "text")
 
-    def __init__(self, module: Any, path: Any, text: str) -> None:
-        self.module = module
-        self.path = path
+class _Node:
+    """A module at one place in the hierarchy: its path's text and interned
+    name, and the nodes of the modules it called (the cache of paths)."""
+
+    __slots__ = ("module", "text", "path", "children")
+
+    def __init__(self, module: Any, text: str) -> None:
+        self.module = module  # kept, so that its id is not reused while cached
         self.text = text
+        self.path = _trainprof.RangeName(text) if text else None
+        self.children: dict[int, _Node] = {}
 
 
 class ModuleTracker:
@@ -41,9 +46,7 @@ class ModuleTracker:
     def __init__(self) -> None:
         self._handles: list[Any] = []
         self._local = threading.local()
-        # (id of the parent's path text or "", id(module)) -> (module, path text, interned name).
-        # The module is kept so that its id is not reused while cached.
-        self._paths: dict[tuple[str, int], tuple[Any, str, Any]] = {}
+        self._root = _Node(None, "")  # above the outermost modules
 
     @property
     def installed(self) -> bool:
@@ -73,48 +76,50 @@ class ModuleTracker:
             except Exception:
                 pass
         self._handles = []
-        self._paths.clear()
+        self._root = _Node(None, "")
         self._local = threading.local()
-        _trainprof.set_module(None)
+        _set_module(None)
 
-    def _path(self, parent: Optional[_Frame], module: Any) -> tuple[str, Any]:
-        key = (parent.text if parent is not None else "", id(module))
-        known = self._paths.get(key)
-        if known is not None and known[0] is module:
-            return known[1], known[2]
+    @staticmethod
+    def _child(parent: _Node, module: Any) -> _Node:
         kind = type(module).__name__
-        if parent is None:
+        if parent.module is None:
             text = f"TOP({kind})"
         else:
             name = next((n for n, child in parent.module._modules.items() if child is module), "?")
             text = f"{parent.text}::{name}({kind})"
-        path = _trainprof.RangeName(text)
-        self._paths[key] = (module, text, path)
-        return text, path
+        node = _Node(module, text)
+        parent.children[id(module)] = node
+        return node
 
     def _enter(self, module: Any, args: Any) -> None:
         try:
-            stack = getattr(self._local, "stack", None)
-            if stack is None:
+            try:
+                stack = self._local.stack
+            except AttributeError:
                 stack = self._local.stack = []
-            text, path = self._path(stack[-1] if stack else None, module)
-            stack.append(_Frame(module, path, text))
-            _trainprof.set_module(path)
+            parent = stack[-1] if stack else self._root
+            node = parent.children.get(id(module))
+            if node is None or node.module is not module:
+                node = self._child(parent, module)
+            stack.append(node)
+            _set_module(node.path)
         except Exception:
             pass  # never into the training loop
 
     def _leave(self, module: Any, args: Any, output: Any) -> None:
         try:
-            stack = getattr(self._local, "stack", None)
-            if not stack:
-                return
-            # Normally the top; modules above it (their leave hook missed) go with it.
-            for i in range(len(stack) - 1, -1, -1):
-                if stack[i].module is module:
-                    del stack[i:]
-                    break
+            stack = self._local.stack
+            if stack and stack[-1].module is module:
+                stack.pop()
             else:
-                return  # entered before the hooks were installed
-            _trainprof.set_module(stack[-1].path if stack else None)
+                # Modules above it (their leave hook missed) go with it.
+                for i in range(len(stack) - 1, -1, -1):
+                    if stack[i].module is module:
+                        del stack[i:]
+                        break
+                else:
+                    return  # entered before the hooks were installed
+            _set_module(stack[-1].path if stack else None)
         except Exception:
             pass
