@@ -118,3 +118,21 @@ def test_with_stack_on_python_threads_running_operators_at_once(trainer: Trainer
     assert all(e["args"]["Call stack"].split(";")[0].endswith(": worker_loop") for e in muls)
     conv = next(e for e in events if e.get("name") == "aten::conv2d")
     assert "worker_loop" not in conv["args"]["Call stack"]
+
+
+def test_with_stack_from_trainprof_options_gives_python_stacks(tmp_path: Path) -> None:
+    """A profile started by TRAINPROF_OPTIONS in a Python process records
+    Python stacks too (the provider is enabled at ``import trainprof``)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = "import torch, trainprof\ndef work():\n    x = torch.ones(4)\n    x.mul_(2)\nwork()\n"
+    env = dict(os.environ, TRAINPROF_OPTIONS=json.dumps({"start": True, "with_stack": True,
+                                                         "output_path": str(tmp_path / "env")}))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120, capture_output=True)
+    assert trainprof.analyse(str(tmp_path / "env")).ok
+    (run,) = (tmp_path / "env").iterdir()
+    mul = next(e for e in trace_events(run) if e.get("name") == "aten::mul_")
+    assert mul["args"]["Call stack"] == "<string>(4): work;<string>(5): <module>"

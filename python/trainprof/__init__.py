@@ -25,6 +25,7 @@ from typing import Optional
 
 from . import _torch, mstx
 from ._ranges import record_function
+from . import _trainprof as _trainprof_core
 from ._trainprof import version as _core_version
 from .analysis import analyse
 from .profiler import (
@@ -63,3 +64,7 @@ def torch_collector_status() -> Optional[str]:
 
 
 _torch.load_if_torch_imported()
+# In a Python process, with_stack records Python stacks rather than native
+# ones (libpython's frames), however the profile was started (this API or
+# TRAINPROF_OPTIONS); nn.Module paths come from the hooks with_modules installs.
+_trainprof_core.enable_python_context()

@@ -291,8 +291,6 @@ class profile:
         options.data_process = check_bool("data_process", data_process)
         options.start_profile = check_bool("start_profile", start_profile)
         options.with_modules = check_bool("with_modules", with_modules)
-        if options.with_stack:
-            _trainprof.enable_python_context()  # Python stacks rather than native ones
         _apply_experimental_config(options, experimental_config)
         self._set_on_trace_ready(options, on_trace_ready)
         if _trainprof.Activity.CPU in options.activities:
