@@ -56,7 +56,7 @@ TEST(JsonLimits, DepthIsCountedOutsideStringsOnly) {
 TEST(EnvOptions, ParsesEveryKey) {
   EnvOptions env = parse_options_json(R"({
     "start": true, "output_path": "/tmp/x", "activities": ["CPU", "GPU"],
-    "profile_memory": true, "record_shapes": true, "with_stack": true, "with_flops": true,
+    "profile_memory": true, "record_shapes": true, "with_stack": true, "with_modules": true, "with_flops": true,
     "data_process": true, "profile_communication": true, "profiler_level": "Level2",
     "mstx_domain_include": ["a"], "mstx_domain_exclude": ["b", "c"],
     "data_simplification": true, "buffer_mb": 7, "flush_interval_ms": 250,
@@ -65,7 +65,7 @@ TEST(EnvOptions, ParsesEveryKey) {
   const ProfilerOptions& o = env.options;
   EXPECT_EQ(o.output_path, "/tmp/x");
   EXPECT_EQ(o.activities.size(), 2u);
-  EXPECT_TRUE(o.profile_memory && o.record_shapes && o.with_stack && o.with_flops);
+  EXPECT_TRUE(o.profile_memory && o.record_shapes && o.with_stack && o.with_modules && o.with_flops);
   EXPECT_TRUE(o.data_process && o.profile_communication && o.data_simplification);
   EXPECT_EQ(o.profiler_level, ProfilerLevel::Level2);
   EXPECT_EQ(o.mstx_domain_include, std::vector<std::string>{"a"});

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/collector.h"
 #include "export/csv_reader.h"
 #include "test_util.h"
 #include "trainprof/torch_data.h"
@@ -347,6 +348,46 @@ TEST(TorchCollector, WithStackKeepsEveryDistinctStack) {
   EXPECT_EQ(recursion_lengths.size(), static_cast<size_t>(kDepths));
   EXPECT_EQ(*recursion_lengths.begin(), 1u);
   EXPECT_EQ(*recursion_lengths.rbegin(), static_cast<size_t>(kDepths));
+}
+
+// A front end's context (the Python package: its call stack and nn.Module
+// path) replaces the native stack: each outermost operator asks the
+// providers, nested operators share the answer; neither asks LibTorch for the
+// inputs, so no shapes appear.
+const char* g_front_end_stack = nullptr;
+const char* g_front_end_module = nullptr;
+
+TEST(TorchCollector, FrontEndContextGivesCallStackAndModuleHierarchy) {
+  g_front_end_stack = detail::intern("train.py(12): step;train.py(30): <module>");
+  g_front_end_module = detail::intern("TOP(Net)::conv1(Conv2d)");
+  detail::set_context_providers([]() noexcept { return g_front_end_stack; },
+                                []() noexcept { return g_front_end_module; });
+  struct Reset {
+    ~Reset() { detail::set_context_providers(nullptr, nullptr); }
+  } reset;
+  test::TempDir dir;
+  Training training;
+  std::string run = profile_one_step(dir, training, [](ProfilerOptions& o) {
+    o.with_stack = true;
+    o.with_modules = true;
+  });
+  json trace = analysed_trace(run);
+  for (const char* name : {"aten::conv2d", "aten::convolution"}) {
+    json op = first_op(trace, name);
+    ASSERT_TRUE(op.is_object()) << name;
+    EXPECT_EQ(op["args"].value("Call stack", ""), g_front_end_stack) << op.dump();
+    EXPECT_EQ(op["args"].value("Module Hierarchy", ""), g_front_end_module) << op.dump();
+    EXPECT_FALSE(op["args"].contains("Input Dims")) << op.dump();
+  }
+  bool found = false;
+  for (const auto& row : exporter::read_csv_file(run + "/PROFILER_OUTPUT/operator_details.csv")) {
+    if (row.size() == 10 && row[0] == "aten::conv2d") {
+      found = true;
+      EXPECT_EQ(row[2], g_front_end_stack);
+      EXPECT_EQ(row[9], g_front_end_module);
+    }
+  }
+  EXPECT_TRUE(found);
 }
 
 // with_stack: each operator carries the native frames of the code that

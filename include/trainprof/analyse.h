@@ -34,6 +34,12 @@ struct AnalyseOptions {
   // time, then again window by window (docs/ARCHITECTURE.md). 0 holds the
   // whole run at once. Outputs do not depend on it.
   uint64_t window_slices = 1u << 20;
+  // After a successful analysis, also name the run's trace where
+  // TensorBoard's profiler plugin and HTA look for it: a hard link
+  // {run's parent}/{worker}.{timestamp}.pt.trace.json to
+  // PROFILER_OUTPUT/trace_view.json (torch's tensorboard_trace_handler's
+  // layout). trace_handler() sets it.
+  bool link_trace_for_peers = false;
   // Called after each run finishes (from the calling thread): done, total.
   std::function<void(size_t, size_t)> on_progress;
 };

@@ -37,6 +37,9 @@ struct ProfilerOptions {
   bool profile_memory = false;
   bool record_shapes = false;
   bool with_stack = false;
+  // The front end's module hierarchy per operator (the Python package:
+  // nn.Module); a C++ program has none, so this records nothing there.
+  bool with_modules = false;
   bool with_flops = false;
   bool data_process = false;
   bool profile_communication = false;

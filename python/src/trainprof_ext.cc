@@ -15,10 +15,17 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <Python.h>
+#include <frameobject.h>
+
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
+#include <vector>
+
+#include "core/collector.h"
 
 #include "trainprof/analyse.h"
 #include "trainprof/dataset.h"
@@ -55,6 +62,147 @@ struct PythonTraceReady {
 struct RangeName {
   const char* name;
 };
+
+// ---- with_stack: Python call stacks; with_modules: nn.Module hierarchy ----
+//
+// The torch collector asks for them at the start of each outermost operator
+// (core/collector.h's providers), on the operator's thread.
+
+constexpr int kMaxPythonFrames = 64;
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+// torch's own profiler leaves these frames out of its stacks (its
+// _filter_stack_entry); so do we, with trainprof's wrappers.
+bool filtered_frame(std::string_view file, std::string_view function) {
+  struct Filtered {
+    std::string_view file, function;
+  };
+  static constexpr Filtered kFiltered[] = {
+      {"autograd/__init__", "_make_grads"}, {"autograd/__init__", "backward"},
+      {"torch/_tensor.py", "backward"},     {"trainprof/_ranges.py", ""},
+      {"trainprof/_modules.py", ""},
+  };
+  for (const Filtered& f : kFiltered) {
+    if (file.find(f.file) != std::string_view::npos &&
+        (f.function.empty() || function.find(f.function) != std::string_view::npos)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// "file(line): function;..." innermost first, as torch's profiler writes
+// its stack entries. Called with the GIL, on a cache miss only.
+std::string format_python_stack(PyFrameObject* frame) {
+  std::string text;
+  Py_XINCREF(frame);
+  for (int depth = 0; frame != nullptr && depth < kMaxPythonFrames; ++depth) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    const char* function = PyUnicode_AsUTF8(code->co_name);
+    if (file == nullptr || function == nullptr) {
+      PyErr_Clear();
+    } else if (!filtered_frame(file, function)) {
+      if (!text.empty()) text += ';';
+      text.append(file).append("(").append(std::to_string(PyFrame_GetLineNumber(frame))).append("): ");
+      text.append(function);
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  return text;
+}
+
+// Stacks by a hash of their frames' (code object, last instruction): the
+// hit path walks the frames and formats nothing. The code objects of cached
+// stacks are kept alive, so that their addresses are not reused.
+struct PythonStacks {
+  std::unordered_map<uint64_t, const char*> by_hash;
+};
+
+// The calling thread's Python stack (interned), computed with the GIL.
+const char* python_stack_locked(PyFrameObject* innermost) {
+  static thread_local PythonStacks* stacks = new PythonStacks();  // threads are reused: kept
+  uint64_t h = 0;
+  PyFrameObject* frame = innermost;
+  Py_INCREF(frame);
+  for (int depth = 0; frame != nullptr && depth < kMaxPythonFrames; ++depth) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+#if PY_VERSION_HEX >= 0x030B0000
+    int position = PyFrame_GetLasti(frame);
+#else
+    int position = PyFrame_GetLineNumber(frame);
+#endif
+    h = mix(mix(h, reinterpret_cast<uintptr_t>(code)), static_cast<uint64_t>(position));
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  if (auto it = stacks->by_hash.find(h); it != stacks->by_hash.end()) return it->second;
+  std::string text = format_python_stack(innermost);
+  static std::vector<PyObject*>* kept_codes = new std::vector<PyObject*>();  // under the GIL
+  frame = innermost;
+  Py_INCREF(frame);
+  for (int depth = 0; frame != nullptr && depth < kMaxPythonFrames; ++depth) {
+    kept_codes->push_back(reinterpret_cast<PyObject*>(PyFrame_GetCode(frame)));  // the reference is kept
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  const char* interned = text.empty() ? nullptr : trainprof::detail::intern(text);
+  stacks->by_hash.emplace(h, interned);
+  return interned;
+}
+
+bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+// The stack provider. torch's bindings release the GIL before they dispatch
+// an operator, so the operator's thread takes it back for the walk (a thread
+// without a Python thread state, such as autograd's device threads, has no
+// stack). Uncontended that is two atomic operations and a mutex; while
+// another Python thread runs, the operator waits for the interpreter's
+// switch (with_stack is a diagnostic setting: docs/PERFORMANCE.md).
+const char* python_stack() noexcept {
+  if (!Py_IsInitialized() || python_finalizing()) return nullptr;
+  PyThreadState* ts = PyGILState_GetThisThreadState();
+  if (ts == nullptr) return nullptr;
+  bool held = PyGILState_Check() != 0;
+  PyGILState_STATE state = held ? PyGILState_LOCKED : PyGILState_Ensure();
+  const char* stack = nullptr;
+  try {
+    if (PyFrameObject* innermost = PyThreadState_GetFrame(ts)) {  // a new reference
+      stack = python_stack_locked(innermost);
+      Py_DECREF(innermost);
+    }
+  } catch (...) {
+    stack = nullptr;
+  }
+  if (!held) PyGILState_Release(state);
+  return stack;
+}
+
+// The calling thread's nn.Module hierarchy, set by python/trainprof/_modules.py's hooks.
+thread_local const char* t_module = nullptr;
+
+const char* current_module() noexcept {
+  return t_module;
+}
 
 void bind_enums(nb::module_& m) {
   nb::enum_<trainprof::Activity>(m, "Activity")
@@ -101,6 +249,7 @@ void bind_options(nb::module_& m) {
       .def_rw("profile_memory", &ProfilerOptions::profile_memory)
       .def_rw("record_shapes", &ProfilerOptions::record_shapes)
       .def_rw("with_stack", &ProfilerOptions::with_stack)
+      .def_rw("with_modules", &ProfilerOptions::with_modules)
       .def_rw("with_flops", &ProfilerOptions::with_flops)
       .def_rw("data_process", &ProfilerOptions::data_process)
       .def_rw("profiler_level", &ProfilerOptions::profiler_level)
@@ -152,12 +301,13 @@ void bind_profiler(nb::module_& m) {
       .def("last_run", &Profiler::last_run, ReleaseGil())
       .def(
           "analyse",
-          [](Profiler& p, trainprof::AnalyseMode mode, bool pretty) {
+          [](Profiler& p, trainprof::AnalyseMode mode, bool pretty, bool link_trace_for_peers) {
             trainprof::AnalyseOptions options;
             options.pretty = pretty;
+            options.link_trace_for_peers = link_trace_for_peers;
             return p.analyse(mode, options);
           },
-          "mode"_a, "pretty"_a, ReleaseGil())
+          "mode"_a, "pretty"_a, "link_trace_for_peers"_a = false, ReleaseGil())
       .def("wait_for_analysis", &Profiler::wait_for_analysis, ReleaseGil());
 }
 
@@ -198,6 +348,14 @@ void bind_data_stages(nb::module_& m) {
   m.def("set_thread_name", &trainprof::set_thread_name, "name"_a);
 }
 
+void bind_context(nb::module_& m) {
+  m.def("enable_python_context",
+        [] { trainprof::detail::set_context_providers(&python_stack, &current_module); });
+  m.def(
+      "set_module", [](const RangeName* path) { t_module = path != nullptr ? path->name : nullptr; },
+      "path"_a.none());
+}
+
 void bind_ranges(nb::module_& m) {
   m.def("mark", &trainprof::mark, "message"_a, "domain"_a);
   m.def("range_start", &trainprof::range_start, "message"_a, "domain"_a);
@@ -229,4 +387,5 @@ NB_MODULE(_trainprof, m) {
   bind_analysis(m);
   bind_ranges(m);
   bind_data_stages(m);
+  bind_context(m);
 }

@@ -97,11 +97,6 @@ def test_profile_takes_torch_profiler_activities() -> None:
     assert prof.current_action is ProfilerAction.NONE
 
 
-def test_with_modules_says_it_is_not_recorded_yet() -> None:
-    with pytest.warns(RuntimeWarning, match="with_modules is not recorded yet"):
-        trainprof.profile(with_modules=True, start_profile=False)
-
-
 def test_profile_arguments_are_keyword_only() -> None:
     with pytest.raises(TypeError):
         trainprof.profile([ProfilerActivity.CPU])  # type: ignore[misc]

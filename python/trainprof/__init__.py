@@ -37,6 +37,7 @@ finally:
 
 from . import _torch, _zero_code, mstx
 from ._ranges import record_function
+from . import _trainprof as _trainprof_core
 from ._trainprof import version as _core_version
 from .analysis import analyse, summary
 from .profiler import (
@@ -76,4 +77,8 @@ def torch_collector_status() -> Optional[str]:
 
 
 _torch.load_if_torch_imported()
+# In a Python process, with_stack records Python stacks rather than native
+# ones (libpython's frames), however the profile was started (this API or
+# TRAINPROF_OPTIONS); nn.Module paths come from the hooks with_modules installs.
+_trainprof_core.enable_python_context()
 _zero_code.start_from_environment()

@@ -15,12 +15,12 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import warnings
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from . import _data, _torch
 from . import _trainprof
+from ._modules import ModuleTracker
 from ._validate import check_bool, check_int, check_str, check_str_list
 
 _log = logging.getLogger("trainprof")
@@ -255,9 +255,14 @@ class profile:
             raises is logged, not passed on).
         record_shapes: record each operator's input shapes and types.
         profile_memory: record every allocation and free LibTorch reports.
-        with_stack: record each operator's (native) call stack.
+        with_stack: record each operator's Python call stack, as torch's
+            profiler shows it ("file(line): function", innermost first), in
+            the timeline's ``Call stack`` and operator_details.csv. Operators
+            run without the GIL (autograd's backward) have none.
         with_flops: count the FLOPs of matrix products, convolutions, add, mul.
-        with_modules: accepted; nn.Module hierarchies are not recorded yet.
+        with_modules: record each operator's nn.Module hierarchy
+            (``TOP(Net)::fc1(Linear)``) in the timeline's ``Module Hierarchy``
+            and operator_details.csv; forward operators only.
         data_process: record data pipeline stages: torch.utils.data.DataLoader's
             (dataset fetch, collate, pin_memory, the loop's wait; worker
             processes included) in dataset.csv and the timeline's Dataset tracks.
@@ -277,6 +282,7 @@ class profile:
                  with_modules: bool = False, data_process: bool = False, start_profile: bool = True,
                  experimental_config: Optional[_ExperimentalConfig] = None) -> None:
         self._cpp: Optional[_trainprof.Profiler] = None
+        self._modules: Optional[ModuleTracker] = None
         options = _trainprof.ProfilerOptions()
         options.activities = _check_activities(activities)
         options.schedule = _check_schedule(schedule)
@@ -286,8 +292,7 @@ class profile:
         options.with_flops = check_bool("with_flops", with_flops)
         options.data_process = check_bool("data_process", data_process)
         options.start_profile = check_bool("start_profile", start_profile)
-        if check_bool("with_modules", with_modules):
-            warnings.warn("trainprof: with_modules is not recorded yet; ignored", RuntimeWarning, stacklevel=2)
+        options.with_modules = check_bool("with_modules", with_modules)
         _apply_experimental_config(options, experimental_config)
         self._set_on_trace_ready(options, on_trace_ready)
         if _trainprof.Activity.CPU in options.activities:
@@ -300,6 +305,7 @@ class profile:
         not imported for it (see _zero_code)."""
         prof = cls.__new__(cls)
         prof._cpp = None
+        prof._modules = None
         prof._start_core(options)
         return prof
 
@@ -307,6 +313,10 @@ class profile:
         self._auto_started = options.start_profile
         if options.data_process:
             _torch.when_imported(_data.install)  # DataLoader stages (before the core records)
+        if options.with_modules:
+            self._modules = ModuleTracker()
+            if options.start_profile:
+                self._modules.install()
         self._cpp = _trainprof.Profiler(options)  # ValueError for what only the core checks
 
     def _set_on_trace_ready(self, options: _trainprof.ProfilerOptions, on_trace_ready: Any) -> None:
@@ -342,6 +352,8 @@ class profile:
             self._auto_started = False  # torch's idiom after start_profile=True: not misuse
             return
         self._auto_started = False
+        if self._modules is not None:
+            self._modules.install()
         self._call("start")
 
     def stop(self) -> None:
@@ -349,6 +361,8 @@ class profile:
         An error is logged, nothing else happens, when not started."""
         self._auto_started = False
         self._call("stop")
+        if self._modules is not None:
+            self._modules.remove()
 
     def step(self) -> None:
         """Ends a training step: drives the schedule (an error is logged when
@@ -375,6 +389,8 @@ class profile:
         try:
             if self._cpp is not None and self._cpp.started():
                 self._cpp.stop()
+            if self._modules is not None:
+                self._modules.remove()
         except Exception:
             pass
 
@@ -425,7 +441,7 @@ class profile:
     def _analyse_closed_runs(self, async_mode: bool) -> None:
         mode = _trainprof.AnalyseMode.Async if async_mode else _trainprof.AnalyseMode.Sync
         if self._cpp is not None:
-            self._cpp.analyse(mode, False)
+            self._cpp.analyse(mode, False, True)  # the trace handler's layout (TensorBoard, HTA)
 
 
 def _check_schedule(value: Any) -> Optional[_trainprof.Schedule]:

@@ -424,6 +424,29 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   return errors;
 }
 
+// AnalyseOptions::link_trace_for_peers: "{worker}_{stamp}_trainprof" ->
+// "{parent}/{worker}.{stamp}.pt.trace.json", a hard link to the trace
+// (TensorBoard's plugin reads the stamp as the span). Returns a warning.
+std::string link_trace_for_peers(const fs::path& run, int out_fd) {
+  std::string name = run.filename().string();
+  const std::string suffix = "_trainprof";
+  if (name.size() > suffix.size() && name.ends_with(suffix)) name.resize(name.size() - suffix.size());
+  if (size_t us = name.rfind('_'); us != std::string::npos && us + 1 < name.size() &&
+                                   name.find_first_not_of("0123456789", us + 1) == std::string::npos) {
+    name[us] = '.';
+  }
+  name += ".pt.trace.json";
+  detail::UniqueFd parent(::open(run.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!parent.valid())
+    return "cannot open the run's parent directory to link the trace: " + std::string(std::strerror(errno));
+  unlinkat(parent.get(), name.c_str(), 0);  // of an earlier analysis
+  if (linkat(out_fd, "trace_view.json", parent.get(), name.c_str(), 0) != 0) {
+    return "cannot link the trace as " + (run.parent_path() / name).string() +
+           " for TensorBoard and HTA: " + std::strerror(errno);
+  }
+  return "";
+}
+
 // analyse_run without the exception guard.
 RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOptions& options,
                                RunAnalysis r) {
@@ -498,6 +521,10 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   if (options.data_simplification && !recording) {
     std::string e = remove_raw_data(run_fd);
     if (!e.empty()) add_warning(r, "could not remove raw data: " + e);
+  }
+  if (options.link_trace_for_peers) {
+    std::string e = link_trace_for_peers(run, out.fd);
+    if (!e.empty()) add_warning(r, e);
   }
   r.ok = true;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

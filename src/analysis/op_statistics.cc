@@ -81,6 +81,10 @@ std::string_view input_stack(const TraceModel& m, uint32_t inputs) {
   return inputs_field(m, inputs, 3);
 }
 
+std::string_view input_module(const TraceModel& m, uint32_t inputs) {
+  return inputs_field(m, inputs, 4);
+}
+
 uint64_t input_flops(const TraceModel& m, uint32_t inputs) {
   std::string_view text = inputs_field(m, inputs, 2);
   uint64_t flops = 0;
@@ -112,28 +116,31 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m, const std::vector
 }
 
 std::vector<OperatorDetailRow> operator_details(const TraceModel& m, const std::vector<SliceTotals>& by_key) {
-  // One row per (name, input shapes, call stack) over all threads; steps excluded.
-  std::map<std::tuple<uint32_t, std::string_view, std::string_view>, SliceTotals> groups;
+  // One row per (name, input shapes, call stack, module hierarchy) over all
+  // threads; steps excluded.
+  std::map<std::tuple<uint32_t, std::string_view, std::string_view, std::string_view>, SliceTotals> groups;
   for (uint32_t k = 0; k < m.keys.size(); ++k) {
     const SliceKey& key = m.keys[k];
     if (key.is_step) continue;
-    std::string_view dims, stack;
+    std::string_view dims, stack, module;
     if (key.inputs != 0) {
       dims = input_dims(m, key.inputs);
+      module = input_module(m, key.inputs);
       if (auto it = m.call_stacks.find(key.inputs); it != m.call_stacks.end()) stack = it->second;
     }
-    merge_into(groups[{key.name, dims, stack}], by_key[k]);
+    merge_into(groups[{key.name, dims, stack, module}], by_key[k]);
   }
   std::vector<OperatorDetailRow> rows;
   for (const auto& [group, t] : groups) {
     if (t.count == 0) continue;
-    const auto& [name, dims, stack] = group;
+    const auto& [name, dims, stack, module] = group;
     rows.push_back(OperatorDetailRow{m.name(name), std::string(dims), std::string(stack), t.count, t.self_ns,
-                                     t.total_ns, t.flops});
+                                     t.total_ns, t.flops, std::string(module)});
   }
   std::sort(rows.begin(), rows.end(), [](const OperatorDetailRow& a, const OperatorDetailRow& b) {
     if (a.host_self_ns != b.host_self_ns) return a.host_self_ns > b.host_self_ns;
-    return std::tie(a.name, a.input_shapes, a.call_stack) < std::tie(b.name, b.input_shapes, b.call_stack);
+    return std::tie(a.name, a.input_shapes, a.call_stack, a.module_hierarchy) <
+           std::tie(b.name, b.input_shapes, b.call_stack, b.module_hierarchy);
   });
   return rows;
 }

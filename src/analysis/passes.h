@@ -66,12 +66,17 @@ void finish_totals(const TraceModel& model, std::vector<SliceTotals>* by_key);
 
 // The fields of an operator's inputs string (SliceKey::inputs):
 // "[[64,1,28,28],[32]]", "[\"float\",\"float\"]", with with_flops the
-// operator's FLOPs (0 when absent), with with_stack its native frames.
+// operator's FLOPs (0 when absent), with with_stack its frames (native
+// "module+0xoffset" or the front end's "file(line): function"), with
+// with_modules its module hierarchy. Dims and types are "" when only a stack
+// or a module was recorded.
 std::string_view input_dims(const TraceModel& model, uint32_t inputs);
 std::string_view input_types(const TraceModel& model, uint32_t inputs);
 uint64_t input_flops(const TraceModel& model, uint32_t inputs);
 // The raw native frames (with_stack), "" when none.
 std::string_view input_stack(const TraceModel& model, uint32_t inputs);
+// The module hierarchy (with_modules), "" when none.
+std::string_view input_module(const TraceModel& model, uint32_t inputs);
 
 // Fills TraceModel::call_stacks: each distinct raw stack symbolized once
 // (analysis/symbolizer.h).
@@ -100,6 +105,7 @@ struct OperatorDetailRow {
   uint64_t host_self_ns = 0;
   uint64_t host_total_ns = 0;
   uint64_t flops = 0;
+  std::string module_hierarchy;
 };
 // Sorted by self time, largest first (ties by name).
 std::vector<OperatorDetailRow> operator_details(const TraceModel& model,

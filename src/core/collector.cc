@@ -1,6 +1,7 @@
 // Copyright trainprof authors.
 #include "core/collector.h"
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -21,7 +22,23 @@ Registry& registry() {
   return *r;
 }
 
+std::atomic<ContextProvider> g_stack_provider{nullptr};
+std::atomic<ContextProvider> g_module_provider{nullptr};
+
 }  // namespace
+
+void set_context_providers(ContextProvider stack, ContextProvider module) noexcept {
+  g_stack_provider.store(stack, std::memory_order_release);
+  g_module_provider.store(module, std::memory_order_release);
+}
+
+ContextProvider stack_provider() noexcept {
+  return g_stack_provider.load(std::memory_order_acquire);
+}
+
+ContextProvider module_provider() noexcept {
+  return g_module_provider.load(std::memory_order_acquire);
+}
 
 void register_collector(Collector* collector) {
   Registry& r = registry();

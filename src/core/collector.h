@@ -31,6 +31,18 @@ void register_collector(Collector* collector);
 // Names of the registered collectors (profiler_info.json says what recorded).
 std::string collector_names();
 
+// The host language's context of an operator, given by a front end (the
+// Python package) for with_stack / with_modules. Both are called by
+// collectors at the start of a thread's outermost operator, on that thread,
+// and return an interned string (detail::intern) or nullptr when there is
+// none: the call stack as "frame;frame;..." innermost first, and the module
+// hierarchy. Without a stack provider collectors record native stacks.
+// A provider must not throw and must stay valid until it is replaced.
+using ContextProvider = const char* (*)() noexcept;
+void set_context_providers(ContextProvider stack, ContextProvider module) noexcept;
+ContextProvider stack_provider() noexcept;
+ContextProvider module_provider() noexcept;
+
 // Session side.
 void start_collectors(const ProfilerOptions& options);
 void stop_collectors();

@@ -52,6 +52,7 @@ json options_to_json(const ProfilerOptions& o) {
       {"profile_memory", o.profile_memory},
       {"record_shapes", o.record_shapes},
       {"with_stack", o.with_stack},
+      {"with_modules", o.with_modules},
       {"with_flops", o.with_flops},
       {"data_process", o.data_process},
       {"profile_communication", o.profile_communication},
@@ -174,6 +175,8 @@ EnvOptions parse_options_json(std::string_view text) {
       o.record_shapes = get_bool(v, key);
     } else if (key == "with_stack") {
       o.with_stack = get_bool(v, key);
+    } else if (key == "with_modules") {
+      o.with_modules = get_bool(v, key);
     } else if (key == "with_flops") {
       o.with_flops = get_bool(v, key);
     } else if (key == "data_process") {
@@ -207,7 +210,7 @@ EnvOptions parse_options_json(std::string_view text) {
     } else {
       bad(key,
           "is unknown; known keys: start, analyse, schedule, output_path, activities, profile_memory, "
-          "record_shapes, with_stack, with_flops, data_process, profile_communication, "
+          "record_shapes, with_stack, with_modules, with_flops, data_process, profile_communication, "
           "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, "
           "buffer_mb, flush_interval_ms, metadata_limit_bytes");
     }

@@ -372,7 +372,10 @@ void detail::TraceHandler::operator()(Profiler& profiler) const {
   if (run.run_dir.empty()) return;
   detail::log_info("trace ready: " + run.run_dir + " (" + std::to_string(run.events_recorded) + " events, " +
                    std::to_string(run.events_dropped) + " dropped)");
-  if (analyse) profiler.analyse(async ? AnalyseMode::Async : AnalyseMode::Sync);
+  if (!analyse) return;
+  AnalyseOptions options;
+  options.link_trace_for_peers = true;  // TensorBoard and HTA find it in the handler's directory
+  profiler.analyse(async ? AnalyseMode::Async : AnalyseMode::Sync, options);
 }
 
 }  // namespace trainprof

@@ -191,17 +191,28 @@ class TraceWriter {
              comma + "pid" + colon + std::to_string(m_.pid) + comma + "tid" + colon + std::to_string(sk.tid) +
              comma + "ts" + colon;
     if (sk.inputs != 0) {
-      f.args = std::string("\"Input Dims\"") + (pretty_ ? ": " : ":");
-      append_json_value(f.args, analysis::input_dims(m_, sk.inputs));
-      f.args += std::string(",\"Input type\"") + (pretty_ ? ": " : ":");
-      append_json_value(f.args, analysis::input_types(m_, sk.inputs));
+      // Each arg but the first is preceded by a comma.
+      auto arg = [&](const char* name) {
+        if (!f.args.empty()) f.args += ',';
+        f.args += std::string("\"") + name + (pretty_ ? "\": " : "\":");
+      };
+      if (std::string_view dims = analysis::input_dims(m_, sk.inputs); !dims.empty()) {
+        arg("Input Dims");
+        append_json_value(f.args, dims);
+        arg("Input type");
+        append_json_value(f.args, analysis::input_types(m_, sk.inputs));
+      }
       if (uint64_t flops = analysis::input_flops(m_, sk.inputs); flops > 0) {
-        f.args += std::string(",\"FLOPs\"") + (pretty_ ? ": " : ":");
+        arg("FLOPs");
         append_uint(f.args, flops);
       }
       if (auto stack = m_.call_stacks.find(sk.inputs); stack != m_.call_stacks.end()) {
-        f.args += std::string(",\"Call stack\"") + (pretty_ ? ": " : ":");
+        arg("Call stack");
         append_json_string(f.args, stack->second);
+      }
+      if (std::string_view module = analysis::input_module(m_, sk.inputs); !module.empty()) {
+        arg("Module Hierarchy");
+        append_json_string(f.args, module);
       }
     }
     return f;

@@ -81,7 +81,8 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
                                    const OutputPath& path) {
   CsvBuilder csv(path);
   header(csv, {"Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)",
-               "Device Self Duration(us)", "Device Total Duration(us)", "Calls", "Total FLOPs"});
+               "Device Self Duration(us)", "Device Total Duration(us)", "Calls", "Total FLOPs",
+               "Module Hierarchy"});
   for (const auto& r : rows) {
     csv.field(r.name)
         .field(r.input_shapes)
@@ -91,7 +92,8 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
         .us(0)
         .us(0)
         .count(r.calls)
-        .count(r.flops);
+        .count(r.flops)
+        .field(r.module_hierarchy);
     csv.end_row();
   }
   return csv.commit();

@@ -124,6 +124,9 @@ struct ThreadOps {
   // operators share its call site in the user's code).
   InternedByHash stacks;
   Stack top_stack;
+  // with_modules: the front end's module hierarchy at the outermost open
+  // operator (interned), or nullptr.
+  const char* top_module = nullptr;
 };
 
 // initial-exec: read %fs-relative on every operator, not through
@@ -141,7 +144,10 @@ inline ThreadOps& thread_ops() {
   return t != nullptr ? *t : new_thread_ops();
 }
 
-std::atomic<bool> g_record_inputs{false};
+std::atomic<bool> g_record_inputs{false};  // an OPERATOR_INPUTS event per operator
+std::atomic<bool> g_has_inputs{false};     // the callback asked LibTorch for the inputs
+std::atomic<bool> g_with_modules{false};
+std::atomic<bool> g_with_context{false};  // with_stack || with_modules
 std::atomic<bool> g_with_flops{false};
 std::atomic<bool> g_with_stack{false};
 std::atomic<uint64_t> g_too_deep{0};
@@ -518,19 +524,46 @@ std::pair<const char*, uintptr_t> module_of(void* pc) {
   t.top_stack = Stack{h, text};
 }
 
-// Identical input signatures (same dtypes, sizes, FLOPs and call stack) share one
-// interned string; the 64-bit hash stands for the signature in the
-// per-thread cache. FLOPs, when counted, are a third field.
+// The host context of an outermost operator: the front end's call stack
+// (Python frames) when it provides one, else the native stack; and the
+// front end's module hierarchy.
+[[gnu::noinline]] void capture_context(ThreadOps& t) {
+  if (g_with_stack.load(std::memory_order_relaxed)) {
+    if (detail::ContextProvider stack = detail::stack_provider()) {
+      const char* text = stack();  // interned: the pointer identifies the stack
+      t.top_stack = Stack{text == nullptr ? 0 : mix(1, reinterpret_cast<uintptr_t>(text)), text};
+    } else {
+      capture_stack(t);
+    }
+  }
+  if (g_with_modules.load(std::memory_order_relaxed)) {
+    detail::ContextProvider module = detail::module_provider();
+    t.top_module = module != nullptr ? module() : nullptr;
+  }
+}
+
+// Identical input signatures (same dtypes, sizes, FLOPs, call stack and
+// module hierarchy) share one interned string; the 64-bit hash stands for
+// the signature in the per-thread cache. Fields (raw/format.h): dims, types
+// (both empty when LibTorch gave no inputs: only a stack or module asked for
+// the event), FLOPs, call stack, module hierarchy; trailing empty ones left out.
 [[gnu::noinline]] const char* interned_inputs(ThreadOps& t, const at::RecordFunction& fn) {
-  c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
+  bool has_inputs = g_has_inputs.load(std::memory_order_relaxed);
+  c10::ArrayRef<const c10::IValue> inputs = has_inputs ? fn.inputs() : c10::ArrayRef<const c10::IValue>();
   uint64_t flops =
       g_with_flops.load(std::memory_order_relaxed) ? operator_flops(flops_op(fn.name()), inputs) : 0;
   bool stack = g_with_stack.load(std::memory_order_relaxed) && t.top_stack.text != nullptr;
-  uint64_t h = mix(mix(hash_inputs(inputs), flops), stack ? t.top_stack.hash : 0);
+  const char* module = g_with_modules.load(std::memory_order_relaxed) ? t.top_module : nullptr;
+  uint64_t h = mix(mix(mix(has_inputs ? hash_inputs(inputs) : 0, flops), stack ? t.top_stack.hash : 0),
+                   reinterpret_cast<uintptr_t>(module));
+  if (!has_inputs && !stack && module == nullptr) return nullptr;  // nothing to say
   if (const char* known = t.inputs.find(h)) return known;
-  std::string text = format_inputs(inputs);
-  if (flops > 0 || stack) text += raw::kInputsSeparator + (flops > 0 ? std::to_string(flops) : std::string());
-  if (stack) text += raw::kInputsSeparator + std::string(t.top_stack.text);
+  std::string text = has_inputs ? format_inputs(inputs) : std::string(1, raw::kInputsSeparator);
+  if (flops > 0 || stack || module != nullptr) {
+    text += raw::kInputsSeparator + (flops > 0 ? std::to_string(flops) : std::string());
+  }
+  if (stack || module != nullptr) text += raw::kInputsSeparator + std::string(stack ? t.top_stack.text : "");
+  if (module != nullptr) text += raw::kInputsSeparator + std::string(module);
   const char* interned = detail::intern(text);
   t.inputs.insert(h, interned);
   return interned;
@@ -549,9 +582,10 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
       // info (autograd engine tasks, at::launch, parallel regions) do so
       // between operators, so a nested operator sees its parent's.
       if (g_profile_memory.load(std::memory_order_relaxed)) install_memory_reporter();
-      if (g_with_stack.load(std::memory_order_relaxed)) capture_stack(t);
+      if (g_with_context.load(std::memory_order_relaxed)) capture_context(t);
     }
-    const char* inputs = g_record_inputs.load(std::memory_order_relaxed) && fn.needsInputs()
+    const char* inputs = g_record_inputs.load(std::memory_order_relaxed) &&
+                                 (fn.needsInputs() || !g_has_inputs.load(std::memory_order_relaxed))
                              ? interned_inputs(t, fn)
                              : nullptr;
     // Last, so that formatting the inputs is not charged to the operator.
@@ -606,10 +640,12 @@ class TorchCollector final : public detail::Collector {
     if (options.activities.count(Activity::CPU) == 0) return;
     if (options.profile_memory) start_memory();
     if (options.profiler_level == ProfilerLevel::None) return;
-    // FLOPs and call stacks travel with the inputs, so with_flops and
-    // with_stack record them too.
-    bool inputs = options.record_shapes || options.with_flops || options.with_stack ||
-                  options.profiler_level >= ProfilerLevel::Level1;
+    // FLOPs need the inputs; FLOPs, call stacks and module hierarchies
+    // travel in the OPERATOR_INPUTS event (a stack or a module alone does not
+    // ask LibTorch to box every operator's arguments).
+    bool inputs =
+        options.record_shapes || options.with_flops || options.profiler_level >= ProfilerLevel::Level1;
+    bool context = options.with_stack || options.with_modules;
     bool all_scopes = options.profiler_level >= ProfilerLevel::Level2;
     try {
       at::RecordFunctionCallback cb(&on_operator_start, &on_operator_end);
@@ -619,7 +655,10 @@ class TorchCollector final : public detail::Collector {
             {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
       }
       at::CallbackHandle h = at::addGlobalCallback(cb);
-      g_record_inputs.store(inputs, std::memory_order_relaxed);
+      g_record_inputs.store(inputs || context, std::memory_order_relaxed);
+      g_has_inputs.store(inputs, std::memory_order_relaxed);
+      g_with_modules.store(options.with_modules, std::memory_order_relaxed);
+      g_with_context.store(context, std::memory_order_relaxed);
       g_with_flops.store(options.with_flops, std::memory_order_relaxed);
       g_with_stack.store(options.with_stack, std::memory_order_relaxed);
       active_ = h;
@@ -698,3 +737,34 @@ __attribute__((constructor)) void register_torch_collector() {
 
 }  // namespace
 }  // namespace trainprof::torch_collector
+
+// For bench/python_overhead.py (through ctypes): LibTorch's floor measured in
+// the same process as the profilers it is compared with. mode 0 removes the
+// callback; 1 adds a global RecordFunction callback that does nothing, with
+// the scopes the collector uses; 2 the same asking for the inputs (the floor
+// of record_shapes). Returns 1 on success, 0 otherwise. Not for production use.
+namespace {
+at::CallbackHandle g_bench_callback = at::INVALID_CALLBACK_HANDLE;
+
+std::unique_ptr<at::ObserverContext> bench_noop_start(const at::RecordFunction&) {
+  return nullptr;
+}
+void bench_noop_end(const at::RecordFunction&, at::ObserverContext*) {}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int trainprof_torch_bench_bare_callback(int mode) noexcept {
+  try {
+    if (g_bench_callback != at::INVALID_CALLBACK_HANDLE) {
+      at::removeCallback(g_bench_callback);
+      g_bench_callback = at::INVALID_CALLBACK_HANDLE;
+    }
+    if (mode == 0) return 1;
+    at::RecordFunctionCallback cb(&bench_noop_start, &bench_noop_end);
+    cb.needsInputs(mode == 2);
+    cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
+    g_bench_callback = at::addGlobalCallback(cb);
+    return 1;
+  } catch (...) {
+    return 0;
+  }
+}

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""trainprof against torch.profiler (Kineto) on PyTorch 2.x, in one process.
+
+    .venv/bin/python bench/python_overhead.py [--rounds 11] [--samples 5] [--iters 1000] \
+        [--export-iters 20000] [--json OUT.json]
+
+Configurations, run in turn (order rotated every round) so that the shared
+machine's drift hits them alike:
+
+  none              no profiler
+  bare              a global RecordFunction callback that does nothing (LibTorch's floor for any
+                    operator profiler), registered by the torch collector's benchmark hook
+  bare_inputs       the same asking for the inputs (the floor of record_shapes)
+  kineto            torch.profiler.profile(activities=[CPU])
+  kineto_shapes_mem the same with record_shapes + profile_memory
+  kineto_stack      the same with with_stack
+  trainprof         trainprof.profile() (Level0)
+  trainprof_shapes_mem, trainprof_stack, trainprof_modules (with_modules)
+
+Workloads: ``op``: a loop of ``x.add_(1)`` on a one-element tensor (the
+per-operator cost: the operator itself is negligible); ``step``: a small CNN
+training step (conv, relu, pool, linear, cross-entropy, backward, SGD), where
+nn.Module hooks (with_modules) and Python stacks have their real depth. Cost
+is the training thread's CPU time (time.thread_time_ns), so another process
+on the machine costs less than in wall time. Per round and configuration: the
+median of ``--samples`` samples; "added" is a configuration's median minus
+the same round's ``none``, then the median over rounds.
+
+Also: ``trainprof.record_function`` against ``torch.profiler.record_function``
+(an empty ``with`` block, each under its own profiler and with none), and the
+time from the end of training to the outputs: Kineto's stop (its
+post-processing) + ``export_chrome_trace``, Kineto with
+``tensorboard_trace_handler``, trainprof's stop + analysis (trace handler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Iterator
+
+import torch
+
+import trainprof
+
+torch.set_num_threads(1)
+
+_COLLECTOR = os.path.join(os.path.dirname(trainprof.__file__), "libtrainprof_torch.so")
+
+
+def bare_callback(mode: int) -> None:
+    """0: none; 1: no-op RecordFunction callback; 2: the same with inputs."""
+    lib = ctypes.CDLL(_COLLECTOR)
+    if not lib.trainprof_torch_bench_bare_callback(ctypes.c_int(mode)):
+        raise RuntimeError("cannot register the bare callback")
+
+
+@contextlib.contextmanager
+def bare(mode: int) -> Iterator[None]:
+    bare_callback(mode)
+    try:
+        yield
+    finally:
+        bare_callback(0)
+
+
+def kineto(**settings: bool) -> Callable[[], Any]:
+    return lambda: torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], **settings)
+
+
+def ours(out: str, **settings: bool) -> Callable[[], Any]:
+    # No analysis here: the cost of recording only (analysis is measured apart).
+    return lambda: trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(out, analyse_flag=False),
+                                     **settings)
+
+
+def configurations(out: str) -> dict[str, Callable[[], Any]]:
+    return {
+        "none": contextlib.nullcontext,
+        "bare": lambda: bare(1),
+        "bare_inputs": lambda: bare(2),
+        "kineto": kineto(),
+        "kineto_shapes_mem": kineto(record_shapes=True, profile_memory=True),
+        "kineto_stack": kineto(with_stack=True),
+        "kineto_modules": kineto(with_modules=True),
+        "trainprof": ours(out),
+        "trainprof_shapes_mem": ours(out, record_shapes=True, profile_memory=True),
+        "trainprof_stack": ours(out, with_stack=True),
+        "trainprof_modules": ours(out, with_modules=True),
+    }
+
+
+class Workloads:
+    def __init__(self) -> None:
+        torch.manual_seed(0)
+        self.x = torch.ones(1)
+        self.model = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+            torch.nn.Linear(4 * 13 * 13, 10))
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        self.batch = (torch.rand(4, 1, 28, 28), torch.randint(0, 10, (4,)))
+
+    def op(self, iters: int) -> None:
+        x = self.x
+        for _ in range(iters):
+            x.add_(1)
+
+    def step(self, iters: int) -> None:
+        data, target = self.batch
+        for _ in range(iters):
+            loss = torch.nn.functional.cross_entropy(self.model(data), target)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+
+
+def operators_per_iteration(fn: Callable[[int], None]) -> float:
+    """How many RecordFunction operators (all nesting levels) one iteration runs."""
+    fn(5)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn(20)
+    return sum(1 for e in prof.events() if not e.name.startswith("ProfilerStep")) / 20
+
+
+def measure(fn: Callable[[int], None], iters: int, samples: int) -> float:
+    """Median thread CPU ns of one iteration."""
+    fn(max(1, iters // 5))  # warm
+    times = []
+    for _ in range(samples):
+        t0 = time.thread_time_ns()
+        fn(iters)
+        times.append((time.thread_time_ns() - t0) / iters)
+    return statistics.median(times)
+
+
+def run_overhead(args: argparse.Namespace, out: str) -> dict:
+    w = Workloads()
+    configs = configurations(out)
+    names = list(configs)
+    workloads = {"op": (w.op, args.iters), "step": (w.step, max(1, args.iters // 50))}
+    per_iter_ops = {k: operators_per_iteration(fn) for k, (fn, _) in workloads.items()}
+    raw: dict[str, dict[str, list[float]]] = {k: {n: [] for n in names} for k in workloads}
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            with configs[name]():
+                for k, (fn, iters) in workloads.items():
+                    raw[k][name].append(measure(fn, iters, args.samples))
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+    result = {}
+    for k in workloads:
+        added = {n: statistics.median(a - b for a, b in zip(raw[k][n], raw[k]["none"])) for n in names}
+        result[k] = {"ops_per_iteration": per_iter_ops[k],
+                     "none_ns_per_iteration": statistics.median(raw[k]["none"]),
+                     "added_ns_per_iteration": added,
+                     "added_ns_per_op": {n: v / per_iter_ops[k] for n, v in added.items()}}
+    return result
+
+
+def run_record_function(args: argparse.Namespace, out: str) -> dict:
+    """ns per empty ``with record_function(...)`` block."""
+    def block(cls: Any) -> Callable[[int], None]:
+        def fn(iters: int) -> None:
+            for _ in range(iters):
+                with cls("range"):
+                    pass
+        return fn
+
+    cases = {
+        "trainprof_idle": (contextlib.nullcontext, block(trainprof.record_function)),
+        "torch_idle": (contextlib.nullcontext, block(torch.profiler.record_function)),
+        "trainprof_recording": (ours(out), block(trainprof.record_function)),
+        "torch_recording": (kineto(), block(torch.profiler.record_function)),
+    }
+    raw: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(args.rounds):
+        for name, (ctx, fn) in cases.items():
+            with ctx():
+                raw[name].append(measure(fn, args.iters, args.samples))
+        shutil.rmtree(out, ignore_errors=True)
+    return {k: statistics.median(v) for k, v in raw.items()}
+
+
+def run_export(args: argparse.Namespace, out: str) -> dict:
+    """Seconds from the end of training to the outputs, for the same
+    ``--export-iters`` iterations of the op loop."""
+    w = Workloads()
+    n = args.export_iters
+    result: dict[str, list[float]] = {"kineto_stop": [], "kineto_export_chrome_trace": [],
+                                      "kineto_stop_and_export": [], "kineto_tensorboard_trace_handler": [],
+                                      "trainprof_stop_and_analysis": []}
+    events = {}
+    os.makedirs(out, exist_ok=True)  # the other parts remove it between rounds
+    for _ in range(3):
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        prof.__enter__()
+        w.op(n)
+        t0 = time.perf_counter()
+        prof.__exit__(None, None, None)
+        t1 = time.perf_counter()
+        prof.export_chrome_trace(os.path.join(out, "kineto.json"))
+        t2 = time.perf_counter()
+        result["kineto_stop"].append(t1 - t0)
+        result["kineto_export_chrome_trace"].append(t2 - t1)
+        result["kineto_stop_and_export"].append(t2 - t0)
+        events["kineto"] = len(prof.events())
+        del prof
+
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                      on_trace_ready=torch.profiler.tensorboard_trace_handler(os.path.join(out, "tb")))
+        prof.__enter__()
+        w.op(n)
+        t0 = time.perf_counter()
+        prof.__exit__(None, None, None)
+        result["kineto_tensorboard_trace_handler"].append(time.perf_counter() - t0)
+        del prof
+
+        prof = trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(os.path.join(out, "tp")))
+        w.op(n)
+        t0 = time.perf_counter()
+        prof.stop()
+        result["trainprof_stop_and_analysis"].append(time.perf_counter() - t0)
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+    summary = {k: statistics.median(v) for k, v in result.items()}
+    summary["operators"] = events["kineto"]
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=1000)
+    parser.add_argument("--export-iters", type=int, default=20000)
+    parser.add_argument("--json", help="write the results here as well")
+    parser.add_argument("--only", choices=["overhead", "record_function", "export"], action="append")
+    args = parser.parse_args()
+    if trainprof.torch_collector_status() is not None:
+        sys.exit(f"the torch collector is not loaded: {trainprof.torch_collector_status()}")
+    out = tempfile.mkdtemp(prefix="tp_bench_")
+    try:
+        parts = args.only or ["overhead", "record_function", "export"]
+        result: dict[str, Any] = {"torch": torch.__version__, "python": sys.version.split()[0],
+                                  "rounds": args.rounds, "samples": args.samples, "iters": args.iters}
+        if "overhead" in parts:
+            result["overhead"] = run_overhead(args, out)
+        if "record_function" in parts:
+            result["record_function_ns"] = run_record_function(args, out)
+        if "export" in parts:
+            result["export_s"] = run_export(args, out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
