@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/json_limits.h"
+#include "core/options_json.h"
 #include "trainprof/env.h"
 #include "trainprof/profiler.h"
 
@@ -73,6 +74,26 @@ TEST(EnvOptions, ParsesEveryKey) {
   EXPECT_EQ(o.buffer_mb, 7u);
   EXPECT_EQ(o.flush_interval_ms, 250u);
   EXPECT_EQ(o.metadata_limit_bytes, 1000u);
+}
+
+// The options a run records (profiler_info.json's "options") can be given
+// back as TRAINPROF_OPTIONS with "start" added: the same profiler again.
+TEST(EnvOptions, RecordedOptionsParseBackToTheSame) {
+  ProfilerOptions o;
+  o.output_path = "/tmp/y";
+  o.start_profile = false;
+  o.activities = {Activity::CPU};
+  o.record_shapes = true;
+  o.with_modules = true;
+  o.profiler_level = ProfilerLevel::Level1;
+  o.mstx_domain_exclude = {"noisy"};
+  o.buffer_mb = 9;
+  o.schedule = Schedule{.wait = 2, .warmup = 1, .active = 4, .repeat = 3, .skip_first = 5};
+  nlohmann::json recorded = detail::options_to_json(o);
+  recorded["start"] = true;
+  EnvOptions env = parse_options_json(recorded.dump());
+  EXPECT_EQ(detail::options_to_json(env.options), detail::options_to_json(o));
+  EXPECT_FALSE(env.options.start_profile);
 }
 
 TEST(EnvOptions, DefaultsWhenOnlyStart) {

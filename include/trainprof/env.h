@@ -6,8 +6,9 @@
 // Keys are the ProfilerOptions field names; "start" is mandatory; "schedule"
 // is {"wait": W, "warmup": W, "active": A, "repeat": R, "skip_first": S} (its
 // steps are env_profiler()->step() calls; in Python, optimizer.step());
-// "analyse": true analyses each run as it closes (trace_handler). Callbacks
-// cannot be given this way. A malformed value is reported on stderr and the
+// "analyse": true analyses each run as it closes (trace_handler); a run's
+// recorded "options" (profiler_info.json) plus "start" parse back to the same
+// options. Callbacks cannot be given this way. A malformed value is reported on stderr and the
 // program runs unprofiled.
 #ifndef TRAINPROF_ENV_H_
 #define TRAINPROF_ENV_H_

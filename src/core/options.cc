@@ -169,6 +169,8 @@ EnvOptions parse_options_json(std::string_view text) {
         else
           bad(key, "has unknown activity \"" + a + "\" (known: \"CPU\", \"GPU\")");
       }
+    } else if (key == "start_profile") {
+      o.start_profile = get_bool(v, key);
     } else if (key == "profile_memory") {
       o.profile_memory = get_bool(v, key);
     } else if (key == "record_shapes") {
@@ -209,7 +211,8 @@ EnvOptions parse_options_json(std::string_view text) {
       o.metadata_limit_bytes = get_uint(v, key, ~0ull);
     } else {
       bad(key,
-          "is unknown; known keys: start, analyse, schedule, output_path, activities, profile_memory, "
+          "is unknown; known keys: start, analyse, schedule, output_path, start_profile, activities, "
+          "profile_memory, "
           "record_shapes, with_stack, with_modules, with_flops, data_process, profile_communication, "
           "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, "
           "buffer_mb, flush_interval_ms, metadata_limit_bytes");
