@@ -35,6 +35,7 @@ namespace {
 
 // Emptied window buffers kept for reuse.
 constexpr size_t kSpareBuffers = 4;
+constexpr uint32_t kNoThread = ~0u;
 
 // Pass 2: slices into the buffers of their windows, windows out in order.
 class WindowFeeder {
@@ -60,12 +61,13 @@ class WindowFeeder {
   void chunk(ScannedFile& file, uint64_t nth, const raw::RawEvent* events, size_t count) {
     if (nth >= file.chunks) return;  // written after the scan (a run still being recorded)
     uint64_t chunk = file.first_chunk + nth;
+    uint32_t thread = kNoThread;  // the chunk's (a chunk is one thread's), found at its first slice
     for (size_t i = 0; i < count; ++i) {
       const raw::RawEvent& e = events[i];
       switch (e.kind) {
         case raw::EventKind::kRange:
         case raw::EventKind::kStep:
-        case raw::EventKind::kOperator: slice(file, e, position_of(chunk, i)); break;
+        case raw::EventKind::kOperator: slice(file, e, position_of(chunk, i), thread); break;
         case raw::EventKind::kOperatorInputs: inputs(file, e); break;
         default: break;  // the scan kept them
       }
@@ -133,16 +135,7 @@ class WindowFeeder {
     return v;
   }
 
-  uint32_t thread(uint32_t tid) {
-    if (tid != cached_tid_ || !thread_known_) {
-      cached_thread_ = m_.thread_of(tid);
-      cached_tid_ = tid;
-      thread_known_ = true;
-    }
-    return cached_thread_;
-  }
-
-  void slice(ScannedFile& file, const raw::RawEvent& e, uint64_t position) {
+  void slice(ScannedFile& file, const raw::RawEvent& e, uint64_t position, uint32_t& thread) {
     bool is_op = e.kind == raw::EventKind::kOperator;
     while (held_ < st_.held.size() && st_.held[held_].position < position) ++held_;  // not met: damage
     if (held_ < st_.held.size() && st_.held[held_].position == position) {
@@ -162,13 +155,12 @@ class WindowFeeder {
       ++late_;
     }
     Buffer& b = buffer(w);
-    uint32_t t = thread(e.tid);
-    std::vector<Slice>& v = thread_buffer(b, w, t);
+    if (thread == kNoThread) thread = m_.thread_of(e.tid);
+    std::vector<Slice>& v = thread_buffer(b, w, thread);
     uint64_t dur = e.t1_ns - e.t0_ns;
-    SliceRef ref{t, v.size()};
-    v.push_back(Slice{e.t0_ns, dur < kLongDuration ? static_cast<uint32_t>(dur) : kLongDuration,
-                      file.keys.model(m_, local)});
-    if (dur >= kLongDuration) b.long_durations.push_back({ref, dur});
+    SliceRef ref{thread, v.size()};
+    v.push_back(make_slice(e.t0_ns, dur, file.keys.model(m_, local)));
+    if (v.back().dur32 == kLongDuration) b.long_durations.push_back({ref, dur});
     if (is_op) last_op_[e.tid] = LastOp{w, ref, local, true};
   }
 
@@ -247,7 +239,7 @@ class WindowFeeder {
               st_.held_by_start.begin() + static_cast<std::ptrdiff_t>(held_out_));
     for (size_t i = first; i < held_out_; ++i) {
       const HeldSlice& h = st_.held[st_.held_by_start[i]];
-      Slice s{h.start_ns, h.dur_ns < kLongDuration ? static_cast<uint32_t>(h.dur_ns) : kLongDuration, h.key};
+      Slice s = make_slice(h.start_ns, h.dur_ns, h.key);
       if (h.is_step) {
         int64_t n = m_.step_number(s);
         if (m_.selection.active && (n < m_.selection.first_step || n > m_.selection.last_step)) continue;
@@ -260,10 +252,11 @@ class WindowFeeder {
     for (std::vector<Slice>& v : window_held_) order_thread_slices(m_, v);
   }
 
-  // own (ordered) becomes carried, then own and held merged. A held slice
-  // counts as recorded after every slice it ties with (it was recorded
-  // later, or it would not have been among the longest): it goes first.
-  // One pass from the back, so each slice moves once.
+  // Lays out one thread of the window in `own` (given ordered): the carried
+  // slices, then own and held merged. A held slice counts as recorded after
+  // every slice it ties with (it was recorded later, or it would not have
+  // been among the longest): it goes first. One pass from the back, so each
+  // slice moves once.
   void assemble(std::vector<Slice>& own, const std::vector<Slice>& held, const std::vector<Slice>& carried) {
     TimelineOrder before{m_};
     size_t i = own.size(), j = held.size(), c = carried.size();
@@ -303,9 +296,6 @@ class WindowFeeder {
   uint64_t late_ = 0;
   uint64_t most_pending_ = 0;
   uint64_t most_buffered_ = 0;  // slice capacity of pending and spare buffers
-  uint32_t cached_tid_ = 0;
-  uint32_t cached_thread_ = 0;
-  bool thread_known_ = false;
 };
 
 }  // namespace

@@ -32,6 +32,9 @@ inline constexpr uint64_t kSampleEvery = 1024;
 inline uint64_t position_of(uint64_t chunk, size_t index) {
   return (chunk << 32) | index;
 }
+inline uint64_t chunk_of(uint64_t position) {
+  return position >> 32;
+}
 
 // A raw file's slice keys in its own string ids, and their model keys once
 // its strings are known. Both passes look keys up here.
@@ -209,18 +212,16 @@ struct RunLoader::State {
     return a.dur_ns != b.dur_ns ? a.dur_ns > b.dur_ns : a.position > b.position;
   }
 
-  // Holds `s` if it is a step or among the longest so far; returns its
-  // `held` index, or loading::kNone when pass 2 will place it. A slice pushed out
-  // of the heap becomes pass 2's: its chunks learn its start.
   // Whether a slice that is not a step could be held: cheap, first.
   bool may_hold(uint64_t dur_ns) const {
     return longest.size() < loading::kMaxHeldSlices || dur_ns >= longest.front().dur_ns;
   }
+  // Holds `s` if it is a step or among the longest so far; returns its
+  // `held` index, or loading::kNone when pass 2 will place it. A slice
+  // pushed out of the heap becomes pass 2's: its chunks learn its start.
   uint64_t hold(const HeldSlice& s) {
     if (!s.is_step && longest.size() == loading::kMaxHeldSlices) {
-      const Longest& least = longest.front();
-      if (s.dur_ns < least.dur_ns || (s.dur_ns == least.dur_ns && s.position < least.position))
-        return loading::kNone;
+      if (!longer(Longest{s.dur_ns, s.position, 0}, longest.front())) return loading::kNone;
       std::pop_heap(longest.begin(), longest.end(), longer);
       release(longest.back().held);
       longest.pop_back();
@@ -242,7 +243,7 @@ struct RunLoader::State {
   }
   void release(uint32_t index) {
     const HeldSlice& h = held[index];
-    chunks[h.position >> 32].add(h.start_ns);
+    chunks[loading::chunk_of(h.position)].add(h.start_ns);
     if (h.inputs_chunk != loading::kNone) chunks[h.inputs_chunk].add(h.start_ns);
     held[index].position = loading::kNone;  // no longer held
     free_held.push_back(index);

@@ -57,7 +57,10 @@ class FileScanner {
     st_.chunks.emplace_back();
     ++st_.files[file_].chunks;
     m_.event_count += count;
+    uint64_t slices_before = st_.slices_scanned;
     for (size_t i = 0; i < count; ++i) add(events[i], chunk, i);
+    // A chunk is one thread's: each thread with slices exists before pass 2.
+    if (st_.slices_scanned != slices_before) m_.thread_of(events[0].tid);
   }
 
   // File-local ids -> model ids, once the file's strings are known.
@@ -151,11 +154,6 @@ class FileScanner {
     SliceKey k = slice_key(e);
     FileKeys& keys = st_.files[file_].keys;
     uint32_t key = e.kind == raw::EventKind::kRange ? keys.local_range(e.tid, e.name_id) : keys.local(k);
-    if (e.tid != cached_tid_ || !thread_known_) {
-      m_.thread_of(e.tid);  // every thread with slices exists before pass 2
-      cached_tid_ = e.tid;
-      thread_known_ = true;
-    }
     if (st_.slices_scanned++ % kSampleEvery == 0) st_.sample.push_back({e.t0_ns, e.tid});
     st_.earliest_slice_ns = std::min(st_.earliest_slice_ns, e.t0_ns);
     last_end_ns_ = std::max(last_end_ns_, e.t1_ns);
@@ -201,8 +199,6 @@ class FileScanner {
   std::unordered_map<uint32_t, LastOp> last_op_;
   std::vector<Link> links_;
   uint64_t last_end_ns_ = 0;
-  uint32_t cached_tid_ = 0;
-  bool thread_known_ = false;
 };
 
 // Adds what the reader reported about one file to the model.

@@ -48,6 +48,12 @@ struct Slice {
 static_assert(sizeof(Slice) == 16, "Slice is the model's per-range cost");
 inline constexpr uint32_t kLongDuration = 0xffffffffu;
 
+// A slice of `dur_ns`; when that does not fit (dur32 == kLongDuration), the
+// caller puts it in TraceModel::long_durations once the key is final.
+inline Slice make_slice(uint64_t start_ns, uint64_t dur_ns, uint32_t key) {
+  return Slice{start_ns, dur_ns < kLongDuration ? static_cast<uint32_t>(dur_ns) : kLongDuration, key};
+}
+
 struct Instant {
   uint64_t ts_ns;
   uint32_t tid;
