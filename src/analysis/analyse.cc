@@ -308,36 +308,23 @@ std::string remove_raw_data(int run_fd) {
 class WindowPasses {
  public:
   WindowPasses(const analysis::TraceModel& m, exporter::ChromeTraceWriter& trace)
-      : self_(m), trace_(trace), memory_names_(m.memory.size(), 0), steps_(m.steps) {
-    std::sort(steps_.begin(), steps_.end(), [](const analysis::StepWindow& a, const analysis::StepWindow& b) {
-      return a.start_ns < b.start_ns;
-    });
-  }
+      : self_(m), steps_(m), trace_(trace), memory_names_(m.memory.size(), 0) {}
 
   void add(const analysis::TraceModel& m, const analysis::Window& w) {
     self_.add_window(m);
     analysis::add_totals(m, &totals_);
-    add_step_parts(m, w);
+    steps_.add_window(m, w.start_ns, w.end_ns);
     size_t first_report = next_report_;
     while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
     analysis::memory_operators(m, first_report, next_report_, &memory_names_);
     trace_.add_window(m, w.end_ns);
   }
 
-  // Self times and totals complete; step rows in step order.
+  // Self times, totals and step rows complete.
   void finish(analysis::TraceModel& m) {
     self_.finish(m);
     analysis::finish_totals(m, &totals_);
-    for (size_t i = 0; i < steps_.size(); ++i) {
-      analysis::StepTraceRow row = step_parts_[i].row;
-      row.step = steps_[i].number;
-      row.step_ns = steps_[i].end_ns - steps_[i].start_ns;
-      row.free_ns = row.step_ns - row.computing_ns;
-      step_rows_.push_back(row);
-    }
-    std::stable_sort(
-        step_rows_.begin(), step_rows_.end(),
-        [](const analysis::StepTraceRow& a, const analysis::StepTraceRow& b) { return a.step < b.step; });
+    step_rows_ = steps_.finish();
   }
 
   const std::vector<analysis::SliceTotals>& totals() const { return totals_; }
@@ -345,45 +332,12 @@ class WindowPasses {
   const std::vector<uint32_t>& memory_names() const { return memory_names_; }
 
  private:
-  // A step's breakdown so far: the sum of its parts in the windows it spans
-  // (the union of intervals is additive over disjoint parts of time).
-  struct StepParts {
-    analysis::StepTraceRow row;
-    bool active = false;  // some computing seen: preparing is known
-  };
-
-  // The parts of the steps open in window `w`: each step clipped to it.
-  void add_step_parts(const analysis::TraceModel& m, const analysis::Window& w) {
-    while (next_step_ < steps_.size() && steps_[next_step_].start_ns < w.end_ns) ++next_step_;
-    std::vector<analysis::StepWindow> parts;
-    std::vector<size_t> of;
-    for (size_t i = first_open_step_; i < next_step_; ++i) {
-      const analysis::StepWindow& s = steps_[i];
-      if (s.end_ns <= w.start_ns) continue;
-      parts.push_back({s.number, std::max(s.start_ns, w.start_ns), std::min(s.end_ns, w.end_ns)});
-      of.push_back(i);
-    }
-    std::vector<analysis::StepTraceRow> rows = analysis::step_trace(m, parts);
-    for (size_t k = 0; k < rows.size(); ++k) {
-      StepParts& p = step_parts_[of[k]];
-      p.row.computing_ns += rows[k].computing_ns;
-      if (!p.active && rows[k].computing_ns > 0) {
-        p.row.preparing_ns = parts[k].start_ns - steps_[of[k]].start_ns + rows[k].preparing_ns;
-        p.active = true;
-      }
-    }
-    while (first_open_step_ < next_step_ && steps_[first_open_step_].end_ns <= w.end_ns) ++first_open_step_;
-  }
-
   analysis::SelfTimeAccumulator self_;
+  analysis::StepTraceAccumulator steps_;
   exporter::ChromeTraceWriter& trace_;
   std::vector<analysis::SliceTotals> totals_;
   std::vector<analysis::StepTraceRow> step_rows_;
-  std::vector<uint32_t> memory_names_;       // per memory report: its operator
-  std::vector<analysis::StepWindow> steps_;  // by start
-  std::vector<StepParts> step_parts_ = std::vector<StepParts>(steps_.size());
-  size_t next_step_ = 0;        // steps [0, next_step_) start before the current window's end
-  size_t first_open_step_ = 0;  // steps before it have ended
+  std::vector<uint32_t> memory_names_;  // per memory report: its operator
   size_t next_report_ = 0;
 };
 

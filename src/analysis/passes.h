@@ -5,7 +5,6 @@
 #define TRAINPROF_ANALYSIS_PASSES_H_
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -151,10 +150,31 @@ struct StepTraceRow {
   uint64_t preparing_ns = 0;
   uint64_t step_ns = 0;  // window length (not a REFERENCE column; used by summary)
 };
+// The rows of every step, fed window by window (analysis/run_loader.h): a
+// step that spans windows is the sum of its parts clipped to each, since
+// the union of intervals is additive over disjoint spans of time; a window's
+// carried slices cover what started before it.
+class StepTraceAccumulator {
+ public:
+  explicit StepTraceAccumulator(const TraceModel& model);  // its steps
+  // The parts of the steps open in the window [start_ns, end_ns).
+  void add_window(const TraceModel& model, uint64_t start_ns, uint64_t end_ns);
+  // In step number order.
+  std::vector<StepTraceRow> finish() const;
+
+ private:
+  struct Parts {
+    StepTraceRow row;     // computing summed, preparing once known
+    bool active = false;  // some computing seen: preparing is known
+  };
+  std::vector<StepWindow> steps_;  // by start
+  std::vector<Parts> parts_ = std::vector<Parts>(steps_.size());
+  size_t next_ = 0;        // steps [0, next_) start before the last window's end
+  size_t first_open_ = 0;  // steps before it have ended
+};
+
+// The whole model as one window.
 std::vector<StepTraceRow> step_trace(const TraceModel& model);
-// The rows of `steps` only, from a window that holds them (with the slices
-// carried into it).
-std::vector<StepTraceRow> step_trace(const TraceModel& model, std::span<const StepWindow> steps);
 
 // Length of the union of [start, end) intervals added in start order, kept
 // as it goes (no list of intervals: a step can hold millions).

@@ -67,13 +67,8 @@ class ThreadIntervals {
   uint64_t start_ = 0, end_ns_ = 0;
 };
 
-}  // namespace
-
-std::vector<StepTraceRow> step_trace(const TraceModel& m) {
-  return step_trace(m, m.steps);
-}
-
-std::vector<StepTraceRow> step_trace(const TraceModel& m, std::span<const StepWindow> steps) {
+// The rows of `steps` from a window that holds every slice overlapping them.
+std::vector<StepTraceRow> step_rows(const TraceModel& m, std::span<const StepWindow> steps) {
   // Each thread's slices are in start order: a window looks only at the
   // slices that start within `longest` before it, so the pass is about
   // O(n log n) and copies nothing. Clipping to the window keeps the start
@@ -116,6 +111,55 @@ std::vector<StepTraceRow> step_trace(const TraceModel& m, std::span<const StepWi
     rows.push_back(row);
   }
   return rows;
+}
+
+}  // namespace
+
+StepTraceAccumulator::StepTraceAccumulator(const TraceModel& m) : steps_(m.steps) {
+  std::sort(steps_.begin(), steps_.end(),
+            [](const StepWindow& a, const StepWindow& b) { return a.start_ns < b.start_ns; });
+}
+
+void StepTraceAccumulator::add_window(const TraceModel& m, uint64_t start_ns, uint64_t end_ns) {
+  while (next_ < steps_.size() && steps_[next_].start_ns < end_ns) ++next_;
+  std::vector<StepWindow> parts;
+  std::vector<size_t> of;
+  for (size_t i = first_open_; i < next_; ++i) {
+    const StepWindow& s = steps_[i];
+    if (s.end_ns <= start_ns) continue;
+    parts.push_back({s.number, std::max(s.start_ns, start_ns), std::min(s.end_ns, end_ns)});
+    of.push_back(i);
+  }
+  std::vector<StepTraceRow> rows = step_rows(m, parts);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    Parts& p = parts_[of[k]];
+    p.row.computing_ns += rows[k].computing_ns;
+    if (!p.active && rows[k].computing_ns > 0) {
+      p.row.preparing_ns = parts[k].start_ns - steps_[of[k]].start_ns + rows[k].preparing_ns;
+      p.active = true;
+    }
+  }
+  while (first_open_ < next_ && steps_[first_open_].end_ns <= end_ns) ++first_open_;
+}
+
+std::vector<StepTraceRow> StepTraceAccumulator::finish() const {
+  std::vector<StepTraceRow> rows;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    StepTraceRow row = parts_[i].row;
+    row.step = steps_[i].number;
+    row.step_ns = steps_[i].end_ns - steps_[i].start_ns;
+    row.free_ns = row.step_ns - row.computing_ns;
+    rows.push_back(row);
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const StepTraceRow& a, const StepTraceRow& b) { return a.step < b.step; });
+  return rows;
+}
+
+std::vector<StepTraceRow> step_trace(const TraceModel& m) {
+  StepTraceAccumulator steps(m);
+  steps.add_window(m, 0, UINT64_MAX);
+  return steps.finish();
 }
 
 }  // namespace trainprof::analysis
