@@ -478,11 +478,13 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
   // file is never whole in memory.
   constexpr size_t kReleaseEvery = 8u << 20;
   size_t released = 0;
+  auto release_before = [&](size_t offset) {
+    if (offset - released < kReleaseEvery) return;
+    release(released, offset);
+    released = offset;
+  };
   ChunkWalker(data, size, path, h.version, nullptr).run([&](const Chunk& c) {
-    if (c.offset - released >= kReleaseEvery) {
-      release(released, c.offset);
-      released = c.offset;
-    }
+    release_before(c.offset);
     if (c.h.type != static_cast<uint16_t>(ChunkType::kClock) || c.end - c.body != 24) return;
     ClockPoint p;
     std::memcpy(&p.ticks, c.body, 8);
@@ -500,13 +502,10 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
   released = 0;
   ChunkWalker walker(data, size, path, h.version, &file.issues);
   walker.run([&](const Chunk& c) {
+    release_before(c.offset);
     if (sequenced && !sequence.admit(c)) return;
     std::string problem = decoder.decode(c);
     if (!problem.empty()) file.issues.push_back({path, c.offset, problem, false});
-    if (c.offset - released >= kReleaseEvery) {
-      release(released, c.offset);
-      released = c.offset;
-    }
   });
   if (sequenced) sequence.finish();
   file.resync_checksum_bytes = walker.resync_checksum_bytes();
