@@ -187,8 +187,8 @@ struct TraceModel {
   uint32_t key_of(const SliceKey& key);
   // The index in `threads` of thread `tid`, created on first use.
   uint32_t thread_of(uint32_t tid);
-  // Appends a slice to its key's thread (tests and small models; the reader
-  // keeps its own thread cursor).
+  // Appends a slice to its key's thread (tests and small models; the loader
+  // fills window buffers of its own).
   void add_slice(const Slice& s) { threads[thread_of(keys[s.key].tid)].slices.push_back(s); }
   Slice& slice(SliceRef r) { return threads[r.thread].slices[r.index]; }
   size_t slice_count() const;

@@ -346,7 +346,8 @@ class TraceWriter {
 };
 
 // Everything but slices (few): slices are already in timeline order per
-// thread (build_model) and are merged in without a copy.
+// thread (analysis/run_loader.h) and are merged in, window by window,
+// without a copy.
 std::vector<Item> collect_other_items(const TraceModel& m,
                                       const std::vector<analysis::ForwardBackwardLink>& flows) {
   std::vector<Item> items;
