@@ -11,6 +11,8 @@ machine's drift hits them alike:
   bare              a global RecordFunction callback that does nothing (LibTorch's floor for any
                     operator profiler), registered by the torch collector's benchmark hook
   bare_inputs       the same asking for the inputs (the floor of record_shapes)
+  bare_full         bare_inputs plus a memory reporter that drops every report (the floor of
+                    record_shapes + profile_memory: LibTorch's allocator then tracks every block)
   kineto            torch.profiler.profile(activities=[CPU])
   kineto_shapes_mem the same with record_shapes + profile_memory
   kineto_stack      the same with with_stack
@@ -87,6 +89,7 @@ def configurations(out: str) -> dict[str, Callable[[], Any]]:
         "none": contextlib.nullcontext,
         "bare": lambda: bare(1),
         "bare_inputs": lambda: bare(2),
+        "bare_full": lambda: bare(3),
         "kineto": kineto(),
         "kineto_shapes_mem": kineto(record_shapes=True, profile_memory=True),
         "kineto_stack": kineto(with_stack=True),

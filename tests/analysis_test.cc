@@ -804,9 +804,7 @@ detail::Event memory_pair_event(uint64_t address, int64_t bytes, uint64_t total,
   return second ? std::bit_cast<detail::Event>(t) : std::bit_cast<detail::Event>(r);
 }
 void report_memory(uint64_t address, int64_t bytes, uint64_t total) {
-  detail::Event first = memory_pair_event(address, bytes, total, false);
-  detail::Event second = memory_pair_event(address, bytes, total, true);
-  detail::record_event_pair(first, second);
+  detail::record_memory(detail::now_ticks(), address, bytes, total, 2 * total, raw::memory_device(0, -1));
 }
 // An operator around `body`, recorded as the collector does at its end.
 template <typename F>

@@ -74,6 +74,26 @@ def test_each_batch_has_its_fetch_collate_and_wait_stage(tmp_path: Path, workers
         assert wait["ts"] <= min(e["ts"] for e in fetches) + 1e6  # one clock: worker times in the run's span
 
 
+# torch 2.x pins only where an accelerator exists (DataLoader checks
+# torch.accelerator.is_available()); on a CPU-only machine pin_memory=True
+# is a no-op with a warning, so there is no stage to see.
+@pytest.mark.skipif(not (hasattr(torch, "accelerator") and torch.accelerator.is_available()),
+                    reason="DataLoader pins memory only where an accelerator exists")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_pin_memory_stage(tmp_path: Path, workers: int) -> None:
+    run, seen = profile_one_epoch(tmp_path / "prof", num_workers=workers, pin_memory=True)
+    assert seen == SAMPLES
+    rows = stages(run)
+    assert int(rows[("pin_memory", "pin_memory")]["Occurrences"]) == BATCHES
+    dataset_events = [e for e in trace_events(run) if e.get("cat") == "dataset"]
+    pins = [e for e in dataset_events if e["args"]["Stage"] == "pin_memory"]
+    waits = [e for e in dataset_events if e["args"]["Stage"] == "wait"]
+    assert len(pins) == BATCHES
+    if workers > 0:  # pinned by the loader's pin-memory thread, not the loop's
+        assert len({e["tid"] for e in pins}) == 1
+        assert not {e["tid"] for e in pins} & {e["tid"] for e in waits}
+
+
 @pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
 def test_spawned_workers_report_their_stages(tmp_path: Path, start_method: str) -> None:
     """spawn and forkserver (Python 3.14's default) start workers without

@@ -27,8 +27,8 @@ inline constexpr uint32_t kNoSequenceNumber = 0xffffffffu;
 static_assert(sizeof(Event) == 32, "Event is a fixed 32-byte record");
 
 // A memory report does not fit one Event: it fills two consecutive slots of
-// one block, committed together (record_event_pair), laid out as below and
-// converted with std::bit_cast. `kind` stays at Event::kind's offset.
+// one block, committed together (record_memory), laid out as below and
+// read back by the flusher with std::bit_cast. `kind` stays at Event::kind's offset.
 struct MemoryReport {
   uint64_t t0;       // ticks
   uint64_t address;  // the block's address

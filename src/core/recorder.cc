@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
+#include <type_traits>
 
 #include "core/intern.h"
 #include "trainprof/range.h"
@@ -244,9 +247,72 @@ void record_event(const Event& e) noexcept {
   Recorder::instance().append(e);
 }
 
-void record_event_pair(const Event& first, const Event& second) noexcept {
-  if (try_fast_append_pair(first, second)) return;
-  Recorder::instance().append_pair(first, second);
+namespace {
+
+// The slow halves, apart so that the fast paths below are leaf functions
+// (no registers saved) that end in a tail call when the block is full.
+[[gnu::noinline, gnu::cold]] void append_event_fields(uint64_t t0, uint64_t t1, const char* name,
+                                                      uint8_t kind, uint8_t reserved, uint16_t domain,
+                                                      uint32_t aux) noexcept {
+  Recorder::instance().append(Event{t0, t1, name, kind, reserved, domain, aux});
+}
+
+[[gnu::noinline, gnu::cold]] void append_memory(uint64_t ticks, uint64_t address, int64_t bytes,
+                                                uint64_t total_allocated, uint64_t total_reserved,
+                                                uint64_t device) noexcept {
+  MemoryReport report{ticks, address, bytes, static_cast<uint8_t>(raw::EventKind::kMemory), {}};
+  MemoryTotals totals{total_allocated, total_reserved, device, kMemoryTotalsSlot, {}};
+  Recorder::instance().append_pair(std::bit_cast<Event>(report), std::bit_cast<Event>(totals));
+}
+
+// One 8-byte store at `offset` of a slot.
+template <typename T>
+inline void store_at(Event& slot, size_t offset, T value) noexcept {
+  static_assert(sizeof(T) == 8);
+  std::memcpy(reinterpret_cast<unsigned char*>(&slot) + offset, &value, sizeof(value));
+}
+
+// kind, reserved, domain, aux: the record's last 8 bytes, in one store.
+inline uint64_t packed_tail(uint8_t kind, uint8_t reserved, uint16_t domain, uint32_t aux) noexcept {
+  static_assert(offsetof(Event, kind) == 24 && offsetof(Event, reserved) == 25 &&
+                offsetof(Event, domain) == 26 && offsetof(Event, aux) == 28 &&
+                std::endian::native == std::endian::little);
+  return uint64_t{kind} | uint64_t{reserved} << 8 | uint64_t{domain} << 16 | uint64_t{aux} << 32;
+}
+
+}  // namespace
+
+void record_event_fields(uint64_t t0, uint64_t t1, const char* name, uint8_t kind, uint8_t reserved,
+                         uint16_t domain, uint32_t aux) noexcept {
+  Block* b = tls_block;
+  uint32_t i = b != nullptr ? b->committed.load(std::memory_order_relaxed) : kEventsPerBlock;
+  if (i >= kEventsPerBlock) return append_event_fields(t0, t1, name, kind, reserved, domain, aux);
+  Event& slot = b->events[i];
+  store_at(slot, offsetof(Event, t0), t0);
+  store_at(slot, offsetof(Event, t1), t1);
+  store_at(slot, offsetof(Event, name), name);
+  store_at(slot, offsetof(Event, kind), packed_tail(kind, reserved, domain, aux));
+  b->committed.store(i + 1, std::memory_order_release);
+}
+
+void record_memory(uint64_t ticks, uint64_t address, int64_t bytes, uint64_t total_allocated,
+                   uint64_t total_reserved, uint64_t device) noexcept {
+  Block* b = tls_block;
+  uint32_t i = b != nullptr ? b->committed.load(std::memory_order_relaxed) : kEventsPerBlock;
+  if (i + 2 > kEventsPerBlock)
+    return append_memory(ticks, address, bytes, total_allocated, total_reserved, device);
+  // The layouts of event.h, written field by field into the slots.
+  Event& report = b->events[i];
+  store_at(report, offsetof(MemoryReport, t0), ticks);
+  store_at(report, offsetof(MemoryReport, address), address);
+  store_at(report, offsetof(MemoryReport, bytes), bytes);
+  store_at(report, offsetof(MemoryReport, kind), uint64_t{static_cast<uint8_t>(raw::EventKind::kMemory)});
+  Event& totals = b->events[i + 1];
+  store_at(totals, offsetof(MemoryTotals, total_allocated), total_allocated);
+  store_at(totals, offsetof(MemoryTotals, total_reserved), total_reserved);
+  store_at(totals, offsetof(MemoryTotals, device), device);
+  store_at(totals, offsetof(MemoryTotals, kind), uint64_t{kMemoryTotalsSlot});
+  b->committed.store(i + 2, std::memory_order_release);
 }
 
 void record_range(const char* name, uint64_t start_ticks) noexcept {

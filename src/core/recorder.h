@@ -105,9 +105,18 @@ class Recorder {
 // Appends an event to the calling thread's buffer: the entry point of
 // collectors in other libraries (the caller checks host_recording()).
 void record_event(const Event& event) noexcept;
-// Appends two events that are only meaningful together (a memory report's
-// two slots): the flusher never sees one without the other.
-void record_event_pair(const Event& first, const Event& second) noexcept;
+// The same as record_event(Event{t0, t1, name, kind, reserved, domain, aux})
+// with every field in a register. An Event built by the caller is handed
+// over on its stack, where its 8-byte stores are read back as 16-byte loads
+// by the copy into the block: a store-forwarding stall per load, which cost
+// a LibTorch memory report 2.5 times its timestamp (perf, session 7).
+void record_event_fields(uint64_t t0, uint64_t t1, const char* name, uint8_t kind, uint8_t reserved,
+                         uint16_t domain, uint32_t aux) noexcept;
+// A memory report (MemoryReport and MemoryTotals, event.h): two slots
+// committed together, so that the flusher never sees one without the other;
+// from registers as above.
+void record_memory(uint64_t ticks, uint64_t address, int64_t bytes, uint64_t total_allocated,
+                   uint64_t total_reserved, uint64_t device) noexcept;
 
 // Implemented by the flusher: wakes it up (async-signal-safe).
 void wake_flusher() noexcept;

@@ -111,7 +111,7 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
     const detail::Event& e = events[i];
     auto kind = static_cast<EventKind>(e.kind);
     if (kind == EventKind::kMemory) {
-      // record_event_pair commits both slots at once; a lone one is skipped.
+      // record_memory commits both slots at once; a lone one is skipped.
       if (i + 1 == count || events[i + 1].kind != detail::kMemoryTotalsSlot) continue;
       p = put_memory(p, std::bit_cast<detail::MemoryReport>(e),
                      std::bit_cast<detail::MemoryTotals>(events[++i]), prev_t0);

@@ -31,7 +31,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -75,14 +74,14 @@ struct NameSlot {
 class InternedByHash {
  public:
   const char* find(uint64_t hash) const {
-    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+    for (size_t i = home(hash);; i = (i + 1) & mask_) {
       if (slots_[i].text == nullptr) return nullptr;
       if (slots_[i].hash == hash) return slots_[i].text;
     }
   }
   void insert(uint64_t hash, const char* text) {
     if (2 * (size_ + 1) > slots_.size()) grow();
-    size_t i = hash & mask_;
+    size_t i = home(hash);
     while (slots_[i].text != nullptr && slots_[i].hash != hash) i = (i + 1) & mask_;
     if (slots_[i].text == nullptr) ++size_;
     slots_[i] = Slot{hash, text};
@@ -93,6 +92,10 @@ class InternedByHash {
     uint64_t hash = 0;
     const char* text = nullptr;
   };
+  // The hashes end in a multiplication, whose low bits depend on the low
+  // bits of its operand only: the high half is folded in, or keys that
+  // differ in their high bits share a home slot and probe long chains.
+  size_t home(uint64_t hash) const { return static_cast<size_t>(hash ^ (hash >> 32)) & mask_; }
   void grow() {
     std::vector<Slot> old(std::max<size_t>(64, 2 * slots_.size()));
     old.swap(slots_);
@@ -186,17 +189,9 @@ class MemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
       if (!g_profile_memory.load(std::memory_order_relaxed)) remove_memory_reporter();
       return;
     }
-    detail::MemoryReport report{detail::now_ticks(),
-                                reinterpret_cast<uintptr_t>(ptr),
-                                bytes,
-                                static_cast<uint8_t>(raw::EventKind::kMemory),
-                                {}};
-    detail::MemoryTotals totals{static_cast<uint64_t>(total_allocated),
-                                static_cast<uint64_t>(total_reserved),
-                                raw::memory_device(static_cast<int>(device.type()), device.index()),
-                                detail::kMemoryTotalsSlot,
-                                {}};
-    detail::record_event_pair(std::bit_cast<Event>(report), std::bit_cast<Event>(totals));
+    detail::record_memory(detail::now_ticks(), reinterpret_cast<uintptr_t>(ptr), bytes,
+                          static_cast<uint64_t>(total_allocated), static_cast<uint64_t>(total_reserved),
+                          raw::memory_device(static_cast<int>(device.type()), device.index()));
   }
 
   // Also what makes c10's CPU allocator track sizes and report at all. c10
@@ -331,12 +326,15 @@ inline const char* operator_name(ThreadOps& t, const at::RecordFunction& fn) {
   return operator_name_missed(t, fn, name);
 }
 
-// What an input is, for the types list.
+// What an input is, for the types list. The tag tests that inline come
+// first: an operator's inputs are mostly scalars and Nones, and the list
+// tests are calls into LibTorch.
 const char* input_kind(const c10::IValue& v) {
+  if (v.isNone()) return "";
   if (v.isScalar()) return "Scalar";
+  if (v.isString()) return "String";
   if (v.isTensorList()) return "TensorList";
   if (v.isIntList()) return "ScalarList";
-  if (v.isString()) return "String";
   return "";
 }
 
@@ -616,17 +614,13 @@ void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
   const char* name = operator_name(*t, fn);
   // LibTorch's thread id: of the forward op for an autograd node, else the
   // op's own; (thread, sequence number) links the two.
-  Event e{op.start_ticks,
-          end_ticks,
-          name,
-          static_cast<uint8_t>(raw::EventKind::kOperator),
-          flags,
-          static_cast<uint16_t>(backward ? fn.forwardThreadId() : fn.threadId()),
-          seq < 0 ? detail::kNoSequenceNumber : static_cast<uint32_t>(seq)};
-  detail::record_event(e);
+  detail::record_event_fields(op.start_ticks, end_ticks, name,
+                              static_cast<uint8_t>(raw::EventKind::kOperator), flags,
+                              static_cast<uint16_t>(backward ? fn.forwardThreadId() : fn.threadId()),
+                              seq < 0 ? detail::kNoSequenceNumber : static_cast<uint32_t>(seq));
   if (op.inputs != nullptr) {
-    detail::record_event(
-        Event{op.start_ticks, 0, op.inputs, static_cast<uint8_t>(raw::EventKind::kOperatorInputs), 0, 0, 0});
+    detail::record_event_fields(op.start_ticks, 0, op.inputs,
+                                static_cast<uint8_t>(raw::EventKind::kOperatorInputs), 0, 0, 0);
   }
 }
 
@@ -742,7 +736,10 @@ __attribute__((constructor)) void register_torch_collector() {
 // the same process as the profilers it is compared with. mode 0 removes the
 // callback; 1 adds a global RecordFunction callback that does nothing, with
 // the scopes the collector uses; 2 the same asking for the inputs (the floor
-// of record_shapes). Returns 1 on success, 0 otherwise. Not for production use.
+// of record_shapes); 3 as 2 plus a memory reporter that drops every report in
+// the calling thread's debug info (the floor of record_shapes +
+// profile_memory: c10's allocator then tracks and reports every block).
+// Returns 1 on success, 0 otherwise. Not for production use.
 namespace {
 at::CallbackHandle g_bench_callback = at::INVALID_CALLBACK_HANDLE;
 
@@ -750,6 +747,29 @@ std::unique_ptr<at::ObserverContext> bench_noop_start(const at::RecordFunction&)
   return nullptr;
 }
 void bench_noop_end(const at::RecordFunction&, at::ObserverContext*) {}
+
+class BenchNoopMemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
+ public:
+  BenchNoopMemoryReporter()
+      : ProfilerStateBase(
+            torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::Disabled)) {}
+  void reportMemoryUsage(void*, int64_t, trainprof::torch_collector::MemoryTotal,
+                         trainprof::torch_collector::MemoryTotal, c10::Device) override {}
+  bool memoryProfilingEnabled() const override { return true; }
+  torch::profiler::impl::ActiveProfilerType profilerType() override {
+    return torch::profiler::impl::ActiveProfilerType::NONE;
+  }
+};
+
+// The reporter mode 3 pushed, popped by the next call (from the same thread).
+std::shared_ptr<BenchNoopMemoryReporter> g_bench_reporter;
+
+void pop_bench_reporter() {
+  if (g_bench_reporter == nullptr) return;
+  if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE).get() == g_bench_reporter.get())
+    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+  g_bench_reporter.reset();
+}
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int trainprof_torch_bench_bare_callback(int mode) noexcept {
@@ -758,9 +778,14 @@ extern "C" __attribute__((visibility("default"))) int trainprof_torch_bench_bare
       at::removeCallback(g_bench_callback);
       g_bench_callback = at::INVALID_CALLBACK_HANDLE;
     }
+    pop_bench_reporter();
     if (mode == 0) return 1;
+    if (mode == 3) {
+      g_bench_reporter = std::make_shared<BenchNoopMemoryReporter>();
+      c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, g_bench_reporter);
+    }
     at::RecordFunctionCallback cb(&bench_noop_start, &bench_noop_end);
-    cb.needsInputs(mode == 2);
+    cb.needsInputs(mode >= 2);
     cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
     g_bench_callback = at::addGlobalCallback(cb);
     return 1;
