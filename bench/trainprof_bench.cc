@@ -176,6 +176,19 @@ BENCHMARK(BM_FlusherCpuAtSustainedRate)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+// DynamicProfilerMonitor::step() while profiler_config.json does not ask
+// for a collection: what every training step pays for dynamic profiling.
+// Arg: the watcher's poll interval in ms (its thread stats the file that
+// often, on another core; 3'600'000: it never does during the benchmark).
+void BM_DynamicMonitorStepIdle(benchmark::State& state) {
+  std::string cfg = bench_dir() + "/dyn_cfg_" + std::to_string(state.range(0));
+  trainprof::DynamicProfilerMonitor monitor(cfg, bench_dir() + "/dyn_out",
+                                            static_cast<double>(state.range(0)) / 1000.0);
+  for (auto _ : state) monitor.step();
+  state.counters["steps"] = static_cast<double>(monitor.step_num());
+}
+BENCHMARK(BM_DynamicMonitorStepIdle)->Arg(3'600'000)->Arg(50)->Arg(1);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -24,26 +24,27 @@ void op(const char* name, const char* inputs, uint8_t flags, uint32_t sequence) 
   uint64_t t0 = tp::detail::now_ticks();
   { tp::Range inner("inside"); }
   uint64_t t1 = tp::detail::now_ticks();
-  tp::detail::record_event(tp::detail::Event{t0, t1, name, static_cast<uint8_t>(tp::raw::EventKind::kOperator),
-                                             flags, 7, sequence});
-  tp::detail::record_event(tp::detail::Event{t0, 0, tp::detail::intern(inputs),
-                                             static_cast<uint8_t>(tp::raw::EventKind::kOperatorInputs), 0, 0, 0});
+  tp::detail::record_event(tp::detail::Event{
+      t0, t1, name, static_cast<uint8_t>(tp::raw::EventKind::kOperator), flags, 7, sequence});
+  tp::detail::record_event(tp::detail::Event{
+      t0, 0, tp::detail::intern(inputs), static_cast<uint8_t>(tp::raw::EventKind::kOperatorInputs), 0, 0, 0});
 }
 
 void memory(uint64_t address, int64_t bytes, uint64_t total) {
-  tp::detail::MemoryReport r{tp::detail::now_ticks(), address, bytes,
-                             static_cast<uint8_t>(tp::raw::EventKind::kMemory), {}};
-  tp::detail::MemoryTotals t{total, 2 * total, tp::raw::memory_device(0, -1), tp::detail::kMemoryTotalsSlot, {}};
-  tp::detail::record_event_pair(std::bit_cast<tp::detail::Event>(r), std::bit_cast<tp::detail::Event>(t));
+  tp::detail::record_memory(tp::detail::now_ticks(), address, bytes, total, 2 * total,
+                            tp::raw::memory_device(0, -1));
 }
 
 void work(int thread) {
   tp::set_thread_name("worker " + std::to_string(thread));
   for (int i = 0; i < 20; ++i) {
     tp::Range r("step body");
-    op("aten::conv2d", "[[64,1,28,28],[32,1,3,3]]\x1f[\"float\",\"float\"]\x1f" "1806336\x1f/lib/x.so+0x10;?+0x20",
+    op("aten::conv2d",
+       "[[64,1,28,28],[32,1,3,3]]\x1f[\"float\",\"float\"]\x1f"
+       "1806336\x1f/lib/x.so+0x10;?+0x20",
        0, static_cast<uint32_t>(i));
-    op("ConvolutionBackward0", "[[64,32,26,26]]\x1f[\"float\"]", tp::raw::kOperatorBackward, static_cast<uint32_t>(i));
+    op("ConvolutionBackward0", "[[64,32,26,26]]\x1f[\"float\"]", tp::raw::kOperatorBackward,
+       static_cast<uint32_t>(i));
     memory(0x1000 + static_cast<uint64_t>(i) * 64, 4096, 4096u * static_cast<uint64_t>(i + 1));
     memory(0x1000 + static_cast<uint64_t>(i) * 64, -4096, 4096u * static_cast<uint64_t>(i));
     tp::counter("loss", 1.0 / (i + 1));

@@ -58,6 +58,11 @@ class Profiler {
 
   // Number of step() calls since construction (0-based current step).
   int64_t step_num() const;
+  // Numbers the current step `step`, the next ones after it (torch.profiler's
+  // profile.step_num is settable too): a DynamicProfilerMonitor that records
+  // steps 40000 to 40010 of a job names them so. A schedule acts on the new
+  // numbers from the next step() on.
+  void set_step_num(int64_t step);
   // The schedule's action for the current step (None while stopped;
   // Record while started without a schedule).
   ProfilerAction current_action() const;

@@ -4,6 +4,7 @@
 
 #include "trainprof/analyse.h"
 #include "trainprof/dataset.h"
+#include "trainprof/dynamic.h"
 #include "trainprof/env.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"

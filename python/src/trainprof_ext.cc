@@ -29,6 +29,7 @@
 
 #include "trainprof/analyse.h"
 #include "trainprof/dataset.h"
+#include "trainprof/dynamic.h"
 #include "trainprof/env.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
@@ -293,6 +294,7 @@ void bind_profiler(nb::module_& m) {
       .def("stop", &Profiler::stop, ReleaseGil())
       .def("step", &Profiler::step, ReleaseGil())
       .def("step_num", &Profiler::step_num, ReleaseGil())
+      .def("set_step_num", &Profiler::set_step_num, "step"_a, ReleaseGil())
       .def("current_action", &Profiler::current_action, ReleaseGil())
       .def("started", &Profiler::started, ReleaseGil())
       .def("add_metadata", &Profiler::add_metadata, "key"_a, "value"_a, ReleaseGil())
@@ -309,6 +311,33 @@ void bind_profiler(nb::module_& m) {
           },
           "mode"_a, "pretty"_a, "link_trace_for_peers"_a = false, ReleaseGil())
       .def("wait_for_analysis", &Profiler::wait_for_analysis, ReleaseGil());
+}
+
+// The decisions of a DynamicProfilerMonitor; python/trainprof/_dynamic.py
+// runs the profile. step() keeps the GIL: it reads an atomic and, after an
+// edit, takes a mutex that the watcher thread (which never takes the GIL)
+// holds for a copy.
+void bind_dynamic(nb::module_& m) {
+  using trainprof::DynamicSchedule;
+  nb::class_<DynamicSchedule>(m, "DynamicSchedule")
+      .def(nb::init<std::string, std::string, double>(), "cfg_path"_a, "output_path"_a, "poll_interval"_a)
+      .def("step",
+           [](DynamicSchedule& s) {
+             DynamicSchedule::Action a = s.step();
+             return std::make_tuple(a.stop, a.start);
+           })
+      .def("step_num", &DynamicSchedule::step_num)
+      .def("collecting", &DynamicSchedule::collecting)
+      .def("configs_read", &DynamicSchedule::configs_read)
+      // (start_step, stop_step, analyse_mode, options) of the collection being recorded, or None.
+      .def("collection",
+           [](const DynamicSchedule& s)
+               -> std::optional<std::tuple<int64_t, int64_t, int, trainprof::ProfilerOptions>> {
+             if (!s.collection()) return std::nullopt;
+             const trainprof::DynamicCollection& c = *s.collection();
+             return std::make_tuple(c.start_step, c.stop_step, c.analyse_mode, c.options);
+           });
+  m.def("default_dynamic_config", &trainprof::default_dynamic_config);
 }
 
 void bind_analysis(nb::module_& m) {
@@ -385,6 +414,7 @@ NB_MODULE(_trainprof, m) {
   bind_options(m);
   bind_profiler(m);
   bind_analysis(m);
+  bind_dynamic(m);
   bind_ranges(m);
   bind_data_stages(m);
   bind_context(m);

@@ -91,3 +91,4 @@ def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test runs in its own directory: the default ./data lands there."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TRAINPROF_OPTIONS", raising=False)
+    monkeypatch.delenv("TRAINPROF_DYNAMIC_CONFIG", raising=False)

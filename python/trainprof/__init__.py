@@ -36,6 +36,7 @@ finally:
         _os.environ["TRAINPROF_OPTIONS"] = _options_text
 
 from . import _torch, _zero_code, mstx
+from ._dynamic import DynamicProfilerMonitor
 from ._ranges import record_function
 from . import _trainprof as _trainprof_core
 from ._trainprof import version as _core_version
@@ -54,6 +55,7 @@ from .profiler import (
 __version__: str = _core_version()  # CMakeLists.txt's project version, as the package's
 
 __all__ = [
+    "DynamicProfilerMonitor",
     "ExportType",
     "ProfilerAction",
     "ProfilerActivity",
@@ -82,3 +84,4 @@ _torch.load_if_torch_imported()
 # TRAINPROF_OPTIONS); nn.Module paths come from the hooks with_modules installs.
 _trainprof_core.enable_python_context()
 _zero_code.start_from_environment()
+_zero_code.start_monitor_from_environment()

@@ -18,8 +18,15 @@ profile covers the whole process:
 - at interpreter exit the profile is stopped: the open run is closed and
   flushed and, with ``"analyse": true``, analysed (``{run}/PROFILER_OUTPUT``).
 
+``TRAINPROF_DYNAMIC_CONFIG`` (a directory) starts a ``DynamicProfilerMonitor``
+instead (_dynamic.py): nothing is recorded until its ``profiler_config.json``
+asks for steps; runs go to ``TRAINPROF_DYNAMIC_OUTPUT`` (default ``./data``);
+the file is looked at every ``TRAINPROF_DYNAMIC_POLL_INTERVAL`` seconds
+(default 2); steps are the optimizer's, as above.
+
 A ``.pth`` file installed with the package (``trainprof_autostart.pth``)
-imports trainprof at interpreter start when ``TRAINPROF_OPTIONS`` is set, so a
+imports trainprof at interpreter start when ``TRAINPROF_OPTIONS`` or
+``TRAINPROF_DYNAMIC_CONFIG`` is set, so a
 plain ``python train.py`` is profiled without a line changed; without it
 (trainprof put on ``sys.path`` by hand) ``import trainprof`` starts it.
 Processes of ``multiprocessing`` (DataLoader workers among them) are not
@@ -43,12 +50,18 @@ from .profiler import profile
 _log = logging.getLogger("trainprof")
 
 OPTIONS_VARIABLE = "TRAINPROF_OPTIONS"
+# Dynamic profiling without code changes: the directory of
+# profiler_config.json, where runs go, and how often the file is looked at.
+DYNAMIC_VARIABLE = "TRAINPROF_DYNAMIC_CONFIG"
+DYNAMIC_OUTPUT_VARIABLE = "TRAINPROF_DYNAMIC_OUTPUT"
+DYNAMIC_POLL_VARIABLE = "TRAINPROF_DYNAMIC_POLL_INTERVAL"
 
 _profile: Optional[profile] = None
 _output_path = ""
 _analysed = False
 _driver: Optional[Any] = None  # weak reference to the optimizer whose steps count
 _in_step = threading.local()  # inside a counted optimizer step (nested steps count once)
+_monitor: Optional[Any] = None  # the DynamicProfilerMonitor of TRAINPROF_DYNAMIC_CONFIG
 
 
 def active() -> Optional[profile]:
@@ -102,6 +115,41 @@ def start_from_json(text: str) -> Optional[profile]:
     _torch.when_imported(_on_torch_imported)
     atexit.register(stop)
     return _profile
+
+
+def start_monitor_from_environment() -> Optional[Any]:
+    """Starts the process-wide DynamicProfilerMonitor when
+    TRAINPROF_DYNAMIC_CONFIG names a config directory (once; not in
+    multiprocessing children); its steps are the optimizer's. A bad value is
+    reported on stderr and the process runs without it."""
+    global _monitor
+    cfg = os.environ.get(DYNAMIC_VARIABLE, "")
+    if not cfg or _monitor is not None or _is_multiprocessing_child():
+        return _monitor
+    if _profile is not None:
+        sys.stderr.write(f"[trainprof] {OPTIONS_VARIABLE} profiles the whole process: "
+                         f"{DYNAMIC_VARIABLE} is not used\n")
+        return None
+    from ._dynamic import DynamicProfilerMonitor
+    try:
+        poll = float(os.environ.get(DYNAMIC_POLL_VARIABLE) or 2)
+        _monitor = DynamicProfilerMonitor(cfg, os.environ.get(DYNAMIC_OUTPUT_VARIABLE) or "./data", poll)
+    except (TypeError, ValueError) as e:
+        sys.stderr.write(f"[trainprof] {DYNAMIC_VARIABLE}: {e}; this process runs without dynamic profiling\n")
+        return None
+    _torch.when_imported(_on_torch_imported)
+    atexit.register(_close_monitor)
+    return _monitor
+
+
+def _close_monitor() -> None:
+    """At exit: a collection in progress is closed (and analysed as configured)."""
+    global _monitor
+    monitor, _monitor = _monitor, None
+    if monitor is not None:
+        monitor.close()
+        for run in monitor.runs:
+            sys.stderr.write(f"[trainprof] dynamic profiling recorded {run}\n")
 
 
 def _on_torch_imported() -> None:
@@ -158,6 +206,8 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
             return
         if _profile is not None:
             _profile.step()
+        if _monitor is not None:
+            _monitor.step()
     except Exception:
         _log.exception("trainprof: the step was not counted; training goes on")
 

@@ -174,6 +174,11 @@ int64_t Profiler::step_num() const {
   return step_num_;
 }
 
+void Profiler::set_step_num(int64_t step) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  step_num_ = step;
+}
+
 ProfilerAction Profiler::current_action() const {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   return action_;

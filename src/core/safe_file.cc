@@ -82,16 +82,28 @@ bool is_temporary_name(const std::string& name) {
   return true;
 }
 
-std::string write_file_atomically_at(int dir_fd, const std::string& name, const std::string& text,
-                                     const std::string& display) {
-  std::string tmp;
-  UniqueFd fd(create_temporary_at(dir_fd, name, &tmp));
+namespace {
+
+// A fresh temporary file in `dir_fd` holding `text`, closed; its name in
+// `tmp`. Returns "" or the error (the temporary is then gone).
+std::string write_temporary_at(int dir_fd, const std::string& name, const std::string& text,
+                               const std::string& display, std::string* tmp) {
+  UniqueFd fd(create_temporary_at(dir_fd, name, tmp));
   if (!fd.valid()) return "cannot create a temporary file for '" + display + "': " + std::strerror(errno);
   if (write_all(fd.get(), text.data(), text.size()) < text.size() || ::close(fd.release()) != 0) {
     std::string error = "cannot write '" + display + "': " + std::strerror(errno);
-    unlinkat(dir_fd, tmp.c_str(), 0);
+    unlinkat(dir_fd, tmp->c_str(), 0);
     return error;
   }
+  return "";
+}
+
+}  // namespace
+
+std::string write_file_atomically_at(int dir_fd, const std::string& name, const std::string& text,
+                                     const std::string& display) {
+  std::string tmp;
+  if (std::string error = write_temporary_at(dir_fd, name, text, display, &tmp); !error.empty()) return error;
   // renameat replaces whatever is at `name` (a symlink itself, not its target).
   if (renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
     std::string error = "cannot rename a temporary file to '" + display + "': " + std::strerror(errno);
@@ -99,6 +111,24 @@ std::string write_file_atomically_at(int dir_fd, const std::string& name, const 
     return error;
   }
   return "";
+}
+
+std::string write_file_if_absent_at(int dir_fd, const std::string& name, const std::string& text,
+                                    const std::string& display, bool* existed) {
+  *existed = false;
+  std::string tmp;
+  if (std::string error = write_temporary_at(dir_fd, name, text, display, &tmp); !error.empty()) return error;
+  // linkat, unlike renameat, fails on anything already at `name`: a file
+  // another process wrote meanwhile is never replaced.
+  int linked = linkat(dir_fd, tmp.c_str(), dir_fd, name.c_str(), 0);
+  int link_errno = errno;
+  unlinkat(dir_fd, tmp.c_str(), 0);
+  if (linked == 0) return "";
+  if (link_errno == EEXIST) {
+    *existed = true;
+    return "";
+  }
+  return "cannot create '" + display + "': " + std::strerror(link_errno);
 }
 
 int open_regular_file_at(int dir_fd, const std::string& name, bool follow) {

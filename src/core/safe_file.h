@@ -70,6 +70,11 @@ bool is_temporary_name(const std::string& name);
 // renameat). `display` names the file in messages. Returns "" or the error.
 std::string write_file_atomically_at(int dir_fd, const std::string& name, const std::string& text,
                                      const std::string& display);
+// As write_file_atomically_at, but never replaces anything at `name`: when
+// something is there (it may have appeared meanwhile: another process
+// creating the same default file), nothing is written and *existed is set.
+std::string write_file_if_absent_at(int dir_fd, const std::string& name, const std::string& text,
+                                    const std::string& display, bool* existed);
 
 // Opens `name` under `dir_fd` for reading only if it is a regular file: it is
 // checked before opening (a device is never opened), opened O_NONBLOCK (a

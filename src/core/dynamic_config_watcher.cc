@@ -1,0 +1,158 @@
+// Copyright trainprof authors.
+#include "core/dynamic_config_watcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "core/log.h"
+#include "core/run_directory.h"
+
+namespace trainprof::detail {
+namespace {
+
+bool same_time(const timespec& a, const timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+bool DynamicConfigWatcher::FileKey::operator==(const FileKey& other) const {
+  return device == other.device && inode == other.inode && size == other.size &&
+         same_time(modified, other.modified) && same_time(changed, other.changed);
+}
+
+DynamicConfigWatcher::DynamicConfigWatcher(const std::string& dir, double poll_interval_s)
+    : display_(dir + "/" + kDynamicConfigFileName) {
+  if (dir.empty()) throw std::invalid_argument("DynamicProfilerMonitor: cfg_path must not be empty");
+  if (!(poll_interval_s > 0 && poll_interval_s <= 3600)) {
+    throw std::invalid_argument("DynamicProfilerMonitor: poll_interval must be in (0, 3600] seconds, got " +
+                                std::to_string(poll_interval_s));
+  }
+  interval_ = std::chrono::nanoseconds(static_cast<int64_t>(poll_interval_s * 1e9));
+  if (std::string error = make_private_directories(dir); !error.empty())
+    throw std::invalid_argument("DynamicProfilerMonitor: cfg_path: " + error);
+  dir_fd_.reset(open_directory_at(AT_FDCWD, dir));
+  if (!dir_fd_.valid()) {
+    throw std::invalid_argument("DynamicProfilerMonitor: cannot open cfg_path '" + dir +
+                                "' as a directory (a symlink is refused): " + std::strerror(errno));
+  }
+  create_default_file();
+  poll();
+  owner_pid_ = getpid();
+  thread_ = std::make_unique<std::thread>([this] { run(); });
+}
+
+DynamicConfigWatcher::~DynamicConfigWatcher() {
+  if (thread_ == nullptr) return;
+  if (getpid() != owner_pid_) {
+    // A fork() child's copy: the thread was never there. Joining would
+    // wait forever and destroying a joinable std::thread aborts, so the
+    // object is left alone.
+    (void)thread_.release();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_->join();
+}
+
+DynamicConfig DynamicConfigWatcher::latest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+void DynamicConfigWatcher::create_default_file() {
+  bool existed = false;
+  std::string error = write_file_if_absent_at(dir_fd_.get(), kDynamicConfigFileName, default_dynamic_config(),
+                                              display_, &existed);
+  if (!error.empty()) {
+    log_warning("DynamicProfilerMonitor: " + error + "; write the file yourself to start a collection");
+  } else if (!existed) {
+    log_info("DynamicProfilerMonitor: created " + display_ + " (edit start_step and stop_step to collect)");
+  }
+}
+
+bool DynamicConfigWatcher::stat_file(FileKey* key) {
+  struct stat st {};
+  if (fstatat(dir_fd_.get(), kDynamicConfigFileName, &st, 0) != 0) return false;
+  *key = FileKey{st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
+  return true;
+}
+
+void DynamicConfigWatcher::poll() {
+  FileKey before;
+  if (!stat_file(&before)) {
+    if (!missing_reported_) {
+      log_warning("DynamicProfilerMonitor: " + display_ + " is gone (" + std::strerror(errno) +
+                  "); the config before it stays");
+      missing_reported_ = true;
+    }
+    taken_ = FileKey{};
+    return;
+  }
+  missing_reported_ = false;
+  if (before == taken_) return;  // the common case: nothing read
+  if (before.size > kMaxFileBytes) {
+    if (!(before == bad_)) {
+      log_warning("DynamicProfilerMonitor: " + display_ + " is " + std::to_string(before.size) +
+                  " bytes, more than a config can be; ignored");
+    }
+    bad_ = before;
+    return;
+  }
+  std::string text = read_regular_file_at(dir_fd_.get(), kDynamicConfigFileName, /*follow=*/true);
+  FileKey after;
+  if (!stat_file(&after) || !(after == before)) return;  // written meanwhile: read again next time
+  taken_ = before;
+  if (text == text_) return;  // saved again unchanged, or touched
+  try {
+    DynamicConfig config = parse_dynamic_config(text);
+    text_ = text;
+    if (!config.ignored.empty()) {
+      log_warning("DynamicProfilerMonitor: " + display_ + ": ignored here: " + joined(config.ignored));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      latest_ = std::move(config);
+    }
+    version_.fetch_add(1, std::memory_order_release);
+  } catch (const std::invalid_argument& e) {
+    if (!(before == bad_)) {
+      // First sight: perhaps an editor's half-written file. Looked at
+      // again next poll; reported if it is still the same then.
+      bad_ = before;
+      taken_ = FileKey{};
+      return;
+    }
+    text_ = text;
+    log_warning(std::string("DynamicProfilerMonitor: ") + e.what() + "; the config before it stays");
+  }
+}
+
+void DynamicConfigWatcher::run() {
+  std::unique_lock<std::mutex> lock(wake_mu_);
+  while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
+    lock.unlock();
+    try {
+      poll();
+    } catch (const std::exception& e) {  // out of memory, at worst: the next poll tries again
+      log_error(std::string("DynamicProfilerMonitor: watching ") + display_ + " failed: " + e.what());
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace trainprof::detail

@@ -1,0 +1,91 @@
+// Copyright trainprof authors. The thread that watches profiler_config.json
+// for a DynamicSchedule (include/trainprof/dynamic.h).
+//
+// Every poll interval it stats the file (size, times, inode: no read when
+// nothing changed); a changed file is read whole, stat'ed again, and only
+// taken when the two stats agree (a file being written is read again at the
+// next poll, never half applied), its text differs from the last one taken,
+// and it parses. A bad file is reported once it has stayed the same for two
+// polls (an editor's half-written file is not reported), naming the field;
+// the config before it stays. Each accepted config bumps version(), which
+// the training thread compares with what it has seen: one atomic load per
+// step when nothing changed.
+#ifndef TRAINPROF_CORE_DYNAMIC_CONFIG_WATCHER_H_
+#define TRAINPROF_CORE_DYNAMIC_CONFIG_WATCHER_H_
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/safe_file.h"
+#include "trainprof/dynamic.h"
+
+namespace trainprof::detail {
+
+class DynamicConfigWatcher {
+ public:
+  // Creates `dir` (0700) and the default file when absent, then reads the
+  // file once here, so that version() is 1 on return when it holds a valid
+  // config. Throws std::invalid_argument when `dir` cannot be made or opened
+  // (or is a symlink) or the interval is outside (0, 3600] s.
+  DynamicConfigWatcher(const std::string& dir, double poll_interval_s);
+  ~DynamicConfigWatcher();  // wakes and joins the thread (not in a fork() child: it has none)
+  DynamicConfigWatcher(const DynamicConfigWatcher&) = delete;
+  DynamicConfigWatcher& operator=(const DynamicConfigWatcher&) = delete;
+
+  // Configs accepted so far; acquire: latest() then holds the newest.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+  DynamicConfig latest() const;
+
+  // One look at the file (the thread's work; public for tests).
+  void poll();
+
+  // The longest file read: a config is a few hundred bytes.
+  static constexpr off_t kMaxFileBytes = 1 << 20;
+
+ private:
+  // What changes when the file is written, replaced or touched.
+  struct FileKey {
+    dev_t device = 0;
+    ino_t inode = 0;
+    off_t size = -1;
+    timespec modified{};
+    timespec changed{};
+    bool operator==(const FileKey& other) const;
+  };
+  bool stat_file(FileKey* key);
+  void create_default_file();
+  void accept(const std::string& text);
+  void run();
+
+  std::string display_;  // the file's path, for messages
+  UniqueFd dir_fd_;
+  std::chrono::nanoseconds interval_;
+
+  // Poll state: the thread's (and the constructor's) only.
+  FileKey taken_;     // the version last read whole
+  FileKey bad_;       // a version that did not parse once (reported the second time)
+  std::string text_;  // the text last parsed (accepted or reported)
+  bool missing_reported_ = false;
+
+  mutable std::mutex mu_;
+  DynamicConfig latest_;  // guarded by mu_
+  std::atomic<uint64_t> version_{0};
+
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // guarded by wake_mu_
+  int owner_pid_ = 0;
+  std::unique_ptr<std::thread> thread_;
+};
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_DYNAMIC_CONFIG_WATCHER_H_
