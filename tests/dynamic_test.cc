@@ -1,6 +1,7 @@
 // Copyright trainprof authors. Dynamic profiling: profiler_config.json, the
 // thread that watches it, the steps it selects, runs recorded by a monitor
 // while a test edits the file, two processes sharing one file.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -164,34 +165,71 @@ TEST(DynamicConfigWatcher, RefusesABadIntervalAndASymlinkedDirectory) {
   EXPECT_THROW(detail::DynamicConfigWatcher(dir.sub("link"), 1), std::invalid_argument);
 }
 
-TEST(DynamicConfigWatcher, TakesEachNewValidVersionOnceAndKeepsTheLastOnABadOne) {
+// Two looks: a change is taken once the file stayed the same for a poll.
+void settle(detail::DynamicConfigWatcher& w) {
+  w.poll();
+  w.poll();
+}
+
+TEST(DynamicConfigWatcher, TakesEachNewValidVersionOnceItIsStableAndKeepsTheLastOnABadOne) {
   TempDir dir;
   detail::DynamicConfigWatcher w(dir.path(), 3600);  // the thread never polls: the test does
   ASSERT_EQ(w.version(), 1u);
   save_config(dir.path(), window(3, 4));
+  w.poll();  // first sight of the change: not yet
+  EXPECT_EQ(w.version(), 1u);
   w.poll();
   EXPECT_EQ(w.version(), 2u);
   EXPECT_EQ(w.latest().start_step, 3);
-  w.poll();  // unchanged: nothing read
+  settle(w);  // unchanged: nothing read
   EXPECT_EQ(w.version(), 2u);
   save_config(dir.path(), window(3, 4));  // saved again, same text
-  w.poll();
+  settle(w);
   EXPECT_EQ(w.version(), 2u);
 
-  save_config(dir.path(), R"({"start_step": 5, "stop_step": )");  // half written
-  w.poll();
-  w.poll();  // still bad after two looks: reported, the config before stays
-  EXPECT_EQ(w.version(), 2u);
+  save_config(dir.path(), R"({"start_step": 5, "stop_step": )");  // left half written
+  settle(w);
+  EXPECT_EQ(w.version(), 2u);  // reported; the config before it stays
   EXPECT_EQ(w.latest().start_step, 3);
   save_config(dir.path(), window(5, 3));  // stop before start
-  w.poll();
-  w.poll();
+  settle(w);
   EXPECT_EQ(w.latest().start_step, 3);
 
   save_config(dir.path(), window(8, 9));
-  w.poll();
+  settle(w);
   EXPECT_EQ(w.version(), 3u);
   EXPECT_EQ(w.latest().stop_step, 9);
+}
+
+TEST(DynamicConfigWatcher, AFileWrittenInPiecesIsTakenWhole) {
+  TempDir dir;
+  detail::DynamicConfigWatcher w(dir.path(), 3600);
+  // Two configs of one length: the second's first half with the first's
+  // second half would be a valid third one ({"start_step": 30, ...: 50}).
+  std::string first = window(10, 50), second = window(30, 40);
+  ASSERT_EQ(first.size(), second.size());
+  save_config(dir.path(), first);
+  settle(w);
+  ASSERT_EQ(w.latest().start_step, 10);
+  // The kernel's file times are coarse (a few ms): each piece gets a time
+  // of its own here, as pieces written a poll interval apart would.
+  auto stamp = [&](time_t seconds) {
+    timespec times[2] = {{seconds, 0}, {seconds, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, config_path(dir.path()).c_str(), times, 0), 0);
+  };
+  {
+    std::fstream f(config_path(dir.path()), std::ios::in | std::ios::out);  // in place, no truncation
+    f << second.substr(0, second.size() / 2) << std::flush;
+    stamp(1000);
+    w.poll();  // sees a change in the middle of the write: waits
+    f << second.substr(second.size() / 2) << std::flush;
+  }
+  stamp(2000);
+  w.poll();  // changed again since the last look: waits
+  EXPECT_EQ(w.latest().start_step, 10);
+  w.poll();
+  EXPECT_EQ(w.latest().start_step, 30);
+  EXPECT_EQ(w.latest().stop_step, 40);
 }
 
 TEST(DynamicConfigWatcher, AFileThatIsNotARegularFileOrTooLargeIsNotRead) {
@@ -199,17 +237,15 @@ TEST(DynamicConfigWatcher, AFileThatIsNotARegularFileOrTooLargeIsNotRead) {
   detail::DynamicConfigWatcher w(dir.path(), 3600);
   std::filesystem::remove(config_path(dir.path()));
   ASSERT_EQ(mkfifo(config_path(dir.path()).c_str(), 0600), 0);  // reading it would block
-  w.poll();
-  w.poll();
+  settle(w);
   EXPECT_EQ(w.version(), 1u);
   std::filesystem::remove(config_path(dir.path()));
   std::string big = window(2, 3) + std::string(detail::DynamicConfigWatcher::kMaxFileBytes, ' ');
   save_config(dir.path(), big);
-  w.poll();
+  settle(w);
   EXPECT_EQ(w.version(), 1u);
-  w.poll();  // the file gone meanwhile is fine too
-  std::filesystem::remove(config_path(dir.path()));
-  w.poll();
+  std::filesystem::remove(config_path(dir.path()));  // the file gone is fine too
+  settle(w);
   EXPECT_EQ(w.version(), 1u);
 }
 
@@ -323,6 +359,22 @@ TEST(DynamicProfilerMonitor, WithoutAnalysisTheRawRunHoldsTheStepsAndADestroyedM
   std::vector<std::string> runs = run_dirs(out);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(step_numbers(runs[0]), range(2, 7));
+}
+
+TEST(DynamicProfilerMonitor, AnalyseModeOneAnalysesInAChildProcessWhileTrainingGoesOn) {
+  TempDir dir;
+  std::string cfg = dir.sub("cfg"), out = dir.sub("out");
+  std::filesystem::create_directory(cfg);
+  save_config(cfg, window(2, 3, 1));
+  DynamicProfilerMonitor monitor(cfg, out, 3600);
+  for (int step = 1; step <= 5; ++step) monitor.step();
+  ASSERT_EQ(monitor.runs().size(), 1u);
+  // The outputs appear when the child is done (a synchronisation, 60 s at most).
+  std::string csv = monitor.runs()[0] + "/PROFILER_OUTPUT/step_trace_time.csv";
+  for (int waited_ms = 0; waited_ms < 60'000 && !std::filesystem::exists(csv); waited_ms += 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(csv));
+  EXPECT_NE(test::read_text(csv).find("\n3,"), std::string::npos);
 }
 
 TEST(DynamicProfilerMonitor, TwoProcessesSharingOneConfigRecordTheSameSteps) {

@@ -28,13 +28,15 @@
 //
 // The file is looked at by a background thread every poll_interval seconds
 // (its size, times and inode); step() only reads an atomic counter, a few
-// nanoseconds when nothing changed. A new config takes effect at its
-// start_step, or at the next step when that has passed (the same number of
-// steps is then recorded, with a warning). A config saved while a collection
-// runs waits for its end, except that "start_step": -1 ends it at the next
-// step(). A file with bad JSON or a bad value is reported (naming the field)
-// and the config before it stays; a file read while it was being written is
-// read again, never half applied.
+// nanoseconds when nothing changed. A changed file is read once it has
+// stayed the same for one interval (an edit is seen within two), whole, and
+// taken only if it did not change during the read: a file being written is
+// never half applied. A new config takes effect at its start_step, or at the
+// next step when that has passed (the same number of steps is then recorded,
+// with a warning). A config saved while a collection runs waits for its end,
+// except that "start_step": -1 ends it at the next step(). A file with bad
+// JSON or a bad value is reported (naming the field) and the config before
+// it stays.
 #ifndef TRAINPROF_DYNAMIC_H_
 #define TRAINPROF_DYNAMIC_H_
 

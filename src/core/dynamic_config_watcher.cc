@@ -47,7 +47,7 @@ DynamicConfigWatcher::DynamicConfigWatcher(const std::string& dir, double poll_i
                                 "' as a directory (a symlink is refused): " + std::strerror(errno));
   }
   create_default_file();
-  poll();
+  look(/*settled=*/true);  // no writer to wait for: it is read now
   owner_pid_ = getpid();
   thread_ = std::make_unique<std::thread>([this] { run(); });
 }
@@ -93,34 +93,42 @@ bool DynamicConfigWatcher::stat_file(FileKey* key) {
 }
 
 void DynamicConfigWatcher::poll() {
-  FileKey before;
-  if (!stat_file(&before)) {
+  look(/*settled=*/false);
+}
+
+void DynamicConfigWatcher::look(bool settled) {
+  FileKey now;
+  if (!stat_file(&now)) {
     if (!missing_reported_) {
       log_warning("DynamicProfilerMonitor: " + display_ + " is gone (" + std::strerror(errno) +
                   "); the config before it stays");
       missing_reported_ = true;
     }
-    taken_ = FileKey{};
+    taken_ = seen_ = FileKey{};
     return;
   }
   missing_reported_ = false;
-  if (before == taken_) return;  // the common case: nothing read
-  if (before.size > kMaxFileBytes) {
-    if (!(before == bad_)) {
-      log_warning("DynamicProfilerMonitor: " + display_ + " is " + std::to_string(before.size) +
-                  " bytes, more than a config can be; ignored");
-    }
-    bad_ = before;
+  if (now == taken_) return;  // the common case: nothing read
+  // A changed file is taken once it has stayed the same for a poll
+  // interval: an editor or a tool writing it in place, even in pieces with
+  // pauses, has finished by then.
+  bool stable = settled || now == seen_;
+  seen_ = now;
+  if (!stable) return;
+  if (now.size > kMaxFileBytes) {
+    log_warning("DynamicProfilerMonitor: " + display_ + " is " + std::to_string(now.size) +
+                " bytes, more than a config can be; ignored");
+    taken_ = now;
     return;
   }
   std::string text = read_regular_file_at(dir_fd_.get(), kDynamicConfigFileName, /*follow=*/true);
   FileKey after;
-  if (!stat_file(&after) || !(after == before)) return;  // written meanwhile: read again next time
-  taken_ = before;
+  if (!stat_file(&after) || !(after == now)) return;  // written meanwhile: looked at again
+  taken_ = now;
   if (text == text_) return;  // saved again unchanged, or touched
+  text_ = text;
   try {
     DynamicConfig config = parse_dynamic_config(text);
-    text_ = text;
     if (!config.ignored.empty()) {
       log_warning("DynamicProfilerMonitor: " + display_ + ": ignored here: " + joined(config.ignored));
     }
@@ -130,14 +138,6 @@ void DynamicConfigWatcher::poll() {
     }
     version_.fetch_add(1, std::memory_order_release);
   } catch (const std::invalid_argument& e) {
-    if (!(before == bad_)) {
-      // First sight: perhaps an editor's half-written file. Looked at
-      // again next poll; reported if it is still the same then.
-      bad_ = before;
-      taken_ = FileKey{};
-      return;
-    }
-    text_ = text;
     log_warning(std::string("DynamicProfilerMonitor: ") + e.what() + "; the config before it stays");
   }
 }

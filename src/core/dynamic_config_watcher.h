@@ -2,14 +2,14 @@
 // for a DynamicSchedule (include/trainprof/dynamic.h).
 //
 // Every poll interval it stats the file (size, times, inode: no read when
-// nothing changed); a changed file is read whole, stat'ed again, and only
-// taken when the two stats agree (a file being written is read again at the
-// next poll, never half applied), its text differs from the last one taken,
-// and it parses. A bad file is reported once it has stayed the same for two
-// polls (an editor's half-written file is not reported), naming the field;
-// the config before it stays. Each accepted config bumps version(), which
-// the training thread compares with what it has seen: one atomic load per
-// step when nothing changed.
+// nothing changed). A changed file is read once it has stayed the same for
+// one poll interval (a tool writing it in place, in pieces, has finished),
+// read whole, stat'ed again and taken only when the stats agree (never
+// half applied), when its text differs from the last one taken, and when it
+// parses; a bad one is reported, naming the field, and the config before it
+// stays. Each accepted config bumps version(), which the training thread
+// compares with what it has seen: one atomic load per step when nothing
+// changed.
 #ifndef TRAINPROF_CORE_DYNAMIC_CONFIG_WATCHER_H_
 #define TRAINPROF_CORE_DYNAMIC_CONFIG_WATCHER_H_
 
@@ -44,7 +44,8 @@ class DynamicConfigWatcher {
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
   DynamicConfig latest() const;
 
-  // One look at the file (the thread's work; public for tests).
+  // One look at the file (the thread's work; public for tests): a change is
+  // taken at the second look that finds the file the same.
   void poll();
 
   // The longest file read: a config is a few hundred bytes.
@@ -61,6 +62,7 @@ class DynamicConfigWatcher {
     bool operator==(const FileKey& other) const;
   };
   bool stat_file(FileKey* key);
+  void look(bool settled);
   void create_default_file();
   void accept(const std::string& text);
   void run();
@@ -70,8 +72,8 @@ class DynamicConfigWatcher {
   std::chrono::nanoseconds interval_;
 
   // Poll state: the thread's (and the constructor's) only.
-  FileKey taken_;     // the version last read whole
-  FileKey bad_;       // a version that did not parse once (reported the second time)
+  FileKey taken_;     // the version last read whole (or refused as too large)
+  FileKey seen_;      // the version the last look found
   std::string text_;  // the text last parsed (accepted or reported)
   bool missing_reported_ = false;
 
