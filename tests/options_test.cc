@@ -88,12 +88,27 @@ TEST(EnvOptions, RecordedOptionsParseBackToTheSame) {
   o.profiler_level = ProfilerLevel::Level1;
   o.mstx_domain_exclude = {"noisy"};
   o.buffer_mb = 9;
+  o.host_sys = {HostSystem::Cpu, HostSystem::Network};
+  o.host_sys_interval_ms = 20;
   o.schedule = Schedule{.wait = 2, .warmup = 1, .active = 4, .repeat = 3, .skip_first = 5};
   nlohmann::json recorded = detail::options_to_json(o);
   recorded["start"] = true;
   EnvOptions env = parse_options_json(recorded.dump());
   EXPECT_EQ(detail::options_to_json(env.options), detail::options_to_json(o));
   EXPECT_FALSE(env.options.start_profile);
+}
+
+TEST(EnvOptions, HostSysNamesItsPartsAndRefusesOthers) {
+  EnvOptions env =
+      parse_options_json(R"({"start": true, "host_sys": ["mem", "disk"], "host_sys_interval_ms": 100})");
+  EXPECT_EQ(env.options.host_sys, (std::set<HostSystem>{HostSystem::Mem, HostSystem::Disk}));
+  EXPECT_EQ(env.options.host_sys_interval_ms, 100u);
+  EXPECT_THROW(parse_options_json(R"({"start": true, "host_sys": ["gpu"]})"), std::invalid_argument);
+  EXPECT_THROW(parse_options_json(R"({"start": true, "host_sys": "cpu"})"), std::invalid_argument);
+  EXPECT_THROW(parse_options_json(R"({"start": true, "host_sys_interval_ms": 0})"), std::invalid_argument);
+  ProfilerOptions o;
+  o.host_sys_interval_ms = 60001;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
 }
 
 TEST(EnvOptions, DefaultsWhenOnlyStart) {

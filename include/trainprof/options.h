@@ -24,6 +24,12 @@ enum class Activity { CPU, GPU };
 // How much the framework collectors record (see docs/ARCHITECTURE.md).
 enum class ProfilerLevel { None, Level0, Level1, Level2 };
 
+// Host system usage a sampler thread reads from /proc (torch_npu's
+// host_sys): "cpu" per core, of the host and of the process; "mem" the
+// host's memory in use and the process' RSS; "disk" and "network" bytes
+// per second.
+enum class HostSystem { Cpu, Mem, Disk, Network };
+
 struct ProfilerOptions {
   // Parent of the run directories ({host}_{pid}_{timestamp}_trainprof).
   std::string output_path = "./data";
@@ -50,6 +56,12 @@ struct ProfilerOptions {
   std::vector<std::string> mstx_domain_include;
   std::vector<std::string> mstx_domain_exclude;
 
+  // Host system usage sampled every host_sys_interval_ms while recording:
+  // counters in the timeline, host_{cpu,mem,disk,network}_usage.csv, and a
+  // summary line naming the steps the host was saturated in. Empty: off.
+  std::set<HostSystem> host_sys;
+  uint32_t host_sys_interval_ms = 50;  // [1, 60000]
+
   // Remove raw data after a successful analysis.
   bool data_simplification = false;
 
@@ -67,6 +79,9 @@ struct ProfilerOptions {
 
 std::string_view to_string(Activity activity);
 std::string_view to_string(ProfilerLevel level);
+std::string_view to_string(HostSystem part);  // "cpu", "mem", "disk", "network"
+// The HostSystem of a name to_string gives; false for any other name.
+bool parse_host_system(std::string_view name, HostSystem* part);
 
 }  // namespace trainprof
 

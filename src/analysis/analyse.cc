@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "analysis/host_usage.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/run_loader.h"
@@ -105,6 +106,32 @@ std::string write_memory_outputs(const analysis::TraceModel& model, const std::v
   return e.empty() ? e2 : e;
 }
 
+// Writes the host_*_usage.csv of the parts the run sampled (host_sys) and
+// sets (*extra)["host"]: the samples and the steps the host was the
+// bottleneck of (the summary names them).
+std::string write_host_outputs(const analysis::TraceModel& model, const OutputDir& out, json* extra) {
+  std::string errors;
+  bool any = false;
+  for (const analysis::HostUsageTable& table : analysis::host_usage_tables(model)) {
+    if (table.ts_ns.empty()) {
+      unlinkat(out.fd, table.file, 0);  // of an earlier analysis
+      continue;
+    }
+    any = true;
+    std::string e = exporter::write_host_usage(table, model.realtime_offset_ns, out.file(table.file));
+    if (errors.empty()) errors = e;
+  }
+  if (!any) return errors;
+  analysis::HostBottlenecks b = analysis::host_bottlenecks(model);
+  (*extra)["host"] = {{"cpu_samples", b.samples},
+                      {"saturated_cpu_percent", analysis::kSaturatedCpuPercent},
+                      {"cpu_saturated_steps", b.cpu_saturated_steps},
+                      {"cpu_saturated_mean_percent", b.cpu_saturated_percent},
+                      {"memory_pressure_percent", analysis::kMemoryPressurePercent},
+                      {"memory_pressure_steps", b.memory_pressure_steps}};
+  return errors;
+}
+
 // The type each field of a run's profiler_info.json has (session.cc writes
 // them); "null" allows null as well (a run still open).
 constexpr std::pair<const char*, json::value_t> kInfoFields[] = {
@@ -170,7 +197,7 @@ json read_run_info(int run_fd, const std::string& run_path, RunAnalysis& r) {
 // profiler_info.json of the output: the run's own, plus what the analysis did.
 std::string output_info(const json& run_info, const analysis::TraceModel& model,
                         const analysis::RunLoader& loader, const RunAnalysis& r,
-                        const AnalyseOptions& options, bool pretty, const json& memory) {
+                        const AnalyseOptions& options, bool pretty, const json& extra) {
   json info = run_info;
   json steps = json::array();
   for (const auto& s : model.steps) steps.push_back(s.number);
@@ -195,7 +222,7 @@ std::string output_info(const json& run_info, const analysis::TraceModel& model,
         {"missing", model.chunks_missing},
         {"reordered", model.chunks_reordered}}},
   };
-  if (!memory.is_null()) info["analysis"]["memory"] = memory;
+  for (const auto& [key, value] : extra.items()) info["analysis"][key] = value;  // memory, host
   return info.dump(pretty ? 2 : -1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
@@ -344,7 +371,7 @@ class WindowPasses {
 // Loads the run window by window through the passes and writes every
 // output into `out`; returns the first error.
 std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const fs::path& run,
-                          const OutputDir& out, const AnalyseOptions& options, RunAnalysis& r, json* memory) {
+                          const OutputDir& out, const AnalyseOptions& options, RunAnalysis& r, json* extra) {
   exporter::ChromeTraceWriter trace(model, out.file("trace_view.json"), run.filename().string(),
                                     options.pretty, options.trace_size_limit_bytes,
                                     loader.earliest_slice_ns());
@@ -374,7 +401,10 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   } else {
     unlinkat(out.fd, "dataset.csv", 0);  // from an earlier analysis of other steps
   }
-  note(write_memory_outputs(model, passes.memory_names(), out, memory));
+  json memory;
+  note(write_memory_outputs(model, passes.memory_names(), out, &memory));
+  if (!memory.is_null()) (*extra)["memory"] = memory;
+  note(write_host_outputs(model, out, extra));
   return errors;
 }
 
@@ -444,8 +474,8 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   }
   out.fd = out_fd.get();
   detail::remove_temporaries_at(out.fd);  // of a killed analysis: this one holds the lock
-  json memory;
-  std::string errors = write_outputs(model, loader, run, out, options, r, &memory);
+  json extra = json::object();            // the output info's "memory" and "host"
+  std::string errors = write_outputs(model, loader, run, out, options, r, &extra);
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
   };
@@ -466,7 +496,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   json run_info = read_run_info(run_fd, run.string(), r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   note(detail::write_file_atomically_at(
-      out.fd, "profiler_info.json", output_info(run_info, model, loader, r, options, options.pretty, memory),
+      out.fd, "profiler_info.json", output_info(run_info, model, loader, r, options, options.pretty, extra),
       out.path + "/profiler_info.json"));
   if (!errors.empty()) {
     r.error = errors;

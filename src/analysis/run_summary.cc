@@ -104,6 +104,48 @@ std::map<std::string, double> peak_memory_mb(const fs::path& out, std::string* p
   return peaks;
 }
 
+// Integers of a JSON array as "3, 4, 7", at most 12 of them; "" for anything else.
+std::string step_list(const nlohmann::json& steps) {
+  std::string out;
+  if (!steps.is_array()) return out;
+  size_t shown = 0;
+  for (const nlohmann::json& s : steps) {
+    if (!s.is_number_integer()) return "";
+    if (shown++ == 12) return out + ", ...";
+    out += (out.empty() ? "" : ", ") + std::to_string(s.get<int64_t>());
+  }
+  return out;
+}
+
+// The host sampler's verdict (host_sys), from the output's profiler_info.json.
+void append_host(std::string& text, const fs::path& out) {
+  std::string info_text =
+      detail::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
+  nlohmann::json info;
+  if (!detail::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;  // said above
+  const nlohmann::json* host = nullptr;
+  if (auto a = info.find("analysis"); a != info.end() && a->is_object()) {
+    if (auto h = a->find("host"); h != a->end() && h->is_object()) host = &*h;
+  }
+  if (host == nullptr) return;
+  std::string cpu = step_list(host->value("cpu_saturated_steps", nlohmann::json()));
+  std::string memory = step_list(host->value("memory_pressure_steps", nlohmann::json()));
+  if (cpu.empty() && memory.empty()) {
+    append(text, "  host: CPU under 90 %% and memory under 95 %% in every step (host_*_usage.csv)\n");
+    return;
+  }
+  if (!cpu.empty()) {
+    text += "  host: CPU at 90 % or more in step(s) " + cpu +
+            ": the host was the bottleneck there (host_cpu_usage.csv" +
+            (fs::exists(out / "dataset.csv") ? "; the data pipeline shares that CPU: dataset.csv" : "") +
+            ")\n";
+  }
+  if (!memory.empty()) {
+    text +=
+        "  host: memory in use at 95 % or more of the total in step(s) " + memory + " (host_mem_usage.csv)\n";
+  }
+}
+
 // The data pipeline's stages (dataset.csv), when the run recorded them.
 void append_data_pipeline(std::string& text, const fs::path& out) {
   std::error_code ec;
@@ -161,8 +203,10 @@ std::string summarize_run(const std::string& run_dir) {
     append(text, "  no steps recorded (call Profiler::step() once per training step)\n");
   }
   append_data_pipeline(text, out);
+  append_host(text, out);
   std::string optional_outputs;
-  for (const char* f : {"dataset.csv", "memory_record.csv", "operator_memory.csv"}) {
+  for (const char* f : {"dataset.csv", "memory_record.csv", "operator_memory.csv", "host_cpu_usage.csv",
+                        "host_mem_usage.csv", "host_disk_usage.csv", "host_network_usage.csv"}) {
     if (fs::exists(out / f, ec)) optional_outputs += std::string(", ") + f;
   }
   append(text,

@@ -26,6 +26,26 @@ std::string_view to_string(ProfilerLevel level) {
   return "?";
 }
 
+std::string_view to_string(HostSystem part) {
+  switch (part) {
+    case HostSystem::Cpu: return "cpu";
+    case HostSystem::Mem: return "mem";
+    case HostSystem::Disk: return "disk";
+    case HostSystem::Network: return "network";
+  }
+  return "?";
+}
+
+bool parse_host_system(std::string_view name, HostSystem* part) {
+  for (HostSystem p : {HostSystem::Cpu, HostSystem::Mem, HostSystem::Disk, HostSystem::Network}) {
+    if (name == to_string(p)) {
+      *part = p;
+      return true;
+    }
+  }
+  return false;
+}
+
 void ProfilerOptions::validate() const {
   if (output_path.empty()) throw std::invalid_argument("ProfilerOptions.output_path must not be empty");
   if (buffer_mb < 1) throw std::invalid_argument("ProfilerOptions.buffer_mb must be >= 1 (MiB)");
@@ -37,6 +57,10 @@ void ProfilerOptions::validate() const {
     throw std::invalid_argument("ProfilerOptions.flush_interval_ms must be in [1, 60000], got " +
                                 std::to_string(flush_interval_ms));
   }
+  if (host_sys_interval_ms < 1 || host_sys_interval_ms > 60000) {
+    throw std::invalid_argument("ProfilerOptions.host_sys_interval_ms must be in [1, 60000], got " +
+                                std::to_string(host_sys_interval_ms));
+  }
   if (schedule) schedule->validate();
 }
 
@@ -45,6 +69,8 @@ namespace detail {
 json options_to_json(const ProfilerOptions& o) {
   json activities = json::array();
   for (Activity a : o.activities) activities.push_back(std::string(to_string(a)));
+  json host_sys = json::array();
+  for (HostSystem h : o.host_sys) host_sys.push_back(std::string(to_string(h)));
   json j = {
       {"output_path", o.output_path},
       {"start_profile", o.start_profile},
@@ -60,6 +86,8 @@ json options_to_json(const ProfilerOptions& o) {
       {"mstx_domain_include", o.mstx_domain_include},
       {"mstx_domain_exclude", o.mstx_domain_exclude},
       {"data_simplification", o.data_simplification},
+      {"host_sys", host_sys},
+      {"host_sys_interval_ms", o.host_sys_interval_ms},
       {"buffer_mb", o.buffer_mb},
       {"flush_interval_ms", o.flush_interval_ms},
       {"metadata_limit_bytes", o.metadata_limit_bytes},
@@ -203,6 +231,16 @@ EnvOptions parse_options_json(std::string_view text) {
       o.mstx_domain_include = get_strings(v, key);
     } else if (key == "mstx_domain_exclude") {
       o.mstx_domain_exclude = get_strings(v, key);
+    } else if (key == "host_sys") {
+      o.host_sys.clear();
+      for (const std::string& name : get_strings(v, key)) {
+        HostSystem part;
+        if (!parse_host_system(name, &part))
+          bad(key, "has unknown part \"" + name + "\" (known: \"cpu\", \"mem\", \"disk\", \"network\")");
+        o.host_sys.insert(part);
+      }
+    } else if (key == "host_sys_interval_ms") {
+      o.host_sys_interval_ms = static_cast<uint32_t>(get_uint(v, key, 60000));
     } else if (key == "buffer_mb") {
       o.buffer_mb = static_cast<uint32_t>(get_uint(v, key, 1024 * 1024));
     } else if (key == "flush_interval_ms") {
@@ -214,8 +252,8 @@ EnvOptions parse_options_json(std::string_view text) {
           "is unknown; known keys: start, analyse, schedule, output_path, start_profile, activities, "
           "profile_memory, "
           "record_shapes, with_stack, with_modules, with_flops, data_process, profile_communication, "
-          "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, "
-          "buffer_mb, flush_interval_ms, metadata_limit_bytes");
+          "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, host_sys, "
+          "host_sys_interval_ms, buffer_mb, flush_interval_ms, metadata_limit_bytes");
     }
   }
   try {

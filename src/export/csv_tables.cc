@@ -1,6 +1,8 @@
 // Copyright trainprof authors.
 #include "export/csv_tables.h"
 
+#include <cmath>
+
 #include "export/output_file.h"
 #include "export/text_format.h"
 
@@ -176,6 +178,25 @@ std::string write_operator_memory(const analysis::TraceModel& m, const analysis:
       csv.field("").field("");
     }
     csv.field(analysis::memory_device_name(r.device));
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
+std::string write_host_usage(const analysis::HostUsageTable& table, int64_t realtime_offset_ns,
+                             const OutputPath& path) {
+  CsvBuilder csv(path);
+  csv.field("Timestamp(us)");
+  for (const std::string& column : table.columns) csv.field(column);
+  csv.end_row();
+  for (size_t row = 0; row < table.ts_ns.size(); ++row) {
+    csv.us(table.ts_ns[row] + static_cast<uint64_t>(realtime_offset_ns));
+    for (double v : table.values[row]) {
+      if (std::isnan(v))
+        csv.field("");
+      else
+        csv.fixed(v, 3);
+    }
     csv.end_row();
   }
   return csv.commit();

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/host_usage.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "export/output_file.h"
@@ -21,6 +22,11 @@ std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& row
 std::string write_memory_record(const analysis::TraceModel& model, const OutputPath& path);
 std::string write_operator_memory(const analysis::TraceModel& model, const analysis::MemoryMatch& match,
                                   const OutputPath& path);
+// One of the host_*_usage.csv (host_sys): "Timestamp(us)" (realtime, as
+// memory_record.csv) and a column per counter, 3 decimals, empty where a
+// sample lacks the value. `realtime_offset_ns`: the model's.
+std::string write_host_usage(const analysis::HostUsageTable& table, int64_t realtime_offset_ns,
+                             const OutputPath& path);
 
 }  // namespace trainprof::exporter
 

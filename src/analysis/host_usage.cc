@@ -1,0 +1,117 @@
+// Copyright trainprof authors.
+#include "analysis/host_usage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <string_view>
+
+#include "raw/host_counters.h"
+
+namespace trainprof::analysis {
+namespace {
+
+using namespace trainprof::raw;  // the counter names
+
+enum Table { kCpu, kMem, kDisk, kNetwork, kNone };
+
+// Which table a counter belongs to, and its column's sort key (per-core
+// columns after the totals, in core order).
+Table table_of(std::string_view name, int* order) {
+  *order = -1;
+  if (name == kHostCpuCounter || name == kProcessCpuCounter) return kCpu;
+  std::string_view prefix = kHostCpuCorePrefix;
+  if (name.substr(0, prefix.size()) == prefix && name.ends_with(" (%)")) {
+    *order = std::atoi(std::string(name.substr(prefix.size())).c_str());
+    return kCpu;
+  }
+  if (name == kHostMemoryUsedCounter || name == kHostMemoryTotalCounter || name == kProcessRssCounter)
+    return kMem;
+  if (name == kDiskReadCounter || name == kDiskWriteCounter) return kDisk;
+  if (name == kNetworkReceiveCounter || name == kNetworkSendCounter) return kNetwork;
+  return kNone;
+}
+
+}  // namespace
+
+std::vector<HostUsageTable> host_usage_tables(const TraceModel& m) {
+  std::vector<HostUsageTable> tables = {{"host_cpu_usage.csv", {}, {}, {}},
+                                        {"host_mem_usage.csv", {}, {}, {}},
+                                        {"host_disk_usage.csv", {}, {}, {}},
+                                        {"host_network_usage.csv", {}, {}, {}}};
+  // Columns: (order, first seen) per table, by name id.
+  std::vector<std::map<uint32_t, std::pair<int, size_t>>> columns(tables.size());
+  std::vector<std::vector<const CounterSample*>> samples(tables.size());
+  for (const CounterSample& c : m.counters) {
+    int order = -1;
+    Table t = table_of(m.name(c.name), &order);
+    if (t == kNone) continue;
+    columns[t].try_emplace(c.name, order, columns[t].size());
+    samples[t].push_back(&c);
+  }
+  for (size_t t = 0; t < tables.size(); ++t) {
+    std::vector<std::pair<std::pair<int, size_t>, uint32_t>> ordered;
+    for (const auto& [name, key] : columns[t]) ordered.push_back({key, name});
+    std::sort(ordered.begin(), ordered.end());
+    std::map<uint32_t, size_t> column_of;
+    for (const auto& [key, name] : ordered) {
+      column_of[name] = tables[t].columns.size();
+      tables[t].columns.push_back(m.name(name));
+    }
+    std::stable_sort(samples[t].begin(), samples[t].end(),
+                     [](const CounterSample* a, const CounterSample* b) { return a->ts_ns < b->ts_ns; });
+    HostUsageTable& table = tables[t];
+    for (const CounterSample* c : samples[t]) {
+      if (table.ts_ns.empty() || table.ts_ns.back() != c->ts_ns) {
+        table.ts_ns.push_back(c->ts_ns);
+        table.values.emplace_back(table.columns.size(), std::nan(""));
+      }
+      table.values.back()[column_of[c->name]] = c->value;
+    }
+  }
+  return tables;
+}
+
+HostBottlenecks host_bottlenecks(const TraceModel& m) {
+  HostBottlenecks b;
+  std::vector<std::pair<uint64_t, double>> cpu, memory_percent;
+  std::map<uint64_t, double> memory_total;
+  for (const CounterSample& c : m.counters) {
+    const std::string& name = m.name(c.name);
+    if (name == kHostCpuCounter) cpu.push_back({c.ts_ns, c.value});
+    if (name == kHostMemoryTotalCounter) memory_total[c.ts_ns] = c.value;
+  }
+  for (const CounterSample& c : m.counters) {
+    if (m.name(c.name) != kHostMemoryUsedCounter) continue;
+    auto total = memory_total.find(c.ts_ns);
+    if (total != memory_total.end() && total->second > 0)
+      memory_percent.push_back({c.ts_ns, 100 * c.value / total->second});
+  }
+  std::sort(cpu.begin(), cpu.end());
+  std::sort(memory_percent.begin(), memory_percent.end());
+  b.samples = cpu.size();
+  auto in_step = [](const std::vector<std::pair<uint64_t, double>>& series, const StepWindow& s) {
+    auto first = std::lower_bound(series.begin(), series.end(), std::make_pair(s.start_ns, -1e300));
+    auto last = std::lower_bound(series.begin(), series.end(), std::make_pair(s.end_ns, 1e300));
+    return std::make_pair(first, last);
+  };
+  for (const StepWindow& s : m.steps) {
+    auto [first, last] = in_step(cpu, s);
+    if (first != last) {
+      double sum = 0;
+      for (auto it = first; it != last; ++it) sum += it->second;
+      double mean = sum / static_cast<double>(last - first);
+      if (mean >= kSaturatedCpuPercent) {
+        b.cpu_saturated_steps.push_back(s.number);
+        b.cpu_saturated_percent.push_back(mean);
+      }
+    }
+    auto [mfirst, mlast] = in_step(memory_percent, s);
+    if (std::any_of(mfirst, mlast, [](const auto& p) { return p.second >= kMemoryPressurePercent; }))
+      b.memory_pressure_steps.push_back(s.number);
+  }
+  return b;
+}
+
+}  // namespace trainprof::analysis

@@ -1,0 +1,33 @@
+// Copyright trainprof authors. The host system sampler (ProfilerOptions::
+// host_sys): a thread that, every host_sys_interval_ms while a session
+// records, reads /proc and records counters, all of one sample at one
+// timestamp:
+//   cpu      "Host CPU (%)" (all cores), "Host CPU N (%)" per core,
+//            "Process CPU (%)" (100 = one core busy)
+//   mem      "Host memory used (MiB)" (MemTotal - MemAvailable),
+//            "Host memory total (MiB)", "Process RSS (MiB)"
+//   disk     "Disk read (MB/s)", "Disk write (MB/s)" (whole disks)
+//   network  "Network receive (MB/s)", "Network send (MB/s)" (all but lo)
+// Rates and percentages start with the second sample. A file that cannot
+// be read is reported once and its counters stop; training never waits on
+// the sampler, and stop() wakes it at once.
+#ifndef TRAINPROF_COLLECTORS_SYSTEM_HOST_SAMPLER_H_
+#define TRAINPROF_COLLECTORS_SYSTEM_HOST_SAMPLER_H_
+
+#include <cstdint>
+
+#include "raw/host_counters.h"  // the counter names
+
+namespace trainprof::detail {
+
+// What the last sampler thread did (for the cost benchmark and tests).
+struct HostSamplerStats {
+  uint64_t samples = 0;
+  uint64_t thread_cpu_ns = 0;  // the sampler thread's CPU time
+  uint64_t wall_ns = 0;        // from its start to its stop
+};
+HostSamplerStats last_host_sampler_stats();
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_COLLECTORS_SYSTEM_HOST_SAMPLER_H_
