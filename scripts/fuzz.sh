@@ -15,7 +15,7 @@ seconds="${1:-600}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(raw_reader analyse metadata_json options_json csv_reader elf_symbols dynamic_config)
+  targets=(raw_reader analyse metadata_json options_json csv_reader elf_symbols dynamic_config proc_stats)
 fi
 jobs="${FUZZ_BUILD_JOBS:-$(nproc)}"
 

@@ -87,7 +87,7 @@ TEST(DynamicConfig, FieldsSetTheOptions) {
   DynamicConfig c = parse_dynamic_config(R"({"start_step": 10, "stop_step": 12, "analyse_mode": 1,
       "profiler_level": 1, "with_stack": true, "record_shapes": true, "profile_memory": true,
       "activities": ["ProfilerActivity.CPU", "gpu"], "data_simplification": false, "data_process": true,
-      "mstx_domain_include": ["io"]})");
+      "mstx_domain_include": ["io"], "host_sys": ["CPU", "network"]})");
   EXPECT_EQ(c.start_step, 10);
   EXPECT_EQ(c.stop_step, 12);
   EXPECT_EQ(c.analyse_mode, 1);
@@ -97,6 +97,7 @@ TEST(DynamicConfig, FieldsSetTheOptions) {
   EXPECT_FALSE(c.options.data_simplification);
   EXPECT_EQ(c.options.activities, (std::set<Activity>{Activity::CPU, Activity::GPU}));
   EXPECT_EQ(c.options.mstx_domain_include, std::vector<std::string>{"io"});
+  EXPECT_EQ(c.options.host_sys, (std::set<HostSystem>{HostSystem::Cpu, HostSystem::Network}));
 }
 
 TEST(DynamicConfig, FieldsWithNoEffectHereAreReportedNotRefused) {
@@ -120,6 +121,7 @@ TEST(DynamicConfig, BadValuesNameTheField) {
            {R"({"profiler_level": 3})", "\"profiler_level\" must be in [-1, 2]"},
            {R"({"activities": ["TPU"]})", "\"activities\" must list"},
            {R"({"activities": []})", "\"activities\" must name at least one"},
+           {R"({"host_sys": ["gpu"]})", "\"host_sys\" must list"},
            {R"({"mstx_domain_include": ["a"], "mstx_domain_exclude": ["b"]})", "\"mstx_domain_exclude\""},
            {R"({"start_step": 18446744073709551615})", "\"start_step\" must be in"},
            {R"([1, 2])", "must hold a JSON object"},

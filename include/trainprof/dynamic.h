@@ -22,6 +22,7 @@
 //   with_stack, profile_communication, data_simplification (default true)
 //   record_shapes, profile_memory, with_modules, with_flops, data_process
 //   activities             ["CPU"], ["CPU", "GPU"], ...
+//   host_sys               ["cpu", "mem", "disk", "network"]: host usage
 //   mstx_domain_include, mstx_domain_exclude   lists of marker domains
 //   aicore_metrics, profile_framework, parallel_strategy, mstx: accepted,
 //   with no effect here (a set value is reported as ignored once).

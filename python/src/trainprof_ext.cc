@@ -219,6 +219,11 @@ void bind_enums(nb::module_& m) {
       .value("WARMUP", trainprof::ProfilerAction::Warmup)
       .value("RECORD", trainprof::ProfilerAction::Record)
       .value("RECORD_AND_SAVE", trainprof::ProfilerAction::RecordAndSave);
+  nb::enum_<trainprof::HostSystem>(m, "HostSystem")
+      .value("CPU", trainprof::HostSystem::Cpu)
+      .value("MEM", trainprof::HostSystem::Mem)
+      .value("DISK", trainprof::HostSystem::Disk)
+      .value("NETWORK", trainprof::HostSystem::Network);
   nb::enum_<trainprof::AnalyseMode>(m, "AnalyseMode")
       .value("Sync", trainprof::AnalyseMode::Sync)
       .value("Async", trainprof::AnalyseMode::Async);
@@ -257,6 +262,8 @@ void bind_options(nb::module_& m) {
       .def_rw("mstx_domain_include", &ProfilerOptions::mstx_domain_include)
       .def_rw("mstx_domain_exclude", &ProfilerOptions::mstx_domain_exclude)
       .def_rw("data_simplification", &ProfilerOptions::data_simplification)
+      .def_rw("host_sys", &ProfilerOptions::host_sys)
+      .def_rw("host_sys_interval_ms", &ProfilerOptions::host_sys_interval_ms)
       .def(
           "set_on_trace_ready",
           [](ProfilerOptions& o, nb::object callable) {

@@ -43,6 +43,7 @@ from ._trainprof import version as _core_version
 from .analysis import analyse, summary
 from .profiler import (
     ExportType,
+    HostSystem,
     ProfilerAction,
     ProfilerActivity,
     ProfilerLevel,
@@ -57,6 +58,7 @@ __version__: str = _core_version()  # CMakeLists.txt's project version, as the p
 __all__ = [
     "DynamicProfilerMonitor",
     "ExportType",
+    "HostSystem",
     "ProfilerAction",
     "ProfilerActivity",
     "ProfilerLevel",

@@ -72,6 +72,41 @@ class ExportType(enum.Enum):
     Db = "db"
 
 
+class HostSystem(enum.Enum):
+    """Host system usage to sample (torch_npu's ``HostSystem``), for
+    ``_ExperimentalConfig(host_sys=[...])``: CPU per core, of the host and of
+    the process; memory in use and the process' RSS; disk and network bytes
+    per second."""
+
+    CPU = "cpu"
+    MEM = "mem"
+    DISK = "disk"
+    NETWORK = "network"
+
+
+_HOST_SYSTEM = {
+    HostSystem.CPU: _trainprof.HostSystem.CPU,
+    HostSystem.MEM: _trainprof.HostSystem.MEM,
+    HostSystem.DISK: _trainprof.HostSystem.DISK,
+    HostSystem.NETWORK: _trainprof.HostSystem.NETWORK,
+}
+
+
+def _check_host_sys(host_sys: Optional[Sequence[Union[HostSystem, str]]]) -> list[HostSystem]:
+    if host_sys is None:
+        return []
+    if isinstance(host_sys, (str, HostSystem)) or not isinstance(host_sys, (list, tuple, set)):
+        raise TypeError(f"host_sys must be a list of HostSystem or of 'cpu', 'mem', 'disk', 'network', "
+                        f"got {host_sys!r}")
+    parts = []
+    for item in host_sys:
+        try:
+            parts.append(item if isinstance(item, HostSystem) else HostSystem(item))
+        except ValueError:
+            raise ValueError(f"host_sys: unknown part {item!r} (known: 'cpu', 'mem', 'disk', 'network')") from None
+    return parts
+
+
 _LEVELS = {
     ProfilerLevel.LevelNone: _trainprof.ProfilerLevel.None_,
     ProfilerLevel.Level0: _trainprof.ProfilerLevel.Level0,
@@ -182,12 +217,20 @@ class _ExperimentalConfig:
             default is True).
         export_type: output formats, ``[ExportType.Text]`` (or ``["text"]``);
             ``db`` is not supported yet.
+        host_sys: host system usage to sample while recording, a list of
+            ``HostSystem`` (or ``"cpu"``, ``"mem"``, ``"disk"``,
+            ``"network"``): counters in the timeline,
+            ``host_{cpu,mem,disk,network}_usage.csv``, and the summary names
+            the steps in which the host CPU was saturated.
+        host_sys_interval_ms: how often the host is sampled (default 50).
     """
 
     def __init__(self, profiler_level: ProfilerLevel = ProfilerLevel.Level0, mstx: bool = False,
                  mstx_domain_include: Optional[Sequence[str]] = None,
                  mstx_domain_exclude: Optional[Sequence[str]] = None, data_simplification: bool = False,
-                 export_type: Optional[Sequence[Union[ExportType, str]]] = None) -> None:
+                 export_type: Optional[Sequence[Union[ExportType, str]]] = None,
+                 host_sys: Optional[Sequence[Union[HostSystem, str]]] = None,
+                 host_sys_interval_ms: int = 50) -> None:
         if not isinstance(profiler_level, ProfilerLevel):
             raise TypeError(f"profiler_level must be a trainprof.ProfilerLevel, got {profiler_level!r}")
         self.profiler_level = profiler_level
@@ -198,6 +241,10 @@ class _ExperimentalConfig:
             raise ValueError("give mstx_domain_include or mstx_domain_exclude, not both")
         self.data_simplification = check_bool("data_simplification", data_simplification)
         self.export_type = _check_export_type(export_type)
+        self.host_sys = _check_host_sys(host_sys)
+        self.host_sys_interval_ms = check_int("host_sys_interval_ms", host_sys_interval_ms, 1)
+        if self.host_sys_interval_ms > 60000:
+            raise ValueError(f"host_sys_interval_ms must be <= 60000, got {host_sys_interval_ms}")
 
 
 def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) -> list[ExportType]:
@@ -461,3 +508,5 @@ def _apply_experimental_config(options: _trainprof.ProfilerOptions, config: Any)
     options.mstx_domain_include = config.mstx_domain_include
     options.mstx_domain_exclude = config.mstx_domain_exclude
     options.data_simplification = config.data_simplification
+    options.host_sys = {_HOST_SYSTEM[part] for part in config.host_sys}
+    options.host_sys_interval_ms = config.host_sys_interval_ms

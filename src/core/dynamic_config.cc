@@ -61,6 +61,19 @@ std::set<Activity> as_activities(const json& v, const std::string& field) {
   return out;
 }
 
+// ["cpu", "mem", "disk", "network"], as torch_npu's dynamic config.
+std::set<HostSystem> as_host_sys(const json& v, const std::string& field) {
+  std::set<HostSystem> out;
+  for (std::string name : as_strings(v, field)) {
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    HostSystem part;
+    if (!parse_host_system(name, &part))
+      bad_field(field, "must list \"cpu\", \"mem\", \"disk\", \"network\"", v);
+    out.insert(part);
+  }
+  return out;
+}
+
 ProfilerLevel as_level(const json& v, const std::string& field) {
   switch (as_int(v, field, -1, 2)) {
     case 1: return ProfilerLevel::Level1;
@@ -106,6 +119,8 @@ void apply_field(DynamicConfig& c, const std::string& field, const json& v) {
     o.data_process = as_bool(v, field);
   else if (field == "activities")
     o.activities = as_activities(v, field);
+  else if (field == "host_sys")
+    o.host_sys = as_host_sys(v, field);
   else if (field == "mstx_domain_include")
     o.mstx_domain_include = as_strings(v, field);
   else if (field == "mstx_domain_exclude")
@@ -154,6 +169,7 @@ std::string default_dynamic_config() {
   j["record_shapes"] = false;
   j["profile_memory"] = false;
   j["activities"] = nlohmann::ordered_json::array({"CPU"});
+  j["host_sys"] = nlohmann::ordered_json::array();
   j["mstx"] = false;
   return j.dump(2) + "\n";
 }

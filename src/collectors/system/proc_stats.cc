@@ -139,16 +139,14 @@ bool parse_statm_resident_pages(std::string_view text, uint64_t* pages) {
 bool parse_diskstats(std::string_view text, DiskBytes* bytes) {
   *bytes = DiskBytes{};
   bool any = false;
+  // The kernel lists each disk right before its partitions: one pass,
+  // comparing each name with the last whole disk's.
+  std::string_view disk;
   for_each_line(text, [&](std::string_view line) {
     std::string_view name = disk_name(line);
     if (name.empty() || is_virtual_disk(name)) return true;
-    bool partition = false;
-    for_each_line(text, [&](std::string_view other) {
-      std::string_view disk = disk_name(other);
-      partition = !disk.empty() && is_partition_of(name, disk);
-      return !partition;
-    });
-    if (partition) return true;
+    if (!disk.empty() && is_partition_of(name, disk)) return true;
+    disk = name;
     Fields f(line);
     f.next();
     f.next();

@@ -36,8 +36,9 @@ bool parse_meminfo(std::string_view text, MemInfo* info);
 bool parse_statm_resident_pages(std::string_view text, uint64_t* pages);
 
 // /proc/diskstats: bytes read and written by whole disks (sectors of 512
-// bytes); partitions (sda1 of sda, nvme0n1p2 of nvme0n1), loop, ram, zram
-// and device-mapper devices are left out so that no byte counts twice.
+// bytes); partitions (sda1 after sda, nvme0n1p2 after nvme0n1: the kernel
+// lists each disk before its partitions), loop, ram, zram, md and
+// device-mapper devices are left out so that no byte counts twice.
 struct DiskBytes {
   uint64_t read = 0;
   uint64_t written = 0;
