@@ -34,8 +34,7 @@ uint64_t clock_ns(clockid_t clock) {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// A /proc file kept open and read again from its start at each sample
-// (proc's files are generated at each read from offset 0).
+// A /proc file kept open and read again from its start at each sample.
 class ProcFile {
  public:
   explicit ProcFile(const char* path) : path_(path) {}
@@ -54,9 +53,16 @@ class ProcFile {
       if (fd_ < 0) fail(std::strerror(errno));
     }
     if (fd_ < 0) return {};
+    // From the start with read(), not pread() at growing offsets: proc
+    // generates the text at each read from a new offset, so the read that
+    // finds the end would cost as much as the first.
+    if (::lseek(fd_, 0, SEEK_SET) != 0) {
+      fail(std::strerror(errno));
+      return {};
+    }
     size_t size = 0;
     while (size < buffer.size()) {
-      ssize_t n = ::pread(fd_, buffer.data() + size, buffer.size() - size, static_cast<off_t>(size));
+      ssize_t n = ::read(fd_, buffer.data() + size, buffer.size() - size);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         fail(std::strerror(errno));
