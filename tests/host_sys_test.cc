@@ -207,6 +207,7 @@ TEST(HostSys, AStepThatSaturatesTheCpuIsNamedInTheSummary) {
   {
     ProfilerOptions o = host_options(dir);
     o.host_sys = {HostSystem::Cpu};
+    o.data_process = true;
     Profiler prof(o);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     prof.step();  // step 0: idle
@@ -218,7 +219,11 @@ TEST(HostSys, AStepThatSaturatesTheCpuIsNamedInTheSummary) {
         while (!stop.load(std::memory_order_relaxed)) x = x + 1;
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    {
+      DataStage wait("loader", kStageLoaderWait);  // the loop waits for a batch meanwhile
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     prof.step();  // step 1: every core busy
     stop = true;
     for (std::thread& t : burners) t.join();
@@ -232,6 +237,10 @@ TEST(HostSys, AStepThatSaturatesTheCpuIsNamedInTheSummary) {
       << info["analysis"]["host"].dump();
   std::string summary = summarize_run(run);
   EXPECT_NE(summary.find("host: CPU at 90 % or more in step(s) "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("while the training loop waited"), std::string::npos) << summary;
+  size_t step1 = static_cast<size_t>(std::find(saturated.begin(), saturated.end(), 1) - saturated.begin());
+  ASSERT_LT(step1, saturated.size());  // step 0 may be saturated too, by another process
+  EXPECT_GE(info["analysis"]["host"]["cpu_saturated_data_wait_ns"][step1].get<uint64_t>(), 100'000'000u);
   EXPECT_NE(summary.find("host_cpu_usage.csv"), std::string::npos);
 }
 

@@ -127,6 +127,7 @@ std::string write_host_outputs(const analysis::TraceModel& model, const OutputDi
                       {"saturated_cpu_percent", analysis::kSaturatedCpuPercent},
                       {"cpu_saturated_steps", b.cpu_saturated_steps},
                       {"cpu_saturated_mean_percent", b.cpu_saturated_percent},
+                      {"cpu_saturated_data_wait_ns", b.cpu_saturated_data_wait_ns},
                       {"memory_pressure_percent", analysis::kMemoryPressurePercent},
                       {"memory_pressure_steps", b.memory_pressure_steps}};
   return errors;

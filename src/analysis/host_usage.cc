@@ -33,6 +33,17 @@ Table table_of(std::string_view name, int* order) {
   return kNone;
 }
 
+// The loop's waits for data (stage "wait") inside the step, clipped to it.
+uint64_t data_wait_ns(const TraceModel& m, const StepWindow& step) {
+  uint64_t total = 0;
+  for (const DataStageSlice& d : m.data_stages) {
+    if (m.name(d.stage) != "wait") continue;
+    uint64_t start = std::max(d.start_ns, step.start_ns), end = std::min(d.start_ns + d.dur_ns, step.end_ns);
+    if (end > start) total += end - start;
+  }
+  return total;
+}
+
 }  // namespace
 
 std::vector<HostUsageTable> host_usage_tables(const TraceModel& m) {
@@ -105,6 +116,7 @@ HostBottlenecks host_bottlenecks(const TraceModel& m) {
       if (mean >= kSaturatedCpuPercent) {
         b.cpu_saturated_steps.push_back(s.number);
         b.cpu_saturated_percent.push_back(mean);
+        b.cpu_saturated_data_wait_ns.push_back(data_wait_ns(m, s));
       }
     }
     auto [mfirst, mlast] = in_step(memory_percent, s);

@@ -36,6 +36,9 @@ struct HostBottlenecks {
   uint64_t samples = 0;  // of Host CPU (%)
   std::vector<int64_t> cpu_saturated_steps;
   std::vector<double> cpu_saturated_percent;  // their mean host CPU use
+  // The time the training loop waited for data in each of them (data
+  // stages "wait", data_process): a host too busy to feed the step.
+  std::vector<uint64_t> cpu_saturated_data_wait_ns;
   std::vector<int64_t> memory_pressure_steps;
 };
 HostBottlenecks host_bottlenecks(const TraceModel& model);

@@ -135,10 +135,17 @@ void append_host(std::string& text, const fs::path& out) {
     return;
   }
   if (!cpu.empty()) {
-    text += "  host: CPU at 90 % or more in step(s) " + cpu +
-            ": the host was the bottleneck there (host_cpu_usage.csv" +
-            (fs::exists(out / "dataset.csv") ? "; the data pipeline shares that CPU: dataset.csv" : "") +
-            ")\n";
+    uint64_t wait_ns = 0;
+    for (const nlohmann::json& w : host->value("cpu_saturated_data_wait_ns", nlohmann::json::array()))
+      if (w.is_number_unsigned()) wait_ns += w.get<uint64_t>();
+    std::string waited;
+    if (wait_ns > 0) {
+      char ms[64];
+      std::snprintf(ms, sizeof(ms), "%.3f", static_cast<double>(wait_ns) / 1e6);
+      waited = std::string(", while the training loop waited ") + ms + " ms on data in them (dataset.csv)";
+    }
+    text += "  host: CPU at 90 % or more in step(s) " + cpu + ": the host was the bottleneck there" + waited +
+            " (host_cpu_usage.csv)\n";
   }
   if (!memory.empty()) {
     text +=
