@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
 import trainprof
-from trainprof import ProfilerActivity, schedule, tensorboard_trace_handler
+from trainprof import ProfilerActivity, _ExperimentalConfig, schedule, tensorboard_trace_handler
 
 DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
 
@@ -148,7 +148,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     step, loss = 0, torch.tensor(0.0)
     with trainprof.profile(activities=[ProfilerActivity.CPU], schedule=s,
                            on_trace_ready=tensorboard_trace_handler(out), record_shapes=True,
-                           profile_memory=True, with_flops=True, data_process=True) as prof:
+                           profile_memory=True, with_flops=True, data_process=True,
+                           # the host's CPU and memory every 50 ms: is the machine the bottleneck?
+                           experimental_config=_ExperimentalConfig(host_sys=["cpu", "mem"])) as prof:
         while step < args.steps:
             for x, y in loader:
                 with trainprof.record_function("forward"):

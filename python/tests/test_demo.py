@@ -25,10 +25,12 @@ def test_demo_trains_profiles_and_summarises(tmp_path: Path) -> None:
     for run in runs:
         assert (run / "PROFILER_OUTPUT" / "trace_view.json").exists()
         assert (run / "PROFILER_OUTPUT" / "dataset.csv").exists()  # the workers' stages reached the run
+        assert (run / "PROFILER_OUTPUT" / "host_cpu_usage.csv").exists()  # host_sys
     text = result.stdout
     assert "test accuracy" in text
     assert text.count(f"run {runs[0].parent}") >= 1 or str(runs[0]) in text  # each cycle's summary
     assert "aten::" in text  # where the time went
+    assert "  host: " in text  # whether the machine was the bottleneck
     assert "trace_view.json" in text and f"trainprof summary {out}" in text  # where the outputs are
 
 

@@ -257,6 +257,11 @@ class HostSampler final : public Collector {
         ++samples;
         lock.lock();
       } while (!wake_.wait_for(lock, interval, [this] { return stopping_; }));
+      lock.unlock();
+      // One more at stop: a run shorter than two intervals still has the
+      // two samples that rates and percentages need.
+      sampling.sample();
+      ++samples;
     } catch (const std::exception& e) {
       log_error(std::string("host_sys: the sampler stopped: ") + e.what());
     }

@@ -8,7 +8,8 @@
 //            "Host memory total (MiB)", "Process RSS (MiB)"
 //   disk     "Disk read (MB/s)", "Disk write (MB/s)" (whole disks)
 //   network  "Network receive (MB/s)", "Network send (MB/s)" (all but lo)
-// Rates and percentages start with the second sample. A file that cannot
+// A sample is taken at start, every interval and at stop; rates and
+// percentages start with the second. A file that cannot
 // be read is reported once and its counters stop; training never waits on
 // the sampler, and stop() wakes it at once.
 #ifndef TRAINPROF_COLLECTORS_SYSTEM_HOST_SAMPLER_H_
