@@ -12,21 +12,15 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from . import _torch, _trainprof
-from ._validate import check_str
+from ._validate import check_path
 from .profiler import profile
 
 _log = logging.getLogger("trainprof")
 
 CONFIG_FILE_NAME = "profiler_config.json"
-
-
-def _check_path(name: str, value: Any) -> str:
-    if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a str or os.PathLike, got {type(value).__name__} {value!r}")
-    return check_str(name, os.fspath(value))
 
 
 class DynamicProfilerMonitor:
@@ -83,8 +77,8 @@ class DynamicProfilerMonitor:
         self._schedule: Optional[_trainprof.DynamicSchedule] = None
         self._profile: Optional[profile] = None
         self._runs: list[str] = []
-        cfg = _check_path("cfg_path", cfg_path)
-        out = _check_path("output_path", output_path)
+        cfg = check_path("cfg_path", cfg_path)
+        out = check_path("output_path", output_path)
         if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)):
             raise TypeError(f"poll_interval must be a number of seconds, got {type(poll_interval).__name__}")
         if not 0 < poll_interval <= 3600:

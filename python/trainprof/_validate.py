@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional, Sequence
 
 
@@ -30,6 +31,13 @@ def check_str(name: str, value: Any, allow_empty: bool = False) -> str:
     if "\0" in value:
         raise ValueError(f"{name} must not contain a NUL character")
     return value
+
+
+def check_path(name: str, value: Any) -> str:
+    """Returns ``value`` as a str if it is a non-empty str or os.PathLike."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or os.PathLike, got {type(value).__name__} {value!r}")
+    return check_str(name, os.fspath(value))
 
 
 def check_str_list(name: str, value: Any) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from . import _data, _torch
 from . import _trainprof
 from ._modules import ModuleTracker
-from ._validate import check_bool, check_int, check_str, check_str_list
+from ._validate import check_bool, check_int, check_path, check_str, check_str_list
 
 _log = logging.getLogger("trainprof")
 
@@ -194,9 +194,7 @@ def tensorboard_trace_handler(dir_name: Optional[Union[str, "os.PathLike[str]"]]
     """
     if dir_name is None:
         dir_name = "./data"
-    if not isinstance(dir_name, (str, os.PathLike)):
-        raise TypeError(f"dir_name must be a str or os.PathLike, got {type(dir_name).__name__} {dir_name!r}")
-    dir_text = check_str("dir_name", os.fspath(dir_name))
+    dir_text = check_path("dir_name", dir_name)
     worker = "" if worker_name is None else check_str("worker_name", worker_name)
     return _TraceHandler(dir_text, worker, check_bool("analyse_flag", analyse_flag),
                          check_bool("async_mode", async_mode))

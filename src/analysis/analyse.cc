@@ -112,7 +112,8 @@ std::string write_memory_outputs(const analysis::TraceModel& model, const std::v
 std::string write_host_outputs(const analysis::TraceModel& model, const OutputDir& out, json* extra) {
   std::string errors;
   bool any = false;
-  for (const analysis::HostUsageTable& table : analysis::host_usage_tables(model)) {
+  std::vector<analysis::HostUsageTable> tables = analysis::host_usage_tables(model);
+  for (const analysis::HostUsageTable& table : tables) {
     if (table.ts_ns.empty()) {
       unlinkat(out.fd, table.file, 0);  // of an earlier analysis
       continue;
@@ -122,7 +123,7 @@ std::string write_host_outputs(const analysis::TraceModel& model, const OutputDi
     if (errors.empty()) errors = e;
   }
   if (!any) return errors;
-  analysis::HostBottlenecks b = analysis::host_bottlenecks(model);
+  analysis::HostBottlenecks b = analysis::host_bottlenecks(model, tables);
   (*extra)["host"] = {{"cpu_samples", b.samples},
                       {"saturated_cpu_percent", analysis::kSaturatedCpuPercent},
                       {"cpu_saturated_steps", b.cpu_saturated_steps},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string_view>
 
 #include "raw/host_counters.h"
@@ -42,6 +43,13 @@ uint64_t data_wait_ns(const TraceModel& m, const StepWindow& step) {
     if (end > start) total += end - start;
   }
   return total;
+}
+
+// The index of `name` among a table's columns.
+std::optional<size_t> column_of(const HostUsageTable& table, std::string_view name) {
+  for (size_t i = 0; i < table.columns.size(); ++i)
+    if (table.columns[i] == name) return i;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -84,23 +92,24 @@ std::vector<HostUsageTable> host_usage_tables(const TraceModel& m) {
   return tables;
 }
 
-HostBottlenecks host_bottlenecks(const TraceModel& m) {
+HostBottlenecks host_bottlenecks(const TraceModel& m, const std::vector<HostUsageTable>& tables) {
   HostBottlenecks b;
+  // (timestamp, value) in time order: the tables' rows are.
   std::vector<std::pair<uint64_t, double>> cpu, memory_percent;
-  std::map<uint64_t, double> memory_total;
-  for (const CounterSample& c : m.counters) {
-    const std::string& name = m.name(c.name);
-    if (name == kHostCpuCounter) cpu.push_back({c.ts_ns, c.value});
-    if (name == kHostMemoryTotalCounter) memory_total[c.ts_ns] = c.value;
+  const HostUsageTable& cpu_table = tables[kCpu];
+  if (std::optional<size_t> total = column_of(cpu_table, kHostCpuCounter)) {
+    for (size_t r = 0; r < cpu_table.ts_ns.size(); ++r) {
+      double v = cpu_table.values[r][*total];
+      if (!std::isnan(v)) cpu.push_back({cpu_table.ts_ns[r], v});
+    }
   }
-  for (const CounterSample& c : m.counters) {
-    if (m.name(c.name) != kHostMemoryUsedCounter) continue;
-    auto total = memory_total.find(c.ts_ns);
-    if (total != memory_total.end() && total->second > 0)
-      memory_percent.push_back({c.ts_ns, 100 * c.value / total->second});
+  const HostUsageTable& mem = tables[kMem];
+  std::optional<size_t> used = column_of(mem, kHostMemoryUsedCounter),
+                        all = column_of(mem, kHostMemoryTotalCounter);
+  for (size_t r = 0; used && all && r < mem.ts_ns.size(); ++r) {
+    double u = mem.values[r][*used], t = mem.values[r][*all];
+    if (!std::isnan(u) && t > 0) memory_percent.push_back({mem.ts_ns[r], 100 * u / t});
   }
-  std::sort(cpu.begin(), cpu.end());
-  std::sort(memory_percent.begin(), memory_percent.end());
   b.samples = cpu.size();
   auto in_step = [](const std::vector<std::pair<uint64_t, double>>& series, const StepWindow& s) {
     auto first = std::lower_bound(series.begin(), series.end(), std::make_pair(s.start_ns, -1e300));

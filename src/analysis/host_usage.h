@@ -41,7 +41,8 @@ struct HostBottlenecks {
   std::vector<uint64_t> cpu_saturated_data_wait_ns;
   std::vector<int64_t> memory_pressure_steps;
 };
-HostBottlenecks host_bottlenecks(const TraceModel& model);
+// From the tables of host_usage_tables(model) (their rows are the samples).
+HostBottlenecks host_bottlenecks(const TraceModel& model, const std::vector<HostUsageTable>& tables);
 
 }  // namespace trainprof::analysis
 

@@ -69,8 +69,9 @@ DynamicConfigWatcher::~DynamicConfigWatcher() {
   thread_->join();
 }
 
-DynamicConfig DynamicConfigWatcher::latest() const {
+DynamicConfig DynamicConfigWatcher::latest(uint64_t* version) const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (version != nullptr) *version = version_.load(std::memory_order_relaxed);
   return latest_;
 }
 
@@ -132,10 +133,8 @@ void DynamicConfigWatcher::look(bool settled) {
     if (!config.ignored.empty()) {
       log_warning("DynamicProfilerMonitor: " + display_ + ": ignored here: " + joined(config.ignored));
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      latest_ = std::move(config);
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    latest_ = std::move(config);
     version_.fetch_add(1, std::memory_order_release);
   } catch (const std::invalid_argument& e) {
     log_warning(std::string("DynamicProfilerMonitor: ") + e.what() + "; the config before it stays");

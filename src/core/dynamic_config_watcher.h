@@ -40,9 +40,12 @@ class DynamicConfigWatcher {
   DynamicConfigWatcher(const DynamicConfigWatcher&) = delete;
   DynamicConfigWatcher& operator=(const DynamicConfigWatcher&) = delete;
 
-  // Configs accepted so far; acquire: latest() then holds the newest.
+  // Configs accepted so far: one atomic load, what a step reads.
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
-  DynamicConfig latest() const;
+  // The newest config and, in *version, the version it is: read together,
+  // so that a config published meanwhile is never taken under an older
+  // version (and taken again at the next step).
+  DynamicConfig latest(uint64_t* version = nullptr) const;
 
   // One look at the file (the thread's work; public for tests): a change is
   // taken at the second look that finds the file the same.
@@ -78,8 +81,8 @@ class DynamicConfigWatcher {
   bool missing_reported_ = false;
 
   mutable std::mutex mu_;
-  DynamicConfig latest_;  // guarded by mu_
-  std::atomic<uint64_t> version_{0};
+  DynamicConfig latest_;              // guarded by mu_
+  std::atomic<uint64_t> version_{0};  // written under mu_, with latest_
 
   std::mutex wake_mu_;
   std::condition_variable wake_;

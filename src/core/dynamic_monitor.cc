@@ -43,8 +43,7 @@ DynamicSchedule::Action DynamicSchedule::step() {
 }
 
 void DynamicSchedule::take_new_config() {
-  seen_version_ = watcher_->version();
-  DynamicConfig config = watcher_->latest();
+  DynamicConfig config = watcher_->latest(&seen_version_);
   if (config.start_step < 1) {
     planned_.reset();
     if (active_) {

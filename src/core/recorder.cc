@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <type_traits>
 
 #include "core/intern.h"
 #include "trainprof/range.h"
@@ -243,8 +242,7 @@ void Recorder::set_current_thread_name(std::string_view name) {
 // Public hot-path entry points (range.h).
 
 void record_event(const Event& e) noexcept {
-  if (try_fast_append(e)) return;
-  Recorder::instance().append(e);
+  record_event_fields(e.t0, e.t1, e.name, e.kind, e.reserved, e.domain, e.aux);
 }
 
 namespace {

@@ -104,9 +104,10 @@ class Recorder {
 
 // Appends an event to the calling thread's buffer: the entry point of
 // collectors in other libraries (the caller checks host_recording()).
+// record_event(e) is record_event_fields with e's fields.
 void record_event(const Event& event) noexcept;
 // The same as record_event(Event{t0, t1, name, kind, reserved, domain, aux})
-// with every field in a register. An Event built by the caller is handed
+// with every field in a register: what collectors on a hot path call. An Event built by the caller is handed
 // over on its stack, where its 8-byte stores are read back as 16-byte loads
 // by the copy into the block: a store-forwarding stall per load, which cost
 // a LibTorch memory report 2.5 times its timestamp (perf, session 7).

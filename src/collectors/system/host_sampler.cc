@@ -28,9 +28,10 @@ namespace {
 std::mutex g_stats_mu;
 HostSamplerStats g_stats;  // guarded by g_stats_mu
 
-uint64_t clock_ns(clockid_t clock) {
+// The calling thread's CPU time.
+uint64_t thread_cpu_ns() {
   timespec ts{};
-  clock_gettime(clock, &ts);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
@@ -103,7 +104,7 @@ class Sampling {
 
   void sample() {
     uint64_t ticks = now_ticks();
-    uint64_t wall = clock_ns(CLOCK_MONOTONIC);
+    uint64_t wall = monotonic_now_ns();
     double seconds = previous_wall_ == 0 ? 0 : static_cast<double>(wall - previous_wall_) * 1e-9;
     if (cpu_) sample_cpu(ticks, seconds);
     if (mem_) sample_memory(ticks);
@@ -246,7 +247,7 @@ class HostSampler final : public Collector {
  private:
   void run(std::set<HostSystem> parts, std::chrono::milliseconds interval) {
     set_thread_name("trainprof host sampler");
-    uint64_t wall_start = clock_ns(CLOCK_MONOTONIC);
+    uint64_t wall_start = monotonic_now_ns();
     uint64_t samples = 0;
     try {
       Sampling sampling(parts);
@@ -266,8 +267,7 @@ class HostSampler final : public Collector {
       log_error(std::string("host_sys: the sampler stopped: ") + e.what());
     }
     std::lock_guard<std::mutex> lock(g_stats_mu);
-    g_stats =
-        HostSamplerStats{samples, clock_ns(CLOCK_THREAD_CPUTIME_ID), clock_ns(CLOCK_MONOTONIC) - wall_start};
+    g_stats = HostSamplerStats{samples, thread_cpu_ns(), monotonic_now_ns() - wall_start};
   }
 
   std::mutex mu_;
