@@ -2,7 +2,8 @@
 """trainprof against torch.profiler (Kineto) on PyTorch 2.x, in one process.
 
     .venv/bin/python bench/python_overhead.py [--rounds 11] [--samples 5] [--iters 1000] \
-        [--export-iters 20000] [--json OUT.json]
+        [--export-iters 20000] [--json OUT.json] [--only overhead|record_function|export] \
+        [--configs NAME...] [--workloads op|step]
 
 Configurations, run in turn (order rotated every round) so that the shared
 machine's drift hits them alike:
@@ -13,6 +14,8 @@ machine's drift hits them alike:
   bare_inputs       the same asking for the inputs (the floor of record_shapes)
   bare_full         bare_inputs plus a memory reporter that drops every report (the floor of
                     record_shapes + profile_memory: LibTorch's allocator then tracks every block)
+  bare_full_clock   bare_full reading the clock at each operator's start and end and at each memory
+                    report (the floor of any profiler that timestamps what it records)
   kineto            torch.profiler.profile(activities=[CPU])
   kineto_shapes_mem the same with record_shapes + profile_memory
   kineto_stack      the same with with_stack
@@ -59,7 +62,8 @@ _COLLECTOR = os.path.join(os.path.dirname(trainprof.__file__), "libtrainprof_tor
 
 
 def bare_callback(mode: int) -> None:
-    """0: none; 1: no-op RecordFunction callback; 2: the same with inputs."""
+    """0: none; 1: no-op RecordFunction callback; 2: the same with inputs; 3: and a memory
+    reporter that drops the reports; 4: 3 reading the clock at each start, end and report."""
     lib = ctypes.CDLL(_COLLECTOR)
     if not lib.trainprof_torch_bench_bare_callback(ctypes.c_int(mode)):
         raise RuntimeError("cannot register the bare callback")
@@ -90,6 +94,7 @@ def configurations(out: str) -> dict[str, Callable[[], Any]]:
         "bare": lambda: bare(1),
         "bare_inputs": lambda: bare(2),
         "bare_full": lambda: bare(3),
+        "bare_full_clock": lambda: bare(4),
         "kineto": kineto(),
         "kineto_shapes_mem": kineto(record_shapes=True, profile_memory=True),
         "kineto_stack": kineto(with_stack=True),
@@ -147,8 +152,15 @@ def measure(fn: Callable[[int], None], iters: int, samples: int) -> float:
 def run_overhead(args: argparse.Namespace, out: str) -> dict:
     w = Workloads()
     configs = configurations(out)
+    if args.configs:
+        unknown = set(args.configs) - set(configs)
+        if unknown:
+            sys.exit(f"--configs: unknown configuration(s) {sorted(unknown)}; known: {list(configs)}")
+        configs = {n: c for n, c in configs.items() if n == "none" or n in args.configs}
     names = list(configs)
     workloads = {"op": (w.op, args.iters), "step": (w.step, max(1, args.iters // 50))}
+    if args.workloads:
+        workloads = {k: v for k, v in workloads.items() if k in args.workloads}
     per_iter_ops = {k: operators_per_iteration(fn) for k, (fn, _) in workloads.items()}
     raw: dict[str, dict[str, list[float]]] = {k: {n: [] for n in names} for k in workloads}
     for r in range(args.rounds):
@@ -247,6 +259,8 @@ def main() -> None:
     parser.add_argument("--export-iters", type=int, default=20000)
     parser.add_argument("--json", help="write the results here as well")
     parser.add_argument("--only", choices=["overhead", "record_function", "export"], action="append")
+    parser.add_argument("--configs", nargs="+", help="overhead: only these configurations (and none)")
+    parser.add_argument("--workloads", nargs="+", choices=["op", "step"], help="overhead: only these workloads")
     args = parser.parse_args()
     if trainprof.torch_collector_status() is not None:
         sys.exit(f"the torch collector is not loaded: {trainprof.torch_collector_status()}")
