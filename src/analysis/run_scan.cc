@@ -2,6 +2,7 @@
 // the scan, and the plan of windows it makes possible.
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <filesystem>
 #include <unordered_map>
 
@@ -38,6 +39,34 @@ class StringMerger {
   TraceModel* model_;
   std::unordered_map<std::string, uint32_t> index_;
 };
+
+// A COMM_GROUP record ("name\x1franks\x1forigin"; ranks comma-separated),
+// kept once per group name.
+void add_comm_group(TraceModel& m, StringMerger& merger, const std::string& text) {
+  size_t first = text.find(raw::kCommGroupSeparator);
+  if (first == std::string::npos || first == 0) return;
+  size_t second = text.find(raw::kCommGroupSeparator, first + 1);
+  uint32_t name = merger.intern(text.substr(0, first));
+  for (const CommGroup& g : m.comm_groups) {
+    if (g.name == name) return;
+  }
+  CommGroup g;
+  g.name = name;
+  std::string_view ranks = std::string_view(text).substr(
+      first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
+  while (!ranks.empty()) {
+    size_t comma = ranks.find(',');
+    std::string_view item = ranks.substr(0, comma);
+    int32_t rank = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), rank);
+    if (ec != std::errc() || end != item.data() + item.size() || rank < 0) break;  // damaged: what was read
+    g.world_ranks.push_back(rank);
+    if (comma == std::string_view::npos) break;
+    ranks.remove_prefix(comma + 1);
+  }
+  if (second != std::string::npos) g.origin = text.substr(second + 1);
+  m.comm_groups.push_back(std::move(g));
+}
 
 // Pass 1 over one file: everything but the slices goes into the model; the
 // slices leave their trace in the sample, the chunk starts and the held set.
@@ -86,6 +115,11 @@ class FileScanner {
       d.stage = keys.id(d.stage);
       d.custom_info = keys.id(d.custom_info);
     }
+    for (size_t i = first_comm_; i < m_.comm_calls.size(); ++i) {
+      m_.comm_calls[i].name = keys.id(m_.comm_calls[i].name);
+      m_.comm_calls[i].group = keys.id(m_.comm_calls[i].group);
+    }
+    for (uint32_t name : group_names_) add_comm_group(m_, merger, f.name(name));
     size_t unended = 0;
     for (size_t i = first_async_; i < m_.async_ranges.size(); ++i) {
       AsyncRange& a = m_.async_ranges[i];
@@ -143,6 +177,12 @@ class FileScanner {
         m_.data_stages.push_back(DataStageSlice{e.t0_ns, e.t1_ns - e.t0_ns, e.tid, e.name_id,
                                                 static_cast<uint32_t>(e.a), static_cast<uint32_t>(e.b)});
         break;
+      case raw::EventKind::kComm:
+        m_.comm_calls.push_back(CommCall{e.t0_ns, e.t1_ns, e.comm_bytes, e.tid, e.name_id, e.comm_group,
+                                         static_cast<uint32_t>(e.a), static_cast<int64_t>(e.b) - 1,
+                                         e.comm_peer, e.comm_tag});
+        break;
+      case raw::EventKind::kCommGroup: group_names_.push_back(e.name_id); break;
       case raw::EventKind::kMemory:
         m_.memory.push_back(MemoryRecord{e.t0_ns, e.b, raw::unzigzag(e.a), e.total_allocated,
                                          e.total_reserved, e.tid, static_cast<uint32_t>(e.device)});
@@ -198,6 +238,8 @@ class FileScanner {
   std::unordered_map<uint64_t, uint64_t> async_end_ns_;  // an end may precede its begin
   std::unordered_map<uint32_t, LastOp> last_op_;
   std::vector<Link> links_;
+  std::vector<uint32_t> group_names_;  // kCommGroup names, file-local
+  size_t first_comm_ = m_.comm_calls.size();
   uint64_t last_end_ns_ = 0;
 };
 
@@ -280,6 +322,8 @@ bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string*
   std::sort(m.op_links.begin(), m.op_links.end(), [](const OpLink& a, const OpLink& b) {
     return std::make_pair(a.start_ns, a.key) < std::make_pair(b.start_ns, b.key);
   });
+  std::stable_sort(m.comm_calls.begin(), m.comm_calls.end(),
+                   [](const CommCall& a, const CommCall& b) { return a.start_ns < b.start_ns; });
   std::stable_sort(m.memory.begin(), m.memory.end(),
                    [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   std::sort(st.sample.begin(), st.sample.end(),

@@ -80,6 +80,30 @@ struct MemoryRecord {
   uint32_t device;  // raw::memory_device(type, index)
 };
 
+// One communication call (raw COMM): a collective, a point-to-point
+// transfer, the span of a nonblocking operation from post to completion, a
+// wait, or a communicator's creation or release.
+struct CommCall {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t bytes;
+  uint32_t tid;
+  uint32_t name;     // the operation (MPI_Allreduce, ...)
+  uint32_t group;    // CommGroup::name's string id (0: none)
+  uint32_t flags;    // raw::kComm*
+  int64_t sequence;  // in the group (-1: none)
+  int32_t peer;      // world rank of the peer or root (-1: none)
+  int32_t tag;       // -1: none
+};
+
+// A communicator (raw COMM_GROUP): a name shared by every member's runs,
+// and the world ranks of its members.
+struct CommGroup {
+  uint32_t name;  // string id
+  std::vector<int32_t> world_ranks;
+  std::string origin;  // how it was made (MPI_COMM_WORLD, MPI_Comm_split, ...)
+};
+
 // range_start / range_end pair (may cross threads).
 struct AsyncRange {
   uint64_t start_ns;
@@ -159,8 +183,10 @@ struct TraceModel {
   // Symbolized native call stacks (with_stack), by the inputs string id that
   // carries the raw frames (symbolize_call_stacks).
   std::unordered_map<uint32_t, std::string> call_stacks;
-  std::vector<MemoryRecord> memory;  // in time order (stable: a thread's reports keep their order)
-  std::vector<StepWindow> steps;     // sorted by number
+  std::vector<MemoryRecord> memory;    // in time order (stable: a thread's reports keep their order)
+  std::vector<CommCall> comm_calls;    // in start order
+  std::vector<CommGroup> comm_groups;  // one per group name
+  std::vector<StepWindow> steps;       // sorted by number
   SliceSelection selection;
   std::vector<std::string> warnings;
   uint64_t event_count = 0;

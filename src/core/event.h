@@ -48,6 +48,21 @@ inline constexpr uint8_t kMemoryTotalsSlot = 0xff;
 static_assert(sizeof(MemoryReport) == sizeof(Event) && offsetof(MemoryReport, kind) == offsetof(Event, kind));
 static_assert(sizeof(MemoryTotals) == sizeof(Event) && offsetof(MemoryTotals, kind) == offsetof(Event, kind));
 
+// A communication call (record_comm) fills two slots the same way: an Event
+// with the call (t0, t1, name = the operation, kind kComm, reserved = the
+// raw::kComm* flags, aux = the communicator's sequence number), then this.
+struct CommDetail {
+  uint64_t bytes;     // the bytes the call moves for this rank (docs/FORMAT.md, COMM)
+  const char* group;  // interned group name, or nullptr (a wait)
+  int32_t peer;       // world rank of the peer or root, -1: none
+  int32_t tag;        // point-to-point tag, -1: any or none
+  uint8_t kind;       // kCommDetailSlot
+  uint8_t unused[7];
+};
+// Never a raw kind: marks the second slot of a communication call.
+inline constexpr uint8_t kCommDetailSlot = 0xfe;
+static_assert(sizeof(CommDetail) == sizeof(Event) && offsetof(CommDetail, kind) == offsetof(Event, kind));
+
 inline constexpr size_t kBlockBytes = 64 * 1024;
 inline constexpr size_t kBlockHeaderBytes = 64;
 inline constexpr uint32_t kEventsPerBlock =

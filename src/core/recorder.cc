@@ -263,6 +263,10 @@ namespace {
   Recorder::instance().append_pair(std::bit_cast<Event>(report), std::bit_cast<Event>(totals));
 }
 
+[[gnu::noinline, gnu::cold]] void append_comm(const Event& call, const CommDetail& detail) noexcept {
+  Recorder::instance().append_pair(call, std::bit_cast<Event>(detail));
+}
+
 // One 8-byte store at `offset` of a slot.
 template <typename T>
 inline void store_at(Event& slot, size_t offset, T value) noexcept {
@@ -311,6 +315,14 @@ void record_memory(uint64_t ticks, uint64_t address, int64_t bytes, uint64_t tot
   store_at(totals, offsetof(MemoryTotals, device), device);
   store_at(totals, offsetof(MemoryTotals, kind), uint64_t{kMemoryTotalsSlot});
   b->committed.store(i + 2, std::memory_order_release);
+}
+
+void record_comm(uint64_t t0, uint64_t t1, const char* name, uint8_t flags, uint32_t sequence, uint64_t bytes,
+                 const char* group, int32_t peer, int32_t tag) noexcept {
+  // Communication calls take microseconds: the plain pair path is enough.
+  Event call{t0, t1, name, static_cast<uint8_t>(raw::EventKind::kComm), flags, 0, sequence};
+  CommDetail detail{bytes, group, peer, tag, kCommDetailSlot, {}};
+  append_comm(call, detail);
 }
 
 void record_range(const char* name, uint64_t start_ticks) noexcept {

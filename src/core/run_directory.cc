@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,9 +27,28 @@ bool parse_int(const char* text, int* out) {
   return true;
 }
 
+// Packed rank (low 32 bits) and world size (high), 0: not set; with the source.
+std::atomic<uint64_t> g_runtime_rank{0};
+std::atomic<const char*> g_runtime_source{nullptr};
+
 }  // namespace
 
+void set_runtime_rank(int rank, int world_size, const char* source) noexcept {
+  if (rank < 0 || world_size <= rank) return;
+  g_runtime_source.store(source, std::memory_order_relaxed);
+  g_runtime_rank.store(static_cast<uint64_t>(static_cast<uint32_t>(rank)) |
+                           static_cast<uint64_t>(static_cast<uint32_t>(world_size)) << 32,
+                       std::memory_order_release);
+}
+
 RankInfo detect_rank() {
+  if (uint64_t packed = g_runtime_rank.load(std::memory_order_acquire); packed != 0) {
+    RankInfo info;
+    info.rank = static_cast<int>(packed & 0xffffffffu);
+    info.world_size = static_cast<int>(packed >> 32);
+    info.source = g_runtime_source.load(std::memory_order_relaxed);
+    return info;
+  }
   static const char* const kPairs[][2] = {
       {"RANK", "WORLD_SIZE"},
       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},

@@ -7,7 +7,8 @@
 
 namespace trainprof::detail {
 
-// Rank and world size from the launcher's environment: RANK/WORLD_SIZE,
+// Rank and world size: those a communication runtime gave
+// (set_runtime_rank), else from the launcher's environment: RANK/WORLD_SIZE,
 // OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS (first found).
 struct RankInfo {
   int rank = 0;
@@ -15,6 +16,10 @@ struct RankInfo {
   std::string source = "default";  // which variables gave them
 };
 RankInfo detect_rank();
+
+// The process' rank and world size as its communication runtime knows them
+// (libtrainprof_mpi after MPI_Init: source "MPI"); runs opened later use them.
+void set_runtime_rank(int rank, int world_size, const char* source) noexcept;
 
 std::string host_name();
 

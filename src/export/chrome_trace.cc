@@ -38,13 +38,24 @@ enum class ItemType : uint8_t {
   kAsyncEnd,
   kFlowStart,
   kFlowEnd,
-  kMemory
+  kMemory,
+  kComm
 };
 
 // The Dataset track of thread `tid`: its data pipeline stages, apart from its
 // ranges and operators (they need not nest with them).
 uint32_t dataset_track(uint32_t tid) {
   return tid | 0x40000000u;
+}
+
+// The Communication tracks of thread `tid`: its blocking calls, posts and
+// waits on one; its nonblocking operations in flight (post to completion,
+// which may overlap each other) on the other.
+uint32_t comm_track(uint32_t tid) {
+  return tid | 0x20000000u;
+}
+uint32_t comm_flight_track(uint32_t tid) {
+  return tid | 0x10000000u;
 }
 
 struct Item {
@@ -129,6 +140,7 @@ class TraceWriter {
       case ItemType::kFlowStart: flow(it.index, true); break;
       case ItemType::kFlowEnd: flow(it.index, false); break;
       case ItemType::kMemory: memory(m_.memory[it.index]); break;
+      case ItemType::kComm: comm(m_.comm_calls[it.index]); break;
     }
   }
 
@@ -301,6 +313,29 @@ class TraceWriter {
     end_event();
   }
 
+  // A communication call with what matches it across ranks (group,
+  // sequence number, peer) and its size.
+  void comm(const analysis::CommCall& c) {
+    bool in_flight = (c.flags & raw::kCommCompletion) != 0;
+    event_head("X", "communication", nullptr, escaped(c.name),
+               in_flight ? comm_flight_track(c.tid) : comm_track(c.tid), c.start_ns);
+    key("dur");
+    append_us(buf_, static_cast<int64_t>(c.end_ns - c.start_ns));
+    key("args");
+    buf_ += '{';
+    key("Bytes", true);
+    append_uint(buf_, c.bytes);
+    if (c.group != 0) {
+      key("Group");
+      buf_ += escaped(c.group);
+    }
+    if (c.sequence >= 0) num("Sequence", c.sequence);
+    if (c.peer >= 0) num((c.flags & (raw::kCommSend | raw::kCommRecv)) != 0 ? "Peer" : "Root", c.peer);
+    if (c.tag >= 0 && (c.flags & (raw::kCommSend | raw::kCommRecv)) != 0) num("Tag", c.tag);
+    buf_ += '}';
+    end_event();
+  }
+
   // Kineto's [memory] instant, then the allocator's totals as a counter
   // track per device.
   void memory(const analysis::MemoryRecord& r) {
@@ -352,7 +387,7 @@ std::vector<Item> collect_other_items(const TraceModel& m,
                                       const std::vector<analysis::ForwardBackwardLink>& flows) {
   std::vector<Item> items;
   items.reserve(m.instants.size() + m.counters.size() + 2 * m.async_ranges.size() + 2 * flows.size() +
-                m.data_stages.size() + m.memory.size());
+                m.data_stages.size() + m.memory.size() + m.comm_calls.size());
   for (uint32_t i = 0; i < m.data_stages.size(); ++i) {
     items.push_back({m.data_stages[i].start_ns, m.data_stages[i].dur_ns, ItemType::kDataStage, i});
   }
@@ -371,6 +406,10 @@ std::vector<Item> collect_other_items(const TraceModel& m,
   }
   for (uint32_t i = 0; i < m.memory.size(); ++i)
     items.push_back({m.memory[i].ts_ns, 0, ItemType::kMemory, i});
+  for (uint32_t i = 0; i < m.comm_calls.size(); ++i) {
+    const analysis::CommCall& c = m.comm_calls[i];
+    items.push_back({c.start_ns, c.end_ns - c.start_ns, ItemType::kComm, i});
+  }
   std::sort(items.begin(), items.end(), item_before);
   return items;
 }
@@ -384,6 +423,9 @@ std::set<uint32_t> trace_tids(const TraceModel& m) {
   for (const auto& a : m.async_ranges) t.insert(a.begin_tid);
   for (const auto& d : m.data_stages) t.insert(dataset_track(d.tid));
   for (const auto& r : m.memory) t.insert(r.tid);
+  for (const auto& c : m.comm_calls) {
+    t.insert((c.flags & raw::kCommCompletion) != 0 ? comm_flight_track(c.tid) : comm_track(c.tid));
+  }
   return t;
 }
 
@@ -505,10 +547,18 @@ void ChromeTraceWriter::State::header(const std::string& trace_name) {
            : tid == m.pid                ? "main thread " + std::to_string(tid)
                                          : "thread " + std::to_string(tid);
   };
-  for (uint32_t tid : trace_tids(m)) {  // Dataset tracks have the largest ids: listed last
-    bool dataset = tid == dataset_track(tid) && m.thread_names.count(tid) == 0;
-    std::string tname =
-        dataset ? "Dataset (" + thread_label(tid & ~dataset_track(0)) + ")" : thread_label(tid);
+  // Dataset and Communication tracks have the largest ids: listed last.
+  auto track_label = [&](uint32_t tid) {
+    if (m.thread_names.count(tid) != 0) return thread_label(tid);
+    if (tid == dataset_track(tid)) return "Dataset (" + thread_label(tid & ~dataset_track(0)) + ")";
+    if (tid == comm_track(tid)) return "Communication (" + thread_label(tid & ~comm_track(0)) + ")";
+    if (tid == comm_flight_track(tid)) {
+      return "Communication in flight (" + thread_label(tid & ~comm_flight_track(0)) + ")";
+    }
+    return thread_label(tid);
+  };
+  for (uint32_t tid : trace_tids(m)) {
+    std::string tname = track_label(tid);
     writer.metadata("thread_name", tid, "name", tname, 0, false);
     writer.metadata("thread_sort_index", tid, "sort_index", {}, tid == m.pid ? 0 : sort_index++, true);
   }

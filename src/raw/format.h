@@ -10,9 +10,10 @@
 namespace trainprof::raw {
 
 inline constexpr char kFileMagic[8] = {'T', 'P', 'R', 'A', 'W', '\r', '\n', '\x1a'};
-// Version 2 added the chunk sequence number (docs/FORMAT.md, "Versioning");
-// version 1 files are still read, without the sequence checks.
-inline constexpr uint32_t kFormatVersion = 2;
+// Version 2 added the chunk sequence number, version 3 the COMM and
+// COMM_GROUP events (docs/FORMAT.md, "Versioning"); version 1 files are
+// still read, without the sequence checks.
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kFileHeaderSize = 128;
 inline constexpr uint32_t kChunkMagic = 0x4b435054;  // "TPCK" little-endian
@@ -81,8 +82,23 @@ enum class EventKind : uint8_t {
                         // always varint total allocated, total reserved, device (MemoryDevice)
   kDataStage = 10,      // data pipeline stage: name = operation, t0, duration, a = stage string id,
                         // b = custom info string id (0: none)
+  kComm = 11,           // communication call: name = operation, t0, duration, a = CommFlags,
+                        // b = sequence number in its group + 1 (0: none), then always varint bytes,
+                        // group string id (0: none), zigzag(peer), zigzag(tag)
+  kCommGroup = 12,      // a communicator: name = "group name\x1fworld ranks\x1fhow it was made", t0
 };
-inline constexpr uint8_t kMaxEventKind = 10;
+inline constexpr uint8_t kMaxEventKind = 12;
+
+// kComm flags (`a`).
+inline constexpr uint64_t kCommCollective = 1;   // a collective over its group
+inline constexpr uint64_t kCommSend = 2;         // point-to-point: this rank sends to `peer`
+inline constexpr uint64_t kCommRecv = 4;         // point-to-point: this rank receives from `peer`
+inline constexpr uint64_t kCommNonblocking = 8;  // the posting call of a nonblocking operation
+inline constexpr uint64_t kCommCompletion = 16;  // a nonblocking operation, from its post to its completion
+inline constexpr uint64_t kCommWait = 32;        // a wait or test call (MPI_Wait*, MPI_Test*)
+inline constexpr uint64_t kCommManagement = 64;  // creates or frees a communicator
+// Separates the fields of a kCommGroup name.
+inline constexpr char kCommGroupSeparator = '\x1f';
 
 inline bool is_known_event_kind(uint8_t kind) {
   return kind >= 1 && kind <= kMaxEventKind;

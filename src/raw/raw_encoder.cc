@@ -101,8 +101,8 @@ void RawEncoder::end_chunk(size_t header_offset, uint32_t record_count) {
 
 size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count) {
   if (count == 0) return 0;
-  // Worst case per event: head byte + five varints (a memory report: eight
-  // varints over its two slots).
+  // Worst case per event: head byte + five varints (a memory report: eight,
+  // a communication call: nine, over their two slots).
   scratch_.resize(count * (1 + 5 * kMaxVarintBytes));
   uint8_t* p = scratch_.data();
   uint64_t prev_t0 = 0;
@@ -119,7 +119,15 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
       ++records;
       continue;
     }
-    if (e.kind == detail::kMemoryTotalsSlot) continue;  // without its report
+    if (kind == EventKind::kComm) {
+      // record_comm commits both slots at once, as a memory report.
+      if (i + 1 == count || events[i + 1].kind != detail::kCommDetailSlot) continue;
+      p = put_comm(p, e, std::bit_cast<detail::CommDetail>(events[++i]), prev_t0);
+      prev_t0 = e.t0;
+      ++records;
+      continue;
+    }
+    if (e.kind == detail::kMemoryTotalsSlot || e.kind == detail::kCommDetailSlot) continue;  // alone
     uint64_t dur = 0, a = 0, b = 0;
     uint32_t name = string_id(e.name);
     switch (kind) {
@@ -141,7 +149,9 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
         b = e.aux == detail::kNoSequenceNumber ? 0 : uint64_t{e.aux} + 1;
         break;
       case EventKind::kOperatorInputs:
-      case EventKind::kMemory: break;
+      case EventKind::kMemory:
+      case EventKind::kComm:
+      case EventKind::kCommGroup: break;
       case EventKind::kDataStage:
         dur = e.t1 - e.t0;
         a = domain_string_id(e.domain);
@@ -189,6 +199,17 @@ uint8_t* RawEncoder::put_memory(uint8_t* p, const detail::MemoryReport& r, const
   p = put_varint(p, t.total_allocated);
   p = put_varint(p, t.total_reserved);
   return put_varint(p, t.device);
+}
+
+uint8_t* RawEncoder::put_comm(uint8_t* p, const detail::Event& call, const detail::CommDetail& d,
+                              uint64_t prev_t0) {
+  p = put_event(p, static_cast<uint8_t>(EventKind::kComm), string_id(call.name), call.t0 - prev_t0,
+                call.t1 - call.t0, call.reserved,
+                call.aux == detail::kNoSequenceNumber ? 0 : uint64_t{call.aux} + 1);
+  p = put_varint(p, d.bytes);
+  p = put_varint(p, d.group != nullptr ? string_id(d.group) : 0);
+  p = put_varint(p, zigzag(d.peer));
+  return put_varint(p, zigzag(d.tag));
 }
 
 void RawEncoder::clock(const detail::ClockAnchor& anchor) {

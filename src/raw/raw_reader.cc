@@ -18,6 +18,10 @@
 namespace trainprof::raw {
 namespace {
 
+bool fits_int32(int64_t v) {
+  return v >= INT32_MIN && v <= INT32_MAX;
+}
+
 // Read-only mapping of a whole file.
 class MappedFile {
  public:
@@ -186,6 +190,18 @@ class ChunkDecoder {
                                            (p = get_varint(p, end, &e.total_reserved)) == nullptr ||
                                            (p = get_varint(p, end, &e.device)) == nullptr)) {
         return "malformed memory event " + std::to_string(i);
+      }
+      if (e.kind == EventKind::kComm) {
+        uint64_t group = 0, peer = 0, tag = 0;
+        if ((p = get_varint(p, end, &e.comm_bytes)) == nullptr ||
+            (p = get_varint(p, end, &group)) == nullptr || (p = get_varint(p, end, &peer)) == nullptr ||
+            (p = get_varint(p, end, &tag)) == nullptr || group > UINT32_MAX || !fits_int32(unzigzag(peer)) ||
+            !fits_int32(unzigzag(tag))) {
+          return "malformed communication event " + std::to_string(i);
+        }
+        e.comm_group = static_cast<uint32_t>(group);
+        e.comm_peer = static_cast<int32_t>(unzigzag(peer));
+        e.comm_tag = static_cast<int32_t>(unzigzag(tag));
       }
     }
     if (scratch_.size() != count || p != end) return "event count does not match the chunk header";

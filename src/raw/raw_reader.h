@@ -34,6 +34,12 @@ struct RawEvent {
   uint64_t total_allocated = 0;
   uint64_t total_reserved = 0;
   uint64_t device = 0;
+  // kComm only (a = flags, b = sequence number + 1): bytes, group name
+  // (string id), peer and tag (-1: none).
+  uint64_t comm_bytes = 0;
+  uint32_t comm_group = 0;
+  int32_t comm_peer = -1;
+  int32_t comm_tag = -1;
 };
 
 struct RawIssue {

@@ -1,0 +1,328 @@
+// Copyright trainprof authors. The MPI collector (libtrainprof_mpi) on real
+// OpenMPI processes: tests/helpers/mpi_ops_child.cc under mpirun, each rank's
+// raw file read back.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "raw/format.h"
+#include "raw/raw_reader.h"
+#include "test_util.h"
+
+namespace trainprof {
+namespace {
+
+constexpr int kRanks = 4;
+
+struct Call {
+  std::string name;
+  uint64_t flags;
+  int64_t sequence;  // -1: none
+  uint64_t bytes;
+  std::string group;
+  int peer;
+  int tag;
+};
+
+struct Group {
+  std::string name;
+  std::string members;
+  std::string origin;
+};
+
+struct RankRecord {
+  int rank = -1;
+  int world_size = 0;
+  std::vector<Call> calls;
+  std::vector<Group> groups;
+};
+
+RankRecord read_rank(const std::string& run_dir) {
+  raw::RawFile f = test::read_run(run_dir);
+  RankRecord r;
+  r.rank = f.header.rank;
+  r.world_size = f.header.world_size;
+  for (const raw::RawEvent& e : f.events) {
+    if (e.kind == raw::EventKind::kComm) {
+      r.calls.push_back(Call{f.name(e.name_id), e.a, static_cast<int64_t>(e.b) - 1, e.comm_bytes,
+                             f.name(e.comm_group), e.comm_peer, e.comm_tag});
+    } else if (e.kind == raw::EventKind::kCommGroup) {
+      std::string text = f.name(e.name_id);
+      size_t a = text.find(raw::kCommGroupSeparator), b = text.find(raw::kCommGroupSeparator, a + 1);
+      r.groups.push_back(Group{text.substr(0, a), text.substr(a + 1, b - a - 1), text.substr(b + 1)});
+    }
+  }
+  return r;
+}
+
+// Runs the helper on kRanks processes; returns each rank's record, by rank.
+std::vector<RankRecord> run_ops(const test::TempDir& dir) {
+  test::ProcessResult p = test::run_process(
+      {TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(kRanks),
+       "--mca", "btl", "self,vader", test::helper_path("mpi_ops_child"), dir.path()},
+      {{"OMPI_MCA_rmaps_base_oversubscribe", "1"}});
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  std::vector<RankRecord> ranks(kRanks);
+  for (const std::string& run : test::run_dirs(dir.path())) {
+    RankRecord r = read_rank(run);
+    EXPECT_GE(r.rank, 0);
+    EXPECT_LT(r.rank, kRanks);
+    if (r.rank >= 0 && r.rank < kRanks) ranks[static_cast<size_t>(r.rank)] = std::move(r);
+  }
+  return ranks;
+}
+
+bool is(const Call& c, uint64_t flag) {
+  return (c.flags & flag) != 0;
+}
+
+// (name, kind of record) -> sorted bytes of each record.
+using Key = std::pair<std::string, std::string>;
+std::map<Key, std::vector<uint64_t>> by_name(const RankRecord& r) {
+  std::map<Key, std::vector<uint64_t>> out;
+  for (const Call& c : r.calls) {
+    std::string kind = is(c, raw::kCommWait)          ? "wait"
+                       : is(c, raw::kCommCompletion)  ? "completion"
+                       : is(c, raw::kCommNonblocking) ? "post"
+                       : is(c, raw::kCommRecv)        ? "recv"
+                       : is(c, raw::kCommSend)        ? "send"
+                                                      : "call";
+    out[{c.name, kind}].push_back(c.bytes);
+  }
+  for (auto& [key, bytes] : out) std::sort(bytes.begin(), bytes.end());
+  return out;
+}
+
+class MpiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    ranks_ = new std::vector<RankRecord>(run_ops(*dir_));
+  }
+  static void TearDownTestSuite() {
+    delete ranks_;
+    delete dir_;
+  }
+  static test::TempDir* dir_;
+  static std::vector<RankRecord>* ranks_;
+};
+test::TempDir* MpiTest::dir_ = nullptr;
+std::vector<RankRecord>* MpiTest::ranks_ = nullptr;
+
+TEST_F(MpiTest, RankAndWorldSizeComeFromMpi) {
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ((*ranks_)[r].rank, r);
+    EXPECT_EQ((*ranks_)[r].world_size, kRanks);
+  }
+}
+
+TEST_F(MpiTest, EachOperationIsCountedAndSizedExactly) {
+  const uint64_t n = kRanks;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const uint64_t r = static_cast<uint64_t>(rank);
+    using V = std::vector<uint64_t>;
+    std::map<Key, V> expected = {
+        {{"MPI_Barrier", "call"}, V{0, 0, 0}},
+        {{"MPI_Allreduce", "call"}, V{16, 800, 800, 800}},
+        {{"MPI_Reduce", "call"}, V{200}},
+        {{"MPI_Bcast", "call"}, V{40, 40}},
+        {{"MPI_Allgather", "call"}, V{12}},
+        {{"MPI_Allgatherv", "call"}, V{4 * (r + 1)}},
+        {{"MPI_Alltoall", "call"}, V{16 * n}},
+        {{"MPI_Alltoallv", "call"}, V{4 * n * (n + 1) / 2}},
+        {{"MPI_Reduce_scatter", "call"}, V{8 * n}},
+        {{"MPI_Reduce_scatter_block", "call"}, V{12 * n}},
+        {{"MPI_Gather", "call"}, V{20}},
+        {{"MPI_Gatherv", "call"}, V{4 * (r + 1)}},
+        {{"MPI_Scatter", "call"}, V{32}},
+        {{"MPI_Scatterv", "call"}, V{4 * (r + 1)}},
+        {{"MPI_Comm_split", "call"}, V{0}},
+        {{"MPI_Comm_dup", "call"}, V{0}},
+        {{"MPI_Comm_free", "call"}, V{0, 0}},
+        {{"MPI_Send", "send"}, V{100}},
+        {{"MPI_Recv", "recv"}, V{100}},
+        {{"MPI_Sendrecv", "send"}, V{24}},
+        {{"MPI_Sendrecv", "recv"}, V{24}},
+        {{"MPI_Isend", "post"}, V{28, 72}},
+        {{"MPI_Isend", "completion"}, V{28, 72}},
+        {{"MPI_Irecv", "post"}, V{28, 72}},
+        {{"MPI_Irecv", "completion"}, V{28, 72}},
+        {{"MPI_Waitall", "wait"}, V{0, 0}},
+        {{"MPI_Test", "wait"}, V{0, 0}},
+    };
+    // Each I-variant: one post and one completion, sized as its blocking twin.
+    std::map<std::string, uint64_t> nonblocking = {
+        {"MPI_Ibarrier", 0},
+        {"MPI_Iallreduce", 800},
+        {"MPI_Ireduce", 200},
+        {"MPI_Ibcast", 40},
+        {"MPI_Iallgather", 12},
+        {"MPI_Iallgatherv", 4 * (r + 1)},
+        {"MPI_Ialltoall", 16 * n},
+        {"MPI_Ialltoallv", 4 * n * (n + 1) / 2},
+        {"MPI_Ireduce_scatter", 8 * n},
+        {"MPI_Ireduce_scatter_block", 12 * n},
+        {"MPI_Igather", 20},
+        {"MPI_Igatherv", 4 * (r + 1)},
+        {"MPI_Iscatter", 32},
+        {"MPI_Iscatterv", 4 * (r + 1)},
+    };
+    for (const auto& [name, bytes] : nonblocking) {
+      expected[{name, "post"}] = V{bytes};
+      expected[{name, "completion"}] = V{bytes};
+    }
+    EXPECT_EQ(by_name((*ranks_)[rank]), expected);
+  }
+}
+
+TEST_F(MpiTest, PeersAreWorldRanksAndTagsAreKept) {
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    int right = (rank + 1) % kRanks, left = (rank + kRanks - 1) % kRanks;
+    for (const Call& c : (*ranks_)[rank].calls) {
+      if (c.name == "MPI_Reduce") {
+        EXPECT_EQ(c.peer, 1);
+      }
+      if (c.name == "MPI_Bcast" || c.name == "MPI_Scatter" || c.name == "MPI_Gatherv") {
+        EXPECT_EQ(c.peer, 0);
+      }
+      if (c.name == "MPI_Gather") {
+        EXPECT_EQ(c.peer, kRanks - 1);
+      }
+      if (c.name == "MPI_Allreduce" || c.name == "MPI_Barrier") {
+        EXPECT_EQ(c.peer, -1);
+      }
+      if (c.name == "MPI_Send") {
+        EXPECT_EQ(std::make_pair(c.peer, c.tag), std::make_pair(right, 7));
+      }
+      if (c.name == "MPI_Recv") {
+        EXPECT_EQ(std::make_pair(c.peer, c.tag), std::make_pair(left, 7));
+      }
+      if (c.name == "MPI_Sendrecv") {
+        EXPECT_EQ(c.peer, is(c, raw::kCommSend) ? right : left);
+      }
+      // Posted from any source; its completion names who sent.
+      if (c.name == "MPI_Irecv" && c.bytes == 72) {
+        EXPECT_EQ(c.peer, is(c, raw::kCommCompletion) ? left : -1);
+        EXPECT_EQ(c.tag, 8);
+      }
+      if (c.name == "MPI_Isend") {
+        EXPECT_EQ(c.peer, right);
+      }
+    }
+  }
+}
+
+TEST_F(MpiTest, GroupsAreNamedAlikeOnEveryMember) {
+  std::map<std::string, std::set<std::string>> names_by_members_origin;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const RankRecord& r = (*ranks_)[rank];
+    std::set<std::string> origins;
+    for (const Group& g : r.groups) {
+      origins.insert(g.origin);
+      names_by_members_origin[g.members + " " + g.origin].insert(g.name);
+    }
+    EXPECT_EQ(origins, (std::set<std::string>{"MPI_COMM_WORLD", "MPI_Comm_split", "MPI_Comm_dup"}));
+    // Every record's group is one this rank's run names.
+    std::set<std::string> known;
+    for (const Group& g : r.groups) known.insert(g.name);
+    for (const Call& c : r.calls) {
+      if (!is(c, raw::kCommWait)) {
+        EXPECT_TRUE(known.count(c.group)) << c.name << " group '" << c.group << "'";
+      }
+    }
+  }
+  std::set<std::string> keys;
+  for (const auto& [key, names] : names_by_members_origin) {
+    keys.insert(key);
+    EXPECT_EQ(names.size(), 1u) << key << ": members name one group differently";
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"0,1,2,3 MPI_COMM_WORLD", "0,2 MPI_Comm_split", "1,3 MPI_Comm_split",
+                                         "0,2 MPI_Comm_dup", "1,3 MPI_Comm_dup"}));
+  EXPECT_NE(*names_by_members_origin["0,2 MPI_Comm_split"].begin(),
+            *names_by_members_origin["0,2 MPI_Comm_dup"].begin());
+}
+
+TEST_F(MpiTest, CollectivesCarryTheSameSequenceOnEveryRank) {
+  // (group members, sequence) -> operation, per rank: the same map on the
+  // members of each group, counted from the group's creation (the world's
+  // first Barrier, before recording, is number 0).
+  std::vector<std::map<std::pair<std::string, int64_t>, std::string>> per_rank(kRanks);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const RankRecord& r = (*ranks_)[rank];
+    std::map<std::string, std::string> members;
+    for (const Group& g : r.groups) members[g.name] = g.members + " " + g.origin;
+    int64_t first_world = -1;
+    for (const Call& c : r.calls) {
+      if (!is(c, raw::kCommCollective) || is(c, raw::kCommCompletion)) continue;
+      ASSERT_GE(c.sequence, 0) << c.name;
+      bool inserted = per_rank[rank].emplace(std::make_pair(members[c.group], c.sequence), c.name).second;
+      EXPECT_TRUE(inserted) << c.name << " reuses sequence " << c.sequence;
+      if (members[c.group] == "0,1,2,3 MPI_COMM_WORLD" && first_world < 0) first_world = c.sequence;
+    }
+    EXPECT_EQ(first_world, 1) << "rank " << rank;
+  }
+  EXPECT_EQ(per_rank[0].size(), per_rank[1].size());
+  for (int rank = 1; rank < kRanks; ++rank) {
+    for (const auto& [key, name] : per_rank[rank]) {
+      if (key.first.rfind("0,1,2,3", 0) != 0) continue;  // the world's: every rank has them
+      auto it = per_rank[0].find(key);
+      ASSERT_NE(it, per_rank[0].end()) << key.first << " #" << key.second;
+      EXPECT_EQ(it->second, name) << key.first << " #" << key.second;
+    }
+  }
+  // The halves: ranks 0 and 2 agree, as do 1 and 3.
+  for (auto [a, b] : {std::pair{0, 2}, std::pair{1, 3}}) {
+    std::map<std::pair<std::string, int64_t>, std::string> ha, hb;
+    for (const auto& [key, name] : per_rank[a])
+      if (key.first.rfind("0,1,2,3", 0) != 0) ha[key] = name;
+    for (const auto& [key, name] : per_rank[b])
+      if (key.first.rfind("0,1,2,3", 0) != 0) hb[key] = name;
+    EXPECT_EQ(ha, hb);
+    EXPECT_EQ(ha.size(), 5u);  // Allreduce, Comm_dup, Comm_free on the split; Barrier, Comm_free on the dup
+  }
+}
+
+TEST_F(MpiTest, TimelineShowsCommunicationTracks) {
+  std::vector<std::string> runs = test::run_dirs(dir_->path());
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kRanks));
+  test::ProcessResult p =
+      test::run_process({std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof", "analyse", runs[0]});
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  nlohmann::json trace = nlohmann::json::parse(test::read_text(runs[0] + "/PROFILER_OUTPUT/trace_view.json"));
+  std::map<int64_t, std::string> track_names;
+  std::map<std::string, int> on_track;  // operation -> events on a Communication track
+  int with_sequence = 0, in_flight = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name") {
+      track_names[e["tid"].get<int64_t>()] = e["args"]["name"].get<std::string>();
+    }
+  }
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "communication") continue;
+    std::string track = track_names[e["tid"].get<int64_t>()];
+    if (track.rfind("Communication in flight (", 0) == 0) {
+      ++in_flight;
+    } else {
+      EXPECT_EQ(track.rfind("Communication (", 0), 0u) << track;
+      ++on_track[e["name"].get<std::string>()];
+    }
+    EXPECT_TRUE(e["args"].contains("Bytes"));
+    if (e["args"].contains("Sequence")) ++with_sequence;
+  }
+  EXPECT_EQ(on_track["MPI_Allreduce"], 4);
+  EXPECT_EQ(on_track["MPI_Waitall"], 2);
+  EXPECT_EQ(in_flight, 14 + 4);  // the I-collectives and the four point-to-point
+  EXPECT_GT(with_sequence, 40);
+}
+
+}  // namespace
+}  // namespace trainprof
