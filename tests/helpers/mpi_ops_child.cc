@@ -37,7 +37,6 @@ int main(int argc, char** argv) {
   trainprof::ProfilerOptions options;
   options.output_path = argv[1];
   trainprof::Profiler profiler(options);
-  profiler.start();
 
   std::vector<double> d(4096, 1.0), d2(4096);
   std::vector<int> i1(4096, 1), i2(4096);

@@ -76,8 +76,13 @@ void record_group(const CommState& s) {
                               static_cast<uint8_t>(raw::EventKind::kCommGroup), 0, 0, 0);
 }
 
+// Bumped when a communicator's state is deleted: a thread's cached lookup
+// (state_of) is then stale, since a freed handle may come back for another.
+std::atomic<uint64_t> g_states_deleted{0};
+
 int delete_state(MPI_Comm, int, void* attribute, void*) {
   auto* s = static_cast<CommState*>(attribute);
+  g_states_deleted.fetch_add(1, std::memory_order_release);
   {
     std::lock_guard lock(g_mutex);
     std::erase(g_live, s);
@@ -132,7 +137,7 @@ CommState* make_state(MPI_Comm comm, const char* origin) {
 
 // After MPI_Init (ours or, when this library came later, anyone's): the
 // keyval, MPI_COMM_WORLD's group and the process' rank.
-bool ready() {
+bool set_up() {
   if (g_ready.load(std::memory_order_acquire)) return true;
   if (g_finalized.load(std::memory_order_relaxed)) return false;
   int initialized = 0, finalized = 0;
@@ -155,16 +160,50 @@ bool ready() {
   return g_ready.load(std::memory_order_acquire);
 }
 
-CommState* state_of(MPI_Comm comm) {
-  if (comm == MPI_COMM_NULL || !ready()) return nullptr;
-  void* attribute = nullptr;
-  int found = 0;
-  if (PMPI_Comm_get_attr(comm, g_keyval, &attribute, &found) == MPI_SUCCESS && found) {
-    return static_cast<CommState*>(attribute);
+bool ready() noexcept {
+  try {
+    return set_up();
+  } catch (...) {
+    return g_ready.load(std::memory_order_acquire);
   }
-  int inter = 0;
-  if (PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && inter) return nullptr;  // not followed
-  return make_state(comm, "first use");
+}
+
+// Never throws into the MPI program: a communicator whose state cannot be
+// made is not followed.
+// The last lookup of this thread: OpenMPI's attribute lookup takes a lock
+// and a hash probe (about 200 ns), more than the rest of a wrapper.
+struct LastLookup {
+  MPI_Comm comm = MPI_COMM_NULL;
+  CommState* state = nullptr;
+  uint64_t deleted = 0;
+};
+thread_local LastLookup t_last;
+
+CommState* state_of(MPI_Comm comm) noexcept {
+  try {
+    if (comm == MPI_COMM_NULL || !ready()) return nullptr;
+    uint64_t deleted = g_states_deleted.load(std::memory_order_acquire);
+    if (t_last.comm == comm && t_last.deleted == deleted && t_last.state != nullptr) return t_last.state;
+    void* attribute = nullptr;
+    int found = 0;
+    if (PMPI_Comm_get_attr(comm, g_keyval, &attribute, &found) == MPI_SUCCESS && found) {
+      t_last = LastLookup{comm, static_cast<CommState*>(attribute), deleted};
+      return t_last.state;
+    }
+    int inter = 0;
+    if (PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && inter) return nullptr;  // not followed
+    return make_state(comm, "first use");
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+// make_state for a communicator just made (MPI_Comm_split, ...).
+void follow(MPI_Comm comm, const char* origin) noexcept {
+  try {
+    if (comm != MPI_COMM_NULL && ready()) make_state(comm, origin);
+  } catch (...) {
+  }
 }
 
 int world_rank(const CommState* s, int rank) {
@@ -254,23 +293,28 @@ struct Pending {
 std::mutex g_pending_mutex;
 std::unordered_map<MPI_Request, Pending> g_pending;
 
-void remember(MPI_Request request, const Pending& p) {
+void remember(MPI_Request request, const Pending& p) noexcept {
   if (request == MPI_REQUEST_NULL) return;
-  std::lock_guard lock(g_pending_mutex);
-  g_pending[request] = p;
+  try {
+    std::lock_guard lock(g_pending_mutex);
+    g_pending[request] = p;
+  } catch (...) {  // not remembered: its completion is not recorded
+  }
 }
 
 // The operation of `request` completed at `end_ticks`, with `status`
 // (nullptr: none).
-void complete(MPI_Request request, uint64_t end_ticks, const MPI_Status* status) {
+void complete(MPI_Request request, uint64_t end_ticks, const MPI_Status* status) noexcept {
   if (request == MPI_REQUEST_NULL) return;
   Pending p;
-  {
+  try {
     std::lock_guard lock(g_pending_mutex);
     auto it = g_pending.find(request);
     if (it == g_pending.end()) return;
     p = it->second;
     g_pending.erase(it);
+  } catch (...) {
+    return;
   }
   if ((p.flags & kRecv) && status != nullptr && p.recv_type != MPI_DATATYPE_NULL) {
     int count = 0;
@@ -280,23 +324,33 @@ void complete(MPI_Request request, uint64_t end_ticks, const MPI_Status* status)
     if (status->MPI_SOURCE >= 0) p.peer = world_rank(p.state, status->MPI_SOURCE);
     p.tag = status->MPI_TAG;
   }
-  if (!detail::host_recording()) return;
+  if (end_ticks == 0 || !detail::host_recording()) return;  // the wait began before the run
   uint8_t flags = static_cast<uint8_t>((p.flags & ~kNonblocking) | kCompletion);
   detail::record_comm(p.post_ticks, end_ticks, p.name, flags, p.sequence, p.bytes, p.group, p.peer, p.tag);
 }
 
-void forget(MPI_Request request) {
-  std::lock_guard lock(g_pending_mutex);
-  g_pending.erase(request);
+void forget(MPI_Request request) noexcept {
+  try {
+    std::lock_guard lock(g_pending_mutex);
+    g_pending.erase(request);
+  } catch (...) {
+  }
 }
 
 // ---- One call ----
+
+// A call's start: the clock only while a run records (0 otherwise; such a
+// call is not recorded even when a run starts before it returns).
+inline uint64_t start_ticks() noexcept {
+  return detail::host_recording() ? detail::now_ticks() : 0;
+}
 
 // A collective: its sequence number is taken before the call, whether or
 // not a run records, so that it counts every collective of the group.
 class Collective {
  public:
-  explicit Collective(MPI_Comm comm) : state_(state_of(comm)), t0_(detail::now_ticks()) {
+  // The clock is read only while a run records (0: it did not at the start).
+  explicit Collective(MPI_Comm comm) : state_(state_of(comm)), t0_(start_ticks()) {
     sequence_ = state_ != nullptr ? state_->sequence.fetch_add(1, std::memory_order_relaxed)
                                   : detail::kNoSequenceNumber;
     group_ = state_ != nullptr ? state_->group : nullptr;
@@ -304,7 +358,7 @@ class Collective {
 
   template <typename Bytes>
   void done(const char* name, uint8_t flags, Bytes bytes, int root, MPI_Request* request = nullptr) const {
-    if (!detail::host_recording()) return;
+    if (t0_ == 0 || !detail::host_recording()) return;
     uint64_t end = detail::now_ticks();
     uint64_t size = bytes();
     int peer = world_rank(state_, root);  // root < 0 (MPI_Comm_free's freed state) is not looked up
@@ -340,7 +394,7 @@ void point_to_point(uint64_t t0, const char* name, uint8_t flags, uint64_t bytes
 }
 
 void wait_call(uint64_t t0, uint64_t end, const char* name) {
-  if (!detail::host_recording()) return;
+  if (t0 == 0 || !detail::host_recording()) return;
   detail::record_comm(t0, end, name, kWait, detail::kNoSequenceNumber, 0, nullptr, -1, -1);
 }
 
@@ -350,7 +404,12 @@ class RequestCopy {
  public:
   RequestCopy(int count, const MPI_Request* requests) {
     size_t n = count > 0 && requests != nullptr ? static_cast<size_t>(count) : 0;
-    data_ = n <= kInline ? inline_ : (heap_.resize(n), heap_.data());
+    try {
+      data_ = n <= kInline ? inline_ : (heap_.resize(n), heap_.data());
+    } catch (...) {  // no memory: these completions are not recorded
+      n = 0;
+      data_ = inline_;
+    }
     std::copy(requests, requests + n, data_);
     size_ = n;
   }
@@ -375,8 +434,12 @@ class StatusArray {
       data_ = given;
       return;
     }
-    local_.resize(static_cast<size_t>(count));
-    data_ = local_.data();
+    try {
+      local_.resize(static_cast<size_t>(count));
+      data_ = local_.data();
+    } catch (...) {
+      data_ = given;  // no memory: receives keep their posted size
+    }
   }
   MPI_Status* get() const { return data_; }
   const MPI_Status* at(int i) const { return data_ != MPI_STATUSES_IGNORE ? &data_[i] : nullptr; }
@@ -724,7 +787,7 @@ int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
 // Point-to-point.
 
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Send(buf, count, type, dest, tag, comm);
   point_to_point(t0, "MPI_Send", kSend, type_bytes(count, type), comm, dest, tag);
   return rc;
@@ -732,7 +795,7 @@ int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, M
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
               MPI_Request* request) {
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Isend(buf, count, type, dest, tag, comm, request);
   point_to_point(t0, "MPI_Isend", kSend | kNonblocking, type_bytes(count, type), comm, dest, tag, request);
   return rc;
@@ -743,9 +806,9 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
              MPI_Status* status) {
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Recv(buf, count, type, source, tag, comm, st);
-  if (trainprof::detail::host_recording()) {
+  if (t0 != 0 && trainprof::detail::host_recording()) {
     int received = 0;
     uint64_t bytes = PMPI_Get_count(st, type, &received) == MPI_SUCCESS && received != MPI_UNDEFINED
                          ? type_bytes(received, type)
@@ -758,7 +821,7 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               MPI_Request* request) {
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Irecv(buf, count, type, source, tag, comm, request);
   point_to_point(t0, "MPI_Irecv", kRecv | kNonblocking, type_bytes(count, type), comm, source, tag, request,
                  type);
@@ -771,10 +834,10 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
                  MPI_Status* status) {
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
                          recvtag, comm, st);
-  if (trainprof::detail::host_recording()) {
+  if (t0 != 0 && trainprof::detail::host_recording()) {
     point_to_point(t0, "MPI_Sendrecv", kSend, type_bytes(sendcount, sendtype), comm, dest, sendtag);
     int received = 0;
     uint64_t bytes = PMPI_Get_count(st, recvtype, &received) == MPI_SUCCESS && received != MPI_UNDEFINED
@@ -793,9 +856,9 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   MPI_Request handle = request != nullptr ? *request : MPI_REQUEST_NULL;
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Wait(request, st);
-  uint64_t end = now_ticks();
+  uint64_t end = t0 != 0 ? now_ticks() : 0;
   wait_call(t0, end, "MPI_Wait");
   complete(handle, end, rc == MPI_SUCCESS ? st : nullptr);
   return rc;
@@ -804,9 +867,9 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   RequestCopy handles(count, requests);
   StatusArray st(count, statuses);
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Waitall(count, requests, st.get());
-  uint64_t end = now_ticks();
+  uint64_t end = t0 != 0 ? now_ticks() : 0;
   wait_call(t0, end, "MPI_Waitall");
   for (int i = 0; i < static_cast<int>(handles.size()); ++i)
     complete(handles[i], end, rc == MPI_SUCCESS ? st.at(i) : nullptr);
@@ -817,9 +880,9 @@ int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* statu
   RequestCopy handles(count, requests);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Waitany(count, requests, index, st);
-  uint64_t end = now_ticks();
+  uint64_t end = t0 != 0 ? now_ticks() : 0;
   wait_call(t0, end, "MPI_Waitany");
   if (rc == MPI_SUCCESS && index != nullptr && *index != MPI_UNDEFINED) complete(handles[*index], end, st);
   return rc;
@@ -828,9 +891,9 @@ int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* statu
 int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
   RequestCopy handles(incount, requests);
   StatusArray st(incount, statuses);
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Waitsome(incount, requests, outcount, indices, st.get());
-  uint64_t end = now_ticks();
+  uint64_t end = t0 != 0 ? now_ticks() : 0;
   wait_call(t0, end, "MPI_Waitsome");
   if (rc == MPI_SUCCESS && outcount != nullptr && *outcount != MPI_UNDEFINED) {
     for (int i = 0; i < *outcount; ++i) complete(handles[indices[i]], end, st.at(i));
@@ -843,10 +906,10 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   MPI_Request handle = request != nullptr ? *request : MPI_REQUEST_NULL;
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Test(request, flag, st);
   if (rc == MPI_SUCCESS && flag != nullptr && *flag) {
-    uint64_t end = now_ticks();
+    uint64_t end = t0 != 0 ? now_ticks() : 0;
     wait_call(t0, end, "MPI_Test");
     complete(handle, end, st);
   }
@@ -856,10 +919,10 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
   RequestCopy handles(count, requests);
   StatusArray st(count, statuses);
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Testall(count, requests, flag, st.get());
   if (rc == MPI_SUCCESS && flag != nullptr && *flag) {
-    uint64_t end = now_ticks();
+    uint64_t end = t0 != 0 ? now_ticks() : 0;
     wait_call(t0, end, "MPI_Testall");
     for (int i = 0; i < static_cast<int>(handles.size()); ++i) complete(handles[i], end, st.at(i));
   }
@@ -870,10 +933,10 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
   RequestCopy handles(count, requests);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Testany(count, requests, index, flag, st);
   if (rc == MPI_SUCCESS && flag != nullptr && *flag && index != nullptr && *index != MPI_UNDEFINED) {
-    uint64_t end = now_ticks();
+    uint64_t end = t0 != 0 ? now_ticks() : 0;
     wait_call(t0, end, "MPI_Testany");
     complete(handles[*index], end, st);
   }
@@ -883,10 +946,10 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
 int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
   RequestCopy handles(incount, requests);
   StatusArray st(incount, statuses);
-  uint64_t t0 = now_ticks();
+  uint64_t t0 = start_ticks();
   int rc = PMPI_Testsome(incount, requests, outcount, indices, st.get());
   if (rc == MPI_SUCCESS && outcount != nullptr && *outcount != MPI_UNDEFINED && *outcount > 0) {
-    uint64_t end = now_ticks();
+    uint64_t end = t0 != 0 ? now_ticks() : 0;
     wait_call(t0, end, "MPI_Testsome");
     for (int i = 0; i < *outcount; ++i) complete(handles[indices[i]], end, st.at(i));
   }
@@ -904,7 +967,7 @@ int MPI_Request_free(MPI_Request* request) {
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
   Collective c(comm);
   int rc = PMPI_Comm_split(comm, color, key, newcomm);
-  if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL && ready()) make_state(*newcomm, "MPI_Comm_split");
+  if (rc == MPI_SUCCESS) follow(*newcomm, "MPI_Comm_split");
   c.done(
       "MPI_Comm_split", kManagement, [] { return uint64_t{0}; }, -1);
   return rc;
@@ -913,7 +976,7 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm) {
   Collective c(comm);
   int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
-  if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL && ready()) make_state(*newcomm, "MPI_Comm_split_type");
+  if (rc == MPI_SUCCESS) follow(*newcomm, "MPI_Comm_split_type");
   c.done(
       "MPI_Comm_split_type", kManagement, [] { return uint64_t{0}; }, -1);
   return rc;
@@ -922,7 +985,7 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, M
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
   Collective c(comm);
   int rc = PMPI_Comm_dup(comm, newcomm);
-  if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL && ready()) make_state(*newcomm, "MPI_Comm_dup");
+  if (rc == MPI_SUCCESS) follow(*newcomm, "MPI_Comm_dup");
   c.done(
       "MPI_Comm_dup", kManagement, [] { return uint64_t{0}; }, -1);
   return rc;
@@ -931,7 +994,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
   Collective c(comm);
   int rc = PMPI_Comm_create(comm, group, newcomm);
-  if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL && ready()) make_state(*newcomm, "MPI_Comm_create");
+  if (rc == MPI_SUCCESS) follow(*newcomm, "MPI_Comm_create");
   c.done(
       "MPI_Comm_create", kManagement, [] { return uint64_t{0}; }, -1);
   return rc;
