@@ -15,13 +15,13 @@ seconds="${1:-600}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(raw_reader analyse metadata_json options_json csv_reader elf_symbols dynamic_config proc_stats)
+  targets=(raw_reader analyse metadata_json options_json csv_reader elf_symbols dynamic_config proc_stats rank_summary)
 fi
 jobs="${FUZZ_BUILD_JOBS:-$(nproc)}"
 
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER="${CXX_FUZZ:-clang++}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTRAINPROF_BUILD_FUZZ=ON -DTRAINPROF_BUILD_TESTS=OFF -DTRAINPROF_BUILD_BENCH=OFF \
-  -DTRAINPROF_BUILD_EXAMPLES=OFF -DTRAINPROF_WITH_TORCH=OFF > /dev/null
+  -DTRAINPROF_BUILD_EXAMPLES=OFF -DTRAINPROF_WITH_TORCH=OFF -DTRAINPROF_WITH_MPI=OFF > /dev/null
 cmake --build build-fuzz --target trainprof_fuzz -j "$jobs"
 
 failed=0

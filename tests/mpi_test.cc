@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 #include "raw/format.h"
 #include "raw/raw_reader.h"
 #include "test_util.h"
+#include "trainprof/analyse.h"
 
 namespace trainprof {
 namespace {
@@ -322,6 +324,68 @@ TEST_F(MpiTest, TimelineShowsCommunicationTracks) {
   EXPECT_EQ(on_track["MPI_Waitall"], 2);
   EXPECT_EQ(in_flight, 14 + 4);  // the I-collectives and the four point-to-point
   EXPECT_GT(with_sequence, 40);
+}
+
+// The straggler program on kRanks ranks: each rank's run under `dir`.
+void run_straggler(const test::TempDir& dir, int slow_rank, const std::string& cause, int steps) {
+  test::ProcessResult p = test::run_process(
+      {TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(kRanks),
+       "--mca", "btl", "self,vader", test::helper_path("mpi_straggler_child"), dir.path(),
+       std::to_string(slow_rank), cause, std::to_string(steps)},
+      {{"OMPI_MCA_mpi_yield_when_idle", "1"}});
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+}
+
+TEST(MpiCluster, NamesTheRankSlowInCompute) {
+  test::TempDir dir;
+  run_straggler(dir, 2, "compute", 8);
+  ClusterReport r = cluster(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.straggler, 2) << r.text;
+  EXPECT_EQ(r.cause, "compute") << r.text;
+  EXPECT_TRUE(r.missing_ranks.empty());
+  EXPECT_NE(r.text.find("Straggler: rank 2."), std::string::npos) << r.text;
+  EXPECT_EQ(test::read_text(r.output_dir + "/straggler_report.txt"), r.text);
+  // Every rank's steps, one row each, in the seeds' cluster layout.
+  std::string csv = test::read_text(r.output_dir + "/cluster_step_trace_time.csv");
+  EXPECT_EQ(csv.rfind("Step,Type,Index,Computing,", 0), 0u) << csv;
+  // 8 steps and the one open when recording stopped (from the last step() to stop()).
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + kRanks * 9) << csv;
+  nlohmann::json j = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_analysis.json"));
+  EXPECT_EQ(j["straggler"], 2);
+  EXPECT_EQ(j["collectives_matched"].get<int>(), 8 + 0) << j.dump();  // the steps' allreduces
+}
+
+TEST(MpiCluster, NamesTheRankSlowInDataLoading) {
+  test::TempDir dir;
+  run_straggler(dir, 1, "data", 8);
+  ClusterReport r = cluster(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.straggler, 1) << r.text;
+  EXPECT_EQ(r.cause, "data loading") << r.text;
+}
+
+TEST(MpiCluster, SaysWhichRankIsMissing) {
+  test::TempDir dir;
+  run_straggler(dir, -1, "none", 4);
+  std::vector<std::string> runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kRanks));
+  // The run of rank 3 is gone (its node died with its disk).
+  for (const std::string& run : runs) {
+    if (test::read_run(run).header.rank == 3) std::filesystem::remove_all(run);
+  }
+  ClusterReport r = cluster(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.missing_ranks, std::vector<int>{3});
+  EXPECT_NE(r.text.find("Missing: rank(s) 3"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("4 recorded by some members only"), std::string::npos) << r.text;
+}
+
+TEST(MpiCluster, RefusesADirectoryWithoutCommunication) {
+  test::TempDir dir;
+  ClusterReport r = cluster(dir.path());
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("no run directory"), std::string::npos) << r.error;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 //   trainprof analyse PATH [--pretty] [--steps 3-5|3,4,5] [--jobs N] [--simplify] [--trace-limit-mb N]
 //                          [--window-mb N]
 //   trainprof summary PATH
+//   trainprof cluster PATH [--jobs N]
 //   trainprof --version | --help
 //
 // Exit status: 0 success, 1 a run failed (or nothing to do), 2 bad usage.
@@ -34,6 +35,7 @@ const char* kMainHelp =
     "commands:\n"
     "  analyse PATH   turn raw runs into timeline, statistics and step breakdown\n"
     "  summary PATH   print what an analysed run shows: top ranges, steps, outputs\n"
+    "  cluster PATH   match the collectives of several ranks' runs, name the straggler\n"
     "\n"
     "options:\n"
     "  --version      print the version\n"
@@ -70,6 +72,21 @@ const char* kSummaryHelp =
     "For every analysed run at or below PATH: the ranges and operators with the\n"
     "most self time, the time breakdown of each step, and where the outputs are.\n"
     "Runs that were not analysed yet are listed with the command that does it.\n";
+
+const char* kClusterHelp =
+    "usage: trainprof cluster PATH [--jobs N]\n"
+    "\n"
+    "PATH holds the runs of several ranks (an MPI job's output directory). Runs not\n"
+    "analysed yet are analysed first (--jobs at once). Every collective is matched\n"
+    "across the ranks of its group (group, sequence number); the report says how long\n"
+    "each rank waited at collectives and for whom, names the straggler (the rank the\n"
+    "others lost at least half of their waiting to), the steps it was late in, and its\n"
+    "cause (compute, data loading or communication: what it did longer than the others'\n"
+    "median in those steps), and names the ranks of the world with no run.\n"
+    "Outputs: PATH/cluster_analysis_output/straggler_report.txt,\n"
+    "cluster_step_trace_time.csv, cluster_analysis.json.\n"
+    "\n"
+    "exit status: 0 analysed, 1 nothing to analyse or outputs not written, 2 bad usage\n";
 
 // Numeric options: their ranges. 2^20 MB (1 TiB) is far above what any
 // viewer opens or any machine holds, and keeps MB -> bytes far from overflowing.
@@ -240,6 +257,42 @@ int cmd_summary(const std::vector<std::string>& args) {
   return status;
 }
 
+// ---------------------------------------------------------------------------
+// cluster
+
+int cmd_cluster(const std::vector<std::string>& args) {
+  trainprof::AnalyseOptions options;
+  std::string path;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kClusterHelp, stdout);
+      return kOk;
+    }
+    if (a == "--jobs") {
+      uint64_t jobs = 0;
+      if (!parse_number(i + 1 < args.size() ? &args[++i] : nullptr, kMaxJobs, &jobs)) {
+        return usage_error("--jobs needs a number from 1 to " + std::to_string(kMaxJobs), kClusterHelp);
+      }
+      options.max_workers = static_cast<int>(jobs);
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') return usage_error("unknown option '" + a + "'", kClusterHelp);
+    if (!path.empty()) return usage_error("only one PATH may be given", kClusterHelp);
+    path = a;
+  }
+  if (path.empty()) return usage_error("cluster needs a PATH", kClusterHelp);
+  trainprof::ClusterReport report = trainprof::cluster(path, options);
+  for (const std::string& w : report.warnings) std::fprintf(stderr, "trainprof: warning: %s\n", w.c_str());
+  std::fputs(report.text.c_str(), stdout);
+  if (!report.ok()) {
+    std::fprintf(stderr, "trainprof: %s\n", report.error.c_str());
+    return kFailed;
+  }
+  std::printf("outputs: %s/\n", report.output_dir.c_str());
+  return kOk;
+}
+
 int run_command(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return usage_error("a command is needed", kMainHelp);
@@ -255,6 +308,7 @@ int run_command(int argc, char** argv) {
   }
   if (cmd == "analyse" || cmd == "analyze") return cmd_analyse(rest);
   if (cmd == "summary") return cmd_summary(rest);
+  if (cmd == "cluster") return cmd_cluster(rest);
   return usage_error("unknown command '" + cmd + "'", kMainHelp);
 }
 

@@ -70,6 +70,24 @@ std::vector<std::string> find_run_directories(const std::string& path);
 // where the output files are. Says so when the run is not analysed yet.
 std::string summarize_run(const std::string& run_dir);
 
+// The cluster analysis of the runs of several ranks at or below `path`
+// (those never analysed are analysed first, with `options`): every
+// collective matched across its group's ranks, how long each rank waited
+// at them and for whom, and the straggler with its cause. Writes
+// {path}/cluster_analysis_output/: straggler_report.txt (the text below),
+// cluster_step_trace_time.csv (every rank's steps) and cluster_analysis.json.
+struct ClusterReport {
+  std::string error;  // nothing could be done (no run, no communication, unwritable output)
+  std::vector<std::string> warnings;
+  std::string text;                // the report as `trainprof cluster` prints it
+  std::string output_dir;          // {path}/cluster_analysis_output
+  int straggler = -1;              // the rank the others wait for, -1: none stands out
+  std::string cause;               // the straggler's: "compute", "data loading", "communication" or "unknown"
+  std::vector<int> missing_ranks;  // of the world, with no analysed run with communication
+  bool ok() const { return error.empty(); }
+};
+ClusterReport cluster(const std::string& path, const AnalyseOptions& options = {});
+
 // Parses "3-5" or "3,4,5" (or "7") into step numbers; throws
 // std::invalid_argument naming the problem.
 std::vector<int64_t> parse_step_list(const std::string& text);

@@ -22,6 +22,7 @@
 #include "analysis/host_usage.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
+#include "analysis/rank_summary.h"
 #include "analysis/run_loader.h"
 #include "analysis/trace_model.h"
 #include "core/json_limits.h"
@@ -407,6 +408,14 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   note(write_memory_outputs(model, passes.memory_names(), out, &memory));
   if (!memory.is_null()) (*extra)["memory"] = memory;
   note(write_host_outputs(model, out, extra));
+  if (!model.comm_calls.empty()) {
+    note(detail::write_file_atomically_at(
+        out.fd, "rank_summary.json",
+        analysis::rank_summary_json(analysis::rank_summary(model, passes.step_rows())),
+        out.path + "/rank_summary.json"));
+  } else {
+    unlinkat(out.fd, "rank_summary.json", 0);  // of an earlier analysis
+  }
   return errors;
 }
 

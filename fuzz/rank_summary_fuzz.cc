@@ -1,0 +1,21 @@
+// Copyright trainprof authors. rank_summary.json (PROFILER_OUTPUT of each
+// rank, read by `trainprof cluster`): whatever a file holds, the parser
+// returns a summary or a message, and the cluster pass runs on what it
+// accepts (the summary as two ranks of one world) without crashing.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/cluster.h"
+#include "analysis/rank_summary.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  trainprof::analysis::RankSummary s;
+  std::string text(reinterpret_cast<const char*>(data), size);
+  if (!trainprof::analysis::parse_rank_summary(text, &s).empty()) return 0;
+  std::vector<trainprof::analysis::RankSummary> ranks{s, s};
+  ranks[1].rank = s.rank + 1 < s.world_size ? s.rank + 1 : 0;
+  trainprof::analysis::StragglerReport r = trainprof::analysis::find_straggler(ranks);
+  (void)trainprof::analysis::straggler_text(r);
+  return 0;
+}

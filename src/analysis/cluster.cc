@@ -1,0 +1,215 @@
+// Copyright trainprof authors.
+#include "analysis/cluster.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <tuple>
+
+namespace trainprof::analysis {
+namespace {
+
+struct Arrival {
+  int rank;
+  uint64_t start_ns;
+  int64_t step;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Means of a rank's computing, data wait and time in communication over `steps`.
+void step_means(const RankSummary& s, const std::set<int64_t>& steps, double* computing, double* data,
+                double* comm) {
+  double c = 0, d = 0, m = 0;
+  int n = 0;
+  for (const RankStep& st : s.steps) {
+    if (steps.count(st.row.step) == 0) continue;
+    c += static_cast<double>(st.row.computing_ns);
+    d += static_cast<double>(st.data_wait_ns);
+    m += static_cast<double>(st.in_comm_ns);
+    ++n;
+  }
+  *computing = n > 0 ? c / n : 0;
+  *data = n > 0 ? d / n : 0;
+  *comm = n > 0 ? m / n : 0;
+}
+
+std::string ms(double ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f ms", ns / 1e6);
+  return text;
+}
+
+std::string signed_ms(double ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%+.1f ms", ns / 1e6);
+  return text;
+}
+
+}  // namespace
+
+std::string step_ranges(const std::vector<int64_t>& steps) {
+  std::string out;
+  for (size_t i = 0; i < steps.size();) {
+    size_t j = i;
+    while (j + 1 < steps.size() && steps[j + 1] == steps[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(steps[i]);
+    if (j > i) out += "-" + std::to_string(steps[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
+  StragglerReport r;
+  std::map<int, const RankSummary*> by_rank;
+  for (const RankSummary& s : ranks) {
+    by_rank[s.rank] = &s;
+    r.world_size = std::max(r.world_size, s.world_size);
+  }
+  for (const auto& [rank, s] : by_rank) r.ranks.push_back(rank);
+  for (int k = 0; k < r.world_size; ++k) {
+    if (by_rank.count(k) == 0) r.missing_ranks.push_back(k);
+  }
+  std::map<int, size_t> index;
+  for (int rank : r.ranks) {
+    index[rank] = r.per_rank.size();
+    RankWaits w;
+    w.rank = rank;
+    r.per_rank.push_back(w);
+  }
+
+  // (group name, sequence) -> every member's arrival; group name -> members.
+  std::map<std::pair<std::string, int64_t>, std::vector<Arrival>> arrivals;
+  std::map<std::string, size_t> members;
+  for (const auto& [rank, s] : by_rank) {
+    for (const RankGroup& g : s->groups) members[g.name] = g.world_ranks.size();
+    for (const RankCollective& c : s->collectives) {
+      arrivals[{s->groups[c.group].name, c.sequence}].push_back(Arrival{rank, c.start_ns, c.step});
+    }
+  }
+  for (const auto& [key, list] : arrivals) {
+    if (list.size() < 2 || list.size() != members[key.first]) {
+      if (list.size() < members[key.first]) ++r.unmatched;
+      continue;
+    }
+    ++r.matched;
+    const Arrival& last = *std::max_element(list.begin(), list.end(), [](const Arrival& a, const Arrival& b) {
+      return std::tie(a.start_ns, a.rank) < std::tie(b.start_ns, b.rank);
+    });
+    uint64_t lost = 0;
+    for (const Arrival& a : list) {
+      uint64_t wait = last.start_ns - a.start_ns;
+      r.per_rank[index[a.rank]].waited_ns += wait;
+      lost += wait;
+    }
+    RankWaits& late = r.per_rank[index[last.rank]];
+    late.waited_for_ns += lost;
+    ++late.late_collectives;
+    if (last.step >= 0) late.waited_for_by_step[last.step] += lost;
+    r.total_wait_ns += lost;
+  }
+
+  // The straggler: the others lost most of their waiting to it.
+  const RankWaits* top = nullptr;
+  for (const RankWaits& w : r.per_rank) {
+    if (top == nullptr || w.waited_for_ns > top->waited_for_ns) top = &w;
+  }
+  if (top == nullptr || r.total_wait_ns == 0 ||
+      static_cast<double>(top->waited_for_ns) < kStragglerShare * static_cast<double>(r.total_wait_ns)) {
+    return r;
+  }
+  r.straggler = top->rank;
+  // Its late steps: those where the others lost at least a tenth of its mean per step.
+  uint64_t most = 0;
+  for (const auto& [step, lost] : top->waited_for_by_step) most = std::max(most, lost);
+  std::set<int64_t> late_steps;
+  for (const auto& [step, lost] : top->waited_for_by_step) {
+    if (lost * 10 >= most) late_steps.insert(step);
+  }
+  r.straggler_steps.assign(late_steps.begin(), late_steps.end());
+  for (RankWaits& w : r.per_rank) {
+    step_means(*by_rank[w.rank], late_steps, &w.computing_ns, &w.data_wait_ns, &w.in_comm_ns);
+  }
+  std::vector<double> computing, data, comm;
+  for (const RankWaits& w : r.per_rank) {
+    if (w.rank == r.straggler) continue;
+    computing.push_back(w.computing_ns);
+    data.push_back(w.data_wait_ns);
+    comm.push_back(w.in_comm_ns);
+  }
+  r.others_computing_ns = median(computing);
+  r.others_data_wait_ns = median(data);
+  r.others_in_comm_ns = median(comm);
+  const RankWaits& s = r.per_rank[index[r.straggler]];
+  r.excess_computing_ns = s.computing_ns - r.others_computing_ns;
+  r.excess_data_wait_ns = s.data_wait_ns - r.others_data_wait_ns;
+  r.excess_in_comm_ns = s.in_comm_ns - r.others_in_comm_ns;
+  // The cause: the largest excess, when it explains a fair part (a tenth)
+  // of what the others lost per late step.
+  double lost_per_step =
+      late_steps.empty()
+          ? 0
+          : static_cast<double>(top->waited_for_ns) /
+                static_cast<double>(late_steps.size() * std::max<size_t>(1, r.per_rank.size() - 1));
+  std::vector<std::pair<double, std::string>> causes = {{r.excess_computing_ns, "compute"},
+                                                        {r.excess_data_wait_ns, "data loading"},
+                                                        {r.excess_in_comm_ns, "communication"}};
+  auto best = std::max_element(causes.begin(), causes.end());
+  r.cause = best->first > 0.1 * lost_per_step && best->first > 0 ? best->second : "unknown";
+  return r;
+}
+
+std::string straggler_text(const StragglerReport& r) {
+  std::string out = "Cluster: " + std::to_string(r.ranks.size()) + " of " + std::to_string(r.world_size) +
+                    " ranks, " + std::to_string(r.matched) + " collectives matched across their groups";
+  if (r.unmatched > 0) out += ", " + std::to_string(r.unmatched) + " recorded by some members only";
+  out += ".\n";
+  if (!r.missing_ranks.empty()) {
+    std::vector<int64_t> missing(r.missing_ranks.begin(), r.missing_ranks.end());
+    out += "Missing: rank(s) " + step_ranges(missing) +
+           " (no analysed run with communication data); their collectives cannot be matched.\n";
+  }
+  out += "Waiting at collectives, all ranks: " + ms(static_cast<double>(r.total_wait_ns)) + ".\n";
+  if (r.straggler < 0) {
+    out += r.total_wait_ns == 0 || r.matched == 0
+               ? "No straggler: no matched collective kept a rank waiting.\n"
+               : "No straggler: no rank accounts for half of the waiting (the ranks take turns arriving "
+                 "last).\n";
+  } else {
+    const RankWaits* s = nullptr;
+    for (const RankWaits& w : r.per_rank)
+      if (w.rank == r.straggler) s = &w;
+    double share = 100.0 * static_cast<double>(s->waited_for_ns) / static_cast<double>(r.total_wait_ns);
+    char pct[16];
+    std::snprintf(pct, sizeof(pct), "%.0f", share);
+    out += "Straggler: rank " + std::to_string(r.straggler) + ". The others waited " +
+           ms(static_cast<double>(s->waited_for_ns)) + " for it (" + pct +
+           " % of all waiting), arriving last at " + std::to_string(s->late_collectives) +
+           " collectives, in step(s) " + step_ranges(r.straggler_steps) + ".\n";
+    out += "Cause: " + r.cause + ". Per late step, rank " + std::to_string(r.straggler) +
+           " against the others' median: computing " + ms(s->computing_ns) + " vs " +
+           ms(r.others_computing_ns) + " (" + signed_ms(r.excess_computing_ns) + "), waiting for data " +
+           ms(s->data_wait_ns) + " vs " + ms(r.others_data_wait_ns) + " (" +
+           signed_ms(r.excess_data_wait_ns) + "), in communication " + ms(s->in_comm_ns) + " vs " +
+           ms(r.others_in_comm_ns) + " (" + signed_ms(r.excess_in_comm_ns) + ").\n";
+  }
+  out += "rank  waited for others  others waited for it  arrived last\n";
+  for (const RankWaits& w : r.per_rank) {
+    char line[128];
+    std::snprintf(line, sizeof(line), "%4d  %17s  %20s  %12llu\n", w.rank,
+                  ms(static_cast<double>(w.waited_ns)).c_str(),
+                  ms(static_cast<double>(w.waited_for_ns)).c_str(),
+                  static_cast<unsigned long long>(w.late_collectives));
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace trainprof::analysis

@@ -1,0 +1,62 @@
+// Copyright trainprof authors. The cluster pass: the ranks' summaries
+// (rank_summary.h) matched collective by collective, and the straggler named.
+//
+// Every member of a group calls its collectives in the same order, so one
+// collective is the same (group, sequence) on every rank. A collective can
+// finish only after its last member arrived: each other member waited the
+// difference between that arrival and its own. Summed per rank that arrived
+// last, this is the time the others lost to it; the straggler is the rank
+// they lost the most to, and its cause is what it did longer than the others
+// in the steps it was late in: computing, waiting for data, or communicating.
+#ifndef TRAINPROF_ANALYSIS_CLUSTER_H_
+#define TRAINPROF_ANALYSIS_CLUSTER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/rank_summary.h"
+
+namespace trainprof::analysis {
+
+struct RankWaits {
+  int rank = 0;
+  uint64_t waited_ns = 0;         // this rank waited for the last arrival
+  uint64_t waited_for_ns = 0;     // the others waited for this rank (it arrived last)
+  uint64_t late_collectives = 0;  // collectives it arrived last at
+  std::map<int64_t, uint64_t> waited_for_by_step;
+  // Per step, means over the steps it was late in (ns): for the cause.
+  double computing_ns = 0, data_wait_ns = 0, in_comm_ns = 0;
+};
+
+struct StragglerReport {
+  int world_size = 0;
+  std::vector<int> ranks;          // with a summary
+  std::vector<int> missing_ranks;  // of the world, without one
+  uint64_t matched = 0;            // collectives every member of their group recorded
+  uint64_t unmatched = 0;          // recorded by some members only
+  uint64_t total_wait_ns = 0;
+  std::vector<RankWaits> per_rank;  // by rank
+  int straggler = -1;               // -1: none stands out
+  std::vector<int64_t> straggler_steps;
+  std::string cause;  // "compute", "data loading", "communication", "unknown"
+  // The straggler's excess over the others' median in its late steps (ns per step).
+  double excess_computing_ns = 0, excess_data_wait_ns = 0, excess_in_comm_ns = 0;
+  double others_computing_ns = 0, others_data_wait_ns = 0, others_in_comm_ns = 0;
+};
+
+// A rank stands out when the others lost at least this share of all waiting to it.
+inline constexpr double kStragglerShare = 0.5;
+
+StragglerReport find_straggler(const std::vector<RankSummary>& ranks);
+
+// The report as the command prints it (and straggler_report.txt holds).
+std::string straggler_text(const StragglerReport& r);
+
+// "1-5,7,9-10".
+std::string step_ranges(const std::vector<int64_t>& steps);
+
+}  // namespace trainprof::analysis
+
+#endif  // TRAINPROF_ANALYSIS_CLUSTER_H_

@@ -1,0 +1,177 @@
+// Copyright trainprof authors. trainprof::cluster: the ranks' runs found and
+// analysed, their summaries read and merged per rank, the cluster pass, and
+// cluster_analysis_output/ written.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "analysis/cluster.h"
+#include "analysis/rank_summary.h"
+#include "core/safe_file.h"
+#include "export/text_format.h"
+#include "trainprof/analyse.h"
+
+namespace trainprof {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kClusterDirName = "cluster_analysis_output";
+
+bool analysed(const std::string& run) {
+  std::error_code ec;
+  return fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json", ec);
+}
+
+// A rank's several runs (cycles of a schedule) as one summary: their steps
+// and collectives side by side (sequence numbers go on across cycles).
+void merge_into(analysis::RankSummary& into, analysis::RankSummary&& more) {
+  std::map<std::string, uint32_t> index;
+  for (uint32_t i = 0; i < into.groups.size(); ++i) index[into.groups[i].name] = i;
+  std::vector<uint32_t> remap;
+  for (analysis::RankGroup& g : more.groups) {
+    auto [it, inserted] = index.emplace(g.name, static_cast<uint32_t>(into.groups.size()));
+    if (inserted) into.groups.push_back(std::move(g));
+    remap.push_back(it->second);
+  }
+  for (analysis::RankCollective& c : more.collectives) {
+    c.group = remap[c.group];
+    into.collectives.push_back(std::move(c));
+  }
+  for (analysis::RankStep& s : more.steps) into.steps.push_back(s);
+}
+
+std::string step_trace_csv(const std::vector<analysis::RankSummary>& ranks) {
+  std::string csv =
+      "Step,Type,Index,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+      "Communication(Not Overlapped and Exclude Receive),Preparing\n";
+  std::vector<std::pair<int64_t, int>> order;  // (step, rank) -> row
+  std::map<std::pair<int64_t, int>, const analysis::StepTraceRow*> rows;
+  for (const analysis::RankSummary& s : ranks) {
+    for (const analysis::RankStep& st : s.steps) rows[{st.row.step, s.rank}] = &st.row;
+  }
+  for (const auto& [key, r] : rows) {
+    csv += std::to_string(key.first) + ",rank," + std::to_string(key.second);
+    for (uint64_t ns : {r->computing_ns, r->communication_not_overlapped_ns, r->overlapped_ns,
+                        r->communication_ns, r->free_ns, r->stage_ns, r->bubble_ns,
+                        r->communication_not_overlapped_exclude_receive_ns, r->preparing_ns}) {
+      csv += ',';
+      exporter::append_us(csv, static_cast<int64_t>(ns));
+    }
+    csv += '\n';
+  }
+  return csv;
+}
+
+json report_json(const analysis::StragglerReport& r) {
+  json ranks = json::array();
+  for (const analysis::RankWaits& w : r.per_rank) {
+    ranks.push_back({{"rank", w.rank},
+                     {"waited_ns", w.waited_ns},
+                     {"others_waited_for_it_ns", w.waited_for_ns},
+                     {"arrived_last", w.late_collectives}});
+  }
+  json out = {{"world_size", r.world_size},
+              {"ranks", r.ranks},
+              {"missing_ranks", r.missing_ranks},
+              {"collectives_matched", r.matched},
+              {"collectives_unmatched", r.unmatched},
+              {"total_wait_ns", r.total_wait_ns},
+              {"per_rank", ranks},
+              {"straggler", r.straggler}};
+  if (r.straggler >= 0) {
+    out["straggler_steps"] = r.straggler_steps;
+    out["cause"] = r.cause;
+    out["excess_per_step_ns"] = {{"computing", r.excess_computing_ns},
+                                 {"data_wait", r.excess_data_wait_ns},
+                                 {"in_communication", r.excess_in_comm_ns}};
+  }
+  return out;
+}
+
+ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& options) {
+  ClusterReport report;
+  std::vector<std::string> runs = find_run_directories(path);
+  if (runs.empty()) {
+    report.error = "no run directory (*_trainprof) at or below '" + path + "'";
+    return report;
+  }
+  bool all_analysed = true;
+  for (const std::string& run : runs) all_analysed = all_analysed && analysed(run);
+  if (!all_analysed) {
+    AnalyseReport a = analyse(path, options);
+    for (const RunAnalysis& run : a.runs) {
+      if (!run.ok) report.warnings.push_back(run.run_dir + ": not analysed: " + run.error);
+    }
+  }
+  std::map<int, analysis::RankSummary> by_rank;
+  for (const std::string& run : runs) {
+    std::string text =
+        detail::read_regular_file_at(AT_FDCWD, run + "/PROFILER_OUTPUT/rank_summary.json", /*follow=*/false);
+    if (text.empty()) {
+      report.warnings.push_back(run + ": no communication recorded (no PROFILER_OUTPUT/rank_summary.json)");
+      continue;
+    }
+    analysis::RankSummary s;
+    if (std::string e = analysis::parse_rank_summary(text, &s); !e.empty()) {
+      report.warnings.push_back(run + "/PROFILER_OUTPUT/rank_summary.json: " + e);
+      continue;
+    }
+    s.run_dir = run;
+    auto [it, inserted] = by_rank.emplace(s.rank, analysis::RankSummary());
+    if (inserted) {
+      it->second = std::move(s);
+    } else {
+      merge_into(it->second, std::move(s));
+    }
+  }
+  if (by_rank.empty()) {
+    report.error = "no run at or below '" + path + "' recorded communication (MPI through libtrainprof_mpi)";
+    return report;
+  }
+  std::vector<analysis::RankSummary> ranks;
+  for (auto& [rank, s] : by_rank) ranks.push_back(std::move(s));
+  analysis::StragglerReport r = analysis::find_straggler(ranks);
+  report.text = analysis::straggler_text(r);
+  report.straggler = r.straggler;
+  report.cause = r.cause;
+  report.missing_ranks = r.missing_ranks;
+
+  detail::UniqueFd parent(detail::open_directory_at(AT_FDCWD, path));
+  std::string error;
+  report.output_dir = (fs::path(path) / kClusterDirName).string();
+  detail::UniqueFd out(
+      parent.valid() ? detail::make_directory_at(parent.get(), kClusterDirName, report.output_dir, &error)
+                     : -1);
+  if (!out.valid()) {
+    report.error = "cannot write the cluster outputs: " +
+                   (error.empty() ? "cannot open '" + path + "' as a directory" : error);
+    return report;
+  }
+  for (const auto& [name, text] : {std::pair<const char*, std::string>{"straggler_report.txt", report.text},
+                                   {"cluster_step_trace_time.csv", step_trace_csv(ranks)},
+                                   {"cluster_analysis.json", report_json(r).dump(1) + "\n"}}) {
+    std::string e = detail::write_file_atomically_at(out.get(), name, text, report.output_dir + "/" + name);
+    if (!e.empty() && report.error.empty()) report.error = e;
+  }
+  return report;
+}
+
+}  // namespace
+
+ClusterReport cluster(const std::string& path, const AnalyseOptions& options) {
+  try {
+    return cluster_unguarded(path, options);
+  } catch (const std::exception& e) {
+    ClusterReport report;
+    report.error = std::string("cluster analysis failed: ") + e.what();
+    return report;
+  }
+}
+
+}  // namespace trainprof

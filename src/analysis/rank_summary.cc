@@ -1,0 +1,192 @@
+// Copyright trainprof authors.
+#include "analysis/rank_summary.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "core/json_limits.h"
+#include "raw/format.h"
+
+namespace trainprof::analysis {
+namespace {
+
+using nlohmann::json;
+
+uint64_t wall(const TraceModel& m, uint64_t monotonic_ns) {
+  return monotonic_ns + static_cast<uint64_t>(m.realtime_offset_ns);
+}
+
+// The step whose window holds `t` (monotonic), -1: none.
+int64_t step_at(const TraceModel& m, uint64_t t) {
+  for (const StepWindow& w : m.steps) {
+    if (t >= w.start_ns && t < w.end_ns) return w.number;
+  }
+  return -1;
+}
+
+// Time inside communication calls in [start, end): blocking calls, posts and
+// waits (a nonblocking operation's in-flight span is not time spent in MPI).
+uint64_t time_in_comm(const TraceModel& m, uint64_t start, uint64_t end) {
+  UnionLength u;
+  for (const CommCall& c : m.comm_calls) {  // in start order
+    if ((c.flags & raw::kCommCompletion) != 0) continue;
+    uint64_t s = std::max(c.start_ns, start), e = std::min(c.end_ns, end);
+    if (e > s) u.add(s, e);
+  }
+  return u.total();
+}
+
+uint64_t data_wait(const TraceModel& m, uint64_t start, uint64_t end) {
+  uint64_t total = 0;
+  for (const DataStageSlice& d : m.data_stages) {
+    if (m.name(d.stage) != "wait") continue;
+    uint64_t s = std::max(d.start_ns, start), e = std::min(d.start_ns + d.dur_ns, end);
+    if (e > s) total += e - s;
+  }
+  return total;
+}
+
+// Integers read only from integer JSON numbers: nlohmann's get<> converts a
+// float that does not fit with undefined behaviour (found by fuzzing).
+uint64_t u64(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+  throw std::invalid_argument("a non-negative integer was expected, not " + v.dump());
+}
+int64_t i64(const json& v) {
+  if (v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= INT64_MAX))
+    return v.get<int64_t>();
+  throw std::invalid_argument("an integer was expected, not " + v.dump());
+}
+int32_t i32(const json& v) {
+  int64_t x = i64(v);
+  if (x < INT32_MIN || x > INT32_MAX)
+    throw std::invalid_argument("a 32-bit integer was expected, not " + v.dump());
+  return static_cast<int32_t>(x);
+}
+
+}  // namespace
+
+RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows) {
+  RankSummary s;
+  s.rank = m.rank;
+  s.world_size = m.world_size;
+  s.host = m.host;
+  std::map<int64_t, const StepTraceRow*> row_of;
+  for (const StepTraceRow& r : rows) row_of[r.step] = &r;
+  for (const StepWindow& w : m.steps) {
+    RankStep step;
+    if (auto it = row_of.find(w.number); it != row_of.end()) step.row = *it->second;
+    step.row.step = w.number;
+    step.start_ns = wall(m, w.start_ns);
+    step.end_ns = wall(m, w.end_ns);
+    step.data_wait_ns = data_wait(m, w.start_ns, w.end_ns);
+    step.in_comm_ns = time_in_comm(m, w.start_ns, w.end_ns);
+    s.steps.push_back(step);
+  }
+  std::map<uint32_t, uint32_t> group_index;  // model string id -> index
+  for (const CommGroup& g : m.comm_groups) {
+    group_index[g.name] = static_cast<uint32_t>(s.groups.size());
+    s.groups.push_back(RankGroup{m.name(g.name), g.world_ranks, g.origin});
+  }
+  for (const CommCall& c : m.comm_calls) {
+    // A collective's call, or a nonblocking one from post to completion.
+    if ((c.flags & raw::kCommCollective) == 0 || (c.flags & raw::kCommNonblocking) != 0) continue;
+    auto g = group_index.find(c.group);
+    if (g == group_index.end() || c.sequence < 0) continue;
+    s.collectives.push_back(RankCollective{g->second, c.sequence, m.name(c.name), wall(m, c.start_ns),
+                                           wall(m, c.end_ns), c.bytes, step_at(m, c.start_ns)});
+  }
+  return s;
+}
+
+std::string rank_summary_json(const RankSummary& s) {
+  json steps = json::array();
+  for (const RankStep& st : s.steps) {
+    const StepTraceRow& r = st.row;
+    steps.push_back({{"step", r.step},
+                     {"start_ns", st.start_ns},
+                     {"end_ns", st.end_ns},
+                     {"computing_ns", r.computing_ns},
+                     {"communication_not_overlapped_ns", r.communication_not_overlapped_ns},
+                     {"overlapped_ns", r.overlapped_ns},
+                     {"communication_ns", r.communication_ns},
+                     {"free_ns", r.free_ns},
+                     {"stage_ns", r.stage_ns},
+                     {"bubble_ns", r.bubble_ns},
+                     {"communication_not_overlapped_exclude_receive_ns",
+                      r.communication_not_overlapped_exclude_receive_ns},
+                     {"preparing_ns", r.preparing_ns},
+                     {"data_wait_ns", st.data_wait_ns},
+                     {"in_comm_ns", st.in_comm_ns}});
+  }
+  json groups = json::array();
+  for (const RankGroup& g : s.groups)
+    groups.push_back({{"name", g.name}, {"ranks", g.world_ranks}, {"origin", g.origin}});
+  // Collectives are the bulk: one array each, [group, sequence, operation,
+  // start_ns, end_ns, bytes, step].
+  json collectives = json::array();
+  for (const RankCollective& c : s.collectives) {
+    collectives.push_back(
+        json::array({c.group, c.sequence, c.operation, c.start_ns, c.end_ns, c.bytes, c.step}));
+  }
+  json out = {{"version", 1},   {"rank", s.rank},   {"world_size", s.world_size}, {"host", s.host},
+              {"steps", steps}, {"groups", groups}, {"collectives", collectives}};
+  return out.dump() + "\n";
+}
+
+std::string parse_rank_summary(const std::string& text, RankSummary* out) {
+  json j;
+  std::string error = detail::parse_json_limited(text, &j);
+  if (!error.empty()) return error;
+  try {
+    if (!j.is_object() || j.value("version", 0) != 1) return "not a version 1 rank summary";
+    RankSummary s;
+    s.rank = i32(j.at("rank"));
+    s.world_size = i32(j.at("world_size"));
+    s.host = j.at("host").get<std::string>();
+    if (s.rank < 0 || s.world_size <= s.rank) return "rank " + std::to_string(s.rank) + " outside the world";
+    for (const json& st : j.at("steps")) {
+      RankStep step;
+      StepTraceRow& r = step.row;
+      r.step = i64(st.at("step"));
+      step.start_ns = u64(st.at("start_ns"));
+      step.end_ns = u64(st.at("end_ns"));
+      r.computing_ns = u64(st.at("computing_ns"));
+      r.communication_not_overlapped_ns = u64(st.at("communication_not_overlapped_ns"));
+      r.overlapped_ns = u64(st.at("overlapped_ns"));
+      r.communication_ns = u64(st.at("communication_ns"));
+      r.free_ns = u64(st.at("free_ns"));
+      r.stage_ns = u64(st.at("stage_ns"));
+      r.bubble_ns = u64(st.at("bubble_ns"));
+      r.communication_not_overlapped_exclude_receive_ns =
+          u64(st.at("communication_not_overlapped_exclude_receive_ns"));
+      r.preparing_ns = u64(st.at("preparing_ns"));
+      r.step_ns = step.end_ns > step.start_ns ? step.end_ns - step.start_ns : 0;
+      step.data_wait_ns = u64(st.at("data_wait_ns"));
+      step.in_comm_ns = u64(st.at("in_comm_ns"));
+      s.steps.push_back(step);
+    }
+    for (const json& g : j.at("groups")) {
+      RankGroup group{g.at("name").get<std::string>(), {}, g.at("origin").get<std::string>()};
+      for (const json& r : g.at("ranks")) group.world_ranks.push_back(i32(r));
+      s.groups.push_back(std::move(group));
+    }
+    for (const json& c : j.at("collectives")) {
+      if (!c.is_array() || c.size() != 7) return "a collective is not a 7-element array";
+      uint64_t group = u64(c[0]);
+      if (group >= s.groups.size()) return "a collective names group " + std::to_string(group) + " of none";
+      s.collectives.push_back(RankCollective{static_cast<uint32_t>(group), i64(c[1]), c[2].get<std::string>(),
+                                             u64(c[3]), u64(c[4]), u64(c[5]), i64(c[6])});
+    }
+    *out = std::move(s);
+    return "";
+  } catch (const std::exception& e) {
+    return std::string("malformed rank summary: ") + e.what();
+  }
+}
+
+}  // namespace trainprof::analysis

@@ -1,0 +1,64 @@
+// Copyright trainprof authors. What the cluster analysis needs of one rank:
+// its steps' breakdown and its collectives, on the wall clock.
+//
+// The per-rank analysis writes it as PROFILER_OUTPUT/rank_summary.json when
+// the run recorded communication; the cluster pass reads one per rank and
+// never the raw data, so its memory is the summaries', not the events'.
+#ifndef TRAINPROF_ANALYSIS_RANK_SUMMARY_H_
+#define TRAINPROF_ANALYSIS_RANK_SUMMARY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/passes.h"
+#include "analysis/trace_model.h"
+
+namespace trainprof::analysis {
+
+struct RankStep {
+  StepTraceRow row;       // step_trace_time.csv's columns
+  uint64_t start_ns = 0;  // wall clock (realtime ns)
+  uint64_t end_ns = 0;
+  uint64_t data_wait_ns = 0;  // the loop's waits for data (data stages "wait")
+  uint64_t in_comm_ns = 0;    // time inside communication calls (union; in-flight spans left out)
+};
+
+struct RankGroup {
+  std::string name;
+  std::vector<int32_t> world_ranks;
+  std::string origin;
+};
+
+// A collective as this rank saw it: from its call (or a nonblocking one's
+// post) to its return (or completion).
+struct RankCollective {
+  uint32_t group;  // index into RankSummary::groups
+  int64_t sequence;
+  std::string operation;
+  uint64_t start_ns;  // wall clock
+  uint64_t end_ns;
+  uint64_t bytes;
+  int64_t step;  // the step its start falls in, -1: none
+};
+
+struct RankSummary {
+  int rank = 0;
+  int world_size = 1;
+  std::string host;
+  std::string run_dir;  // set by the reader
+  std::vector<RankStep> steps;
+  std::vector<RankGroup> groups;
+  std::vector<RankCollective> collectives;  // in start order
+};
+
+// From an analysed model and its step rows (same order as model.steps).
+RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows);
+
+std::string rank_summary_json(const RankSummary& s);
+// Parses rank_summary_json's text; "" or what is wrong with it.
+std::string parse_rank_summary(const std::string& text, RankSummary* out);
+
+}  // namespace trainprof::analysis
+
+#endif  // TRAINPROF_ANALYSIS_RANK_SUMMARY_H_

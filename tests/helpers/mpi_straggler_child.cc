@@ -1,0 +1,73 @@
+// Copyright trainprof authors. A data-parallel training loop in miniature
+// with one slow rank, for the cluster analysis tests (tests/mpi_test.cc):
+//
+//   mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|data|none STEPS
+//
+// Each step a rank waits for its batch (a "wait" data stage), computes (a
+// busy loop in a range) and all-reduces its gradients. SLOW_RANK computes
+// 6x longer (compute) or waits 12 ms for data (data) in every step; with
+// `none` (or SLOW_RANK -1) all ranks do the same work.
+#include <mpi.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "trainprof/dataset.h"
+#include "trainprof/profiler.h"
+#include "trainprof/range.h"
+
+namespace {
+
+// Busy for `ms` of this thread's CPU time (a sleeping rank would not load the host).
+void compute(double ms) {
+  timespec start{}, now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+  volatile double x = 1;
+  do {
+    for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1e3 + (now.tv_nsec - start.tv_nsec) / 1e6 < ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|data|none STEPS\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int slow_rank = std::atoi(argv[2]);
+  bool slow = rank == slow_rank;
+  bool slow_compute = slow && std::strcmp(argv[3], "compute") == 0;
+  bool slow_data = slow && std::strcmp(argv[3], "data") == 0;
+  int steps = std::atoi(argv[4]);
+
+  trainprof::ProfilerOptions options;
+  options.output_path = argv[1];
+  options.data_process = true;
+  trainprof::Profiler profiler(options);  // starts recording
+  std::vector<double> gradients(1000, 1.0), summed(1000);
+  for (int step = 0; step < steps; ++step) {
+    {
+      trainprof::DataStage wait("loader", trainprof::kStageLoaderWait);
+      std::this_thread::sleep_for(std::chrono::microseconds(slow_data ? 12000 : 300));
+    }
+    {
+      TRAINPROF_RANGE("forward_backward");
+      compute(slow_compute ? 12.0 : 2.0);
+    }
+    MPI_Allreduce(gradients.data(), summed.data(), 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    profiler.step();
+  }
+  profiler.stop();
+  MPI_Finalize();
+  return 0;
+}
