@@ -347,6 +347,37 @@ TEST(Analysis, StepTraceUnionsThreadsAndClipsToTheWindow) {
   EXPECT_EQ(rows[1].preparing_ns, 0u);
 }
 
+TEST(Analysis, StepTraceSplitsCommunicationFromComputing) {
+  analysis::TraceModel m;
+  m.strings = {"", "ProfilerStep#0", "train", "MPI_Allreduce", "MPI_Iallreduce", "MPI_Recv"};
+  uint32_t step0 = m.key_of({.tid = 1, .name = 1, .is_step = true});
+  uint32_t train = m.key_of({.tid = 1, .name = 2});
+  // A range over [0, 100) that holds a blocking allreduce [60, 80); a
+  // nonblocking one in flight over [10, 50) while it computes; a blocking
+  // receive [85, 95) outside the range.
+  for (analysis::Slice s : std::vector<analysis::Slice>{{0, 100, step0}, {0, 80, train}}) m.add_slice(s);
+  m.steps = {{0, 0, 100}};
+  m.comm_calls = {
+      {10, 50, 8, 1, 4, 0, static_cast<uint32_t>(raw::kCommCollective | raw::kCommCompletion), 0, -1, -1},
+      {60, 80, 8, 1, 3, 0, static_cast<uint32_t>(raw::kCommCollective), 1, -1, -1},
+      {85, 95, 8, 1, 5, 0, static_cast<uint32_t>(raw::kCommRecv), -1, 0, 0},
+  };
+  analysis::order_timeline(m);
+  analysis::compute_self_times(m);
+  std::vector<analysis::StepTraceRow> rows = analysis::step_trace(m);
+  ASSERT_EQ(rows.size(), 1u);
+  const analysis::StepTraceRow& r = rows[0];
+  EXPECT_EQ(r.computing_ns, 60u);      // [0, 80) less the allreduce it holds
+  EXPECT_EQ(r.communication_ns, 70u);  // 40 in flight + 20 + 10
+  EXPECT_EQ(r.overlapped_ns, 40u);     // in flight while computing
+  EXPECT_EQ(r.communication_not_overlapped_ns, 30u);
+  EXPECT_EQ(r.free_ns, 10u);  // [80, 85) and [95, 100)
+  EXPECT_EQ(r.computing_ns + r.communication_not_overlapped_ns + r.free_ns, 100u);
+  EXPECT_EQ(r.bubble_ns, 10u);                                        // the receive
+  EXPECT_EQ(r.communication_not_overlapped_exclude_receive_ns, 20u);  // 30 - 10
+  EXPECT_EQ(r.stage_ns, 75u);                                         // [10, 95) less the receive
+}
+
 TEST(Analysis, ZeroEventsTruncatedAndCorruptRunsStillAnalyse) {
   TempDir dir;
   std::string run = record_steps(dir.path(), 40);

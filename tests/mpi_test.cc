@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -351,6 +352,32 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   EXPECT_EQ(csv.rfind("Step,Type,Index,Computing,", 0), 0u) << csv;
   // 8 steps and the one open when recording stopped (from the last step() to stop()).
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + kRanks * 9) << csv;
+  // The other ranks' steps show their wait at the allreduce as communication
+  // not overlapped with computing; the slow rank's mostly computing.
+  std::istringstream lines(csv);
+  std::string line;
+  std::getline(lines, line);
+  // Summed over the 8 steps per rank (one step of a rank may be slowed by
+  // the machine: 4 ranks share 2 cores here).
+  std::map<std::string, double> computing, not_overlapped;
+  int checked = 0;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f;
+    std::istringstream fields(line);
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 12u) << line;
+    if (std::stoi(f[0]) >= 8) continue;                   // the open step after the last step()
+    EXPECT_GE(std::stod(f[6]), std::stod(f[4])) << line;  // Communication >= its part not overlapped
+    computing[f[2]] += std::stod(f[3]);
+    not_overlapped[f[2]] += std::stod(f[4]);
+    ++checked;
+  }
+  EXPECT_EQ(checked, kRanks * 8);
+  EXPECT_GT(computing["2"], 2 * not_overlapped["2"]) << csv;
+  for (const char* other : {"0", "1", "3"}) {
+    EXPECT_GT(not_overlapped[other], 8 * 3000.0) << other << "\n"
+                                                 << csv;  // µs: waits for rank 2's extra 10 ms
+  }
   nlohmann::json j = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_analysis.json"));
   EXPECT_EQ(j["straggler"], 2);
   EXPECT_EQ(j["collectives_matched"].get<int>(), 8 + 0) << j.dump();  // the steps' allreduces

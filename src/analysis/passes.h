@@ -164,8 +164,10 @@ class StepTraceAccumulator {
 
  private:
   struct Parts {
-    StepTraceRow row;     // computing summed, preparing once known
-    bool active = false;  // some computing seen: preparing is known
+    StepTraceRow row;                     // computing and communication summed, preparing once known
+    bool active = false;                  // some computing seen: preparing is known
+    uint64_t comm_first_ns = UINT64_MAX;  // the step's communication span (Stage)
+    uint64_t comm_last_ns = 0;
   };
   std::vector<StepWindow> steps_;  // by start
   std::vector<Parts> parts_ = std::vector<Parts>(steps_.size());

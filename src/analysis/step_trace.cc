@@ -1,14 +1,20 @@
 // Copyright trainprof authors. Step-time breakdown (step_trace_time.csv).
 //
-// Per step window: Computing is the union of operator and range intervals on
-// every thread, clipped to the window; Free is the window minus Computing and
-// Communication; Preparing is the gap from the step's start to its first
-// computing activity. The communication columns stay 0 until communication
-// data is collected.
+// Per step window, with C the union of operator and range intervals on every
+// thread, B the union of blocking communication calls (calls, posts, waits)
+// and F the union of nonblocking operations in flight, all clipped to the
+// window: Computing = |C - B| (the host inside MPI is not computing, even in
+// a range around the call); Communication = |B + F|; Overlapped = |F & C - B|
+// (in flight while computing); Not Overlapped = Communication - Overlapped;
+// Free = window - Computing - Not Overlapped; Bubble = the blocking
+// point-to-point receives; Stage = first communication start to last end,
+// minus Bubble; Exclude Receive = Not Overlapped - Bubble. Preparing is the
+// gap from the step's start to its first computing activity.
 #include <algorithm>
 #include <span>
 
 #include "analysis/passes.h"
+#include "raw/format.h"
 
 namespace trainprof::analysis {
 
@@ -24,6 +30,75 @@ void UnionLength::add(uint64_t start, uint64_t end) {
 }
 
 namespace {
+
+// Disjoint [start, end) intervals in start order.
+using Intervals = std::vector<std::pair<uint64_t, uint64_t>>;
+
+uint64_t length(const Intervals& a) {
+  uint64_t total = 0;
+  for (const auto& [s, e] : a) total += e - s;
+  return total;
+}
+
+Intervals intersect(const Intervals& a, const Intervals& b) {
+  Intervals out;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    uint64_t s = std::max(a[i].first, b[j].first), e = std::min(a[i].second, b[j].second);
+    if (e > s) out.emplace_back(s, e);
+    (a[i].second < b[j].second) ? ++i : ++j;
+  }
+  return out;
+}
+
+Intervals subtract(const Intervals& a, const Intervals& b) {
+  Intervals out;
+  size_t j = 0;
+  for (auto [s, e] : a) {
+    while (j < b.size() && b[j].second <= s) ++j;
+    for (size_t k = j; k < b.size() && b[k].first < e; ++k) {
+      if (b[k].first > s) out.emplace_back(s, b[k].first);
+      s = std::max(s, b[k].second);
+    }
+    if (e > s) out.emplace_back(s, e);
+  }
+  return out;
+}
+
+// Adds [s, e) to `a`, built in start order.
+void add_sorted(Intervals& a, uint64_t s, uint64_t e) {
+  if (!a.empty() && s <= a.back().second) {
+    a.back().second = std::max(a.back().second, e);
+  } else {
+    a.emplace_back(s, e);
+  }
+}
+
+// The communication of a window, as the step's columns need it.
+struct WindowComm {
+  Intervals blocking, in_flight;
+  uint64_t receive_ns = 0;
+  uint64_t first_ns = UINT64_MAX, last_ns = 0;
+};
+
+WindowComm window_comm(const TraceModel& m, uint64_t start, uint64_t end) {
+  WindowComm w;
+  Intervals receives;
+  for (const CommCall& c : m.comm_calls) {  // in start order
+    if (c.start_ns >= end) break;
+    uint64_t s = std::max(c.start_ns, start), e = std::min(c.end_ns, end);
+    if (e <= s) continue;
+    bool in_flight = (c.flags & raw::kCommCompletion) != 0;
+    add_sorted(in_flight ? w.in_flight : w.blocking, s, e);
+    if (!in_flight && (c.flags & raw::kCommRecv) != 0 && (c.flags & raw::kCommNonblocking) == 0) {
+      add_sorted(receives, s, e);
+    }
+    w.first_ns = std::min(w.first_ns, s);
+    w.last_ns = std::max(w.last_ns, e);
+  }
+  w.receive_ns = length(receives);
+  return w;
+}
 
 // One thread's computing time in a step window as disjoint intervals in
 // start order: its slices clipped to the window, overlapping ones joined
@@ -67,8 +142,16 @@ class ThreadIntervals {
   uint64_t start_ = 0, end_ns_ = 0;
 };
 
+// A step's part in one window: its columns, and when its communication began
+// and ended (for Stage, which spans the whole step).
+struct PartRow {
+  StepTraceRow row;
+  uint64_t comm_first_ns = UINT64_MAX;
+  uint64_t comm_last_ns = 0;
+};
+
 // The rows of `steps` from a window that holds every slice overlapping them.
-std::vector<StepTraceRow> step_rows(const TraceModel& m, std::span<const StepWindow> steps) {
+std::vector<PartRow> step_rows(const TraceModel& m, std::span<const StepWindow> steps) {
   // Each thread's slices are in start order: a window looks only at the
   // slices that start within `longest` before it, so the pass is about
   // O(n log n) and copies nothing. Clipping to the window keeps the start
@@ -81,10 +164,11 @@ std::vector<StepTraceRow> step_rows(const TraceModel& m, std::span<const StepWin
     }
   }
   auto starts_before = [](const Slice& s, uint64_t t) { return s.start_ns < t; };
-  std::vector<StepTraceRow> rows;
+  std::vector<PartRow> rows;
   std::vector<ThreadIntervals> threads;
   for (const StepWindow& w : steps) {
-    StepTraceRow row;
+    PartRow part;
+    StepTraceRow& row = part.row;
     row.step = w.number;
     row.step_ns = w.end_ns - w.start_ns;
     uint64_t from = w.start_ns > longest ? w.start_ns - longest : 0;
@@ -95,20 +179,35 @@ std::vector<StepTraceRow> step_rows(const TraceModel& m, std::span<const StepWin
       ThreadIntervals intervals(m, {begin, end}, w);
       if (!intervals.done()) threads.push_back(intervals);
     }
-    UnionLength computing;
+    Intervals computing;
     uint64_t first_start = w.end_ns;
     while (!threads.empty()) {
       auto next = std::min_element(threads.begin(), threads.end(),
                                    [](const auto& a, const auto& b) { return a.start() < b.start(); });
-      computing.add(next->start(), next->end());
+      add_sorted(computing, next->start(), next->end());
       first_start = std::min(first_start, next->start());
       next->advance();
       if (next->done()) threads.erase(next);
     }
-    row.computing_ns = computing.total();
-    row.free_ns = row.step_ns - row.computing_ns;
+    if (m.comm_calls.empty()) {
+      row.computing_ns = length(computing);
+    } else {
+      WindowComm comm = window_comm(m, w.start_ns, w.end_ns);
+      Intervals computing_outside = subtract(computing, comm.blocking);
+      Intervals all_comm = comm.blocking;
+      for (const auto& [s, e] : comm.in_flight) all_comm.emplace_back(s, e);
+      std::sort(all_comm.begin(), all_comm.end());
+      Intervals comm_union;
+      for (const auto& [s, e] : all_comm) add_sorted(comm_union, s, e);
+      row.computing_ns = length(computing_outside);
+      row.communication_ns = length(comm_union);
+      row.overlapped_ns = length(intersect(subtract(comm.in_flight, comm.blocking), computing_outside));
+      row.bubble_ns = comm.receive_ns;
+      part.comm_first_ns = comm.first_ns;
+      part.comm_last_ns = comm.last_ns;
+    }
     row.preparing_ns = first_start == w.end_ns ? 0 : first_start - w.start_ns;
-    rows.push_back(row);
+    rows.push_back(part);
   }
   return rows;
 }
@@ -130,12 +229,18 @@ void StepTraceAccumulator::add_window(const TraceModel& m, uint64_t start_ns, ui
     parts.push_back({s.number, std::max(s.start_ns, start_ns), std::min(s.end_ns, end_ns)});
     of.push_back(i);
   }
-  std::vector<StepTraceRow> rows = step_rows(m, parts);
+  std::vector<PartRow> rows = step_rows(m, parts);
   for (size_t k = 0; k < rows.size(); ++k) {
     Parts& p = parts_[of[k]];
-    p.row.computing_ns += rows[k].computing_ns;
-    if (!p.active && rows[k].computing_ns > 0) {
-      p.row.preparing_ns = parts[k].start_ns - steps_[of[k]].start_ns + rows[k].preparing_ns;
+    const StepTraceRow& r = rows[k].row;
+    p.row.computing_ns += r.computing_ns;
+    p.row.communication_ns += r.communication_ns;
+    p.row.overlapped_ns += r.overlapped_ns;
+    p.row.bubble_ns += r.bubble_ns;
+    p.comm_first_ns = std::min(p.comm_first_ns, rows[k].comm_first_ns);
+    p.comm_last_ns = std::max(p.comm_last_ns, rows[k].comm_last_ns);
+    if (!p.active && r.computing_ns > 0) {
+      p.row.preparing_ns = parts[k].start_ns - steps_[of[k]].start_ns + r.preparing_ns;
       p.active = true;
     }
   }
@@ -145,10 +250,19 @@ void StepTraceAccumulator::add_window(const TraceModel& m, uint64_t start_ns, ui
 std::vector<StepTraceRow> StepTraceAccumulator::finish() const {
   std::vector<StepTraceRow> rows;
   for (size_t i = 0; i < steps_.size(); ++i) {
-    StepTraceRow row = parts_[i].row;
+    const Parts& p = parts_[i];
+    StepTraceRow row = p.row;
     row.step = steps_[i].number;
     row.step_ns = steps_[i].end_ns - steps_[i].start_ns;
-    row.free_ns = row.step_ns - row.computing_ns;
+    row.communication_not_overlapped_ns = row.communication_ns - row.overlapped_ns;
+    uint64_t busy = row.computing_ns + row.communication_not_overlapped_ns;
+    row.free_ns = row.step_ns > busy ? row.step_ns - busy : 0;
+    row.communication_not_overlapped_exclude_receive_ns =
+        row.communication_not_overlapped_ns > row.bubble_ns
+            ? row.communication_not_overlapped_ns - row.bubble_ns
+            : 0;
+    uint64_t span = p.comm_last_ns > p.comm_first_ns ? p.comm_last_ns - p.comm_first_ns : 0;
+    row.stage_ns = span > row.bubble_ns ? span - row.bubble_ns : 0;
     rows.push_back(row);
   }
   std::stable_sort(rows.begin(), rows.end(),
