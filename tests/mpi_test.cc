@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -406,6 +407,54 @@ TEST(MpiCluster, SaysWhichRankIsMissing) {
   EXPECT_EQ(r.missing_ranks, std::vector<int>{3});
   EXPECT_NE(r.text.find("Missing: rank(s) 3"), std::string::npos) << r.text;
   EXPECT_NE(r.text.find("4 recorded by some members only"), std::string::npos) << r.text;
+}
+
+TEST(MpiCluster, ClockOffsetsAreMeasuredAndRemoved) {
+  // Rank 2's wall clock is 300 ms ahead (as on a machine whose clock is off).
+  constexpr int64_t kShift = 300000000;
+  test::TempDir dir;
+  std::vector<std::string> program = {test::helper_path("mpi_straggler_child"), dir.path(), "-1", "none",
+                                      "4"};
+  std::vector<std::string> argv = {TRAINPROF_TEST_MPIEXEC,
+                                   "--oversubscribe",
+                                   "--allow-run-as-root",
+                                   "--mca",
+                                   "btl",
+                                   "self,vader",
+                                   "-x",
+                                   "OMPI_MCA_mpi_yield_when_idle=1",
+                                   "-np",
+                                   "2"};
+  argv.insert(argv.end(), program.begin(), program.end());
+  for (const char* part : {":", "-np", "1", "-x", "TRAINPROF_TEST_CLOCK_SHIFT_NS=300000000"})
+    argv.push_back(part);
+  argv.insert(argv.end(), program.begin(), program.end());
+  for (const char* part : {":", "-np", "1"}) argv.push_back(part);
+  argv.insert(argv.end(), program.begin(), program.end());
+  test::ProcessResult p = test::run_process(argv);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  for (const std::string& run : test::run_dirs(dir.path())) {
+    nlohmann::json info = nlohmann::json::parse(test::read_text(run + "/profiler_info.json"));
+    ASSERT_TRUE(info.contains("clock_sync")) << run;
+    const nlohmann::json& points = info["clock_sync"]["points"];
+    ASSERT_EQ(points.size(), 2u) << "at MPI_Init and at MPI_Finalize (added to the closed run): "
+                                 << info.dump();
+    int64_t expected = info["rank"] == 2 ? kShift : 0;
+    for (const nlohmann::json& point : points) {
+      int64_t offset = point["offset_ns"].get<int64_t>(), error = point["error_ns"].get<int64_t>();
+      EXPECT_LE(std::llabs(offset - expected), error) << "rank " << info["rank"] << ": " << point.dump();
+      EXPECT_LT(error, 50000000) << point.dump();
+    }
+  }
+  // Not aligned, every collective would seem to wait 300 ms for rank 2.
+  ClusterReport r = cluster(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_NE(r.text.find("Clocks: aligned to rank 0"), std::string::npos) << r.text;
+  nlohmann::json j = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_analysis.json"));
+  EXPECT_TRUE(j["clocks_aligned"].get<bool>());
+  EXPECT_LE(std::llabs(j["clock_offset_ns"].get<int64_t>() - kShift), j["clock_error_ns"].get<int64_t>())
+      << r.text;
+  EXPECT_LT(j["total_wait_ns"].get<uint64_t>(), 200000000u) << r.text;
 }
 
 TEST(MpiCluster, RefusesADirectoryWithoutCommunication) {

@@ -197,6 +197,31 @@ json read_run_info(int run_fd, const std::string& run_path, RunAnalysis& r) {
   return info;
 }
 
+// The clock alignment libtrainprof_mpi measured ("clock_sync" of the run's
+// profiler_info.json): each point's fields checked, a bad point left out.
+void read_clock_offsets(int run_fd, analysis::TraceModel& model, RunAnalysis& r) {
+  std::string text = detail::read_regular_file_at(run_fd, "profiler_info.json", /*follow=*/false);
+  json info;
+  if (text.empty() || !detail::parse_json_limited(text, &info).empty() || !info.is_object()) return;
+  auto sync = info.find("clock_sync");
+  if (sync == info.end() || !sync->is_object()) return;
+  auto points = sync->find("points");
+  if (points == sync->end() || !points->is_array()) return;
+  for (const json& p : *points) {
+    auto when = p.find("realtime_ns"), offset = p.find("offset_ns"), error = p.find("error_ns");
+    if (!p.is_object() || when == p.end() || offset == p.end() || error == p.end() ||
+        !when->is_number_unsigned() || !offset->is_number_integer() || !error->is_number_integer() ||
+        error->get<int64_t>() < 0) {
+      add_warning(r, "a clock alignment point of profiler_info.json is malformed; it is left out");
+      continue;
+    }
+    model.clock_offsets.push_back(analysis::ClockOffset{when->get<uint64_t>(), offset->get<int64_t>(),
+                                                        static_cast<uint64_t>(error->get<int64_t>())});
+  }
+  std::sort(model.clock_offsets.begin(), model.clock_offsets.end(),
+            [](const auto& a, const auto& b) { return a.realtime_ns < b.realtime_ns; });
+}
+
 // profiler_info.json of the output: the run's own, plus what the analysis did.
 std::string output_info(const json& run_info, const analysis::TraceModel& model,
                         const analysis::RunLoader& loader, const RunAnalysis& r,
@@ -470,6 +495,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
     return r;
   }
   r.events = model.event_count;
+  read_clock_offsets(run_fd, model, r);
   error = analysis::select_steps(model, options.step_list);
   if (!error.empty()) {
     r.error = error;

@@ -73,7 +73,13 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     by_rank[s.rank] = &s;
     r.world_size = std::max(r.world_size, s.world_size);
   }
-  for (const auto& [rank, s] : by_rank) r.ranks.push_back(rank);
+  r.clocks_aligned = !by_rank.empty();
+  for (const auto& [rank, s] : by_rank) {
+    r.ranks.push_back(rank);
+    r.clocks_aligned = r.clocks_aligned && s->clock_aligned;
+    r.clock_offset_ns = std::max(r.clock_offset_ns, s->clock_offset_ns);
+    r.clock_error_ns = std::max(r.clock_error_ns, s->clock_error_ns);
+  }
   for (int k = 0; k < r.world_size; ++k) {
     if (by_rank.count(k) == 0) r.missing_ranks.push_back(k);
   }
@@ -175,6 +181,17 @@ std::string straggler_text(const StragglerReport& r) {
     std::vector<int64_t> missing(r.missing_ranks.begin(), r.missing_ranks.end());
     out += "Missing: rank(s) " + step_ranges(missing) +
            " (no analysed run with communication data); their collectives cannot be matched.\n";
+  }
+  if (r.clocks_aligned) {
+    char text[160];
+    std::snprintf(text, sizeof(text),
+                  "Clocks: aligned to rank 0 (offsets up to %.3f ms removed, within +-%.1f us).\n",
+                  static_cast<double>(r.clock_offset_ns) / 1e6, static_cast<double>(r.clock_error_ns) / 1e3);
+    out += text;
+  } else {
+    out +=
+        "Clocks: not aligned (some runs have no MPI clock measurement): ranks on different machines may "
+        "show waits that are clock offsets.\n";
   }
   out += "Waiting at collectives, all ranks: " + ms(static_cast<double>(r.total_wait_ns)) + ".\n";
   if (r.straggler < 0) {

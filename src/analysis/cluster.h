@@ -37,6 +37,9 @@ struct StragglerReport {
   uint64_t matched = 0;            // collectives every member of their group recorded
   uint64_t unmatched = 0;          // recorded by some members only
   uint64_t total_wait_ns = 0;
+  bool clocks_aligned = false;      // every rank's times are rank 0's clock
+  uint64_t clock_offset_ns = 0;     // the largest offset removed
+  uint64_t clock_error_ns = 0;      // the largest error bound of the alignment
   std::vector<RankWaits> per_rank;  // by rank
   int straggler = -1;               // -1: none stands out
   std::vector<int64_t> straggler_steps;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -44,6 +45,9 @@ void merge_into(analysis::RankSummary& into, analysis::RankSummary&& more) {
     into.collectives.push_back(std::move(c));
   }
   for (analysis::RankStep& s : more.steps) into.steps.push_back(s);
+  into.clock_aligned = into.clock_aligned && more.clock_aligned;
+  into.clock_offset_ns = std::max(into.clock_offset_ns, more.clock_offset_ns);
+  into.clock_error_ns = std::max(into.clock_error_ns, more.clock_error_ns);
 }
 
 std::string step_trace_csv(const std::vector<analysis::RankSummary>& ranks) {
@@ -82,6 +86,9 @@ json report_json(const analysis::StragglerReport& r) {
               {"collectives_matched", r.matched},
               {"collectives_unmatched", r.unmatched},
               {"total_wait_ns", r.total_wait_ns},
+              {"clocks_aligned", r.clocks_aligned},
+              {"clock_offset_ns", r.clock_offset_ns},
+              {"clock_error_ns", r.clock_error_ns},
               {"per_rank", ranks},
               {"straggler", r.straggler}};
   if (r.straggler >= 0) {

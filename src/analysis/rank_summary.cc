@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -15,8 +16,25 @@ namespace {
 
 using nlohmann::json;
 
+// The reference rank's wall clock at `t` (monotonic): this rank's, less its
+// measured offset, interpolated between the measurements (the drift), the
+// nearest one outside them.
+int64_t offset_at(const TraceModel& m, uint64_t realtime_ns) {
+  const std::vector<ClockOffset>& p = m.clock_offsets;
+  if (p.empty()) return 0;
+  if (realtime_ns <= p.front().realtime_ns) return p.front().offset_ns;
+  if (realtime_ns >= p.back().realtime_ns) return p.back().offset_ns;
+  auto next = std::upper_bound(p.begin(), p.end(), realtime_ns,
+                               [](uint64_t t, const ClockOffset& o) { return t < o.realtime_ns; });
+  auto prev = next - 1;
+  double f = static_cast<double>(realtime_ns - prev->realtime_ns) /
+             static_cast<double>(next->realtime_ns - prev->realtime_ns);
+  return prev->offset_ns + static_cast<int64_t>(f * static_cast<double>(next->offset_ns - prev->offset_ns));
+}
+
 uint64_t wall(const TraceModel& m, uint64_t monotonic_ns) {
-  return monotonic_ns + static_cast<uint64_t>(m.realtime_offset_ns);
+  uint64_t local = monotonic_ns + static_cast<uint64_t>(m.realtime_offset_ns);
+  return local - static_cast<uint64_t>(offset_at(m, local));
 }
 
 // The step whose window holds `t` (monotonic), -1: none.
@@ -75,6 +93,11 @@ RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& r
   s.rank = m.rank;
   s.world_size = m.world_size;
   s.host = m.host;
+  s.clock_aligned = !m.clock_offsets.empty();
+  for (const ClockOffset& o : m.clock_offsets) {
+    s.clock_error_ns = std::max(s.clock_error_ns, o.error_ns);
+    s.clock_offset_ns = std::max<uint64_t>(s.clock_offset_ns, static_cast<uint64_t>(std::llabs(o.offset_ns)));
+  }
   std::map<int64_t, const StepTraceRow*> row_of;
   for (const StepTraceRow& r : rows) row_of[r.step] = &r;
   for (const StepWindow& w : m.steps) {
@@ -133,8 +156,16 @@ std::string rank_summary_json(const RankSummary& s) {
     collectives.push_back(
         json::array({c.group, c.sequence, c.operation, c.start_ns, c.end_ns, c.bytes, c.step}));
   }
-  json out = {{"version", 1},   {"rank", s.rank},   {"world_size", s.world_size}, {"host", s.host},
-              {"steps", steps}, {"groups", groups}, {"collectives", collectives}};
+  json out = {{"version", 1},
+              {"rank", s.rank},
+              {"world_size", s.world_size},
+              {"host", s.host},
+              {"clock_aligned", s.clock_aligned},
+              {"clock_offset_ns", s.clock_offset_ns},
+              {"clock_error_ns", s.clock_error_ns},
+              {"steps", steps},
+              {"groups", groups},
+              {"collectives", collectives}};
   return out.dump() + "\n";
 }
 
@@ -148,6 +179,10 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
     s.rank = i32(j.at("rank"));
     s.world_size = i32(j.at("world_size"));
     s.host = j.at("host").get<std::string>();
+    if (!j.at("clock_aligned").is_boolean()) return "clock_aligned is not a boolean";
+    s.clock_aligned = j.at("clock_aligned").get<bool>();
+    s.clock_offset_ns = u64(j.at("clock_offset_ns"));
+    s.clock_error_ns = u64(j.at("clock_error_ns"));
     if (s.rank < 0 || s.world_size <= s.rank) return "rank " + std::to_string(s.rank) + " outside the world";
     for (const json& st : j.at("steps")) {
       RankStep step;

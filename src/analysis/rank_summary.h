@@ -46,6 +46,11 @@ struct RankSummary {
   int rank = 0;
   int world_size = 1;
   std::string host;
+  // Wall-clock times are the reference rank's (rank 0) when aligned: the
+  // largest offset removed and the largest error bound of the measurements.
+  bool clock_aligned = false;
+  uint64_t clock_offset_ns = 0;
+  uint64_t clock_error_ns = 0;
   std::string run_dir;  // set by the reader
   std::vector<RankStep> steps;
   std::vector<RankGroup> groups;

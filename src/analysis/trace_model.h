@@ -104,6 +104,14 @@ struct CommGroup {
   std::string origin;  // how it was made (MPI_COMM_WORLD, MPI_Comm_split, ...)
 };
 
+// A measured offset of this rank's wall clock to the reference rank's
+// (profiler_info.json "clock_sync", written by libtrainprof_mpi).
+struct ClockOffset {
+  uint64_t realtime_ns;  // this rank's wall clock when measured
+  int64_t offset_ns;     // this clock minus the reference's
+  uint64_t error_ns;     // +- bound
+};
+
 // range_start / range_end pair (may cross threads).
 struct AsyncRange {
   uint64_t start_ns;
@@ -183,10 +191,11 @@ struct TraceModel {
   // Symbolized native call stacks (with_stack), by the inputs string id that
   // carries the raw frames (symbolize_call_stacks).
   std::unordered_map<uint32_t, std::string> call_stacks;
-  std::vector<MemoryRecord> memory;    // in time order (stable: a thread's reports keep their order)
-  std::vector<CommCall> comm_calls;    // in start order
-  std::vector<CommGroup> comm_groups;  // one per group name
-  std::vector<StepWindow> steps;       // sorted by number
+  std::vector<MemoryRecord> memory;        // in time order (stable: a thread's reports keep their order)
+  std::vector<CommCall> comm_calls;        // in start order
+  std::vector<CommGroup> comm_groups;      // one per group name
+  std::vector<ClockOffset> clock_offsets;  // by realtime_ns; empty: not aligned
+  std::vector<StepWindow> steps;           // sorted by number
   SliceSelection selection;
   std::vector<std::string> warnings;
   uint64_t event_count = 0;

@@ -22,10 +22,25 @@ uint64_t monotonic_now_ns() noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// TRAINPROF_TEST_CLOCK_SHIFT_NS (tests only): this process' wall clock as if
+// it were off by that many ns, as a machine's clock can be; the cross-rank
+// clock alignment must find and remove it.
+int64_t test_clock_shift_ns() {
+  static const int64_t shift = [] {
+    const char* text = std::getenv("TRAINPROF_TEST_CLOCK_SHIFT_NS");
+    if (text == nullptr) return int64_t{0};
+    char* end = nullptr;
+    long long v = std::strtoll(text, &end, 10);
+    return *end == '\0' && v > -3600000000000LL && v < 3600000000000LL ? static_cast<int64_t>(v) : int64_t{0};
+  }();
+  return shift;
+}
+
 uint64_t realtime_now_ns() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) +
+         static_cast<uint64_t>(test_clock_shift_ns());
 }
 
 bool tsc_is_invariant() {

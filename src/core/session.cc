@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock_sync.h"
 #include "core/collector.h"
 #include "core/flusher.h"
 #include "core/intern.h"
@@ -347,6 +348,7 @@ RunSummary Session::close(std::string_view reason) {
                                       st.bytes_written, st.error, !st.io_error));
   if (!error.empty()) detail::log_error(error);
   release_recording_lock();
+  detail::note_closed_run(run_dir_);
   if (st.events_dropped > 0) detail::log_warning(drop_message(st));
   summary_.run_dir = run_dir_;
   summary_.events_recorded = st.events_written;
@@ -477,6 +479,7 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
   }
   j["raw_bytes"] = bytes;
   j["complete"] = complete;
+  if (nlohmann::json sync = detail::clock_sync_json(); !sync.is_null()) j["clock_sync"] = sync;
   if (!io_error.empty()) j["io_error"] = io_error;
   j["raw_files"] = {std::string(raw::kRawDirName) + "/" + raw::kHostRawFileName};
   j["options"] = nlohmann::json::parse(options_json_);

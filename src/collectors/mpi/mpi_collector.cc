@@ -28,6 +28,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/clock.h"
+#include "core/clock_sync.h"
 #include "core/collector.h"
 #include "core/event.h"
 #include "core/intern.h"
@@ -209,6 +211,56 @@ void follow(MPI_Comm comm, const char* origin) noexcept {
 int world_rank(const CommState* s, int rank) {
   if (s == nullptr || rank < 0 || static_cast<size_t>(rank) >= s->world_ranks.size()) return -1;
   return s->world_ranks[static_cast<size_t>(rank)];
+}
+
+// ---- Clock alignment ----
+//
+// At MPI_Init and at MPI_Finalize (both collective, so every rank is there)
+// rank 0 exchanges kSyncRounds ping-pongs with each other rank in turn on a
+// communicator of its own: rank 0 sends, the other reads its wall clock and
+// answers with it, rank 0 notes the round trip. With the shortest round
+// trip, the other clock was read at rank 0's mid-point within +- half of
+// it: that is the offset and its error bound, which rank 0 then sends back.
+constexpr int kSyncRounds = 10;
+MPI_Comm g_sync_comm = MPI_COMM_NULL;
+
+void sync_clocks() noexcept {
+  try {
+    if (g_sync_comm == MPI_COMM_NULL) return;
+    int rank = 0, size = 1;
+    PMPI_Comm_rank(g_sync_comm, &rank);
+    PMPI_Comm_size(g_sync_comm, &size);
+    if (rank == 0) {
+      for (int peer = 1; peer < size; ++peer) {
+        int64_t best[3] = {INT64_MAX, 0, 0};  // round trip, offset, when (the peer's clock)
+        for (int round = 0; round < kSyncRounds; ++round) {
+          int64_t t0 = static_cast<int64_t>(detail::realtime_now_ns());
+          int64_t theirs = 0;
+          PMPI_Send(&t0, 1, MPI_INT64_T, peer, 1, g_sync_comm);
+          PMPI_Recv(&theirs, 1, MPI_INT64_T, peer, 2, g_sync_comm, MPI_STATUS_IGNORE);
+          int64_t t1 = static_cast<int64_t>(detail::realtime_now_ns());
+          if (t1 - t0 < best[0]) best[0] = t1 - t0, best[1] = theirs - (t0 + (t1 - t0) / 2), best[2] = theirs;
+        }
+        int64_t result[3] = {best[1], best[0] / 2 + 1, best[2]};  // offset, error bound, when
+        PMPI_Send(result, 3, MPI_INT64_T, peer, 3, g_sync_comm);
+      }
+      detail::add_clock_sync_point(0, detail::ClockSyncPoint{detail::realtime_now_ns(), 0, 0});
+    } else {
+      for (int round = 0; round < kSyncRounds; ++round) {
+        int64_t ping = 0;
+        PMPI_Recv(&ping, 1, MPI_INT64_T, 0, 1, g_sync_comm, MPI_STATUS_IGNORE);
+        int64_t now = static_cast<int64_t>(detail::realtime_now_ns());
+        PMPI_Send(&now, 1, MPI_INT64_T, 0, 2, g_sync_comm);
+      }
+      int64_t result[3] = {0, 0, 0};
+      PMPI_Recv(result, 3, MPI_INT64_T, 0, 3, g_sync_comm, MPI_STATUS_IGNORE);
+      // {offset, error bound, when}: the measurement, on this rank's clock.
+      detail::add_clock_sync_point(
+          0, detail::ClockSyncPoint{static_cast<uint64_t>(result[2]), result[0],
+                                    static_cast<uint64_t>(std::max<int64_t>(result[1], 0))});
+    }
+  } catch (...) {
+  }
 }
 
 // ---- Sizes ----
@@ -449,6 +501,18 @@ class StatusArray {
   MPI_Status* data_;
 };
 
+// Every rank passes here: the layer's communicator for the clock alignment
+// is made, and the first alignment taken.
+void after_init() noexcept {
+  if (!ready()) return;
+  if (PMPI_Comm_dup(MPI_COMM_WORLD, &g_sync_comm) != MPI_SUCCESS) {
+    g_sync_comm = MPI_COMM_NULL;
+    detail::log_warning("MPI collector: cannot make its communicator; ranks' clocks are not aligned");
+    return;
+  }
+  sync_clocks();
+}
+
 // ---- Run starts ----
 
 class MpiCollector final : public detail::Collector {
@@ -485,17 +549,22 @@ extern "C" {
 
 int MPI_Init(int* argc, char*** argv) {
   int rc = PMPI_Init(argc, argv);
-  if (rc == MPI_SUCCESS) ready();
+  if (rc == MPI_SUCCESS) after_init();
   return rc;
 }
 
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   int rc = PMPI_Init_thread(argc, argv, required, provided);
-  if (rc == MPI_SUCCESS) ready();
+  if (rc == MPI_SUCCESS) after_init();
   return rc;
 }
 
+// The second alignment (the drift between the two is interpolated).
 int MPI_Finalize(void) {
+  if (g_sync_comm != MPI_COMM_NULL) {
+    sync_clocks();
+    PMPI_Comm_free(&g_sync_comm);
+  }
   g_finalized.store(true, std::memory_order_relaxed);
   return PMPI_Finalize();
 }

@@ -1,0 +1,78 @@
+// Copyright trainprof authors.
+#include "core/clock_sync.h"
+
+#include <fcntl.h>
+
+#include <mutex>
+
+#include "core/json_limits.h"
+#include "core/log.h"
+#include "core/safe_file.h"
+
+namespace trainprof::detail {
+namespace {
+
+std::mutex g_mutex;
+int g_reference_rank = 0;
+std::vector<ClockSyncPoint> g_points;
+std::vector<std::string> g_closed_runs;
+constexpr size_t kMaxClosedRuns = 4096;  // the amended ones: the last 4096 runs of the process
+
+nlohmann::json points_json() {
+  if (g_points.empty()) return nullptr;
+  nlohmann::json points = nlohmann::json::array();
+  for (const ClockSyncPoint& p : g_points) {
+    points.push_back({{"realtime_ns", p.realtime_ns}, {"offset_ns", p.offset_ns}, {"error_ns", p.error_ns}});
+  }
+  return {{"reference_rank", g_reference_rank},
+          {"method", "MPI ping-pong with the reference rank, the shortest of 10 round trips"},
+          {"points", points}};
+}
+
+void amend(const std::string& run_dir, const nlohmann::json& sync) {
+  UniqueFd dir(open_directory_at(AT_FDCWD, run_dir));
+  if (!dir.valid()) return;  // moved or removed since: nothing to amend
+  std::string text = read_regular_file_at(dir.get(), "profiler_info.json", /*follow=*/false);
+  nlohmann::json info;
+  if (text.empty() || !parse_json_limited(text, &info).empty() || !info.is_object()) return;
+  info["clock_sync"] = sync;
+  std::string error =
+      write_file_atomically_at(dir.get(), "profiler_info.json",
+                               info.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                               run_dir + "/profiler_info.json");
+  if (!error.empty()) log_warning("cannot add the clock alignment to a closed run: " + error);
+}
+
+}  // namespace
+
+void add_clock_sync_point(int reference_rank, const ClockSyncPoint& point) noexcept {
+  try {
+    std::vector<std::string> runs;
+    nlohmann::json sync;
+    {
+      std::lock_guard lock(g_mutex);
+      g_reference_rank = reference_rank;
+      g_points.push_back(point);
+      runs = g_closed_runs;
+      sync = points_json();
+    }
+    for (const std::string& run : runs) amend(run, sync);
+  } catch (...) {
+  }
+}
+
+nlohmann::json clock_sync_json() {
+  std::lock_guard lock(g_mutex);
+  return points_json();
+}
+
+void note_closed_run(const std::string& run_dir) noexcept {
+  try {
+    std::lock_guard lock(g_mutex);
+    if (g_closed_runs.size() == kMaxClosedRuns) g_closed_runs.erase(g_closed_runs.begin());
+    g_closed_runs.push_back(run_dir);
+  } catch (...) {
+  }
+}
+
+}  // namespace trainprof::detail

@@ -1,0 +1,38 @@
+// Copyright trainprof authors. How this process' wall clock relates to a
+// reference rank's (clock alignment across ranks).
+//
+// A communication layer (libtrainprof_mpi) measures the offset at start and
+// at stop with ping-pongs to the reference rank and adds each measurement
+// here; every run's profiler_info.json carries them ("clock_sync"), and the
+// runs this process closed before a later measurement are amended with it,
+// so the analysis can interpolate the drift between the two.
+#ifndef TRAINPROF_CORE_CLOCK_SYNC_H_
+#define TRAINPROF_CORE_CLOCK_SYNC_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace trainprof::detail {
+
+struct ClockSyncPoint {
+  uint64_t realtime_ns = 0;  // this process' wall clock when measured
+  int64_t offset_ns = 0;     // this clock minus the reference rank's
+  uint64_t error_ns = 0;     // the offset is exact within +- this (half the round trip)
+};
+
+// Adds a measurement against `reference_rank`; then rewrites the
+// "clock_sync" of the runs this process closed (their profiler_info.json).
+void add_clock_sync_point(int reference_rank, const ClockSyncPoint& point) noexcept;
+
+// {"reference_rank", "method", "points": [{"realtime_ns", "offset_ns",
+// "error_ns"}]}, or null when nothing was measured.
+nlohmann::json clock_sync_json();
+
+// A run this process closed (its directory), amended by later measurements.
+void note_closed_run(const std::string& run_dir) noexcept;
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_CLOCK_SYNC_H_
