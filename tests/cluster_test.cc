@@ -101,6 +101,28 @@ TEST(Cluster, MissingRanksAndUnmatchedCollectivesAreCounted) {
   EXPECT_NE(text.find("Missing: rank(s) 1 "), std::string::npos) << text;
 }
 
+TEST(Cluster, RanksThatEndedAbnormallyOrEarlyAreNamed) {
+  std::vector<RankSummary> ranks = world(3, 6, [](int, int) { return 10.0; });
+  ranks[1].end = "killed";
+  ranks[1].collectives.resize(3);  // sequences 1-3 of the others' 1-6
+  ranks[2].end = "signal";
+  StragglerReport r = find_straggler(ranks);
+  EXPECT_EQ(r.killed_ranks, std::vector<int>{1});
+  EXPECT_EQ(r.signaled_ranks, std::vector<int>{2});
+  ASSERT_EQ(r.ended_early.size(), 1u);
+  EXPECT_EQ(r.ended_early[0].rank, 1);
+  EXPECT_EQ(r.ended_early[0].last, 3);
+  EXPECT_EQ(r.ended_early[0].group_last, 6);
+  EXPECT_EQ(r.matched, 3u);
+  EXPECT_EQ(r.unmatched, 3u);
+  std::string text = straggler_text(r);
+  EXPECT_NE(text.find("Ended abnormally: rank(s) 1 died without a final flush"), std::string::npos) << text;
+  EXPECT_NE(text.find("Stopped by a signal: rank(s) 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("Ended early: rank 1 (its last collective is #3 of its group, the others reach #6)"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Cluster, StepRangesAreCompact) {
   EXPECT_EQ(step_ranges({1, 2, 3, 5, 7, 8}), "1-3,5,7-8");
   EXPECT_EQ(step_ranges({}), "");

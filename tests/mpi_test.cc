@@ -457,6 +457,25 @@ TEST(MpiCluster, ClockOffsetsAreMeasuredAndRemoved) {
   EXPECT_LT(j["total_wait_ns"].get<uint64_t>(), 200000000u) << r.text;
 }
 
+TEST(MpiCluster, ARankKilledMidRunIsNamedAndTheOthersAnalysed) {
+  test::TempDir dir;
+  test::ProcessResult p = test::run_process(
+      {TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(kRanks),
+       "--mca", "btl", "self,vader", test::helper_path("mpi_straggler_child"), dir.path(), "3", "die", "10"},
+      {{"OMPI_MCA_mpi_yield_when_idle", "1"}});
+  EXPECT_NE(p.exit_code, 0) << "mpirun reports the killed rank: " << p.output;
+  ClusterReport r = cluster(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  nlohmann::json j = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_analysis.json"));
+  EXPECT_EQ(j["ranks"], nlohmann::json({0, 1, 2, 3})) << r.text;
+  // mpirun then kills the others too (SIGKILL here): every run ends without
+  // its final flush, and is analysed up to its last one.
+  std::vector<int> killed = j["killed_ranks"].get<std::vector<int>>();
+  EXPECT_TRUE(std::count(killed.begin(), killed.end(), 3)) << r.text;
+  EXPECT_NE(r.text.find("Ended abnormally: rank(s) "), std::string::npos) << r.text;
+  EXPECT_GE(j["collectives_matched"].get<int>(), 3) << r.text;  // the steps before it died
+}
+
 TEST(MpiCluster, RefusesADirectoryWithoutCommunication) {
   test::TempDir dir;
   ClusterReport r = cluster(dir.path());

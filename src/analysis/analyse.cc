@@ -197,12 +197,16 @@ json read_run_info(int run_fd, const std::string& run_path, RunAnalysis& r) {
   return info;
 }
 
-// The clock alignment libtrainprof_mpi measured ("clock_sync" of the run's
-// profiler_info.json): each point's fields checked, a bad point left out.
+// How the run stopped ("stop_reason") and the clock alignment libtrainprof_mpi
+// measured ("clock_sync") from the run's profiler_info.json: each field
+// checked, a bad alignment point left out.
 void read_clock_offsets(int run_fd, analysis::TraceModel& model, RunAnalysis& r) {
   std::string text = detail::read_regular_file_at(run_fd, "profiler_info.json", /*follow=*/false);
   json info;
   if (text.empty() || !detail::parse_json_limited(text, &info).empty() || !info.is_object()) return;
+  if (auto reason = info.find("stop_reason"); reason != info.end() && reason->is_string()) {
+    model.stop_reason = reason->get<std::string>();
+  }
   auto sync = info.find("clock_sync");
   if (sync == info.end() || !sync->is_object()) return;
   auto points = sync->find("points");

@@ -83,6 +83,10 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
   for (int k = 0; k < r.world_size; ++k) {
     if (by_rank.count(k) == 0) r.missing_ranks.push_back(k);
   }
+  for (const auto& [rank, s] : by_rank) {
+    if (s->end == "killed") r.killed_ranks.push_back(rank);
+    if (s->end == "signal") r.signaled_ranks.push_back(rank);
+  }
   std::map<int, size_t> index;
   for (int rank : r.ranks) {
     index[rank] = r.per_rank.size();
@@ -98,6 +102,23 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     for (const RankGroup& g : s->groups) members[g.name] = g.world_ranks.size();
     for (const RankCollective& c : s->collectives) {
       arrivals[{s->groups[c.group].name, c.sequence}].push_back(Arrival{rank, c.start_ns, c.step});
+    }
+  }
+  // Each rank's last collective per group, against the group's last.
+  std::map<std::string, std::map<int, int64_t>> last_by_group;
+  for (const auto& [key, list] : arrivals) {
+    for (const Arrival& a : list) {
+      int64_t& last = last_by_group[key.first][a.rank];
+      last = std::max(last, key.second);
+    }
+  }
+  for (const auto& [group, lasts] : last_by_group) {
+    int64_t group_last = 0;
+    for (const auto& [rank, last] : lasts) group_last = std::max(group_last, last);
+    for (const auto& [rank, last] : lasts) {
+      bool listed = std::any_of(r.ended_early.begin(), r.ended_early.end(),
+                                [rank](const StragglerReport::EarlyEnd& e) { return e.rank == rank; });
+      if (last < group_last && !listed) r.ended_early.push_back({rank, last, group_last});
     }
   }
   for (const auto& [key, list] : arrivals) {
@@ -181,6 +202,21 @@ std::string straggler_text(const StragglerReport& r) {
     std::vector<int64_t> missing(r.missing_ranks.begin(), r.missing_ranks.end());
     out += "Missing: rank(s) " + step_ranges(missing) +
            " (no analysed run with communication data); their collectives cannot be matched.\n";
+  }
+  auto listed = [](const std::vector<int>& ranks) {
+    return step_ranges(std::vector<int64_t>(ranks.begin(), ranks.end()));
+  };
+  if (!r.killed_ranks.empty()) {
+    out += "Ended abnormally: rank(s) " + listed(r.killed_ranks) +
+           " died without a final flush (killed or crashed); their data ends at their last flush.\n";
+  }
+  if (!r.signaled_ranks.empty()) {
+    out += "Stopped by a signal: rank(s) " + listed(r.signaled_ranks) + " (the job was aborted or killed).\n";
+  }
+  for (const StragglerReport::EarlyEnd& e : r.ended_early) {
+    out += "Ended early: rank " + std::to_string(e.rank) + " (its last collective is #" +
+           std::to_string(e.last) + " of its group, the others reach #" + std::to_string(e.group_last) +
+           ").\n";
   }
   if (r.clocks_aligned) {
     char text[160];

@@ -37,6 +37,16 @@ struct StragglerReport {
   uint64_t matched = 0;            // collectives every member of their group recorded
   uint64_t unmatched = 0;          // recorded by some members only
   uint64_t total_wait_ns = 0;
+  std::vector<int> killed_ranks;    // runs without a final flush (SIGKILL, a crash)
+  std::vector<int> signaled_ranks;  // runs flushed by a signal handler (the job aborted)
+  // Ranks whose last collective in a group comes before the last one of its
+  // other members there: (rank, its last sequence, the group's last).
+  struct EarlyEnd {
+    int rank;
+    int64_t last;
+    int64_t group_last;
+  };
+  std::vector<EarlyEnd> ended_early;
   bool clocks_aligned = false;      // every rank's times are rank 0's clock
   uint64_t clock_offset_ns = 0;     // the largest offset removed
   uint64_t clock_error_ns = 0;      // the largest error bound of the alignment

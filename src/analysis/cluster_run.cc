@@ -45,6 +45,7 @@ void merge_into(analysis::RankSummary& into, analysis::RankSummary&& more) {
     into.collectives.push_back(std::move(c));
   }
   for (analysis::RankStep& s : more.steps) into.steps.push_back(s);
+  if (more.end != "normal") into.end = more.end;  // how its last run ended, when not normally
   into.clock_aligned = into.clock_aligned && more.clock_aligned;
   into.clock_offset_ns = std::max(into.clock_offset_ns, more.clock_offset_ns);
   into.clock_error_ns = std::max(into.clock_error_ns, more.clock_error_ns);
@@ -86,6 +87,8 @@ json report_json(const analysis::StragglerReport& r) {
               {"collectives_matched", r.matched},
               {"collectives_unmatched", r.unmatched},
               {"total_wait_ns", r.total_wait_ns},
+              {"killed_ranks", r.killed_ranks},
+              {"signaled_ranks", r.signaled_ranks},
               {"clocks_aligned", r.clocks_aligned},
               {"clock_offset_ns", r.clock_offset_ns},
               {"clock_error_ns", r.clock_error_ns},

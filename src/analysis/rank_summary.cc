@@ -93,6 +93,7 @@ RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& r
   s.rank = m.rank;
   s.world_size = m.world_size;
   s.host = m.host;
+  s.end = !m.closed_cleanly ? "killed" : m.stop_reason == "signal" ? "signal" : "normal";
   s.clock_aligned = !m.clock_offsets.empty();
   for (const ClockOffset& o : m.clock_offsets) {
     s.clock_error_ns = std::max(s.clock_error_ns, o.error_ns);
@@ -160,6 +161,7 @@ std::string rank_summary_json(const RankSummary& s) {
               {"rank", s.rank},
               {"world_size", s.world_size},
               {"host", s.host},
+              {"end", s.end},
               {"clock_aligned", s.clock_aligned},
               {"clock_offset_ns", s.clock_offset_ns},
               {"clock_error_ns", s.clock_error_ns},
@@ -179,6 +181,9 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
     s.rank = i32(j.at("rank"));
     s.world_size = i32(j.at("world_size"));
     s.host = j.at("host").get<std::string>();
+    s.end = j.at("end").get<std::string>();
+    if (s.end != "normal" && s.end != "signal" && s.end != "killed")
+      return "end is not normal, signal or killed";
     if (!j.at("clock_aligned").is_boolean()) return "clock_aligned is not a boolean";
     s.clock_aligned = j.at("clock_aligned").get<bool>();
     s.clock_offset_ns = u64(j.at("clock_offset_ns"));

@@ -51,6 +51,11 @@ struct RankSummary {
   bool clock_aligned = false;
   uint64_t clock_offset_ns = 0;
   uint64_t clock_error_ns = 0;
+  // How the run ended: "normal" (stopped), "signal" (flushed by a signal
+  // handler: the job was killed or aborted), "killed" (no final flush: the
+  // process died at once, SIGKILL or a crash the handler could not catch; its
+  // data ends at its last flush).
+  std::string end = "normal";
   std::string run_dir;  // set by the reader
   std::vector<RankStep> steps;
   std::vector<RankGroup> groups;

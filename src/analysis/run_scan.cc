@@ -260,6 +260,7 @@ void note_file(TraceModel& m, const raw::RawFile& f, bool first_file) {
     m.warnings.push_back(issue.file + " at offset " + std::to_string(issue.offset) + ": " + issue.message);
   }
   if (!f.closed_cleanly) {
+    m.closed_cleanly = false;
     m.warnings.push_back(
         f.path + " was not closed normally (process killed or still running); analysing what was flushed");
   }

@@ -195,6 +195,8 @@ struct TraceModel {
   std::vector<CommCall> comm_calls;        // in start order
   std::vector<CommGroup> comm_groups;      // one per group name
   std::vector<ClockOffset> clock_offsets;  // by realtime_ns; empty: not aligned
+  bool closed_cleanly = true;              // every raw file ended with its final flush
+  std::string stop_reason;                 // profiler_info.json's ("" when the run has none: killed before)
   std::vector<StepWindow> steps;           // sorted by number
   SliceSelection selection;
   std::vector<std::string> warnings;

@@ -1,13 +1,15 @@
 // Copyright trainprof authors. A data-parallel training loop in miniature
 // with one slow rank, for the cluster analysis tests (tests/mpi_test.cc):
 //
-//   mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|data|none STEPS
+//   mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|data|die|none STEPS
 //
 // Each step a rank waits for its batch (a "wait" data stage), computes (a
 // busy loop in a range) and all-reduces its gradients. SLOW_RANK computes
-// 6x longer (compute) or waits 12 ms for data (data) in every step; with
-// `none` (or SLOW_RANK -1) all ranks do the same work.
+// 6x longer (compute) or waits 12 ms for data (data) in every step, or dies
+// by SIGKILL halfway (die: after a pause that lets its data be flushed);
+// with `none` (or SLOW_RANK -1) all ranks do the same work.
 #include <mpi.h>
+#include <signal.h>
 #include <time.h>
 
 #include <chrono>
@@ -48,14 +50,20 @@ int main(int argc, char** argv) {
   bool slow = rank == slow_rank;
   bool slow_compute = slow && std::strcmp(argv[3], "compute") == 0;
   bool slow_data = slow && std::strcmp(argv[3], "data") == 0;
+  bool dies = slow && std::strcmp(argv[3], "die") == 0;
   int steps = std::atoi(argv[4]);
 
   trainprof::ProfilerOptions options;
   options.output_path = argv[1];
   options.data_process = true;
+  options.flush_interval_ms = 20;
   trainprof::Profiler profiler(options);  // starts recording
   std::vector<double> gradients(1000, 1.0), summed(1000);
   for (int step = 0; step < steps; ++step) {
+    if (dies && step == steps / 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a few flushes
+      raise(SIGKILL);
+    }
     {
       trainprof::DataStage wait("loader", trainprof::kStageLoaderWait);
       std::this_thread::sleep_for(std::chrono::microseconds(slow_data ? 12000 : 300));
