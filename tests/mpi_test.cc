@@ -476,6 +476,29 @@ TEST(MpiCluster, ARankKilledMidRunIsNamedAndTheOthersAnalysed) {
   EXPECT_GE(j["collectives_matched"].get<int>(), 3) << r.text;  // the steps before it died
 }
 
+#ifdef TRAINPROF_TEST_HAVE_TORCH
+// The distributed demo (LibTorch + MPI, examples/distributed_demo.cc) with
+// rank 1 made slow: the cluster report names it and its cause.
+TEST(DistributedDemo, TheClusterReportNamesTheSlowRank) {
+  test::TempDir dir;
+  test::ProcessResult p = test::run_process(
+      {TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(kRanks),
+       "--mca", "btl", "self,vader", std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof_distributed_demo",
+       dir.path(), "8", "--slow-rank", "1", "--slow-ms", "40"},
+      {{"OMPI_MCA_mpi_yield_when_idle", "1"}});
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  ClusterReport r = cluster(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.straggler, 1) << r.text;
+  EXPECT_EQ(r.cause, "compute") << r.text;
+  // Operators were recorded beside the communication.
+  std::vector<std::string> runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kRanks));
+  EXPECT_NE(test::read_text(runs[0] + "/PROFILER_OUTPUT/op_statistic.csv").find("aten::conv2d"),
+            std::string::npos);
+}
+#endif
+
 TEST(MpiCluster, RefusesADirectoryWithoutCommunication) {
   test::TempDir dir;
   ClusterReport r = cluster(dir.path());
