@@ -374,14 +374,41 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
     ++checked;
   }
   EXPECT_EQ(checked, kRanks * 8);
-  EXPECT_GT(computing["2"], 2 * not_overlapped["2"]) << csv;
   for (const char* other : {"0", "1", "3"}) {
+    // Rank 2 computes the longest and, never waiting, communicates the least.
+    EXPECT_GT(computing["2"], computing[other]) << other << "\n" << csv;
+    EXPECT_LT(not_overlapped["2"], not_overlapped[other]) << other << "\n" << csv;
     EXPECT_GT(not_overlapped[other], 8 * 3000.0) << other << "\n"
                                                  << csv;  // µs: waits for rank 2's extra 10 ms
   }
   nlohmann::json j = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_analysis.json"));
   EXPECT_EQ(j["straggler"], 2);
   EXPECT_EQ(j["collectives_matched"].get<int>(), 8 + 0) << j.dump();  // the steps' allreduces
+  // cluster_communication.json (the seeds' schema): each allreduce with every
+  // rank's wait for the last arrival (rank 2) and its transit after it.
+  nlohmann::json comm = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_communication.json"));
+  ASSERT_TRUE(comm.contains("(0, 1, 2, 3)")) << comm.dump().substr(0, 500);
+  int ops = 0;
+  double others_wait = 0, slow_wait = 0;
+  for (const auto& [step, op_map] : comm["(0, 1, 2, 3)"].items()) {
+    for (const auto& [key, by_rank] : op_map.items()) {
+      if (key.rfind("Total Op Info@", 0) == 0) continue;
+      EXPECT_EQ(key.rfind("MPI_Allreduce_", 0), 0u) << key;
+      ASSERT_EQ(by_rank.size(), static_cast<size_t>(kRanks)) << key;
+      for (const auto& [rank, info] : by_rank.items()) {
+        const nlohmann::json& t = info["Communication Time Info"];
+        double elapse = t["Elapse Time(ms)"], wait = t["Wait Time(ms)"], transit = t["Transit Time(ms)"];
+        EXPECT_NEAR(elapse, wait + transit, 1e-6) << key << " rank " << rank;
+        EXPECT_NEAR(info["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"].get<double>(), 0.008,
+                    1e-9);
+        (rank == "2" ? slow_wait : others_wait) += wait;
+      }
+      ++ops;
+    }
+  }
+  EXPECT_EQ(ops, 8);
+  EXPECT_GT(others_wait, 3 * 8 * 3.0);  // ms: three ranks wait for rank 2's extra 10 ms each step
+  EXPECT_LT(slow_wait, others_wait / 3 / 2) << "rank 2 arrives last: it waits least";
 }
 
 TEST(MpiCluster, NamesTheRankSlowInDataLoading) {

@@ -75,7 +75,8 @@ std::string summarize_run(const std::string& run_dir);
 // collective matched across its group's ranks, how long each rank waited
 // at them and for whom, and the straggler with its cause. Writes
 // {path}/cluster_analysis_output/: straggler_report.txt (the text below),
-// cluster_step_trace_time.csv (every rank's steps) and cluster_analysis.json.
+// cluster_step_trace_time.csv (every rank's steps), cluster_communication.json
+// (each collective's wait and transit per rank) and cluster_analysis.json.
 struct ClusterReport {
   std::string error;  // nothing could be done (no run, no communication, unwritable output)
   std::vector<std::string> warnings;

@@ -53,6 +53,39 @@ std::string signed_ms(double ns) {
 
 }  // namespace
 
+std::vector<CollectiveTiming> collective_timings(const std::vector<RankSummary>& ranks) {
+  struct Member {
+    const RankSummary* rank;
+    const RankCollective* call;
+  };
+  std::map<std::pair<std::string, int64_t>, std::vector<Member>> by_key;
+  std::map<std::string, std::vector<int32_t>> members;
+  std::map<int, std::string> host;
+  for (const RankSummary& s : ranks) {
+    host[s.rank] = s.host;
+    for (const RankGroup& g : s.groups) members[g.name] = g.world_ranks;
+    for (const RankCollective& c : s.collectives)
+      by_key[{s.groups[c.group].name, c.sequence}].push_back({&s, &c});
+  }
+  std::vector<CollectiveTiming> out;
+  for (const auto& [key, list] : by_key) {
+    const std::vector<int32_t>& group = members[key.first];
+    if (list.size() < 2 || list.size() != group.size()) continue;
+    bool one_host = true;
+    for (int32_t r : group) one_host = one_host && host.count(r) && host[r] == host[list.front().rank->rank];
+    uint64_t last = 0;
+    for (const Member& m : list) last = std::max(last, m.call->start_ns);
+    for (const Member& m : list) {
+      const RankCollective& c = *m.call;
+      uint64_t elapse = c.end_ns > c.start_ns ? c.end_ns - c.start_ns : 0;
+      out.push_back(CollectiveTiming{key.first, group, key.second, c.operation, m.rank->rank, c.step,
+                                     c.start_ns, c.end_ns, c.bytes, std::min(last - c.start_ns, elapse),
+                                     one_host});
+    }
+  }
+  return out;
+}
+
 std::string step_ranges(const std::vector<int64_t>& steps) {
   std::string out;
   for (size_t i = 0; i < steps.size();) {

@@ -59,6 +59,23 @@ struct StragglerReport {
   double others_computing_ns = 0, others_data_wait_ns = 0, others_in_comm_ns = 0;
 };
 
+// One rank's part in one collective matched across its group: the time it
+// waited for the last member to arrive, and the rest (the transfer).
+struct CollectiveTiming {
+  std::string group;
+  std::vector<int32_t> group_ranks;  // world ranks of the group
+  int64_t sequence;
+  std::string operation;
+  int rank;
+  int64_t step;  // this rank's step (-1: none)
+  uint64_t start_ns, end_ns, bytes;
+  uint64_t wait_ns;  // last arrival - own arrival, at most the elapse
+  bool one_host;     // every member on this rank's host
+};
+// Every rank's timings of every collective that all members of its group
+// recorded, by (group, sequence, rank).
+std::vector<CollectiveTiming> collective_timings(const std::vector<RankSummary>& ranks);
+
 // A rank stands out when the others lost at least this share of all waiting to it.
 inline constexpr double kStragglerShare = 0.5;
 

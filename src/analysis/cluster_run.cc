@@ -13,6 +13,7 @@
 #include "analysis/cluster.h"
 #include "analysis/rank_summary.h"
 #include "core/safe_file.h"
+#include "export/communication_json.h"
 #include "export/text_format.h"
 #include "trainprof/analyse.h"
 
@@ -163,9 +164,12 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
                    (error.empty() ? "cannot open '" + path + "' as a directory" : error);
     return report;
   }
-  for (const auto& [name, text] : {std::pair<const char*, std::string>{"straggler_report.txt", report.text},
-                                   {"cluster_step_trace_time.csv", step_trace_csv(ranks)},
-                                   {"cluster_analysis.json", report_json(r).dump(1) + "\n"}}) {
+  for (const auto& [name, text] :
+       {std::pair<const char*, std::string>{"straggler_report.txt", report.text},
+        {"cluster_step_trace_time.csv", step_trace_csv(ranks)},
+        {"cluster_analysis.json", report_json(r).dump(1) + "\n"},
+        {"cluster_communication.json",
+         exporter::cluster_communication_json(analysis::collective_timings(ranks))}}) {
     std::string e = detail::write_file_atomically_at(out.get(), name, text, report.output_dir + "/" + name);
     if (!e.empty() && report.error.empty()) report.error = e;
   }
