@@ -1,13 +1,15 @@
 // Copyright trainprof authors. rank_summary.json (PROFILER_OUTPUT of each
 // rank, read by `trainprof cluster`): whatever a file holds, the parser
-// returns a summary or a message, and the cluster pass runs on what it
-// accepts (the summary as two ranks of one world) without crashing.
+// returns a summary or a message, and the cluster pass and its
+// cluster_communication.json run on what it accepts (the summary as two
+// ranks of one world) without crashing.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "analysis/cluster.h"
 #include "analysis/rank_summary.h"
+#include "export/communication_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   trainprof::analysis::RankSummary s;
@@ -17,5 +19,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ranks[1].rank = s.rank + 1 < s.world_size ? s.rank + 1 : 0;
   trainprof::analysis::StragglerReport r = trainprof::analysis::find_straggler(ranks);
   (void)trainprof::analysis::straggler_text(r);
+  (void)trainprof::exporter::cluster_communication_json(trainprof::analysis::collective_timings(ranks));
   return 0;
 }
