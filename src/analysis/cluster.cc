@@ -149,8 +149,11 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     int64_t group_last = 0;
     for (const auto& [rank, last] : lasts) group_last = std::max(group_last, last);
     for (const auto& [rank, last] : lasts) {
-      bool listed = std::any_of(r.ended_early.begin(), r.ended_early.end(),
-                                [rank](const StragglerReport::EarlyEnd& e) { return e.rank == rank; });
+      // A named copy: lambdas cannot capture structured bindings before clang 16.
+      const int this_rank = rank;
+      bool listed =
+          std::any_of(r.ended_early.begin(), r.ended_early.end(),
+                      [this_rank](const StragglerReport::EarlyEnd& e) { return e.rank == this_rank; });
       if (last < group_last && !listed) r.ended_early.push_back({rank, last, group_last});
     }
   }
