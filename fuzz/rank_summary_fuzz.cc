@@ -1,8 +1,8 @@
 // Copyright trainprof authors. rank_summary.json (PROFILER_OUTPUT of each
 // rank, read by `trainprof cluster`): whatever a file holds, the parser
-// returns a summary or a message, and the cluster pass and its
-// cluster_communication.json run on what it accepts (the summary as two
-// ranks of one world) without crashing.
+// returns a summary or a message, and the cluster pass, its communication
+// tables and slow links run on what it accepts (the summary as two ranks of
+// one world) without crashing.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +19,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ranks[1].rank = s.rank + 1 < s.world_size ? s.rank + 1 : 0;
   trainprof::analysis::StragglerReport r = trainprof::analysis::find_straggler(ranks);
   (void)trainprof::analysis::straggler_text(r);
-  (void)trainprof::exporter::cluster_communication_json(trainprof::analysis::collective_timings(ranks));
+  std::vector<trainprof::analysis::CommTiming> timings = trainprof::analysis::comm_timings(ranks);
+  (void)trainprof::exporter::cluster_communication_json(timings);
+  (void)trainprof::exporter::cluster_communication_matrix_json(timings);
+  std::vector<const trainprof::analysis::CommTiming*> mine;
+  for (const auto& t : timings) mine.push_back(&t);
+  (void)trainprof::exporter::rank_communication_json(mine);
+  (void)trainprof::exporter::rank_communication_matrix_json(mine);
+  (void)trainprof::analysis::links_text(trainprof::analysis::link_bandwidths(timings));
   return 0;
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes the Python environment of trainprof and installs this checkout in it:
 #   .venv/ (python3 -m venv; TRAINPROF_VENV overrides the place) with torch 2.x
-#   from PyPI, numpy, pytest, nanobind, scikit-build-core, torch-tb-profiler
-#   and holistictraceanalysis, then
+#   from PyPI, numpy, pytest, nanobind, scikit-build-core, torch-tb-profiler,
+#   holistictraceanalysis and msprof-analyze, then
 #   `pip install .` (the package, the torch collector built against that
 #   torch, the `trainprof` command).
 # Reuses what exists: a present .venv with its packages is not reinstalled
@@ -20,9 +20,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 # torch-tb-profiler and holistictraceanalysis (HTA): the tests load our
-# traces in both (python/tests/test_peers.py).
-requirements=("torch>=2.7" numpy pytest "nanobind>=2.2" "scikit-build-core>=0.10" torch-tb-profiler holistictraceanalysis)
-if ! "$py" -c "import torch, numpy, pytest, nanobind, scikit_build_core, torch_tb_profiler, hta" 2> /dev/null; then
+# traces in both (python/tests/test_peers.py); msprof-analyze, the seeds'
+# cluster tool, reads our cluster layout (python/tests/test_msprof_analyze.py).
+requirements=("torch>=2.7" numpy pytest "nanobind>=2.2" "scikit-build-core>=0.10" torch-tb-profiler holistictraceanalysis
+  "msprof-analyze>=26.2")
+if ! "$py" -c "import torch, numpy, pytest, nanobind, scikit_build_core, torch_tb_profiler, hta, msprof_analyze" 2> /dev/null; then
   echo "[python] installing ${requirements[*]} (torch brings its CUDA libraries: several GB, once)"
   start=$SECONDS
   "$py" -m pip install --progress-bar off -q "${requirements[@]}"

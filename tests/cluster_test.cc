@@ -1,13 +1,17 @@
 // Copyright trainprof authors. The cluster pass (analysis/cluster.h) and the
 // rank summaries it reads, on summaries made by hand: the arithmetic of
-// waiting, the straggler and its cause, and damaged summaries.
+// waiting, the straggler and its cause, transfers paired across ranks, the
+// communication tables (export/communication_json.h), slow links, and
+// damaged summaries.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "analysis/cluster.h"
 #include "analysis/rank_summary.h"
+#include "export/communication_json.h"
 
 namespace trainprof::analysis {
 namespace {
@@ -164,6 +168,136 @@ TEST(RankSummary, DamagedSummariesAreRefusedWithAReason) {
   bad_group.replace(bad_group.find("[0,1,\"MPI_Allreduce\""), 3, "[7,");
   EXPECT_NE(parse_rank_summary(bad_group, &s).find("group 7"), std::string::npos)
       << parse_rank_summary(bad_group, &s);
+}
+
+// Two ranks: rank 0 sends to rank 1 twice on tag 5 (and once with a tag the
+// receive never resolved). The first receive is posted 5 ms before its send
+// (it waits for it), the second send 3 ms before its receive.
+std::vector<RankSummary> two_ranks_with_transfers() {
+  std::vector<RankSummary> ranks = world(2, 1, [](int, int) { return 90.0; });
+  uint64_t t = 1000 * kMs;
+  auto transfer = [](uint64_t start, uint64_t end, int32_t peer, int32_t tag, bool send) {
+    return RankTransfer{0, send ? "MPI_Send" : "MPI_Recv", start, end, 4000000, 0, peer, tag, send};
+  };
+  ranks[0].transfers = {transfer(t + 10 * kMs, t + 11 * kMs, 1, 5, true),
+                        transfer(t + 20 * kMs, t + 25 * kMs, 1, 5, true)};
+  ranks[1].transfers = {transfer(t + 5 * kMs, t + 11 * kMs, 0, 5, false),
+                        transfer(t + 23 * kMs, t + 25 * kMs, 0, 5, false),
+                        transfer(t + 30 * kMs, t + 31 * kMs, 0, -1, false)};
+  return ranks;
+}
+
+const CommTiming* find_timing(const std::vector<CommTiming>& all, int rank, const std::string& op,
+                              int64_t seq) {
+  for (const CommTiming& t : all) {
+    if (t.rank == rank && t.operation == op && t.sequence == seq) return &t;
+  }
+  return nullptr;
+}
+
+TEST(Cluster, TransfersPairInOrderAndTheEarlierSideWaits) {
+  std::vector<CommTiming> all = comm_timings(two_ranks_with_transfers());
+  const CommTiming* send0 = find_timing(all, 0, "MPI_Send", 0);
+  const CommTiming* send1 = find_timing(all, 0, "MPI_Send", 1);
+  const CommTiming* recv0 = find_timing(all, 1, "MPI_Recv", 0);
+  const CommTiming* recv1 = find_timing(all, 1, "MPI_Recv", 1);
+  const CommTiming* unresolved = find_timing(all, 1, "MPI_Recv", 2);
+  ASSERT_TRUE(send0 && send1 && recv0 && recv1 && unresolved);
+  EXPECT_EQ(recv0->wait_ns, 5 * kMs);  // posted 5 ms before the send
+  EXPECT_EQ(send0->wait_ns, 0u);
+  EXPECT_EQ(send1->wait_ns, 3 * kMs);  // sent 3 ms before the receive was posted
+  EXPECT_EQ(recv1->wait_ns, 0u);
+  EXPECT_EQ(unresolved->wait_ns, 0u);  // no pair: nothing known of its wait
+  EXPECT_TRUE(send0->transfer && send0->sends && !recv0->sends);
+  EXPECT_EQ(send0->peer, 1);
+  // The allreduces are there as well, one per rank.
+  EXPECT_NE(find_timing(all, 0, "MPI_Allreduce", 1), nullptr);
+}
+
+TEST(CommunicationJson, RankTablesInTheSeedsSchema) {
+  std::vector<RankSummary> ranks = two_ranks_with_transfers();
+  ranks[0].host = ranks[1].host = "node";
+  std::vector<CommTiming> all = comm_timings(ranks);
+  std::vector<const CommTiming*> rank1;
+  for (const CommTiming& t : all) {
+    if (t.rank == 1) rank1.push_back(&t);
+  }
+  nlohmann::json c = nlohmann::json::parse(exporter::rank_communication_json(rank1));
+  const nlohmann::json& p2p = c.at("step0").at("p2p");
+  const nlohmann::json& time = p2p.at("MPI_Recv_0@123").at("Communication Time Info");
+  EXPECT_DOUBLE_EQ(time.at("Elapse Time(ms)").get<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(time.at("Wait Time(ms)").get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(time.at("Transit Time(ms)").get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(time.at("Wait Time Ratio").get<double>(), 0.8333);
+  const nlohmann::json& sdma = p2p.at("MPI_Recv_0@123").at("Communication Bandwidth Info").at("SDMA");
+  EXPECT_DOUBLE_EQ(sdma.at("Transit Size(MB)").get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(sdma.at("Bandwidth(GB/s)").get<double>(), 4.0);  // 4 MB in 1 ms
+  EXPECT_TRUE(p2p.contains("Total Op Info"));
+  EXPECT_DOUBLE_EQ(p2p.at("Total Op Info").at("Communication Time Info").at("Wait Time(ms)").get<double>(),
+                   5.0);
+  EXPECT_TRUE(c.at("step0").at("collective").contains("MPI_Allreduce_1@123"));
+
+  // The receiver's matrix names only its own place; the data is on the sender's link.
+  nlohmann::json m = nlohmann::json::parse(exporter::rank_communication_matrix_json(rank1));
+  const nlohmann::json& recv_top = m.at("step0").at("p2p").at("recv-top1@123");
+  EXPECT_EQ(recv_top.size(), 1u);
+  EXPECT_DOUBLE_EQ(recv_top.at("1-1").at("Transit Size(MB)").get<double>(), 0.0);
+  EXPECT_TRUE(m.at("step0").at("p2p").contains("recv-bottom3@123"));  // three receives
+  nlohmann::json cluster = nlohmann::json::parse(exporter::cluster_communication_matrix_json(all));
+  const nlohmann::json& total = cluster.at("(0, 1)").at("step0").at("Total Op Info@123");
+  EXPECT_DOUBLE_EQ(total.at("0-1").at("Transit Size(MB)").get<double>(), 8.0);  // both sends, once each
+  EXPECT_DOUBLE_EQ(total.at("0-1").at("Transit Time(ms)").get<double>(), 1.0 + 2.0);
+  nlohmann::json times = nlohmann::json::parse(exporter::cluster_communication_json(all));
+  EXPECT_TRUE(times.at("(0, 1)").at("step0").at("MPI_Send_1@123").contains("0"));
+  EXPECT_TRUE(times.at("(0, 1)").at("step0").contains("Total Op Info@123"));
+}
+
+TEST(Cluster, ALinkFarBelowItsLikeIsSlow) {
+  // Four ranks pass 8 MB around a ring in 1 ms per step, except 2 -> 3 (10 ms).
+  std::vector<RankSummary> ranks = world(4, 2, [](int, int) { return 10.0; });
+  for (RankSummary& s : ranks) {
+    s.host = "node";
+    int next = (s.rank + 1) % 4, previous = (s.rank + 3) % 4;
+    for (int step = 0; step < 2; ++step) {
+      uint64_t t = 1000 * kMs + static_cast<uint64_t>(step) * 100 * kMs + 50 * kMs;
+      uint64_t took = (s.rank == 2 ? 10 : 1) * kMs, took_in = (previous == 2 ? 10 : 1) * kMs;
+      s.transfers.push_back(RankTransfer{0, "MPI_Send", t, t + took, 8000000, step, next, 1, true});
+      s.transfers.push_back(RankTransfer{0, "MPI_Recv", t, t + took_in, 8000000, step, previous, 1, false});
+    }
+  }
+  std::vector<LinkBandwidth> links = link_bandwidths(comm_timings(ranks));
+  std::vector<LinkBandwidth> transfers;
+  for (const LinkBandwidth& l : links) {
+    if (!l.collective) transfers.push_back(l);
+  }
+  ASSERT_EQ(transfers.size(), 4u);
+  EXPECT_EQ(transfers[0].src, 2);  // slowest first
+  EXPECT_EQ(transfers[0].dst, 3);
+  EXPECT_TRUE(transfers[0].slow);
+  EXPECT_NEAR(transfers[0].gb_per_s, 0.8, 1e-9);
+  EXPECT_FALSE(transfers[1].slow);
+  EXPECT_NE(links_text(links).find("SLOW 2->3"), std::string::npos) << links_text(links);
+}
+
+TEST(RankSummary, TransfersRoundTripAndVersion1IsRead) {
+  std::vector<RankSummary> ranks = two_ranks_with_transfers();
+  RankSummary back;
+  std::string text = rank_summary_json(ranks[1]);
+  ASSERT_EQ(parse_rank_summary(text, &back), "");
+  ASSERT_EQ(back.transfers.size(), 3u);
+  EXPECT_EQ(back.transfers[0].peer, 0);
+  EXPECT_EQ(back.transfers[0].tag, 5);
+  EXPECT_FALSE(back.transfers[0].send);
+  EXPECT_EQ(back.transfers[2].tag, -1);
+  // A summary written before transfers existed.
+  nlohmann::json old = nlohmann::json::parse(text);
+  old["version"] = 1;
+  old.erase("transfers");
+  ASSERT_EQ(parse_rank_summary(old.dump(), &back), "");
+  EXPECT_TRUE(back.transfers.empty());
+  EXPECT_EQ(back.collectives.size(), 1u);
+  old["version"] = 3;
+  EXPECT_NE(parse_rank_summary(old.dump(), &back).find("version"), std::string::npos);
 }
 
 }  // namespace

@@ -329,13 +329,82 @@ TEST_F(MpiTest, TimelineShowsCommunicationTracks) {
 }
 
 // The straggler program on kRanks ranks: each rank's run under `dir`.
-void run_straggler(const test::TempDir& dir, int slow_rank, const std::string& cause, int steps) {
-  test::ProcessResult p = test::run_process(
-      {TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(kRanks),
-       "--mca", "btl", "self,vader", test::helper_path("mpi_straggler_child"), dir.path(),
-       std::to_string(slow_rank), cause, std::to_string(steps)},
-      {{"OMPI_MCA_mpi_yield_when_idle", "1"}});
+void run_straggler(const test::TempDir& dir, int slow_rank, const std::string& cause, int steps,
+                   const std::string& extra = "") {
+  std::vector<std::string> argv = {TRAINPROF_TEST_MPIEXEC,
+                                   "--oversubscribe",
+                                   "--allow-run-as-root",
+                                   "-np",
+                                   std::to_string(kRanks),
+                                   "--mca",
+                                   "btl",
+                                   "self,vader",
+                                   test::helper_path("mpi_straggler_child"),
+                                   dir.path(),
+                                   std::to_string(slow_rank),
+                                   cause,
+                                   std::to_string(steps)};
+  if (!extra.empty()) argv.push_back(extra);
+  test::ProcessResult p = test::run_process(argv, {{"OMPI_MCA_mpi_yield_when_idle", "1"}});
   ASSERT_EQ(p.exit_code, 0) << p.output;
+}
+
+// A ring of transfers besides the allreduce: every rank's communication.json
+// and communication_matrix.json hold each transfer with its exact size, and
+// the cluster's matrix has the ring's links in world ranks.
+TEST(MpiCluster, WritesEachRanksCommunicationTables) {
+  test::TempDir dir;
+  run_straggler(dir, -1, "none", 4, "ring");
+  ClusterReport r = cluster(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  std::vector<std::string> runs = find_run_directories(dir.path());
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kRanks));
+  for (const std::string& run : runs) {
+    nlohmann::json c = nlohmann::json::parse(test::read_text(run + "/PROFILER_OUTPUT/communication.json"));
+    int sendrecv = 0, isend = 0, irecv = 0, allreduce = 0;
+    for (const auto& [step, kinds] : c.items()) {
+      for (const auto& [key, op] : kinds.at("p2p").items()) {
+        if (key == "Total Op Info") continue;
+        double mb = op["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"].get<double>();
+        if (key.starts_with("MPI_Sendrecv_")) {
+          ++sendrecv;
+          EXPECT_DOUBLE_EQ(mb, 0.065536) << key;  // 64 KiB each way
+        } else if (key.starts_with("MPI_Isend_")) {
+          ++isend;
+          EXPECT_DOUBLE_EQ(mb, 0.032768) << key;
+        } else if (key.starts_with("MPI_Irecv_")) {
+          ++irecv;
+          EXPECT_DOUBLE_EQ(mb, 0.032768) << key;  // what arrived, not the 64 KiB posted
+        }
+      }
+      for (const auto& [key, op] : kinds.at("collective").items())
+        allreduce += key.starts_with("MPI_Allreduce_");
+    }
+    EXPECT_EQ(sendrecv, 2 * 4) << run;  // its send half and its receive half, each step
+    EXPECT_EQ(isend, 4) << run;
+    EXPECT_EQ(irecv, 4) << run;
+    EXPECT_EQ(allreduce, 4) << run;
+    nlohmann::json m =
+        nlohmann::json::parse(test::read_text(run + "/PROFILER_OUTPUT/communication_matrix.json"));
+    int totals = 0;
+    for (const auto& [key, links] : m.at("step1").at("p2p").items())
+      totals += key.starts_with("sendrecv-total@");
+    EXPECT_EQ(totals, 1) << m.dump(1);
+  }
+  nlohmann::json matrix =
+      nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_communication_matrix.json"));
+  std::set<std::string> links;
+  for (const auto& [step, ops] : matrix.at("(0, 1, 2, 3)").items()) {
+    for (const auto& [key, entry] : ops.items()) {
+      if (!key.starts_with("Total Op Info@")) continue;
+      for (const auto& [link, l] : entry.items()) {
+        if (l["Transit Size(MB)"].get<double>() > 0.05) links.insert(link);
+      }
+    }
+  }
+  // The ring's transfers (and each rank's allreduce, its own link, 8 KB: below the cut).
+  EXPECT_EQ(links, (std::set<std::string>{"0-1", "1-2", "2-3", "3-0"}));
+  EXPECT_NE(r.text.find("SDMA transfers: 4 links"), std::string::npos) << r.text;
 }
 
 TEST(MpiCluster, NamesTheRankSlowInCompute) {

@@ -3,7 +3,7 @@
 //   trainprof analyse PATH [--pretty] [--steps 3-5|3,4,5] [--jobs N] [--simplify] [--trace-limit-mb N]
 //                          [--window-mb N]
 //   trainprof summary PATH
-//   trainprof cluster PATH [--jobs N]
+//   trainprof cluster PATH [--jobs N] [--msprof-layout DIR]
 //   trainprof --version | --help
 //
 // Exit status: 0 success, 1 a run failed (or nothing to do), 2 bad usage.
@@ -74,7 +74,7 @@ const char* kSummaryHelp =
     "Runs that were not analysed yet are listed with the command that does it.\n";
 
 const char* kClusterHelp =
-    "usage: trainprof cluster PATH [--jobs N]\n"
+    "usage: trainprof cluster PATH [--jobs N] [--msprof-layout DIR]\n"
     "\n"
     "PATH holds the runs of several ranks (an MPI job's output directory). Runs not\n"
     "analysed yet are analysed first (--jobs at once). Every collective is matched\n"
@@ -83,8 +83,16 @@ const char* kClusterHelp =
     "others lost at least half of their waiting to), the steps it was late in, and its\n"
     "cause (compute, data loading or communication: what it did longer than the others'\n"
     "median in those steps), and names the ranks of the world with no run.\n"
+    "It also lists the slow links: bytes over transit time per link (a collective as\n"
+    "its rank's own link), below half the median of their transport.\n"
     "Outputs: PATH/cluster_analysis_output/straggler_report.txt,\n"
-    "cluster_step_trace_time.csv, cluster_analysis.json.\n"
+    "cluster_step_trace_time.csv, cluster_communication.json,\n"
+    "cluster_communication_matrix.json, cluster_analysis.json; and in each rank's\n"
+    "PROFILER_OUTPUT/ its communication.json and communication_matrix.json.\n"
+    "\n"
+    "  --msprof-layout DIR  also lay the ranks' tables out as msprof-analyze reads them\n"
+    "                       (DIR/{worker}_{stamp}_ascend_pt/ per rank), so that\n"
+    "                       `msprof-analyze cluster -d DIR -m all` works on them\n"
     "\n"
     "exit status: 0 analysed, 1 nothing to analyse or outputs not written, 2 bad usage\n";
 
@@ -262,12 +270,20 @@ int cmd_summary(const std::vector<std::string>& args) {
 
 int cmd_cluster(const std::vector<std::string>& args) {
   trainprof::AnalyseOptions options;
+  trainprof::ClusterOptions cluster_options;
   std::string path;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
       std::fputs(kClusterHelp, stdout);
       return kOk;
+    }
+    if (a == "--msprof-layout") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) {
+        return usage_error("--msprof-layout needs a directory", kClusterHelp);
+      }
+      cluster_options.msprof_dir = args[++i];
+      continue;
     }
     if (a == "--jobs") {
       uint64_t jobs = 0;
@@ -282,7 +298,7 @@ int cmd_cluster(const std::vector<std::string>& args) {
     path = a;
   }
   if (path.empty()) return usage_error("cluster needs a PATH", kClusterHelp);
-  trainprof::ClusterReport report = trainprof::cluster(path, options);
+  trainprof::ClusterReport report = trainprof::cluster(path, options, cluster_options);
   for (const std::string& w : report.warnings) std::fprintf(stderr, "trainprof: warning: %s\n", w.c_str());
   std::fputs(report.text.c_str(), stdout);
   if (!report.ok()) {

@@ -70,13 +70,27 @@ std::vector<std::string> find_run_directories(const std::string& path);
 // where the output files are. Says so when the run is not analysed yet.
 std::string summarize_run(const std::string& run_dir);
 
+struct ClusterOptions {
+  // Also lay the ranks' tables out the way msprof-analyze (the seeds'
+  // cluster tool) reads them in text mode, under this directory (made when
+  // missing; empty: not): one {worker}_{stamp}_ascend_pt/ per rank with
+  // profiler_info_{rank}.json and ASCEND_PROFILER_OUTPUT/{step_trace_time.csv,
+  // communication.json, communication_matrix.json}. Then
+  // `msprof-analyze cluster -d DIR -m all` works on it.
+  std::string msprof_dir;
+};
+
 // The cluster analysis of the runs of several ranks at or below `path`
 // (those never analysed are analysed first, with `options`): every
 // collective matched across its group's ranks, how long each rank waited
 // at them and for whom, and the straggler with its cause. Writes
 // {path}/cluster_analysis_output/: straggler_report.txt (the text below),
 // cluster_step_trace_time.csv (every rank's steps), cluster_communication.json
-// (each collective's wait and transit per rank) and cluster_analysis.json.
+// (each collective's and transfer's wait and transit per rank),
+// cluster_communication_matrix.json (bytes, time and bandwidth per link) and
+// cluster_analysis.json; and into each rank's PROFILER_OUTPUT/ its
+// communication.json and communication_matrix.json (their waits need every
+// rank's data, so the cluster pass writes them).
 struct ClusterReport {
   std::string error;  // nothing could be done (no run, no communication, unwritable output)
   std::vector<std::string> warnings;
@@ -87,7 +101,8 @@ struct ClusterReport {
   std::vector<int> missing_ranks;  // of the world, with no analysed run with communication
   bool ok() const { return error.empty(); }
 };
-ClusterReport cluster(const std::string& path, const AnalyseOptions& options = {});
+ClusterReport cluster(const std::string& path, const AnalyseOptions& options = {},
+                      const ClusterOptions& cluster_options = {});
 
 // Parses "3-5" or "3,4,5" (or "7") into step numbers; throws
 // std::invalid_argument naming the problem.

@@ -53,34 +53,185 @@ std::string signed_ms(double ns) {
 
 }  // namespace
 
-std::vector<CollectiveTiming> collective_timings(const std::vector<RankSummary>& ranks) {
+namespace {
+
+void add_collective_timings(const std::vector<RankSummary>& ranks, const std::map<int, std::string>& host,
+                            std::vector<CommTiming>* out) {
   struct Member {
     const RankSummary* rank;
     const RankCollective* call;
   };
   std::map<std::pair<std::string, int64_t>, std::vector<Member>> by_key;
   std::map<std::string, std::vector<int32_t>> members;
-  std::map<int, std::string> host;
   for (const RankSummary& s : ranks) {
-    host[s.rank] = s.host;
     for (const RankGroup& g : s.groups) members[g.name] = g.world_ranks;
     for (const RankCollective& c : s.collectives)
       by_key[{s.groups[c.group].name, c.sequence}].push_back({&s, &c});
   }
-  std::vector<CollectiveTiming> out;
   for (const auto& [key, list] : by_key) {
     const std::vector<int32_t>& group = members[key.first];
     if (list.size() < 2 || list.size() != group.size()) continue;
+    const std::string& own_host = host.at(list.front().rank->rank);
     bool one_host = true;
-    for (int32_t r : group) one_host = one_host && host.count(r) && host[r] == host[list.front().rank->rank];
+    for (int32_t r : group) one_host = one_host && host.count(r) && host.at(r) == own_host;
     uint64_t last = 0;
     for (const Member& m : list) last = std::max(last, m.call->start_ns);
     for (const Member& m : list) {
       const RankCollective& c = *m.call;
+      CommTiming t;
+      t.group = key.first;
+      t.group_ranks = group;
+      t.sequence = key.second;
+      t.operation = c.operation;
+      t.rank = m.rank->rank;
+      t.step = c.step;
+      t.start_ns = c.start_ns;
+      t.end_ns = c.end_ns;
+      t.bytes = c.bytes;
       uint64_t elapse = c.end_ns > c.start_ns ? c.end_ns - c.start_ns : 0;
-      out.push_back(CollectiveTiming{key.first, group, key.second, c.operation, m.rank->rank, c.step,
-                                     c.start_ns, c.end_ns, c.bytes, std::min(last - c.start_ns, elapse),
-                                     one_host});
+      t.wait_ns = std::min(last - c.start_ns, elapse);
+      t.one_host = one_host;
+      t.run = c.run;
+      out->push_back(std::move(t));
+    }
+  }
+}
+
+void add_transfer_timings(const std::vector<RankSummary>& ranks, const std::map<int, std::string>& host,
+                          std::vector<CommTiming>* out) {
+  // (group, sender, receiver, tag) -> the sends, the receives, in order.
+  using Channel = std::tuple<std::string, int32_t, int32_t, int32_t>;
+  std::map<Channel, std::pair<std::vector<size_t>, std::vector<size_t>>> channels;
+  size_t first = out->size();
+  for (const RankSummary& s : ranks) {
+    std::map<std::pair<uint32_t, std::string>, int64_t> count;  // (group, operation) -> instances so far
+    for (const RankTransfer& x : s.transfers) {
+      const RankGroup& g = s.groups[x.group];
+      CommTiming t;
+      t.group = g.name;
+      t.group_ranks = g.world_ranks;
+      t.sequence = count[{x.group, x.operation}]++;
+      t.operation = x.operation;
+      t.rank = s.rank;
+      t.step = x.step;
+      t.start_ns = x.start_ns;
+      t.end_ns = x.end_ns;
+      t.bytes = x.bytes;
+      t.transfer = true;
+      t.peer = x.peer;
+      t.sends = x.send;
+      t.one_host = x.peer >= 0 && host.count(x.peer) && host.at(x.peer) == s.host;
+      t.run = x.run;
+      if (x.peer >= 0 && x.tag >= 0) {
+        Channel c{g.name, x.send ? s.rank : x.peer, x.send ? x.peer : s.rank, x.tag};
+        (x.send ? channels[c].first : channels[c].second).push_back(out->size());
+      }
+      out->push_back(std::move(t));
+    }
+  }
+  // MPI does not overtake: the k-th send of a channel is its k-th receive.
+  // Each side waited for the other's arrival when it came first.
+  for (auto& [channel, sides] : channels) {
+    auto& [sends, receives] = sides;
+    std::vector<CommTiming>& all = *out;
+    auto by_start = [&all](size_t a, size_t b) { return all[a].start_ns < all[b].start_ns; };
+    std::stable_sort(sends.begin(), sends.end(), by_start);
+    std::stable_sort(receives.begin(), receives.end(), by_start);
+    for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
+      CommTiming& a = all[sends[k]];
+      CommTiming& b = all[receives[k]];
+      for (auto [own, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+        uint64_t elapse = own->end_ns > own->start_ns ? own->end_ns - own->start_ns : 0;
+        if (other->start_ns > own->start_ns) own->wait_ns = std::min(other->start_ns - own->start_ns, elapse);
+      }
+    }
+  }
+  std::stable_sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(),
+                   [](const CommTiming& a, const CommTiming& b) {
+                     return std::tie(a.rank, a.start_ns) < std::tie(b.rank, b.start_ns);
+                   });
+}
+
+}  // namespace
+
+std::vector<CommTiming> comm_timings(const std::vector<RankSummary>& ranks) {
+  std::map<int, std::string> host;
+  for (const RankSummary& s : ranks) host[s.rank] = s.host;
+  std::vector<CommTiming> out;
+  add_collective_timings(ranks, host, &out);
+  add_transfer_timings(ranks, host, &out);
+  return out;
+}
+
+namespace {
+
+// Links are compared with their like: "SDMA collectives", "RDMA transfers".
+std::string link_kind(const LinkBandwidth& l) {
+  return l.transport + (l.collective ? " collectives" : " transfers");
+}
+
+}  // namespace
+
+std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timings) {
+  std::map<std::tuple<int, int, bool, std::string>, LinkBandwidth> by_link;
+  for (const CommTiming& t : timings) {
+    // A transfer counts once, on its sending side.
+    if (t.transfer && (t.peer < 0 || !t.sends)) continue;
+    int dst = t.transfer ? t.peer : t.rank;
+    std::string transport = t.one_host ? "SDMA" : "RDMA";
+    LinkBandwidth& l = by_link[{t.rank, dst, !t.transfer, transport}];
+    l.src = t.rank;
+    l.dst = dst;
+    l.collective = !t.transfer;
+    l.transport = transport;
+    l.bytes += t.bytes;
+    uint64_t elapse = t.end_ns > t.start_ns ? t.end_ns - t.start_ns : 0;
+    l.transit_ns += elapse - std::min(elapse, t.wait_ns);
+    ++l.operations;
+  }
+  std::vector<LinkBandwidth> out;
+  std::map<std::string, std::vector<double>> per_kind;
+  for (auto& [key, l] : by_link) {
+    if (l.bytes == 0 || l.transit_ns == 0) continue;
+    l.gb_per_s = static_cast<double>(l.bytes) / static_cast<double>(l.transit_ns);
+    per_kind[link_kind(l)].push_back(l.gb_per_s);
+    out.push_back(l);
+  }
+  for (LinkBandwidth& l : out) {
+    const std::vector<double>& all = per_kind[link_kind(l)];
+    l.slow = all.size() >= 3 && l.gb_per_s < kSlowLinkShare * median(all);
+  }
+  std::sort(out.begin(), out.end(), [](const LinkBandwidth& a, const LinkBandwidth& b) {
+    return std::tie(a.gb_per_s, a.src, a.dst) < std::tie(b.gb_per_s, b.src, b.dst);
+  });
+  return out;
+}
+
+std::string links_text(const std::vector<LinkBandwidth>& links) {
+  if (links.empty()) return "";
+  std::map<std::string, std::vector<const LinkBandwidth*>> per_kind;  // slowest first
+  for (const LinkBandwidth& l : links) per_kind[link_kind(l)].push_back(&l);
+  std::string out = "Links (bytes over transit time; a collective is its rank's own link r->r):\n";
+  char line[200];
+  for (const auto& [kind, list] : per_kind) {
+    std::vector<double> speeds;
+    size_t slow = 0;
+    for (const LinkBandwidth* l : list) {
+      speeds.push_back(l->gb_per_s);
+      slow += l->slow ? 1 : 0;
+    }
+    std::snprintf(line, sizeof(line), "  %s: %zu links, median %.3f GB/s, %zu below half of it\n",
+                  kind.c_str(), list.size(), median(speeds), slow);
+    out += line;
+    size_t shown = 0;
+    for (const LinkBandwidth* l : list) {
+      if (slow > 0 ? !l->slow : shown >= 1) continue;
+      std::snprintf(line, sizeof(line), "    %s %d->%d: %.3f GB/s (%.3f MB in %.3f ms, %llu operations)\n",
+                    l->slow ? "SLOW" : "slowest", l->src, l->dst, l->gb_per_s,
+                    static_cast<double>(l->bytes) / 1e6, static_cast<double>(l->transit_ns) / 1e6,
+                    static_cast<unsigned long long>(l->operations));
+      out += line;
+      ++shown;
     }
   }
   return out;

@@ -59,22 +59,53 @@ struct StragglerReport {
   double others_computing_ns = 0, others_data_wait_ns = 0, others_in_comm_ns = 0;
 };
 
-// One rank's part in one collective matched across its group: the time it
-// waited for the last member to arrive, and the rest (the transfer).
-struct CollectiveTiming {
+// One rank's part in one communication operation: a collective matched
+// across its group, where the rank waited for the last member to arrive and
+// the rest is the transfer; or one side of a point-to-point transfer, where a
+// receive posted before its send waited for the send (and a send before its
+// receive, for the receive).
+struct CommTiming {
   std::string group;
   std::vector<int32_t> group_ranks;  // world ranks of the group
-  int64_t sequence;
+  // A collective's sequence in its group; a transfer's count among this
+  // rank's transfers of the same operation in the group.
+  int64_t sequence = 0;
   std::string operation;
-  int rank;
-  int64_t step;  // this rank's step (-1: none)
-  uint64_t start_ns, end_ns, bytes;
-  uint64_t wait_ns;  // last arrival - own arrival, at most the elapse
-  bool one_host;     // every member on this rank's host
+  int rank = 0;
+  int64_t step = -1;  // this rank's step (-1: none)
+  uint64_t start_ns = 0, end_ns = 0, bytes = 0;
+  uint64_t wait_ns = 0;   // last arrival (the other side's) - own arrival, at most the elapse
+  bool one_host = false;  // every member (the peer) on this rank's host
+  bool transfer = false;  // point-to-point
+  int32_t peer = -1;      // a transfer's other side (world rank), -1: unknown
+  bool sends = false;     // a transfer's sending side
+  uint32_t run = 0;       // index into the rank's RankSummary::run_dirs
 };
 // Every rank's timings of every collective that all members of its group
-// recorded, by (group, sequence, rank).
-std::vector<CollectiveTiming> collective_timings(const std::vector<RankSummary>& ranks);
+// recorded, by (group, sequence, rank); then every transfer, by (rank, start).
+// Sends and receives pair in order per (group, sender, receiver, tag), as
+// MPI delivers them.
+std::vector<CommTiming> comm_timings(const std::vector<RankSummary>& ranks);
+
+// Bytes moved over transit time per link, summed over every operation: a
+// collective counts as its rank's own link (r -> r), a transfer as sender ->
+// receiver (the sending side's record). Links are compared with their like
+// (collectives or transfers, over the same transport). Sorted slowest first.
+struct LinkBandwidth {
+  int src = 0, dst = 0;    // world ranks
+  bool collective = true;  // false: point-to-point transfers
+  std::string transport;   // "SDMA" (one host) or "RDMA"
+  uint64_t bytes = 0;
+  uint64_t transit_ns = 0;
+  uint64_t operations = 0;
+  double gb_per_s = 0;  // bytes / transit_ns
+  bool slow = false;    // below kSlowLinkShare of the median of its like (at least 3 of them)
+};
+inline constexpr double kSlowLinkShare = 0.5;
+std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timings);
+
+// The links part of the report: the slow ones, or the slowest few.
+std::string links_text(const std::vector<LinkBandwidth>& links);
 
 // A rank stands out when the others lost at least this share of all waiting to it.
 inline constexpr double kStragglerShare = 0.5;

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -41,9 +43,17 @@ void merge_into(analysis::RankSummary& into, analysis::RankSummary&& more) {
     if (inserted) into.groups.push_back(std::move(g));
     remap.push_back(it->second);
   }
+  auto first_run = static_cast<uint32_t>(into.run_dirs.size());
+  for (std::string& run : more.run_dirs) into.run_dirs.push_back(std::move(run));
   for (analysis::RankCollective& c : more.collectives) {
     c.group = remap[c.group];
+    c.run += first_run;
     into.collectives.push_back(std::move(c));
+  }
+  for (analysis::RankTransfer& t : more.transfers) {
+    t.group = remap[t.group];
+    t.run += first_run;
+    into.transfers.push_back(std::move(t));
   }
   for (analysis::RankStep& s : more.steps) into.steps.push_back(s);
   if (more.end != "normal") into.end = more.end;  // how its last run ended, when not normally
@@ -74,7 +84,7 @@ std::string step_trace_csv(const std::vector<analysis::RankSummary>& ranks) {
   return csv;
 }
 
-json report_json(const analysis::StragglerReport& r) {
+json report_json(const analysis::StragglerReport& r, const std::vector<analysis::LinkBandwidth>& links) {
   json ranks = json::array();
   for (const analysis::RankWaits& w : r.per_rank) {
     ranks.push_back({{"rank", w.rank},
@@ -95,6 +105,19 @@ json report_json(const analysis::StragglerReport& r) {
               {"clock_error_ns", r.clock_error_ns},
               {"per_rank", ranks},
               {"straggler", r.straggler}};
+  json link_list = json::array();
+  for (const analysis::LinkBandwidth& l : links) {
+    link_list.push_back({{"src", l.src},
+                         {"dst", l.dst},
+                         {"kind", l.collective ? "collective" : "p2p"},
+                         {"transport", l.transport},
+                         {"bytes", l.bytes},
+                         {"transit_ns", l.transit_ns},
+                         {"operations", l.operations},
+                         {"gb_per_s", l.gb_per_s},
+                         {"slow", l.slow}});
+  }
+  out["links"] = link_list;
   if (r.straggler >= 0) {
     out["straggler_steps"] = r.straggler_steps;
     out["cause"] = r.cause;
@@ -105,7 +128,100 @@ json report_json(const analysis::StragglerReport& r) {
   return out;
 }
 
-ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& options) {
+// Each rank's communication.json and communication_matrix.json, into the
+// PROFILER_OUTPUT of the run each operation came from.
+void write_rank_tables(const std::vector<analysis::RankSummary>& ranks,
+                       const std::vector<analysis::CommTiming>& timings, ClusterReport* report) {
+  std::map<std::pair<int, uint32_t>, std::vector<const analysis::CommTiming*>> by_run;
+  for (const analysis::CommTiming& t : timings) by_run[{t.rank, t.run}].push_back(&t);
+  std::map<int, const analysis::RankSummary*> by_rank;
+  for (const analysis::RankSummary& s : ranks) by_rank[s.rank] = &s;
+  for (const auto& [key, mine] : by_run) {
+    const analysis::RankSummary* s = by_rank.at(key.first);
+    if (key.second >= s->run_dirs.size()) continue;
+    std::string dir = s->run_dirs[key.second] + "/PROFILER_OUTPUT";
+    detail::UniqueFd out(detail::open_directory_at(AT_FDCWD, dir));
+    std::string error = out.valid() ? "" : "cannot open " + dir + ": " + std::strerror(errno);
+    for (const auto& [name, text] :
+         {std::pair<const char*, std::string>{"communication.json", exporter::rank_communication_json(mine)},
+          {"communication_matrix.json", exporter::rank_communication_matrix_json(mine)}}) {
+      if (error.empty()) error = detail::write_file_atomically_at(out.get(), name, text, dir + "/" + name);
+    }
+    if (!error.empty()) report->warnings.push_back(error);
+  }
+}
+
+// step_trace_time.csv as torch_npu writes it (a Device_id column first).
+std::string msprof_step_trace_csv(const analysis::RankSummary& s) {
+  std::string csv =
+      "Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+      "Communication(Not Overlapped and Exclude Receive),Preparing\n";
+  for (const analysis::RankStep& st : s.steps) {
+    const analysis::StepTraceRow& r = st.row;
+    csv += std::to_string(s.rank) + "," + std::to_string(r.step);
+    for (uint64_t ns :
+         {r.computing_ns, r.communication_not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
+          r.stage_ns, r.bubble_ns, r.communication_not_overlapped_exclude_receive_ns, r.preparing_ns}) {
+      csv += ',';
+      exporter::append_us(csv, static_cast<int64_t>(ns));
+    }
+    csv += '\n';
+  }
+  return csv;
+}
+
+// "{worker}_{stamp}_trainprof" -> "{worker}_{stamp}_ascend_pt", the name
+// msprof-analyze looks for (it reads the stamp, third field from the end).
+std::string msprof_rank_dir_name(const analysis::RankSummary& s) {
+  std::string name = s.run_dirs.empty() ? "" : fs::path(s.run_dirs.back()).filename().string();
+  const std::string suffix = "_trainprof";
+  if (name.size() > suffix.size() && name.ends_with(suffix)) {
+    name.resize(name.size() - suffix.size());
+  } else {
+    name = "rank" + std::to_string(s.rank) + "_0_00000000000000000";
+  }
+  return name + "_ascend_pt";
+}
+
+std::string export_msprof(const std::string& dir, const std::vector<analysis::RankSummary>& ranks,
+                          const std::vector<analysis::CommTiming>& timings) {
+  std::string error;
+  detail::UniqueFd root(detail::make_directory_at(AT_FDCWD, dir, dir, &error));
+  if (!root.valid()) return "cannot make the msprof-analyze layout: " + error;
+  std::map<int, std::vector<const analysis::CommTiming*>> by_rank;
+  for (const analysis::CommTiming& t : timings) by_rank[t.rank].push_back(&t);
+  for (const analysis::RankSummary& s : ranks) {
+    std::string name = msprof_rank_dir_name(s), rank_path = dir + "/" + name;
+    detail::UniqueFd rank_dir(detail::make_directory_at(root.get(), name, rank_path, &error));
+    if (!rank_dir.valid()) return error;
+    std::string out_path = rank_path + "/ASCEND_PROFILER_OUTPUT";
+    detail::UniqueFd out(
+        detail::make_directory_at(rank_dir.get(), "ASCEND_PROFILER_OUTPUT", out_path, &error));
+    if (!out.valid()) return error;
+    // msprof-analyze takes the rank from this file's name and reads text
+    // tables when the export type says so.
+    json info = {{"config",
+                  {{"common_config", json::object()}, {"experimental_config", {{"_export_type", {"text"}}}}}},
+                 {"rank_id", s.rank},
+                 {"trainprof", {{"runs", s.run_dirs}, {"host", s.host}}}};
+    std::string info_name = "profiler_info_" + std::to_string(s.rank) + ".json";
+    error = detail::write_file_atomically_at(rank_dir.get(), info_name, info.dump(1) + "\n",
+                                             rank_path + "/" + info_name);
+    const std::vector<const analysis::CommTiming*>& mine = by_rank[s.rank];
+    for (const auto& [file, text] :
+         {std::pair<const char*, std::string>{"step_trace_time.csv", msprof_step_trace_csv(s)},
+          {"communication.json", exporter::rank_communication_json(mine)},
+          {"communication_matrix.json", exporter::rank_communication_matrix_json(mine)}}) {
+      if (error.empty())
+        error = detail::write_file_atomically_at(out.get(), file, text, out_path + "/" + file);
+    }
+    if (!error.empty()) return error;
+  }
+  return "";
+}
+
+ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& options,
+                                const ClusterOptions& cluster_options) {
   ClusterReport report;
   std::vector<std::string> runs = find_run_directories(path);
   if (runs.empty()) {
@@ -133,7 +249,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
       report.warnings.push_back(run + "/PROFILER_OUTPUT/rank_summary.json: " + e);
       continue;
     }
-    s.run_dir = run;
+    s.run_dirs = {run};
     auto [it, inserted] = by_rank.emplace(s.rank, analysis::RankSummary());
     if (inserted) {
       it->second = std::move(s);
@@ -148,7 +264,9 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   std::vector<analysis::RankSummary> ranks;
   for (auto& [rank, s] : by_rank) ranks.push_back(std::move(s));
   analysis::StragglerReport r = analysis::find_straggler(ranks);
-  report.text = analysis::straggler_text(r);
+  std::vector<analysis::CommTiming> timings = analysis::comm_timings(ranks);
+  std::vector<analysis::LinkBandwidth> links = analysis::link_bandwidths(timings);
+  report.text = analysis::straggler_text(r) + analysis::links_text(links);
   report.straggler = r.straggler;
   report.cause = r.cause;
   report.missing_ranks = r.missing_ranks;
@@ -167,10 +285,15 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   for (const auto& [name, text] :
        {std::pair<const char*, std::string>{"straggler_report.txt", report.text},
         {"cluster_step_trace_time.csv", step_trace_csv(ranks)},
-        {"cluster_analysis.json", report_json(r).dump(1) + "\n"},
-        {"cluster_communication.json",
-         exporter::cluster_communication_json(analysis::collective_timings(ranks))}}) {
+        {"cluster_analysis.json", report_json(r, links).dump(1) + "\n"},
+        {"cluster_communication.json", exporter::cluster_communication_json(timings)},
+        {"cluster_communication_matrix.json", exporter::cluster_communication_matrix_json(timings)}}) {
     std::string e = detail::write_file_atomically_at(out.get(), name, text, report.output_dir + "/" + name);
+    if (!e.empty() && report.error.empty()) report.error = e;
+  }
+  write_rank_tables(ranks, timings, &report);
+  if (!cluster_options.msprof_dir.empty()) {
+    std::string e = export_msprof(cluster_options.msprof_dir, ranks, timings);
     if (!e.empty() && report.error.empty()) report.error = e;
   }
   return report;
@@ -178,9 +301,10 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
 
 }  // namespace
 
-ClusterReport cluster(const std::string& path, const AnalyseOptions& options) {
+ClusterReport cluster(const std::string& path, const AnalyseOptions& options,
+                      const ClusterOptions& cluster_options) {
   try {
-    return cluster_unguarded(path, options);
+    return cluster_unguarded(path, options, cluster_options);
   } catch (const std::exception& e) {
     ClusterReport report;
     report.error = std::string("cluster analysis failed: ") + e.what();

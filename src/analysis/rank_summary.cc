@@ -124,6 +124,17 @@ RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& r
     s.collectives.push_back(RankCollective{g->second, c.sequence, m.name(c.name), wall(m, c.start_ns),
                                            wall(m, c.end_ns), c.bytes, step_at(m, c.start_ns)});
   }
+  for (const CommCall& c : m.comm_calls) {
+    // A blocking send or receive, or a nonblocking one's post-to-completion
+    // span (its post is a separate, short call).
+    if ((c.flags & (raw::kCommSend | raw::kCommRecv)) == 0 || (c.flags & raw::kCommNonblocking) != 0)
+      continue;
+    auto g = group_index.find(c.group);
+    if (g == group_index.end()) continue;
+    s.transfers.push_back(RankTransfer{g->second, m.name(c.name), wall(m, c.start_ns), wall(m, c.end_ns),
+                                       c.bytes, step_at(m, c.start_ns), c.peer, c.tag,
+                                       (c.flags & raw::kCommSend) != 0});
+  }
   return s;
 }
 
@@ -157,7 +168,14 @@ std::string rank_summary_json(const RankSummary& s) {
     collectives.push_back(
         json::array({c.group, c.sequence, c.operation, c.start_ns, c.end_ns, c.bytes, c.step}));
   }
-  json out = {{"version", 1},
+  // Transfers likewise: [group, operation, start_ns, end_ns, bytes, step,
+  // peer, tag, send (1) or receive (0)].
+  json transfers = json::array();
+  for (const RankTransfer& t : s.transfers) {
+    transfers.push_back(json::array(
+        {t.group, t.operation, t.start_ns, t.end_ns, t.bytes, t.step, t.peer, t.tag, t.send ? 1 : 0}));
+  }
+  json out = {{"version", 2},
               {"rank", s.rank},
               {"world_size", s.world_size},
               {"host", s.host},
@@ -167,7 +185,8 @@ std::string rank_summary_json(const RankSummary& s) {
               {"clock_error_ns", s.clock_error_ns},
               {"steps", steps},
               {"groups", groups},
-              {"collectives", collectives}};
+              {"collectives", collectives},
+              {"transfers", transfers}};
   return out.dump() + "\n";
 }
 
@@ -176,7 +195,11 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
   std::string error = detail::parse_json_limited(text, &j);
   if (!error.empty()) return error;
   try {
-    if (!j.is_object() || j.value("version", 0) != 1) return "not a version 1 rank summary";
+    // Version 1 (no transfers) is read as well: runs analysed before them.
+    int version = j.is_object() && j.contains("version") && j["version"].is_number_integer()
+                      ? j["version"].get<int>()
+                      : 0;
+    if (version != 1 && version != 2) return "not a version 1 or 2 rank summary";
     RankSummary s;
     s.rank = i32(j.at("rank"));
     s.world_size = i32(j.at("world_size"));
@@ -221,6 +244,17 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
       if (group >= s.groups.size()) return "a collective names group " + std::to_string(group) + " of none";
       s.collectives.push_back(RankCollective{static_cast<uint32_t>(group), i64(c[1]), c[2].get<std::string>(),
                                              u64(c[3]), u64(c[4]), u64(c[5]), i64(c[6])});
+    }
+    if (version >= 2) {
+      for (const json& t : j.at("transfers")) {
+        if (!t.is_array() || t.size() != 9) return "a transfer is not a 9-element array";
+        uint64_t group = u64(t[0]);
+        if (group >= s.groups.size()) return "a transfer names group " + std::to_string(group) + " of none";
+        uint64_t send = u64(t[8]);
+        if (send > 1) return "a transfer's direction is not 0 or 1";
+        s.transfers.push_back(RankTransfer{static_cast<uint32_t>(group), t[1].get<std::string>(), u64(t[2]),
+                                           u64(t[3]), u64(t[4]), i64(t[5]), i32(t[6]), i32(t[7]), send == 1});
+      }
     }
     *out = std::move(s);
     return "";

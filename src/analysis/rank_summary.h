@@ -39,7 +39,23 @@ struct RankCollective {
   uint64_t start_ns;  // wall clock
   uint64_t end_ns;
   uint64_t bytes;
-  int64_t step;  // the step its start falls in, -1: none
+  int64_t step;      // the step its start falls in, -1: none
+  uint32_t run = 0;  // index into RankSummary::run_dirs (not in the file)
+};
+
+// A point-to-point transfer as this rank saw it: a blocking send or receive
+// (each half of a Sendrecv), or a nonblocking one from post to completion.
+struct RankTransfer {
+  uint32_t group;  // index into RankSummary::groups
+  std::string operation;
+  uint64_t start_ns;  // wall clock
+  uint64_t end_ns;
+  uint64_t bytes;
+  int64_t step;  // -1: none
+  int32_t peer;  // world rank of the other side, -1: unknown
+  int32_t tag;   // -1: unknown (MPI_ANY_TAG never completed)
+  bool send;     // false: a receive
+  uint32_t run = 0;
 };
 
 struct RankSummary {
@@ -56,10 +72,11 @@ struct RankSummary {
   // process died at once, SIGKILL or a crash the handler could not catch; its
   // data ends at its last flush).
   std::string end = "normal";
-  std::string run_dir;  // set by the reader
+  std::vector<std::string> run_dirs;  // set by the reader: the runs merged into this summary
   std::vector<RankStep> steps;
   std::vector<RankGroup> groups;
   std::vector<RankCollective> collectives;  // in start order
+  std::vector<RankTransfer> transfers;      // in start order
 };
 
 // From an analysed model and its step rows (same order as model.steps).

@@ -1,121 +1,341 @@
 // Copyright trainprof authors.
 #include "export/communication_json.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
 
 namespace trainprof::exporter {
 namespace {
 
-using analysis::CollectiveTiming;
+using analysis::CommTiming;
 using nlohmann::json;
 
-// The transports the seeds list, always all of them; MPI within one host
-// moves through shared memory (counted as SDMA, the seeds' on-node copies),
-// between hosts through the network (RDMA).
+// The transports the seeds list, always all of them.
 constexpr const char* kTransports[] = {"RDMA", "HCCS", "PCIE", "SDMA", "SIO"};
 
 double round4(double v) {
   return std::round(v * 1e4) / 1e4;
 }
 
+double ratio(double part, double whole) {
+  return whole > 0 ? round4(part / whole) : 0;
+}
+
 double ms(uint64_t ns) {
   return static_cast<double>(ns) / 1e6;
 }
 
-struct Totals {
-  double elapse = 0, transit = 0, wait = 0;
-  std::map<std::string, std::pair<double, double>> by_transport;  // MB, ms
-};
-
-json time_info(double start_us, double elapse, double transit, double wait) {
-  double ratio = wait + transit > 0 ? round4(wait / (wait + transit)) : 0;
-  return {{"Start Timestamp(us)", start_us},
-          {"Elapse Time(ms)", elapse},
-          {"Transit Time(ms)", transit},
-          {"Wait Time(ms)", wait},
-          {"Synchronization Time(ms)", wait},  // a collective's wait is all before its transfer
-          {"Idle Time(ms)", std::max(0.0, elapse - transit - wait)},
-          {"Wait Time Ratio", ratio},
-          {"Synchronization Time Ratio", ratio}};
+double elapse_ms(const CommTiming& t) {
+  return ms(t.end_ns - std::min(t.start_ns, t.end_ns));
 }
 
-json bandwidth_info(const std::map<std::string, std::pair<double, double>>& by_transport, bool with_sizes,
-                    const std::map<std::string, json>& distributions) {
+double wait_ms(const CommTiming& t) {
+  return ms(t.wait_ns);
+}
+
+double transit_ms(const CommTiming& t) {
+  return std::max(0.0, elapse_ms(t) - wait_ms(t));
+}
+
+double megabytes(const CommTiming& t) {
+  return static_cast<double>(t.bytes) / 1e6;
+}
+
+const char* transport(const CommTiming& t) {
+  return t.one_host ? "SDMA" : "RDMA";
+}
+
+const char* kind(const CommTiming& t) {
+  return t.transfer ? "p2p" : "collective";
+}
+
+std::string op_name(const CommTiming& t) {
+  return t.operation + "_" + std::to_string(t.sequence);
+}
+
+std::string op_key(const CommTiming& t) {
+  return op_name(t) + "@" + t.group;
+}
+
+std::string step_key(const CommTiming& t) {
+  return t.step >= 0 ? "step" + std::to_string(t.step) : "step";
+}
+
+// Python's text of a tuple of ints, the key msprof-analyze writes.
+std::string rank_tuple(const std::set<int>& ranks) {
+  std::string out = "(";
+  for (int r : ranks) out += (out.size() > 1 ? ", " : "") + std::to_string(r);
+  return out + (ranks.size() == 1 ? ",)" : ")");
+}
+
+// Sums over operations, for the "Total Op Info" entries.
+struct Totals {
+  double elapse = 0, transit = 0, wait = 0;
+  struct PerTransport {
+    double mb = 0, ms = 0;
+    std::map<std::string, std::pair<uint64_t, double>> sizes;  // size (MB) -> count, ms
+  };
+  std::map<std::string, PerTransport> by_transport;
+};
+
+std::string size_label(double mb) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", mb);
+  return text;
+}
+
+json time_info(double elapse, double transit, double wait) {
+  double wait_ratio = ratio(wait, wait + transit);
+  return {{"Elapse Time(ms)", elapse},
+          {"Transit Time(ms)", transit},
+          {"Wait Time(ms)", wait},
+          // A wait is all before the transfer: for a collective, the wait
+          // for the last member; for a transfer, for the other side.
+          {"Synchronization Time(ms)", wait},
+          {"Idle Time(ms)", std::max(0.0, elapse - transit - wait)},
+          {"Wait Time Ratio", wait_ratio},
+          {"Synchronization Time Ratio", wait_ratio}};
+}
+
+json op_info(const CommTiming& t, Totals* totals) {
+  double elapse = elapse_ms(t), wait = wait_ms(t), transit = transit_ms(t), mb = megabytes(t);
+  totals->elapse += elapse;
+  totals->transit += transit;
+  totals->wait += wait;
+  Totals::PerTransport& p = totals->by_transport[transport(t)];
+  p.mb += mb;
+  p.ms += transit;
+  auto& [count, size_ms] = p.sizes[size_label(mb)];
+  ++count;
+  size_ms += transit;
+
+  json time = time_info(elapse, transit, wait);
+  time["Start Timestamp(us)"] = static_cast<double>(t.start_ns) / 1e3;
+  json bandwidth = json::object();
+  for (const char* name : kTransports) {
+    bool mine = std::string(name) == transport(t);
+    double size = mine ? mb : 0, time_ms = mine ? transit : 0;
+    json distribution = json::object();
+    if (mine) distribution[size_label(mb)] = json::array({1, transit});
+    bandwidth[name] = {{"Transit Size(MB)", size},
+                       {"Transit Time(ms)", time_ms},
+                       {"Bandwidth(GB/s)", ratio(size, time_ms)},
+                       {"Large Packet Ratio", 0},
+                       {"Size Distribution", distribution}};
+  }
+  return {{"Communication Time Info", time}, {"Communication Bandwidth Info", bandwidth}};
+}
+
+// `with_bandwidth`: the cluster's totals carry each transport's bandwidth,
+// a rank's (torch_npu's) do not.
+json total_info(const Totals& t, bool with_bandwidth) {
+  json bandwidth = json::object();
+  for (const char* name : kTransports) {
+    Totals::PerTransport p;
+    if (auto it = t.by_transport.find(name); it != t.by_transport.end()) p = it->second;
+    json sizes = json::object();
+    for (const auto& [size, entry] : p.sizes) sizes[size] = json::array({entry.first, entry.second});
+    bandwidth[name] = {{"Transit Time(ms)", p.ms}, {"Transit Size(MB)", p.mb}, {"Size Distribution", sizes}};
+    if (with_bandwidth) bandwidth[name]["Bandwidth(GB/s)"] = ratio(p.mb, p.ms);
+  }
+  return {{"Communication Time Info", time_info(t.elapse, t.transit, t.wait)},
+          {"Communication Bandwidth Info", bandwidth}};
+}
+
+// The rank's place in its group (links name ranks within the group).
+int local_rank(const CommTiming& t, int world_rank) {
+  auto it = std::find(t.group_ranks.begin(), t.group_ranks.end(), world_rank);
+  return it != t.group_ranks.end() ? static_cast<int>(it - t.group_ranks.begin()) : world_rank;
+}
+
+struct Link {
+  std::string transport;
+  double mb = 0, ms = 0;
+  std::string op_name;
+};
+using Links = std::map<std::pair<int, int>, Link>;  // (src, dst) -> link
+
+json links_json(const Links& links, bool with_op_name) {
   json out = json::object();
-  for (const char* t : kTransports) {
-    auto it = by_transport.find(t);
-    double mb = it != by_transport.end() ? it->second.first : 0,
-           time = it != by_transport.end() ? it->second.second : 0;
-    json entry = {{"Transit Size(MB)", mb},
-                  {"Transit Time(ms)", time},
-                  {"Bandwidth(GB/s)", time > 0 ? round4(mb / time) : 0}};
-    if (with_sizes) {
-      entry["Large Packet Ratio"] = 0;
-      auto d = distributions.find(t);
-      entry["Size Distribution"] = d != distributions.end() ? d->second : json::object();
-    }
-    out[t] = entry;
+  for (const auto& [ends, link] : links) {
+    json entry = {{"Transport Type", link.transport},
+                  {"Transit Size(MB)", link.mb},
+                  {"Transit Time(ms)", link.ms},
+                  {"Bandwidth(GB/s)", ratio(link.mb, link.ms)}};
+    if (with_op_name) entry["Op Name"] = link.op_name;
+    out[std::to_string(ends.first) + "-" + std::to_string(ends.second)] = entry;
   }
   return out;
 }
 
-std::string op_key(const CollectiveTiming& t) {
-  return t.operation + "_" + std::to_string(t.sequence) + "@" + t.group;
+// One operation's links, in ranks within its group. A transfer's data is
+// counted once, on its sending side (the seeds' links are the tasks that
+// move data); every side names its own place with a "<r>-<r>" link, which
+// is how the cluster tool maps a group's ranks to world ranks.
+Links instance_links(const CommTiming& t) {
+  int self = local_rank(t, t.rank);
+  Links links;
+  Link own{transport(t), megabytes(t), transit_ms(t), op_name(t)};
+  if (!t.transfer || t.peer < 0) {
+    links[{self, self}] = own;
+    return links;
+  }
+  links[{self, self}] = Link{"LOCAL", 0, 0, op_name(t)};
+  if (t.sends) links[{self, local_rank(t, t.peer)}] = own;
+  return links;
 }
 
-std::string step_key(const CollectiveTiming& t) {
-  return t.step >= 0 ? "step" + std::to_string(t.step) : "step";
+// "MPI_Iallreduce" -> "iallreduce".
+std::string op_type(const std::string& operation) {
+  std::string type = operation.rfind("MPI_", 0) == 0 ? operation.substr(4) : operation;
+  std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return std::tolower(c); });
+  return type;
 }
 
-json op_info(const CollectiveTiming& t, Totals* totals) {
-  double elapse = ms(t.end_ns - std::min(t.start_ns, t.end_ns)), wait = ms(t.wait_ns);
-  double transit = std::max(0.0, elapse - wait);
-  double mb = static_cast<double>(t.bytes) / 1e6;
-  std::string transport = t.one_host ? "SDMA" : "RDMA";
-  totals->elapse += elapse;
-  totals->transit += transit;
-  totals->wait += wait;
-  totals->by_transport[transport].first += mb;
-  totals->by_transport[transport].second += transit;
-  std::map<std::string, std::pair<double, double>> mine = {{transport, {mb, transit}}};
-  json distribution = json::object();
-  char size[32];
-  std::snprintf(size, sizeof(size), "%g", mb);
-  distribution[size] = json::array({1, transit});
-  return {
-      {"Communication Time Info", time_info(static_cast<double>(t.start_ns) / 1e3, elapse, transit, wait)},
-      {"Communication Bandwidth Info", bandwidth_info(mine, true, {{transport, distribution}})}};
+// A rank's matrix entries: (step, kind, key) -> links within the group.
+using RankMatrix = std::map<std::tuple<std::string, std::string, std::string>, Links>;
+
+RankMatrix rank_matrix(const std::vector<const CommTiming*>& mine) {
+  // (step, kind, type, group) -> instances, each with its bandwidth.
+  std::map<std::tuple<std::string, std::string, std::string, std::string>,
+           std::vector<std::pair<double, Links>>>
+      instances;
+  for (const CommTiming* t : mine) {
+    instances[{step_key(*t), kind(*t), op_type(t->operation), t->group}].emplace_back(
+        ratio(megabytes(*t), transit_ms(*t)), instance_links(*t));
+  }
+  RankMatrix out;
+  for (auto& [key, list] : instances) {
+    const auto& [step, kind_name, type, group] = key;
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    size_t n = list.size();
+    // Lambdas cannot capture structured bindings before clang 16: a loop.
+    std::vector<std::pair<const char*, size_t>> picks = {{"top1", 0}, {"middle", n / 2}, {"bottom1", n - 1}};
+    if (n >= 2) picks.emplace_back("bottom2", n - 2);
+    if (n >= 3) picks.emplace_back("bottom3", n - 3);
+    for (const auto& [label, index] : picks)
+      out[{step, kind_name, type + "-" + label + "@" + group}] = list[index].second;
+    Links total;
+    for (const auto& [bandwidth, links] : list) {
+      for (const auto& [ends, link] : links) {
+        Link& sum = total[ends];
+        sum.mb += link.mb;
+        sum.ms += link.ms;
+      }
+    }
+    for (auto& [ends, link] : total)
+      link.transport = list.front().second.count(ends) ? list.front().second.at(ends).transport : "LOCAL";
+    out[{step, kind_name, type + "-total@" + group}] = total;
+  }
+  return out;
 }
 
-json total_info(const Totals& t) {
-  json time = time_info(0, t.elapse, t.transit, t.wait);
-  time.erase("Start Timestamp(us)");
-  json bandwidth = bandwidth_info(t.by_transport, true, {});
-  for (auto& [name, entry] : bandwidth.items()) entry.erase("Large Packet Ratio");
-  return {{"Communication Time Info", time}, {"Communication Bandwidth Info", bandwidth}};
+bool is_total(const std::string& key) {
+  return key.find("-total@") != std::string::npos;
 }
 
-std::string group_tuple(const std::vector<int32_t>& ranks) {
-  std::string out = "(";
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
-  return out + (ranks.size() == 1 ? ",)" : ")");
+// Per (group, kind), the ranks with operations of that kind in it.
+std::map<std::pair<std::string, std::string>, std::set<int>> group_tuples(
+    const std::vector<CommTiming>& all) {
+  std::map<std::pair<std::string, std::string>, std::set<int>> out;
+  for (const CommTiming& t : all) out[{t.group, kind(t)}].insert(t.rank);
+  return out;
 }
 
 }  // namespace
 
-std::string cluster_communication_json(const std::vector<CollectiveTiming>& timings) {
+std::string rank_communication_json(const std::vector<const CommTiming*>& mine) {
+  json out = json::object();
+  std::map<std::pair<std::string, std::string>, Totals> totals;  // (step, kind)
+  for (const CommTiming* t : mine) {
+    json& step = out[step_key(*t)];
+    if (!step.contains("collective")) step = {{"collective", json::object()}, {"p2p", json::object()}};
+    step[kind(*t)][op_key(*t)] = op_info(*t, &totals[{step_key(*t), kind(*t)}]);
+  }
+  for (const auto& [key, total] : totals)
+    out[key.first][key.second]["Total Op Info"] = total_info(total, false);
+  return out.dump(1) + "\n";
+}
+
+std::string rank_communication_matrix_json(const std::vector<const CommTiming*>& mine) {
+  json out = json::object();
+  for (const auto& [key, links] : rank_matrix(mine)) {
+    const auto& [step_name, kind_name, op] = key;
+    json& step = out[step_name];
+    if (!step.contains("collective")) step = {{"collective", json::object()}, {"p2p", json::object()}};
+    step[kind_name][op] = links_json(links, !is_total(op));
+  }
+  return out.dump(1) + "\n";
+}
+
+std::string cluster_communication_json(const std::vector<CommTiming>& timings) {
+  auto tuples = group_tuples(timings);
   json out = json::object();
   std::map<std::tuple<std::string, std::string, std::string, int>, Totals>
       totals;  // (tuple, step, group, rank)
-  for (const CollectiveTiming& t : timings) {
-    std::string tuple = group_tuple(t.group_ranks), step = step_key(t);
+  for (const CommTiming& t : timings) {
+    std::string tuple = rank_tuple(tuples[{t.group, kind(t)}]), step = step_key(t);
     out[tuple][step][op_key(t)][std::to_string(t.rank)] = op_info(t, &totals[{tuple, step, t.group, t.rank}]);
   }
   for (const auto& [key, total] : totals) {
     const auto& [tuple, step, group, rank] = key;
-    out[tuple][step]["Total Op Info@" + group][std::to_string(rank)] = total_info(total);
+    out[tuple][step]["Total Op Info@" + group][std::to_string(rank)] = total_info(total, true);
+  }
+  return out.dump(1) + "\n";
+}
+
+std::string cluster_communication_matrix_json(const std::vector<CommTiming>& timings) {
+  auto tuples = group_tuples(timings);
+  std::map<int, std::vector<const CommTiming*>> by_rank;
+  std::map<std::string, const CommTiming*> any_of_group;  // for its world ranks
+  for (const CommTiming& t : timings) {
+    by_rank[t.rank].push_back(&t);
+    any_of_group.emplace(t.group, &t);
+  }
+  // (tuple, step, key) -> links in world ranks, summed over the ranks.
+  std::map<std::tuple<std::string, std::string, std::string>, Links> merged;
+  for (const auto& [rank, mine] : by_rank) {
+    for (const auto& [key, links] : rank_matrix(mine)) {
+      const auto& [step, kind_name, op] = key;
+      std::string group = op.substr(op.rfind('@') + 1);
+      const std::vector<int32_t>& world = any_of_group.at(group)->group_ranks;
+      auto global = [&world](int local) {
+        return local >= 0 && local < static_cast<int>(world.size()) ? world[local] : local;
+      };
+      Links& into = merged[{rank_tuple(tuples[{group, kind_name}]), step, op}];
+      for (const auto& [ends, link] : links) {
+        Link& sum = into[{global(ends.first), global(ends.second)}];
+        sum.transport = link.transport;
+        sum.op_name = link.op_name;
+        sum.mb += link.mb;
+        sum.ms += link.ms;
+      }
+    }
+  }
+  json out = json::object();
+  std::map<std::tuple<std::string, std::string, std::string>, Links> totals;  // (tuple, step, group)
+  for (const auto& [key, links] : merged) {
+    const auto& [tuple, step, op] = key;
+    out[tuple][step][op] = links_json(links, true);
+    if (!is_total(op)) continue;
+    Links& total = totals[{tuple, step, op.substr(op.rfind('@') + 1)}];
+    for (const auto& [ends, link] : links) {
+      Link& sum = total[ends];
+      sum.transport = link.transport;
+      sum.op_name = link.op_name;
+      sum.mb += link.mb;
+      sum.ms += link.ms;
+    }
+  }
+  for (const auto& [key, links] : totals) {
+    const auto& [tuple, step, group] = key;
+    out[tuple][step]["Total Op Info@" + group] = links_json(links, true);
   }
   return out.dump(1) + "\n";
 }

@@ -1,13 +1,16 @@
 // Copyright trainprof authors. A data-parallel training loop in miniature
 // with one slow rank, for the cluster analysis tests (tests/mpi_test.cc):
 //
-//   mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|data|die|none STEPS
+//   mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|data|die|none STEPS [ring]
 //
 // Each step a rank waits for its batch (a "wait" data stage), computes (a
 // busy loop in a range) and all-reduces its gradients. SLOW_RANK computes
 // 6x longer (compute) or waits 12 ms for data (data) in every step, or dies
 // by SIGKILL halfway (die: after a pause that lets its data be flushed);
-// with `none` (or SLOW_RANK -1) all ranks do the same work.
+// with `none` (or SLOW_RANK -1) all ranks do the same work. With `ring`,
+// each step also passes 64 KiB to the next rank and from the previous one,
+// blocking (MPI_Sendrecv) and nonblocking (MPI_Isend, MPI_Irecv, MPI_Waitall),
+// as pipeline stages pass activations.
 #include <mpi.h>
 #include <signal.h>
 #include <time.h>
@@ -52,6 +55,11 @@ int main(int argc, char** argv) {
   bool slow_data = slow && std::strcmp(argv[3], "data") == 0;
   bool dies = slow && std::strcmp(argv[3], "die") == 0;
   int steps = std::atoi(argv[4]);
+  bool ring = argc > 5 && std::strcmp(argv[5], "ring") == 0;
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int next = (rank + 1) % world, previous = (rank + world - 1) % world;
+  std::vector<char> outgoing(64 * 1024, 1), incoming(64 * 1024);
 
   trainprof::ProfilerOptions options;
   options.output_path = argv[1];
@@ -73,6 +81,15 @@ int main(int argc, char** argv) {
       compute(slow_compute ? 12.0 : 2.0);
     }
     MPI_Allreduce(gradients.data(), summed.data(), 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (ring) {
+      int size = static_cast<int>(outgoing.size());
+      MPI_Sendrecv(outgoing.data(), size, MPI_CHAR, next, 7, incoming.data(), size, MPI_CHAR, previous, 7,
+                   MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Request requests[2];
+      MPI_Irecv(incoming.data(), size, MPI_CHAR, previous, 8, MPI_COMM_WORLD, &requests[0]);
+      MPI_Isend(outgoing.data(), size / 2, MPI_CHAR, next, 8, MPI_COMM_WORLD, &requests[1]);
+      MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+    }
     profiler.step();
   }
   profiler.stop();
