@@ -405,6 +405,68 @@ TEST(MpiCluster, WritesEachRanksCommunicationTables) {
   // The ring's transfers (and each rank's allreduce, its own link, 8 KB: below the cut).
   EXPECT_EQ(links, (std::set<std::string>{"0-1", "1-2", "2-3", "3-0"}));
   EXPECT_NE(r.text.find("SDMA transfers: 4 links"), std::string::npos) << r.text;
+
+  // The cluster timeline: a process per rank, flows between ranks: from the
+  // last arrival to each other member of the 4 allreduces, from each send
+  // (2 a step around the ring of 4) to its receive.
+  nlohmann::json trace = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_trace_view.json"));
+  double clock_error_ns = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_analysis.json"))
+                              .at("clock_error_ns")
+                              .get<double>();
+  std::map<int64_t, nlohmann::json> flow_start;
+  std::set<int64_t> pids;
+  int flows = 0, slices = 0;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    std::string ph = e.at("ph");
+    if (ph == "X" && e.at("name") != "wait") {
+      ++slices;
+      pids.insert(e.at("pid").get<int64_t>());
+    }
+    if (ph == "s") flow_start[e.at("id").get<int64_t>()] = e;
+    if (ph == "f") {
+      ++flows;
+      const nlohmann::json& from = flow_start.at(e.at("id").get<int64_t>());
+      EXPECT_NE(from.at("pid"), e.at("pid")) << e.dump();  // between ranks
+      // Forward in time, but for the clocks' alignment error (two ranks' worth).
+      EXPECT_LE(from.at("ts").get<double>(), e.at("ts").get<double>() + 2e-3 * clock_error_ns + 1e-3)
+          << e.dump();
+    }
+  }
+  EXPECT_EQ(pids, (std::set<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(slices, kRanks * (4 + 4 * 4));  // per rank: 4 allreduces, per step 2 + 2 transfer halves
+  EXPECT_EQ(flows, 4 * 3 + 4 * 2 * 4);
+}
+
+// `mpirun -np 3 trainprof analyse --mpi` on four ranks' runs: every run
+// analysed by one of the three processes, and the first one's cluster pass
+// names the straggler; the files they met through are gone afterwards.
+TEST(MpiCluster, AnalyseMpiSpreadsTheRunsOverTheJob) {
+  test::TempDir dir;
+  run_straggler(dir, 1, "compute", 6);
+  test::ProcessResult p =
+      test::run_process({TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "3",
+                         std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof", "analyse", "--mpi", dir.path()});
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string line =
+        "[analysis rank " + std::to_string(rank) + " of 3] " + (rank == 0 ? "2 of 2" : "1 of 1");
+    EXPECT_NE(p.output.find(line), std::string::npos) << p.output;
+  }
+  for (const std::string& run : find_run_directories(dir.path())) {
+    EXPECT_TRUE(std::filesystem::exists(run + "/PROFILER_OUTPUT/rank_summary.json")) << run;
+  }
+  EXPECT_NE(p.output.find("Straggler: rank 1."), std::string::npos) << p.output;
+  std::string out = dir.path() + "/cluster_analysis_output";
+  EXPECT_TRUE(std::filesystem::exists(out + "/cluster_communication.json"));
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    EXPECT_FALSE(e.path().filename().string().starts_with(".analyse_mpi")) << e.path();
+  }
+  // Outside a launcher, --mpi says what it needs.
+  test::ProcessResult alone =
+      test::run_process({std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof", "analyse", "--mpi", dir.path()});
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.output.find("mpirun -np K trainprof analyse --mpi PATH"), std::string::npos)
+      << alone.output;
 }
 
 TEST(MpiCluster, NamesTheRankSlowInCompute) {

@@ -1,7 +1,7 @@
 // Copyright trainprof authors. The `trainprof` command.
 //
 //   trainprof analyse PATH [--pretty] [--steps 3-5|3,4,5] [--jobs N] [--simplify] [--trace-limit-mb N]
-//                          [--window-mb N]
+//                          [--window-mb N] [--mpi [--mpi-wait-minutes N]]
 //   trainprof summary PATH
 //   trainprof cluster PATH [--jobs N] [--msprof-layout DIR]
 //   trainprof --version | --help
@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "analyse_mpi.h"
 #include "export/csv_reader.h"
 #include "trainprof/analyse.h"
 #include "trainprof/profiler.h"
@@ -59,6 +60,13 @@ const char* kAnalyseHelp =
     "                       N MiB, 1 to 1048576 (default 500)\n"
     "  --window-mb N        hold the slices of about N MiB of the run at a time (16 bytes\n"
     "                       each; the raw data is read twice), 1 to 1048576 (default 16)\n"
+    "  --mpi                under `mpirun -np K` (or srun): each process analyses every K-th\n"
+    "                       run, then the first one runs the cluster pass (trainprof cluster)\n"
+    "                       on the ranks' summaries. The processes meet through files under\n"
+    "                       PATH/cluster_analysis_output/: PATH must be on a file system\n"
+    "                       all of them see\n"
+    "  --mpi-wait-minutes N with --mpi: how long the first process waits for the others\n"
+    "                       before the cluster pass goes on without them (default 60)\n"
     "\n"
     "A run still being recorded is analysed up to its last flush, with a warning that\n"
     "the outputs are partial. One analysis of a run runs at a time: another one of the\n"
@@ -100,6 +108,7 @@ const char* kClusterHelp =
 // viewer opens or any machine holds, and keeps MB -> bytes far from overflowing.
 constexpr uint64_t kMaxJobs = 1024;
 constexpr uint64_t kMaxTraceLimitMb = 1ull << 20;
+constexpr uint64_t kMaxWaitMinutes = 7 * 24 * 60;
 
 // A decimal number from 1 to `max`: digits only (no sign, space or suffix),
 // checked before it is converted, so that nothing wraps.
@@ -132,6 +141,8 @@ void draw_progress(size_t done, size_t total) {
 int cmd_analyse(const std::vector<std::string>& args) {
   trainprof::AnalyseOptions options;
   std::string path;
+  bool mpi = false;
+  uint64_t mpi_wait_minutes = 60;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const char* flag) -> const std::string* {
@@ -174,6 +185,13 @@ int cmd_analyse(const std::vector<std::string>& args) {
                            kAnalyseHelp);
       }
       options.window_slices = (n << 20) / 16;  // a slice is 16 bytes (analysis/trace_model.h)
+    } else if (a == "--mpi") {
+      mpi = true;
+    } else if (a == "--mpi-wait-minutes") {
+      if (!parse_number(value("--mpi-wait-minutes"), kMaxWaitMinutes, &mpi_wait_minutes)) {
+        return usage_error("--mpi-wait-minutes needs a number from 1 to " + std::to_string(kMaxWaitMinutes),
+                           kAnalyseHelp);
+      }
     } else if (!a.empty() && a[0] == '-') {
       return usage_error("unknown option '" + a + "'", kAnalyseHelp);
     } else if (path.empty()) {
@@ -183,6 +201,7 @@ int cmd_analyse(const std::vector<std::string>& args) {
     }
   }
   if (path.empty()) return usage_error("analyse needs a PATH", kAnalyseHelp);
+  if (mpi) return trainprof::cli::analyse_mpi(path, options, static_cast<int>(mpi_wait_minutes));
 
   bool tty = isatty(STDERR_FILENO) != 0;
   std::vector<std::string> runs = trainprof::find_run_directories(path);
@@ -298,15 +317,8 @@ int cmd_cluster(const std::vector<std::string>& args) {
     path = a;
   }
   if (path.empty()) return usage_error("cluster needs a PATH", kClusterHelp);
-  trainprof::ClusterReport report = trainprof::cluster(path, options, cluster_options);
-  for (const std::string& w : report.warnings) std::fprintf(stderr, "trainprof: warning: %s\n", w.c_str());
-  std::fputs(report.text.c_str(), stdout);
-  if (!report.ok()) {
-    std::fprintf(stderr, "trainprof: %s\n", report.error.c_str());
-    return kFailed;
-  }
-  std::printf("outputs: %s/\n", report.output_dir.c_str());
-  return kOk;
+  return trainprof::cli::print_cluster_report(trainprof::cluster(path, options, cluster_options)) ? kOk
+                                                                                                  : kFailed;
 }
 
 int run_command(int argc, char** argv) {

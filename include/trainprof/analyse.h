@@ -42,6 +42,11 @@ struct AnalyseOptions {
   bool link_trace_for_peers = false;
   // Called after each run finishes (from the calling thread): done, total.
   std::function<void(size_t, size_t)> on_progress;
+  // Of the runs found (sorted), analyse only every shard_count-th one from
+  // shard_index: how `trainprof analyse --mpi` spreads the runs over the
+  // processes of a job. A shard may get no run (report.runs empty, ok).
+  int shard_count = 1;
+  int shard_index = 0;
 };
 
 struct RunAnalysis {
@@ -78,6 +83,10 @@ struct ClusterOptions {
   // communication.json, communication_matrix.json}. Then
   // `msprof-analyze cluster -d DIR -m all` works on it.
   std::string msprof_dir;
+  // Analyse the runs not analysed yet first (with the AnalyseOptions);
+  // false: leave them out with a warning (`analyse --mpi` analysed every
+  // run already, and one that failed there would only fail again).
+  bool analyse_missing = true;
 };
 
 // The cluster analysis of the runs of several ranks at or below `path`

@@ -667,6 +667,20 @@ AnalyseReport analyse(const std::string& path, const AnalyseOptions& options) {
     report.error = "no trainprof run directory (*_trainprof) at or below '" + path + "'";
     return report;
   }
+  if (options.shard_count > 1) {
+    if (options.shard_index < 0 || options.shard_index >= options.shard_count) {
+      report.error = "shard " + std::to_string(options.shard_index) + " of " +
+                     std::to_string(options.shard_count) + " does not exist";
+      return report;
+    }
+    std::vector<std::string> mine;
+    for (size_t i = static_cast<size_t>(options.shard_index); i < runs.size();
+         i += static_cast<size_t>(options.shard_count)) {
+      mine.push_back(runs[i]);
+    }
+    runs = std::move(mine);
+    if (runs.empty()) return report;
+  }
   size_t total = runs.size();
   report.runs.resize(total);
   if (total == 1) {

@@ -62,14 +62,14 @@ void add_collective_timings(const std::vector<RankSummary>& ranks, const std::ma
     const RankCollective* call;
   };
   std::map<std::pair<std::string, int64_t>, std::vector<Member>> by_key;
-  std::map<std::string, std::vector<int32_t>> members;
+  std::map<std::string, const std::vector<int32_t>*> members;
   for (const RankSummary& s : ranks) {
-    for (const RankGroup& g : s.groups) members[g.name] = g.world_ranks;
+    for (const RankGroup& g : s.groups) members[g.name] = &g.world_ranks;
     for (const RankCollective& c : s.collectives)
       by_key[{s.groups[c.group].name, c.sequence}].push_back({&s, &c});
   }
   for (const auto& [key, list] : by_key) {
-    const std::vector<int32_t>& group = members[key.first];
+    const std::vector<int32_t>& group = *members.at(key.first);
     if (list.size() < 2 || list.size() != group.size()) continue;
     const std::string& own_host = host.at(list.front().rank->rank);
     bool one_host = true;
@@ -80,7 +80,7 @@ void add_collective_timings(const std::vector<RankSummary>& ranks, const std::ma
       const RankCollective& c = *m.call;
       CommTiming t;
       t.group = key.first;
-      t.group_ranks = group;
+      t.group_ranks = &group;
       t.sequence = key.second;
       t.operation = c.operation;
       t.rank = m.rank->rank;
@@ -109,7 +109,7 @@ void add_transfer_timings(const std::vector<RankSummary>& ranks, const std::map<
       const RankGroup& g = s.groups[x.group];
       CommTiming t;
       t.group = g.name;
-      t.group_ranks = g.world_ranks;
+      t.group_ranks = &g.world_ranks;
       t.sequence = count[{x.group, x.operation}]++;
       t.operation = x.operation;
       t.rank = s.rank;
@@ -120,6 +120,7 @@ void add_transfer_timings(const std::vector<RankSummary>& ranks, const std::map<
       t.transfer = true;
       t.peer = x.peer;
       t.sends = x.send;
+      t.tag = x.tag;
       t.one_host = x.peer >= 0 && host.count(x.peer) && host.at(x.peer) == s.host;
       t.run = x.run;
       if (x.peer >= 0 && x.tag >= 0) {

@@ -66,7 +66,9 @@ struct StragglerReport {
 // receive, for the receive).
 struct CommTiming {
   std::string group;
-  std::vector<int32_t> group_ranks;  // world ranks of the group
+  // World ranks of the group, owned by the summaries the timing came from
+  // (one copy for all: 1,024 ranks' worth for each of 10^5 timings would not fit).
+  const std::vector<int32_t>* group_ranks = nullptr;
   // A collective's sequence in its group; a transfer's count among this
   // rank's transfers of the same operation in the group.
   int64_t sequence = 0;
@@ -79,6 +81,7 @@ struct CommTiming {
   bool transfer = false;  // point-to-point
   int32_t peer = -1;      // a transfer's other side (world rank), -1: unknown
   bool sends = false;     // a transfer's sending side
+  int32_t tag = -1;       // a transfer's tag, -1: unknown
   uint32_t run = 0;       // index into the rank's RankSummary::run_dirs
 };
 // Every rank's timings of every collective that all members of its group

@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "analysis/cluster.h"
 #include "analysis/rank_summary.h"
 #include "core/safe_file.h"
+#include "export/cluster_trace.h"
 #include "export/communication_json.h"
 #include "export/text_format.h"
 #include "trainprof/analyse.h"
@@ -230,7 +232,11 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   }
   bool all_analysed = true;
   for (const std::string& run : runs) all_analysed = all_analysed && analysed(run);
-  if (!all_analysed) {
+  if (!all_analysed && !cluster_options.analyse_missing) {
+    for (const std::string& run : runs) {
+      if (!analysed(run)) report.warnings.push_back(run + ": not analysed, left out");
+    }
+  } else if (!all_analysed) {
     AnalyseReport a = analyse(path, options);
     for (const RunAnalysis& run : a.runs) {
       if (!run.ok) report.warnings.push_back(run.run_dir + ": not analysed: " + run.error);
@@ -241,7 +247,8 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     std::string text =
         detail::read_regular_file_at(AT_FDCWD, run + "/PROFILER_OUTPUT/rank_summary.json", /*follow=*/false);
     if (text.empty()) {
-      report.warnings.push_back(run + ": no communication recorded (no PROFILER_OUTPUT/rank_summary.json)");
+      if (analysed(run))  // else said above
+        report.warnings.push_back(run + ": no communication recorded (no PROFILER_OUTPUT/rank_summary.json)");
       continue;
     }
     analysis::RankSummary s;
@@ -282,15 +289,26 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
                    (error.empty() ? "cannot open '" + path + "' as a directory" : error);
     return report;
   }
-  for (const auto& [name, text] :
-       {std::pair<const char*, std::string>{"straggler_report.txt", report.text},
-        {"cluster_step_trace_time.csv", step_trace_csv(ranks)},
-        {"cluster_analysis.json", report_json(r, links).dump(1) + "\n"},
-        {"cluster_communication.json", exporter::cluster_communication_json(timings)},
-        {"cluster_communication_matrix.json", exporter::cluster_communication_matrix_json(timings)}}) {
-    std::string e = detail::write_file_atomically_at(out.get(), name, text, report.output_dir + "/" + name);
+  // One output made and written at a time: at 1,024 ranks the communication
+  // tables are hundreds of MB each.
+  std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
+      {"straggler_report.txt", [&report] { return report.text; }},
+      {"cluster_step_trace_time.csv", [&ranks] { return step_trace_csv(ranks); }},
+      {"cluster_analysis.json", [&r, &links] { return report_json(r, links).dump(1) + "\n"; }},
+      {"cluster_communication_matrix.json",
+       [&timings] { return exporter::cluster_communication_matrix_json(timings); }}};
+  for (const auto& [name, make] : outputs) {
+    std::string e = detail::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);
     if (!e.empty() && report.error.empty()) report.error = e;
   }
+  std::string e = exporter::write_cluster_communication_json(
+      timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication.json"});
+  if (!e.empty() && report.error.empty()) report.error = e;
+  std::map<int, std::string> hosts;
+  for (const analysis::RankSummary& s : ranks) hosts[s.rank] = s.host;
+  e = exporter::write_cluster_trace(
+      timings, hosts, exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.json"});
+  if (!e.empty() && report.error.empty()) report.error = e;
   write_rank_tables(ranks, timings, &report);
   if (!cluster_options.msprof_dir.empty()) {
     std::string e = export_msprof(cluster_options.msprof_dir, ranks, timings);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -149,8 +150,9 @@ json total_info(const Totals& t, bool with_bandwidth) {
 
 // The rank's place in its group (links name ranks within the group).
 int local_rank(const CommTiming& t, int world_rank) {
-  auto it = std::find(t.group_ranks.begin(), t.group_ranks.end(), world_rank);
-  return it != t.group_ranks.end() ? static_cast<int>(it - t.group_ranks.begin()) : world_rank;
+  const std::vector<int32_t>& members = *t.group_ranks;
+  auto it = std::find(members.begin(), members.end(), world_rank);
+  return it != members.end() ? static_cast<int>(it - members.begin()) : world_rank;
 }
 
 struct Link {
@@ -240,11 +242,13 @@ bool is_total(const std::string& key) {
   return key.find("-total@") != std::string::npos;
 }
 
-// Per (group, kind), the ranks with operations of that kind in it.
-std::map<std::pair<std::string, std::string>, std::set<int>> group_tuples(
-    const std::vector<CommTiming>& all) {
-  std::map<std::pair<std::string, std::string>, std::set<int>> out;
-  for (const CommTiming& t : all) out[{t.group, kind(t)}].insert(t.rank);
+// Per (group, kind), the tuple text of the ranks with operations of that
+// kind in it (made once: at 1,024 ranks it is 6 KB).
+std::map<std::pair<std::string, std::string>, std::string> group_tuples(const std::vector<CommTiming>& all) {
+  std::map<std::pair<std::string, std::string>, std::set<int>> ranks;
+  for (const CommTiming& t : all) ranks[{t.group, kind(t)}].insert(t.rank);
+  std::map<std::pair<std::string, std::string>, std::string> out;
+  for (const auto& [key, set] : ranks) out[key] = rank_tuple(set);
   return out;
 }
 
@@ -274,20 +278,92 @@ std::string rank_communication_matrix_json(const std::vector<const CommTiming*>&
   return out.dump(1) + "\n";
 }
 
-std::string cluster_communication_json(const std::vector<CommTiming>& timings) {
+namespace {
+
+// Builds cluster_communication.json into `out`, handing it to `drain` after
+// each entry (which may write it away and clear it).
+void build_cluster_communication_json(const std::vector<CommTiming>& timings, std::string& out,
+                                      const std::function<void(std::string&)>& drain) {
+  // Written as it goes, not as one JSON tree: at 1,024 ranks the file holds
+  // a few hundred thousand entries, and a tree of them would take gigabytes.
   auto tuples = group_tuples(timings);
-  json out = json::object();
-  std::map<std::tuple<std::string, std::string, std::string, int>, Totals>
-      totals;  // (tuple, step, group, rank)
-  for (const CommTiming& t : timings) {
-    std::string tuple = rank_tuple(tuples[{t.group, kind(t)}]), step = step_key(t);
-    out[tuple][step][op_key(t)][std::to_string(t.rank)] = op_info(t, &totals[{tuple, step, t.group, t.rank}]);
+  // Equal tuple texts are one object (a group's collectives and transfers
+  // among the same ranks): numbered in text order, compared as numbers.
+  std::map<std::string, size_t> tuple_order;
+  for (const auto& [key, text] : tuples) tuple_order.emplace(text, 0);
+  size_t next = 0;
+  for (auto& [text, order] : tuple_order) order = next++;
+  struct Entry {
+    size_t tuple;
+    std::string step, key;
+    const CommTiming* timing;
+  };
+  std::vector<const std::string*> tuple_text(tuple_order.size());
+  for (const auto& [text, order] : tuple_order) tuple_text[order] = &text;
+  std::vector<Entry> entries;
+  entries.reserve(timings.size());
+  for (const CommTiming& t : timings)
+    entries.push_back(Entry{tuple_order.at(tuples.at({t.group, kind(t)})), step_key(t), op_key(t), &t});
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.tuple, a.step, a.key, a.timing->rank) <
+           std::tie(b.tuple, b.step, b.key, b.timing->rank);
+  });
+  out += "{";
+  auto quoted = [](const std::string& text) { return json(text).dump(); };
+  // The current (tuple, step)'s sums: group -> rank -> totals, written at its end.
+  std::map<std::string, std::map<int, Totals>> totals;
+  auto write_totals = [&out, &totals, &quoted]() {
+    for (const auto& [group, by_rank] : totals) {
+      out += ",\n  " + quoted("Total Op Info@" + group) + ": {";
+      for (const auto& [rank, total] : by_rank) {
+        out += std::string(out.back() == '{' ? "" : ", ") + quoted(std::to_string(rank)) + ": " +
+               total_info(total, true).dump();
+      }
+      out += "}";
+    }
+    totals.clear();
+  };
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    bool new_tuple = i == 0 || e.tuple != entries[i - 1].tuple;
+    bool new_step = new_tuple || e.step != entries[i - 1].step;
+    bool new_key = new_step || e.key != entries[i - 1].key;
+    if (i > 0 && new_key) out += "}";
+    if (i > 0 && new_step) {
+      write_totals();
+      out += "}";
+    }
+    if (i > 0 && new_tuple) out += "},";
+    if (new_tuple) out += "\n" + quoted(*tuple_text[e.tuple]) + ": {";
+    if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + quoted(e.step) + ": {";
+    if (new_key) out += std::string(new_step ? "" : ",") + "\n  " + quoted(e.key) + ": {";
+    const CommTiming& t = *e.timing;
+    out += std::string(new_key ? "" : ", ") + quoted(std::to_string(t.rank)) + ": " +
+           op_info(t, &totals[t.group][t.rank]).dump();
+    drain(out);
   }
-  for (const auto& [key, total] : totals) {
-    const auto& [tuple, step, group, rank] = key;
-    out[tuple][step]["Total Op Info@" + group][std::to_string(rank)] = total_info(total, true);
+  if (!entries.empty()) {
+    out += "}";
+    write_totals();
+    out += "}}";
   }
-  return out.dump(1) + "\n";
+  out += "\n}\n";
+}
+
+}  // namespace
+
+std::string cluster_communication_json(const std::vector<CommTiming>& timings) {
+  std::string out;
+  build_cluster_communication_json(timings, out, [](std::string&) {});
+  return out;
+}
+
+std::string write_cluster_communication_json(const std::vector<CommTiming>& timings, const OutputPath& path) {
+  OutputFile file(path);
+  std::string buffer;
+  build_cluster_communication_json(timings, buffer, [&file](std::string& b) { file.drain(b); });
+  file.commit(buffer);
+  return file.error();
 }
 
 std::string cluster_communication_matrix_json(const std::vector<CommTiming>& timings) {
@@ -304,11 +380,11 @@ std::string cluster_communication_matrix_json(const std::vector<CommTiming>& tim
     for (const auto& [key, links] : rank_matrix(mine)) {
       const auto& [step, kind_name, op] = key;
       std::string group = op.substr(op.rfind('@') + 1);
-      const std::vector<int32_t>& world = any_of_group.at(group)->group_ranks;
+      const std::vector<int32_t>& world = *any_of_group.at(group)->group_ranks;
       auto global = [&world](int local) {
         return local >= 0 && local < static_cast<int>(world.size()) ? world[local] : local;
       };
-      Links& into = merged[{rank_tuple(tuples[{group, kind_name}]), step, op}];
+      Links& into = merged[{tuples.at({group, kind_name}), step, op}];
       for (const auto& [ends, link] : links) {
         Link& sum = into[{global(ends.first), global(ends.second)}];
         sum.transport = link.transport;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analysis/cluster.h"
+#include "export/output_file.h"
 
 namespace trainprof::exporter {
 
@@ -40,6 +41,10 @@ std::string rank_communication_matrix_json(const std::vector<const analysis::Com
 // OP}, "Total Op Info@<group>": {"<rank>": TOTAL}}}} over every rank; the
 // tuple is the ranks with collectives (or with transfers) in the group.
 std::string cluster_communication_json(const std::vector<analysis::CommTiming>& timings);
+// The same, written to `path` as it is made (at 1,024 ranks it is hundreds
+// of MB): "" or the error.
+std::string write_cluster_communication_json(const std::vector<analysis::CommTiming>& timings,
+                                             const OutputPath& path);
 
 // cluster_communication_matrix.json: the ranks' matrices merged per tuple,
 // step and key, links in world ranks "<src>-<dst>", and per step

@@ -1,0 +1,33 @@
+// Copyright trainprof authors. cluster_trace_view.json: every rank's
+// communication on one timeline (Chrome trace event format, as trace_view.json),
+// rank 0's clock, with flows between the matched operations of different
+// ranks.
+//
+// One process per rank ("rank N (host)"), one track "Communication": each
+// collective and transfer a slice (args: group, sequence, bytes, wait and
+// transit in ms), with a child slice "wait" over the time it waited for the
+// last member or the other side. Flows: a transfer from its send to its
+// receive; a collective from the last member to arrive to each other member
+// (it released them), for groups of at most kMaxFlowGroup members (beyond,
+// the flows would outnumber the slices by the group's size).
+#ifndef TRAINPROF_EXPORT_CLUSTER_TRACE_H_
+#define TRAINPROF_EXPORT_CLUSTER_TRACE_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/cluster.h"
+#include "export/output_file.h"
+
+namespace trainprof::exporter {
+
+inline constexpr size_t kMaxFlowGroup = 64;
+
+// Written to `path` as it is made; returns "" or the error.
+std::string write_cluster_trace(const std::vector<analysis::CommTiming>& timings,
+                                const std::map<int, std::string>& hosts, const OutputPath& path);
+
+}  // namespace trainprof::exporter
+
+#endif  // TRAINPROF_EXPORT_CLUSTER_TRACE_H_

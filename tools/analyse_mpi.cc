@@ -1,0 +1,225 @@
+// Copyright trainprof authors.
+#include "analyse_mpi.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "core/safe_file.h"
+
+namespace trainprof::cli {
+namespace {
+
+constexpr int kOk = 0, kFailed = 1, kUsage = 2;
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+bool parse_int(const char* text, int* out) {
+  if (text == nullptr) return false;
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < 0 || v > 1 << 24) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+// Only characters that are safe in a file name.
+std::string file_safe(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    bool ok =
+        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.';
+    out += ok ? c : '_';
+  }
+  return out.substr(0, 64);
+}
+
+// The files the processes of the job leave: {dir}/{rank}, "ok" or "failed".
+std::string marker_dir_name(const std::string& job) {
+  return ".analyse_mpi_" + file_safe(job);
+}
+
+// Markers present, counted by a scan of the directory (one open each would
+// cost as much at 1,000 ranks and say less).
+std::vector<bool> markers_present(int dir_fd, int size, int* failed) {
+  std::vector<bool> seen(static_cast<size_t>(size), false);
+  *failed = 0;
+  int fd = dup(dir_fd);
+  if (fd < 0) return seen;
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    close(fd);
+    return seen;
+  }
+  rewinddir(d);
+  while (dirent* e = readdir(d)) {
+    int rank = -1;
+    std::string name = e->d_name;
+    bool failed_rank = name.ends_with(".failed");
+    if (failed_rank) name.resize(name.size() - 7);
+    if (!name.ends_with(".done") && !failed_rank) continue;
+    if (!failed_rank) name.resize(name.size() - 5);
+    if (parse_int(name.c_str(), &rank) && rank < size && !seen[static_cast<size_t>(rank)]) {
+      seen[static_cast<size_t>(rank)] = true;
+      *failed += failed_rank ? 1 : 0;
+    }
+  }
+  closedir(d);
+  return seen;
+}
+
+void remove_markers(int out_fd, const std::string& name, int size) {
+  detail::UniqueFd dir(detail::open_directory_at(out_fd, name));
+  if (dir.valid()) {
+    for (int r = 0; r < size; ++r) {
+      unlinkat(dir.get(), (std::to_string(r) + ".done").c_str(), 0);
+      unlinkat(dir.get(), (std::to_string(r) + ".failed").c_str(), 0);
+    }
+  }
+  unlinkat(out_fd, name.c_str(), AT_REMOVEDIR);
+}
+
+}  // namespace
+
+LaunchPlace launch_place_from_environment() {
+  LaunchPlace p;
+  // (rank, size, job) as each launcher names them.
+  struct Names {
+    const char* rank;
+    const char* size;
+    const char* job;
+  };
+  for (const Names& n :
+       {Names{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_NAMESPACE"},
+        Names{"PMI_RANK", "PMI_SIZE", "PMI_JOBID"}, Names{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID"}}) {
+    if (!parse_int(env(n.rank), &p.rank)) continue;
+    if (!parse_int(env(n.size), &p.size) || p.size <= p.rank) {
+      p.error = std::string(n.rank) + " is set but " + n.size + " is not a size above it";
+      return p;
+    }
+    const char* job = env(n.job);
+    if (job == nullptr && std::string(n.job) == "PMIX_NAMESPACE") job = env("OMPI_MCA_ess_base_jobid");
+    if (job == nullptr) {
+      p.error = std::string("the launcher set ") + n.rank + " but no job id (" + n.job +
+                "): the processes of one job could not tell theirs from an earlier job's files";
+      return p;
+    }
+    p.job = job;
+    if (const char* step = env("SLURM_STEP_ID"); step != nullptr && std::string(n.job) == "SLURM_JOB_ID")
+      p.job += std::string(".") + step;
+    return p;
+  }
+  p.error =
+      "--mpi: no MPI launcher environment (OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID); run it as "
+      "`mpirun -np K trainprof analyse --mpi PATH`";
+  return p;
+}
+
+int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minutes) {
+  LaunchPlace place = launch_place_from_environment();
+  if (!place.error.empty()) {
+    std::fprintf(stderr, "trainprof: %s\n", place.error.c_str());
+    return kUsage;
+  }
+  options.shard_count = place.size;
+  options.shard_index = place.rank;
+  options.on_progress = nullptr;
+  auto start = std::chrono::steady_clock::now();
+  AnalyseReport mine = analyse(path, options);
+  size_t failed = 0;
+  for (const RunAnalysis& r : mine.runs) {
+    if (!r.ok) {
+      ++failed;
+      std::fprintf(stderr, "trainprof: [analysis rank %d] %s: %s\n", place.rank, r.run_dir.c_str(),
+                   r.error.c_str());
+    }
+  }
+  if (!mine.error.empty()) {
+    std::fprintf(stderr, "trainprof: [analysis rank %d] %s\n", place.rank, mine.error.c_str());
+    ++failed;
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("[analysis rank %d of %d] %zu of %zu run(s) analysed in %.2f s\n", place.rank, place.size,
+              mine.runs.size() - std::min(failed, mine.runs.size()), mine.runs.size(), seconds);
+  std::fflush(stdout);
+
+  // Meet through files in PATH/cluster_analysis_output/.
+  std::string error;
+  std::string out_path = path + "/cluster_analysis_output";
+  detail::UniqueFd parent(detail::open_directory_at(AT_FDCWD, path));
+  detail::UniqueFd out(
+      parent.valid() ? detail::make_directory_at(parent.get(), "cluster_analysis_output", out_path, &error)
+                     : -1);
+  std::string name = marker_dir_name(place.job);
+  detail::UniqueFd markers(
+      out.valid() ? detail::make_directory_at(out.get(), name, out_path + "/" + name, &error) : -1);
+  if (!markers.valid()) {
+    std::fprintf(stderr, "trainprof: [analysis rank %d] cannot meet the other processes under %s: %s\n",
+                 place.rank, out_path.c_str(), error.empty() ? "cannot open PATH" : error.c_str());
+    return kFailed;
+  }
+  std::string marker = std::to_string(place.rank) + (failed == 0 ? ".done" : ".failed");
+  error = detail::write_file_atomically_at(markers.get(), marker, std::to_string(mine.runs.size()) + "\n",
+                                           out_path + "/" + name + "/" + marker);
+  if (!error.empty()) {
+    std::fprintf(stderr, "trainprof: [analysis rank %d] %s\n", place.rank, error.c_str());
+    return kFailed;
+  }
+  if (place.rank != 0) return failed == 0 ? kOk : kFailed;
+
+  // The first process: the others' files, then the cluster pass.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(wait_minutes);
+  auto next_note = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int failed_ranks = 0;
+  std::vector<bool> seen;
+  for (;;) {
+    seen = markers_present(markers.get(), place.size, &failed_ranks);
+    int missing = 0;
+    for (bool s : seen) missing += s ? 0 : 1;
+    if (missing == 0) break;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      std::string list;
+      for (int r = 0; r < place.size; ++r) {
+        if (!seen[static_cast<size_t>(r)]) list += (list.empty() ? "" : ",") + std::to_string(r);
+      }
+      std::fprintf(stderr,
+                   "trainprof: warning: analysis ranks %s did not finish within %d minute(s); the cluster "
+                   "pass goes on with the runs analysed\n",
+                   list.c_str(), wait_minutes);
+      break;
+    }
+    if (now >= next_note) {
+      std::fprintf(stderr, "[analysis rank 0] waiting for %d of %d analysis ranks\n", missing, place.size);
+      next_note = now + std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  remove_markers(out.get(), name, place.size);
+  ClusterOptions cluster_options;
+  cluster_options.analyse_missing = false;
+  if (!print_cluster_report(cluster(path, options, cluster_options))) return kFailed;
+  return failed == 0 && failed_ranks == 0 ? kOk : kFailed;
+}
+
+bool print_cluster_report(const ClusterReport& report) {
+  for (const std::string& w : report.warnings) std::fprintf(stderr, "trainprof: warning: %s\n", w.c_str());
+  std::fputs(report.text.c_str(), stdout);
+  if (!report.ok()) {
+    std::fprintf(stderr, "trainprof: %s\n", report.error.c_str());
+    return false;
+  }
+  std::printf("outputs: %s/\n", report.output_dir.c_str());
+  return true;
+}
+
+}  // namespace trainprof::cli

@@ -1,0 +1,41 @@
+// Copyright trainprof authors. `trainprof analyse --mpi PATH`: the analysis
+// of many ranks' runs spread over the processes of an MPI job.
+//
+//   mpirun -np K trainprof analyse --mpi PATH
+//
+// Each process analyses every K-th run (its rank from the launcher's
+// environment: OpenMPI, MPICH/PMI, Slurm), then says so with a file under
+// PATH/cluster_analysis_output/.analyse_mpi_{job}/; the first process waits
+// for the others' files and runs the cluster pass, which reads the per-rank
+// summaries only, never raw events. The processes meet through files and not
+// through MPI, so the command needs no MPI library: PATH must be on a file
+// system every process sees (as the runs' data already is).
+#ifndef TRAINPROF_TOOLS_ANALYSE_MPI_H_
+#define TRAINPROF_TOOLS_ANALYSE_MPI_H_
+
+#include <string>
+
+#include "trainprof/analyse.h"
+
+namespace trainprof::cli {
+
+// This process's place in its job, from the launcher's environment.
+struct LaunchPlace {
+  int rank = -1;
+  int size = 0;
+  std::string job;    // the same in every process of the job
+  std::string error;  // why there is no place (not launched by mpirun or srun)
+};
+LaunchPlace launch_place_from_environment();
+
+// Returns the command's exit status (0: every run of this process analysed
+// and, on the first process, the cluster outputs written).
+int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minutes);
+
+// Prints a cluster report as `trainprof cluster` does: warnings to stderr,
+// the report, where the outputs are. False when the pass failed.
+bool print_cluster_report(const ClusterReport& report);
+
+}  // namespace trainprof::cli
+
+#endif  // TRAINPROF_TOOLS_ANALYSE_MPI_H_
