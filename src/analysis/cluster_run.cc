@@ -289,20 +289,22 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
                    (error.empty() ? "cannot open '" + path + "' as a directory" : error);
     return report;
   }
-  // One output made and written at a time: at 1,024 ranks the communication
-  // tables are hundreds of MB each.
+  // The small outputs, made and written one at a time; the communication
+  // tables below are written as they are made (hundreds of MB at 1,024 ranks).
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
       {"straggler_report.txt", [&report] { return report.text; }},
       {"cluster_step_trace_time.csv", [&ranks] { return step_trace_csv(ranks); }},
       {"cluster_analysis.json", [&r, &links] { return report_json(r, links).dump(1) + "\n"; }},
-      {"cluster_communication_matrix.json",
-       [&timings] { return exporter::cluster_communication_matrix_json(timings); }}};
+  };
   for (const auto& [name, make] : outputs) {
     std::string e = detail::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);
     if (!e.empty() && report.error.empty()) report.error = e;
   }
   std::string e = exporter::write_cluster_communication_json(
       timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication.json"});
+  if (!e.empty() && report.error.empty()) report.error = e;
+  e = exporter::write_cluster_communication_matrix_json(
+      timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication_matrix.json"});
   if (!e.empty() && report.error.empty()) report.error = e;
   std::map<int, std::string> hosts;
   for (const analysis::RankSummary& s : ranks) hosts[s.rank] = s.host;

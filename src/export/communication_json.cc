@@ -366,7 +366,12 @@ std::string write_cluster_communication_json(const std::vector<CommTiming>& timi
   return file.error();
 }
 
-std::string cluster_communication_matrix_json(const std::vector<CommTiming>& timings) {
+namespace {
+
+// Builds cluster_communication_matrix.json into `out`, handing it to
+// `drain` after each entry.
+void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timings, std::string& out,
+                                             const std::function<void(std::string&)>& drain) {
   auto tuples = group_tuples(timings);
   std::map<int, std::vector<const CommTiming*>> by_rank;
   std::map<std::string, const CommTiming*> any_of_group;  // for its world ranks
@@ -394,26 +399,66 @@ std::string cluster_communication_matrix_json(const std::vector<CommTiming>& tim
       }
     }
   }
-  json out = json::object();
-  std::map<std::tuple<std::string, std::string, std::string>, Links> totals;  // (tuple, step, group)
+  // Written in key order; each (tuple, step) ends with its groups' totals
+  // (the "-total@" entries summed per link).
+  auto quoted = [](const std::string& text) { return json(text).dump(); };
+  std::map<std::string, Links> totals;  // of the current (tuple, step), by group
+  auto write_totals = [&out, &totals, &quoted]() {
+    for (const auto& [group, links] : totals)
+      out += ",\n  " + quoted("Total Op Info@" + group) + ": " + links_json(links, true).dump();
+    totals.clear();
+  };
+  out += "{";
+  const std::string* tuple_now = nullptr;
+  const std::string* step_now = nullptr;
   for (const auto& [key, links] : merged) {
     const auto& [tuple, step, op] = key;
-    out[tuple][step][op] = links_json(links, true);
-    if (!is_total(op)) continue;
-    Links& total = totals[{tuple, step, op.substr(op.rfind('@') + 1)}];
-    for (const auto& [ends, link] : links) {
-      Link& sum = total[ends];
-      sum.transport = link.transport;
-      sum.op_name = link.op_name;
-      sum.mb += link.mb;
-      sum.ms += link.ms;
+    bool new_tuple = tuple_now == nullptr || tuple != *tuple_now;
+    bool new_step = new_tuple || step != *step_now;
+    if (tuple_now != nullptr && new_step) {
+      write_totals();
+      out += "}";
     }
+    if (tuple_now != nullptr && new_tuple) out += "},";
+    if (new_tuple) out += "\n" + quoted(tuple) + ": {";
+    if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + quoted(step) + ": {";
+    out += std::string(new_step ? "" : ",") + "\n  " + quoted(op) + ": " + links_json(links, true).dump();
+    tuple_now = &tuple;
+    step_now = &step;
+    if (is_total(op)) {
+      Links& total = totals[op.substr(op.rfind('@') + 1)];
+      for (const auto& [ends, link] : links) {
+        Link& sum = total[ends];
+        sum.transport = link.transport;
+        sum.op_name = link.op_name;
+        sum.mb += link.mb;
+        sum.ms += link.ms;
+      }
+    }
+    drain(out);
   }
-  for (const auto& [key, links] : totals) {
-    const auto& [tuple, step, group] = key;
-    out[tuple][step]["Total Op Info@" + group] = links_json(links, true);
+  if (tuple_now != nullptr) {
+    write_totals();
+    out += "}}";
   }
-  return out.dump(1) + "\n";
+  out += "\n}\n";
+}
+
+}  // namespace
+
+std::string cluster_communication_matrix_json(const std::vector<CommTiming>& timings) {
+  std::string out;
+  build_cluster_communication_matrix_json(timings, out, [](std::string&) {});
+  return out;
+}
+
+std::string write_cluster_communication_matrix_json(const std::vector<CommTiming>& timings,
+                                                    const OutputPath& path) {
+  OutputFile file(path);
+  std::string buffer;
+  build_cluster_communication_matrix_json(timings, buffer, [&file](std::string& b) { file.drain(b); });
+  file.commit(buffer);
+  return file.error();
 }
 
 }  // namespace trainprof::exporter

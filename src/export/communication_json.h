@@ -50,6 +50,8 @@ std::string write_cluster_communication_json(const std::vector<analysis::CommTim
 // step and key, links in world ranks "<src>-<dst>", and per step
 // "Total Op Info@<group>": each link's sums over the "-total@" entries.
 std::string cluster_communication_matrix_json(const std::vector<analysis::CommTiming>& timings);
+std::string write_cluster_communication_matrix_json(const std::vector<analysis::CommTiming>& timings,
+                                                    const OutputPath& path);
 
 }  // namespace trainprof::exporter
 
