@@ -350,24 +350,6 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
   out += "\n}\n";
 }
 
-}  // namespace
-
-std::string cluster_communication_json(const std::vector<CommTiming>& timings) {
-  std::string out;
-  build_cluster_communication_json(timings, out, [](std::string&) {});
-  return out;
-}
-
-std::string write_cluster_communication_json(const std::vector<CommTiming>& timings, const OutputPath& path) {
-  OutputFile file(path);
-  std::string buffer;
-  build_cluster_communication_json(timings, buffer, [&file](std::string& b) { file.drain(b); });
-  file.commit(buffer);
-  return file.error();
-}
-
-namespace {
-
 // Builds cluster_communication_matrix.json into `out`, handing it to
 // `drain` after each entry.
 void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timings, std::string& out,
@@ -444,21 +426,41 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
   out += "\n}\n";
 }
 
+// A builder's text whole, or written to a file as it is made.
+using Builder = void (*)(const std::vector<CommTiming>&, std::string&,
+                         const std::function<void(std::string&)>&);
+
+std::string built(Builder build, const std::vector<CommTiming>& timings) {
+  std::string out;
+  build(timings, out, [](std::string&) {});
+  return out;
+}
+
+std::string built_into(Builder build, const std::vector<CommTiming>& timings, const OutputPath& path) {
+  OutputFile file(path);
+  std::string buffer;
+  build(timings, buffer, [&file](std::string& b) { file.drain(b); });
+  file.commit(buffer);
+  return file.error();
+}
+
 }  // namespace
 
+std::string cluster_communication_json(const std::vector<CommTiming>& timings) {
+  return built(build_cluster_communication_json, timings);
+}
+
+std::string write_cluster_communication_json(const std::vector<CommTiming>& timings, const OutputPath& path) {
+  return built_into(build_cluster_communication_json, timings, path);
+}
+
 std::string cluster_communication_matrix_json(const std::vector<CommTiming>& timings) {
-  std::string out;
-  build_cluster_communication_matrix_json(timings, out, [](std::string&) {});
-  return out;
+  return built(build_cluster_communication_matrix_json, timings);
 }
 
 std::string write_cluster_communication_matrix_json(const std::vector<CommTiming>& timings,
                                                     const OutputPath& path) {
-  OutputFile file(path);
-  std::string buffer;
-  build_cluster_communication_matrix_json(timings, buffer, [&file](std::string& b) { file.drain(b); });
-  file.commit(buffer);
-  return file.error();
+  return built_into(build_cluster_communication_matrix_json, timings, path);
 }
 
 }  // namespace trainprof::exporter
