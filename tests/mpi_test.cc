@@ -2,12 +2,14 @@
 // OpenMPI processes: tests/helpers/mpi_ops_child.cc under mpirun, each rank's
 // raw file read back.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -467,6 +469,39 @@ TEST(MpiCluster, AnalyseMpiSpreadsTheRunsOverTheJob) {
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_NE(alone.output.find("mpirun -np K trainprof analyse --mpi PATH"), std::string::npos)
       << alone.output;
+}
+
+// The msprof-analyze layout is refused through a planted symlink (nothing
+// is written where it points), and `analyse --mpi` names a run it could not
+// analyse and fails, while the cluster pass still runs on the others.
+TEST(MpiCluster, PlantedLayoutPathsAndFailedRunsAreNamed) {
+  test::TempDir dir;
+  run_straggler(dir, -1, "none", 3);
+  test::TempDir elsewhere;
+  std::string planted = dir.path() + "/layout";
+  ASSERT_EQ(symlink(elsewhere.path().c_str(), planted.c_str()), 0);
+  ClusterOptions options;
+  options.msprof_dir = planted;
+  ClusterReport r = cluster(dir.path(), {}, options);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("layout"), std::string::npos) << r.error;
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
+  EXPECT_TRUE(std::filesystem::exists(r.output_dir + "/cluster_communication.json"));  // the rest is written
+
+  // One run's raw data replaced by a file: its analysis fails.
+  std::vector<std::string> runs = find_run_directories(dir.path());
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kRanks));
+  std::filesystem::remove_all(runs[1] + "/PROFILER_OUTPUT");
+  std::filesystem::remove_all(runs[1] + "/raw");
+  std::ofstream(runs[1] + "/raw") << "not a directory";
+  for (const std::string& run : runs) std::filesystem::remove_all(run + "/PROFILER_OUTPUT");
+  test::ProcessResult p =
+      test::run_process({TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "2",
+                         std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof", "analyse", "--mpi", dir.path()});
+  EXPECT_EQ(p.exit_code, 1) << p.output;
+  EXPECT_NE(p.output.find(runs[1]), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("not analysed, left out"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("Cluster: 3 of 4 ranks"), std::string::npos) << p.output;
 }
 
 TEST(MpiCluster, NamesTheRankSlowInCompute) {
