@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   nlohmann-json3-dev
+  libsqlite3-dev sqlite3        # PROFILER_OUTPUT/trainprof.db; the tests query it with the sqlite3 program
   clang-format
   clang libclang-rt-14-dev      # the fuzz targets (fuzz/, scripts/fuzz.sh): -fsanitize=fuzzer
   libtorch-dev zlib1g-dev       # the LibTorch collector, its tests and the demo

@@ -1108,3 +1108,96 @@ TEST(Windows, StepSelectionAndTraceLimitAreTheSameInWindows) {
 
 }  // namespace
 }  // namespace trainprof
+
+namespace trainprof {
+namespace {
+
+// The sqlite3 program's answer to `query` on `db` (rows as lines, columns
+// separated by ',').
+std::string sql(const std::string& db, const std::string& query) {
+  test::ProcessResult p =
+      test::run_process({TRAINPROF_TEST_SQLITE3, "-batch", "-noheader", "-separator", ",", db, query});
+  EXPECT_EQ(p.exit_code, 0) << query << ": " << p.output;
+  return p.output;
+}
+
+// A run with ranges on two threads and five steps, analysed with both export types.
+std::string analysed_with_database(const std::string& dir) {
+  ProfilerOptions o;
+  o.output_path = dir;
+  Profiler prof(o);
+  for (int s = 0; s < 5; ++s) {
+    TRAINPROF_RANGE("work");
+    std::thread helper([] { TRAINPROF_RANGE("helper"); });
+    helper.join();
+    trainprof::Range r("step_" + std::to_string(s));
+    prof.step();
+  }
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  AnalyseOptions both;
+  both.export_db = true;
+  EXPECT_TRUE(analyse_one(run, both).ok);
+  return run;
+}
+
+TEST(Database, AnswersWhatTheTextTablesSay) {
+  TempDir dir;
+  std::string run = analysed_with_database(dir.path());
+  std::string db = out(run, "trainprof.db");
+  EXPECT_EQ(sql(db, "PRAGMA integrity_check;"), "ok\n");
+  EXPECT_EQ(sql(db, "PRAGMA foreign_key_check;"), "");  // every reference holds
+  // Per name: the calls and total time of op_statistic.csv, from the slices.
+  auto ops = by_name(read_csv(out(run, "op_statistic.csv")));
+  ASSERT_TRUE(ops.count("work") && ops.count("helper"));
+  for (const std::string name : {"work", "helper"}) {
+    std::string answer = sql(db,
+                             "SELECT COUNT(*) || ',' || SUM(end_ns - start_ns) FROM slices JOIN strings "
+                             "ON strings.id = slices.name_id WHERE strings.value = '" +
+                                 name + "';");
+    EXPECT_EQ(answer, ops[name][2] + "," + std::to_string(ns_of(ops[name][3])) + "\n") << name;
+    EXPECT_EQ(
+        sql(db, "SELECT count || ',' || total_ns FROM operator_statistics WHERE name = '" + name + "';"),
+        answer);
+  }
+  // Steps and their breakdown, as step_trace_time.csv.
+  CsvRows steps = read_csv(out(run, "step_trace_time.csv"));
+  ASSERT_GE(steps.size(), 6u);
+  for (size_t i = 1; i < steps.size(); ++i) {
+    EXPECT_EQ(sql(db, "SELECT computing_ns || ',' || free_ns FROM steps WHERE step = " + steps[i][0] + ";"),
+              std::to_string(ns_of(steps[i][1])) + "," + std::to_string(ns_of(steps[i][5])) + "\n")
+        << steps[i][0];
+  }
+  // A range is in the step it started in; the helper thread has its own tid.
+  EXPECT_EQ(sql(db, "SELECT step FROM slices JOIN strings ON strings.id = name_id WHERE value = 'step_3';"),
+            "3\n");
+  EXPECT_EQ(sql(db,
+                "SELECT COUNT(DISTINCT tid) FROM slices JOIN strings ON strings.id = name_id "
+                "WHERE value IN ('work', 'helper');"),
+            "6\n");  // the main thread and five helper threads
+  EXPECT_EQ(sql(db, "SELECT value FROM run_info WHERE key = 'stop_reason';"), "stop\n");
+}
+
+TEST(Database, DbAloneWritesNoTextAndReplacesAPlantedLinkWithoutFollowingIt) {
+  TempDir dir;
+  std::string run = record_steps(dir.path(), 3);
+  ASSERT_TRUE(analyse_one(run).ok);  // text: trace_view.json and the CSVs
+  TempDir elsewhere;
+  std::string target = elsewhere.path() + "/victim";
+  std::ofstream(target) << "keep";
+  ASSERT_EQ(symlink(target.c_str(), out(run, "trainprof.db").c_str()), 0);
+  fs::remove(out(run, "op_statistic.csv"));
+  AnalyseOptions db_only;
+  db_only.export_text = false;
+  db_only.export_db = true;
+  ASSERT_TRUE(analyse_one(run, db_only).ok);
+  EXPECT_FALSE(fs::exists(out(run, "op_statistic.csv")));  // no text written
+  EXPECT_FALSE(fs::is_symlink(out(run, "trainprof.db")));
+  EXPECT_EQ(test::read_text(target), "keep");
+  EXPECT_EQ(sql(out(run, "trainprof.db"), "SELECT COUNT(*) FROM steps;"),
+            "4\n");  // 3 and the one stop() ended
+  EXPECT_TRUE(fs::exists(out(run, "profiler_info.json")));
+}
+
+}  // namespace
+}  // namespace trainprof

@@ -90,12 +90,32 @@ TEST(EnvOptions, RecordedOptionsParseBackToTheSame) {
   o.buffer_mb = 9;
   o.host_sys = {HostSystem::Cpu, HostSystem::Network};
   o.host_sys_interval_ms = 20;
+  o.export_db = true;
   o.schedule = Schedule{.wait = 2, .warmup = 1, .active = 4, .repeat = 3, .skip_first = 5};
   nlohmann::json recorded = detail::options_to_json(o);
   recorded["start"] = true;
   EnvOptions env = parse_options_json(recorded.dump());
   EXPECT_EQ(detail::options_to_json(env.options), detail::options_to_json(o));
   EXPECT_FALSE(env.options.start_profile);
+}
+
+TEST(EnvOptions, ExportTypeNamesItsFormatsAndRefusesOthers) {
+  EnvOptions env = parse_options_json(R"({"start": true, "export_type": ["db"]})");
+  EXPECT_FALSE(env.options.export_text);
+  EXPECT_TRUE(env.options.export_db);
+  env = parse_options_json(R"({"start": true, "export_type": ["text", "db"]})");
+  EXPECT_TRUE(env.options.export_text && env.options.export_db);
+  try {
+    parse_options_json(R"({"start": true, "export_type": ["csv"]})");
+    ADD_FAILURE() << "csv accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"export_type\" has unknown format \"csv\""), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(parse_options_json(R"({"start": true, "export_type": []})"), std::invalid_argument);
+  ProfilerOptions o;
+  o.export_text = false;
+  EXPECT_THROW(o.validate(), std::invalid_argument);  // nothing would be written
 }
 
 TEST(EnvOptions, HostSysNamesItsPartsAndRefusesOthers) {

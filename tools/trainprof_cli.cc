@@ -1,7 +1,7 @@
 // Copyright trainprof authors. The `trainprof` command.
 //
 //   trainprof analyse PATH [--pretty] [--steps 3-5|3,4,5] [--jobs N] [--simplify] [--trace-limit-mb N]
-//                          [--window-mb N] [--mpi [--mpi-wait-minutes N]]
+//                          [--window-mb N] [--export-type text|db|text,db] [--mpi [--mpi-wait-minutes N]]
 //   trainprof summary PATH
 //   trainprof cluster PATH [--jobs N] [--msprof-layout DIR]
 //   trainprof --version | --help
@@ -60,6 +60,8 @@ const char* kAnalyseHelp =
     "                       N MiB, 1 to 1048576 (default 500)\n"
     "  --window-mb N        hold the slices of about N MiB of the run at a time (16 bytes\n"
     "                       each; the raw data is read twice), 1 to 1048576 (default 16)\n"
+    "  --export-type T      text (the timeline JSON and CSV tables, the default), db\n"
+    "                       (PROFILER_OUTPUT/trainprof.db, SQLite: docs/DB_SCHEMA.md) or text,db\n"
     "  --mpi                under `mpirun -np K` (or srun): each process analyses every K-th\n"
     "                       run, then the first one runs the cluster pass (trainprof cluster)\n"
     "                       on the ranks' summaries. The processes meet through files under\n"
@@ -185,6 +187,13 @@ int cmd_analyse(const std::vector<std::string>& args) {
                            kAnalyseHelp);
       }
       options.window_slices = (n << 20) / 16;  // a slice is 16 bytes (analysis/trace_model.h)
+    } else if (a == "--export-type") {
+      const std::string* v = value("--export-type");
+      options.export_text = v != nullptr && (*v == "text" || *v == "text,db" || *v == "db,text");
+      options.export_db = v != nullptr && (*v == "db" || *v == "text,db" || *v == "db,text");
+      if (!options.export_text && !options.export_db) {
+        return usage_error("--export-type needs text, db or text,db", kAnalyseHelp);
+      }
     } else if (a == "--mpi") {
       mpi = true;
     } else if (a == "--mpi-wait-minutes") {

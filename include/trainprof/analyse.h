@@ -25,6 +25,12 @@ struct AnalyseOptions {
   std::vector<int64_t> step_list;
   // Remove raw/ after a successful analysis.
   bool data_simplification = false;
+  // What is written (the seeds' export_type): text, the timeline JSON and
+  // the CSV tables; db, PROFILER_OUTPUT/trainprof.db (docs/DB_SCHEMA.md); or
+  // both. profiler_info.json, profiler_metadata.json and rank_summary.json
+  // are written either way.
+  bool export_text = true;
+  bool export_db = false;
   // Runs analysed at once; 0 means cores / 2, at least 1.
   int max_workers = 0;
   // trace_view.json is cut at a whole step so that it stays under this size.

@@ -64,6 +64,11 @@ struct ProfilerOptions {
 
   // Remove raw data after a successful analysis.
   bool data_simplification = false;
+  // What the analysis writes (the seeds' export_type; AnalyseOptions): the
+  // timeline JSON and CSV tables, PROFILER_OUTPUT/trainprof.db, or both.
+  // At least one.
+  bool export_text = true;
+  bool export_db = false;
 
   // Memory bound for event buffers, in MiB (at least 1). When it is exhausted
   // events are dropped and counted, never blocking the recording thread.

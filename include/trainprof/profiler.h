@@ -80,7 +80,8 @@ class Profiler {
   // child process that analyses and logs failures, and returns an empty report
   // at once; at most options.max_workers (0: cores / 2, at least 1) such
   // processes run at once, and runs closed meanwhile wait for the next
-  // analyse(). options.data_simplification defaults to the profiler's option.
+  // analyse(). options.data_simplification defaults to the profiler's option,
+  // and the export types too when options asks for the default (text only).
   AnalyseReport analyse(AnalyseMode mode = AnalyseMode::Sync, AnalyseOptions options = {});
   // Waits for the Async analyses started so far, then analyses (here) the
   // runs that waited because max_workers analyses were already running;

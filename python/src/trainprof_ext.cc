@@ -262,6 +262,8 @@ void bind_options(nb::module_& m) {
       .def_rw("mstx_domain_include", &ProfilerOptions::mstx_domain_include)
       .def_rw("mstx_domain_exclude", &ProfilerOptions::mstx_domain_exclude)
       .def_rw("data_simplification", &ProfilerOptions::data_simplification)
+      .def_rw("export_text", &ProfilerOptions::export_text)
+      .def_rw("export_db", &ProfilerOptions::export_db)
       .def_rw("host_sys", &ProfilerOptions::host_sys)
       .def_rw("host_sys_interval_ms", &ProfilerOptions::host_sys_interval_ms)
       .def(
@@ -362,15 +364,18 @@ void bind_analysis(nb::module_& m) {
   m.def(
       "analyse",
       [](const std::string& path, int max_workers, bool pretty, std::vector<int64_t> step_list,
-         bool data_simplification) {
+         bool data_simplification, bool export_text, bool export_db) {
         trainprof::AnalyseOptions options;
         options.max_workers = max_workers;
         options.pretty = pretty;
         options.step_list = std::move(step_list);
         options.data_simplification = data_simplification;
+        options.export_text = export_text;
+        options.export_db = export_db;
         return trainprof::analyse(path, options);
       },
-      "path"_a, "max_workers"_a, "pretty"_a, "step_list"_a, "data_simplification"_a, ReleaseGil());
+      "path"_a, "max_workers"_a, "pretty"_a, "step_list"_a, "data_simplification"_a, "export_text"_a = true,
+      "export_db"_a = false, ReleaseGil());
   m.def("find_run_directories", &trainprof::find_run_directories, "path"_a, ReleaseGil());
   m.def("summarize_run", &trainprof::summarize_run, "run_dir"_a, ReleaseGil());
 }

@@ -127,7 +127,7 @@ def test_trace_handler_worker_name_must_be_a_file_name(tmp_path: Path) -> None:
     (dict(mstx_domain_exclude=[""]), ValueError, "mstx_domain_exclude[0] must not be empty"),
     (dict(mstx_domain_include=["a"], mstx_domain_exclude=["b"]), ValueError, "not both"),
     (dict(data_simplification="no"), TypeError, "data_simplification must be a bool"),
-    (dict(export_type=["db"]), ValueError, "'db' is not supported yet"),
+    (dict(export_type=[]), ValueError, "at least one format"),
     (dict(export_type=["csv"]), ValueError, "unknown format 'csv'"),
     (dict(export_type="text"), TypeError, "export_type must be a list"),
 ])

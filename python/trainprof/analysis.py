@@ -8,6 +8,7 @@ from typing import Optional, Sequence, Union
 
 from . import _trainprof
 from ._validate import check_bool, check_int, check_step_list
+from .profiler import ExportType, _check_export_type
 
 _log = logging.getLogger("trainprof")
 
@@ -18,7 +19,8 @@ def _default_process_number() -> int:
 
 def analyse(profiler_path: Union[str, "os.PathLike[str]"], max_process_number: Optional[int] = None,
             pretty: bool = False, step_list: Optional[Sequence[int]] = None,
-            data_simplification: bool = False) -> _trainprof.AnalyseReport:
+            data_simplification: bool = False,
+            export_type: Optional[Sequence[Union[str, "ExportType"]]] = None) -> _trainprof.AnalyseReport:
     """Analyses every run directory at or below ``profiler_path``, as
     mindspore.profiler.analyse (and ``trainprof analyse PATH``).
 
@@ -33,6 +35,8 @@ def analyse(profiler_path: Union[str, "os.PathLike[str]"], max_process_number: O
         pretty: indent the JSON outputs.
         step_list: only these consecutive step numbers (default: all steps).
         data_simplification: remove each run's raw data once it is analysed.
+        export_type: ``["text"]`` (default: trace_view.json and the CSV
+            tables), ``["db"]`` (PROFILER_OUTPUT/trainprof.db, SQLite) or both.
 
     Returns:
         The report: ``ok``, ``error`` (nothing analysed) and ``runs`` (each
@@ -50,8 +54,10 @@ def analyse(profiler_path: Union[str, "os.PathLike[str]"], max_process_number: O
         raise ValueError(f"profiler_path {path!r} is not a directory")
     workers = _default_process_number() if max_process_number is None else check_int(
         "max_process_number", max_process_number, 1)
+    kinds = _check_export_type(export_type)
     report = _trainprof.analyse(path, workers, check_bool("pretty", pretty), check_step_list("step_list", step_list),
-                                check_bool("data_simplification", data_simplification))
+                                check_bool("data_simplification", data_simplification),
+                                ExportType.Text in kinds, ExportType.Db in kinds)
     if report.error:
         _log.error("analyse(%r): %s", path, report.error)
     for run in report.runs:

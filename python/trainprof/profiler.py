@@ -65,8 +65,9 @@ class ProfilerAction(enum.Enum):
 
 
 class ExportType(enum.Enum):
-    """Output formats of the analysis (mindspore.profiler's names); only
-    ``Text`` (trace_view.json and the CSV tables) exists today."""
+    """Output formats of the analysis (mindspore.profiler's names): ``Text``
+    (trace_view.json and the CSV tables) and ``Db`` (PROFILER_OUTPUT/trainprof.db,
+    a SQLite database: docs/DB_SCHEMA.md)."""
 
     Text = "text"
     Db = "db"
@@ -213,7 +214,8 @@ class _ExperimentalConfig:
         data_simplification: remove the raw data of a run once it is
             analysed (default False: the run can be analysed again; MindSpore's
             default is True).
-        export_type: output formats, ``[ExportType.Text]`` (or ``["text"]``);
+        export_type: output formats, ``[ExportType.Text]`` (or ``["text"]``),
+            ``["db"]`` (PROFILER_OUTPUT/trainprof.db) or both;
             ``db`` is not supported yet.
         host_sys: host system usage to sample while recording, a list of
             ``HostSystem`` (or ``"cpu"``, ``"mem"``, ``"disk"``,
@@ -255,10 +257,11 @@ def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) 
         try:
             kind = item if isinstance(item, ExportType) else ExportType(item)
         except ValueError:
-            raise ValueError(f"export_type: unknown format {item!r} (known: 'text')") from None
-        if kind is not ExportType.Text:
-            raise ValueError(f"export_type: {kind.value!r} is not supported yet (only 'text')")
-        kinds.append(kind)
+            raise ValueError(f"export_type: unknown format {item!r} (known: 'text', 'db')") from None
+        if kind not in kinds:
+            kinds.append(kind)
+    if not kinds:
+        raise ValueError("export_type must name at least one format ('text', 'db')")
     return kinds
 
 
@@ -506,5 +509,7 @@ def _apply_experimental_config(options: _trainprof.ProfilerOptions, config: Any)
     options.mstx_domain_include = config.mstx_domain_include
     options.mstx_domain_exclude = config.mstx_domain_exclude
     options.data_simplification = config.data_simplification
+    options.export_text = ExportType.Text in config.export_type
+    options.export_db = ExportType.Db in config.export_type
     options.host_sys = {_HOST_SYSTEM[part] for part in config.host_sys}
     options.host_sys_interval_ms = config.host_sys_interval_ms

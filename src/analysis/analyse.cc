@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -32,6 +33,7 @@
 #include "core/write_all.h"
 #include "export/chrome_trace.h"
 #include "export/csv_tables.h"
+#include "export/database.h"
 #include "export/output_file.h"
 #include "raw/format.h"
 #include "raw/raw_reader.h"
@@ -44,6 +46,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kOutputDirName = "PROFILER_OUTPUT";
+constexpr const char* kDatabaseName = "trainprof.db";
 constexpr size_t kMaxWarnings = 50;
 
 // "a/b/" and "a/./b" name the same directory as "a/b".
@@ -366,8 +369,10 @@ std::string remove_raw_data(int run_fd) {
 // What the passes collect over the windows of a run (analysis/run_loader.h).
 class WindowPasses {
  public:
-  WindowPasses(const analysis::TraceModel& m, exporter::ChromeTraceWriter& trace)
-      : self_(m), steps_(m), trace_(trace), memory_names_(m.memory.size(), 0) {}
+  // `trace`, `database`: the outputs fed window by window; null: not written.
+  WindowPasses(const analysis::TraceModel& m, exporter::ChromeTraceWriter* trace,
+               exporter::DatabaseWriter* database)
+      : self_(m), steps_(m), trace_(trace), database_(database), memory_names_(m.memory.size(), 0) {}
 
   void add(const analysis::TraceModel& m, const analysis::Window& w) {
     self_.add_window(m);
@@ -376,7 +381,8 @@ class WindowPasses {
     size_t first_report = next_report_;
     while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
     analysis::memory_operators(m, first_report, next_report_, &memory_names_);
-    trace_.add_window(m, w.end_ns);
+    if (trace_ != nullptr) trace_->add_window(m, w.end_ns);
+    if (database_ != nullptr) database_->add_window(m);
   }
 
   // Self times, totals and step rows complete.
@@ -393,7 +399,8 @@ class WindowPasses {
  private:
   analysis::SelfTimeAccumulator self_;
   analysis::StepTraceAccumulator steps_;
-  exporter::ChromeTraceWriter& trace_;
+  exporter::ChromeTraceWriter* trace_;
+  exporter::DatabaseWriter* database_;
   std::vector<analysis::SliceTotals> totals_;
   std::vector<analysis::StepTraceRow> step_rows_;
   std::vector<uint32_t> memory_names_;  // per memory report: its operator
@@ -404,10 +411,14 @@ class WindowPasses {
 // output into `out`; returns the first error.
 std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const fs::path& run,
                           const OutputDir& out, const AnalyseOptions& options, RunAnalysis& r, json* extra) {
-  exporter::ChromeTraceWriter trace(model, out.file("trace_view.json"), run.filename().string(),
-                                    options.pretty, options.trace_size_limit_bytes,
-                                    loader.earliest_slice_ns());
-  WindowPasses passes(model, trace);
+  std::optional<exporter::ChromeTraceWriter> trace;
+  if (options.export_text) {
+    trace.emplace(model, out.file("trace_view.json"), run.filename().string(), options.pretty,
+                  options.trace_size_limit_bytes, loader.earliest_slice_ns());
+  }
+  std::optional<exporter::DatabaseWriter> database;
+  if (options.export_db) database.emplace(out.file(kDatabaseName));
+  WindowPasses passes(model, trace ? &*trace : nullptr, database ? &*database : nullptr);
   std::string error;
   uint64_t window = options.window_slices > 0 ? options.window_slices : UINT64_MAX;
   if (!loader.load(
@@ -417,26 +428,37 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   }
   passes.finish(model);
   for (const std::string& w : model.warnings) add_warning(r, w);  // reading's and the passes'
-  exporter::ChromeTraceResult trace_result = trace.finish();
-  if (!trace_result.cut_warning.empty()) add_warning(r, trace_result.cut_warning);
-  std::string errors = trace_result.error;
+  std::string errors;
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
   };
-  note(exporter::write_op_statistic(analysis::op_statistics(model, passes.totals()),
-                                    out.file("op_statistic.csv")));
-  note(exporter::write_operator_details(analysis::operator_details(model, passes.totals()),
-                                        out.file("operator_details.csv")));
-  note(exporter::write_step_trace_time(passes.step_rows(), out.file("step_trace_time.csv")));
-  if (!model.data_stages.empty()) {
-    note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
+  std::vector<analysis::OpStatisticRow> operators = analysis::op_statistics(model, passes.totals());
+  if (database) {
+    std::string info = detail::read_regular_file_at(AT_FDCWD, (run / "profiler_info.json").string(), false);
+    note(database->finish(model, passes.step_rows(), operators, passes.memory_names(), info));
   } else {
-    unlinkat(out.fd, "dataset.csv", 0);  // from an earlier analysis of other steps
+    unlinkat(out.fd, kDatabaseName, 0);  // of an earlier analysis
+  }
+  if (trace) {
+    exporter::ChromeTraceResult trace_result = trace->finish();
+    if (!trace_result.cut_warning.empty()) add_warning(r, trace_result.cut_warning);
+    note(trace_result.error);
+  }
+  if (options.export_text) {
+    note(exporter::write_op_statistic(operators, out.file("op_statistic.csv")));
+    note(exporter::write_operator_details(analysis::operator_details(model, passes.totals()),
+                                          out.file("operator_details.csv")));
+    note(exporter::write_step_trace_time(passes.step_rows(), out.file("step_trace_time.csv")));
+    if (!model.data_stages.empty()) {
+      note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
+    } else {
+      unlinkat(out.fd, "dataset.csv", 0);  // from an earlier analysis of other steps
+    }
   }
   json memory;
-  note(write_memory_outputs(model, passes.memory_names(), out, &memory));
+  if (options.export_text) note(write_memory_outputs(model, passes.memory_names(), out, &memory));
   if (!memory.is_null()) (*extra)["memory"] = memory;
-  note(write_host_outputs(model, out, extra));
+  if (options.export_text) note(write_host_outputs(model, out, extra));
   if (!model.comm_calls.empty()) {
     note(detail::write_file_atomically_at(
         out.fd, "rank_summary.json",
@@ -547,7 +569,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
     std::string e = remove_raw_data(run_fd);
     if (!e.empty()) add_warning(r, "could not remove raw data: " + e);
   }
-  if (options.link_trace_for_peers) {
+  if (options.link_trace_for_peers && options.export_text) {
     std::string e = link_trace_for_peers(run, out.fd);
     if (!e.empty()) add_warning(r, e);
   }

@@ -61,6 +61,8 @@ void ProfilerOptions::validate() const {
     throw std::invalid_argument("ProfilerOptions.host_sys_interval_ms must be in [1, 60000], got " +
                                 std::to_string(host_sys_interval_ms));
   }
+  if (!export_text && !export_db)
+    throw std::invalid_argument("ProfilerOptions: export_text or export_db (or both) must be set");
   if (schedule) schedule->validate();
 }
 
@@ -71,6 +73,9 @@ json options_to_json(const ProfilerOptions& o) {
   for (Activity a : o.activities) activities.push_back(std::string(to_string(a)));
   json host_sys = json::array();
   for (HostSystem h : o.host_sys) host_sys.push_back(std::string(to_string(h)));
+  json export_type = json::array();
+  if (o.export_text) export_type.push_back("text");
+  if (o.export_db) export_type.push_back("db");
   json j = {
       {"output_path", o.output_path},
       {"start_profile", o.start_profile},
@@ -86,6 +91,7 @@ json options_to_json(const ProfilerOptions& o) {
       {"mstx_domain_include", o.mstx_domain_include},
       {"mstx_domain_exclude", o.mstx_domain_exclude},
       {"data_simplification", o.data_simplification},
+      {"export_type", export_type},
       {"host_sys", host_sys},
       {"host_sys_interval_ms", o.host_sys_interval_ms},
       {"buffer_mb", o.buffer_mb},
@@ -231,6 +237,18 @@ EnvOptions parse_options_json(std::string_view text) {
       o.mstx_domain_include = get_strings(v, key);
     } else if (key == "mstx_domain_exclude") {
       o.mstx_domain_exclude = get_strings(v, key);
+    } else if (key == "export_type") {
+      o.export_text = o.export_db = false;
+      for (const std::string& name : get_strings(v, key)) {
+        if (name == "text") {
+          o.export_text = true;
+        } else if (name == "db") {
+          o.export_db = true;
+        } else {
+          bad(key, "has unknown format \"" + name + "\" (known: \"text\", \"db\")");
+        }
+      }
+      if (!o.export_text && !o.export_db) bad(key, "must name \"text\", \"db\" or both");
     } else if (key == "host_sys") {
       o.host_sys.clear();
       for (const std::string& name : get_strings(v, key)) {
@@ -252,7 +270,8 @@ EnvOptions parse_options_json(std::string_view text) {
           "is unknown; known keys: start, analyse, schedule, output_path, start_profile, activities, "
           "profile_memory, "
           "record_shapes, with_stack, with_modules, with_flops, data_process, profile_communication, "
-          "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, host_sys, "
+          "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, export_type, "
+          "host_sys, "
           "host_sys_interval_ms, buffer_mb, flush_interval_ms, metadata_limit_bytes");
     }
   }

@@ -289,6 +289,11 @@ AnalyseReport analyse_runs(const std::vector<std::string>& runs, const AnalyseOp
 AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   options.data_simplification = options.data_simplification || options_.data_simplification;
+  // The profiler's export types, unless the caller asked for other ones.
+  if (options.export_text && !options.export_db) {
+    options.export_text = options_.export_text;
+    options.export_db = options_.export_db;
+  }
   std::vector<std::string> runs;
   runs.swap(deferred_runs_);  // oldest first
   runs.insert(runs.end(), unanalysed_runs_.begin(), unanalysed_runs_.end());
@@ -359,6 +364,8 @@ bool Profiler::wait_for_analysis() {
     runs.swap(deferred_runs_);
     AnalyseOptions options;
     options.data_simplification = options_.data_simplification;
+    options.export_text = options_.export_text;
+    options.export_db = options_.export_db;
     ok = analyse_runs(runs, options).ok() && ok;
   }
   return ok;
