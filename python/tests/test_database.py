@@ -3,6 +3,7 @@ queried with Python's sqlite3 module; its answers equal the CSV tables'."""
 
 from __future__ import annotations
 
+import csv
 import sqlite3
 from pathlib import Path
 
@@ -15,7 +16,8 @@ def test_profile_with_both_export_types_writes_a_database_that_agrees(tmp_path: 
     out = tmp_path / "prof"
     config = trainprof._ExperimentalConfig(export_type=[ExportType.Text, ExportType.Db])
     with trainprof.profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3),
-                           on_trace_ready=tensorboard_trace_handler(out), experimental_config=config) as prof:
+                           on_trace_ready=tensorboard_trace_handler(out), record_shapes=True, with_modules=True,
+                           experimental_config=config) as prof:
         trainer.run(4, prof.step)
     (run,) = run_dirs(out)
     stats = op_statistic(run)
@@ -28,6 +30,15 @@ def test_profile_with_both_export_types_writes_a_database_that_agrees(tmp_path: 
             "WHERE strings.value = ? AND kind = 1", (name,)).fetchone()
         assert calls == int(stats[name]["Count"]), name
         assert abs(total_ns / 1000 - float(stats[name]["Total Time(us)"])) < 0.002, name
+    # What conv2d was called with, as operator_details.csv says.
+    with open(run / "PROFILER_OUTPUT" / "operator_details.csv", newline="") as f:
+        details = [row for row in csv.DictReader(f) if row["Name"] == "aten::conv2d"]
+    assert details
+    rows = db.execute(
+        "SELECT DISTINCT i.input_shapes, i.module FROM slices JOIN strings ON strings.id = slices.name_id "
+        "JOIN operator_inputs i ON i.inputs_id = slices.inputs_id WHERE strings.value = 'aten::conv2d'").fetchall()
+    assert sorted(rows) == sorted((d["Input Shapes"], d["Module Hierarchy"] or None) for d in details)
+    assert any("[32, 1, 28, 28]" in shapes or "[32,1,28,28]" in shapes for shapes, _ in rows)
     # The top operators of one step, the schema's first example query.
     top = db.execute(
         "SELECT strings.value, COUNT(*) FROM slices JOIN strings ON strings.id = slices.name_id "

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
+#include <string_view>
 
 #include "core/safe_file.h"
 #include "raw/format.h"
@@ -30,11 +32,14 @@ CREATE TABLE steps (
   computing_ns INTEGER, communication_not_overlapped_ns INTEGER, overlapped_ns INTEGER,
   communication_ns INTEGER, free_ns INTEGER, stage_ns INTEGER, bubble_ns INTEGER,
   communication_not_overlapped_exclude_receive_ns INTEGER, preparing_ns INTEGER);
+CREATE TABLE operator_inputs (
+  inputs_id INTEGER PRIMARY KEY, input_shapes TEXT, input_types TEXT, flops INTEGER, call_stack TEXT,
+  module TEXT);
 CREATE TABLE slices (
   id INTEGER PRIMARY KEY, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   tid INTEGER NOT NULL REFERENCES threads(tid), name_id INTEGER NOT NULL REFERENCES strings(id),
   kind INTEGER NOT NULL REFERENCES slice_kinds(id), backward INTEGER NOT NULL,
-  inputs_id INTEGER REFERENCES strings(id), step INTEGER REFERENCES steps(step));
+  inputs_id INTEGER REFERENCES operator_inputs(inputs_id), step INTEGER REFERENCES steps(step));
 CREATE TABLE operator_statistics (
   name TEXT PRIMARY KEY, count INTEGER, total_ns INTEGER, min_ns INTEGER, max_ns INTEGER, self_ns INTEGER,
   ratio_percent REAL, flops INTEGER) WITHOUT ROWID;
@@ -84,6 +89,12 @@ class Statement {
     return *this;
   }
   Statement& bind(int i, const std::string& v) {
+    if (s_ != nullptr) sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  // Text, or NULL when empty (what was not recorded).
+  Statement& bind_text_or_null(int i, std::string_view v) {
+    if (v.empty()) return bind_null(i);
     if (s_ != nullptr) sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
@@ -244,6 +255,31 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     Statement s(d.db, "INSERT INTO strings(id, value) VALUES (?, ?)", &d.error);
     for (size_t i = 0; i < m.strings.size() && d.error.empty(); ++i) {
       s.bind(1, static_cast<int64_t>(i)).bind(2, m.strings[i]).step(d.db, &d.error);
+      ++rows_;
+    }
+  }
+  {
+    // What operators were called with (record_shapes, with_stack, with_modules,
+    // with_flops), once per distinct combination.
+    std::set<uint32_t> inputs;
+    for (const analysis::SliceKey& k : m.keys) {
+      if (k.inputs != 0) inputs.insert(k.inputs);
+    }
+    Statement s(d.db, "INSERT INTO operator_inputs VALUES (?, ?, ?, ?, ?, ?)", &d.error);
+    for (uint32_t id : inputs) {
+      auto stack = m.call_stacks.find(id);
+      s.bind(1, static_cast<int64_t>(id));
+      s.bind_text_or_null(2, analysis::input_dims(m, id)).bind_text_or_null(3, analysis::input_types(m, id));
+      uint64_t flops = analysis::input_flops(m, id);
+      if (flops > 0) {
+        s.bind(4, i64(flops));
+      } else {
+        s.bind_null(4);
+      }
+      s.bind_text_or_null(
+           5, stack != m.call_stacks.end() ? std::string_view(stack->second) : analysis::input_stack(m, id))
+          .bind_text_or_null(6, analysis::input_module(m, id))
+          .step(d.db, &d.error);
       ++rows_;
     }
   }
