@@ -1,6 +1,7 @@
 // Copyright trainprof authors. The whole analysis of a run directory whose
 // raw file is the input: reading, the model (name ids, slice keys), every
-// pass and exporter, then the summary that reads the outputs back.
+// pass and exporter (the SQLite database too), then the summary that reads
+// the outputs back.
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -23,6 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   trainprof::fuzz::write_file(run + "/raw/host.tpraw", data, size);
   trainprof::AnalyseOptions options;
   options.max_workers = 1;
+  options.export_db = true;
   trainprof::AnalyseReport report = trainprof::analyse(run, options);
   if (report.ok()) (void)trainprof::summarize_run(run);
   return 0;

@@ -1178,6 +1178,23 @@ TEST(Database, AnswersWhatTheTextTablesSay) {
   EXPECT_EQ(sql(db, "SELECT value FROM run_info WHERE key = 'stop_reason';"), "stop\n");
 }
 
+// Found by fuzzing (fuzz/analyse_fuzz.cc): damaged raw data that numbers two
+// steps alike failed the whole analysis on the steps table's key, and the
+// failed database leaked its connection. Now the first step is kept.
+TEST(Database, DamagedDataWithDuplicateStepNumbersIsAnalysed) {
+  TempDir dir;
+  std::string run = dir.path() + "/host_1_trainprof";
+  fs::create_directories(run + "/raw");
+  fs::copy_file(std::string(TRAINPROF_TEST_DATA_DIR) + "/duplicate_step_numbers.tpraw",
+                run + "/raw/host.tpraw");
+  AnalyseOptions both;
+  both.export_db = true;
+  RunAnalysis r = analyse_one(run, both);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(sql(out(run, "trainprof.db"), "PRAGMA integrity_check;"), "ok\n");
+  EXPECT_NE(sql(out(run, "trainprof.db"), "SELECT COUNT(*) FROM steps;"), "0\n");
+}
+
 TEST(Database, DbAloneWritesNoTextAndReplacesAPlantedLinkWithoutFollowingIt) {
   TempDir dir;
   std::string run = record_steps(dir.path(), 3);
