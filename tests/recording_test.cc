@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/intern.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
 
@@ -21,6 +22,33 @@ ProfilerOptions options_in(const TempDir& dir, uint32_t buffer_mb = 8) {
   o.output_path = dir.path();
   o.buffer_mb = buffer_mb;
   return o;
+}
+
+// intern() answers from a per-thread cache for names seen before: the same
+// pointer for the same text on every thread, the right text for names that
+// share a cache slot, and a fresh thread's first call fills its own cache.
+TEST(Intern, SameTextSamePointerOnEveryThreadAndSlotSharersStayApart) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 2000; ++i) names.push_back("layer." + std::to_string(i));  // 2000 > the 256 slots
+  std::vector<const char*> first;
+  for (const std::string& n : names) first.push_back(detail::intern(n));
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      const char* again = detail::intern(names[i]);
+      ASSERT_EQ(again, first[i]) << names[i];
+      ASSERT_STREQ(again, names[i].c_str());
+    }
+  }
+  std::vector<const char*> other(names.size());
+  std::thread t([&] {
+    for (size_t i = 0; i < names.size(); ++i) other[i] = detail::intern(names[i]);
+  });
+  t.join();
+  EXPECT_EQ(other, first);
+  // A prefix and an equal-length name are other strings.
+  EXPECT_STREQ(detail::intern("layer.1"), "layer.1");
+  EXPECT_NE(detail::intern("layer.1"), detail::intern("layer.10"));
+  EXPECT_NE(detail::intern("layer.1"), detail::intern("layer.2"));
 }
 
 TEST(Recording, EightThreadsMillionRangesEachNothingLost) {

@@ -2,9 +2,11 @@
 #include "core/intern.h"
 
 #include <array>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,15 +49,63 @@ DomainTable& domains() {
   return *t;
 }
 
-}  // namespace
-
-const char* intern(std::string_view name) {
-  size_t h = TransparentHash{}(name);
+const char* intern_shared(std::string_view name, size_t h) {
   InternShard& shard = shards()[h % kShards];
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.strings.find(name);
   if (it == shard.strings.end()) it = shard.strings.emplace(name).first;
   return it->c_str();
+}
+
+// Each thread's cache in front of the shared table (direct-mapped by hash):
+// a name this thread interned before is found without a lock or a set
+// lookup. A range by runtime name cost 42 ns against 27 ns with a literal
+// name; the cache takes most of the difference (docs/PERFORMANCE.md).
+struct InternCacheEntry {
+  size_t hash = 0;
+  size_t size = 0;
+  const char* interned = nullptr;
+};
+constexpr size_t kCacheEntries = 256;
+struct InternCache {
+  std::array<InternCacheEntry, kCacheEntries> entries;
+};
+
+// The fast path reads one initial-exec pointer; the owner frees the cache
+// at thread exit and stops later calls (other exit handlers) from making a
+// new one.
+[[gnu::tls_model("initial-exec")]] thread_local InternCache* tls_cache = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local bool tls_cache_gone = false;
+struct InternCacheOwner {
+  InternCache* cache = nullptr;
+  ~InternCacheOwner() {
+    tls_cache = nullptr;
+    tls_cache_gone = true;
+    delete cache;
+  }
+};
+thread_local InternCacheOwner tls_cache_owner;
+
+}  // namespace
+
+const char* intern(std::string_view name) {
+  size_t h = TransparentHash{}(name);
+  InternCache* cache = tls_cache;
+  if (cache != nullptr) {
+    const InternCacheEntry& e = cache->entries[h % kCacheEntries];
+    if (e.hash == h && e.size == name.size() && e.interned != nullptr &&
+        std::memcmp(e.interned, name.data(), name.size()) == 0) {
+      return e.interned;
+    }
+  }
+  const char* interned = intern_shared(name, h);
+  if (cache == nullptr && !tls_cache_gone) {
+    cache = new (std::nothrow) InternCache();
+    tls_cache_owner.cache = cache;
+    tls_cache = cache;
+  }
+  if (cache != nullptr) cache->entries[h % kCacheEntries] = InternCacheEntry{h, name.size(), interned};
+  return interned;
 }
 
 uint16_t domain_id(std::string_view domain) {
