@@ -86,6 +86,41 @@ TEST(Cluster, DataWaitIsTheCauseWhenTheLateRankWaitedForData) {
   EXPECT_EQ(r.cause, "data loading");
 }
 
+TEST(Cluster, WaitsAtInFlightCollectivesCountedAsComputingAreNotTheCause) {
+  // DDP over Gloo: every rank posts its bucket's all-reduce and goes on; the
+  // others then wait for rank 3 inside their backward range (computing), not
+  // inside a communication call. Rank 3 computed 40 ms more before it posted.
+  std::vector<RankSummary> ranks = world(4, 4, [](int rank, int) { return rank == 3 ? 60.0 : 20.0; });
+  for (RankSummary& s : ranks) {
+    for (RankCollective& c : s.collectives) c.in_flight = true;
+    for (RankStep& st : s.steps) {
+      st.row.computing_ns = 65 * kMs;             // every rank computes until the result came at 65 ms
+      if (s.rank != 3) st.row.free_ns = 5 * kMs;  // some of the wait fell outside any range
+    }
+  }
+  StragglerReport r = find_straggler(ranks);
+  EXPECT_EQ(r.straggler, 3);
+  EXPECT_EQ(r.cause, "compute");
+  // The others' 40 ms wait, less the 5 ms of free time, was counted as computing.
+  EXPECT_DOUBLE_EQ(r.others_computing_ns, 30.0 * kMs);
+  // Without the in-flight marks the waits are not known to be inside computing.
+  for (RankSummary& s : ranks)
+    for (RankCollective& c : s.collectives) c.in_flight = false;
+  EXPECT_EQ(find_straggler(ranks).cause, "unknown");
+}
+
+TEST(Cluster, RanksOfOneHostShareItsClock) {
+  std::vector<RankSummary> ranks = world(3, 2, [](int, int) { return 10.0; });
+  for (RankSummary& s : ranks) s.host = "node7";
+  StragglerReport r = find_straggler(ranks);
+  EXPECT_TRUE(r.one_host);
+  EXPECT_NE(straggler_text(r).find("Clocks: one host (node7), one clock"), std::string::npos);
+  ranks[2].host = "node8";  // another machine, and no measured offsets
+  r = find_straggler(ranks);
+  EXPECT_FALSE(r.one_host);
+  EXPECT_NE(straggler_text(r).find("Clocks: not aligned"), std::string::npos);
+}
+
 TEST(Cluster, OnlyLateStepsCount) {
   // Rank 3 is late in steps 5-7 only.
   StragglerReport r = find_straggler(
@@ -290,14 +325,29 @@ TEST(RankSummary, TransfersRoundTripAndVersion1IsRead) {
   EXPECT_FALSE(back.transfers[0].send);
   EXPECT_EQ(back.transfers[2].tag, -1);
   // A summary written before transfers existed.
+  // A summary written before transfers existed, with 7-element collectives.
   nlohmann::json old = nlohmann::json::parse(text);
   old["version"] = 1;
   old.erase("transfers");
+  for (nlohmann::json& c : old["collectives"]) c.erase(c.size() - 1);
   ASSERT_EQ(parse_rank_summary(old.dump(), &back), "");
   EXPECT_TRUE(back.transfers.empty());
-  EXPECT_EQ(back.collectives.size(), 1u);
-  old["version"] = 3;
+  ASSERT_EQ(back.collectives.size(), 1u);
+  EXPECT_FALSE(back.collectives[0].in_flight);
+  old["version"] = 3;  // version 3 collectives have 8 elements
+  EXPECT_NE(parse_rank_summary(old.dump(), &back).find("8-element"), std::string::npos);
+  old["version"] = 4;
   EXPECT_NE(parse_rank_summary(old.dump(), &back).find("version"), std::string::npos);
+}
+
+TEST(RankSummary, InFlightCollectivesRoundTrip) {
+  std::vector<RankSummary> ranks = world(2, 2, [](int, int) { return 10.0; });
+  ranks[0].collectives[1].in_flight = true;
+  RankSummary back;
+  ASSERT_EQ(parse_rank_summary(rank_summary_json(ranks[0]), &back), "");
+  ASSERT_EQ(back.collectives.size(), 2u);
+  EXPECT_FALSE(back.collectives[0].in_flight);
+  EXPECT_TRUE(back.collectives[1].in_flight);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/collector.h"
+#include "core/run_directory.h"
 
 #include "trainprof/analyse.h"
 #include "trainprof/dataset.h"
@@ -387,6 +388,13 @@ void bind_data_stages(nb::module_& m) {
   m.def("record_data_stage", &trainprof::detail::record_data_stage, "operation"_a, "stage"_a, "start_ticks"_a,
         "end_ticks"_a, "custom_info"_a);
   m.def("set_thread_name", &trainprof::set_thread_name, "name"_a);
+  // torch.distributed's rank and world size (runs opened later are named by them).
+  m.def(
+      "set_distributed_rank",
+      [](int rank, int world_size) {
+        trainprof::detail::set_runtime_rank(rank, world_size, "torch.distributed");
+      },
+      "rank"_a, "world_size"_a);
 }
 
 void bind_context(nb::module_& m) {

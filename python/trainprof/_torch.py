@@ -29,6 +29,7 @@ _log = logging.getLogger("trainprof")
 _LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libtrainprof_torch.so")
 
 _loaded = False
+_library: Optional[ctypes.CDLL] = None  # the loaded collector, for its C entry points
 _problem: Optional[str] = None  # why the collector is not loaded, once known
 _warned = False
 
@@ -68,7 +69,8 @@ def load_torch_collector() -> Optional[str]:
     _problem = _find_problem()
     if _problem is None:
         try:
-            ctypes.CDLL(_LIBRARY)
+            global _library
+            _library = ctypes.CDLL(_LIBRARY)
             _loaded = True
         except OSError as e:
             _problem = f"cannot load the torch collector {_LIBRARY}: {e}"
@@ -133,3 +135,8 @@ def when_imported(callback: Callable[[], None]) -> None:
         _run_import_callbacks()
     elif not any(isinstance(f, _TorchImportHook) for f in sys.meta_path):
         sys.meta_path.insert(0, _TorchImportHook())
+
+
+def collector_library() -> Optional[ctypes.CDLL]:
+    """The loaded collector (None when it is not loaded)."""
+    return _library

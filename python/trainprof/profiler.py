@@ -18,7 +18,7 @@ import os
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from . import _data, _torch
+from . import _data, _distributed, _torch
 from . import _trainprof
 from ._modules import ModuleTracker
 from ._validate import check_bool, check_int, check_path, check_str, check_str_list
@@ -365,6 +365,7 @@ class profile:
             self._modules = ModuleTracker()
             if options.start_profile:
                 self._modules.install()
+        _distributed.sync()  # start_profile opens a run now
         self._cpp = _trainprof.Profiler(options)  # ValueError for what only the core checks
 
     def _set_on_trace_ready(self, options: _trainprof.ProfilerOptions, on_trace_ready: Any) -> None:
@@ -420,6 +421,8 @@ class profile:
     def _call(self, method: str) -> None:
         if self._cpp is None:
             return
+        if method != "stop":
+            _distributed.sync()  # the rank and groups, before a run may open
         try:
             getattr(self._cpp, method)()
         except Exception:

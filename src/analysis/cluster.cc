@@ -13,6 +13,7 @@ struct Arrival {
   int rank;
   uint64_t start_ns;
   int64_t step;
+  bool in_flight;
 };
 
 double median(std::vector<double> v) {
@@ -23,13 +24,26 @@ double median(std::vector<double> v) {
 }
 
 // Means of a rank's computing, data wait and time in communication over `steps`.
-void step_means(const RankSummary& s, const std::set<int64_t>& steps, double* computing, double* data,
-                double* comm) {
+// A rank's computing in a step, less its waiting at in-flight collectives
+// where that waiting was counted as computing. Such a wait happens where the
+// rank needs the result (a DDP backward pass waits for its buckets' all-reduce
+// at its end), not inside a communication call, so the step trace counts it
+// as computing when a range or an operator encloses it and as free time when
+// none does: the part of the wait beyond the step's free time was computing.
+uint64_t computing_without_waits(const RankStep& st, const std::map<int64_t, uint64_t>& in_flight_waited) {
+  auto it = in_flight_waited.find(st.row.step);
+  if (it == in_flight_waited.end() || it->second <= st.row.free_ns) return st.row.computing_ns;
+  uint64_t counted = it->second - st.row.free_ns;
+  return st.row.computing_ns > counted ? st.row.computing_ns - counted : 0;
+}
+
+void step_means(const RankSummary& s, const std::map<int64_t, uint64_t>& in_flight_waited,
+                const std::set<int64_t>& steps, double* computing, double* data, double* comm) {
   double c = 0, d = 0, m = 0;
   int n = 0;
   for (const RankStep& st : s.steps) {
     if (steps.count(st.row.step) == 0) continue;
-    c += static_cast<double>(st.row.computing_ns);
+    c += static_cast<double>(computing_without_waits(st, in_flight_waited));
     d += static_cast<double>(st.data_wait_ns);
     m += static_cast<double>(st.in_comm_ns);
     ++n;
@@ -259,8 +273,11 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     r.world_size = std::max(r.world_size, s.world_size);
   }
   r.clocks_aligned = !by_rank.empty();
+  r.one_host = !by_rank.empty() && !by_rank.begin()->second->host.empty();
   for (const auto& [rank, s] : by_rank) {
     r.ranks.push_back(rank);
+    r.one_host = r.one_host && s->host == by_rank.begin()->second->host;
+    if (r.one_host) r.host = s->host;
     r.clocks_aligned = r.clocks_aligned && s->clock_aligned;
     r.clock_offset_ns = std::max(r.clock_offset_ns, s->clock_offset_ns);
     r.clock_error_ns = std::max(r.clock_error_ns, s->clock_error_ns);
@@ -286,7 +303,8 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
   for (const auto& [rank, s] : by_rank) {
     for (const RankGroup& g : s->groups) members[g.name] = g.world_ranks.size();
     for (const RankCollective& c : s->collectives) {
-      arrivals[{s->groups[c.group].name, c.sequence}].push_back(Arrival{rank, c.start_ns, c.step});
+      arrivals[{s->groups[c.group].name, c.sequence}].push_back(
+          Arrival{rank, c.start_ns, c.step, c.in_flight});
     }
   }
   // Each rank's last collective per group, against the group's last.
@@ -322,6 +340,7 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     for (const Arrival& a : list) {
       uint64_t wait = last.start_ns - a.start_ns;
       r.per_rank[index[a.rank]].waited_ns += wait;
+      if (a.in_flight && a.step >= 0) r.per_rank[index[a.rank]].in_flight_waited_by_step[a.step] += wait;
       lost += wait;
     }
     RankWaits& late = r.per_rank[index[last.rank]];
@@ -350,7 +369,8 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
   }
   r.straggler_steps.assign(late_steps.begin(), late_steps.end());
   for (RankWaits& w : r.per_rank) {
-    step_means(*by_rank[w.rank], late_steps, &w.computing_ns, &w.data_wait_ns, &w.in_comm_ns);
+    step_means(*by_rank[w.rank], w.in_flight_waited_by_step, late_steps, &w.computing_ns, &w.data_wait_ns,
+               &w.in_comm_ns);
   }
   std::vector<double> computing, data, comm;
   for (const RankWaits& w : r.per_rank) {
@@ -412,6 +432,9 @@ std::string straggler_text(const StragglerReport& r) {
                   "Clocks: aligned to rank 0 (offsets up to %.3f ms removed, within +-%.1f us).\n",
                   static_cast<double>(r.clock_offset_ns) / 1e6, static_cast<double>(r.clock_error_ns) / 1e3);
     out += text;
+  } else if (r.one_host) {
+    // The system clock is one for every process of a machine.
+    out += "Clocks: one host (" + r.host + "), one clock: nothing to align.\n";
   } else {
     out +=
         "Clocks: not aligned (some runs have no MPI clock measurement): ranks on different machines may "

@@ -26,6 +26,9 @@ struct RankWaits {
   uint64_t waited_for_ns = 0;     // the others waited for this rank (it arrived last)
   uint64_t late_collectives = 0;  // collectives it arrived last at
   std::map<int64_t, uint64_t> waited_for_by_step;
+  // Its waiting at in-flight collectives per step: the rank went on after
+  // their call, so it waited later, where it needed their result.
+  std::map<int64_t, uint64_t> in_flight_waited_by_step;
   // Per step, means over the steps it was late in (ns): for the cause.
   double computing_ns = 0, data_wait_ns = 0, in_comm_ns = 0;
 };
@@ -48,6 +51,8 @@ struct StragglerReport {
   };
   std::vector<EarlyEnd> ended_early;
   bool clocks_aligned = false;      // every rank's times are rank 0's clock
+  bool one_host = false;            // every run's host is the same: one clock, nothing to align
+  std::string host;                 // that host
   uint64_t clock_offset_ns = 0;     // the largest offset removed
   uint64_t clock_error_ns = 0;      // the largest error bound of the alignment
   std::vector<RankWaits> per_rank;  // by rank

@@ -122,7 +122,8 @@ RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& r
     auto g = group_index.find(c.group);
     if (g == group_index.end() || c.sequence < 0) continue;
     s.collectives.push_back(RankCollective{g->second, c.sequence, m.name(c.name), wall(m, c.start_ns),
-                                           wall(m, c.end_ns), c.bytes, step_at(m, c.start_ns)});
+                                           wall(m, c.end_ns), c.bytes, step_at(m, c.start_ns), 0,
+                                           (c.flags & raw::kCommCompletion) != 0});
   }
   for (const CommCall& c : m.comm_calls) {
     // A blocking send or receive, or a nonblocking one's post-to-completion
@@ -162,11 +163,12 @@ std::string rank_summary_json(const RankSummary& s) {
   for (const RankGroup& g : s.groups)
     groups.push_back({{"name", g.name}, {"ranks", g.world_ranks}, {"origin", g.origin}});
   // Collectives are the bulk: one array each, [group, sequence, operation,
-  // start_ns, end_ns, bytes, step].
+  // start_ns, end_ns, bytes, step, in flight (1) or not (0)] (version 3; 7
+  // elements before).
   json collectives = json::array();
   for (const RankCollective& c : s.collectives) {
-    collectives.push_back(
-        json::array({c.group, c.sequence, c.operation, c.start_ns, c.end_ns, c.bytes, c.step}));
+    collectives.push_back(json::array(
+        {c.group, c.sequence, c.operation, c.start_ns, c.end_ns, c.bytes, c.step, c.in_flight ? 1 : 0}));
   }
   // Transfers likewise: [group, operation, start_ns, end_ns, bytes, step,
   // peer, tag, send (1) or receive (0)].
@@ -175,7 +177,7 @@ std::string rank_summary_json(const RankSummary& s) {
     transfers.push_back(json::array(
         {t.group, t.operation, t.start_ns, t.end_ns, t.bytes, t.step, t.peer, t.tag, t.send ? 1 : 0}));
   }
-  json out = {{"version", 2},
+  json out = {{"version", 3},
               {"rank", s.rank},
               {"world_size", s.world_size},
               {"host", s.host},
@@ -199,7 +201,7 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
     int version = j.is_object() && j.contains("version") && j["version"].is_number_integer()
                       ? j["version"].get<int>()
                       : 0;
-    if (version != 1 && version != 2) return "not a version 1 or 2 rank summary";
+    if (version < 1 || version > 3) return "not a version 1, 2 or 3 rank summary";
     RankSummary s;
     s.rank = i32(j.at("rank"));
     s.world_size = i32(j.at("world_size"));
@@ -239,11 +241,15 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
       s.groups.push_back(std::move(group));
     }
     for (const json& c : j.at("collectives")) {
-      if (!c.is_array() || c.size() != 7) return "a collective is not a 7-element array";
+      size_t size = version >= 3 ? 8 : 7;
+      if (!c.is_array() || c.size() != size) {
+        return "a collective is not a " + std::to_string(size) + "-element array";
+      }
       uint64_t group = u64(c[0]);
       if (group >= s.groups.size()) return "a collective names group " + std::to_string(group) + " of none";
       s.collectives.push_back(RankCollective{static_cast<uint32_t>(group), i64(c[1]), c[2].get<std::string>(),
-                                             u64(c[3]), u64(c[4]), u64(c[5]), i64(c[6])});
+                                             u64(c[3]), u64(c[4]), u64(c[5]), i64(c[6]), 0,
+                                             version >= 3 && u64(c[7]) != 0});
     }
     if (version >= 2) {
       for (const json& t : j.at("transfers")) {

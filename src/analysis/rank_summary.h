@@ -41,6 +41,10 @@ struct RankCollective {
   uint64_t bytes;
   int64_t step;      // the step its start falls in, -1: none
   uint32_t run = 0;  // index into RankSummary::run_dirs (not in the file)
+  // Asynchronous: the rank went on while it ran (a nonblocking MPI
+  // collective's completion, a torch.distributed async_op such as a DDP
+  // bucket), so its waiting is not time inside a communication call.
+  bool in_flight = false;
 };
 
 // A point-to-point transfer as this rank saw it: a blocking send or receive

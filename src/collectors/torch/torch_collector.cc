@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectors/torch/torch_comm.h"
 #include "core/collector.h"
 #include "core/event.h"
 #include "core/intern.h"
@@ -62,9 +63,10 @@ struct OpenOp {
 };
 
 struct NameSlot {
-  const char* seen = nullptr;      // the pointer LibTorch passed
-  const char* interned = nullptr;  // our process-lifetime copy
-  bool schema = false;             // `seen` is an operator schema's name (see operator_name)
+  const char* seen = nullptr;       // the pointer LibTorch passed
+  const char* interned = nullptr;   // our process-lifetime copy
+  bool schema = false;              // `seen` is an operator schema's name (see operator_name)
+  CommRole comm = CommRole::kNone;  // torch.distributed's part in it (torch_comm.h)
 };
 
 // Interned strings by a 64-bit hash of what they describe (an input
@@ -153,6 +155,7 @@ std::atomic<bool> g_with_modules{false};
 std::atomic<bool> g_with_context{false};  // with_stack || with_modules
 std::atomic<bool> g_with_flops{false};
 std::atomic<bool> g_with_stack{false};
+std::atomic<bool> g_comm{false};  // torch.distributed calls become COMM events (torch_comm.h)
 std::atomic<uint64_t> g_too_deep{0};
 std::atomic<bool> g_profile_memory{false};
 std::atomic<bool> g_memory_shadowed{false};  // LibTorch's profiler held a thread's PROFILER_STATE
@@ -306,23 +309,27 @@ uint64_t hash_name(const char* s) {
 // can live at its address while the operator exists), a per-call name only
 // when its contents still match, so that a freed name whose address is
 // reused is never mistaken for the one before.
-[[gnu::noinline]] const char* operator_name_missed(ThreadOps& t, const at::RecordFunction& fn,
-                                                   const char* name) {
+[[gnu::noinline]] const NameSlot& operator_name_missed(ThreadOps& t, const at::RecordFunction& fn,
+                                                       const char* name) {
   bool schema = fn.operator_name().has_value();
   NameSlot& by_text = t.names[hash_name(name) % kNameCacheSize];
   const char* interned = by_text.interned != nullptr && std::strcmp(by_text.interned, name) == 0
                              ? by_text.interned
                              : detail::intern(name);
-  by_text = NameSlot{name, interned, schema};
-  t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize] = NameSlot{name, interned, schema};
-  return interned;
+  NameSlot slot{name, interned, schema, comm_role(name)};
+  by_text = slot;
+  NameSlot& by_pointer = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize];
+  by_pointer = slot;
+  return by_pointer;
 }
 
-inline const char* operator_name(ThreadOps& t, const at::RecordFunction& fn) {
+const NameSlot kUnnamed{"", "", true, CommRole::kNone};
+
+inline const NameSlot& operator_slot(ThreadOps& t, const at::RecordFunction& fn) {
   const char* name = fn.name();
-  if (name == nullptr) return "";
+  if (name == nullptr) return kUnnamed;
   const NameSlot& slot = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCacheSize];
-  if (slot.seen == name && (slot.schema || std::strcmp(slot.interned, name) == 0)) return slot.interned;
+  if (slot.seen == name && (slot.schema || std::strcmp(slot.interned, name) == 0)) return slot;
   return operator_name_missed(t, fn, name);
 }
 
@@ -607,15 +614,34 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
                              ? interned_inputs(t, fn)
                              : nullptr;
     // Last, so that formatting the inputs is not charged to the operator.
-    t.open[t.depth++] = OpenOp{&fn, detail::now_ticks(), inputs};
+    uint64_t start_ticks = detail::now_ticks();
+    if (g_comm.load(std::memory_order_relaxed)) [[unlikely]] {
+      const NameSlot& slot = operator_slot(t, fn);
+      if (slot.comm != CommRole::kNone) comm_started(slot.comm, slot.interned, fn, start_ticks);
+    }
+    t.open[t.depth++] = OpenOp{&fn, start_ticks, inputs};
   } catch (...) {
     // An input LibTorch cannot describe: the operator is not recorded.
   }
   return nullptr;
 }
 
+// torch.distributed (torch_comm.h): true when `fn` was written as a COMM
+// event. Before the open stack: a worker record may end on another thread.
+[[gnu::noinline]] bool comm_operator_ended(const at::RecordFunction& fn, uint64_t end_ticks) noexcept {
+  try {
+    const NameSlot& slot = operator_slot(thread_ops(), fn);
+    return slot.comm != CommRole::kNone && comm_ended(slot.comm, fn, end_ticks);
+  } catch (...) {
+    return false;
+  }
+}
+
 void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
   uint64_t end_ticks = detail::now_ticks();
+  if (g_comm.load(std::memory_order_relaxed) && comm_operator_ended(fn, end_ticks)) [[unlikely]] {
+    return;  // a worker's "gloo:" record, written as the communication it is
+  }
   ThreadOps* t = t_ops;
   if (t == nullptr || t->depth == 0) return;
   // Normally the top entry; one whose end never came (an async op ended on
@@ -631,7 +657,7 @@ void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (backward) flags |= raw::kOperatorBackward;
   if (fn.scope() == at::RecordScope::USER_SCOPE) flags |= raw::kOperatorUser;
   int64_t seq = fn.seqNr();
-  const char* name = operator_name(*t, fn);
+  const char* name = operator_slot(*t, fn).interned;
   // LibTorch's thread id: of the forward op for an autograd node, else the
   // op's own; (thread, sequence number) links the two.
   detail::record_event_fields(op.start_ticks, end_ticks, name,
@@ -657,8 +683,11 @@ class TorchCollector final : public detail::Collector {
     // FLOPs need the inputs; FLOPs, call stacks and module hierarchies
     // travel in the OPERATOR_INPUTS event (a stack or a module alone does not
     // ask LibTorch to box every operator's arguments).
-    bool inputs =
-        options.record_shapes || options.with_flops || options.profiler_level >= ProfilerLevel::Level1;
+    // torch.distributed calls are described by their inputs (tensors and
+    // process group): communication is recorded wherever LibTorch hands
+    // them over, from Level1 as in MindSpore, or when asked for at Level0.
+    bool inputs = options.record_shapes || options.with_flops || options.profile_communication ||
+                  options.profiler_level >= ProfilerLevel::Level1;
     bool context = options.with_stack || options.with_modules;
     bool all_scopes = options.profiler_level >= ProfilerLevel::Level2;
     try {
@@ -675,6 +704,8 @@ class TorchCollector final : public detail::Collector {
       g_with_context.store(context, std::memory_order_relaxed);
       g_with_flops.store(options.with_flops, std::memory_order_relaxed);
       g_with_stack.store(options.with_stack, std::memory_order_relaxed);
+      comm_session_started();
+      g_comm.store(inputs && comm_supported(), std::memory_order_relaxed);
       active_ = h;
     } catch (const std::exception& e) {
       detail::log_error(std::string("LibTorch collector: cannot register operator callbacks: ") + e.what());
@@ -694,6 +725,13 @@ class TorchCollector final : public detail::Collector {
     if (g_exiting.load()) return;  // shut_down_at_exit() did all that may be done
     stop_memory();
     remove_active_callback();
+    g_comm.store(false, std::memory_order_relaxed);
+    if (uint64_t unclaimed = comm_session_stopped(); unclaimed > 0) {
+      detail::log_warning(
+          "LibTorch collector: " + std::to_string(unclaimed) +
+          " torch.distributed call(s) queued for the Gloo backend never started running while "
+          "recording: not written as communication");
+    }
     if (uint64_t deep = g_too_deep.exchange(0); deep > 0) {
       detail::log_warning("LibTorch collector: " + std::to_string(deep) + " operator(s) nested deeper than " +
                           std::to_string(kMaxDepth) + " were not recorded");

@@ -1,0 +1,151 @@
+"""torch.distributed (Gloo, real processes): every call recorded as
+communication with its bytes, group, sequence and peer; the ranks' runs
+matched by the cluster analysis; the DDP demo's slow rank named with its
+cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, FASHION_MNIST
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("torch.distributed with Gloo is not available", allow_module_level=True)
+
+# Three ranks; group "1" is world ranks [0, 2]. What each rank calls, in order.
+CALLS = textwrap.dedent("""
+    import os, sys, torch, torch.distributed as dist, trainprof
+    rank, out = int(os.environ["RANK"]), sys.argv[1]
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    pair = dist.new_group([0, 2])
+    level1 = trainprof._ExperimentalConfig(profiler_level=trainprof.ProfilerLevel.Level1)
+    with trainprof.profile(experimental_config=level1,
+                           on_trace_ready=trainprof.tensorboard_trace_handler(out, worker_name=f"rank{rank}")):
+        t = torch.ones(1000)                              # 4000 bytes
+        dist.all_reduce(t)                                # world #0
+        dist.broadcast(t, src=1)                          # world #1, root 1
+        parts = [torch.empty(250) for _ in range(3)]
+        dist.all_gather(parts, torch.ones(250))           # world #2, 1000 bytes contributed
+        dist.barrier()                                    # world #3, 0 bytes
+        dist.all_reduce(t, async_op=True).wait()          # world #4, in flight
+        if rank in (0, 2):
+            dist.all_reduce(torch.ones(100, dtype=torch.float64), group=pair)  # pair #0, 800 bytes
+        if rank == 0:
+            dist.send(torch.ones(64), dst=2, tag=7)       # 256 bytes to world rank 2
+        elif rank == 2:
+            dist.recv(torch.empty(64), src=0, tag=7)
+    dist.destroy_process_group()
+""")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_ranks(script: Path, out: Path, world: int) -> None:
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(world))
+    procs = [subprocess.Popen([sys.executable, str(script), str(out)], env=dict(env, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
+    for r, p in enumerate(procs):
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, f"rank {r}: {err}"
+
+
+def summary_of(out: Path, rank: int) -> dict:
+    [run] = [p for p in out.glob("*_trainprof") if json.loads((p / "profiler_info.json").read_text())["rank"] == rank]
+    return json.loads((run / "PROFILER_OUTPUT" / "rank_summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def calls_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("gloo")
+    script = tmp / "calls.py"
+    script.write_text(CALLS)
+    out = tmp / "out"
+    run_ranks(script, out, 3)
+    return out
+
+
+def test_each_call_is_recorded_with_its_bytes_group_sequence_and_peer(calls_run: Path) -> None:
+    for rank in range(3):
+        s = summary_of(calls_run, rank)
+        info = json.loads(next(p for p in calls_run.glob(f"*/profiler_info.json")
+                               if json.loads(p.read_text())["rank"] == rank).read_text())
+        assert info["world_size"] == 3  # torch.distributed's rank and world name the run
+        groups = {g["name"]: g for g in s["groups"]}
+        assert groups["0"]["ranks"] == [0, 1, 2]
+        if rank != 1:
+            assert groups["1"]["ranks"] == [0, 2]  # a subgroup's members as world ranks
+        assert all(g["origin"] == "torch.distributed gloo" for g in groups.values())
+        names = [g["name"] for g in s["groups"]]
+        # [group, sequence, operation, start, end, bytes, step, in flight]
+        seen = [(names[c[0]], c[1], c[2], c[5], c[7]) for c in s["collectives"]]
+        expected = [("0", 0, "allreduce", 4000, 0), ("0", 1, "broadcast", 4000, 0), ("0", 2, "allgather", 1000, 0),
+                    ("0", 3, "barrier", 0, 0), ("0", 4, "allreduce", 4000, 1)]
+        if rank != 1:
+            expected.append(("1", 0, "allreduce", 800, 0))
+        assert seen == expected
+        for c in s["collectives"]:
+            assert c[4] >= c[3]  # from the call to the end of the backend's work
+        # [group, operation, start, end, bytes, step, peer, tag, send]
+        transfers = [(names[t[0]], t[1], t[4], t[6], t[7], t[8]) for t in s["transfers"]]
+        assert transfers == {0: [("0", "send", 256, 2, 7, 1)], 1: [], 2: [("0", "recv", 256, 0, 7, 0)]}[rank]
+
+
+def test_the_cluster_pass_matches_every_collective_of_the_ranks(calls_run: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "trainprof", "cluster", str(calls_run)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "Cluster: 3 of 3 ranks, 6 collectives matched" in result.stdout  # 5 on the world, 1 on the pair
+    assert "recorded by some members only" not in result.stdout
+    assert "slowest 0->2" in result.stdout  # the send, paired with its receive across the two runs
+    matrix = json.loads((calls_run / "cluster_analysis_output" / "cluster_communication_matrix.json").read_text())
+    assert set(matrix) == {"(0, 1, 2)", "(0, 2)"}
+    link = matrix["(0, 2)"]["step0"]["send-total@0"]["0-2"]
+    assert link["Transit Size(MB)"] == pytest.approx(256 / 1e6)
+    for rank in range(3):
+        [run] = [p for p in calls_run.glob("*_trainprof")
+                 if json.loads((p / "profiler_info.json").read_text())["rank"] == rank]
+        comm = json.loads((run / "PROFILER_OUTPUT" / "communication.json").read_text())
+        ops = set().union(*(step["collective"].keys() for step in comm.values()))
+        assert any(op.startswith("allreduce") and op.endswith("@0") for op in ops)
+        assert any(op.startswith("barrier") for op in ops)
+
+
+def test_level0_records_calls_as_operators_only(tmp_path: Path) -> None:
+    script = tmp_path / "level0.py"
+    script.write_text(CALLS.replace("experimental_config=level1,", ""))
+    out = tmp_path / "out"
+    run_ranks(script, out, 3)
+    # LibTorch gave no inputs at Level0: no communication, so no rank summary.
+    assert not list(out.glob("*_trainprof/PROFILER_OUTPUT/rank_summary.json"))
+    trace = next(out.glob("*_trainprof/PROFILER_OUTPUT/trace_view.json")).read_text()
+    assert "c10d::allreduce_" in trace  # still in the timeline as an operator
+
+
+@pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="Debian's dataset-fashion-mnist is not installed")
+@pytest.mark.parametrize("slow, cause", [(["--slow-rank", "2"], "compute"),
+                                         (["--slow-rank", "1", "--slow-data"], "data loading")])
+def test_ddp_demo_names_the_slow_rank_and_its_cause(tmp_path: Path, slow: list, cause: str) -> None:
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(EXAMPLES / "fashion_mnist_ddp.py"), "--out", str(out),
+                             "--ranks", "4", "--steps", "20", "--skip-first", "4", "--active", "8",
+                             "--slow-ms", "40", *slow],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    slow_rank = slow[1]
+    assert f"Straggler: rank {slow_rank}." in result.stdout, result.stdout
+    assert f"Cause: {cause}." in result.stdout, result.stdout
+    assert (out / "cluster_analysis_output" / "cluster_step_trace_time.csv").exists()
