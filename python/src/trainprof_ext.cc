@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/clock.h"
+#include "core/clock_sync.h"
 #include "core/collector.h"
 #include "core/run_directory.h"
 
@@ -395,6 +397,15 @@ void bind_data_stages(nb::module_& m) {
         trainprof::detail::set_runtime_rank(rank, world_size, "torch.distributed");
       },
       "rank"_a, "world_size"_a);
+  // Clock alignment measured by the front end (python/trainprof/_distributed.py).
+  m.def("realtime_ns", &trainprof::detail::realtime_now_ns);
+  m.def(
+      "add_clock_sync_point",
+      [](int reference_rank, uint64_t realtime_ns, int64_t offset_ns, uint64_t error_ns) {
+        trainprof::detail::add_clock_sync_point(reference_rank,
+                                                trainprof::detail::ClockSyncPoint{realtime_ns, offset_ns, error_ns});
+      },
+      "reference_rank"_a, "realtime_ns"_a, "offset_ns"_a, "error_ns"_a, ReleaseGil());
 }
 
 void bind_context(nb::module_& m) {

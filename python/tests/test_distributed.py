@@ -54,9 +54,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+SHIFT_NS = 300_000_000  # rank 1's wall clock runs this far ahead (TRAINPROF_TEST_CLOCK_SHIFT_NS)
+
+
 def run_ranks(script: Path, out: Path, world: int) -> None:
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(world))
-    procs = [subprocess.Popen([sys.executable, str(script), str(out)], env=dict(env, RANK=str(r)),
+    shifted = {1: {"TRAINPROF_TEST_CLOCK_SHIFT_NS": str(SHIFT_NS)}}
+    procs = [subprocess.Popen([sys.executable, str(script), str(out)], env=dict(env, RANK=str(r), **shifted.get(r, {})),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
     for r, p in enumerate(procs):
         _, err = p.communicate(timeout=300)
@@ -122,6 +126,55 @@ def test_the_cluster_pass_matches_every_collective_of_the_ranks(calls_run: Path)
         ops = set().union(*(step["collective"].keys() for step in comm.values()))
         assert any(op.startswith("allreduce") and op.endswith("@0") for op in ops)
         assert any(op.startswith("barrier") for op in ops)
+
+
+def test_clock_offsets_to_rank_0_are_recovered_within_their_bound(calls_run: Path) -> None:
+    for p in calls_run.glob("*_trainprof/profiler_info.json"):
+        info = json.loads(p.read_text())
+        sync = info["clock_sync"]  # measured through torch.distributed's store, at start and at stop
+        assert sync["reference_rank"] == 0 and len(sync["points"]) == 2
+        truth = SHIFT_NS if info["rank"] == 1 else 0
+        for point in sync["points"]:
+            assert abs(point["offset_ns"] - truth) <= point["error_ns"], (info["rank"], point)
+    result = subprocess.run([sys.executable, "-m", "trainprof", "cluster", str(calls_run)],
+                            capture_output=True, text=True, timeout=300)
+    assert "Clocks: aligned to rank 0 (offsets up to 300.0" in result.stdout, result.stdout
+
+
+def test_a_rank_0_that_does_not_profile_leaves_the_others_unaligned_not_stuck(tmp_path: Path) -> None:
+    script = tmp_path / "only_rank1.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys, torch, torch.distributed as dist
+        rank = int(os.environ["RANK"])
+        dist.init_process_group("gloo")
+        t = torch.ones(10)
+        if rank == 1:  # rank 0 never answers the clock measurement
+            import trainprof
+            level1 = trainprof._ExperimentalConfig(profiler_level=trainprof.ProfilerLevel.Level1)
+            with trainprof.profile(experimental_config=level1,
+                                   on_trace_ready=trainprof.tensorboard_trace_handler(sys.argv[1])):
+                for _ in range(3):
+                    dist.all_reduce(t)
+                from trainprof import _distributed
+                print("measuring:", any(m.is_alive() for m in _distributed._threads), flush=True)
+        else:
+            for _ in range(3):
+                dist.all_reduce(t)
+        dist.barrier()
+        dist.destroy_process_group()
+    """))
+    out = tmp_path / "out"
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+    procs = [subprocess.Popen([sys.executable, str(script), str(out)], env=dict(env, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    # The training went on while the measurement waited for rank 0 (rank 0
+    # is held in its barrier until rank 1 gets there).
+    assert "measuring: True" in outputs[1][0]
+    assert "clock alignment with rank 0 failed" in outputs[1][1]
+    info = json.loads(next(out.glob("*_trainprof/profiler_info.json")).read_text())
+    assert info["rank"] == 1 and info.get("clock_sync") is None  # not aligned, and not pretended
 
 
 def test_level0_records_calls_as_operators_only(tmp_path: Path) -> None:

@@ -11,8 +11,10 @@ check when nothing changed, and never raises.
 from __future__ import annotations
 
 import ctypes
+import datetime
 import logging
 import sys
+import threading
 from typing import Any
 
 from . import _torch, _trainprof
@@ -49,6 +51,7 @@ def sync() -> None:
         if not _rank_set:
             _trainprof.set_distributed_rank(dist.get_rank(), dist.get_world_size())
             _rank_set = True
+            measure_clock_offset()  # the first of two: the second at stop()
         c10d = dist.distributed_c10d
         names = getattr(getattr(c10d, "_world", None), "pg_names", None)
         if names is not None and len(names) == len(_known):
@@ -65,3 +68,81 @@ def sync() -> None:
     except Exception:
         _failed = True
         _log.exception("trainprof: cannot read torch.distributed's groups; their members are not recorded")
+
+
+# ---- Clock alignment ----
+#
+# Ranks on different machines have different clocks. As libtrainprof_mpi does
+# over MPI, each rank measures its offset to rank 0 with ping-pongs, here
+# through torch.distributed's store (the key-value server every rank of the
+# job reaches): a rank writes a ping, rank 0 answers with its wall clock, and
+# with the shortest of the round trips the answer was read at the rank's
+# mid-point within +- half of it. Measured when profiling first sees
+# torch.distributed and again at stop(), on a thread of its own, so that the
+# training never waits for it (a rank that does not answer ends it after
+# _WAIT). The thread is not a daemon: a process that ends meanwhile waits
+# for it (at most _WAIT), since one left inside torch's store client while
+# the process tears down aborts it. The core writes the points into every run's profiler_info.json and
+# the analysis removes the offsets, interpolating the drift between them.
+
+_ROUNDS = 10
+_WAIT = 10.0  # seconds a ping or an answer is waited for
+_epoch = 0  # measurements started by this process (every rank starts the same ones)
+_threads: list[threading.Thread] = []
+
+
+def _ping_pong(store: Any, rank: int, world: int, prefix: str) -> None:
+    wait = datetime.timedelta(seconds=_WAIT)
+    if rank == 0:
+        for peer in range(1, world):
+            for i in range(_ROUNDS):
+                key = f"{prefix}/{peer}/{i}"
+                store.wait([key + "/ping"], wait)
+                store.set(key + "/pong", str(_trainprof.realtime_ns()))
+        _trainprof.add_clock_sync_point(0, _trainprof.realtime_ns(), 0, 0)
+        return
+    best = (2**63, 0, 0)  # round trip, offset, when (this clock)
+    for i in range(_ROUNDS):
+        key = f"{prefix}/{rank}/{i}"
+        t0 = _trainprof.realtime_ns()
+        store.set(key + "/ping", "1")
+        store.wait([key + "/pong"], wait)
+        theirs = int(store.get(key + "/pong"))
+        t1 = _trainprof.realtime_ns()
+        if t1 - t0 < best[0]:
+            best = (t1 - t0, (t0 + t1) // 2 - theirs, (t0 + t1) // 2)
+    _trainprof.add_clock_sync_point(0, best[2], best[1], best[0] // 2 + 1)
+
+
+def _measure(store: Any, rank: int, world: int, prefix: str) -> None:
+    try:
+        _ping_pong(store, rank, world, prefix)
+    except Exception as e:
+        _log.warning("trainprof: clock alignment with rank 0 failed (%s); "
+                     "this rank's times are not aligned to rank 0's", e)
+
+
+def measure_clock_offset() -> None:
+    """Starts a measurement of this rank's clock offset to rank 0 (in the
+    background; no effect without torch.distributed or with one rank)."""
+    global _epoch
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
+            return
+        store = dist.distributed_c10d._get_default_store()
+        rank, world = dist.get_rank(), dist.get_world_size()
+    except Exception:
+        return
+    prefix = f"trainprof/clock/{_epoch}"
+    _epoch += 1
+    thread = threading.Thread(target=_measure, args=(store, rank, world, prefix), daemon=False,
+                              name="trainprof-clock")
+    thread.start()
+    _threads.append(thread)
+
+
+def wait_for_clock_measurements(timeout: float) -> None:
+    """Waits at most ``timeout`` seconds for the measurements started (tests)."""
+    for t in list(_threads):
+        t.join(timeout)

@@ -410,6 +410,7 @@ class profile:
         An error is logged, nothing else happens, when not started."""
         self._auto_started = False
         self._call("stop")
+        _distributed.measure_clock_offset()  # the drift since the first measurement
         if self._modules is not None:
             self._modules.remove()
 
@@ -435,6 +436,8 @@ class profile:
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
         if self._cpp is not None and self._cpp.started():
             self.stop()
+        else:
+            _distributed.measure_clock_offset()  # as stop() does
 
     def __del__(self) -> None:
         try:

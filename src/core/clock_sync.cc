@@ -25,7 +25,7 @@ nlohmann::json points_json() {
     points.push_back({{"realtime_ns", p.realtime_ns}, {"offset_ns", p.offset_ns}, {"error_ns", p.error_ns}});
   }
   return {{"reference_rank", g_reference_rank},
-          {"method", "MPI ping-pong with the reference rank, the shortest of 10 round trips"},
+          {"method", "ping-pong with the reference rank (MPI, or torch.distributed's store), the shortest of 10 round trips"},
           {"points", points}};
 }
 
