@@ -1,7 +1,8 @@
 // Copyright trainprof authors. The `trainprof` command.
 //
 //   trainprof analyse PATH [--pretty] [--steps 3-5|3,4,5] [--jobs N] [--simplify] [--trace-limit-mb N]
-//                          [--window-mb N] [--export-type text|db|text,db] [--mpi [--mpi-wait-minutes N]]
+//                          [--window-mb N] [--export-type text|db|text,db] [--trace-format
+//                          json|perfetto|json,perfetto] [--mpi [--mpi-wait-minutes N]]
 //   trainprof summary PATH
 //   trainprof cluster PATH [--jobs N] [--msprof-layout DIR]
 //   trainprof --version | --help
@@ -62,6 +63,9 @@ const char* kAnalyseHelp =
     "                       each; the raw data is read twice), 1 to 1048576 (default 16)\n"
     "  --export-type T      text (the timeline JSON and CSV tables, the default), db\n"
     "                       (PROFILER_OUTPUT/trainprof.db, SQLite: docs/DB_SCHEMA.md) or text,db\n"
+    "  --trace-format F     the timeline as json (trace_view.json), perfetto\n"
+    "                       (trace_view.pftrace, Perfetto's protobuf trace) or json,perfetto\n"
+    "                       (the default)\n"
     "  --mpi                under `mpirun -np K` (or srun): each process analyses every K-th\n"
     "                       run, then the first one runs the cluster pass (trainprof cluster)\n"
     "                       on the ranks' summaries. The processes meet through files under\n"
@@ -193,6 +197,14 @@ int cmd_analyse(const std::vector<std::string>& args) {
       options.export_db = v != nullptr && (*v == "db" || *v == "text,db" || *v == "db,text");
       if (!options.export_text && !options.export_db) {
         return usage_error("--export-type needs text, db or text,db", kAnalyseHelp);
+      }
+    } else if (a == "--trace-format") {
+      const std::string* v = value("--trace-format");
+      options.trace_json = v != nullptr && (*v == "json" || *v == "json,perfetto" || *v == "perfetto,json");
+      options.trace_perfetto =
+          v != nullptr && (*v == "perfetto" || *v == "json,perfetto" || *v == "perfetto,json");
+      if (!options.trace_json && !options.trace_perfetto) {
+        return usage_error("--trace-format needs json, perfetto or json,perfetto", kAnalyseHelp);
       }
     } else if (a == "--mpi") {
       mpi = true;

@@ -31,6 +31,11 @@ struct AnalyseOptions {
   // are written either way.
   bool export_text = true;
   bool export_db = false;
+  // The timeline's formats, with export_text: trace_view.json (Kineto's
+  // Chrome trace JSON, cut at trace_size_limit_bytes) and trace_view.pftrace
+  // (Perfetto's protobuf trace, about a tenth of its size, never cut).
+  bool trace_json = true;
+  bool trace_perfetto = true;
   // Runs analysed at once; 0 means cores / 2, at least 1.
   int max_workers = 0;
   // trace_view.json is cut at a whole step so that it stays under this size.

@@ -35,6 +35,7 @@
 #include "export/csv_tables.h"
 #include "export/database.h"
 #include "export/output_file.h"
+#include "export/perfetto_trace.h"
 #include "raw/format.h"
 #include "raw/raw_reader.h"
 #include "trainprof/profiler.h"
@@ -371,8 +372,13 @@ class WindowPasses {
  public:
   // `trace`, `database`: the outputs fed window by window; null: not written.
   WindowPasses(const analysis::TraceModel& m, exporter::ChromeTraceWriter* trace,
-               exporter::DatabaseWriter* database)
-      : self_(m), steps_(m), trace_(trace), database_(database), memory_names_(m.memory.size(), 0) {}
+               exporter::PerfettoTraceWriter* perfetto, exporter::DatabaseWriter* database)
+      : self_(m),
+        steps_(m),
+        trace_(trace),
+        perfetto_(perfetto),
+        database_(database),
+        memory_names_(m.memory.size(), 0) {}
 
   void add(const analysis::TraceModel& m, const analysis::Window& w) {
     self_.add_window(m);
@@ -382,6 +388,7 @@ class WindowPasses {
     while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
     analysis::memory_operators(m, first_report, next_report_, &memory_names_);
     if (trace_ != nullptr) trace_->add_window(m, w.end_ns);
+    if (perfetto_ != nullptr) perfetto_->add_window(m, w.end_ns);
     if (database_ != nullptr) database_->add_window(m);
   }
 
@@ -400,6 +407,7 @@ class WindowPasses {
   analysis::SelfTimeAccumulator self_;
   analysis::StepTraceAccumulator steps_;
   exporter::ChromeTraceWriter* trace_;
+  exporter::PerfettoTraceWriter* perfetto_;
   exporter::DatabaseWriter* database_;
   std::vector<analysis::SliceTotals> totals_;
   std::vector<analysis::StepTraceRow> step_rows_;
@@ -412,13 +420,22 @@ class WindowPasses {
 std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const fs::path& run,
                           const OutputDir& out, const AnalyseOptions& options, RunAnalysis& r, json* extra) {
   std::optional<exporter::ChromeTraceWriter> trace;
-  if (options.export_text) {
+  if (options.export_text && options.trace_json) {
     trace.emplace(model, out.file("trace_view.json"), run.filename().string(), options.pretty,
                   options.trace_size_limit_bytes, loader.earliest_slice_ns());
+  } else {
+    unlinkat(out.fd, "trace_view.json", 0);  // of an earlier analysis
+  }
+  std::optional<exporter::PerfettoTraceWriter> perfetto;
+  if (options.export_text && options.trace_perfetto) {
+    perfetto.emplace(model, out.file("trace_view.pftrace"), loader.earliest_slice_ns(), /*compress=*/true);
+  } else {
+    unlinkat(out.fd, "trace_view.pftrace", 0);
   }
   std::optional<exporter::DatabaseWriter> database;
   if (options.export_db) database.emplace(out.file(kDatabaseName));
-  WindowPasses passes(model, trace ? &*trace : nullptr, database ? &*database : nullptr);
+  WindowPasses passes(model, trace ? &*trace : nullptr, perfetto ? &*perfetto : nullptr,
+                      database ? &*database : nullptr);
   std::string error;
   uint64_t window = options.window_slices > 0 ? options.window_slices : UINT64_MAX;
   if (!loader.load(
@@ -438,6 +455,15 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
     note(database->finish(model, passes.step_rows(), operators, passes.memory_names(), info));
   } else {
     unlinkat(out.fd, kDatabaseName, 0);  // of an earlier analysis
+  }
+  if (perfetto) {
+    exporter::PerfettoTraceResult result = perfetto->finish(model);
+    note(result.error);
+    if (result.clamped_slices > 0) {
+      add_warning(
+          r, "trace_view.pftrace: " + std::to_string(result.clamped_slices) +
+                 " range(s) that crossed the end of an enclosing one end there (Perfetto's tracks nest)");
+    }
   }
   if (trace) {
     exporter::ChromeTraceResult trace_result = trace->finish();

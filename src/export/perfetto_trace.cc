@@ -1,0 +1,444 @@
+// Copyright trainprof authors. trace_view.pftrace (perfetto_trace.h).
+//
+// Protobuf is written by hand: the few messages used here are encoded
+// field by field (varints, length-delimited submessages), the slice packets,
+// which are nearly all of the file, into small stack buffers. Field numbers
+// are Perfetto's (perfetto/trace/trace_packet.proto, track_event/*.proto).
+#include "export/perfetto_trace.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "analysis/memory.h"
+#include "analysis/passes.h"
+#include "raw/format.h"
+
+#include <zlib.h>
+
+namespace trainprof::exporter {
+namespace {
+
+using analysis::Slice;
+using analysis::TraceModel;
+
+// ---- Protobuf encoding ----
+
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kBytes = 2 };
+
+inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<uint8_t>(v);
+  return p;
+}
+inline uint8_t* put_tag(uint8_t* p, uint32_t field, WireType type) {
+  return put_varint(p, (static_cast<uint64_t>(field) << 3) | type);
+}
+inline uint8_t* put_uint(uint8_t* p, uint32_t field, uint64_t v) {
+  return put_varint(put_tag(p, field, kVarint), v);
+}
+inline uint8_t* put_fixed64(uint8_t* p, uint32_t field, uint64_t v) {
+  p = put_tag(p, field, kFixed64);
+  for (int i = 0; i < 8; ++i) *p++ = static_cast<uint8_t>(v >> (8 * i));
+  return p;
+}
+
+// A message being built (the uncommon packets: descriptors, interned names,
+// the events of sequence 1).
+class Message {
+ public:
+  Message& uint(uint32_t field, uint64_t v) {
+    uint8_t b[20];
+    bytes_.append(reinterpret_cast<char*>(b), static_cast<size_t>(put_uint(b, field, v) - b));
+    return *this;
+  }
+  Message& sint(uint32_t field, int64_t v) {
+    return uint(field, static_cast<uint64_t>(v));
+  }  // int64: two's complement
+  Message& fixed64(uint32_t field, uint64_t v) {
+    uint8_t b[20];
+    bytes_.append(reinterpret_cast<char*>(b), static_cast<size_t>(put_fixed64(b, field, v) - b));
+    return *this;
+  }
+  Message& dbl(uint32_t field, double v) {
+    uint64_t bits;
+    static_assert(sizeof(bits) == sizeof(v));
+    std::memcpy(&bits, &v, sizeof(v));
+    return fixed64(field, bits);
+  }
+  Message& bytes(uint32_t field, std::string_view v) {
+    uint8_t b[20];
+    uint8_t* p = put_varint(put_tag(b, field, kBytes), v.size());
+    bytes_.append(reinterpret_cast<char*>(b), static_cast<size_t>(p - b));
+    bytes_ += v;
+    return *this;
+  }
+  Message& message(uint32_t field, const Message& m) { return bytes(field, m.bytes_); }
+  const std::string& data() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+// Field numbers.
+constexpr uint32_t kTracePacket = 1;  // Trace.packet
+namespace packet {
+constexpr uint32_t kClockSnapshot = 6, kTimestamp = 8, kSequenceId = 10, kTrackEvent = 11, kInternedData = 12,
+                   kSequenceFlags = 13, kCompressedPackets = 50, kDefaults = 59, kTrackDescriptor = 60;
+}  // namespace packet
+namespace event {
+constexpr uint32_t kDebugAnnotations = 4, kType = 9, kNameIid = 10, kTrackUuid = 11, kCounterValue = 30,
+                   kDoubleCounterValue = 44, kFlowIds = 47, kTerminatingFlowIds = 48;
+constexpr uint64_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4;
+}  // namespace event
+constexpr uint64_t kIncrementalStateCleared = 1;
+constexpr uint32_t kBootTime = 6, kThreadClock = 64;  // 64: the first sequence-scoped clock id
+
+// ---- Track ids ----
+//
+// A track's uuid is any 64-bit number unique in the trace; small ones take
+// one or two bytes in every event that names its track (sequence 1's).
+enum TrackKind : uint64_t { kThreadTrack = 1, kLaneTrack, kCounterTrack };
+uint64_t track_key(uint64_t kind, uint64_t a, uint64_t b = 0) {
+  uint64_t h = kind * 0x9E3779B97F4A7C15ull;
+  h = (h ^ a) * 0xD6E8FEB86659FD93ull;
+  h = (h ^ (h >> 32) ^ b) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+// Tracks whose events may overlap (data stages, communication, async
+// ranges): an event goes on the first lane of its group that is free at its
+// start, so that a lane's slices never overlap.
+struct Lanes {
+  std::vector<uint64_t> free_at;  // per lane: the end of its last event
+  size_t place(uint64_t start, uint64_t end) {
+    for (size_t i = 0; i < free_at.size(); ++i) {
+      if (free_at[i] <= start) {
+        free_at[i] = end;
+        return i;
+      }
+    }
+    free_at.push_back(end);
+    return free_at.size() - 1;
+  }
+};
+
+}  // namespace
+
+struct PerfettoTraceWriter::State {
+  // A thread's packet sequence: its slices, begun in start order and ended
+  // as later ones begin past their end.
+  struct Sequence {
+    uint32_t id = 0;
+    uint64_t track = 0;
+    uint64_t last_ts = 0;             // of the incremental clock
+    std::vector<uint64_t> open_ends;  // a stack: innermost last
+    std::vector<bool> interned;       // name ids whose iid this sequence defined
+  };
+
+  State(const TraceModel& m, const OutputPath& path, uint64_t first_slice_ns, bool compressed_output)
+      : out(path), compress(compressed_output) {
+    base = std::min(m.session_start_ns, first_slice_ns);
+    for (const auto& i : m.instants) base = std::min(base, i.ts_ns);
+    for (const auto& c : m.counters) base = std::min(base, c.ts_ns);
+    for (const auto& r : m.memory) base = std::min(base, r.ts_ns);
+    for (const auto& d : m.data_stages) base = std::min(base, d.start_ns);
+    for (const auto& c : m.comm_calls) base = std::min(base, c.start_ns);
+    for (const auto& a : m.async_ranges) base = std::min(base, a.start_ns);
+    process = next_uuid++;
+    std::vector<analysis::ForwardBackwardLink> links = analysis::forward_backward_links(m);
+    for (size_t i = 0; i < links.size(); ++i) {
+      flow_starts.emplace(key(links[i].forward_tid, links[i].forward_start_ns), i + 1);
+      flow_ends.emplace(key(links[i].backward_tid, links[i].backward_start_ns), i + 1);
+    }
+    Message proc;
+    proc.uint(1, m.pid).bytes(6,
+                              "rank " + std::to_string(m.rank) + (m.host.empty() ? "" : " (" + m.host + ")"));
+    Message track;
+    track.uint(1, process).message(3, proc);
+    global_packet(Message()
+                      .uint(packet::kSequenceFlags, kIncrementalStateCleared)
+                      .message(packet::kTrackDescriptor, track));
+  }
+
+  static uint64_t key(uint32_t tid, uint64_t ts) { return ts * 0x9E3779B97F4A7C15ull ^ tid; }
+
+  void append_packet(const uint8_t* body, size_t size) {
+    uint8_t head[12];
+    uint8_t* p = put_varint(put_tag(head, kTracePacket, kBytes), size);
+    std::string& to = compress ? packets : buf;
+    to.append(reinterpret_cast<char*>(head), static_cast<size_t>(p - head));
+    to.append(reinterpret_cast<const char*>(body), size);
+    if (compress && packets.size() >= kCompressedChunk) flush_packets();
+    if (buf.size() >= (1u << 20)) out.drain(buf);
+  }
+
+  // The packets so far as one TracePacket.compressed_packets: a Trace
+  // (its packets) deflated in zlib's format, which Perfetto inflates.
+  static constexpr size_t kCompressedChunk = 512 * 1024;
+  void flush_packets() {
+    if (packets.empty()) return;
+    uLongf size = compressBound(static_cast<uLong>(packets.size()));
+    compressed.resize(size);
+    if (compress2(reinterpret_cast<Bytef*>(compressed.data()), &size,
+                  reinterpret_cast<const Bytef*>(packets.data()), static_cast<uLong>(packets.size()),
+                  Z_BEST_SPEED) != Z_OK) {
+      buf += packets;  // not compressed, but whole
+    } else {
+      uint8_t head[24];
+      uint8_t* p = put_varint(put_tag(head, packet::kCompressedPackets, kBytes), size);
+      size_t inner = static_cast<size_t>(p - head) + size;
+      uint8_t outer[12];
+      uint8_t* q = put_varint(put_tag(outer, kTracePacket, kBytes), inner);
+      buf.append(reinterpret_cast<char*>(outer), static_cast<size_t>(q - outer));
+      buf.append(reinterpret_cast<char*>(head), static_cast<size_t>(p - head));
+      buf.append(compressed.data(), size);
+    }
+    packets.clear();
+  }
+  void append_packet(const Message& m) {
+    append_packet(reinterpret_cast<const uint8_t*>(m.data().data()), m.data().size());
+  }
+  // A packet of sequence 1 (descriptors, and events with absolute times).
+  void global_packet(Message m) { append_packet(m.uint(packet::kSequenceId, 1)); }
+
+  void describe_thread(const TraceModel& m, uint32_t tid, uint64_t uuid) {
+    auto name = m.thread_names.find(tid);
+    Message thread;
+    thread.uint(1, m.pid).uint(2, tid);
+    if (name != m.thread_names.end()) thread.bytes(5, name->second);
+    Message track;
+    track.uint(1, uuid).uint(5, process).message(4, thread);
+    global_packet(Message().message(packet::kTrackDescriptor, track));
+  }
+
+  Sequence& sequence(const TraceModel& m, uint32_t tid) {
+    auto it = sequences.find(tid);
+    if (it != sequences.end()) return it->second;
+    Sequence& s = sequences[tid];
+    s.id = next_sequence++;
+    s.track = thread_track(m, tid);
+    // The first packet: a fresh incremental state, the clock (nanoseconds,
+    // each packet's timestamp the delta from the one before) and the
+    // thread's track as the default of every track event.
+    Message clock6, clock64, snapshot, defaults, event_defaults;
+    clock6.uint(1, kBootTime).uint(2, 0);
+    clock64.uint(1, kThreadClock).uint(2, 0).uint(3, 1);
+    snapshot.message(1, clock6).message(1, clock64).uint(2, kBootTime);
+    event_defaults.uint(11, s.track);
+    defaults.uint(58, kThreadClock).message(11, event_defaults);
+    append_packet(Message()
+                      .uint(packet::kSequenceId, s.id)
+                      .uint(packet::kSequenceFlags, kIncrementalStateCleared)
+                      .message(packet::kDefaults, defaults)
+                      .message(packet::kClockSnapshot, snapshot));
+    return s;
+  }
+
+  // The uuid of a track by its key, and whether it is new.
+  std::pair<uint64_t, bool> uuid_of(uint64_t key) {
+    auto [it, added] = uuids.emplace(key, next_uuid);
+    if (added) ++next_uuid;
+    return {it->second, added};
+  }
+
+  uint64_t thread_track(const TraceModel& m, uint32_t tid) {
+    auto [uuid, added] = uuid_of(track_key(kThreadTrack, tid));
+    if (added) describe_thread(m, tid, uuid);
+    return uuid;
+  }
+
+  // A child track of thread `tid`'s (lanes of data stages, communication...).
+  uint64_t lane_track(const TraceModel& m, uint32_t tid, const std::string& what, size_t lane) {
+    auto [uuid, added] = uuid_of(track_key(kLaneTrack, tid, std::hash<std::string>()(what) + lane));
+    if (added) {
+      Message track;
+      track.uint(1, uuid).uint(5, thread_track(m, tid));
+      track.bytes(2, lane == 0 ? what : what + " #" + std::to_string(lane + 1));
+      global_packet(Message().message(packet::kTrackDescriptor, track));
+    }
+    return uuid;
+  }
+
+  uint64_t counter_track(const TraceModel& m, const std::string& name, uint32_t tid) {
+    auto [uuid, added] = uuid_of(track_key(kCounterTrack, std::hash<std::string>()(name), tid));
+    if (added) {
+      Message track;
+      track.uint(1, uuid)
+          .uint(5, tid != 0 ? thread_track(m, tid) : process)
+          .bytes(2, name)
+          .message(8, Message());
+      global_packet(Message().message(packet::kTrackDescriptor, track));
+    }
+    return uuid;
+  }
+
+  // One slice packet on `s` at `ts` (ns since base): a begin with its name
+  // (interned on first use) and flows, or an end.
+  void slice_packet(const TraceModel& m, Sequence& s, uint64_t ts, bool begin, uint32_t name,
+                    uint64_t flow_out, uint64_t flow_in) {
+    uint8_t event[48];
+    uint8_t* e = put_uint(event, event::kType, begin ? event::kSliceBegin : event::kSliceEnd);
+    if (begin) e = put_uint(e, event::kNameIid, name);
+    if (flow_out != 0) e = put_fixed64(e, event::kFlowIds, flow_out);
+    if (flow_in != 0) e = put_fixed64(e, event::kTerminatingFlowIds, flow_in);
+    uint8_t body[96];
+    uint8_t* p = put_uint(body, packet::kTimestamp, ts - s.last_ts);
+    s.last_ts = ts;
+    // No SEQ_NEEDS_INCREMENTAL_STATE: it only tells a reader of a trace
+    // with lost packets what to drop (2 bytes a packet).
+    p = put_uint(p, packet::kSequenceId, s.id);
+    p = put_varint(put_tag(p, packet::kTrackEvent, kBytes), static_cast<uint64_t>(e - event));
+    std::memcpy(p, event, static_cast<size_t>(e - event));
+    p += e - event;
+    if (begin && (name >= s.interned.size() || !s.interned[name])) {
+      if (name >= s.interned.size()) s.interned.resize(std::max<size_t>(m.strings.size(), name + 1));
+      s.interned[name] = true;
+      std::string whole(reinterpret_cast<char*>(body), static_cast<size_t>(p - body));
+      Message interned, event_name;
+      event_name.uint(1, name).bytes(2, m.name(name));
+      interned.message(2, event_name);
+      Message tail;
+      tail.message(packet::kInternedData, interned);
+      whole += tail.data();
+      append_packet(reinterpret_cast<const uint8_t*>(whole.data()), whole.size());
+      return;
+    }
+    append_packet(body, static_cast<size_t>(p - body));
+  }
+
+  void end_until(const TraceModel& m, Sequence& s, uint64_t until) {
+    while (!s.open_ends.empty() && s.open_ends.back() <= until) {
+      slice_packet(m, s, s.open_ends.back(), false, 0, 0, 0);
+      s.open_ends.pop_back();
+    }
+  }
+
+  void thread_slices(const TraceModel& m, const analysis::ThreadSlices& t, uint64_t window_end) {
+    if (t.first_own >= t.slices.size()) return;
+    Sequence& s = sequence(m, t.tid);
+    for (size_t i = t.first_own; i < t.slices.size(); ++i) {
+      const Slice& sl = t.slices[i];
+      uint64_t start = sl.start_ns - base, end = m.end(sl) - base;
+      end_until(m, s, start);
+      if (!s.open_ends.empty() && end > s.open_ends.back()) {
+        end = s.open_ends.back();  // a range that crosses its parent's end
+        ++result.clamped_slices;
+      }
+      uint64_t out = take(flow_starts, t.tid, sl.start_ns), in = take(flow_ends, t.tid, sl.start_ns);
+      slice_packet(m, s, start, true, m.name_id(sl), out, in);
+      s.open_ends.push_back(end);
+      ++result.slices;
+    }
+    if (window_end != std::numeric_limits<uint64_t>::max()) end_until(m, s, window_end - base);
+  }
+
+  // The flow id at a slice start, once (the outermost slice there takes it).
+  static uint64_t take(std::unordered_map<uint64_t, uint64_t>& flows, uint32_t tid, uint64_t ts) {
+    if (flows.empty()) return 0;
+    auto it = flows.find(key(tid, ts));
+    if (it == flows.end()) return 0;
+    uint64_t id = it->second;
+    flows.erase(it);
+    return id;
+  }
+
+  // ---- Sequence 1: events with absolute times ----
+
+  Message event_on(uint64_t track, uint64_t type) {
+    Message e;
+    e.uint(event::kType, type).uint(event::kTrackUuid, track);
+    return e;
+  }
+  void global_event(uint64_t ts, const Message& e) {
+    global_packet(Message().uint(packet::kTimestamp, ts - base).message(packet::kTrackEvent, e));
+  }
+  void global_slice(uint64_t track, uint64_t start, uint64_t end, const std::string& name) {
+    Message begin = event_on(track, event::kSliceBegin);
+    begin.bytes(23, name);
+    global_event(start, begin);
+    global_event(end, event_on(track, event::kSliceEnd));
+  }
+
+  void others(const TraceModel& m) {
+    for (const analysis::Instant& i : m.instants) {
+      Message e = event_on(thread_track(m, i.tid), event::kInstant);
+      global_event(i.ts_ns, e.bytes(23, m.name(i.name)));
+    }
+    for (const analysis::CounterSample& c : m.counters) {
+      Message e = event_on(counter_track(m, m.name(c.name), c.tid), event::kCounter);
+      global_event(c.ts_ns, e.dbl(event::kDoubleCounterValue, c.value));
+    }
+    for (const analysis::MemoryRecord& r : m.memory) {
+      std::string device = analysis::memory_device_name(r.device);
+      Message allocated = event_on(counter_track(m, "Memory allocated (" + device + ")", 0), event::kCounter);
+      global_event(r.ts_ns, allocated.sint(event::kCounterValue, static_cast<int64_t>(r.total_allocated)));
+      Message reserved = event_on(counter_track(m, "Memory reserved (" + device + ")", 0), event::kCounter);
+      global_event(r.ts_ns, reserved.sint(event::kCounterValue, static_cast<int64_t>(r.total_reserved)));
+    }
+    std::unordered_map<uint64_t, Lanes> lanes;  // per (thread, what)
+    auto on_lane = [&](uint32_t tid, const std::string& what, uint64_t start, uint64_t end) {
+      size_t lane = lanes[track_key(kLaneTrack, tid, std::hash<std::string>()(what))].place(start, end);
+      return lane_track(m, tid, what, lane);
+    };
+    for (const analysis::DataStageSlice& d : m.data_stages) {
+      uint64_t end = d.start_ns + d.dur_ns;
+      global_slice(on_lane(d.tid, "Data pipeline", d.start_ns, end), d.start_ns, end,
+                   m.name(d.operation) + " " + m.name(d.stage));
+    }
+    for (const analysis::CommCall& c : m.comm_calls) {
+      bool in_flight = (c.flags & raw::kCommCompletion) != 0;
+      global_slice(
+          on_lane(c.tid, in_flight ? "Communication in flight" : "Communication", c.start_ns, c.end_ns),
+          c.start_ns, c.end_ns, m.name(c.name));
+    }
+    for (const analysis::AsyncRange& a : m.async_ranges) {
+      global_slice(on_lane(a.begin_tid, "Ranges", a.start_ns, a.end_ns), a.start_ns, a.end_ns,
+                   m.name(a.name));
+    }
+  }
+
+  OutputFile out;
+  bool compress;
+  std::string buf;
+  std::string packets;     // not compressed yet
+  std::string compressed;  // scratch
+  uint64_t base = 0;
+  uint64_t process = 0;
+  uint32_t next_sequence = 2;  // 1: descriptors and absolute-time events
+  std::unordered_map<uint32_t, Sequence> sequences;
+  std::unordered_map<uint64_t, uint64_t> flow_starts, flow_ends;  // (tid, start) -> flow id
+  std::unordered_map<uint64_t, uint64_t> uuids;                   // track key -> uuid
+  uint64_t next_uuid = 1;
+  PerfettoTraceResult result;
+};
+
+PerfettoTraceWriter::PerfettoTraceWriter(const TraceModel& model, const OutputPath& path,
+                                         uint64_t first_slice_ns, bool compress)
+    : state_(std::make_unique<State>(model, path, first_slice_ns, compress)) {}
+
+PerfettoTraceWriter::~PerfettoTraceWriter() = default;
+
+void PerfettoTraceWriter::add_window(const TraceModel& m, uint64_t end_ns) {
+  for (const analysis::ThreadSlices& t : m.threads) state_->thread_slices(m, t, end_ns);
+}
+
+PerfettoTraceResult PerfettoTraceWriter::finish(const TraceModel& m) {
+  State& st = *state_;
+  for (auto& [tid, s] : st.sequences) st.end_until(m, s, std::numeric_limits<uint64_t>::max());
+  st.others(m);
+  st.flush_packets();
+  st.result.bytes = st.out.offset() + st.buf.size();
+  if (!st.out.commit(st.buf)) st.result.error = st.out.error();
+  return st.result;
+}
+
+}  // namespace trainprof::exporter

@@ -1,0 +1,58 @@
+// Copyright trainprof authors. trace_view.pftrace: the timeline as a
+// Perfetto protobuf trace (Trace of TracePackets, perfetto/trace/*.proto),
+// streamed window by window beside or instead of trace_view.json, with no
+// size limit.
+//
+// Layout (docs/OUTPUTS.md): a track descriptor for the process and one per
+// thread; each thread's slices on a packet sequence of its own, as
+// SLICE_BEGIN / SLICE_END track events whose timestamps are deltas on an
+// incremental clock and whose names are interned, so that a slice costs two
+// small packets; forward-backward flows as flow ids on the two operators'
+// begins; marks, counters (host counters, the allocator's totals per device),
+// data-pipeline stages, communication calls and async ranges on sequence 1
+// with absolute timestamps, on child tracks of their thread (lanes where they
+// may overlap). Times are nanoseconds since the same base as the JSON trace.
+#ifndef TRAINPROF_EXPORT_PERFETTO_TRACE_H_
+#define TRAINPROF_EXPORT_PERFETTO_TRACE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "analysis/trace_model.h"
+#include "export/output_file.h"
+
+namespace trainprof::exporter {
+
+struct PerfettoTraceResult {
+  std::string error;  // empty on success
+  uint64_t bytes = 0;
+  uint64_t slices = 0;          // thread slices written (two packets each)
+  uint64_t clamped_slices = 0;  // ended early to nest in their parent (a range that crossed it)
+};
+
+class PerfettoTraceWriter {
+ public:
+  // `first_slice_ns`: the run's earliest slice start (the time base is the
+  // earliest event, as in trace_view.json). `compress`: the packets go in
+  // zlib-compressed batches (TracePacket.compressed_packets, which Perfetto
+  // reads), about a quarter of the size.
+  PerfettoTraceWriter(const analysis::TraceModel& model, const OutputPath& path, uint64_t first_slice_ns,
+                      bool compress);
+  ~PerfettoTraceWriter();
+  PerfettoTraceWriter(const PerfettoTraceWriter&) = delete;
+  PerfettoTraceWriter& operator=(const PerfettoTraceWriter&) = delete;
+
+  // The window's own slices; slices still open at `end_ns` end in a later window.
+  void add_window(const analysis::TraceModel& model, uint64_t end_ns);
+  // The events the model holds whole, the open slices' ends; commits the file.
+  PerfettoTraceResult finish(const analysis::TraceModel& model);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace trainprof::exporter
+
+#endif  // TRAINPROF_EXPORT_PERFETTO_TRACE_H_
