@@ -18,6 +18,7 @@ PACKAGES=(
   dataset-fashion-mnist         # the demo's data (/usr/share/datasets/fashion-mnist)
   python3-venv python3-dev      # the Python package (scripts/python_env.sh: .venv, torch from PyPI)
   openmpi-bin libopenmpi-dev    # the MPI collector (libtrainprof_mpi, PMPI) and its multi-rank tests
+  chromium                      # renders report.html in the tests (python/tests/test_report.py)
 )
 if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(python3-torch)

@@ -4,8 +4,8 @@
 // ended there, windows do not change the packets' meaning, and compressed
 // batches inflate to the same packets. (python/tests/test_perfetto.py
 // decodes a real run with Perfetto's own protos.)
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cstdint>
@@ -52,7 +52,8 @@ std::vector<Field> fields(const std::string& s) {
     switch (tag & 7) {
       case 0: f.value = varint(s, &at); break;
       case 1:
-        for (int i = 0; i < 8; ++i) f.value |= static_cast<uint64_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
+        for (int i = 0; i < 8; ++i)
+          f.value |= static_cast<uint64_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
         at += 8;
         break;
       case 2: {
@@ -231,8 +232,10 @@ TEST(PerfettoTrace, WindowsLeaveTheSlicesAsOneWindowWrites) {
   for (analysis::ThreadSlices& t : m.threads) {  // window 2: the step carried, then the rest
     std::vector<Slice> carried, own;
     for (const Slice& s : t.slices) {
-      if (s.start_ns >= 1500) own.push_back(s);
-      else if (m.end(s) > 1500) carried.push_back(s);
+      if (s.start_ns >= 1500)
+        own.push_back(s);
+      else if (m.end(s) > 1500)
+        carried.push_back(s);
     }
     t.first_own = carried.size();
     t.slices = carried;

@@ -38,6 +38,7 @@ const char* kMainHelp =
     "  analyse PATH   turn raw runs into timeline, statistics and step breakdown\n"
     "  summary PATH   print what an analysed run shows: top ranges, steps, outputs\n"
     "  cluster PATH   match the collectives of several ranks' runs, name the straggler\n"
+    "  report PATH    write report.html: the analysed runs on one self-contained page\n"
     "\n"
     "options:\n"
     "  --version      print the version\n"
@@ -342,6 +343,47 @@ int cmd_cluster(const std::vector<std::string>& args) {
                                                                                                   : kFailed;
 }
 
+// ---------------------------------------------------------------------------
+// report
+
+const char* kReportHelp =
+    "usage: trainprof report PATH [--out FILE]\n"
+    "\n"
+    "Writes one self-contained HTML page (no network needed to view it) of the\n"
+    "analysed runs at or below PATH: per run the step-time breakdown, the top\n"
+    "operators (sortable), memory over time with its peak, the data pipeline and\n"
+    "a timeline of the slowest step; for several ranks with a cluster analysis\n"
+    "(trainprof cluster), the waiting per rank and the straggler report.\n"
+    "Default FILE: RUN/PROFILER_OUTPUT/report.html for a run directory, else\n"
+    "PATH/report.html.\n";
+
+int cmd_report(const std::vector<std::string>& args) {
+  std::string path, out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kReportHelp, stdout);
+      return kOk;
+    }
+    if (a == "--out") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) return usage_error("--out needs a file", kReportHelp);
+      out = args[++i];
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') return usage_error("unknown option '" + a + "'", kReportHelp);
+    if (!path.empty()) return usage_error("only one PATH may be given", kReportHelp);
+    path = a;
+  }
+  if (path.empty()) return usage_error("report needs a PATH", kReportHelp);
+  trainprof::ReportResult r = trainprof::write_report(path, out);
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "trainprof: %s\n", r.error.c_str());
+    return kFailed;
+  }
+  std::printf("report of %zu run(s): %s\n", r.runs, r.file.c_str());
+  return kOk;
+}
+
 int run_command(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return usage_error("a command is needed", kMainHelp);
@@ -358,6 +400,7 @@ int run_command(int argc, char** argv) {
   if (cmd == "analyse" || cmd == "analyze") return cmd_analyse(rest);
   if (cmd == "summary") return cmd_summary(rest);
   if (cmd == "cluster") return cmd_cluster(rest);
+  if (cmd == "report") return cmd_report(rest);
   return usage_error("unknown command '" + cmd + "'", kMainHelp);
 }
 

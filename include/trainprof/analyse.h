@@ -86,6 +86,21 @@ std::vector<std::string> find_run_directories(const std::string& path);
 // where the output files are. Says so when the run is not analysed yet.
 std::string summarize_run(const std::string& run_dir);
 
+// report.html: one self-contained page (inline CSS, SVG and script; no
+// network when viewed) of the analysed runs at or below `path`: per run the
+// step-time breakdown as stacked bars with its table, the top operators
+// (sortable), the allocator's total over time with its peak, the data
+// pipeline's stages and a timeline of the slowest step; for a parent of
+// several ranks with a cluster analysis, each rank's waiting and the
+// straggler report. Written to `output_file`, else {run}/PROFILER_OUTPUT/
+// report.html for one run directory, {path}/report.html for a parent.
+struct ReportResult {
+  std::string error;  // empty on success
+  std::string file;   // where it was written
+  size_t runs = 0;    // analysed runs in it
+};
+ReportResult write_report(const std::string& path, const std::string& output_file = "");
+
 struct ClusterOptions {
   // Also lay the ranks' tables out the way msprof-analyze (the seeds'
   // cluster tool) reads them in text mode, under this directory (made when

@@ -92,3 +92,16 @@ def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TRAINPROF_OPTIONS", raising=False)
     monkeypatch.delenv("TRAINPROF_DYNAMIC_CONFIG", raising=False)
+
+
+def profiled_run(out: Path, batches: list, active: int) -> Path:
+    """One analysed run of ``active`` recorded training steps (after a warm-up
+    step), with memory, through the trace handler; its run directory."""
+    import trainprof
+    trainer = Trainer(batches)
+    with trainprof.profile(activities=[trainprof.ProfilerActivity.CPU],
+                           schedule=trainprof.schedule(wait=0, warmup=1, active=active), profile_memory=True,
+                           on_trace_ready=trainprof.tensorboard_trace_handler(str(out))) as prof:
+        trainer.run(active + 1, prof.step)
+    [run] = run_dirs(out)
+    return run

@@ -202,3 +202,24 @@ def test_ddp_demo_names_the_slow_rank_and_its_cause(tmp_path: Path, slow: list, 
     assert f"Straggler: rank {slow_rank}." in result.stdout, result.stdout
     assert f"Cause: {cause}." in result.stdout, result.stdout
     assert (out / "cluster_analysis_output" / "cluster_step_trace_time.csv").exists()
+
+
+@pytest.mark.skipif(__import__("shutil").which("chromium") is None, reason="chromium is not installed")
+def test_the_report_of_the_ranks_shows_each_ranks_waiting(calls_run: Path) -> None:
+    from test_report import Tables, chromium, console_lines
+    subprocess.run([sys.executable, "-m", "trainprof", "cluster", str(calls_run)], check=True, capture_output=True,
+                   timeout=300)
+    result = subprocess.run([sys.executable, "-m", "trainprof", "report", str(calls_run)], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and "report of 3 run(s)" in result.stdout, result.stderr
+    rendered = chromium("--dump-dom", (calls_run / "report.html").as_uri())
+    assert console_lines(rendered.stderr) == []
+    dom = Tables()
+    dom.feed(rendered.stdout)
+    analysis = json.loads((calls_run / "cluster_analysis_output" / "cluster_analysis.json").read_text())
+    rows = {int(r[0]): r for r in dom.tables["cluster-table"][1:]}
+    assert sorted(rows) == [0, 1, 2]
+    for r in analysis["per_rank"]:
+        assert rows[r["rank"]][1] == f"{r['waited_ns'] / 1e6:.3f}"
+        assert rows[r["rank"]][2] == f"{r['others_waited_for_it_ns'] / 1e6:.3f}"
+    assert len(dom.tables["step-table"]) >= 2  # and each rank's own sections follow

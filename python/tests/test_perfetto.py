@@ -13,10 +13,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import Trainer, run_dirs, trace_events
+from conftest import profiled_run, trace_events
 
-import trainprof
-from trainprof import ProfilerActivity, schedule, tensorboard_trace_handler
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -92,12 +90,7 @@ class Decoded:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, batches: list) -> Path:
-    out = tmp_path_factory.mktemp("pftrace")
-    trainer = Trainer(batches)
-    with trainprof.profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=60),
-                           profile_memory=True, on_trace_ready=tensorboard_trace_handler(str(out))) as prof:
-        trainer.run(61, prof.step)
-    [run] = run_dirs(out)
+    run = profiled_run(tmp_path_factory.mktemp("pftrace"), batches, active=60)
     return run
 
 

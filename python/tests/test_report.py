@@ -1,0 +1,135 @@
+"""trainprof report: the HTML page rendered by a real browser (Debian's
+headless Chromium). The DOM after its script ran holds the CSV files'
+figures; the page logs nothing to the console; a screenshot is kept."""
+
+from __future__ import annotations
+
+import csv
+import html.parser
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import profiled_run
+
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/install_deps.sh)")
+ARTIFACTS = Path(os.environ.get("TRAINPROF_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" /
+                                "test-artifacts"))
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                           "--v=0", *args], capture_output=True, text=True, timeout=120)
+
+
+def console_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+class Tables(html.parser.HTMLParser):
+    """Every table's rows (cell texts) by the table's first class, and the
+    attributes of elements with a class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.elements: dict[str, dict[str, str]] = {}
+        self._table = None
+        self._row: list[str] | None = None
+        self._cell: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = dict(attrs)
+        if "class" in a:
+            self.elements.setdefault(a["class"].split()[0], {k: v or "" for k, v in attrs})
+        if tag == "table":
+            self._table = a.get("class", "").split()[0]
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table is not None:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = ""
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._row is not None and self._cell is not None:
+            self._row.append(self._cell)
+            self._cell = None
+        elif tag == "tr" and self._row is not None and self._table is not None:
+            self.tables[self._table].append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._table = None
+
+
+def read_csv(path: Path) -> list[list[str]]:
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, batches: list) -> Path:
+    run = profiled_run(tmp_path_factory.mktemp("report"), batches, active=6)
+    result = subprocess.run([sys.executable, "-m", "trainprof", "report", str(run)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert str(run / "PROFILER_OUTPUT" / "report.html") in result.stdout
+    return run
+
+
+def test_the_rendered_page_shows_the_csv_figures_and_logs_nothing(run: Path) -> None:
+    page = run / "PROFILER_OUTPUT" / "report.html"
+    text = page.read_text()
+    assert "http://" not in text and "https://" not in text  # self-contained: nothing to fetch
+    rendered = chromium("--dump-dom", page.as_uri())
+    assert rendered.returncode == 0, rendered.stderr
+    assert console_lines(rendered.stderr) == []
+    dom = Tables()
+    dom.feed(rendered.stdout)
+    out = run / "PROFILER_OUTPUT"
+    assert dom.tables["step-table"] == read_csv(out / "step_trace_time.csv")
+    assert len(dom.tables["step-table"]) == 1 + 6
+    ops = read_csv(out / "op_statistic.csv")
+    assert dom.tables["op-table"] == ops[:41]  # the header and the top 40, in the CSV's order
+    memory = read_csv(out / "memory_record.csv")
+    column = memory[0].index("Total Allocated(MB)")
+    peak = max(memory[1:], key=lambda row: float(row[column]))[column]
+    assert dom.elements["memory-peak"]["data-peak-mb"] == peak
+    assert dom.elements["timeline"]  # the slowest step's timeline is drawn
+    assert rendered.stdout.count("<rect") > 20
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    taken = chromium(f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri())
+    assert taken.returncode == 0 and shot.stat().st_size > 10_000
+
+
+def test_a_table_sorts_in_the_browser(run: Path) -> None:
+    page = run / "PROFILER_OUTPUT" / "report.html"
+    # The address names a table and a column (the page's script clicks it on load).
+    rendered = chromium("--dump-dom", page.as_uri() + "#sort=op-table:2")
+    assert console_lines(rendered.stderr) == []
+    dom = Tables()
+    dom.feed(rendered.stdout)
+    counts = [int(row[2]) for row in dom.tables["op-table"][1:]]
+    assert counts == sorted(counts) and counts != [int(r[2]) for r in read_csv(run / "PROFILER_OUTPUT" /
+                                                                              "op_statistic.csv")[1:41]]
+
+
+def test_the_console_check_catches_a_script_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>undefinedFunction();</script></body></html>")
+    assert console_lines(chromium("--dump-dom", bad.as_uri()).stderr)
+
+
+def test_a_path_without_analysed_runs_is_named(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "trainprof", "report", str(tmp_path)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1 and "no trainprof run directory" in result.stderr

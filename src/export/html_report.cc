@@ -1,0 +1,384 @@
+// Copyright trainprof authors. report.html (trainprof::write_report): one
+// self-contained page per PATH, built from the analysed runs' outputs.
+//
+// Everything is inline (CSS, SVG charts, a few lines of script that sort the
+// tables), so the page opens anywhere without a network. The tables show the
+// CSV files' own figures, unchanged; the charts draw them. Per run: the
+// step-time breakdown as stacked bars, the top operators, the allocator's
+// totals over time with the peak, the data-pipeline stages, and a timeline of
+// the slowest step read from trace_view.json (events are written in time
+// order, one a line, so the reading stops after that step). For a parent of
+// several ranks' runs with a cluster analysis: each rank's waiting and the
+// waiting it caused, and the straggler report.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/safe_file.h"
+#include "export/csv_reader.h"
+#include "trainprof/analyse.h"
+
+namespace trainprof {
+namespace {
+
+namespace fs = std::filesystem;
+using exporter::CsvRows;
+using nlohmann::json;
+
+std::string escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string fmt(double v, int decimals = 1) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f", decimals, v);
+  return text;
+}
+
+double number(const std::string& s) {
+  try {
+    return std::stod(s);
+  } catch (...) {
+    return 0;
+  }
+}
+
+// The column index of `name` in a CSV's header, -1: none.
+int column(const CsvRows& rows, const std::string& name) {
+  if (rows.empty()) return -1;
+  auto it = std::find(rows[0].begin(), rows[0].end(), name);
+  return it == rows[0].end() ? -1 : static_cast<int>(it - rows[0].begin());
+}
+
+std::string cell(const std::vector<std::string>& row, int index) {
+  return index >= 0 && static_cast<size_t>(index) < row.size() ? row[static_cast<size_t>(index)] : "";
+}
+
+// A CSV table as HTML: the header and the rows as they are (the first
+// `limit`), with a class the tests and the sorting script find.
+std::string table(const CsvRows& rows, const std::string& css_class, size_t limit = SIZE_MAX) {
+  std::string out = "<table class=\"" + css_class + " sortable\"><thead><tr>";
+  for (const std::string& h : rows[0]) out += "<th>" + escape(h) + "</th>";
+  out += "</tr></thead><tbody>\n";
+  for (size_t r = 1; r < rows.size() && r <= limit; ++r) {
+    out += "<tr>";
+    for (const std::string& c : rows[r]) out += "<td>" + escape(c) + "</td>";
+    out += "</tr>\n";
+  }
+  return out + "</tbody></table>\n";
+}
+
+const char* kColours[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+                          "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
+
+// Stacked bars of the step breakdown: Computing, Communication (not
+// overlapped), Free per step, in ms.
+std::string step_chart(const CsvRows& steps) {
+  const char* parts[] = {"Computing", "Communication(Not Overlapped)", "Free"};
+  int cols[3];
+  for (int i = 0; i < 3; ++i) cols[i] = column(steps, parts[i]);
+  double most = 0;
+  for (size_t r = 1; r < steps.size(); ++r) {
+    double sum = 0;
+    for (int c : cols) sum += number(cell(steps[r], c));
+    most = std::max(most, sum);
+  }
+  if (most <= 0) return "";
+  size_t n = steps.size() - 1;
+  double bar = std::clamp(700.0 / static_cast<double>(n), 2.0, 40.0);
+  int width = static_cast<int>(bar * static_cast<double>(n)) + 60, height = 220;
+  std::string svg = "<svg class=\"step-chart\" width=\"" + std::to_string(width) + "\" height=\"" +
+                    std::to_string(height + 30) + "\" role=\"img\">";
+  svg += "<text x=\"0\" y=\"12\" class=\"axis\">" + fmt(most / 1000, 1) + " ms</text>";
+  for (size_t r = 1; r <= n; ++r) {
+    double y = height + 10;
+    double x = 50 + bar * static_cast<double>(r - 1);
+    for (int i = 0; i < 3; ++i) {
+      double us = number(cell(steps[r], cols[i]));
+      double h = us / most * height;
+      y -= h;
+      svg += "<rect x=\"" + fmt(x, 1) + "\" y=\"" + fmt(y, 1) + "\" width=\"" +
+             fmt(std::max(1.0, bar - 1), 1) + "\" height=\"" + fmt(h, 1) + "\" fill=\"" + kColours[i] +
+             "\"><title>step " + escape(steps[r][0]) + ": " + parts[i] + " " + fmt(us / 1000, 3) +
+             " ms</title></rect>";
+    }
+  }
+  svg += "</svg><p class=\"legend\">";
+  for (int i = 0; i < 3; ++i) {
+    svg += std::string("<span style=\"color:") + kColours[i] + "\">&#9632;</span> " + parts[i] + " ";
+  }
+  return svg + "</p>\n";
+}
+
+// The allocator's total over time (at most 1500 points: each the largest of
+// its bucket, so the peak stays), and the peak.
+std::string memory_chart(const CsvRows& rows) {
+  int ts = column(rows, "Timestamp(us)"), allocated = column(rows, "Total Allocated(MB)");
+  if (rows.size() < 2 || ts < 0 || allocated < 0) return "";
+  size_t peak_row = 1;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    if (number(cell(rows[r], allocated)) > number(cell(rows[peak_row], allocated))) peak_row = r;
+  }
+  double t0 = number(cell(rows[1], ts)), t1 = number(cell(rows.back(), ts));
+  double peak = number(cell(rows[peak_row], allocated));
+  const int width = 760, height = 180;
+  size_t n = rows.size() - 1, buckets = std::min<size_t>(n, 1500);
+  std::string points;
+  for (size_t b = 0; b < buckets; ++b) {
+    size_t from = 1 + b * n / buckets, to = 1 + (b + 1) * n / buckets;
+    double top = 0, at = number(cell(rows[from], ts));
+    for (size_t r = from; r < to; ++r) {
+      double v = number(cell(rows[r], allocated));
+      if (v >= top) top = v, at = number(cell(rows[r], ts));
+    }
+    double x = t1 > t0 ? (at - t0) / (t1 - t0) * width : 0;
+    double y = peak > 0 ? height - top / peak * height : height;
+    points += fmt(40 + x, 1) + "," + fmt(y + 10, 1) + " ";
+  }
+  std::string out = "<svg class=\"memory-chart\" width=\"" + std::to_string(width + 60) + "\" height=\"" +
+                    std::to_string(height + 30) +
+                    "\" role=\"img\"><polyline fill=\"none\" stroke=\"#4e79a7\" "
+                    "points=\"" +
+                    points + "\"/><text x=\"0\" y=\"12\" class=\"axis\">" + fmt(peak, 1) +
+                    " MB</text></svg>\n";
+  out += "<p class=\"memory-peak\" data-peak-mb=\"" + escape(cell(rows[peak_row], allocated)) +
+         "\">Peak allocated: " + escape(cell(rows[peak_row], allocated)) + " MB (" +
+         escape(cell(rows[peak_row], column(rows, "Device Type"))) + ") at " +
+         fmt((number(cell(rows[peak_row], ts)) - t0) / 1000, 3) + " ms into the run's memory records</p>\n";
+  return out;
+}
+
+struct TimelineSlice {
+  uint64_t tid;
+  std::string name;
+  double ts, dur;  // us
+  size_t depth = 0;
+};
+
+// The slices of step `step` from trace_view.json (the first kMaxTimelineSlices).
+constexpr size_t kMaxTimelineSlices = 4000;
+std::vector<TimelineSlice> step_slices(const std::string& trace_path, const std::string& step) {
+  std::vector<TimelineSlice> out;
+  std::ifstream in(trace_path);
+  std::string line, target = "ProfilerStep#" + step;
+  double begin = -1, end = -1;
+  while (std::getline(in, line) && out.size() < kMaxTimelineSlices) {
+    if (line.empty() || line[0] != '{' || line.find("\"ph\":\"X\"") == std::string::npos) continue;
+    // Until the step is found only its own line is parsed (a large trace
+    // has millions of lines before it).
+    if (begin < 0 && line.find("\"" + target + "\"") == std::string::npos) continue;
+    while (!line.empty() && (line.back() == ',' || line.back() == '\r')) line.pop_back();
+    json e = json::parse(line, nullptr, false);
+    if (!e.is_object() || !e.contains("ts") || !e.contains("dur") || !e["ts"].is_number()) continue;
+    double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
+    std::string name = e.value("name", "");
+    if (begin < 0) {
+      if (name != target) continue;
+      begin = ts, end = ts + dur;
+    }
+    if (ts >= end) break;  // events come in time order: the step is over
+    out.push_back({e.value("tid", uint64_t{0}), name, ts, dur});
+  }
+  // Depth per thread: a stack of the open slices' ends.
+  std::map<uint64_t, std::vector<double>> open;
+  for (TimelineSlice& s : out) {
+    std::vector<double>& stack = open[s.tid];
+    while (!stack.empty() && stack.back() <= s.ts) stack.pop_back();
+    s.depth = stack.size();
+    stack.push_back(s.ts + s.dur);
+  }
+  return out;
+}
+
+std::string timeline_chart(const std::vector<TimelineSlice>& slices) {
+  if (slices.empty()) return "";
+  double t0 = slices.front().ts, t1 = t0;
+  std::map<uint64_t, size_t> depth;  // per thread: its deepest slice
+  for (const TimelineSlice& s : slices) {
+    t1 = std::max(t1, s.ts + s.dur);
+    depth[s.tid] = std::max(depth[s.tid], s.depth);
+  }
+  std::map<uint64_t, double> row_y;
+  double y = 0;
+  for (const auto& [tid, d] : depth) {
+    row_y[tid] = y;
+    y += 14.0 * static_cast<double>(std::min<size_t>(d, 12) + 1) + 8;
+  }
+  const double width = 900;
+  std::string svg = "<svg class=\"timeline\" width=\"" + fmt(width + 90, 0) + "\" height=\"" +
+                    fmt(y + 10, 0) + "\" role=\"img\">";
+  for (const auto& [tid, top] : row_y) {
+    svg +=
+        "<text x=\"0\" y=\"" + fmt(top + 11, 1) + "\" class=\"axis\">tid " + std::to_string(tid) + "</text>";
+  }
+  for (const TimelineSlice& s : slices) {
+    if (s.depth > 12) continue;
+    double x = 90 + (s.ts - t0) / std::max(t1 - t0, 1e-9) * width;
+    double w = std::max(0.5, s.dur / std::max(t1 - t0, 1e-9) * width);
+    size_t colour = std::hash<std::string>()(s.name) % std::size(kColours);
+    svg += "<rect x=\"" + fmt(x, 2) + "\" y=\"" + fmt(row_y[s.tid] + 14.0 * static_cast<double>(s.depth), 1) +
+           "\" width=\"" + fmt(w, 2) + "\" height=\"12\" fill=\"" + kColours[colour] + "\"><title>" +
+           escape(s.name) + " " + fmt(s.dur, 3) + " us</title></rect>";
+  }
+  std::string count = slices.size() < kMaxTimelineSlices
+                          ? std::to_string(slices.size()) + " slices"
+                          : "its first " + std::to_string(slices.size()) + " slices";
+  return svg + "</svg>\n<p class=\"note\">" + count + " over " + fmt((t1 - t0) / 1000, 3) +
+         " ms; hover for names (trace_view.pftrace or trace_view.json has them all).</p>\n";
+}
+
+std::string run_section(const std::string& run_dir, size_t index) {
+  fs::path out = fs::path(run_dir) / "PROFILER_OUTPUT";
+  std::string name = fs::path(run_dir).filename().string();
+  json info = json::parse(
+      detail::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), false), nullptr, false);
+  std::string html = "<section class=\"run\" id=\"run-" + std::to_string(index) + "\" data-run=\"" +
+                     escape(name) + "\"><h2>" + escape(name) + "</h2>\n<p class=\"meta\">";
+  if (info.is_object()) {
+    html += "rank " + escape(info.value("rank", json(0)).dump()) + " of " +
+            escape(info.value("world_size", json(1)).dump()) + ", host " + escape(info.value("host", "?"));
+  }
+  html += "</p>\n";
+  CsvRows steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
+  std::string slowest;
+  if (steps.size() > 1) {
+    html += "<h3>Step time</h3>\n" + step_chart(steps) + table(steps, "step-table");
+    double longest = -1;
+    for (size_t r = 1; r < steps.size(); ++r) {
+      double t = number(cell(steps[r], column(steps, "Computing"))) +
+                 number(cell(steps[r], column(steps, "Communication(Not Overlapped)"))) +
+                 number(cell(steps[r], column(steps, "Free")));
+      if (t > longest) longest = t, slowest = steps[r][0];
+    }
+  }
+  CsvRows ops = exporter::read_csv_file((out / "op_statistic.csv").string());
+  if (ops.size() > 1) {
+    html += "<h3>Top operators and ranges (by total time; click a column to sort)</h3>\n" +
+            table(ops, "op-table", 40);
+  }
+  CsvRows memory = exporter::read_csv_file((out / "memory_record.csv").string());
+  if (memory.size() > 1) html += "<h3>Memory</h3>\n" + memory_chart(memory);
+  CsvRows dataset = exporter::read_csv_file((out / "dataset.csv").string());
+  if (dataset.size() > 1) html += "<h3>Data pipeline</h3>\n" + table(dataset, "dataset-table");
+  if (!slowest.empty()) {
+    std::vector<TimelineSlice> slices = step_slices((out / "trace_view.json").string(), slowest);
+    if (!slices.empty()) {
+      html += "<h3 class=\"timeline-title\" data-step=\"" + escape(slowest) + "\">Timeline of step " +
+              escape(slowest) + " (the slowest)</h3>\n" + timeline_chart(slices);
+    }
+  }
+  return html + "</section>\n";
+}
+
+std::string cluster_section(const std::string& path) {
+  fs::path dir = fs::path(path) / "cluster_analysis_output";
+  json c =
+      json::parse(detail::read_regular_file_at(AT_FDCWD, (dir / "cluster_analysis.json").string(), false),
+                  nullptr, false);
+  if (!c.is_object() || !c.contains("per_rank") || !c["per_rank"].is_array()) return "";
+  std::string html = "<section id=\"cluster\"><h2>Cluster: waiting per rank</h2>\n";
+  double most = 1;
+  for (const json& r : c["per_rank"]) {
+    most = std::max({most, r.value("waited_ns", 0.0), r.value("others_waited_for_it_ns", 0.0)});
+  }
+  html +=
+      "<table class=\"cluster-table sortable\"><thead><tr><th>Rank</th><th>Waited for others (ms)</th>"
+      "<th>Others waited for it (ms)</th><th>Arrived last</th><th></th></tr></thead><tbody>\n";
+  for (const json& r : c["per_rank"]) {
+    double waited = r.value("waited_ns", 0.0), caused = r.value("others_waited_for_it_ns", 0.0);
+    html += "<tr><td>" + std::to_string(r.value("rank", 0)) + "</td><td>" + fmt(waited / 1e6, 3) +
+            "</td><td>" + fmt(caused / 1e6, 3) + "</td><td>" + std::to_string(r.value("arrived_last", 0)) +
+            "</td><td><svg width=\"210\" height=\"14\"><rect width=\"" + fmt(waited / most * 200, 1) +
+            "\" height=\"6\" fill=\"" + kColours[0] + "\"/><rect y=\"7\" width=\"" +
+            fmt(caused / most * 200, 1) + "\" height=\"6\" fill=\"" + kColours[3] + "\"/></svg></td></tr>\n";
+  }
+  html += "</tbody></table>\n";
+  std::string text = detail::read_regular_file_at(AT_FDCWD, (dir / "straggler_report.txt").string(), false);
+  if (!text.empty()) html += "<pre class=\"straggler\">" + escape(text) + "</pre>\n";
+  return html + "</section>\n";
+}
+
+const char* kStyle =
+    "body{font:14px system-ui,sans-serif;margin:24px;color:#222}h2{border-bottom:1px solid #ccc}"
+    "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:2px "
+    "6px;text-align:right}"
+    "th{background:#f4f4f4;cursor:pointer}td:first-child,th:first-child{text-align:left}"
+    ".axis{font-size:10px;fill:#666}.legend,.note,.meta{color:#555}pre{background:#f8f8f8;padding:8px}";
+
+// Sorts a table by the clicked column (numbers as numbers; a second click
+// reverses).
+const char* kScript =
+    "document.querySelectorAll('table.sortable th').forEach(function(th){th.addEventListener('click',"
+    "function(){var "
+    "t=th.closest('table'),b=t.tBodies[0],i=Array.prototype.indexOf.call(th.parentNode.children,th),"
+    "up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';var rows=Array.prototype.slice.call(b.rows);"
+    "rows.sort(function(x,y){var "
+    "p=x.cells[i].textContent,q=y.cells[i].textContent,a=parseFloat(p),c=parseFloat(q);"
+    "var r=(isNaN(a)||isNaN(c))?p.localeCompare(q):a-c;return "
+    "up?r:-r;});rows.forEach(function(r){b.appendChild(r);"
+    "});});});"
+    // #sort=<table class>:<column>[:desc] in the address sorts a table on load.
+    "var m=/#sort=([\\w-]+):(\\d+)(:desc)?/.exec(location.hash);if(m){var "
+    "th=document.querySelector('table.'+m[1]"
+    "+' th:nth-child('+(+m[2]+1)+')');if(th){th.click();if(m[3])th.click();}}";
+
+}  // namespace
+
+ReportResult write_report(const std::string& path, const std::string& output_file) {
+  ReportResult result;
+  std::vector<std::string> runs = find_run_directories(path);
+  std::vector<std::string> analysed;
+  for (const std::string& run : runs) {
+    std::error_code ec;
+    if (fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "step_trace_time.csv", ec)) analysed.push_back(run);
+  }
+  if (analysed.empty()) {
+    result.error = runs.empty()
+                       ? "no trainprof run directory (*_trainprof) at or below '" + path + "'"
+                       : "no analysed run at or below '" + path + "' (trainprof analyse " + path + ")";
+    return result;
+  }
+  std::string html =
+      std::string("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>trainprof report: ") +
+      escape(fs::path(path).filename().string()) + "</title><style>" + kStyle +
+      "</style></head><body>\n<h1>trainprof report</h1>\n<p class=\"meta\">" +
+      std::to_string(analysed.size()) + " analysed run(s) under " + escape(path) + "</p>\n";
+  html += cluster_section(path);
+  for (size_t i = 0; i < analysed.size(); ++i) html += run_section(analysed[i], i);
+  html += std::string("<script>") + kScript + "</script>\n</body></html>\n";
+  bool single = analysed.size() == 1 && fs::path(analysed[0]) == fs::path(path);
+  result.file = !output_file.empty() ? output_file
+                : single             ? (fs::path(path) / "PROFILER_OUTPUT" / "report.html").string()
+                                     : (fs::path(path) / "report.html").string();
+  fs::path file(result.file);
+  std::string dir = file.has_parent_path() ? file.parent_path().string() : ".";
+  detail::UniqueFd fd(detail::open_directory_at(AT_FDCWD, dir));
+  if (!fd.valid()) {
+    result.error = "cannot open the directory of " + result.file;
+    return result;
+  }
+  std::string error = detail::write_file_atomically_at(fd.get(), file.filename().string(), html, result.file);
+  if (!error.empty()) result.error = error;
+  result.runs = analysed.size();
+  return result;
+}
+
+}  // namespace trainprof
