@@ -223,3 +223,27 @@ def test_the_report_of_the_ranks_shows_each_ranks_waiting(calls_run: Path) -> No
         assert rows[r["rank"]][1] == f"{r['waited_ns'] / 1e6:.3f}"
         assert rows[r["rank"]][2] == f"{r['others_waited_for_it_ns'] / 1e6:.3f}"
     assert len(dom.tables["step-table"]) >= 2  # and each rank's own sections follow
+
+
+def test_the_cluster_timeline_as_perfetto_protobuf_has_the_json_slices_and_flows(calls_run: Path) -> None:
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    subprocess.run([sys.executable, "-m", "trainprof", "cluster", str(calls_run)], check=True, capture_output=True,
+                   timeout=300)
+    out = calls_run / "cluster_analysis_output"
+    events = json.loads((out / "cluster_trace_view.json").read_text())["traceEvents"]
+    trace = pb.Trace()
+    trace.ParseFromString((out / "cluster_trace_view.pftrace").read_bytes())
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet if p.HasField("track_descriptor")}
+    process_of = {u: t.thread.pid for u, t in tracks.items() if t.HasField("thread")}
+    assert sorted(t.process.pid for t in tracks.values() if t.HasField("process")) == [0, 1, 2]
+    begins = [(p.track_event, p.timestamp) for p in trace.packet
+              if p.HasField("track_event") and p.track_event.type == 1]
+    ours = sorted((process_of[e.track_uuid], e.name, ts) for e, ts in begins)
+    # JSON: ts in us with ns decimals from the same origin; a process per rank.
+    theirs = sorted((e["pid"], e["name"], round(e["ts"] * 1000)) for e in events if e.get("ph") == "X")
+    assert ours == theirs and len(ours) > 15
+    flows_out = [f for e, _ in begins for f in e.flow_ids]
+    flows_in = [f for e, _ in begins for f in e.terminating_flow_ids]
+    assert len(flows_out) == len(set(flows_out))  # one id a flow
+    assert sorted(flows_out) == sorted(flows_in)
+    assert len(flows_in) == sum(1 for e in events if e.get("ph") == "s") > 0

@@ -311,6 +311,9 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   e = exporter::write_cluster_trace(
       timings, hosts, exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.json"});
   if (!e.empty() && report.error.empty()) report.error = e;
+  e = exporter::write_cluster_perfetto_trace(
+      timings, hosts, exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.pftrace"});
+  if (!e.empty() && report.error.empty()) report.error = e;
   write_rank_tables(ranks, timings, &report);
   if (!cluster_options.msprof_dir.empty()) {
     std::string e = export_msprof(cluster_options.msprof_dir, ranks, timings);

@@ -1,6 +1,8 @@
 // Copyright trainprof authors.
 #include "export/cluster_trace.h"
 
+#include "export/perfetto_proto.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -91,22 +93,24 @@ class TraceWriter {
 
 }  // namespace
 
-std::string write_cluster_trace(const std::vector<CommTiming>& timings,
-                                const std::map<int, std::string>& hosts, const OutputPath& path) {
-  uint64_t origin = UINT64_MAX;
-  for (const CommTiming& t : timings) origin = std::min(origin, t.start_ns);
-  origin = origin == UINT64_MAX ? 0 : origin - origin % 1000000000;  // a whole second
-  TraceWriter w(path, origin);
-  for (const auto& [rank, host] : hosts) {
-    w.metadata(rank, "process_name", "rank " + std::to_string(rank) + " (" + host + ")");
-    w.metadata(rank, "thread_name", "Communication");
-  }
-  // Collectives by (group, sequence); transfers by channel and order, as
-  // the cluster pass paired them (the wait it found is the other side's
-  // arrival: own start + wait).
+namespace {
+
+// A flow arrow between the matched operations of two ranks.
+struct Flow {
+  const CommTiming* from;
+  uint64_t from_ns;
+  const CommTiming* to;
+  uint64_t to_ns;
+};
+
+// Collectives by (group, sequence): from the last member to arrive to each
+// other member (it released them); transfers by channel and order, as the
+// cluster pass paired them (the wait it found is the other side's arrival:
+// own start + wait).
+std::vector<Flow> cluster_flows(const std::vector<CommTiming>& timings) {
+  std::vector<Flow> flows;
   std::map<std::pair<std::string, int64_t>, std::vector<const CommTiming*>> collectives;
   for (const CommTiming& t : timings) {
-    w.slice(t);
     if (!t.transfer) collectives[{t.group, t.sequence}].push_back(&t);
   }
   for (const auto& [key, members] : collectives) {
@@ -115,7 +119,7 @@ std::string write_cluster_trace(const std::vector<CommTiming>& timings,
         *std::max_element(members.begin(), members.end(),
                           [](const CommTiming* a, const CommTiming* b) { return a->start_ns < b->start_ns; });
     for (const CommTiming* m : members) {
-      if (m != last) w.flow(*last, last->start_ns, *m, m->start_ns + m->wait_ns);
+      if (m != last) flows.push_back({last, last->start_ns, m, m->start_ns + m->wait_ns});
     }
   }
   // Transfers: the k-th send of (group, sender, receiver, tag) to the k-th
@@ -130,12 +134,122 @@ std::string write_cluster_trace(const std::vector<CommTiming>& timings,
   for (auto& [channel, sides] : channels) {
     auto& [sends, receives] = sides;
     for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
-      const CommTiming& s = *sends[k];
-      const CommTiming& r = *receives[k];
-      w.flow(s, s.start_ns, r, std::max(r.start_ns, std::min(s.start_ns, r.end_ns)));
+      const CommTiming& sent = *sends[k];
+      const CommTiming& received = *receives[k];
+      flows.push_back({&sent, sent.start_ns, &received,
+                       std::max(received.start_ns, std::min(sent.start_ns, received.end_ns))});
     }
   }
+  return flows;
+}
+
+uint64_t origin_of(const std::vector<CommTiming>& timings) {
+  uint64_t origin = UINT64_MAX;
+  for (const CommTiming& t : timings) origin = std::min(origin, t.start_ns);
+  return origin == UINT64_MAX ? 0 : origin - origin % 1000000000;  // a whole second
+}
+
+}  // namespace
+
+std::string write_cluster_trace(const std::vector<CommTiming>& timings,
+                                const std::map<int, std::string>& hosts, const OutputPath& path) {
+  TraceWriter w(path, origin_of(timings));
+  for (const auto& [rank, host] : hosts) {
+    w.metadata(rank, "process_name", "rank " + std::to_string(rank) + " (" + host + ")");
+    w.metadata(rank, "thread_name", "Communication");
+  }
+  for (const CommTiming& t : timings) w.slice(t);
+  for (const Flow& f : cluster_flows(timings)) w.flow(*f.from, f.from_ns, *f.to, f.to_ns);
   return w.finish();
+}
+
+std::string write_cluster_perfetto_trace(const std::vector<CommTiming>& timings,
+                                         const std::map<int, std::string>& hosts, const OutputPath& path) {
+  using namespace perfetto_proto;  // NOLINT: the encoding and field numbers
+  uint64_t origin = origin_of(timings);
+  std::vector<Flow> flows = cluster_flows(timings);
+  std::map<const CommTiming*, std::vector<uint64_t>> flows_out, flows_in;
+  for (size_t i = 0; i < flows.size(); ++i) {
+    flows_out[flows[i].from].push_back(i + 1);
+    flows_in[flows[i].to].push_back(i + 1);
+  }
+  OutputFile file(path);
+  std::string buffer;
+  auto packet = [&](Message body) {
+    append_packet(buffer, body.uint(packet::kSequenceId, 1));
+    file.drain(buffer);
+  };
+  // A process track per rank; its communication on thread tracks, one lane
+  // each where operations overlap (Perfetto's slices on a track nest).
+  uint64_t next_uuid = 1;
+  std::map<int, uint64_t> process;
+  std::map<std::pair<int, size_t>, uint64_t> lane_track;
+  std::map<int, std::vector<uint64_t>> lane_free;  // per rank: each lane's last end
+  auto process_track = [&](int rank) {
+    auto [it, added] = process.emplace(rank, next_uuid);
+    if (added) {
+      ++next_uuid;
+      auto host = hosts.find(rank);
+      Message p;
+      p.uint(1, static_cast<uint64_t>(rank))
+          .bytes(6, "rank " + std::to_string(rank) + (host != hosts.end() ? " (" + host->second + ")" : ""));
+      packet(Message()
+                 .uint(packet::kSequenceFlags, 1)
+                 .message(packet::kTrackDescriptor, Message().uint(1, it->second).message(3, p)));
+    }
+    return it->second;
+  };
+  for (const auto& [rank, host] : hosts) process_track(rank);
+  for (const CommTiming& t : timings) {
+    uint64_t end = std::max(t.end_ns, t.start_ns);
+    std::vector<uint64_t>& free = lane_free[t.rank];
+    size_t lane = 0;
+    while (lane < free.size() && free[lane] > t.start_ns) ++lane;
+    if (lane == free.size()) free.push_back(0);
+    free[lane] = end;
+    auto [it, added] = lane_track.emplace(std::make_pair(t.rank, lane), next_uuid);
+    if (added) {
+      ++next_uuid;
+      Message thread;
+      thread.uint(1, static_cast<uint64_t>(t.rank))
+          .uint(2, 1 + lane)
+          .bytes(5, lane == 0 ? std::string("Communication") : "Communication #" + std::to_string(lane + 1));
+      packet(
+          Message().message(packet::kTrackDescriptor,
+                            Message().uint(1, it->second).uint(5, process_track(t.rank)).message(4, thread)));
+    }
+    uint64_t track = it->second;
+    Message begin;
+    begin.uint(event::kType, event::kSliceBegin).uint(event::kTrackUuid, track).bytes(23, t.operation);
+    auto annotation = [&](const char* name, uint64_t v) {
+      begin.message(event::kDebugAnnotations, Message().bytes(10, name).uint(3, v));
+    };
+    begin.message(event::kDebugAnnotations, Message().bytes(10, "Group").bytes(6, t.group));
+    annotation("Sequence", static_cast<uint64_t>(t.sequence));
+    annotation("Bytes", t.bytes);
+    annotation("Wait(ns)", t.wait_ns);
+    if (t.transfer) annotation("Peer", static_cast<uint64_t>(t.peer));
+    for (uint64_t id : flows_out[&t]) begin.fixed64(event::kFlowIds, id);
+    for (uint64_t id : flows_in[&t]) begin.fixed64(event::kTerminatingFlowIds, id);
+    auto at = [&](uint64_t ns) { return ns - std::min(ns, origin); };
+    packet(Message().uint(packet::kTimestamp, at(t.start_ns)).message(packet::kTrackEvent, begin));
+    uint64_t wait = std::min(t.wait_ns, end - t.start_ns);
+    if (wait > 0) {
+      Message child;
+      child.uint(event::kType, event::kSliceBegin).uint(event::kTrackUuid, track).bytes(23, "wait");
+      packet(Message().uint(packet::kTimestamp, at(t.start_ns)).message(packet::kTrackEvent, child));
+      packet(Message()
+                 .uint(packet::kTimestamp, at(t.start_ns + wait))
+                 .message(packet::kTrackEvent,
+                          Message().uint(event::kType, event::kSliceEnd).uint(event::kTrackUuid, track)));
+    }
+    packet(Message()
+               .uint(packet::kTimestamp, at(end))
+               .message(packet::kTrackEvent,
+                        Message().uint(event::kType, event::kSliceEnd).uint(event::kTrackUuid, track)));
+  }
+  file.commit(buffer);
+  return file.error();
 }
 
 }  // namespace trainprof::exporter

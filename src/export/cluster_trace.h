@@ -28,6 +28,14 @@ inline constexpr size_t kMaxFlowGroup = 64;
 std::string write_cluster_trace(const std::vector<analysis::CommTiming>& timings,
                                 const std::map<int, std::string>& hosts, const OutputPath& path);
 
+// The same as a Perfetto protobuf trace (cluster_trace_view.pftrace): a
+// process track per rank, its communication on thread tracks ("Communication",
+// and "Communication #2"... where operations overlap, since Perfetto's slices
+// on a track nest), the same slices with debug annotations, the same flows as
+// flow ids from one operation's begin to the other's.
+std::string write_cluster_perfetto_trace(const std::vector<analysis::CommTiming>& timings,
+                                         const std::map<int, std::string>& hosts, const OutputPath& path);
+
 }  // namespace trainprof::exporter
 
 #endif  // TRAINPROF_EXPORT_CLUSTER_TRACE_H_
