@@ -175,7 +175,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 1
     print(trainprof.summary(out), end="")
     print(f"{len(runs)} recorded cycle(s) under {out}\n"
-          f"  timeline: {runs[0]}/PROFILER_OUTPUT/trace_view.json (https://ui.perfetto.dev)\n"
+          f"  timeline: {runs[0]}/PROFILER_OUTPUT/trace_view.pftrace (https://ui.perfetto.dev; "
+          "trace_view.json for chrome://tracing, TensorBoard and HTA)\n"
+          f"  one page: python -m trainprof report {runs[0]}\n"
           f"  the same report again: trainprof summary {out}")
     return 0
 

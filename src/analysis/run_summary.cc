@@ -211,14 +211,17 @@ std::string summarize_run(const std::string& run_dir) {
   }
   append_data_pipeline(text, out);
   append_host(text, out);
-  std::string optional_outputs;
-  for (const char* f : {"dataset.csv", "memory_record.csv", "operator_memory.csv", "host_cpu_usage.csv",
-                        "host_mem_usage.csv", "host_disk_usage.csv", "host_network_usage.csv"}) {
-    if (fs::exists(out / f, ec)) optional_outputs += std::string(", ") + f;
+  std::string outputs;
+  for (const char* f : {"trace_view.json", "trace_view.pftrace", "op_statistic.csv", "operator_details.csv",
+                        "step_trace_time.csv", "dataset.csv", "memory_record.csv", "operator_memory.csv",
+                        "host_cpu_usage.csv", "host_mem_usage.csv", "host_disk_usage.csv", "host_network_usage.csv",
+                        "trainprof.db", "report.html"}) {
+    if (fs::exists(out / f, ec)) outputs += std::string(outputs.empty() ? "" : ", ") + f;
   }
-  append(text,
-         "  outputs: %s/{trace_view.json, op_statistic.csv, operator_details.csv, step_trace_time.csv%s}\n",
-         out.c_str(), optional_outputs.c_str());
+  append(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());
+  if (!fs::exists(out / "report.html", ec)) {
+    append(text, "  the same on one page: trainprof report %s\n", run_dir.c_str());
+  }
   return text;
 }
 
