@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "collectors/system/host_sampler.h"
 #include "core/clock.h"
 #include "core/flusher.h"
+#include "floor_parts.h"
 #include "trainprof/trainprof.h"
 
 namespace {
@@ -31,6 +33,14 @@ std::string bench_dir() {
   return dir;
 }
 
+double thread_cpu_seconds(pid_t tid) {
+  // Linux per-thread CPU clock of another thread: MAKE_THREAD_CPUCLOCK(tid, SCHED).
+  clockid_t cid = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);
+  timespec ts{};
+  if (clock_gettime(cid, &ts) != 0) return 0;
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 std::unique_ptr<trainprof::Profiler> g_profiler;
 
 // Big enough that a whole benchmark run never drops: the figure is the cost
@@ -44,16 +54,28 @@ void start_recording(const benchmark::State&) {
 
 void stop_recording(const benchmark::State&) {
   g_profiler->stop();
+  // A figure measured while events were dropped is not the recording cost.
+  if (uint64_t dropped = g_profiler->last_run().events_dropped; dropped != 0)
+    fprintf(stderr, "note: %llu events dropped (buffer full) during this benchmark\n",
+            static_cast<unsigned long long>(dropped));
   fs::remove_all(g_profiler->last_run().run_dir);
   g_profiler.reset();
 }
 
 // One scoped range (begin + end) with a static name, while recording.
 void BM_ScopedRangeRecording(benchmark::State& state) {
+  // The flusher's CPU time over the same iterations, per range: on a
+  // machine with no core to spare it is taken from the recording threads.
+  const pid_t flusher = trainprof::detail::Flusher::instance().thread_id();
+  const double flusher_cpu0 = state.thread_index() == 0 ? thread_cpu_seconds(flusher) : 0;
   for (auto _ : state) {
     TRAINPROF_RANGE("bench");
   }
   state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) {
+    const double ranges = static_cast<double>(state.iterations()) * state.threads();
+    state.counters["flusher_ns_per_range"] = 1e9 * (thread_cpu_seconds(flusher) - flusher_cpu0) / ranges;
+  }
 }
 BENCHMARK(BM_ScopedRangeRecording)
     ->Setup(start_recording)
@@ -96,6 +118,40 @@ void BM_TwoTimestamps(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_TwoTimestamps);
+BENCHMARK(BM_TwoTimestamps)->Threads(1)->Threads(2)->UseRealTime();
+
+// The parts of a recorded range, each added to the last (floor_parts.h):
+// what the range above costs beyond its two timestamps, part by part, with
+// a profiler recording (so that the flusher runs, as for the range).
+template <void (*End)(const char*, uint64_t) noexcept>
+void BM_RangeFloorParts(benchmark::State& state) {
+  for (auto _ : state) {
+    uint64_t start = trainprof::detail::host_recording() ? trainprof::detail::now_ticks() : 0;
+    if (start != 0) End("bench", start);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK_TEMPLATE(BM_RangeFloorParts, trainprof_floor_end_call)
+    ->Name("BM_RangeFloor_Call")
+    ->Setup(start_recording)
+    ->Teardown(stop_recording)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RangeFloorParts, trainprof_floor_end_tls)
+    ->Name("BM_RangeFloor_CallTls")
+    ->Setup(start_recording)
+    ->Teardown(stop_recording)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RangeFloorParts, trainprof_floor_end_tls_store)
+    ->Name("BM_RangeFloor_CallTlsStore")
+    ->Setup(start_recording)
+    ->Teardown(stop_recording)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
 
 // Bytes per range on disk for a training-like pattern (nested ranges with a
 // handful of names on 2 threads). Reported as a counter.
@@ -130,14 +186,6 @@ void BM_BytesPerRangeOnDisk(benchmark::State& state) {
   state.counters["bytes_per_range"] = bytes_per_range;
 }
 BENCHMARK(BM_BytesPerRangeOnDisk)->Iterations(1)->Unit(benchmark::kMillisecond);
-
-double thread_cpu_seconds(pid_t tid) {
-  // Linux per-thread CPU clock of another thread: MAKE_THREAD_CPUCLOCK(tid, SCHED).
-  clockid_t cid = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);
-  timespec ts{};
-  if (clock_gettime(cid, &ts) != 0) return 0;
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // Flusher CPU time while one thread records at a sustained rate
 // (state.range(0) events per second, for 2 seconds).

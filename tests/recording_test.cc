@@ -1,5 +1,6 @@
 // Copyright trainprof authors. The recording engine: threads, buffers, event kinds.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <bit>
@@ -8,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/block_pool.h"
 #include "core/intern.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
@@ -267,6 +269,51 @@ TEST(Recording, ControlFromAnotherThreadWhileThreadsRecord) {
     EXPECT_TRUE(f.closed_cleanly) << run;
     EXPECT_GT(f.events.size(), 0u) << run;
   }
+}
+
+// A writer wakes the flusher once an eighth of the buffer limit waits in full
+// blocks (1 to 16 of them), not for every block: small buffers are woken for
+// early, large ones in batches.
+TEST(BlockPool, WakeBatchIsAnEighthOfTheLimitFromOneToSixteen) {
+  detail::BlockPool pool;
+  ASSERT_TRUE(pool.set_budget(4, 1 << 20));
+  EXPECT_EQ(pool.wake_batch(), 1u);
+  ASSERT_TRUE(pool.set_budget(40, 1 << 20));
+  EXPECT_EQ(pool.wake_batch(), 5u);
+  ASSERT_TRUE(pool.set_budget(1024, 1 << 20));
+  EXPECT_EQ(pool.wake_batch(), detail::BlockPool::kMaxWakeBatch);
+  ASSERT_TRUE(pool.set_budget(16, 1 << 20));
+  pool.set_thread_count(40);  // two blocks per thread raise the limit to 80
+  EXPECT_EQ(pool.wake_batch(), 10u);
+  ASSERT_TRUE(pool.set_budget(1024, 24));  // the cap wins over the budget
+  pool.set_thread_count(1);
+  EXPECT_EQ(pool.wake_batch(), 3u);
+}
+
+// Under sustained recording, full blocks reach the disk long before the
+// flush interval (here a minute): a crash loses little, and the buffer's
+// memory is reused instead of filling up.
+TEST(Recording, FullBlocksAreWrittenWithoutWaitingForTheFlushInterval) {
+  TempDir dir;
+  ProfilerOptions o = options_in(dir, 64);  // 1024 blocks: a wake per 16 full ones
+  o.flush_interval_ms = 60'000;
+  Profiler prof(o);
+  const std::string raw_path = prof.current_run_dir() + "/raw/host.tpraw";
+  struct stat before {};
+  ASSERT_EQ(stat(raw_path.c_str(), &before), 0) << raw_path;
+  // 40 blocks' worth of events: enough for two wakes.
+  for (uint32_t i = 0; i < 40 * detail::kEventsPerBlock; ++i) TRAINPROF_RANGE("sustained");
+  off_t written = before.st_size;
+  for (int waited_ms = 0; waited_ms < 10'000 && written == before.st_size; waited_ms += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    struct stat now {};
+    ASSERT_EQ(stat(raw_path.c_str(), &now), 0);
+    written = now.st_size;
+  }
+  // At 5 bytes an event, 16 blocks are more than 100 KiB.
+  EXPECT_GT(written - before.st_size, 100 * 1024) << "nothing written before the interval";
+  prof.stop();
+  EXPECT_EQ(prof.last_run().events_dropped, 0u);
 }
 
 }  // namespace

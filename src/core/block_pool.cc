@@ -136,9 +136,10 @@ void BlockPool::reset_in_child() {
 }
 
 void BlockPool::update_available_locked() {
-  available_.store(
-      in_use_ < limit_locked() && (!free_.empty() || (allocated_ < limit_locked() && !grow_failed_)),
-      std::memory_order_relaxed);
+  const size_t limit = limit_locked();
+  available_.store(in_use_ < limit && (!free_.empty() || (allocated_ < limit && !grow_failed_)),
+                   std::memory_order_relaxed);
+  wake_batch_.store(std::clamp<size_t>(limit / 8, 1, kMaxWakeBatch), std::memory_order_relaxed);
 }
 
 }  // namespace trainprof::detail

@@ -47,9 +47,8 @@ bool intern_stage(std::string_view operation, std::string_view stage, std::strin
 
 void append_stage(const char* operation, uint16_t stage, uint16_t custom_info, uint64_t start,
                   uint64_t end) noexcept {
-  detail::Event e{start, end,   operation,  static_cast<uint8_t>(raw::EventKind::kDataStage),
-                  0,     stage, custom_info};
-  detail::Recorder::instance().append(e);
+  detail::record_event_fields(start, end, operation, static_cast<uint8_t>(raw::EventKind::kDataStage), 0,
+                              stage, custom_info);
 }
 
 }  // namespace

@@ -11,9 +11,10 @@ namespace trainprof {
 
 namespace {
 
+// From registers into the block (record_event_fields: no Event copied
+// through the stack).
 void append(uint64_t t0, uint64_t t1, const char* name, raw::EventKind kind, uint16_t domain) {
-  detail::Event e{t0, t1, name, static_cast<uint8_t>(kind), 0, domain, 0};
-  detail::Recorder::instance().append(e);
+  detail::record_event_fields(t0, t1, name, static_cast<uint8_t>(kind), 0, domain, 0);
 }
 
 std::atomic<uint64_t> g_next_range_id{1};

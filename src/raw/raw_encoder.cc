@@ -45,10 +45,8 @@ void RawEncoder::file_header(const FileHeader& header) {
   append_pod(out_, header);
 }
 
-uint32_t RawEncoder::string_id(const char* name) {
-  if (name == nullptr) return 0;
+uint32_t RawEncoder::string_id_uncached(const char* name) {
   CachedId& cached = cache_[(reinterpret_cast<uintptr_t>(name) >> 3) % kCacheSize];
-  if (cached.pointer == name) return cached.id;
   auto it = id_by_pointer_.find(name);
   if (it != id_by_pointer_.end()) {
     cached = CachedId{name, it->second};
@@ -99,12 +97,32 @@ void RawEncoder::end_chunk(size_t header_offset, uint32_t record_count) {
   std::memcpy(out_.data() + header_offset, &h, sizeof(h));
 }
 
+inline uint8_t* RawEncoder::put_event(uint8_t* p, uint8_t kind, uint32_t name, uint64_t t0_delta,
+                                      uint64_t dur, uint64_t a, uint64_t b) {
+  uint8_t head = kind & kHeadKindMask;
+  if (dur != 0) head |= kHeadHasDuration;
+  if (a != 0) head |= kHeadHasA;
+  if (b != 0) head |= kHeadHasB;
+  *p++ = head;
+  p = put_varint(p, name);
+  p = put_varint(p, zigzag(static_cast<int64_t>(t0_delta)));
+  if (dur != 0) p = put_varint(p, dur);
+  if (a != 0) p = put_varint(p, a);
+  if (b != 0) p = put_varint(p, b);
+  return p;
+}
+
 size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count) {
   if (count == 0) return 0;
   // Worst case per event: head byte + five varints (a memory report: eight,
   // a communication call: nine, over their two slots).
-  scratch_.resize(count * (1 + 5 * kMaxVarintBytes));
-  uint8_t* p = scratch_.data();
+  const size_t worst = count * (1 + 5 * kMaxVarintBytes);
+  if (scratch_capacity_ < worst) {
+    scratch_ = std::make_unique_for_overwrite<uint8_t[]>(worst);  // not zeroed
+    scratch_capacity_ = worst;
+  }
+  uint8_t* const scratch = scratch_.get();
+  uint8_t* p = scratch;
   uint64_t prev_t0 = 0;
   size_t records = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -162,7 +180,7 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
     prev_t0 = e.t0;
     ++records;
   }
-  scratch_.resize(static_cast<size_t>(p - scratch_.data()));
+  const size_t scratch_size = static_cast<size_t>(p - scratch);
   if (new_string_count_ > 0) {
     size_t h = begin_chunk(ChunkType::kStrings, 0);
     append_bytes(out_, new_strings_.data(), new_strings_.size());
@@ -172,24 +190,9 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
   }
   if (records == 0) return 0;
   size_t h = begin_chunk(ChunkType::kEvents, tid);
-  append_bytes(out_, scratch_.data(), scratch_.size());
+  append_bytes(out_, scratch, scratch_size);
   end_chunk(h, static_cast<uint32_t>(records));
   return records;
-}
-
-uint8_t* RawEncoder::put_event(uint8_t* p, uint8_t kind, uint32_t name, uint64_t t0_delta, uint64_t dur,
-                               uint64_t a, uint64_t b) {
-  uint8_t head = kind & kHeadKindMask;
-  if (dur != 0) head |= kHeadHasDuration;
-  if (a != 0) head |= kHeadHasA;
-  if (b != 0) head |= kHeadHasB;
-  *p++ = head;
-  p = put_varint(p, name);
-  p = put_varint(p, zigzag(static_cast<int64_t>(t0_delta)));
-  if (dur != 0) p = put_varint(p, dur);
-  if (a != 0) p = put_varint(p, a);
-  if (b != 0) p = put_varint(p, b);
-  return p;
 }
 
 uint8_t* RawEncoder::put_memory(uint8_t* p, const detail::MemoryReport& r, const detail::MemoryTotals& t,

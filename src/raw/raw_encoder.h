@@ -8,6 +8,7 @@
 #define TRAINPROF_RAW_RAW_ENCODER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -36,19 +37,31 @@ class RawEncoder {
   void clear_output() { out_.clear(); }
 
  private:
-  uint32_t string_id(const char* name);
+  // The id of `name`: a look in the direct-mapped cache, inline (most
+  // events reuse a few names), then the maps.
+  uint32_t string_id(const char* name) {
+    if (name == nullptr) return 0;
+    const CachedId& cached = cache_[(reinterpret_cast<uintptr_t>(name) >> 3) % kCacheSize];
+    if (cached.pointer == name) return cached.id;
+    return string_id_uncached(name);
+  }
+  uint32_t string_id_uncached(const char* name);
   uint32_t domain_string_id(uint16_t domain);
   size_t begin_chunk(ChunkType type, uint32_t tid);
   void end_chunk(size_t header_offset, uint32_t record_count);
-  static uint8_t* put_event(uint8_t* p, uint8_t kind, uint32_t name, uint64_t t0_delta, uint64_t dur,
-                            uint64_t a, uint64_t b);
+  // Inlined into the per-event loop (a call per event cost a quarter of it).
+  [[gnu::always_inline]] static uint8_t* put_event(uint8_t* p, uint8_t kind, uint32_t name, uint64_t t0_delta,
+                                                   uint64_t dur, uint64_t a, uint64_t b);
   static uint8_t* put_memory(uint8_t* p, const detail::MemoryReport& report,
                              const detail::MemoryTotals& totals, uint64_t prev_t0);
   uint8_t* put_comm(uint8_t* p, const detail::Event& call, const detail::CommDetail& detail,
                     uint64_t prev_t0);
 
   std::vector<uint8_t> out_;
-  std::vector<uint8_t> scratch_;
+  // The events chunk's payload while it is encoded (its strings chunk goes
+  // first). Not a vector: resizing one zero-fills every byte each time.
+  std::unique_ptr<uint8_t[]> scratch_;
+  size_t scratch_capacity_ = 0;
   std::vector<uint8_t> new_strings_;
   uint32_t new_string_count_ = 0;
   uint32_t next_string_id_ = 1;  // 0: no name
