@@ -128,6 +128,12 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
   for (size_t i = 0; i < count; ++i) {
     const detail::Event& e = events[i];
     auto kind = static_cast<EventKind>(e.kind);
+    if (kind == EventKind::kRange) [[likely]] {  // most events: one test, then out
+      p = put_event(p, e.kind, string_id(e.name), e.t0 - prev_t0, e.t1 - e.t0, 0, 0);
+      prev_t0 = e.t0;
+      ++records;
+      continue;
+    }
     if (kind == EventKind::kMemory) {
       // record_memory commits both slots at once; a lone one is skipped.
       if (i + 1 == count || events[i + 1].kind != detail::kMemoryTotalsSlot) continue;
