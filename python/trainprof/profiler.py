@@ -31,7 +31,10 @@ class ProfilerActivity(enum.Enum):
 
     ``CPU``: host activity: steps, ``record_function`` ranges, mstx markers
     and, in a PyTorch process, every aten operator. ``GPU`` (``CUDA`` is the
-    same, torch's name): device activity, recorded once a GPU collector exists.
+    same, torch's name): GPU kernels, copies, sets, CUDA runtime and driver
+    calls and synchronizations through CUPTI (recorded in the raw data; their
+    tables and timeline tracks are still to come). Without CUPTI or a GPU the
+    profiler says why once and records the host as usual.
     """
 
     CPU = "CPU"

@@ -63,6 +63,23 @@ struct CommDetail {
 inline constexpr uint8_t kCommDetailSlot = 0xfe;
 static_assert(sizeof(CommDetail) == sizeof(Event) && offsetof(CommDetail, kind) == offsetof(Event, kind));
 
+// A GPU activity (record_gpu; raw::is_gpu_event_kind) fills two slots too:
+// an Event with the activity (t0, t1 in ticks, name, kind, domain = device
+// + 1, aux = CUPTI correlation id), then this.
+struct GpuDetail {
+  uint64_t bytes;      // copies and sets
+  const char* detail;  // interned (kernels: launch geometry, raw/format.h), or nullptr
+  uint32_t context;
+  uint32_t stream;
+  uint8_t kind;     // kGpuDetailSlot
+  uint8_t subkind;  // raw/format.h, per activity kind
+  uint16_t unused;
+  uint32_t thread;  // kGpuApi: OS id of the calling thread
+};
+// Never a raw kind: marks the second slot of a GPU activity.
+inline constexpr uint8_t kGpuDetailSlot = 0xfd;
+static_assert(sizeof(GpuDetail) == sizeof(Event) && offsetof(GpuDetail, kind) == offsetof(Event, kind));
+
 inline constexpr size_t kBlockBytes = 64 * 1024;
 inline constexpr size_t kBlockHeaderBytes = 64;
 inline constexpr uint32_t kEventsPerBlock =

@@ -337,6 +337,10 @@ void record_comm(uint64_t t0, uint64_t t1, const char* name, uint8_t flags, uint
   append_comm(call, detail);
 }
 
+void record_gpu(const Event& activity, const GpuDetail& detail) noexcept {
+  Recorder::instance().append_pair(activity, std::bit_cast<Event>(detail));
+}
+
 void record_range(const char* name, uint64_t start_ticks) noexcept {
   uint64_t end = now_ticks();
   if (!host_recording()) return;

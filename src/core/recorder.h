@@ -124,6 +124,11 @@ void record_memory(uint64_t ticks, uint64_t address, int64_t bytes, uint64_t tot
 void record_comm(uint64_t t0, uint64_t t1, const char* name, uint8_t flags, uint32_t sequence, uint64_t bytes,
                  const char* group, int32_t peer, int32_t tag) noexcept;
 
+// A GPU activity (Event + GpuDetail, event.h): two slots committed together,
+// as record_memory. Called from CUPTI's buffer-completed callback, a batch
+// at a time: not a hot path.
+void record_gpu(const Event& activity, const GpuDetail& detail) noexcept;
+
 // Implemented by the flusher: wakes it up (async-signal-safe).
 void wake_flusher() noexcept;
 

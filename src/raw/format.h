@@ -11,9 +11,9 @@ namespace trainprof::raw {
 
 inline constexpr char kFileMagic[8] = {'T', 'P', 'R', 'A', 'W', '\r', '\n', '\x1a'};
 // Version 2 added the chunk sequence number, version 3 the COMM and
-// COMM_GROUP events (docs/FORMAT.md, "Versioning"); version 1 files are
-// still read, without the sequence checks.
-inline constexpr uint32_t kFormatVersion = 3;
+// COMM_GROUP events, version 4 the GPU events (docs/FORMAT.md,
+// "Versioning"); version 1 files are still read, without the sequence checks.
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kFileHeaderSize = 128;
 inline constexpr uint32_t kChunkMagic = 0x4b435054;  // "TPCK" little-endian
@@ -86,8 +86,25 @@ enum class EventKind : uint8_t {
                         // b = sequence number in its group + 1 (0: none), then always varint bytes,
                         // group string id (0: none), zigzag(peer), zigzag(tag)
   kCommGroup = 12,      // a communicator: name = "group name\x1fworld ranks\x1fhow it was made", t0
+  // GPU activity (CUPTI). All five: name, t0, duration (host clock), a = CUPTI correlation id,
+  // b = device + 1 (0: none), then always varint context, stream, subkind, bytes, detail string
+  // id (0: none), thread (OS id of the calling thread, kGpuApi; else 0).
+  kGpuKernel = 13,  // name = kernel; detail = "grid x,y,z\x1fblock x,y,z\x1fregisters\x1fstatic
+                    // shared bytes\x1fdynamic shared bytes"
+  kGpuMemcpy = 14,  // name = "Memcpy HtoD (Pageable -> Device)"; subkind = CUPTI copy kind; bytes
+  kGpuMemset = 15,  // name = "Memset (Device)"; bytes
+  kGpuApi = 16,     // runtime or driver call: name = function; subkind = GpuApiKind; thread
+  kGpuSync = 17,    // synchronization: name = its type ("Stream Synchronize"); subkind = CUPTI type
 };
-inline constexpr uint8_t kMaxEventKind = 12;
+inline constexpr uint8_t kMaxEventKind = 17;
+
+inline constexpr bool is_gpu_event_kind(EventKind kind) {
+  return kind >= EventKind::kGpuKernel && kind <= EventKind::kGpuSync;
+}
+// kGpuApi subkind.
+enum class GpuApiKind : uint8_t { kRuntime = 1, kDriver = 2 };
+// Separates the fields of a kGpuKernel detail.
+inline constexpr char kGpuDetailSeparator = '\x1f';
 
 // kComm flags (`a`).
 inline constexpr uint64_t kCommCollective = 1;   // a collective over its group

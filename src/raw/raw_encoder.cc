@@ -151,7 +151,18 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
       ++records;
       continue;
     }
-    if (e.kind == detail::kMemoryTotalsSlot || e.kind == detail::kCommDetailSlot) continue;  // alone
+    if (is_gpu_event_kind(kind)) {
+      // record_gpu commits both slots at once, as a memory report.
+      if (i + 1 == count || events[i + 1].kind != detail::kGpuDetailSlot) continue;
+      p = put_gpu(p, e, std::bit_cast<detail::GpuDetail>(events[++i]), prev_t0);
+      prev_t0 = e.t0;
+      ++records;
+      continue;
+    }
+    if (e.kind == detail::kMemoryTotalsSlot || e.kind == detail::kCommDetailSlot ||
+        e.kind == detail::kGpuDetailSlot) {
+      continue;  // a second slot alone
+    }
     uint64_t dur = 0, a = 0, b = 0;
     uint32_t name = string_id(e.name);
     switch (kind) {
@@ -175,7 +186,12 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
       case EventKind::kOperatorInputs:
       case EventKind::kMemory:
       case EventKind::kComm:
-      case EventKind::kCommGroup: break;
+      case EventKind::kCommGroup:
+      case EventKind::kGpuKernel:
+      case EventKind::kGpuMemcpy:
+      case EventKind::kGpuMemset:
+      case EventKind::kGpuApi:
+      case EventKind::kGpuSync: break;
       case EventKind::kDataStage:
         dur = e.t1 - e.t0;
         a = domain_string_id(e.domain);
@@ -219,6 +235,18 @@ uint8_t* RawEncoder::put_comm(uint8_t* p, const detail::Event& call, const detai
   p = put_varint(p, d.group != nullptr ? string_id(d.group) : 0);
   p = put_varint(p, zigzag(d.peer));
   return put_varint(p, zigzag(d.tag));
+}
+
+uint8_t* RawEncoder::put_gpu(uint8_t* p, const detail::Event& activity, const detail::GpuDetail& d,
+                             uint64_t prev_t0) {
+  p = put_event(p, activity.kind, string_id(activity.name), activity.t0 - prev_t0, activity.t1 - activity.t0,
+                activity.aux, activity.domain);
+  p = put_varint(p, d.context);
+  p = put_varint(p, d.stream);
+  p = put_varint(p, d.subkind);
+  p = put_varint(p, d.bytes);
+  p = put_varint(p, d.detail != nullptr ? string_id(d.detail) : 0);
+  return put_varint(p, d.thread);
 }
 
 void RawEncoder::clock(const detail::ClockAnchor& anchor) {

@@ -54,6 +54,8 @@ class RawEncoder {
                                                    uint64_t dur, uint64_t a, uint64_t b);
   static uint8_t* put_memory(uint8_t* p, const detail::MemoryReport& report,
                              const detail::MemoryTotals& totals, uint64_t prev_t0);
+  uint8_t* put_gpu(uint8_t* p, const detail::Event& activity, const detail::GpuDetail& detail,
+                   uint64_t prev_t0);
   uint8_t* put_comm(uint8_t* p, const detail::Event& call, const detail::CommDetail& detail,
                     uint64_t prev_t0);
 

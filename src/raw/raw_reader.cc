@@ -203,6 +203,22 @@ class ChunkDecoder {
         e.comm_peer = static_cast<int32_t>(unzigzag(peer));
         e.comm_tag = static_cast<int32_t>(unzigzag(tag));
       }
+      if (is_gpu_event_kind(e.kind)) {
+        uint64_t context = 0, stream = 0, subkind = 0, detail = 0, thread = 0;
+        if ((p = get_varint(p, end, &context)) == nullptr || (p = get_varint(p, end, &stream)) == nullptr ||
+            (p = get_varint(p, end, &subkind)) == nullptr ||
+            (p = get_varint(p, end, &e.gpu_bytes)) == nullptr ||
+            (p = get_varint(p, end, &detail)) == nullptr || (p = get_varint(p, end, &thread)) == nullptr ||
+            context > UINT32_MAX || stream > UINT32_MAX || subkind > UINT8_MAX || detail > UINT32_MAX ||
+            thread > UINT32_MAX || e.a > UINT32_MAX || e.b > UINT16_MAX) {
+          return "malformed GPU event " + std::to_string(i);
+        }
+        e.gpu_context = static_cast<uint32_t>(context);
+        e.gpu_stream = static_cast<uint32_t>(stream);
+        e.gpu_subkind = static_cast<uint32_t>(subkind);
+        e.gpu_detail = static_cast<uint32_t>(detail);
+        e.gpu_thread = static_cast<uint32_t>(thread);
+      }
     }
     if (scratch_.size() != count || p != end) return "event count does not match the chunk header";
     for (RawEvent& e : scratch_) {

@@ -40,6 +40,15 @@ struct RawEvent {
   uint32_t comm_group = 0;
   int32_t comm_peer = -1;
   int32_t comm_tag = -1;
+  // GPU activities only (raw::is_gpu_event_kind; a = correlation id, b =
+  // device + 1): context, stream, subkind, bytes, detail (string id) and,
+  // for a runtime or driver call, the calling thread.
+  uint32_t gpu_context = 0;
+  uint32_t gpu_stream = 0;
+  uint32_t gpu_subkind = 0;
+  uint32_t gpu_detail = 0;
+  uint64_t gpu_bytes = 0;
+  uint32_t gpu_thread = 0;
 };
 
 struct RawIssue {

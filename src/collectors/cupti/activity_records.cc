@@ -1,0 +1,181 @@
+// Copyright trainprof authors.
+#include "collectors/cupti/activity_records.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/intern.h"
+#include "core/recorder.h"
+
+namespace trainprof::cupti {
+
+const char* copy_kind_name(uint8_t copy_kind) {
+  static const char* const kNames[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
+  return copy_kind < std::size(kNames) ? kNames[copy_kind] : "Unknown";
+}
+
+const char* memory_kind_name(uint32_t memory_kind) {
+  static const char* const kNames[] = {"Unknown", "Pageable", "Pinned",        "Device",
+                                       "Array",   "Managed",  "Device Static", "Managed Static"};
+  return memory_kind < std::size(kNames) ? kNames[memory_kind] : "Unknown";
+}
+
+const char* sync_type_name(uint32_t type) {
+  switch (type) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return "Event Synchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return "Stream Wait Event";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return "Stream Synchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return "Context Synchronize";
+    default: return "Synchronize";
+  }
+}
+
+std::string without_version_suffix(std::string name) {
+  size_t v = name.rfind("_v");
+  if (v != std::string::npos && v + 2 < name.size() &&
+      std::all_of(name.begin() + static_cast<std::ptrdiff_t>(v) + 2, name.end(),
+                  [](char c) { return c >= '0' && c <= '9'; })) {
+    name.resize(v);
+  }
+  return name;
+}
+
+detail::Event ActivityTranslator::head(raw::EventKind kind, const char* name, uint64_t start, uint64_t end,
+                                       uint32_t device, uint32_t correlation) const {
+  uint64_t t0 = clock_->to_ticks(start);
+  uint64_t t1 = std::max(t0, clock_->to_ticks(end));
+  // Device ids past the 16 bits of the slot are not real GPUs (CUPTI's
+  // "none" is all ones): no device.
+  uint16_t device_plus_one = device < 0xffffu ? static_cast<uint16_t>(device + 1) : 0;
+  return detail::Event{t0, t1, name, static_cast<uint8_t>(kind), 0, device_plus_one, correlation};
+}
+
+const char* ActivityTranslator::kernel_name(const char* mangled) {
+  if (mangled == nullptr) return detail::intern("(unnamed kernel)");
+  const char* key = detail::intern(mangled);
+  auto it = demangled_.find(key);
+  if (it != demangled_.end()) return it->second;
+  int status = 0;
+  char* plain = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  const char* name = status == 0 && plain != nullptr ? detail::intern(plain) : key;
+  std::free(plain);
+  demangled_.emplace(key, name);
+  return name;
+}
+
+const char* ActivityTranslator::kernel_geometry(const CUpti_ActivityKernel10& k) {
+  const char sep = raw::kGpuDetailSeparator;
+  std::string text = std::to_string(k.gridX) + "," + std::to_string(k.gridY) + "," + std::to_string(k.gridZ) +
+                     sep + std::to_string(k.blockX) + "," + std::to_string(k.blockY) + "," +
+                     std::to_string(k.blockZ) + sep + std::to_string(k.registersPerThread) + sep +
+                     std::to_string(k.staticSharedMemory) + sep + std::to_string(k.dynamicSharedMemory);
+  return detail::intern(text);
+}
+
+const char* ActivityTranslator::api_name(raw::GpuApiKind kind, uint32_t cbid) {
+  uint64_t key = uint64_t{static_cast<uint8_t>(kind)} << 32 | cbid;
+  auto it = api_names_.find(key);
+  if (it != api_names_.end()) return it->second;
+  const char* found = nullptr;
+  CUpti_CallbackDomain domain =
+      kind == raw::GpuApiKind::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+  std::string name;
+  if (callback_name_ != nullptr && callback_name_(domain, cbid, &found) == CUPTI_SUCCESS &&
+      found != nullptr) {
+    name = without_version_suffix(found);
+  } else {
+    name = std::string(kind == raw::GpuApiKind::kRuntime ? "cuda runtime call #" : "cuda driver call #") +
+           std::to_string(cbid);
+  }
+  const char* interned = detail::intern(name);
+  api_names_.emplace(key, interned);
+  return interned;
+}
+
+bool ActivityTranslator::translate(const CUpti_Activity& record, detail::Event* activity,
+                                   detail::GpuDetail* d) {
+  *d = detail::GpuDetail{0, nullptr, 0, 0, detail::kGpuDetailSlot, 0, 0, 0};
+  switch (record.kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto& k = reinterpret_cast<const CUpti_ActivityKernel10&>(record);
+      *activity =
+          head(raw::EventKind::kGpuKernel, kernel_name(k.name), k.start, k.end, k.deviceId, k.correlationId);
+      d->context = k.contextId;
+      d->stream = k.streamId;
+      d->detail = kernel_geometry(k);
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto& m = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
+      std::string name = std::string("Memcpy ") + copy_kind_name(m.copyKind) + " (" +
+                         memory_kind_name(m.srcKind) + " -> " + memory_kind_name(m.dstKind) + ")";
+      *activity =
+          head(raw::EventKind::kGpuMemcpy, detail::intern(name), m.start, m.end, m.deviceId, m.correlationId);
+      d->context = m.contextId;
+      d->stream = m.streamId;
+      d->subkind = m.copyKind;
+      d->bytes = m.bytes;
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
+      std::string name = std::string("Memset (") + memory_kind_name(m.memoryKind) + ")";
+      *activity =
+          head(raw::EventKind::kGpuMemset, detail::intern(name), m.start, m.end, m.deviceId, m.correlationId);
+      d->context = m.contextId;
+      d->stream = m.streamId;
+      d->bytes = m.bytes;
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto& a = reinterpret_cast<const CUpti_ActivityAPI&>(record);
+      raw::GpuApiKind kind =
+          record.kind == CUPTI_ACTIVITY_KIND_RUNTIME ? raw::GpuApiKind::kRuntime : raw::GpuApiKind::kDriver;
+      *activity =
+          head(raw::EventKind::kGpuApi, api_name(kind, a.cbid), a.start, a.end, 0xffffffffu, a.correlationId);
+      d->subkind = static_cast<uint8_t>(kind);
+      d->thread = a.threadId;
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto& s = reinterpret_cast<const CUpti_ActivitySynchronization2&>(record);
+      *activity = head(raw::EventKind::kGpuSync, detail::intern(sync_type_name(s.type)), s.start, s.end,
+                       0xffffffffu, s.correlationId);
+      d->context = s.contextId;
+      d->stream = s.streamId;
+      d->subkind = static_cast<uint8_t>(s.type);
+      return true;
+    }
+    default: return false;
+  }
+}
+
+BufferStats record_buffer(uint8_t* buffer, size_t valid_bytes, NextRecordFn next,
+                          ActivityTranslator& translator) {
+  BufferStats stats;
+  if (buffer == nullptr || valid_bytes == 0 || next == nullptr) return stats;
+  CUpti_Activity* record = nullptr;
+  for (;;) {
+    CUptiResult result = next(buffer, valid_bytes, &record);
+    if (result == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // the buffer's end
+    if (result != CUPTI_SUCCESS || record == nullptr) {
+      stats.malformed = true;
+      break;
+    }
+    ++stats.records;
+    detail::Event activity{};
+    detail::GpuDetail detail{};
+    if (!translator.translate(*record, &activity, &detail)) continue;
+    detail::record_gpu(activity, detail);
+    ++stats.recorded;
+  }
+  return stats;
+}
+
+}  // namespace trainprof::cupti

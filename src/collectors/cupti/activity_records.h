@@ -1,0 +1,74 @@
+// Copyright trainprof authors. CUPTI activity records into trainprof events.
+//
+// CUPTI hands over its records in buffers (cuptiActivityRegisterCallbacks);
+// record_buffer() walks one with cuptiActivityGetNextRecord and records each
+// kernel, copy, set, runtime or driver call and synchronization as a GPU
+// activity (raw/format.h, kGpu*): times on the host clock (GpuClock), the
+// kernel's demangled name and launch geometry, the copy's direction and
+// memory kinds, the call's function name and thread, and the correlation id
+// that joins a launch to what it launched. Other kinds are counted, not kept.
+#ifndef TRAINPROF_COLLECTORS_CUPTI_ACTIVITY_RECORDS_H_
+#define TRAINPROF_COLLECTORS_CUPTI_ACTIVITY_RECORDS_H_
+
+#include <cupti_activity.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "collectors/cupti/gpu_clock.h"
+#include "core/event.h"
+#include "raw/format.h"
+
+namespace trainprof::cupti {
+
+// cuptiGetCallbackName's shape: the function name of a runtime or driver call.
+using CallbackNameFn = CUptiResult (*)(CUpti_CallbackDomain domain, uint32_t cbid, const char** name);
+// cuptiActivityGetNextRecord's shape.
+using NextRecordFn = CUptiResult (*)(uint8_t* buffer, size_t valid_bytes, CUpti_Activity** record);
+
+class ActivityTranslator {
+ public:
+  // `clock` must outlive the translator; `callback_name` may be nullptr
+  // (calls are then named "cuda runtime call #cbid").
+  ActivityTranslator(const GpuClock* clock, CallbackNameFn callback_name)
+      : clock_(clock), callback_name_(callback_name) {}
+
+  // Fills `activity` and `detail` from one record; false for a kind that is
+  // not recorded.
+  bool translate(const CUpti_Activity& record, detail::Event* activity, detail::GpuDetail* detail);
+
+ private:
+  detail::Event head(raw::EventKind kind, const char* name, uint64_t start, uint64_t end, uint32_t device,
+                     uint32_t correlation) const;
+  const char* kernel_name(const char* mangled);
+  const char* kernel_geometry(const CUpti_ActivityKernel10& k);
+  const char* api_name(raw::GpuApiKind kind, uint32_t cbid);
+
+  const GpuClock* clock_;
+  CallbackNameFn callback_name_;
+  std::unordered_map<const char*, const char*> demangled_;  // interned mangled -> interned demangled
+  std::unordered_map<uint64_t, const char*> api_names_;     // kind << 32 | cbid -> interned
+};
+
+struct BufferStats {
+  uint64_t records = 0;    // walked
+  uint64_t recorded = 0;   // recorded as GPU activities
+  bool malformed = false;  // the walk ended on an error other than the buffer's end
+};
+
+// Walks `valid_bytes` of `buffer` with `next` and records every record the
+// translator takes (detail::record_gpu).
+BufferStats record_buffer(uint8_t* buffer, size_t valid_bytes, NextRecordFn next,
+                          ActivityTranslator& translator);
+
+// The names trainprof gives (Kineto's where it has them).
+const char* copy_kind_name(uint8_t copy_kind);       // "HtoD"
+const char* memory_kind_name(uint32_t memory_kind);  // "Pageable"
+const char* sync_type_name(uint32_t type);           // "Stream Synchronize"
+// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel".
+std::string without_version_suffix(std::string name);
+
+}  // namespace trainprof::cupti
+
+#endif  // TRAINPROF_COLLECTORS_CUPTI_ACTIVITY_RECORDS_H_

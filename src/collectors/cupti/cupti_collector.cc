@@ -1,0 +1,192 @@
+// Copyright trainprof authors.
+#include "collectors/cupti/cupti_collector.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "collectors/cupti/activity_records.h"
+#include "collectors/cupti/cupti_library.h"
+#include "collectors/cupti/gpu_clock.h"
+#include "core/clock.h"
+#include "core/collector.h"
+#include "core/log.h"
+
+namespace trainprof::cupti {
+namespace {
+
+const CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
+
+const char* kind_name(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return "CONCURRENT_KERNEL";
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return "MEMCPY";
+    case CUPTI_ACTIVITY_KIND_MEMSET: return "MEMSET";
+    case CUPTI_ACTIVITY_KIND_RUNTIME: return "RUNTIME";
+    case CUPTI_ACTIVITY_KIND_DRIVER: return "DRIVER";
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return "SYNCHRONIZATION";
+    default: return "?";
+  }
+}
+
+// State shared with CUPTI's callbacks, which may run on CUPTI's own thread
+// or on the one calling cuptiActivityFlushAll.
+struct Shared {
+  std::mutex mu;
+  const CuptiLibrary* cupti = nullptr;
+  std::unique_ptr<GpuClock> clock;
+  std::unique_ptr<ActivityTranslator> translator;
+  CuptiStats stats;
+  std::atomic<size_t> outstanding{0};  // buffers handed to CUPTI, not yet returned
+};
+
+Shared& shared() {
+  static Shared* s = new Shared();  // CUPTI may call back during exit
+  return *s;
+}
+
+void add_sync_point_locked(Shared& s) {
+  if (s.clock == nullptr) return;
+  auto gpu_now = [&s] {
+    uint64_t ts = 0;
+    s.cupti->get_timestamp(&ts);
+    return ts;
+  };
+  s.clock->add(s.clock->sample(gpu_now));
+  s.stats.sync_points = s.clock->points();
+}
+
+void log_once_malformed() {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    detail::log_warning(
+        "GPU: a CUPTI activity buffer could not be walked to its end; the rest of it is lost");
+  }
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *max_records = 0;
+  Shared& s = shared();
+  if (s.outstanding.fetch_add(1) >= kMaxBuffers) {
+    s.outstanding.fetch_sub(1);
+    *buffer = nullptr;  // CUPTI drops records and counts them
+    *size = 0;
+    return;
+  }
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, kBufferBytes));
+  *size = *buffer != nullptr ? kBufferBytes : 0;
+  if (*buffer == nullptr) s.outstanding.fetch_sub(1);
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  Shared& s = shared();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.translator != nullptr && s.cupti != nullptr) {
+      add_sync_point_locked(s);  // after every record in the buffer: the line reaches past them
+      BufferStats b = record_buffer(buffer, valid, s.cupti->get_next_record, *s.translator);
+      ++s.stats.buffers;
+      s.stats.records += b.records;
+      s.stats.recorded += b.recorded;
+      size_t dropped = 0;
+      if (s.cupti->get_num_dropped_records(context, stream, &dropped) == CUPTI_SUCCESS)
+        s.stats.dropped += dropped;
+      if (b.malformed) log_once_malformed();
+    }
+  }
+  std::free(buffer);
+  s.outstanding.fetch_sub(1);
+}
+
+class CuptiCollector final : public detail::Collector {
+ public:
+  std::string_view name() const override { return "cupti"; }
+
+  void start(const ProfilerOptions& options) noexcept override {
+    if (!options.activities.contains(Activity::GPU)) return;
+    try {
+      Shared& s = shared();
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.stats = CuptiStats{};
+      std::string why;
+      s.cupti = load_cupti(&why);
+      if (s.cupti == nullptr) return not_recording_locked(s, why);
+      s.clock = std::make_unique<GpuClock>(detail::ticks_per_ns());
+      add_sync_point_locked(s);
+      s.translator = std::make_unique<ActivityTranslator>(s.clock.get(), s.cupti->get_callback_name);
+      if (!callbacks_registered_) {
+        CUptiResult r = s.cupti->register_callbacks(buffer_requested, buffer_completed);
+        if (r != CUPTI_SUCCESS) return failed_locked(s, "cuptiActivityRegisterCallbacks", r);
+        callbacks_registered_ = true;
+      }
+      for (CUpti_ActivityKind kind : kKinds) {
+        CUptiResult r = s.cupti->activity_enable(kind);
+        if (r != CUPTI_SUCCESS)
+          return failed_locked(s, std::string("cuptiActivityEnable(") + kind_name(kind) + ")", r);
+        enabled_.push_back(kind);
+      }
+      s.stats.active = true;
+    } catch (const std::exception& e) {
+      detail::log_error(std::string("GPU: CUPTI could not start: ") + e.what() +
+                        "; no GPU activity is recorded");
+    }
+  }
+
+  void stop() noexcept override {
+    Shared& s = shared();
+    if (enabled_.empty()) return;
+    // Outside the lock: a forced flush completes the buffers on this thread.
+    s.cupti->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    std::lock_guard<std::mutex> lock(s.mu);
+    disable_locked(s);
+    if (s.stats.dropped > 0) {
+      detail::log_warning("GPU: CUPTI dropped " + std::to_string(s.stats.dropped) +
+                          " activity records (its buffers were full)");
+    }
+    s.translator.reset();
+    s.clock.reset();
+  }
+
+ private:
+  void disable_locked(Shared& s) {
+    for (CUpti_ActivityKind kind : enabled_) s.cupti->activity_disable(kind);
+    enabled_.clear();
+  }
+
+  void not_recording_locked(Shared& s, const std::string& why) {
+    s.stats.why_not = why;
+    s.translator.reset();
+    s.clock.reset();
+    if (!said_)
+      detail::log_warning("GPU activity was asked for, but " + why + ": no GPU activity is recorded");
+    said_ = true;
+  }
+
+  void failed_locked(Shared& s, const std::string& call, CUptiResult r) {
+    disable_locked(s);
+    not_recording_locked(s, call + " failed with " + s.cupti->error_text(r) + " (no GPU or no driver?)");
+  }
+
+  bool callbacks_registered_ = false;
+  bool said_ = false;  // the reason is given once per process
+  std::vector<CUpti_ActivityKind> enabled_;
+};
+
+__attribute__((constructor)) void register_cupti_collector() {
+  static CuptiCollector* collector = new CuptiCollector();  // lives as long as the process
+  detail::register_collector(collector);
+}
+
+}  // namespace
+
+CuptiStats last_cupti_stats() {
+  Shared& s = shared();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.stats;
+}
+
+}  // namespace trainprof::cupti

@@ -1,0 +1,42 @@
+// Copyright trainprof authors. libcupti, loaded at run time.
+//
+// trainprof and the programs that use it run on machines without CUDA, so
+// CUPTI is never linked: the first GPU session looks for libcupti with
+// dlopen, once per process. Where: $TRAINPROF_CUPTI_LIBRARY (a path), then
+// the loader's search path (libcupti.so, .so.13, .so.12), then
+// $CUDA_HOME and /usr/local/cuda (extras/CUPTI/lib64, lib64, lib).
+#ifndef TRAINPROF_COLLECTORS_CUPTI_CUPTI_LIBRARY_H_
+#define TRAINPROF_COLLECTORS_CUPTI_CUPTI_LIBRARY_H_
+
+#include <cupti_activity.h>
+#include <cupti_callbacks.h>
+
+#include <string>
+
+#include "collectors/cupti/activity_records.h"
+
+namespace trainprof::cupti {
+
+struct CuptiLibrary {
+  std::string path;  // where it was loaded from
+  CUptiResult (*activity_enable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*activity_disable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+                                    CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult (*flush_all)(uint32_t flag) = nullptr;
+  NextRecordFn get_next_record = nullptr;
+  CUptiResult (*get_num_dropped_records)(CUcontext, uint32_t, size_t*) = nullptr;
+  CUptiResult (*get_timestamp)(uint64_t*) = nullptr;
+  CUptiResult (*get_result_string)(CUptiResult, const char**) = nullptr;
+  CallbackNameFn get_callback_name = nullptr;  // optional
+
+  // "CUPTI_ERROR_..." for `result`, or its number.
+  std::string error_text(CUptiResult result) const;
+};
+
+// The process's libcupti, or nullptr with the reason (every place looked).
+const CuptiLibrary* load_cupti(std::string* why);
+
+}  // namespace trainprof::cupti
+
+#endif  // TRAINPROF_COLLECTORS_CUPTI_CUPTI_LIBRARY_H_

@@ -1,0 +1,293 @@
+// Copyright trainprof authors. The GPU collector without a GPU: CUPTI's own
+// activity records (CUDA's real headers) walked by the real libcupti and
+// recorded, the clock mapping, and a session asking for GPU activity on a
+// machine that has none.
+#include <cupti_activity.h>
+#include <cupti_runtime_cbid.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "collectors/cupti/activity_records.h"
+#include "collectors/cupti/cupti_collector.h"
+#include "collectors/cupti/cupti_library.h"
+#include "collectors/cupti/gpu_clock.h"
+#include "core/clock.h"
+#include "test_util.h"
+#include "trainprof/trainprof.h"
+
+namespace trainprof {
+namespace {
+
+using cupti::GpuClock;
+using cupti::SyncPoint;
+using test::TempDir;
+
+// A drifting GPU clock is followed segment by segment, and extended past
+// the last point with the last segment's slope.
+TEST(GpuClock, FollowsDriftBetweenPointsAndExtendsTheLastSegment) {
+  GpuClock clock(2.0);
+  EXPECT_EQ(clock.to_ticks(123), 0u);  // no point: nothing to map with
+  clock.add({1'000, 10'000});
+  EXPECT_EQ(clock.to_ticks(1'500), 11'000u);  // one point: the nominal 2 ticks a ns
+  clock.add({2'000, 12'000});                 // 2.0 ticks a ns
+  clock.add({3'000, 14'100});                 // 2.1: the GPU clock runs slow here
+  EXPECT_EQ(clock.to_ticks(1'500), 11'000u);
+  EXPECT_EQ(clock.to_ticks(2'500), 13'050u);
+  EXPECT_EQ(clock.to_ticks(4'000), 16'200u);  // past the end: 2.1
+  EXPECT_EQ(clock.to_ticks(500), 9'000u);     // before the start: the first segment
+  EXPECT_EQ(clock.to_ticks(0), 8'000u);
+  // Points that do not go forward on both clocks are ignored.
+  clock.add({2'500, 20'000});
+  clock.add({4'000, 14'000});
+  EXPECT_EQ(clock.points(), 3u);
+  EXPECT_EQ(clock.to_ticks(2'500), 13'050u);
+}
+
+TEST(GpuClock, KeepsTheRecentPointsWhenFull) {
+  GpuClock clock(1.0);
+  for (uint64_t i = 1; i <= GpuClock::kMaxPoints + 10; ++i) clock.add({i * 100, i * 1000});
+  EXPECT_LE(clock.points(), GpuClock::kMaxPoints);
+  // Exact on every kept point's line: the mapping is 10 ticks a ns throughout.
+  for (uint64_t i = 1; i <= GpuClock::kMaxPoints + 10; i += 97) EXPECT_EQ(clock.to_ticks(i * 100), i * 1000);
+}
+
+// The names of copies and API calls as the trace shows them.
+TEST(ActivityNames, CopiesSyncsAndVersionSuffixes) {
+  EXPECT_STREQ(cupti::copy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD), "HtoD");
+  EXPECT_STREQ(cupti::copy_kind_name(CUPTI_ACTIVITY_MEMCPY_KIND_PTOP), "PtoP");
+  EXPECT_STREQ(cupti::copy_kind_name(200), "Unknown");
+  EXPECT_STREQ(cupti::memory_kind_name(CUPTI_ACTIVITY_MEMORY_KIND_PINNED), "Pinned");
+  EXPECT_STREQ(cupti::memory_kind_name(99), "Unknown");
+  EXPECT_STREQ(cupti::sync_type_name(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE),
+               "Stream Synchronize");
+  EXPECT_EQ(cupti::without_version_suffix("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
+  EXPECT_EQ(cupti::without_version_suffix("cuMemcpy_v2"), "cuMemcpy");
+  EXPECT_EQ(cupti::without_version_suffix("cudaMalloc"), "cudaMalloc");
+  EXPECT_EQ(cupti::without_version_suffix("my_value_"), "my_value_");
+}
+
+// A buffer laid out as CUPTI lays out its own: records of their structure's
+// size, each at an 8-byte boundary.
+class ActivityBuffer {
+ public:
+  template <typename Record>
+  Record& add(CUpti_ActivityKind kind) {
+    size_t at =
+        (size_ + ACTIVITY_RECORD_ALIGNMENT - 1) / ACTIVITY_RECORD_ALIGNMENT * ACTIVITY_RECORD_ALIGNMENT;
+    size_ = at + sizeof(Record);
+    EXPECT_LE(size_, sizeof(bytes_));
+    auto* r = reinterpret_cast<Record*>(bytes_ + at);
+    std::memset(static_cast<void*>(r), 0, sizeof(Record));
+    r->kind = kind;
+    return *r;
+  }
+  uint8_t* data() { return bytes_; }
+  size_t size() const { return size_; }
+
+ private:
+  alignas(ACTIVITY_RECORD_ALIGNMENT) uint8_t bytes_[16384] = {};
+  size_t size_ = 0;
+};
+
+const cupti::CuptiLibrary* cupti_or_skip(std::string* why) {
+  const cupti::CuptiLibrary* lib = cupti::load_cupti(why);
+  return lib;
+}
+
+const raw::RawEvent* find_kind(const raw::RawFile& f, raw::EventKind kind) {
+  for (const raw::RawEvent& e : f.events) {
+    if (e.kind == kind) return &e;
+  }
+  return nullptr;
+}
+
+// Every kind trainprof keeps, through the real cuptiActivityGetNextRecord,
+// the recorder, the flusher and the raw reader: names, geometry, bytes,
+// correlation, device, context, stream, thread, and times on the host clock.
+TEST(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
+  std::string why;
+  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
+  if (lib == nullptr) GTEST_SKIP() << why;
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+
+  // The GPU clock runs 1e-4 fast against the host's and starts at 5 s.
+  const double ticks_per_ns = detail::ticks_per_ns();
+  GpuClock clock(ticks_per_ns);
+  const uint64_t host0 = detail::now_ticks();
+  const uint64_t gpu0 = 5'000'000'000;
+  clock.add({gpu0, host0});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const uint64_t host1 = detail::now_ticks();
+  const uint64_t elapsed_ns = static_cast<uint64_t>(static_cast<double>(host1 - host0) / ticks_per_ns);
+  clock.add({gpu0 + elapsed_ns + elapsed_ns / 10'000, host1});
+
+  ActivityBuffer buffer;
+  auto& api = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+  api.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  api.start = gpu0 + 1'000'000;
+  api.end = gpu0 + 1'004'000;
+  api.threadId = 4242;
+  api.correlationId = 77;
+  auto& kernel = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  kernel.name = "_Z10add_kernelPfS_i";
+  kernel.start = gpu0 + 2'000'000;
+  kernel.end = gpu0 + 2'500'000;
+  kernel.deviceId = 1;
+  kernel.contextId = 3;
+  kernel.streamId = 7;
+  kernel.gridX = 128, kernel.gridY = 2, kernel.gridZ = 1;
+  kernel.blockX = 256, kernel.blockY = 1, kernel.blockZ = 1;
+  kernel.registersPerThread = 32;
+  kernel.staticSharedMemory = 1024;
+  kernel.dynamicSharedMemory = 4096;
+  kernel.correlationId = 77;
+  auto& copy = buffer.add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  copy.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  copy.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  copy.bytes = 1 << 20;
+  copy.start = gpu0 + 3'000'000;
+  copy.end = gpu0 + 3'100'000;
+  copy.deviceId = 1;
+  copy.streamId = 7;
+  copy.correlationId = 78;
+  auto& set = buffer.add<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET);
+  set.bytes = 4096;
+  set.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  set.start = gpu0 + 4'000'000;
+  set.end = gpu0 + 4'010'000;
+  set.deviceId = 1;
+  set.correlationId = 79;
+  auto& sync = buffer.add<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.start = gpu0 + 5'000'000;
+  sync.end = gpu0 + 6'000'000;
+  sync.contextId = 3;
+  sync.streamId = 7;
+  sync.correlationId = 80;
+  buffer.add<CUpti_ActivityName>(CUPTI_ACTIVITY_KIND_NAME);  // a kind trainprof does not keep
+
+  cupti::ActivityTranslator translator(&clock, lib->get_callback_name);
+  cupti::BufferStats stats =
+      cupti::record_buffer(buffer.data(), buffer.size(), lib->get_next_record, translator);
+  EXPECT_EQ(stats.records, 6u);
+  EXPECT_EQ(stats.recorded, 5u);
+  EXPECT_FALSE(stats.malformed);
+  prof.stop();
+
+  raw::RawFile f = test::read_run(prof.last_run().run_dir);
+  ASSERT_TRUE(f.issues.empty());
+  auto text = [&f](uint32_t id) { return id < f.strings.size() ? f.strings[id] : std::string(); };
+
+  const raw::RawEvent* k = find_kind(f, raw::EventKind::kGpuKernel);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(text(k->name_id), "add_kernel(float*, float*, int)");
+  EXPECT_EQ(text(k->gpu_detail),
+            "128,2,1\x1f"
+            "256,1,1\x1f"
+            "32\x1f"
+            "1024\x1f"
+            "4096");
+  EXPECT_EQ(k->a, 77u);  // correlation
+  EXPECT_EQ(k->b, 2u);   // device 1, + 1
+  EXPECT_EQ(k->gpu_context, 3u);
+  EXPECT_EQ(k->gpu_stream, 7u);
+  // 500 us on the GPU clock, which runs 1e-4 fast: 499.95 us on the host's.
+  EXPECT_NEAR(static_cast<double>(k->t1_ns - k->t0_ns), 499'950.0, 50.0);
+
+  const raw::RawEvent* a = find_kind(f, raw::EventKind::kGpuApi);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(text(a->name_id), "cudaLaunchKernel");
+  EXPECT_EQ(a->a, 77u);
+  EXPECT_EQ(a->b, 0u);  // no device
+  EXPECT_EQ(a->gpu_subkind, static_cast<uint32_t>(raw::GpuApiKind::kRuntime));
+  EXPECT_EQ(a->gpu_thread, 4242u);
+  // The launch 1 ms after the first sync point, the kernel 1 ms later.
+  EXPECT_NEAR(static_cast<double>(k->t0_ns - a->t0_ns), 999'900.0, 100.0);
+
+  const raw::RawEvent* c = find_kind(f, raw::EventKind::kGpuMemcpy);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(text(c->name_id), "Memcpy HtoD (Pageable -> Device)");
+  EXPECT_EQ(c->gpu_bytes, 1u << 20);
+  EXPECT_EQ(c->gpu_subkind, static_cast<uint32_t>(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD));
+  EXPECT_EQ(c->a, 78u);
+
+  const raw::RawEvent* s = find_kind(f, raw::EventKind::kGpuMemset);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(text(s->name_id), "Memset (Device)");
+  EXPECT_EQ(s->gpu_bytes, 4096u);
+
+  const raw::RawEvent* y = find_kind(f, raw::EventKind::kGpuSync);
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(text(y->name_id), "Stream Synchronize");
+  EXPECT_EQ(y->gpu_stream, 7u);
+  EXPECT_NEAR(static_cast<double>(y->t1_ns - y->t0_ns), 999'900.0, 100.0);
+}
+
+// A buffer whose valid size ends inside a record: the records before it are
+// kept and nothing is read past the size CUPTI gave.
+TEST(CuptiRecords, CutBufferKeepsWhatPrecedesTheCut) {
+  std::string why;
+  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
+  if (lib == nullptr) GTEST_SKIP() << why;
+  GpuClock clock(detail::ticks_per_ns());
+  clock.add({1'000, detail::now_ticks()});
+  ActivityBuffer buffer;
+  for (int i = 0; i < 3; ++i) {
+    auto& api = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+    api.start = 2'000 + i;
+    api.end = 3'000 + i;
+  }
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  cupti::ActivityTranslator translator(&clock, nullptr);
+  cupti::BufferStats stats =
+      cupti::record_buffer(buffer.data(), buffer.size() - 8, lib->get_next_record, translator);
+  prof.stop();
+  EXPECT_EQ(stats.recorded, 2u);
+  raw::RawFile f = test::read_run(prof.last_run().run_dir);
+  size_t calls = 0;
+  for (const raw::RawEvent& e : f.events) {
+    if (e.kind == raw::EventKind::kGpuApi) {
+      ++calls;
+      EXPECT_EQ(f.strings[e.name_id], "cuda runtime call #0");  // no name function given
+    }
+  }
+  EXPECT_EQ(calls, 2u);
+}
+
+// Asking for GPU activity where there is no GPU: the session records the
+// host as always, and the reason GPU activity is missing is kept.
+TEST(CuptiCollector, SessionWithoutAGpuRecordsTheHostAndSaysWhy) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.activities = {Activity::CPU, Activity::GPU};
+  Profiler prof(o);
+  { TRAINPROF_RANGE("host work"); }
+  prof.stop();
+  cupti::CuptiStats stats = cupti::last_cupti_stats();
+  if (stats.active) GTEST_SKIP() << "this machine has a GPU: scripts/gpu_check.sh covers it";
+  EXPECT_FALSE(stats.why_not.empty());
+  raw::RawFile f = test::read_run(prof.last_run().run_dir);
+  bool range = false;
+  for (const raw::RawEvent& e : f.events)
+    range |= e.kind == raw::EventKind::kRange && f.strings[e.name_id] == "host work";
+  EXPECT_TRUE(range);
+  // Again: the reason is kept, the session still works.
+  Profiler again(o);
+  again.stop();
+  EXPECT_EQ(cupti::last_cupti_stats().why_not, stats.why_not);
+}
+
+}  // namespace
+}  // namespace trainprof
