@@ -5,6 +5,8 @@
 #include <cupti_activity.h>
 #include <cupti_runtime_cbid.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -133,8 +135,16 @@ TEST(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
   api.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
   api.start = gpu0 + 1'000'000;
   api.end = gpu0 + 1'004'000;
-  api.threadId = 4242;
+  pthread_t self = pthread_self();  // CUPTI names a thread by its pthread_t's first 4 bytes
+  std::memcpy(&api.threadId, &self, sizeof(api.threadId));
   api.correlationId = 77;
+  auto& stranger =
+      buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_DRIVER);  // from a thread that never recorded
+  stranger.cbid = 1;
+  stranger.start = gpu0 + 1'500'000;
+  stranger.end = gpu0 + 1'600'000;
+  stranger.threadId = 0x5eed;
+  stranger.correlationId = 90;
   auto& kernel = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   kernel.name = "_Z10add_kernelPfS_i";
   kernel.start = gpu0 + 2'000'000;
@@ -174,11 +184,12 @@ TEST(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
   sync.correlationId = 80;
   buffer.add<CUpti_ActivityName>(CUPTI_ACTIVITY_KIND_NAME);  // a kind trainprof does not keep
 
+  { TRAINPROF_RANGE("launch"); }  // this thread records, as a thread launching kernels does (its operators)
   cupti::ActivityTranslator translator(&clock, lib->get_callback_name);
   cupti::BufferStats stats =
       cupti::record_buffer(buffer.data(), buffer.size(), lib->get_next_record, translator);
-  EXPECT_EQ(stats.records, 6u);
-  EXPECT_EQ(stats.recorded, 5u);
+  EXPECT_EQ(stats.records, 7u);
+  EXPECT_EQ(stats.recorded, 6u);
   EXPECT_FALSE(stats.malformed);
   prof.stop();
 
@@ -208,9 +219,19 @@ TEST(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
   EXPECT_EQ(a->a, 77u);
   EXPECT_EQ(a->b, 0u);  // no device
   EXPECT_EQ(a->gpu_subkind, static_cast<uint32_t>(raw::GpuApiKind::kRuntime));
-  EXPECT_EQ(a->gpu_thread, 4242u);
+  EXPECT_EQ(a->gpu_thread, static_cast<uint32_t>(gettid()));  // this thread recorded: its OS id
   // The launch 1 ms after the first sync point, the kernel 1 ms later.
   EXPECT_NEAR(static_cast<double>(k->t0_ns - a->t0_ns), 999'900.0, 100.0);
+
+  size_t driver_calls = 0;
+  for (const raw::RawEvent& e : f.events) {
+    if (e.kind != raw::EventKind::kGpuApi || e.a != 90) continue;
+    ++driver_calls;
+    EXPECT_EQ(e.gpu_subkind, static_cast<uint32_t>(raw::GpuApiKind::kDriver));
+    EXPECT_EQ(e.gpu_thread, 0u);  // unknown, not a wrong thread
+    EXPECT_FALSE(text(e.name_id).empty());
+  }
+  EXPECT_EQ(driver_calls, 1u);
 
   const raw::RawEvent* c = find_kind(f, raw::EventKind::kGpuMemcpy);
   ASSERT_NE(c, nullptr);

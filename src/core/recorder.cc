@@ -1,6 +1,7 @@
 // Copyright trainprof authors.
 #include "core/recorder.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -76,6 +77,8 @@ ThreadBuffer* Recorder::register_current_thread() {
   if (tls_exiting) return nullptr;
   auto* tb = new ThreadBuffer();
   tb->tid = current_tid();
+  pthread_t self = pthread_self();
+  std::memcpy(&tb->pthread_low, &self, sizeof(tb->pthread_low));  // its first 4 bytes, as CUPTI takes them
   {
     std::lock_guard<std::mutex> lock(threads_mu_);
     threads_.push_back(tb);
@@ -230,6 +233,17 @@ void Recorder::reset_in_child() {
   tls_block = nullptr;
   tls_thread = nullptr;
   pool_.reset_in_child();
+}
+
+uint32_t Recorder::os_tid_of_cupti_thread(uint32_t cupti_thread_id) {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  for (const ThreadBuffer* tb : threads_) {
+    if (tb->pthread_low == cupti_thread_id) return tb->tid;
+  }
+  for (const ThreadBuffer* tb : threads_) {
+    if (tb->tid == cupti_thread_id) return tb->tid;
+  }
+  return 0;
 }
 
 void Recorder::set_current_thread_name(std::string_view name) {

@@ -23,6 +23,9 @@ namespace trainprof::detail {
 // Per-thread state that outlives the thread until the flusher has written it.
 struct ThreadBuffer {
   uint32_t tid = 0;
+  // The low 32 bits of the thread's pthread_t: how CUPTI names the thread
+  // that made a CUDA call (CUpti_ActivityAPI::threadId).
+  uint32_t pthread_low = 0;
   std::atomic<Block*> current{nullptr};
   std::atomic<uint64_t> dropped{0};
   std::atomic<bool> exited{false};
@@ -74,6 +77,11 @@ class Recorder {
   void lock_for_fork();
   void unlock_after_fork();
   void reset_in_child();
+
+  // The OS id of the thread CUPTI calls `cupti_thread_id` (the low 32 bits
+  // of its pthread_t, or its OS id), among the threads that recorded; 0
+  // when none is known.
+  uint32_t os_tid_of_cupti_thread(uint32_t cupti_thread_id);
 
   // Thread naming (also works before the thread records).
   void set_current_thread_name(std::string_view name);

@@ -96,6 +96,14 @@ const char* ActivityTranslator::api_name(raw::GpuApiKind kind, uint32_t cbid) {
   return interned;
 }
 
+uint32_t ActivityTranslator::os_tid(uint32_t cupti_thread_id) {
+  auto it = os_tids_.find(cupti_thread_id);
+  if (it != os_tids_.end()) return it->second;
+  uint32_t tid = detail::Recorder::instance().os_tid_of_cupti_thread(cupti_thread_id);
+  if (tid != 0) os_tids_.emplace(cupti_thread_id, tid);  // a miss is asked again: the thread may record later
+  return tid;
+}
+
 bool ActivityTranslator::translate(const CUpti_Activity& record, detail::Event* activity,
                                    detail::GpuDetail* d) {
   *d = detail::GpuDetail{0, nullptr, 0, 0, detail::kGpuDetailSlot, 0, 0, 0};
@@ -140,7 +148,7 @@ bool ActivityTranslator::translate(const CUpti_Activity& record, detail::Event* 
       *activity =
           head(raw::EventKind::kGpuApi, api_name(kind, a.cbid), a.start, a.end, 0xffffffffu, a.correlationId);
       d->subkind = static_cast<uint8_t>(kind);
-      d->thread = a.threadId;
+      d->thread = os_tid(a.threadId);
       return true;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {

@@ -5,7 +5,8 @@
 // kernel, copy, set, runtime or driver call and synchronization as a GPU
 // activity (raw/format.h, kGpu*): times on the host clock (GpuClock), the
 // kernel's demangled name and launch geometry, the copy's direction and
-// memory kinds, the call's function name and thread, and the correlation id
+// memory kinds, the call's function name and thread (its OS id, when the
+// thread recorded anything: Recorder::os_tid_of_cupti_thread), and the correlation id
 // that joins a launch to what it launched. Other kinds are counted, not kept.
 #ifndef TRAINPROF_COLLECTORS_CUPTI_ACTIVITY_RECORDS_H_
 #define TRAINPROF_COLLECTORS_CUPTI_ACTIVITY_RECORDS_H_
@@ -44,11 +45,13 @@ class ActivityTranslator {
   const char* kernel_name(const char* mangled);
   const char* kernel_geometry(const CUpti_ActivityKernel10& k);
   const char* api_name(raw::GpuApiKind kind, uint32_t cbid);
+  uint32_t os_tid(uint32_t cupti_thread_id);
 
   const GpuClock* clock_;
   CallbackNameFn callback_name_;
   std::unordered_map<const char*, const char*> demangled_;  // interned mangled -> interned demangled
   std::unordered_map<uint64_t, const char*> api_names_;     // kind << 32 | cbid -> interned
+  std::unordered_map<uint32_t, uint32_t> os_tids_;          // CUPTI thread id -> OS id (found ones)
 };
 
 struct BufferStats {
