@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "collectors/cupti/cupti_library.h"
 #include "collectors/cupti/gpu_clock.h"
 #include "core/clock.h"
+#include "export/csv_reader.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
 
@@ -308,6 +310,105 @@ TEST(CuptiCollector, SessionWithoutAGpuRecordsTheHostAndSaysWhy) {
   Profiler again(o);
   again.stop();
   EXPECT_EQ(cupti::last_cupti_stats().why_not, stats.why_not);
+}
+
+// kernel_details.csv from recorded kernels: one row each in start order,
+// with the launch that started it (by correlation id), the step of that
+// launch, the wait since the previous task on the same stream, and the
+// launch geometry.
+TEST(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
+  std::string why;
+  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
+  if (lib == nullptr) GTEST_SKIP() << why;
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  { TRAINPROF_RANGE("launch"); }
+  GpuClock clock(detail::ticks_per_ns());
+  const uint64_t gpu0 = 1'000'000'000;
+  clock.add({gpu0, detail::now_ticks()});  // the GPU clock at 1 s is now
+  ActivityBuffer buffer;
+  // Launch 1 (correlation 1) and its kernel on stream 7; a copy on stream 7;
+  // launch 2 (correlation 2) and its kernel on stream 7, 100 us after the copy
+  // ended; a kernel of an unrecorded launch on stream 9.
+  auto launch = [&buffer](uint32_t correlation, uint64_t start) {
+    auto& a = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+    a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+    a.start = start;
+    a.end = start + 5'000;
+    a.correlationId = correlation;
+  };
+  auto kernel = [&buffer](const char* name, uint32_t correlation, uint32_t stream, uint64_t start,
+                          uint64_t end) {
+    auto& k = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    k.name = name;
+    k.correlationId = correlation;
+    k.streamId = stream;
+    k.start = start;
+    k.end = end;
+    k.gridX = 4, k.gridY = 3, k.gridZ = 2;
+    k.blockX = 128, k.blockY = 1, k.blockZ = 1;
+    k.registersPerThread = 40;
+    k.dynamicSharedMemory = 512;
+  };
+  launch(1, gpu0 + 1'000'000);
+  kernel("_Z5firstv", 1, 7, gpu0 + 1'010'000, gpu0 + 1'110'000);
+  auto& copy = buffer.add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  copy.streamId = 7;
+  copy.bytes = 64;
+  copy.start = gpu0 + 1'200'000;
+  copy.end = gpu0 + 1'300'000;
+  copy.correlationId = 3;
+  kernel("_Z5thirdv", 0, 9, gpu0 + 1'350'000, gpu0 + 1'360'000);
+  launch(2, gpu0 + 1'380'000);
+  kernel("_Z6secondv", 2, 7, gpu0 + 1'400'000, gpu0 + 1'450'000);
+  cupti::ActivityTranslator translator(&clock, lib->get_callback_name);
+  EXPECT_EQ(cupti::record_buffer(buffer.data(), buffer.size(), lib->get_next_record, translator).recorded,
+            6u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // the step ends after every activity
+  prof.step();
+  prof.stop();
+
+  AnalyseReport report = analyse(prof.last_run().run_dir);
+  ASSERT_TRUE(report.error.empty()) << report.error;
+  ASSERT_EQ(report.runs.size(), 1u);
+  ASSERT_TRUE(report.runs[0].ok) << report.runs[0].error;
+  std::string out = prof.last_run().run_dir + "/PROFILER_OUTPUT/";
+  bool well_formed = false;
+  exporter::CsvRows rows = exporter::read_csv_file(out + "kernel_details.csv", &well_formed);
+  ASSERT_TRUE(well_formed);
+  ASSERT_EQ(rows.size(), 4u);  // header + 3 kernels
+  const std::vector<std::string>& h = rows[0];
+  auto col = [&h](const std::string& name) {
+    size_t i = static_cast<size_t>(std::find(h.begin(), h.end(), name) - h.begin());
+    EXPECT_LT(i, h.size()) << name;
+    return i;
+  };
+  exporter::CsvRows steps = exporter::read_csv_file(out + "step_trace_time.csv", &well_formed);
+  ASSERT_GE(steps.size(), 2u);
+  const std::string step = steps[1][0];
+  EXPECT_EQ(rows[1][col("Name")], "first()");
+  EXPECT_EQ(rows[2][col("Name")], "third()");
+  EXPECT_EQ(rows[3][col("Name")], "second()");
+  EXPECT_EQ(rows[1][col("Step Id")], step);
+  EXPECT_EQ(rows[1][col("Stream Id")], "7");
+  EXPECT_EQ(rows[1][col("Launch API")], "cudaLaunchKernel");
+  EXPECT_EQ(rows[2][col("Launch API")], "");  // its launch was not recorded
+  EXPECT_EQ(rows[1][col("Correlation Id")], "1");
+  EXPECT_EQ(rows[1][col("Block Num")], "24");
+  EXPECT_EQ(rows[1][col("Grid")], "4,3,2");
+  EXPECT_EQ(rows[1][col("Block")], "128,1,1");
+  EXPECT_EQ(rows[1][col("Registers Per Thread")], "40");
+  EXPECT_EQ(rows[1][col("Dynamic Shared Memory(B)")], "512");
+  EXPECT_EQ(rows[1][col("Wait Time(us)")], "0.000");  // the stream's first task
+  // After the copy on stream 7 (ended at 1.300 ms): 100 us; stream 9 had nothing before.
+  EXPECT_NEAR(std::stod(rows[3][col("Wait Time(us)")]), 100.0, 0.5);
+  EXPECT_EQ(rows[2][col("Wait Time(us)")], "0.000");
+  EXPECT_NEAR(std::stod(rows[1][col("Duration(us)")]), 100.0, 0.5);
+  EXPECT_NEAR(std::stod(rows[1][col("Start Time(us)")]) - std::stod(rows[1][col("Launch Time(us)")]), 10.0,
+              0.5);
 }
 
 }  // namespace

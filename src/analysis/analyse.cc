@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "analysis/gpu_kernels.h"
 #include "analysis/host_usage.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
@@ -479,6 +480,12 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
       note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
     } else {
       unlinkat(out.fd, "dataset.csv", 0);  // from an earlier analysis of other steps
+    }
+    std::vector<analysis::KernelRow> kernels = analysis::kernel_rows(model);
+    if (!kernels.empty()) {
+      note(exporter::write_kernel_details(kernels, model.realtime_offset_ns, out.file("kernel_details.csv")));
+    } else {
+      unlinkat(out.fd, "kernel_details.csv", 0);
     }
   }
   json memory;

@@ -115,6 +115,10 @@ class FileScanner {
       d.stage = keys.id(d.stage);
       d.custom_info = keys.id(d.custom_info);
     }
+    for (size_t i = first_gpu_; i < m_.gpu.size(); ++i) {
+      m_.gpu[i].name = keys.id(m_.gpu[i].name);
+      m_.gpu[i].detail = keys.id(m_.gpu[i].detail);
+    }
     for (size_t i = first_comm_; i < m_.comm_calls.size(); ++i) {
       m_.comm_calls[i].name = keys.id(m_.comm_calls[i].name);
       m_.comm_calls[i].group = keys.id(m_.comm_calls[i].group);
@@ -192,7 +196,10 @@ class FileScanner {
       case raw::EventKind::kGpuMemset:
       case raw::EventKind::kGpuApi:
       case raw::EventKind::kGpuSync:
-        break;  // read and checked; the GPU outputs (issue 16) are not built from them yet
+        m_.gpu.push_back(GpuActivity{e.t0_ns, e.t1_ns, e.kind, e.name_id, static_cast<uint32_t>(e.a),
+                                     static_cast<int32_t>(e.b) - 1, e.gpu_context, e.gpu_stream,
+                                     e.gpu_subkind, e.gpu_bytes, e.gpu_detail, e.gpu_thread});
+        break;
     }
   }
 
@@ -246,6 +253,7 @@ class FileScanner {
   std::vector<Link> links_;
   std::vector<uint32_t> group_names_;  // kCommGroup names, file-local
   size_t first_comm_ = m_.comm_calls.size();
+  size_t first_gpu_ = m_.gpu.size();
   uint64_t last_end_ns_ = 0;
 };
 
@@ -331,6 +339,8 @@ bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string*
   });
   std::stable_sort(m.comm_calls.begin(), m.comm_calls.end(),
                    [](const CommCall& a, const CommCall& b) { return a.start_ns < b.start_ns; });
+  std::stable_sort(m.gpu.begin(), m.gpu.end(),
+                   [](const GpuActivity& a, const GpuActivity& b) { return a.start_ns < b.start_ns; });
   std::stable_sort(m.memory.begin(), m.memory.end(),
                    [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   std::sort(st.sample.begin(), st.sample.end(),

@@ -96,6 +96,23 @@ struct CommCall {
   int32_t tag;       // -1: none
 };
 
+// A GPU activity (raw GPU_* events, CUPTI): a kernel, copy, set, runtime or
+// driver call, or synchronization.
+struct GpuActivity {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  raw::EventKind kind;  // raw::is_gpu_event_kind
+  uint32_t name;        // string id
+  uint32_t correlation;
+  int32_t device;  // -1: none
+  uint32_t context;
+  uint32_t stream;
+  uint32_t subkind;
+  uint64_t bytes;
+  uint32_t detail;  // string id (kernels: launch geometry, raw/format.h)
+  uint32_t thread;  // GPU_API: OS id of the calling thread (0: unknown)
+};
+
 // A communicator (raw COMM_GROUP): a name shared by every member's runs,
 // and the world ranks of its members.
 struct CommGroup {
@@ -193,6 +210,7 @@ struct TraceModel {
   std::unordered_map<uint32_t, std::string> call_stacks;
   std::vector<MemoryRecord> memory;        // in time order (stable: a thread's reports keep their order)
   std::vector<CommCall> comm_calls;        // in start order
+  std::vector<GpuActivity> gpu;            // in start order
   std::vector<CommGroup> comm_groups;      // one per group name
   std::vector<ClockOffset> clock_offsets;  // by realtime_ns; empty: not aligned
   bool closed_cleanly = true;              // every raw file ended with its final flush

@@ -101,6 +101,45 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
   return csv.commit();
 }
 
+std::string write_kernel_details(const std::vector<analysis::KernelRow>& rows, int64_t realtime_offset_ns,
+                                 const OutputPath& path) {
+  CsvBuilder csv(path);
+  header(csv,
+         {"Step Id", "Device Id", "Stream Id", "Name", "Start Time(us)", "Duration(us)", "Wait Time(us)",
+          "Block Num", "Grid", "Block", "Registers Per Thread", "Static Shared Memory(B)",
+          "Dynamic Shared Memory(B)", "Correlation Id", "Launch API", "Launch Time(us)", "Launch Thread"});
+  const auto offset = static_cast<uint64_t>(realtime_offset_ns);
+  for (const auto& r : rows) {
+    if (r.step >= 0) {
+      csv.count(static_cast<uint64_t>(r.step));
+    } else {
+      csv.field("");
+    }
+    csv.field(r.device >= 0 ? std::to_string(r.device) : std::string())
+        .count(r.stream)
+        .field(r.name)
+        .us(r.start_ns + offset)
+        .us(r.dur_ns)
+        .us(r.wait_ns)
+        .count(r.blocks)
+        .field(r.grid)
+        .field(r.block)
+        .count(r.registers)
+        .count(r.static_shared)
+        .count(r.dynamic_shared)
+        .count(r.correlation)
+        .field(r.launch_api);
+    if (r.launch_ns != 0) {
+      csv.us(r.launch_ns + offset);
+    } else {
+      csv.field("");
+    }
+    csv.field(r.launch_thread != 0 ? std::to_string(r.launch_thread) : std::string());
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
 std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const OutputPath& path) {
   CsvBuilder csv(path);
   header(csv, {"Operation", "Stage", "Occurrences", "Avg. time(us)", "Custom Info", "Total time(us)"});

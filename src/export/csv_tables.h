@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/gpu_kernels.h"
 #include "analysis/host_usage.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
@@ -17,6 +18,9 @@ std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows
 std::string write_operator_details(const std::vector<analysis::OperatorDetailRow>& rows,
                                    const OutputPath& path);
 std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const OutputPath& path);
+// kernel_details.csv: one row per GPU kernel (times: realtime us).
+std::string write_kernel_details(const std::vector<analysis::KernelRow>& rows, int64_t realtime_offset_ns,
+                                 const OutputPath& path);
 std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const OutputPath& path);
 // memory_record.csv and operator_memory.csv (profile_memory).
 std::string write_memory_record(const analysis::TraceModel& model, const OutputPath& path);

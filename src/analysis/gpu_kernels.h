@@ -1,0 +1,40 @@
+// Copyright trainprof authors. GPU kernels, one row each (kernel_details.csv).
+#ifndef TRAINPROF_ANALYSIS_GPU_KERNELS_H_
+#define TRAINPROF_ANALYSIS_GPU_KERNELS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/trace_model.h"
+
+namespace trainprof::analysis {
+
+struct KernelRow {
+  int64_t step = -1;  // of its launch (or of its start, when the launch was not recorded); -1: none
+  int32_t device = -1;
+  uint32_t stream = 0;
+  std::string name;
+  uint64_t start_ns = 0;  // monotonic
+  uint64_t dur_ns = 0;
+  // Since the end of the previous kernel, copy or set on the same device and
+  // stream (0 for the first, or when they overlap).
+  uint64_t wait_ns = 0;
+  uint64_t blocks = 0;  // grid x * y * z
+  std::string grid;     // "x,y,z"
+  std::string block;    // "x,y,z"
+  uint32_t registers = 0;
+  uint64_t static_shared = 0;
+  uint64_t dynamic_shared = 0;
+  uint32_t correlation = 0;
+  std::string launch_api;  // the runtime or driver call that launched it ("" when not recorded)
+  uint64_t launch_ns = 0;  // its start (0: not recorded)
+  uint32_t launch_thread = 0;
+};
+
+// The run's kernels in start order (with --steps, those of the chosen steps).
+std::vector<KernelRow> kernel_rows(const TraceModel& m);
+
+}  // namespace trainprof::analysis
+
+#endif  // TRAINPROF_ANALYSIS_GPU_KERNELS_H_
