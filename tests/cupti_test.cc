@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -332,12 +334,14 @@ TEST(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
   // Launch 1 (correlation 1) and its kernel on stream 7; a copy on stream 7;
   // launch 2 (correlation 2) and its kernel on stream 7, 100 us after the copy
   // ended; a kernel of an unrecorded launch on stream 9.
-  auto launch = [&buffer](uint32_t correlation, uint64_t start) {
+  const pthread_t self = pthread_self();
+  auto launch = [&buffer, &self](uint32_t correlation, uint64_t start) {
     auto& a = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
     a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
     a.start = start;
     a.end = start + 5'000;
     a.correlationId = correlation;
+    std::memcpy(&a.threadId, &self, sizeof(a.threadId));  // this thread launched it
   };
   auto kernel = [&buffer](const char* name, uint32_t correlation, uint32_t stream, uint64_t start,
                           uint64_t end) {
@@ -409,6 +413,57 @@ TEST(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
   EXPECT_NEAR(std::stod(rows[1][col("Duration(us)")]), 100.0, 0.5);
   EXPECT_NEAR(std::stod(rows[1][col("Start Time(us)")]) - std::stod(rows[1][col("Launch Time(us)")]), 10.0,
               0.5);
+  EXPECT_EQ(rows[1][col("Launch Thread")], std::to_string(gettid()));
+
+  // The timeline, in Kineto's layout: kernels and copies in a process per
+  // GPU on a track per stream, launches on the launching thread, an ac2g
+  // flow from each launch to its kernel.
+  nlohmann::json trace = nlohmann::json::parse(test::read_text(out + "trace_view.json"));
+  std::map<std::string, nlohmann::json> by_name;
+  std::vector<nlohmann::json> starts, finishes;
+  bool gpu_process = false, stream_track = false;
+  const int64_t host_pid = getpid();
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    std::string ph = e.at("ph");
+    if (ph == "X") by_name[e.at("name")] = e;
+    if (ph == "s" && e.at("cat") == "ac2g") starts.push_back(e);
+    if (ph == "f" && e.at("cat") == "ac2g") finishes.push_back(e);
+    if (ph == "M" && e.at("name") == "process_name" && e.at("pid") == 0)
+      gpu_process = e["args"]["name"] == "GPU 0";
+    if (ph == "M" && e.at("name") == "thread_name" && e.at("pid") == 0 && e.at("tid") == 7) {
+      stream_track = e["args"]["name"] == "stream 7";
+    }
+  }
+  EXPECT_TRUE(gpu_process);
+  EXPECT_TRUE(stream_track);
+  const nlohmann::json& first = by_name["first()"];
+  EXPECT_EQ(first["cat"], "kernel");
+  EXPECT_EQ(first["pid"], 0);
+  EXPECT_EQ(first["tid"], 7);
+  EXPECT_EQ(first["args"]["stream"], 7);
+  EXPECT_EQ(first["args"]["correlation"], 1);
+  EXPECT_EQ(first["args"]["grid"], nlohmann::json::array({4, 3, 2}));
+  EXPECT_EQ(first["args"]["block"], nlohmann::json::array({128, 1, 1}));
+  EXPECT_EQ(first["args"]["shared memory"], 512);
+  const nlohmann::json& copy_event = by_name["Memcpy DtoH (Unknown -> Unknown)"];
+  EXPECT_EQ(copy_event["cat"], "gpu_memcpy");
+  EXPECT_EQ(copy_event["args"]["bytes"], 64);
+  const nlohmann::json& call = by_name["cudaLaunchKernel"];
+  EXPECT_EQ(call["cat"], "cuda_runtime");
+  EXPECT_EQ(call["pid"], host_pid);
+  EXPECT_EQ(call["tid"], gettid());
+  // The two recorded launches; the third kernel's launch was not recorded.
+  ASSERT_EQ(starts.size(), 2u);
+  ASSERT_EQ(finishes.size(), 2u);
+  EXPECT_EQ(starts[0]["id"], 1);
+  EXPECT_EQ(starts[0]["pid"], host_pid);
+  EXPECT_EQ(starts[0]["tid"], gettid());
+  EXPECT_EQ(finishes[0]["id"], 1);
+  EXPECT_EQ(finishes[0]["pid"], 0);
+  EXPECT_EQ(finishes[0]["tid"], 7);
+  EXPECT_EQ(finishes[0]["ts"], first["ts"]);
+  EXPECT_EQ(finishes[0]["bp"], "e");
+  EXPECT_EQ(finishes[1]["id"], 2);
 }
 
 }  // namespace

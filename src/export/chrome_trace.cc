@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <set>
 #include <span>
+#include <unordered_map>
 
 #include "analysis/memory.h"
 #include "analysis/passes.h"
@@ -39,7 +41,10 @@ enum class ItemType : uint8_t {
   kFlowStart,
   kFlowEnd,
   kMemory,
-  kComm
+  kComm,
+  kGpu,           // index into the model's gpu activities
+  kGpuFlowStart,  // ac2g: index of the launching call
+  kGpuFlowEnd     // ac2g: index of the kernel, copy or set
 };
 
 // The Dataset track of thread `tid`: its data pipeline stages, apart from its
@@ -56,6 +61,29 @@ uint32_t comm_track(uint32_t tid) {
 }
 uint32_t comm_flight_track(uint32_t tid) {
   return tid | 0x10000000u;
+}
+
+// GPU activities (CUPTI) as Kineto lays them out: kernels, copies and sets
+// in a process per device (pid = the device index) on a track per stream;
+// runtime and driver calls on their calling thread, or, when that thread
+// recorded nothing else, and synchronizations, on one host track.
+constexpr uint32_t kGpuHostTrack = 0x08000000u;
+bool on_device(const analysis::GpuActivity& a) {
+  return a.device >= 0 && (a.kind == raw::EventKind::kGpuKernel || a.kind == raw::EventKind::kGpuMemcpy ||
+                           a.kind == raw::EventKind::kGpuMemset);
+}
+uint32_t gpu_host_track(const analysis::GpuActivity& a) {
+  return a.kind == raw::EventKind::kGpuApi && a.thread != 0 ? a.thread : kGpuHostTrack;
+}
+const char* gpu_category(const analysis::GpuActivity& a) {
+  switch (a.kind) {
+    case raw::EventKind::kGpuKernel: return "kernel";
+    case raw::EventKind::kGpuMemcpy: return "gpu_memcpy";
+    case raw::EventKind::kGpuMemset: return "gpu_memset";
+    case raw::EventKind::kGpuApi:
+      return a.subkind == static_cast<uint32_t>(raw::GpuApiKind::kDriver) ? "cuda_driver" : "cuda_runtime";
+    default: return "cuda_sync";
+  }
 }
 
 struct Item {
@@ -111,11 +139,11 @@ class TraceWriter {
   void end_event() { buf_ += '}'; }
 
   void metadata(const char* name, uint32_t tid, const char* arg_key, std::string_view text, int64_t number,
-                bool is_number) {
+                bool is_number, int64_t pid = -1) {
     begin_event();
     str("ph", "M", true);
     str("name", name);
-    num("pid", m_.pid);
+    num("pid", pid >= 0 ? pid : m_.pid);
     num("tid", tid);
     key("args");
     buf_ += '{';
@@ -141,6 +169,9 @@ class TraceWriter {
       case ItemType::kFlowEnd: flow(it.index, false); break;
       case ItemType::kMemory: memory(m_.memory[it.index]); break;
       case ItemType::kComm: comm(m_.comm_calls[it.index]); break;
+      case ItemType::kGpu: gpu(m_.gpu[it.index]); break;
+      case ItemType::kGpuFlowStart: gpu_flow(m_.gpu[it.index], true); break;
+      case ItemType::kGpuFlowEnd: gpu_flow(m_.gpu[it.index], false); break;
     }
   }
 
@@ -243,14 +274,14 @@ class TraceWriter {
   // What every event but slices shares: ph, cat, (s,) name, pid, tid, ts.
   // `json_name` is already a JSON string (quoted and escaped).
   void event_head(const char* ph, const char* cat, const char* scope, std::string_view json_name,
-                  uint32_t tid, uint64_t ts_ns) {
+                  uint32_t tid, uint64_t ts_ns, int64_t pid = -1) {
     begin_event();
     str("ph", ph, true);
     str("cat", cat);
     if (scope != nullptr) str("s", scope);
     key("name");
     buf_ += json_name;
-    num("pid", m_.pid);
+    num("pid", pid >= 0 ? pid : m_.pid);
     num("tid", tid);
     ts("ts", ts_ns);
   }
@@ -313,16 +344,23 @@ class TraceWriter {
     end_event();
   }
 
+  // An X event up to its opened `args` object; the caller writes the args
+  // (the first with key(..., true)) and closes both.
+  void slice_with_args(const char* cat, std::string_view json_name, uint32_t tid, uint64_t start_ns,
+                       uint64_t end_ns, int64_t pid = -1) {
+    event_head("X", cat, nullptr, json_name, tid, start_ns, pid);
+    key("dur");
+    append_us(buf_, static_cast<int64_t>(end_ns - start_ns));
+    key("args");
+    buf_ += '{';
+  }
+
   // A communication call with what matches it across ranks (group,
   // sequence number, peer) and its size.
   void comm(const analysis::CommCall& c) {
     bool in_flight = (c.flags & raw::kCommCompletion) != 0;
-    event_head("X", "communication", nullptr, escaped(c.name),
-               in_flight ? comm_flight_track(c.tid) : comm_track(c.tid), c.start_ns);
-    key("dur");
-    append_us(buf_, static_cast<int64_t>(c.end_ns - c.start_ns));
-    key("args");
-    buf_ += '{';
+    slice_with_args("communication", escaped(c.name),
+                    in_flight ? comm_flight_track(c.tid) : comm_track(c.tid), c.start_ns, c.end_ns);
     key("Bytes", true);
     append_uint(buf_, c.bytes);
     if (c.group != 0) {
@@ -333,6 +371,66 @@ class TraceWriter {
     if (c.peer >= 0) num((c.flags & (raw::kCommSend | raw::kCommRecv)) != 0 ? "Peer" : "Root", c.peer);
     if (c.tag >= 0 && (c.flags & (raw::kCommSend | raw::kCommRecv)) != 0) num("Tag", c.tag);
     buf_ += '}';
+    end_event();
+  }
+
+  void gpu(const analysis::GpuActivity& a) {
+    bool device = on_device(a);
+    slice_with_args(gpu_category(a), escaped(a.name), device ? a.stream : gpu_host_track(a), a.start_ns,
+                    a.end_ns, device ? a.device : -1);
+    key("correlation", true);
+    append_uint(buf_, a.correlation);
+    if (a.device >= 0) num("device", a.device);
+    if (a.kind != raw::EventKind::kGpuApi) {
+      num("stream", a.stream);
+      num("context", a.context);
+    }
+    if (a.kind == raw::EventKind::kGpuKernel) kernel_args(m_.name(a.detail));
+    if (a.kind == raw::EventKind::kGpuMemcpy || a.kind == raw::EventKind::kGpuMemset) {
+      num("bytes", static_cast<int64_t>(a.bytes));
+      key("memory bandwidth (GB/s)");
+      char text[32];
+      double ns = static_cast<double>(std::max<uint64_t>(a.end_ns - a.start_ns, 1));
+      std::snprintf(text, sizeof(text), "%.6f", static_cast<double>(a.bytes) / ns);
+      buf_ += text;
+    }
+    buf_ += '}';
+    end_event();
+  }
+
+  // "grid x,y,z\x1f block x,y,z\x1f registers\x1f static\x1f dynamic" as
+  // Kineto's args: grid and block as arrays, the shared memory summed.
+  void kernel_args(std::string_view detail) {
+    std::vector<std::string_view> f;
+    for (size_t start = 0;;) {
+      size_t sep = detail.find(raw::kGpuDetailSeparator, start);
+      f.push_back(detail.substr(start, sep == std::string_view::npos ? sep : sep - start));
+      if (sep == std::string_view::npos) break;
+      start = sep + 1;
+    }
+    if (f.size() < 5) return;
+    key("grid");
+    buf_ += '[';
+    buf_ += f[0];
+    buf_ += ']';
+    key("block");
+    buf_ += '[';
+    buf_ += f[1];
+    buf_ += ']';
+    key("registers per thread");
+    buf_ += f[2];
+    key("shared memory");
+    append_uint(buf_, std::strtoull(std::string(f[3]).c_str(), nullptr, 10) +
+                          std::strtoull(std::string(f[4]).c_str(), nullptr, 10));
+  }
+
+  // An ac2g flow arrow: from the runtime or driver call that launched a
+  // kernel, copy or set to the activity itself (id: the correlation id).
+  void gpu_flow(const analysis::GpuActivity& a, bool start) {
+    event_head(start ? "s" : "f", "ac2g", nullptr, "\"ac2g\"", start ? gpu_host_track(a) : a.stream,
+               a.start_ns, start ? -1 : a.device);
+    num("id", a.correlation);
+    if (!start) str("bp", "e");
     end_event();
   }
 
@@ -410,6 +508,24 @@ std::vector<Item> collect_other_items(const TraceModel& m,
     const analysis::CommCall& c = m.comm_calls[i];
     items.push_back({c.start_ns, c.end_ns - c.start_ns, ItemType::kComm, i});
   }
+  // GPU activities, and an ac2g flow from each launch to what it launched
+  // (a runtime call wins over the driver call it makes).
+  std::unordered_map<uint32_t, uint32_t> launch_by_correlation;
+  for (uint32_t i = 0; i < m.gpu.size(); ++i) {
+    const analysis::GpuActivity& a = m.gpu[i];
+    items.push_back({a.start_ns, a.end_ns - a.start_ns, ItemType::kGpu, i});
+    if (a.kind != raw::EventKind::kGpuApi) continue;
+    auto [it, inserted] = launch_by_correlation.emplace(a.correlation, i);
+    if (!inserted && a.subkind == static_cast<uint32_t>(raw::GpuApiKind::kRuntime)) it->second = i;
+  }
+  for (uint32_t i = 0; i < m.gpu.size(); ++i) {
+    const analysis::GpuActivity& a = m.gpu[i];
+    if (!on_device(a)) continue;
+    auto it = launch_by_correlation.find(a.correlation);
+    if (it == launch_by_correlation.end()) continue;
+    items.push_back({m.gpu[it->second].start_ns, 0, ItemType::kGpuFlowStart, it->second});
+    items.push_back({a.start_ns, 0, ItemType::kGpuFlowEnd, i});
+  }
   std::sort(items.begin(), items.end(), item_before);
   return items;
 }
@@ -425,6 +541,9 @@ std::set<uint32_t> trace_tids(const TraceModel& m) {
   for (const auto& r : m.memory) t.insert(r.tid);
   for (const auto& c : m.comm_calls) {
     t.insert((c.flags & raw::kCommCompletion) != 0 ? comm_flight_track(c.tid) : comm_track(c.tid));
+  }
+  for (const auto& a : m.gpu) {
+    if (!on_device(a)) t.insert(gpu_host_track(a));
   }
   return t;
 }
@@ -558,9 +677,24 @@ void ChromeTraceWriter::State::header(const std::string& trace_name) {
     return thread_label(tid);
   };
   for (uint32_t tid : trace_tids(m)) {
-    std::string tname = track_label(tid);
+    std::string tname = tid == kGpuHostTrack ? "CUDA API and synchronization" : track_label(tid);
     writer.metadata("thread_name", tid, "name", tname, 0, false);
     writer.metadata("thread_sort_index", tid, "sort_index", {}, tid == m.pid ? 0 : sort_index++, true);
+  }
+  // A process per GPU, a track per stream (Kineto's layout).
+  std::set<std::pair<int32_t, uint32_t>> streams;
+  for (const analysis::GpuActivity& a : m.gpu) {
+    if (on_device(a)) streams.insert({a.device, a.stream});
+  }
+  int32_t named_device = -1;
+  for (const auto& [device, stream] : streams) {
+    if (device != named_device) {
+      writer.metadata("process_name", 0, "name", "GPU " + std::to_string(device), 0, false, device);
+      writer.metadata("process_sort_index", 0, "sort_index", {}, 1000 + device, true, device);
+      named_device = device;
+    }
+    writer.metadata("thread_name", stream, "name", "stream " + std::to_string(stream), 0, false, device);
+    writer.metadata("thread_sort_index", stream, "sort_index", {}, stream, true, device);
   }
   steps = m.steps;
   std::sort(steps.begin(), steps.end(),
