@@ -99,6 +99,33 @@ class ActivityBuffer {
   size_t size_ = 0;
 };
 
+// A cudaLaunchKernel call made by this thread, 5 us long.
+void add_launch(ActivityBuffer& buffer, uint32_t correlation, uint64_t start) {
+  auto& a = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+  a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  a.start = start;
+  a.end = start + 5'000;
+  a.correlationId = correlation;
+  const pthread_t self = pthread_self();
+  std::memcpy(&a.threadId, &self, sizeof(a.threadId));  // CUPTI's name for the thread
+}
+
+// A kernel on device 0: grid 4x3x2, block 128, 40 registers, 512 B of
+// dynamic shared memory.
+void add_kernel(ActivityBuffer& buffer, const char* name, uint32_t correlation, uint32_t stream,
+                uint64_t start, uint64_t end) {
+  auto& k = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  k.name = name;
+  k.correlationId = correlation;
+  k.streamId = stream;
+  k.start = start;
+  k.end = end;
+  k.gridX = 4, k.gridY = 3, k.gridZ = 2;
+  k.blockX = 128, k.blockY = 1, k.blockZ = 1;
+  k.registersPerThread = 40;
+  k.dynamicSharedMemory = 512;
+}
+
 const cupti::CuptiLibrary* cupti_or_skip(std::string* why) {
   const cupti::CuptiLibrary* lib = cupti::load_cupti(why);
   return lib;
@@ -334,28 +361,9 @@ TEST(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
   // Launch 1 (correlation 1) and its kernel on stream 7; a copy on stream 7;
   // launch 2 (correlation 2) and its kernel on stream 7, 100 us after the copy
   // ended; a kernel of an unrecorded launch on stream 9.
-  const pthread_t self = pthread_self();
-  auto launch = [&buffer, &self](uint32_t correlation, uint64_t start) {
-    auto& a = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
-    a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
-    a.start = start;
-    a.end = start + 5'000;
-    a.correlationId = correlation;
-    std::memcpy(&a.threadId, &self, sizeof(a.threadId));  // this thread launched it
-  };
+  auto launch = [&buffer](uint32_t correlation, uint64_t start) { add_launch(buffer, correlation, start); };
   auto kernel = [&buffer](const char* name, uint32_t correlation, uint32_t stream, uint64_t start,
-                          uint64_t end) {
-    auto& k = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    k.name = name;
-    k.correlationId = correlation;
-    k.streamId = stream;
-    k.start = start;
-    k.end = end;
-    k.gridX = 4, k.gridY = 3, k.gridZ = 2;
-    k.blockX = 128, k.blockY = 1, k.blockZ = 1;
-    k.registersPerThread = 40;
-    k.dynamicSharedMemory = 512;
-  };
+                          uint64_t end) { add_kernel(buffer, name, correlation, stream, start, end); };
   launch(1, gpu0 + 1'000'000);
   kernel("_Z5firstv", 1, 7, gpu0 + 1'010'000, gpu0 + 1'110'000);
   auto& copy = buffer.add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
@@ -464,6 +472,123 @@ TEST(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
   EXPECT_EQ(finishes[0]["ts"], first["ts"]);
   EXPECT_EQ(finishes[0]["bp"], "e");
   EXPECT_EQ(finishes[1]["id"], 2);
+}
+
+// Each kernel belongs to the innermost range around its launch on the
+// launching thread: kernel_details.csv names it (Type), operator_details.csv
+// sums what each range launched (Device Self / Total), op_statistic.csv
+// lists the kernels as GPU rows, and the step's breakdown is the device's
+// time (NCCL kernels are communication).
+TEST(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
+  std::string why;
+  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
+  if (lib == nullptr) GTEST_SKIP() << why;
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  // The GPU clock at 1 s is host tick t0; host ranges "outer" over
+  // [0, 60 ms] and "aten::mm" over [5, 20 ms] after t0 (their ends are
+  // reached by spinning, so they may come later; the launches leave room).
+  const double ticks_per_ns = detail::ticks_per_ns();
+  GpuClock clock(ticks_per_ns);
+  const uint64_t gpu0 = 1'000'000'000, t0 = detail::now_ticks();
+  clock.add({gpu0, t0});
+  auto at_ms = [t0, ticks_per_ns](uint64_t ms) {
+    return t0 + static_cast<uint64_t>(static_cast<double>(ms) * 1e6 * ticks_per_ns);
+  };
+  auto spin_until = [](uint64_t ticks) {
+    while (detail::now_ticks() < ticks) {
+    }
+  };
+  spin_until(at_ms(20));
+  detail::record_range("aten::mm", at_ms(5));
+  spin_until(at_ms(60));
+  detail::record_range("outer", t0);
+  constexpr uint64_t kMs = 1'000'000;
+  ActivityBuffer buffer;
+  add_launch(buffer, 1, gpu0 + 10 * kMs);  // inside aten::mm
+  add_kernel(buffer, "_Z2k1v", 1, 7, gpu0 + 12 * kMs, gpu0 + 13 * kMs);
+  add_launch(buffer, 2, gpu0 + 40 * kMs);  // inside outer only
+  add_kernel(buffer, "_Z2k2v", 2, 7, gpu0 + 45 * kMs, gpu0 + 47 * kMs);
+  add_kernel(buffer, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, 9, gpu0 + 46 * kMs, gpu0 + 48 * kMs);
+  add_launch(buffer, 3, gpu0 + 160 * kMs);  // outside every range
+  add_kernel(buffer, "_Z2k3v", 3, 7, gpu0 + 165 * kMs, gpu0 + 169 * kMs);
+  cupti::ActivityTranslator translator(&clock, lib->get_callback_name);
+  EXPECT_EQ(cupti::record_buffer(buffer.data(), buffer.size(), lib->get_next_record, translator).recorded,
+            7u);
+  spin_until(at_ms(200));  // the step ends after every kernel
+  prof.step();
+  prof.stop();
+
+  AnalyseReport report = analyse(prof.last_run().run_dir);
+  ASSERT_TRUE(report.error.empty()) << report.error;
+  ASSERT_TRUE(report.runs.at(0).ok) << report.runs[0].error;
+  std::string out = prof.last_run().run_dir + "/PROFILER_OUTPUT/";
+  auto table = [&out](const std::string& file) {
+    bool well_formed = false;
+    exporter::CsvRows rows = exporter::read_csv_file(out + file, &well_formed);
+    EXPECT_TRUE(well_formed) << file;
+    return rows;
+  };
+  auto column = [](const exporter::CsvRows& rows, const std::string& name) {
+    size_t i =
+        static_cast<size_t>(std::find(rows.at(0).begin(), rows.at(0).end(), name) - rows.at(0).begin());
+    EXPECT_LT(i, rows.at(0).size()) << name;
+    return i;
+  };
+
+  exporter::CsvRows kernels = table("kernel_details.csv");
+  ASSERT_EQ(kernels.size(), 5u);  // header + 4 kernels, in start order
+  const size_t name = column(kernels, "Name"), type = column(kernels, "Type");
+  EXPECT_EQ(kernels[1][name], "k1()");
+  EXPECT_EQ(kernels[1][type], "aten::mm");
+  EXPECT_EQ(kernels[2][name], "k2()");
+  EXPECT_EQ(kernels[2][type], "outer");
+  EXPECT_EQ(kernels[3][type], "");  // the NCCL kernel's launch was not recorded
+  EXPECT_EQ(kernels[4][name], "k3()");
+  EXPECT_EQ(kernels[4][type], "");
+  EXPECT_EQ(kernels[1][column(kernels, "Accelerator Core")], "GPU");
+
+  exporter::CsvRows details = table("operator_details.csv");
+  std::map<std::string, std::vector<std::string>> detail_by_name;
+  for (size_t i = 1; i < details.size(); ++i) detail_by_name[details[i][0]] = details[i];
+  ASSERT_TRUE(detail_by_name.count("aten::mm") && detail_by_name.count("outer"));
+  const size_t self = column(details, "Device Self Duration(us)"),
+               total = column(details, "Device Total Duration(us)");
+  EXPECT_NEAR(std::stod(detail_by_name["aten::mm"][self]), 1000.0, 1.0);
+  EXPECT_NEAR(std::stod(detail_by_name["aten::mm"][total]), 1000.0, 1.0);
+  EXPECT_NEAR(std::stod(detail_by_name["outer"][self]), 2000.0, 1.0);
+  EXPECT_NEAR(std::stod(detail_by_name["outer"][total]), 3000.0, 1.0);  // with aten::mm's kernel
+
+  exporter::CsvRows ops = table("op_statistic.csv");
+  std::map<std::string, std::vector<std::string>> op_by_name;
+  for (size_t i = 1; i < ops.size(); ++i) op_by_name[ops[i][0]] = ops[i];
+  ASSERT_TRUE(op_by_name.count("k3()") && op_by_name.count("outer"));
+  EXPECT_EQ(op_by_name["k3()"][column(ops, "Core Type")], "GPU");
+  EXPECT_EQ(op_by_name["outer"][column(ops, "Core Type")], "HOST");
+  EXPECT_NEAR(std::stod(op_by_name["k3()"][column(ops, "Total Time(us)")]), 4000.0, 1.0);
+  // 4 of the GPU's 9 ms: the ratio is within the core type.
+  EXPECT_NEAR(std::stod(op_by_name["k3()"][column(ops, "Ratio(%)")]), 100.0 * 4 / 9, 0.1);
+
+  exporter::CsvRows steps = table("step_trace_time.csv");
+  ASSERT_GE(steps.size(), 2u);
+  auto ms = [&steps, &column](const std::string& name) {
+    return std::stod(steps[1][column(steps, name)]) / 1000.0;
+  };
+  EXPECT_NEAR(ms("Computing"), 7.0, 0.01);      // k1 + k2 + k3, not the host's 60 ms of ranges
+  EXPECT_NEAR(ms("Communication"), 2.0, 0.01);  // the NCCL kernel
+  EXPECT_NEAR(ms("Overlapped"), 1.0, 0.01);     // with k2
+  EXPECT_GE(ms("Preparing"), 12.0 - 0.01);      // until k1
+  const double step_ms = ms("Computing") + ms("Communication(Not Overlapped)") + ms("Free");
+  EXPECT_GE(step_ms, 200.0 - 0.01);  // Free is the device's idle time
+
+  // The summary lists the GPU's work, longest first.
+  std::string summary = summarize_run(prof.last_run().run_dir);
+  size_t gpu_top = summary.find("top on the GPU");
+  ASSERT_NE(gpu_top, std::string::npos) << summary;
+  EXPECT_LT(summary.find("k3()", gpu_top), summary.find("k2()", gpu_top)) << summary;
+  EXPECT_NE(summary.find("the GPU's busy and idle time"), std::string::npos) << summary;
 }
 
 }  // namespace

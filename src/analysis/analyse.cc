@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "analysis/gpu_kernels.h"
+#include "analysis/gpu_launches.h"
 #include "analysis/host_usage.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
@@ -375,6 +376,7 @@ class WindowPasses {
   WindowPasses(const analysis::TraceModel& m, exporter::ChromeTraceWriter* trace,
                exporter::PerfettoTraceWriter* perfetto, exporter::DatabaseWriter* database)
       : self_(m),
+        launches_(m),
         steps_(m),
         trace_(trace),
         perfetto_(perfetto),
@@ -383,6 +385,7 @@ class WindowPasses {
 
   void add(const analysis::TraceModel& m, const analysis::Window& w) {
     self_.add_window(m);
+    launches_.add_window(m);
     analysis::add_totals(m, &totals_);
     steps_.add_window(m, w.start_ns, w.end_ns);
     size_t first_report = next_report_;
@@ -396,7 +399,9 @@ class WindowPasses {
   // Self times, totals and step rows complete.
   void finish(analysis::TraceModel& m) {
     self_.finish(m);
+    launches_.finish(m);
     analysis::finish_totals(m, &totals_);
+    steps_.use_device_time(m);
     step_rows_ = steps_.finish();
   }
 
@@ -406,6 +411,7 @@ class WindowPasses {
 
  private:
   analysis::SelfTimeAccumulator self_;
+  analysis::LaunchAttribution launches_;
   analysis::StepTraceAccumulator steps_;
   exporter::ChromeTraceWriter* trace_;
   exporter::PerfettoTraceWriter* perfetto_;

@@ -7,6 +7,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "analysis/gpu_launches.h"
+#include "analysis/passes.h"
+
 namespace trainprof::analysis {
 namespace {
 
@@ -53,13 +56,7 @@ void parse_geometry(std::string_view detail, KernelRow& row) {
 }  // namespace
 
 std::vector<KernelRow> kernel_rows(const TraceModel& m) {
-  // Launches by correlation id: a runtime call wins over the driver call it makes.
-  std::unordered_map<uint32_t, const GpuActivity*> launch;
-  for (const GpuActivity& a : m.gpu) {
-    if (a.kind != raw::EventKind::kGpuApi) continue;
-    auto [it, inserted] = launch.emplace(a.correlation, &a);
-    if (!inserted && a.subkind == static_cast<uint32_t>(raw::GpuApiKind::kRuntime)) it->second = &a;
-  }
+  std::unordered_map<uint32_t, const GpuActivity*> launch = launches_by_correlation(m);
   std::vector<KernelRow> rows;
   std::map<std::pair<int32_t, uint32_t>, uint64_t> stream_end;  // (device, stream) -> last end
   for (const GpuActivity& a : m.gpu) {
@@ -85,6 +82,15 @@ std::vector<KernelRow> kernel_rows(const TraceModel& m) {
       row.launch_api = m.name(it->second->name);
       row.launch_ns = it->second->start_ns;
       row.launch_thread = it->second->thread;
+    }
+    if (auto owner = m.launcher_by_correlation.find(a.correlation);
+        owner != m.launcher_by_correlation.end()) {
+      const SliceKey& key = m.keys[owner->second];
+      row.type = m.name(key.name);
+      if (key.inputs != 0) {
+        row.input_shapes = input_dims(m, key.inputs);
+        row.input_types = input_types(m, key.inputs);
+      }
     }
     row.step = step_at(m, row.launch_ns != 0 ? row.launch_ns : row.start_ns);
     rows.push_back(std::move(row));

@@ -15,6 +15,12 @@ struct KernelRow {
   int32_t device = -1;
   uint32_t stream = 0;
   std::string name;
+  // The launching operator or range (analysis/gpu_launches.h): its name and,
+  // with record_shapes, its inputs; "" when no recorded range encloses the
+  // launch.
+  std::string type;
+  std::string input_shapes;
+  std::string input_types;
   uint64_t start_ns = 0;  // monotonic
   uint64_t dur_ns = 0;
   // Since the end of the previous kernel, copy or set on the same device and
@@ -32,7 +38,8 @@ struct KernelRow {
   uint32_t launch_thread = 0;
 };
 
-// The run's kernels in start order (with --steps, those of the chosen steps).
+// The run's kernels in start order (with --steps, those of the chosen
+// steps). Needs attribute_launches (or LaunchAttribution) for `type`.
 std::vector<KernelRow> kernel_rows(const TraceModel& m);
 
 }  // namespace trainprof::analysis

@@ -29,6 +29,8 @@ void finish_totals(const TraceModel& m, std::vector<SliceTotals>* by_key) {
     SliceTotals& t = (*by_key)[k];
     t.self_ns = k < m.self_by_key.size() ? m.self_by_key[k] : 0;
     if (m.keys[k].inputs != 0) t.flops = t.count * input_flops(m, m.keys[k].inputs);
+    t.device_self_ns = k < m.device_self_by_key.size() ? m.device_self_by_key[k] : 0;
+    t.device_total_ns = k < m.device_total_by_key.size() ? m.device_total_by_key[k] : 0;
   }
 }
 
@@ -49,6 +51,29 @@ void merge_into(SliceTotals& into, const SliceTotals& t) {
   into.self_ns += t.self_ns;
   into.flops += t.flops;
   into.count += t.count;
+  into.device_self_ns += t.device_self_ns;
+  into.device_total_ns += t.device_total_ns;
+}
+
+// Rows of `totals` (by name id), with the ratio to their sum, largest first.
+void add_rows(const TraceModel& m, const std::vector<SliceTotals>& totals, const char* core_type,
+              std::vector<OpStatisticRow>* out) {
+  uint64_t grand_total = 0;
+  for (const SliceTotals& t : totals) grand_total += t.total_ns;
+  std::vector<OpStatisticRow> rows;
+  for (uint32_t name = 0; name < totals.size(); ++name) {
+    const SliceTotals& t = totals[name];
+    if (t.count == 0) continue;
+    double ratio =
+        grand_total == 0 ? 0 : 100.0 * static_cast<double>(t.total_ns) / static_cast<double>(grand_total);
+    rows.push_back(OpStatisticRow{m.name(name), core_type, t.count, t.total_ns, t.min_ns, t.max_ns, t.self_ns,
+                                  ratio, t.flops});
+  }
+  std::sort(rows.begin(), rows.end(), [](const OpStatisticRow& a, const OpStatisticRow& b) {
+    if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
+    return a.name < b.name;
+  });
+  out->insert(out->end(), rows.begin(), rows.end());
 }
 
 }  // namespace
@@ -97,21 +122,18 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m, const std::vector
   for (uint32_t k = 0; k < m.keys.size(); ++k) {
     if (!m.keys[k].is_step) merge_into(totals[m.keys[k].name], by_key[k]);
   }
-  uint64_t grand_total = 0;
-  for (const SliceTotals& t : totals) grand_total += t.total_ns;
   std::vector<OpStatisticRow> rows;
-  for (uint32_t name = 0; name < totals.size(); ++name) {
-    const SliceTotals& t = totals[name];
-    if (t.count == 0) continue;
-    double ratio =
-        grand_total == 0 ? 0 : 100.0 * static_cast<double>(t.total_ns) / static_cast<double>(grand_total);
-    rows.push_back(
-        OpStatisticRow{m.name(name), t.count, t.total_ns, t.min_ns, t.max_ns, t.self_ns, ratio, t.flops});
+  add_rows(m, totals, "HOST", &rows);
+  // What ran on the GPUs: a kernel has no children, its self time is its time.
+  std::vector<SliceTotals> device(m.gpu.empty() ? 0 : m.strings.size());
+  for (const GpuActivity& a : m.gpu) {
+    if (!is_device_activity(a)) continue;
+    if (m.selection.active && (a.start_ns < m.selection.begin_ns || a.start_ns >= m.selection.end_ns))
+      continue;
+    uint64_t d = a.end_ns - a.start_ns;
+    merge_into(device[a.name], SliceTotals{1, d, d, d, d, 0, 0, 0});
   }
-  std::sort(rows.begin(), rows.end(), [](const OpStatisticRow& a, const OpStatisticRow& b) {
-    if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
-    return a.name < b.name;
-  });
+  add_rows(m, device, "GPU", &rows);
   return rows;
 }
 
@@ -135,7 +157,8 @@ std::vector<OperatorDetailRow> operator_details(const TraceModel& m, const std::
     if (t.count == 0) continue;
     const auto& [name, dims, stack, module] = group;
     rows.push_back(OperatorDetailRow{m.name(name), std::string(dims), std::string(stack), t.count, t.self_ns,
-                                     t.total_ns, t.flops, std::string(module)});
+                                     t.total_ns, t.flops, std::string(module), t.device_self_ns,
+                                     t.device_total_ns});
   }
   std::sort(rows.begin(), rows.end(), [](const OperatorDetailRow& a, const OperatorDetailRow& b) {
     if (a.host_self_ns != b.host_self_ns) return a.host_self_ns > b.host_self_ns;

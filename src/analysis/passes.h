@@ -56,10 +56,15 @@ struct SliceTotals {
   uint64_t max_ns = 0;
   uint64_t self_ns = 0;
   uint64_t flops = 0;  // count x the key's FLOPs (with_flops)
+  // GPU time of what its slices launched: themselves, and with the ranges
+  // inside them (analysis/gpu_launches.h).
+  uint64_t device_self_ns = 0;
+  uint64_t device_total_ns = 0;
 };
 std::vector<SliceTotals> totals_by_key(const TraceModel& model);
 // The same window by window: add_totals for each window's own slices, then
-// finish_totals (self time and FLOPs) once self_by_key is known.
+// finish_totals (self time, FLOPs, device time) once self_by_key and
+// device_*_by_key are known.
 void add_totals(const TraceModel& model, std::vector<SliceTotals>* by_key);
 void finish_totals(const TraceModel& model, std::vector<SliceTotals>* by_key);
 
@@ -81,18 +86,22 @@ std::string_view input_module(const TraceModel& model, uint32_t inputs);
 // (analysis/symbolizer.h).
 void symbolize_call_stacks(TraceModel& model);
 
-// op_statistic.csv: one row per range name (user ranges and operators).
+// op_statistic.csv: one row per range name (user ranges and operators,
+// core type HOST) and per name of what ran on a GPU (kernels, copies and
+// sets, core type GPU).
 struct OpStatisticRow {
   std::string name;
+  const char* core_type = "HOST";
   uint64_t count = 0;
   uint64_t total_ns = 0;
   uint64_t min_ns = 0;
   uint64_t max_ns = 0;
   uint64_t self_ns = 0;
-  double ratio_percent = 0;  // total / sum of all totals
+  double ratio_percent = 0;  // total / sum of the totals of its core type
   uint64_t flops = 0;
 };
-// Sorted by total time, largest first (ties by name).
+// Host rows, then GPU rows, each sorted by total time, largest first (ties
+// by name). With --steps, GPU activities that start in the chosen steps.
 std::vector<OpStatisticRow> op_statistics(const TraceModel& model, const std::vector<SliceTotals>& by_key);
 
 // operator_details.csv: one row per (name, input shapes).
@@ -105,6 +114,8 @@ struct OperatorDetailRow {
   uint64_t host_total_ns = 0;
   uint64_t flops = 0;
   std::string module_hierarchy;
+  uint64_t device_self_ns = 0;
+  uint64_t device_total_ns = 0;
 };
 // Sorted by self time, largest first (ties by name).
 std::vector<OperatorDetailRow> operator_details(const TraceModel& model,
@@ -159,6 +170,13 @@ class StepTraceAccumulator {
   explicit StepTraceAccumulator(const TraceModel& model);  // its steps
   // The parts of the steps open in the window [start_ns, end_ns).
   void add_window(const TraceModel& model, uint64_t start_ns, uint64_t end_ns);
+  // When the run recorded GPU activity, the device's time replaces the
+  // host's: Computing is the union of kernels, copies and sets (NCCL
+  // kernels aside) clipped to the step, Communication that of NCCL kernels
+  // and communication calls, Overlapped their intersection, Preparing the
+  // gap to the step's first device activity, Free what the device was idle
+  // in. Call once, after the last window.
+  void use_device_time(const TraceModel& model);
   // In step number order.
   std::vector<StepTraceRow> finish() const;
 

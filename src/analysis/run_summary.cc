@@ -167,6 +167,26 @@ void append_data_pipeline(std::string& text, const fs::path& out) {
   }
 }
 
+// The GPU rows of op_statistic.csv (kernels, copies and sets by name), the
+// ten longest in total. Returns whether the run has any.
+bool append_gpu_top(std::string& text, const fs::path& out) {
+  auto ops = exporter::read_csv_file((out / "op_statistic.csv").string());
+  std::vector<const std::vector<std::string>*> rows;
+  for (size_t i = 1; i < ops.size(); ++i) {
+    if (ops[i].size() >= 8 && ops[i][1] == "GPU") rows.push_back(&ops[i]);
+  }
+  if (rows.empty()) return false;
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto* a, const auto* b) { return number((*a)[3]) > number((*b)[3]); });
+  append(text, "  top on the GPU (kernels, copies)      count    total ms      avg us   time %%\n");
+  for (size_t i = 0; i < rows.size() && i < 10; ++i) {
+    const std::vector<std::string>& r = *rows[i];
+    append(text, "  %-34s %8s %11.3f %11.3f %7.1f%%\n", shorten(r[0], 34).c_str(), r[2].c_str(),
+           number(r[3]) / 1e3, number(r[4]), number(r[7]));
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string summarize_run(const std::string& run_dir) {
@@ -190,11 +210,13 @@ std::string summarize_run(const std::string& run_dir) {
            static_cast<unsigned long long>(t.calls), t.self_us / 1e3, t.total_us / 1e3,
            self_sum > 0 ? 100.0 * t.self_us / self_sum : 0.0);
   }
+  bool gpu = append_gpu_top(text, out);
   auto steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
   std::string info_problem;
   std::map<std::string, double> peaks = peak_memory_mb(out, &info_problem);
   if (!info_problem.empty()) text += "  warning: " + info_problem + "; peak memory is not shown\n";
   if (steps.size() > 1) {
+    if (gpu) append(text, "  (computing and free: the GPU's busy and idle time)\n");
     append(text, "  step      step ms   computing ms    free ms   preparing ms%s\n",
            peaks.empty() ? "" : "   peak memory MB");
     for (size_t i = 1; i < steps.size(); ++i) {
@@ -214,8 +236,8 @@ std::string summarize_run(const std::string& run_dir) {
   std::string outputs;
   for (const char* f : {"trace_view.json", "trace_view.pftrace", "op_statistic.csv", "operator_details.csv",
                         "step_trace_time.csv", "dataset.csv", "memory_record.csv", "operator_memory.csv",
-                        "host_cpu_usage.csv", "host_mem_usage.csv", "host_disk_usage.csv", "host_network_usage.csv",
-                        "trainprof.db", "report.html"}) {
+                        "host_cpu_usage.csv", "host_mem_usage.csv", "host_disk_usage.csv",
+                        "host_network_usage.csv", "kernel_details.csv", "trainprof.db", "report.html"}) {
     if (fs::exists(out / f, ec)) outputs += std::string(outputs.empty() ? "" : ", ") + f;
   }
   append(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());

@@ -10,6 +10,11 @@
 // point-to-point receives; Stage = first communication start to last end,
 // minus Bubble; Exclude Receive = Not Overlapped - Bubble. Preparing is the
 // gap from the step's start to its first computing activity.
+//
+// With GPU activity (CUPTI), the device's time is the step's instead
+// (StepTraceAccumulator::use_device_time): C is the union of kernels, copies
+// and sets other than NCCL's, B + F also hold NCCL's kernels, Computing =
+// |C|, Overlapped = |C & (B + F)|, and Free is the time the device was idle.
 #include <algorithm>
 #include <span>
 
@@ -247,6 +252,73 @@ void StepTraceAccumulator::add_window(const TraceModel& m, uint64_t start_ns, ui
   while (first_open_ < next_ && steps_[first_open_].end_ns <= end_ns) ++first_open_;
 }
 
+namespace {
+
+// NCCL's kernels (ncclKernel_*, ncclDevKernel_*) are communication.
+bool is_communication_kernel(const TraceModel& m, const GpuActivity& a) {
+  return a.kind == raw::EventKind::kGpuKernel && m.name(a.name).starts_with("nccl");
+}
+
+// The device's part of one step: what ran in it, split into computing and
+// communication, each a union of intervals clipped to the step.
+struct DeviceStep {
+  Intervals computing, communication;
+  uint64_t first_ns = UINT64_MAX;  // first device activity
+  uint64_t comm_first_ns = UINT64_MAX, comm_last_ns = 0;
+};
+
+DeviceStep device_step(const TraceModel& m, const StepWindow& w, uint64_t longest_ns) {
+  DeviceStep d;
+  Intervals comm;
+  uint64_t from = w.start_ns > longest_ns ? w.start_ns - longest_ns : 0;
+  auto first = std::lower_bound(m.gpu.begin(), m.gpu.end(), from,
+                                [](const GpuActivity& a, uint64_t t) { return a.start_ns < t; });
+  for (auto it = first; it != m.gpu.end() && it->start_ns < w.end_ns; ++it) {
+    if (!is_device_activity(*it)) continue;
+    uint64_t s = std::max(it->start_ns, w.start_ns), e = std::min(it->end_ns, w.end_ns);
+    if (e <= s) continue;
+    d.first_ns = std::min(d.first_ns, s);
+    if (is_communication_kernel(m, *it)) {
+      comm.emplace_back(s, e);
+    } else {
+      add_sorted(d.computing, s, e);
+    }
+  }
+  WindowComm host = window_comm(m, w.start_ns, w.end_ns);
+  comm.insert(comm.end(), host.blocking.begin(), host.blocking.end());
+  comm.insert(comm.end(), host.in_flight.begin(), host.in_flight.end());
+  std::sort(comm.begin(), comm.end());
+  for (const auto& [s, e] : comm) {
+    add_sorted(d.communication, s, e);
+    d.comm_first_ns = std::min(d.comm_first_ns, s);
+    d.comm_last_ns = std::max(d.comm_last_ns, e);
+  }
+  return d;
+}
+
+}  // namespace
+
+void StepTraceAccumulator::use_device_time(const TraceModel& m) {
+  uint64_t longest = 0;
+  bool any = false;
+  for (const GpuActivity& a : m.gpu) {
+    if (!is_device_activity(a)) continue;
+    any = true;
+    longest = std::max(longest, a.end_ns - a.start_ns);
+  }
+  if (!any) return;  // no GPU: the host's time stands
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    DeviceStep d = device_step(m, steps_[i], longest);
+    StepTraceRow& row = parts_[i].row;
+    row.computing_ns = length(d.computing);
+    row.communication_ns = length(d.communication);
+    row.overlapped_ns = length(intersect(d.communication, d.computing));
+    row.preparing_ns = d.first_ns == UINT64_MAX ? 0 : d.first_ns - steps_[i].start_ns;
+    parts_[i].comm_first_ns = d.comm_first_ns;
+    parts_[i].comm_last_ns = d.comm_last_ns;
+  }
+}
+
 std::vector<StepTraceRow> StepTraceAccumulator::finish() const {
   std::vector<StepTraceRow> rows;
   for (size_t i = 0; i < steps_.size(); ++i) {
@@ -273,6 +345,7 @@ std::vector<StepTraceRow> StepTraceAccumulator::finish() const {
 std::vector<StepTraceRow> step_trace(const TraceModel& m) {
   StepTraceAccumulator steps(m);
   steps.add_window(m, 0, UINT64_MAX);
+  steps.use_device_time(m);
   return steps.finish();
 }
 

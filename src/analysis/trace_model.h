@@ -113,6 +113,13 @@ struct GpuActivity {
   uint32_t thread;  // GPU_API: OS id of the calling thread (0: unknown)
 };
 
+// What ran on a device (a kernel, copy or set), as opposed to the host
+// calls and synchronizations around it.
+inline bool is_device_activity(const GpuActivity& a) {
+  return a.device >= 0 && (a.kind == raw::EventKind::kGpuKernel || a.kind == raw::EventKind::kGpuMemcpy ||
+                           a.kind == raw::EventKind::kGpuMemset);
+}
+
 // A communicator (raw COMM_GROUP): a name shared by every member's runs,
 // and the world ranks of its members.
 struct CommGroup {
@@ -208,9 +215,15 @@ struct TraceModel {
   // Symbolized native call stacks (with_stack), by the inputs string id that
   // carries the raw frames (symbolize_call_stacks).
   std::unordered_map<uint32_t, std::string> call_stacks;
-  std::vector<MemoryRecord> memory;        // in time order (stable: a thread's reports keep their order)
-  std::vector<CommCall> comm_calls;        // in start order
-  std::vector<GpuActivity> gpu;            // in start order
+  std::vector<MemoryRecord> memory;  // in time order (stable: a thread's reports keep their order)
+  std::vector<CommCall> comm_calls;  // in start order
+  std::vector<GpuActivity> gpu;      // in start order
+  // The innermost range or operator around each launch, by correlation id,
+  // and the device time each key launched itself (self) and with the ranges
+  // inside it (total), indexed by key (analysis/gpu_launches.h).
+  std::unordered_map<uint32_t, uint32_t> launcher_by_correlation;
+  std::vector<uint64_t> device_self_by_key;
+  std::vector<uint64_t> device_total_by_key;
   std::vector<CommGroup> comm_groups;      // one per group name
   std::vector<ClockOffset> clock_offsets;  // by realtime_ns; empty: not aligned
   bool closed_cleanly = true;              // every raw file ended with its final flush

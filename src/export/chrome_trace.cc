@@ -18,6 +18,7 @@
 #include <span>
 #include <unordered_map>
 
+#include "analysis/gpu_launches.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/timeline.h"
@@ -68,10 +69,6 @@ uint32_t comm_flight_track(uint32_t tid) {
 // runtime and driver calls on their calling thread, or, when that thread
 // recorded nothing else, and synchronizations, on one host track.
 constexpr uint32_t kGpuHostTrack = 0x08000000u;
-bool on_device(const analysis::GpuActivity& a) {
-  return a.device >= 0 && (a.kind == raw::EventKind::kGpuKernel || a.kind == raw::EventKind::kGpuMemcpy ||
-                           a.kind == raw::EventKind::kGpuMemset);
-}
 uint32_t gpu_host_track(const analysis::GpuActivity& a) {
   return a.kind == raw::EventKind::kGpuApi && a.thread != 0 ? a.thread : kGpuHostTrack;
 }
@@ -375,7 +372,7 @@ class TraceWriter {
   }
 
   void gpu(const analysis::GpuActivity& a) {
-    bool device = on_device(a);
+    bool device = analysis::is_device_activity(a);
     slice_with_args(gpu_category(a), escaped(a.name), device ? a.stream : gpu_host_track(a), a.start_ns,
                     a.end_ns, device ? a.device : -1);
     key("correlation", true);
@@ -510,20 +507,15 @@ std::vector<Item> collect_other_items(const TraceModel& m,
   }
   // GPU activities, and an ac2g flow from each launch to what it launched
   // (a runtime call wins over the driver call it makes).
-  std::unordered_map<uint32_t, uint32_t> launch_by_correlation;
+  std::unordered_map<uint32_t, const analysis::GpuActivity*> launches = analysis::launches_by_correlation(m);
   for (uint32_t i = 0; i < m.gpu.size(); ++i) {
     const analysis::GpuActivity& a = m.gpu[i];
     items.push_back({a.start_ns, a.end_ns - a.start_ns, ItemType::kGpu, i});
-    if (a.kind != raw::EventKind::kGpuApi) continue;
-    auto [it, inserted] = launch_by_correlation.emplace(a.correlation, i);
-    if (!inserted && a.subkind == static_cast<uint32_t>(raw::GpuApiKind::kRuntime)) it->second = i;
-  }
-  for (uint32_t i = 0; i < m.gpu.size(); ++i) {
-    const analysis::GpuActivity& a = m.gpu[i];
-    if (!on_device(a)) continue;
-    auto it = launch_by_correlation.find(a.correlation);
-    if (it == launch_by_correlation.end()) continue;
-    items.push_back({m.gpu[it->second].start_ns, 0, ItemType::kGpuFlowStart, it->second});
+    if (!analysis::is_device_activity(a)) continue;
+    auto it = launches.find(a.correlation);
+    if (it == launches.end()) continue;
+    auto launch = static_cast<uint32_t>(it->second - m.gpu.data());
+    items.push_back({it->second->start_ns, 0, ItemType::kGpuFlowStart, launch});
     items.push_back({a.start_ns, 0, ItemType::kGpuFlowEnd, i});
   }
   std::sort(items.begin(), items.end(), item_before);
@@ -543,7 +535,7 @@ std::set<uint32_t> trace_tids(const TraceModel& m) {
     t.insert((c.flags & raw::kCommCompletion) != 0 ? comm_flight_track(c.tid) : comm_track(c.tid));
   }
   for (const auto& a : m.gpu) {
-    if (!on_device(a)) t.insert(gpu_host_track(a));
+    if (!analysis::is_device_activity(a)) t.insert(gpu_host_track(a));
   }
   return t;
 }
@@ -684,7 +676,7 @@ void ChromeTraceWriter::State::header(const std::string& trace_name) {
   // A process per GPU, a track per stream (Kineto's layout).
   std::set<std::pair<int32_t, uint32_t>> streams;
   for (const analysis::GpuActivity& a : m.gpu) {
-    if (on_device(a)) streams.insert({a.device, a.stream});
+    if (analysis::is_device_activity(a)) streams.insert({a.device, a.stream});
   }
   int32_t named_device = -1;
   for (const auto& [device, stream] : streams) {

@@ -66,7 +66,7 @@ std::string write_op_statistic(const std::vector<analysis::OpStatisticRow>& rows
                "Max Time(us)", "Ratio(%)", "Total FLOPs"});
   for (const auto& r : rows) {
     csv.field(r.name)
-        .field("HOST")
+        .field(r.core_type)
         .count(r.count)
         .us(r.total_ns)
         .us(r.total_ns / r.count)
@@ -91,8 +91,8 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
         .field(r.call_stack)
         .us(r.host_self_ns)
         .us(r.host_total_ns)
-        .us(0)
-        .us(0)
+        .us(r.device_self_ns)
+        .us(r.device_total_ns)
         .count(r.calls)
         .count(r.flops)
         .field(r.module_hierarchy);
@@ -104,10 +104,27 @@ std::string write_operator_details(const std::vector<analysis::OperatorDetailRow
 std::string write_kernel_details(const std::vector<analysis::KernelRow>& rows, int64_t realtime_offset_ns,
                                  const OutputPath& path) {
   CsvBuilder csv(path);
-  header(csv,
-         {"Step Id", "Device Id", "Stream Id", "Name", "Start Time(us)", "Duration(us)", "Wait Time(us)",
-          "Block Num", "Grid", "Block", "Registers Per Thread", "Static Shared Memory(B)",
-          "Dynamic Shared Memory(B)", "Correlation Id", "Launch API", "Launch Time(us)", "Launch Thread"});
+  header(csv, {"Step Id",
+               "Device Id",
+               "Stream Id",
+               "Name",
+               "Type",
+               "Accelerator Core",
+               "Start Time(us)",
+               "Duration(us)",
+               "Wait Time(us)",
+               "Block Num",
+               "Input Shapes",
+               "Input Data Types",
+               "Grid",
+               "Block",
+               "Registers Per Thread",
+               "Static Shared Memory(B)",
+               "Dynamic Shared Memory(B)",
+               "Correlation Id",
+               "Launch API",
+               "Launch Time(us)",
+               "Launch Thread"});
   const auto offset = static_cast<uint64_t>(realtime_offset_ns);
   for (const auto& r : rows) {
     if (r.step >= 0) {
@@ -118,10 +135,14 @@ std::string write_kernel_details(const std::vector<analysis::KernelRow>& rows, i
     csv.field(r.device >= 0 ? std::to_string(r.device) : std::string())
         .count(r.stream)
         .field(r.name)
+        .field(r.type)
+        .field("GPU")
         .us(r.start_ns + offset)
         .us(r.dur_ns)
         .us(r.wait_ns)
         .count(r.blocks)
+        .field(r.input_shapes)
+        .field(r.input_types)
         .field(r.grid)
         .field(r.block)
         .count(r.registers)

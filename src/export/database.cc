@@ -41,8 +41,8 @@ CREATE TABLE slices (
   kind INTEGER NOT NULL REFERENCES slice_kinds(id), backward INTEGER NOT NULL,
   inputs_id INTEGER REFERENCES operator_inputs(inputs_id), step INTEGER REFERENCES steps(step));
 CREATE TABLE operator_statistics (
-  name TEXT PRIMARY KEY, count INTEGER, total_ns INTEGER, min_ns INTEGER, max_ns INTEGER, self_ns INTEGER,
-  ratio_percent REAL, flops INTEGER) WITHOUT ROWID;
+  name TEXT, count INTEGER, total_ns INTEGER, min_ns INTEGER, max_ns INTEGER, self_ns INTEGER,
+  ratio_percent REAL, flops INTEGER, core_type TEXT, PRIMARY KEY (name, core_type)) WITHOUT ROWID;
 CREATE TABLE memory (
   id INTEGER PRIMARY KEY, ts_ns INTEGER NOT NULL, tid INTEGER REFERENCES threads(tid), address INTEGER,
   bytes INTEGER, total_allocated INTEGER, total_reserved INTEGER, device INTEGER,
@@ -359,7 +359,8 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     }
   }
   {
-    Statement s(d.db, "INSERT OR IGNORE INTO operator_statistics VALUES (?, ?, ?, ?, ?, ?, ?, ?)", &d.error);
+    Statement s(d.db, "INSERT OR IGNORE INTO operator_statistics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                &d.error);
     for (const analysis::OpStatisticRow& r : operators) {
       s.bind(1, r.name)
           .bind(2, i64(r.count))
@@ -369,6 +370,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
           .bind(6, i64(r.self_ns))
           .bind(7, r.ratio_percent)
           .bind(8, i64(r.flops))
+          .bind(9, r.core_type)
           .step(d.db, &d.error);
       ++rows_;
     }

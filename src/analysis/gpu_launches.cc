@@ -1,0 +1,87 @@
+// Copyright trainprof authors.
+#include "analysis/gpu_launches.h"
+
+#include <algorithm>
+
+namespace trainprof::analysis {
+
+std::unordered_map<uint32_t, const GpuActivity*> launches_by_correlation(const TraceModel& m) {
+  std::unordered_map<uint32_t, const GpuActivity*> launch;
+  for (const GpuActivity& a : m.gpu) {
+    if (a.kind != raw::EventKind::kGpuApi) continue;
+    auto [it, inserted] = launch.emplace(a.correlation, &a);
+    if (!inserted && a.subkind == static_cast<uint32_t>(raw::GpuApiKind::kRuntime)) it->second = &a;
+  }
+  return launch;
+}
+
+LaunchAttribution::LaunchAttribution(const TraceModel& m) {
+  std::unordered_map<uint32_t, uint64_t> device_ns;  // by correlation
+  for (const GpuActivity& a : m.gpu) {
+    if (is_device_activity(a)) device_ns[a.correlation] += a.end_ns - a.start_ns;
+  }
+  for (const auto& [correlation, call] : launches_by_correlation(m)) {
+    if (call->thread == 0) continue;  // CUPTI's thread matched no recording thread
+    auto it = device_ns.find(correlation);
+    if (it == device_ns.end()) continue;  // launched nothing that ran (or no launch)
+    threads_[call->thread].launches.push_back(Launch{call->start_ns, it->second, correlation});
+  }
+  for (auto& entry : threads_) {
+    std::vector<Launch>& l = entry.second.launches;
+    std::sort(l.begin(), l.end(), [](const Launch& a, const Launch& b) { return a.start_ns < b.start_ns; });
+  }
+}
+
+void LaunchAttribution::place(Thread& t, uint64_t until_ns) {
+  for (; t.next < t.launches.size() && t.launches[t.next].start_ns < until_ns; ++t.next) {
+    const Launch& l = t.launches[t.next];
+    while (!t.stack.empty() && t.stack.back().end_ns <= l.start_ns) t.stack.pop_back();
+    if (t.stack.empty()) continue;  // outside every range: no launcher
+    uint32_t innermost = t.stack.back().key;
+    launcher_[l.correlation] = innermost;
+    size_t need = innermost + 1;
+    for (const Open& o : t.stack) need = std::max<size_t>(need, o.key + 1);
+    if (self_ns_.size() < need) {
+      self_ns_.resize(need, 0);
+      total_ns_.resize(need, 0);
+    }
+    self_ns_[innermost] += l.device_ns;
+    for (const Open& o : t.stack) total_ns_[o.key] += l.device_ns;
+  }
+}
+
+void LaunchAttribution::add_window(const TraceModel& m) {
+  if (threads_.empty()) return;
+  for (const ThreadSlices& slices : m.threads) {
+    auto it = threads_.find(slices.tid);
+    if (it == threads_.end()) continue;
+    Thread& t = it->second;
+    // A thread's slices are in timeline order (a parent before its
+    // children): a launch that starts before a slice belongs to what is
+    // open when the walk reaches it; one at the slice's start, inside it.
+    for (size_t i = slices.first_own; i < slices.slices.size(); ++i) {
+      const Slice& s = slices.slices[i];
+      if (m.is_step(s)) continue;
+      place(t, s.start_ns);
+      while (!t.stack.empty() && t.stack.back().end_ns <= s.start_ns) t.stack.pop_back();
+      t.stack.push_back(Open{m.end(s), s.key});
+    }
+  }
+}
+
+void LaunchAttribution::finish(TraceModel& m) {
+  for (auto& entry : threads_) place(entry.second, UINT64_MAX);
+  self_ns_.resize(std::max(self_ns_.size(), m.keys.size()), 0);
+  total_ns_.resize(self_ns_.size(), 0);
+  m.launcher_by_correlation = std::move(launcher_);
+  m.device_self_by_key = std::move(self_ns_);
+  m.device_total_by_key = std::move(total_ns_);
+}
+
+void attribute_launches(TraceModel& m) {
+  LaunchAttribution launches(m);
+  launches.add_window(m);
+  launches.finish(m);
+}
+
+}  // namespace trainprof::analysis
