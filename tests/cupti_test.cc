@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -583,6 +585,11 @@ TEST(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
   const double step_ms = ms("Computing") + ms("Communication(Not Overlapped)") + ms("Free");
   EXPECT_GE(step_ms, 200.0 - 0.01);  // Free is the device's idle time
 
+  // python/tests/test_gpu_trace.py runs HTA on this timeline.
+  if (const char* keep = std::getenv("TRAINPROF_TEST_GPU_TRACE_DIR"); keep != nullptr) {
+    std::filesystem::copy_file(out + "trace_view.json", std::string(keep) + "/rank0.pt.trace.json",
+                               std::filesystem::copy_options::overwrite_existing);
+  }
   // The summary lists the GPU's work, longest first.
   std::string summary = summarize_run(prof.last_run().run_dir);
   size_t gpu_top = summary.find("top on the GPU");
