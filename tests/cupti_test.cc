@@ -319,6 +319,15 @@ TEST(CuptiRecords, CutBufferKeepsWhatPrecedesTheCut) {
   EXPECT_EQ(calls, 2u);
 }
 
+// CUPTI's results are named from our table (never by calling into a CUPTI
+// that failed to start).
+TEST(CuptiLibrary, NamesResultsWithoutCallingCupti) {
+  EXPECT_EQ(cupti::CuptiLibrary::error_text(CUPTI_ERROR_UNKNOWN), "CUPTI_ERROR_UNKNOWN");
+  EXPECT_EQ(cupti::CuptiLibrary::error_text(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES),
+            "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
+  EXPECT_EQ(cupti::CuptiLibrary::error_text(static_cast<CUptiResult>(12345)), "CUPTI error 12345");
+}
+
 // Asking for GPU activity where there is no GPU: the session records the
 // host as always, and the reason GPU activity is missing is kept.
 TEST(CuptiCollector, SessionWithoutAGpuRecordsTheHostAndSaysWhy) {
@@ -337,6 +346,19 @@ TEST(CuptiCollector, SessionWithoutAGpuRecordsTheHostAndSaysWhy) {
   for (const raw::RawEvent& e : f.events)
     range |= e.kind == raw::EventKind::kRange && f.strings[e.name_id] == "host work";
   EXPECT_TRUE(range);
+  // profiler_info.json keeps the reason, and the analysis repeats it.
+  nlohmann::json info =
+      nlohmann::json::parse(test::read_text(prof.last_run().run_dir + "/profiler_info.json"));
+  const nlohmann::json& gpu = info.at("collectors").at("cupti");
+  EXPECT_EQ(gpu.at("recorded"), false);
+  EXPECT_EQ(gpu.at("why_not"), stats.why_not);
+  EXPECT_EQ(gpu.at("records_dropped"), 0);
+  AnalyseReport report = analyse(prof.last_run().run_dir);
+  ASSERT_EQ(report.runs.size(), 1u);
+  const std::vector<std::string>& warnings = report.runs[0].warnings;
+  EXPECT_NE(std::find(warnings.begin(), warnings.end(),
+                      "GPU activity was asked for but not recorded: " + stats.why_not),
+            warnings.end());
   // Again: the reason is kept, the session still works.
   Profiler again(o);
   again.stop();

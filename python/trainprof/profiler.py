@@ -18,7 +18,7 @@ import os
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from . import _data, _distributed, _torch
+from . import _data, _distributed, _gpu, _torch
 from . import _trainprof
 from ._modules import ModuleTracker
 from ._validate import check_bool, check_int, check_path, check_str, check_str_list
@@ -32,9 +32,13 @@ class ProfilerActivity(enum.Enum):
     ``CPU``: host activity: steps, ``record_function`` ranges, mstx markers
     and, in a PyTorch process, every aten operator. ``GPU`` (``CUDA`` is the
     same, torch's name): GPU kernels, copies, sets, CUDA runtime and driver
-    calls and synchronizations through CUPTI (recorded in the raw data; their
-    tables and timeline tracks are still to come). Without CUPTI or a GPU the
-    profiler says why once and records the host as usual.
+    calls and synchronizations through CUPTI: kernel_details.csv, GPU rows in
+    op_statistic.csv, device time per operator in operator_details.csv, the
+    step breakdown from the device's busy and idle time, GPU tracks in the
+    timeline. CUPTI is the one torch loaded, else an NVIDIA wheel's
+    (``TRAINPROF_CUPTI_LIBRARY`` overrides). Without CUPTI or a GPU the
+    profiler says why once (and the analysis repeats it) and records the host
+    as usual.
     """
 
     CPU = "CPU"
@@ -282,6 +286,7 @@ def _check_activities(activities: Optional[Iterable[Any]]) -> set[_trainprof.Act
             result.add(_trainprof.Activity.CPU)
         elif name in ("GPU", "CUDA"):
             result.add(_trainprof.Activity.GPU)
+            _gpu.point_core_at_wheel_cupti()
         else:
             raise ValueError(f"activities: {item!r} is not a ProfilerActivity (CPU, GPU or CUDA)")
     if not result:

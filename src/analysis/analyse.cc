@@ -163,6 +163,7 @@ constexpr std::pair<const char*, json::value_t> kInfoFields[] = {
     {"io_error", json::value_t::string},
     {"raw_files", json::value_t::array},
     {"options", json::value_t::object},
+    {"collectors", json::value_t::object},
 };
 
 const char* type_name(json::value_t t) {
@@ -201,6 +202,26 @@ json read_run_info(int run_fd, const std::string& run_path, RunAnalysis& r) {
     info.erase(it);
   }
   return info;
+}
+
+// What the GPU collector said of the run (profiler_info.json's
+// "collectors": {"cupti": ...}): GPU activity asked for and not recorded, or
+// records CUPTI dropped, are warnings of the analysis, so the user who reads
+// the tables knows what they miss.
+void warn_about_gpu(const json& info, RunAnalysis& r) {
+  auto collectors = info.find("collectors");
+  if (collectors == info.end() || !collectors->is_object()) return;
+  auto cupti = collectors->find("cupti");
+  if (cupti == collectors->end() || !cupti->is_object()) return;
+  auto why = cupti->find("why_not");
+  if (cupti->value("recorded", true) == false && why != cupti->end() && why->is_string()) {
+    add_warning(r, "GPU activity was asked for but not recorded: " + why->get<std::string>());
+  }
+  auto dropped = cupti->find("records_dropped");
+  if (dropped != cupti->end() && dropped->is_number_unsigned() && dropped->get<uint64_t>() > 0) {
+    add_warning(r, "CUPTI dropped " + std::to_string(dropped->get<uint64_t>()) +
+                       " GPU activity records (its buffers were full): the GPU tables and tracks miss them");
+  }
 }
 
 // How the run stopped ("stop_reason") and the clock alignment libtrainprof_mpi
@@ -596,6 +617,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
         r, "raw/ is kept: --simplify does not remove the raw data of a run that is still being recorded");
   }
   json run_info = read_run_info(run_fd, run.string(), r);
+  warn_about_gpu(run_info, r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   note(detail::write_file_atomically_at(
       out.fd, "profiler_info.json", output_info(run_info, model, loader, r, options, options.pretty, extra),

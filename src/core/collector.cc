@@ -59,6 +59,19 @@ std::string collector_names() {
   return names;
 }
 
+std::string collectors_info_json() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::string info;
+  for (Collector* c : r.collectors) {
+    std::string one = c->info_json();
+    if (one.empty()) continue;
+    info += info.empty() ? "{" : ",";
+    info += "\"" + std::string(c->name()) + "\":" + one;
+  }
+  return info.empty() ? info : info + "}";
+}
+
 void start_collectors(const ProfilerOptions& options) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);

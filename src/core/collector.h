@@ -10,6 +10,7 @@
 #ifndef TRAINPROF_CORE_COLLECTOR_H_
 #define TRAINPROF_CORE_COLLECTOR_H_
 
+#include <string>
 #include <string_view>
 
 #include "trainprof/options.h"
@@ -23,6 +24,9 @@ class Collector {
   // Begins recording with the session's options. Must not throw.
   virtual void start(const ProfilerOptions& options) noexcept = 0;
   virtual void stop() noexcept = 0;
+  // What the last session should know of this collector (a JSON object's
+  // text, "" for nothing), read after stop() for profiler_info.json.
+  virtual std::string info_json() const { return {}; }
 };
 
 // `collector` must live until the process ends.
@@ -30,6 +34,9 @@ void register_collector(Collector* collector);
 
 // Names of the registered collectors (profiler_info.json says what recorded).
 std::string collector_names();
+
+// The collectors' info_json() by name ("" when none has any).
+std::string collectors_info_json();
 
 // The host language's context of an operator, given by a front end (the
 // Python package) for with_stack / with_modules. Both are called by

@@ -481,6 +481,10 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
   j["complete"] = complete;
   if (nlohmann::json sync = detail::clock_sync_json(); !sync.is_null()) j["clock_sync"] = sync;
   if (!io_error.empty()) j["io_error"] = io_error;
+  if (std::string collectors = detail::collectors_info_json(); !collectors.empty()) {
+    nlohmann::json parsed = nlohmann::json::parse(collectors, nullptr, false);
+    if (parsed.is_object()) j["collectors"] = std::move(parsed);
+  }
   j["raw_files"] = {std::string(raw::kRawDirName) + "/" + raw::kHostRawFileName};
   j["options"] = nlohmann::json::parse(options_json_);
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -1,6 +1,8 @@
 // Copyright trainprof authors.
 #include "collectors/cupti/cupti_collector.h"
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -107,14 +109,17 @@ class CuptiCollector final : public detail::Collector {
   std::string_view name() const override { return "cupti"; }
 
   void start(const ProfilerOptions& options) noexcept override {
-    if (!options.activities.contains(Activity::GPU)) return;
+    asked_ = options.activities.contains(Activity::GPU);
+    if (!asked_) return;
     try {
       Shared& s = shared();
       std::lock_guard<std::mutex> lock(s.mu);
       s.stats = CuptiStats{};
       std::string why;
+      if (!cuda_driver_present(&why)) return not_recording_locked(s, why);
       s.cupti = load_cupti(&why);
       if (s.cupti == nullptr) return not_recording_locked(s, why);
+      s.stats.library = s.cupti->path;
       s.clock = std::make_unique<GpuClock>(detail::ticks_per_ns());
       add_sync_point_locked(s);
       s.translator = std::make_unique<ActivityTranslator>(s.clock.get(), s.cupti->get_callback_name);
@@ -168,9 +173,27 @@ class CuptiCollector final : public detail::Collector {
 
   void failed_locked(Shared& s, const std::string& call, CUptiResult r) {
     disable_locked(s);
-    not_recording_locked(s, call + " failed with " + s.cupti->error_text(r) + " (no GPU or no driver?)");
+    not_recording_locked(s, call + " of " + s.cupti->path + " failed with " + CuptiLibrary::error_text(r) +
+                                " (no GPU or no driver?)");
   }
 
+  // profiler_info.json's "collectors": {"cupti": ...}: whether GPU activity
+  // was recorded, why not, and what CUPTI dropped.
+  std::string info_json() const override {
+    if (!asked_) return {};
+    CuptiStats st = last_cupti_stats();
+    nlohmann::json j;
+    j["recorded"] = st.active;
+    if (!st.why_not.empty()) j["why_not"] = st.why_not;
+    if (!st.library.empty()) j["library"] = st.library;
+    j["buffers"] = st.buffers;
+    j["records"] = st.records;
+    j["activities_recorded"] = st.recorded;
+    j["records_dropped"] = st.dropped;
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+
+  bool asked_ = false;  // the last session asked for GPU activity
   bool callbacks_registered_ = false;
   bool said_ = false;  // the reason is given once per process
   std::vector<CUpti_ActivityKind> enabled_;

@@ -17,6 +17,7 @@ namespace trainprof::cupti {
 struct CuptiStats {
   bool active = false;    // CUPTI recorded during the last session
   std::string why_not;    // when it did not: the reason
+  std::string library;    // the libcupti used ("" when none was loaded)
   uint64_t buffers = 0;   // completed buffers
   uint64_t records = 0;   // records walked
   uint64_t recorded = 0;  // recorded as GPU activities

@@ -2,9 +2,12 @@
 //
 // trainprof and the programs that use it run on machines without CUDA, so
 // CUPTI is never linked: the first GPU session looks for libcupti with
-// dlopen, once per process. Where: $TRAINPROF_CUPTI_LIBRARY (a path), then
-// the loader's search path (libcupti.so, .so.13, .so.12), then
-// $CUDA_HOME and /usr/local/cuda (extras/CUPTI/lib64, lib64, lib).
+// dlopen, once per process. Where: the libcupti the process already has
+// (PyTorch's CUDA builds load their wheel's at import; two CUPTIs must not
+// both drive the GPU), else $TRAINPROF_CUPTI_LIBRARY (a path; the Python
+// package sets it to a pip-installed NVIDIA wheel's), then the loader's
+// search path (libcupti.so, .so.13, .so.12), then $CUDA_HOME and
+// /usr/local/cuda (extras/CUPTI/lib64, lib64, lib).
 #ifndef TRAINPROF_COLLECTORS_CUPTI_CUPTI_LIBRARY_H_
 #define TRAINPROF_COLLECTORS_CUPTI_CUPTI_LIBRARY_H_
 
@@ -27,15 +30,23 @@ struct CuptiLibrary {
   NextRecordFn get_next_record = nullptr;
   CUptiResult (*get_num_dropped_records)(CUcontext, uint32_t, size_t*) = nullptr;
   CUptiResult (*get_timestamp)(uint64_t*) = nullptr;
-  CUptiResult (*get_result_string)(CUptiResult, const char**) = nullptr;
   CallbackNameFn get_callback_name = nullptr;  // optional
 
-  // "CUPTI_ERROR_..." for `result`, or its number.
-  std::string error_text(CUptiResult result) const;
+  // "CUPTI_ERROR_..." for `result`, or its number. Read from our own table,
+  // not cuptiGetResultString: after a failed start, CUPTI 13.2's recurses
+  // until the stack overflows (seen with torch's wheel on a machine without
+  // a GPU), and the training must never pay for a message.
+  static std::string error_text(CUptiResult result);
 };
 
 // The process's libcupti, or nullptr with the reason (every place looked).
 const CuptiLibrary* load_cupti(std::string* why);
+
+// Whether the CUDA driver (libcuda.so.1) can be loaded; when not, the reason.
+// Checked before any call into CUPTI: without a driver CUPTI 13.2's first
+// call (cuptiGetTimestamp) recurses until the stack overflows, where 13.0's
+// returned an error. Loads the driver library, initializes nothing.
+bool cuda_driver_present(std::string* why);
 
 }  // namespace trainprof::cupti
 
