@@ -1112,13 +1112,8 @@ TEST(Windows, StepSelectionAndTraceLimitAreTheSameInWindows) {
 namespace trainprof {
 namespace {
 
-// The sqlite3 program's answer to `query` on `db` (rows as lines, columns
-// separated by ',').
 std::string sql(const std::string& db, const std::string& query) {
-  test::ProcessResult p =
-      test::run_process({TRAINPROF_TEST_SQLITE3, "-batch", "-noheader", "-separator", ",", db, query});
-  EXPECT_EQ(p.exit_code, 0) << query << ": " << p.output;
-  return p.output;
+  return test::sqlite3_query(TRAINPROF_TEST_SQLITE3, db, query);
 }
 
 // A run with ranges on two threads and five steps, analysed with both export types.

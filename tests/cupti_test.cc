@@ -3,6 +3,7 @@
 // recorded, the clock mapping, and a session asking for GPU activity on a
 // machine that has none.
 #include <cupti_activity.h>
+#include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include "collectors/cupti/gpu_clock.h"
 #include "core/clock.h"
 #include "export/csv_reader.h"
+#include "perfetto_reader.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
 
@@ -101,33 +103,6 @@ class ActivityBuffer {
   size_t size_ = 0;
 };
 
-// A cudaLaunchKernel call made by this thread, 5 us long.
-void add_launch(ActivityBuffer& buffer, uint32_t correlation, uint64_t start) {
-  auto& a = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
-  a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
-  a.start = start;
-  a.end = start + 5'000;
-  a.correlationId = correlation;
-  const pthread_t self = pthread_self();
-  std::memcpy(&a.threadId, &self, sizeof(a.threadId));  // CUPTI's name for the thread
-}
-
-// A kernel on device 0: grid 4x3x2, block 128, 40 registers, 512 B of
-// dynamic shared memory.
-void add_kernel(ActivityBuffer& buffer, const char* name, uint32_t correlation, uint32_t stream,
-                uint64_t start, uint64_t end) {
-  auto& k = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  k.name = name;
-  k.correlationId = correlation;
-  k.streamId = stream;
-  k.start = start;
-  k.end = end;
-  k.gridX = 4, k.gridY = 3, k.gridZ = 2;
-  k.blockX = 128, k.blockY = 1, k.blockZ = 1;
-  k.registersPerThread = 40;
-  k.dynamicSharedMemory = 512;
-}
-
 const cupti::CuptiLibrary* cupti_or_skip(std::string* why) {
   const cupti::CuptiLibrary* lib = cupti::load_cupti(why);
   return lib;
@@ -138,6 +113,37 @@ const raw::RawEvent* find_kind(const raw::RawFile& f, raw::EventKind kind) {
     if (e.kind == kind) return &e;
   }
   return nullptr;
+}
+
+// A record of what ran on a stream from `start` to `end` (CUPTI's clock).
+template <typename Record>
+Record& add_on_stream(ActivityBuffer& buffer, CUpti_ActivityKind kind, uint32_t correlation, uint32_t stream,
+                      uint64_t start, uint64_t end) {
+  Record& r = buffer.add<Record>(kind);
+  r.correlationId = correlation;
+  r.streamId = stream;
+  r.start = start;
+  r.end = end;
+  return r;
+}
+
+// A set of `bytes` of device memory.
+void add_memset(ActivityBuffer& buffer, uint32_t correlation, uint32_t device, uint32_t stream,
+                uint64_t bytes, uint64_t start, uint64_t end) {
+  auto& set = add_on_stream<CUpti_ActivityMemset4>(buffer, CUPTI_ACTIVITY_KIND_MEMSET, correlation, stream,
+                                                   start, end);
+  set.bytes = bytes;
+  set.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  set.deviceId = device;
+}
+
+// A stream synchronization.
+void add_stream_sync(ActivityBuffer& buffer, uint32_t correlation, uint32_t context, uint32_t stream,
+                     uint64_t start, uint64_t end) {
+  auto& sync = add_on_stream<CUpti_ActivitySynchronization2>(buffer, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                                             correlation, stream, start, end);
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.contextId = context;
 }
 
 // Every kind trainprof keeps, through the real cuptiActivityGetNextRecord,
@@ -201,20 +207,8 @@ TEST(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
   copy.deviceId = 1;
   copy.streamId = 7;
   copy.correlationId = 78;
-  auto& set = buffer.add<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET);
-  set.bytes = 4096;
-  set.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-  set.start = gpu0 + 4'000'000;
-  set.end = gpu0 + 4'010'000;
-  set.deviceId = 1;
-  set.correlationId = 79;
-  auto& sync = buffer.add<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-  sync.start = gpu0 + 5'000'000;
-  sync.end = gpu0 + 6'000'000;
-  sync.contextId = 3;
-  sync.streamId = 7;
-  sync.correlationId = 80;
+  add_memset(buffer, 79, 1, 0, 4096, gpu0 + 4'000'000, gpu0 + 4'010'000);
+  add_stream_sync(buffer, 80, 3, 7, gpu0 + 5'000'000, gpu0 + 6'000'000);
   buffer.add<CUpti_ActivityName>(CUPTI_ACTIVITY_KIND_NAME);  // a kind trainprof does not keep
 
   { TRAINPROF_RANGE("launch"); }  // this thread records, as a thread launching kernels does (its operators)
@@ -365,6 +359,66 @@ TEST(CuptiCollector, SessionWithoutAGpuRecordsTheHostAndSaysWhy) {
   EXPECT_EQ(cupti::last_cupti_stats().why_not, stats.why_not);
 }
 
+// A runtime or driver call (`kind`) from this thread.
+CUpti_ActivityAPI& add_call(ActivityBuffer& buffer, CUpti_ActivityKind kind, uint32_t cbid,
+                            uint32_t correlation, uint64_t start, uint64_t duration = 5'000) {
+  auto& a = buffer.add<CUpti_ActivityAPI>(kind);
+  a.cbid = cbid;
+  a.start = start;
+  a.end = start + duration;
+  a.correlationId = correlation;
+  const pthread_t self = pthread_self();
+  std::memcpy(&a.threadId, &self, sizeof(a.threadId));  // CUPTI's name for this thread
+  return a;
+}
+void add_launch(ActivityBuffer& buffer, uint32_t correlation, uint64_t start) {
+  add_call(buffer, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, correlation,
+           start);
+}
+
+// A kernel of grid (4, 3, 2), blocks of (128, 1, 1), 40 registers a thread
+// and 512 bytes of dynamic shared memory.
+void add_kernel(ActivityBuffer& buffer, const char* name, uint32_t correlation, uint32_t stream,
+                uint64_t start, uint64_t end) {
+  auto& k = add_on_stream<CUpti_ActivityKernel10>(buffer, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, correlation,
+                                                  stream, start, end);
+  k.name = name;
+  k.gridX = 4, k.gridY = 3, k.gridZ = 2;
+  k.blockX = 128, k.blockY = 1, k.blockZ = 1;
+  k.registersPerThread = 40;
+  k.dynamicSharedMemory = 512;
+}
+
+// CUPTI's clock when a run records a buffer's activities.
+constexpr uint64_t kGpu0 = 1'000'000'000;
+
+// A run that records `buffer`'s activities (CUPTI's clock at kGpu0 is the
+// time they are recorded) on this thread, which recorded a range before as a
+// thread launching kernels does, then a step that ends after them all;
+// analysed with `options`. Its PROFILER_OUTPUT/, "" after a failure.
+std::string record_and_analyse(const std::string& dir, const cupti::CuptiLibrary& lib, ActivityBuffer& buffer,
+                               size_t records, const AnalyseOptions& options = {}) {
+  ProfilerOptions o;
+  o.output_path = dir;
+  Profiler prof(o);
+  { TRAINPROF_RANGE("launch"); }
+  GpuClock clock(detail::ticks_per_ns());
+  clock.add({kGpu0, detail::now_ticks()});
+  cupti::ActivityTranslator translator(&clock, lib.get_callback_name);
+  EXPECT_EQ(cupti::record_buffer(buffer.data(), buffer.size(), lib.get_next_record, translator).recorded,
+            records);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // the step ends after every activity
+  prof.step();
+  prof.stop();
+  AnalyseReport report = analyse(prof.last_run().run_dir, options);
+  EXPECT_TRUE(report.error.empty()) << report.error;
+  if (report.runs.size() != 1 || !report.runs[0].ok) {
+    ADD_FAILURE() << (report.runs.empty() ? "no run analysed" : report.runs[0].error);
+    return "";
+  }
+  return prof.last_run().run_dir + "/PROFILER_OUTPUT/";
+}
+
 // kernel_details.csv from recorded kernels: one row each in start order,
 // with the launch that started it (by correlation id), the step of that
 // launch, the wait since the previous task on the same stream, and the
@@ -373,23 +427,13 @@ TEST(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
   std::string why;
   const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
   if (lib == nullptr) GTEST_SKIP() << why;
-  TempDir dir;
-  ProfilerOptions o;
-  o.output_path = dir.path();
-  Profiler prof(o);
-  { TRAINPROF_RANGE("launch"); }
-  GpuClock clock(detail::ticks_per_ns());
-  const uint64_t gpu0 = 1'000'000'000;
-  clock.add({gpu0, detail::now_ticks()});  // the GPU clock at 1 s is now
+  const uint64_t gpu0 = kGpu0;
   ActivityBuffer buffer;
   // Launch 1 (correlation 1) and its kernel on stream 7; a copy on stream 7;
   // launch 2 (correlation 2) and its kernel on stream 7, 100 us after the copy
   // ended; a kernel of an unrecorded launch on stream 9.
-  auto launch = [&buffer](uint32_t correlation, uint64_t start) { add_launch(buffer, correlation, start); };
-  auto kernel = [&buffer](const char* name, uint32_t correlation, uint32_t stream, uint64_t start,
-                          uint64_t end) { add_kernel(buffer, name, correlation, stream, start, end); };
-  launch(1, gpu0 + 1'000'000);
-  kernel("_Z5firstv", 1, 7, gpu0 + 1'010'000, gpu0 + 1'110'000);
+  add_launch(buffer, 1, gpu0 + 1'000'000);
+  add_kernel(buffer, "_Z5firstv", 1, 7, gpu0 + 1'010'000, gpu0 + 1'110'000);
   auto& copy = buffer.add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
   copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
   copy.streamId = 7;
@@ -397,21 +441,12 @@ TEST(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
   copy.start = gpu0 + 1'200'000;
   copy.end = gpu0 + 1'300'000;
   copy.correlationId = 3;
-  kernel("_Z5thirdv", 0, 9, gpu0 + 1'350'000, gpu0 + 1'360'000);
-  launch(2, gpu0 + 1'380'000);
-  kernel("_Z6secondv", 2, 7, gpu0 + 1'400'000, gpu0 + 1'450'000);
-  cupti::ActivityTranslator translator(&clock, lib->get_callback_name);
-  EXPECT_EQ(cupti::record_buffer(buffer.data(), buffer.size(), lib->get_next_record, translator).recorded,
-            6u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // the step ends after every activity
-  prof.step();
-  prof.stop();
-
-  AnalyseReport report = analyse(prof.last_run().run_dir);
-  ASSERT_TRUE(report.error.empty()) << report.error;
-  ASSERT_EQ(report.runs.size(), 1u);
-  ASSERT_TRUE(report.runs[0].ok) << report.runs[0].error;
-  std::string out = prof.last_run().run_dir + "/PROFILER_OUTPUT/";
+  add_kernel(buffer, "_Z5thirdv", 0, 9, gpu0 + 1'350'000, gpu0 + 1'360'000);
+  add_launch(buffer, 2, gpu0 + 1'380'000);
+  add_kernel(buffer, "_Z6secondv", 2, 7, gpu0 + 1'400'000, gpu0 + 1'450'000);
+  TempDir dir;
+  const std::string out = record_and_analyse(dir.path(), *lib, buffer, 6);
+  ASSERT_FALSE(out.empty());
   bool well_formed = false;
   exporter::CsvRows rows = exporter::read_csv_file(out + "kernel_details.csv", &well_formed);
   ASSERT_TRUE(well_formed);
@@ -612,12 +647,157 @@ TEST(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
     std::filesystem::copy_file(out + "trace_view.json", std::string(keep) + "/rank0.pt.trace.json",
                                std::filesystem::copy_options::overwrite_existing);
   }
+  // --steps 1 (the step after the kernels): no GPU activity in any output.
+  AnalyseOptions later;
+  later.step_list = {1};
+  AnalyseReport second = analyse(prof.last_run().run_dir, later);
+  ASSERT_TRUE(second.runs.at(0).ok) << second.runs[0].error;
+  EXPECT_FALSE(std::filesystem::exists(out + "kernel_details.csv"));
+  EXPECT_EQ(test::read_text(out + "op_statistic.csv").find(",GPU,"), std::string::npos);
+  EXPECT_EQ(test::read_text(out + "trace_view.json").find("\"kernel\""), std::string::npos);
+  analyse(prof.last_run().run_dir);  // back to every step, for the summary
+
   // The summary lists the GPU's work, longest first.
   std::string summary = summarize_run(prof.last_run().run_dir);
   size_t gpu_top = summary.find("top on the GPU");
   ASSERT_NE(gpu_top, std::string::npos) << summary;
   EXPECT_LT(summary.find("k3()", gpu_top), summary.find("k2()", gpu_top)) << summary;
   EXPECT_NE(summary.find("the GPU's busy and idle time"), std::string::npos) << summary;
+}
+
+std::string sql(const std::string& db, const std::string& query) {
+  return test::sqlite3_query(TRAINPROF_TEST_SQLITE3, db, query);
+}
+
+// The same activities in trace_view.pftrace and trainprof.db: a kernel
+// launched by a runtime call with the driver call inside it, a copy and its
+// call, a set whose launch was not recorded, a synchronization, and a driver
+// call from a thread that never recorded.
+TEST(CuptiAnalysis, PerfettoTraceAndDatabaseHoldTheGpuActivities) {
+  std::string why;
+  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
+  if (lib == nullptr) GTEST_SKIP() << why;
+  ActivityBuffer buffer;  // CUPTI times from kGpu0, the time of recording
+  add_launch(buffer, 1, kGpu0 + 1'000'000);
+  add_call(buffer, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1, kGpu0 + 1'001'000,
+           3'000);
+  add_kernel(buffer, "_Z5firstv", 1, 7, kGpu0 + 1'010'000, kGpu0 + 1'110'000);
+  add_call(buffer, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 2,
+           kGpu0 + 1'200'000);
+  auto& copy = buffer.add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  copy.streamId = 7;
+  copy.contextId = 1;
+  copy.bytes = 64;
+  copy.start = kGpu0 + 1'300'000;
+  copy.end = kGpu0 + 1'400'000;
+  copy.correlationId = 2;
+  add_memset(buffer, 3, 0, 9, 4096, kGpu0 + 1'500'000, kGpu0 + 1'510'000);
+  add_stream_sync(buffer, 4, 1, 7, kGpu0 + 1'600'000, kGpu0 + 1'700'000);
+  // From a thread that never recorded.
+  add_call(buffer, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 5, kGpu0 + 1'800'000)
+      .threadId = 0x5eed;
+  TempDir dir;
+  AnalyseOptions options;
+  options.export_db = true;
+  const std::string out = record_and_analyse(dir.path(), *lib, buffer, 8, options);
+  ASSERT_FALSE(out.empty());
+  const std::string tid = std::to_string(gettid());
+
+  // trace_view.pftrace: kernels, copies and sets on their GPU's stream
+  // tracks, calls on the calling thread's CUDA API track, the rest on the
+  // process's host track, flows from each launch to what it launched.
+  int batches = 0;
+  test::GlobalEvents g =
+      test::read_global_events(test::packets(test::read_text(out + "trace_view.pftrace"), &batches));
+  EXPECT_EQ(batches, 1);
+  auto one = [&g](const std::string& name) {
+    std::vector<const test::GlobalSlice*> found = g.named(name);
+    EXPECT_EQ(found.size(), 1u) << name;
+    return found.empty() ? test::GlobalSlice{} : *found[0];
+  };
+  const test::GlobalSlice kernel = one("first()");
+  EXPECT_EQ(g.path(kernel.track), "GPU 0/stream 7");
+  EXPECT_EQ(kernel.category, "kernel");
+  EXPECT_NEAR(static_cast<double>(kernel.end - kernel.start), 100'000.0, 500.0);
+  EXPECT_EQ(kernel.args.at("correlation"), "1");
+  EXPECT_EQ(kernel.args.at("grid"), "4,3,2");
+  EXPECT_EQ(kernel.args.at("block"), "128,1,1");
+  EXPECT_EQ(kernel.args.at("registers per thread"), "40");
+  EXPECT_EQ(kernel.args.at("shared memory"), "512");
+  // Two driver calls: this thread's inside its runtime call, then the stranger's.
+  std::vector<const test::GlobalSlice*> driver_calls = g.named("cuLaunchKernel");
+  ASSERT_EQ(driver_calls.size(), 2u);
+  const test::GlobalSlice launch = one("cudaLaunchKernel"), driver_call = *driver_calls[0];
+  const test::TrackInfo& thread = g.tracks[g.tracks[launch.track].parent];
+  EXPECT_EQ(std::to_string(thread.tid), tid);
+  EXPECT_EQ(g.tracks[launch.track].name, "CUDA API");
+  EXPECT_EQ(g.tracks[driver_call.track].name, "CUDA API #2");  // inside the runtime call
+  EXPECT_EQ(launch.category, "cuda_runtime");
+  EXPECT_EQ(driver_call.category, "cuda_driver");
+  ASSERT_EQ(kernel.flows_in.size(), 1u);
+  EXPECT_EQ(launch.flows_out, kernel.flows_in);  // the runtime call, not the driver's
+  EXPECT_TRUE(driver_call.flows_out.empty());
+  const test::GlobalSlice copy_slice = one("Memcpy DtoH (Unknown -> Unknown)"),
+                          copy_call = one("cudaMemcpyAsync");
+  EXPECT_EQ(g.path(copy_slice.track), "GPU 0/stream 7");
+  EXPECT_EQ(copy_slice.args.at("bytes"), "64");
+  EXPECT_EQ(copy_slice.args.at("context"), "1");
+  ASSERT_EQ(copy_slice.flows_in.size(), 1u);
+  EXPECT_EQ(copy_call.flows_out, copy_slice.flows_in);
+  EXPECT_NE(copy_slice.flows_in, kernel.flows_in);
+  const test::GlobalSlice set_slice = one("Memset (Device)");
+  EXPECT_EQ(g.path(set_slice.track), "GPU 0/stream 9");
+  EXPECT_TRUE(set_slice.flows_in.empty());  // its call was not recorded
+  const test::GlobalSlice sync_slice = one("Stream Synchronize");
+  const test::TrackInfo& host = g.tracks[sync_slice.track];
+  EXPECT_EQ(host.name, "CUDA API and synchronization");
+  EXPECT_EQ(g.tracks[host.parent].pid, static_cast<uint64_t>(getpid()));  // the process's
+  EXPECT_EQ(sync_slice.category, "cuda_sync");
+  EXPECT_EQ(driver_calls[1]->track, sync_slice.track);  // the stranger's: its thread is unknown
+
+  // trainprof.db: one row each, the launch by id and by correlation.
+  std::string db = out + "trainprof.db";
+  EXPECT_EQ(sql(db, "PRAGMA foreign_key_check;"), "");  // launch_id, tid, step, name_id hold
+  EXPECT_EQ(sql(db, "SELECT COUNT(*) FROM gpu_activity;"), "8\n");
+  exporter::CsvRows steps = exporter::read_csv_file(out + "step_trace_time.csv", nullptr);
+  ASSERT_GE(steps.size(), 2u);
+  const std::string step = steps[1][0];
+  const std::string columns =
+      "SELECT n.value, k.name, a.device, a.stream, a.context, a.subkind, a.bytes, a.grid_x, a.grid_y, "
+      "a.grid_z, "
+      "a.block_x, a.block_y, a.block_z, a.registers, a.static_shared_bytes, a.dynamic_shared_bytes, a.tid, "
+      "ln.value, a.step FROM gpu_activity a JOIN strings n ON n.id = a.name_id JOIN gpu_activity_kinds k ON "
+      "k.id = a.kind LEFT JOIN gpu_activity l ON l.id = a.launch_id LEFT JOIN strings ln ON ln.id = "
+      "l.name_id ";
+  EXPECT_EQ(sql(db, columns + "WHERE a.kind = 0;"),
+            "first(),kernel,0,7,0,0,,4,3,2,128,1,1,40,0,512," + tid + ",cudaLaunchKernel," + step + "\n");
+  EXPECT_EQ(sql(db, columns + "WHERE a.kind = 1;"), "Memcpy DtoH (Unknown -> Unknown),gpu_memcpy,0,7,1," +
+                                                        std::to_string(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH) +
+                                                        ",64,,,,,,,,,," + tid + ",cudaMemcpyAsync," + step +
+                                                        "\n");
+  EXPECT_EQ(sql(db, columns + "WHERE a.kind = 2;"),
+            "Memset (Device),gpu_memset,0,9,0,0,4096,,,,,,,,,,,," + step + "\n");
+  EXPECT_EQ(sql(db, columns + "WHERE a.kind = 5;"),
+            "Stream Synchronize,cuda_sync,,7,1," +
+                std::to_string(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE) + ",,,,,,,,,,,,," +
+                step + "\n");
+  // Calls: their own thread (none for the stranger), no device, stream or context.
+  EXPECT_EQ(sql(db,
+                "SELECT n.value, a.kind, a.correlation, a.device, a.stream, a.tid FROM gpu_activity a JOIN "
+                "strings n ON n.id = a.name_id WHERE a.kind IN (3, 4) ORDER BY a.start_ns;"),
+            "cudaLaunchKernel,3,1,,," + tid + "\ncuLaunchKernel,4,1,,," + tid + "\ncudaMemcpyAsync,3,2,,," +
+                tid + "\ncuLaunchKernel,4,5,,,\n");
+  // The documented join: each activity with its runtime call by correlation id.
+  EXPECT_EQ(sql(db,
+                "SELECT n.value, ln.value FROM gpu_activity a JOIN gpu_activity l ON l.correlation = "
+                "a.correlation AND l.kind = 3 JOIN strings n ON n.id = a.name_id JOIN strings ln ON ln.id = "
+                "l.name_id WHERE a.kind IN (0, 1, 2) ORDER BY a.start_ns;"),
+            "first(),cudaLaunchKernel\nMemcpy DtoH (Unknown -> Unknown),cudaMemcpyAsync\n");
+  // Times are the timeline's: the same duration in both.
+  EXPECT_EQ(sql(db, "SELECT end_ns - start_ns FROM gpu_activity WHERE kind = 0;"),
+            std::to_string(kernel.end - kernel.start) + "\n");
+  EXPECT_EQ(sql(db, "SELECT COUNT(*) FROM threads WHERE tid = " + tid + ";"), "1\n");
 }
 
 }  // namespace

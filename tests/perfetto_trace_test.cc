@@ -6,7 +6,6 @@
 // decodes a real run with Perfetto's own protos.)
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <cstdint>
 #include <fstream>
@@ -18,6 +17,8 @@
 #include "analysis/trace_model.h"
 #include "core/safe_file.h"
 #include "export/perfetto_trace.h"
+#include "perfetto_reader.h"
+#include "raw/format.h"
 #include "test_util.h"
 
 namespace trainprof::exporter {
@@ -26,76 +27,10 @@ namespace {
 using analysis::Slice;
 using analysis::TraceModel;
 
-// A protobuf message's fields: (number, varint or the bytes of a
-// length-delimited field); fixed64 fields as varints of their value.
-struct Field {
-  uint32_t number;
-  uint64_t value = 0;
-  std::string bytes;
-};
-
-uint64_t varint(const std::string& s, size_t* at) {
-  uint64_t v = 0;
-  for (int shift = 0; *at < s.size(); shift += 7) {
-    uint8_t b = static_cast<uint8_t>(s[(*at)++]);
-    v |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) break;
-  }
-  return v;
-}
-
-std::vector<Field> fields(const std::string& s) {
-  std::vector<Field> out;
-  for (size_t at = 0; at < s.size();) {
-    uint64_t tag = varint(s, &at);
-    Field f{static_cast<uint32_t>(tag >> 3), 0, {}};
-    switch (tag & 7) {
-      case 0: f.value = varint(s, &at); break;
-      case 1:
-        for (int i = 0; i < 8; ++i)
-          f.value |= static_cast<uint64_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
-        at += 8;
-        break;
-      case 2: {
-        size_t n = varint(s, &at);
-        f.bytes = s.substr(at, n);
-        at += n;
-        break;
-      }
-      default: ADD_FAILURE() << "wire type " << (tag & 7); return out;
-    }
-    out.push_back(f);
-  }
-  return out;
-}
-
-const Field* find(const std::vector<Field>& fs, uint32_t number) {
-  for (const Field& f : fs)
-    if (f.number == number) return &f;
-  return nullptr;
-}
-
-// The trace's packets, compressed batches inflated.
-std::vector<std::string> packets(const std::string& trace, int* batches) {
-  std::vector<std::string> out;
-  for (const Field& p : fields(trace)) {
-    EXPECT_EQ(p.number, 1u);  // Trace.packet
-    std::vector<Field> packet = fields(p.bytes);
-    if (const Field* c = find(packet, 50)) {
-      ++*batches;
-      std::string inflated(64 << 20, '\0');
-      uLongf size = inflated.size();
-      EXPECT_EQ(uncompress(reinterpret_cast<Bytef*>(inflated.data()), &size,
-                           reinterpret_cast<const Bytef*>(c->bytes.data()), c->bytes.size()),
-                Z_OK);
-      inflated.resize(size);
-      for (const Field& inner : fields(inflated)) out.push_back(inner.bytes);
-    } else {
-      out.push_back(p.bytes);
-    }
-  }
-  return out;
-}
+using test::Field;
+using test::fields;
+using test::find;
+using test::packets;
 
 struct ReadSlice {
   uint64_t sequence, start, end;
@@ -245,6 +180,115 @@ TEST(PerfettoTrace, WindowsLeaveTheSlicesAsOneWindowWrites) {
   PerfettoTraceResult result = writer.finish(m);
   EXPECT_EQ(result.slices, 5u);
   EXPECT_EQ(read_slices(packets(read_file(dir.sub("t.pftrace")), &batches)), expected);
+}
+
+// GPU activities (CUPTI) on sequence 1: thread 7 launches two kernels with
+// one call (a graph launch: cudaLaunchKernel, with the driver call inside it)
+// onto stream 7 of GPU 0, where they overlap; a copy on GPU 1 whose launch
+// was not recorded; a synchronization, and a call from a thread that never
+// recorded, on the process's host track.
+TraceModel gpu_model() {
+  TraceModel m = model();
+  m.thread_names[7] = "main";
+  auto name = [&m](const char* text) {
+    m.strings.push_back(text);
+    return static_cast<uint32_t>(m.strings.size() - 1);
+  };
+  using raw::EventKind;
+  const uint32_t runtime = static_cast<uint32_t>(raw::GpuApiKind::kRuntime);
+  const uint32_t driver = static_cast<uint32_t>(raw::GpuApiKind::kDriver);
+  const uint32_t geometry = name(
+      "4,3,2\x1f"
+      "128,1,1\x1f"
+      "40\x1f"
+      "16\x1f"
+      "512");
+  m.gpu = {
+      {1100, 1110, EventKind::kGpuApi, name("cudaLaunchKernel"), 5, -1, 0, 0, runtime, 0, 0, 7},
+      {1102, 1108, EventKind::kGpuApi, name("cuLaunchKernel"), 5, -1, 0, 0, driver, 0, 0, 7},
+      {1200, 1300, EventKind::kGpuKernel, name("k1"), 5, 0, 3, 7, 0, 0, geometry, 0},
+      {1250, 1400, EventKind::kGpuKernel, name("k2"), 5, 0, 3, 7, 0, 0, geometry, 0},
+      {1300, 1400, EventKind::kGpuMemcpy, name("Memcpy HtoD"), 6, 1, 4, 3, 1, 1000, 0, 0},
+      {1450, 1460, EventKind::kGpuApi, name("cudaStreamSynchronize"), 8, -1, 0, 0, runtime, 0, 0, 0},
+      {1500, 1600, EventKind::kGpuSync, name("Stream Synchronize"), 8, -1, 3, 7, 3, 0, 0, 0},
+  };
+  return m;
+}
+
+TEST(PerfettoTrace, GpuActivitiesOnStreamAndThreadTracksWithArgsAndLaunchFlows) {
+  TraceModel m = gpu_model();
+  test::TempDir dir;
+  detail::UniqueFd fd(detail::open_directory_at(AT_FDCWD, dir.path()));
+  PerfettoTraceWriter writer(m, OutputPath{fd.get(), dir.path(), "t.pftrace"}, 1000, true);
+  writer.add_window(m, UINT64_MAX);
+  PerfettoTraceResult result = writer.finish(m);
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(result.slices, 5u);
+  EXPECT_EQ(result.gpu_slices, 7u);
+  int batches = 0;
+  std::vector<std::string> ps = packets(read_file(dir.sub("t.pftrace")), &batches);
+  EXPECT_EQ(read_slices(ps).size(), 5u);  // the threads' slices as before
+  test::GlobalEvents g = test::read_global_events(ps);
+  ASSERT_EQ(g.slices.size(), 7u);
+  auto one = [&g](const std::string& name) {
+    std::vector<const test::GlobalSlice*> found = g.named(name);
+    EXPECT_EQ(found.size(), 1u) << name;
+    return found.empty() ? test::GlobalSlice{} : *found[0];
+  };
+  // Kernels on their stream of their GPU, in ns from the earliest event;
+  // the second overlaps the first: a second lane.
+  test::GlobalSlice k1 = one("k1"), k2 = one("k2");
+  EXPECT_EQ(g.path(k1.track), "GPU 0/stream 7");
+  EXPECT_EQ(g.path(k2.track), "GPU 0/stream 7 #2");
+  EXPECT_EQ(k1.start, 200u);
+  EXPECT_EQ(k1.end, 300u);
+  EXPECT_EQ(k1.category, "kernel");
+  std::map<std::string, std::string> kernel_args = {{"correlation", "5"},
+                                                    {"device", "0"},
+                                                    {"stream", "7"},
+                                                    {"context", "3"},
+                                                    {"grid", "4,3,2"},
+                                                    {"block", "128,1,1"},
+                                                    {"registers per thread", "40"},
+                                                    {"shared memory", "528"}};
+  EXPECT_EQ(k1.args, kernel_args);
+  const test::TrackInfo& gpu0 = g.tracks[g.tracks[k1.track].parent];
+  EXPECT_EQ(gpu0.parent, 0u);          // a top-level track
+  EXPECT_EQ(gpu0.child_ordering, 3u);  // explicit: streams by number
+  EXPECT_EQ(g.tracks[k1.track].sibling_order_rank, 7u);
+  // The copy: its own GPU and stream, bytes and bandwidth, no flow (no launch).
+  test::GlobalSlice copy = one("Memcpy HtoD");
+  EXPECT_EQ(g.path(copy.track), "GPU 1/stream 3");
+  EXPECT_EQ(copy.category, "gpu_memcpy");
+  EXPECT_EQ(copy.args["bytes"], "1000");
+  EXPECT_EQ(copy.args["memory bandwidth (GB/s)"], "10.000000");
+  EXPECT_TRUE(copy.flows_in.empty());
+  // Calls on their thread's CUDA API track (the driver call inside the
+  // runtime one on a second lane); the runtime call starts both flows.
+  test::GlobalSlice launch = one("cudaLaunchKernel"), inner = one("cuLaunchKernel");
+  EXPECT_EQ(g.path(launch.track), "rank 0/main/CUDA API");
+  EXPECT_EQ(g.tracks[g.tracks[launch.track].parent].tid, 7u);
+  EXPECT_EQ(g.path(inner.track), "rank 0/main/CUDA API #2");
+  EXPECT_EQ(launch.category, "cuda_runtime");
+  EXPECT_EQ(inner.category, "cuda_driver");
+  EXPECT_EQ(launch.args, (std::map<std::string, std::string>{{"correlation", "5"}}));
+  ASSERT_EQ(k1.flows_in.size(), 1u);
+  ASSERT_EQ(k2.flows_in.size(), 1u);
+  EXPECT_NE(k1.flows_in[0], k2.flows_in[0]);
+  std::vector<uint64_t> into_kernels = {k1.flows_in[0], k2.flows_in[0]};
+  std::sort(launch.flows_out.begin(), launch.flows_out.end());
+  std::sort(into_kernels.begin(), into_kernels.end());
+  EXPECT_EQ(launch.flows_out, into_kernels);
+  EXPECT_TRUE(inner.flows_out.empty());
+  // The synchronization, and the call of a thread that never recorded, on
+  // the process's host track (one after the other: one lane).
+  test::GlobalSlice sync = one("Stream Synchronize"), call = one("cudaStreamSynchronize");
+  EXPECT_EQ(g.path(sync.track), "rank 0/CUDA API and synchronization");
+  EXPECT_EQ(call.track, sync.track);
+  EXPECT_EQ(sync.category, "cuda_sync");
+  EXPECT_EQ(sync.start, 500u);
+  EXPECT_EQ(sync.end, 600u);
+  EXPECT_EQ(sync.args["stream"], "7");
 }
 
 }  // namespace

@@ -98,6 +98,12 @@ ProcessResult run_process(const std::vector<std::string>& argv,
   return result;
 }
 
+std::string sqlite3_query(const std::string& sqlite3, const std::string& db, const std::string& query) {
+  ProcessResult p = run_process({sqlite3, "-batch", "-noheader", "-separator", ",", db, query});
+  EXPECT_EQ(p.exit_code, 0) << query << ": " << p.output;
+  return p.output;
+}
+
 Child spawn(const std::vector<std::string>& argv) {
   Child c;
   int fds[2];

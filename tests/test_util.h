@@ -42,6 +42,10 @@ struct ProcessResult {
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env = {});
 
+// The answer of the sqlite3 program at `sqlite3` to `query` on `db` (rows
+// as lines, columns separated by ','); fails the test when sqlite3 does.
+std::string sqlite3_query(const std::string& sqlite3, const std::string& db, const std::string& query);
+
 // A child whose first stdout line has been read while it keeps running.
 struct Child {
   int pid = -1;

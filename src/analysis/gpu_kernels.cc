@@ -21,39 +21,47 @@ int64_t step_at(const TraceModel& m, uint64_t ns) {
   return -1;
 }
 
-uint64_t to_u64(std::string_view text) {
+uint64_t number(std::string_view text) {
   uint64_t v = 0;
   std::from_chars(text.data(), text.data() + text.size(), v);
   return v;
 }
 
-// "gx,gy,gz\x1f bx,by,bz\x1f registers\x1f static\x1f dynamic" (raw/format.h).
-void parse_geometry(std::string_view detail, KernelRow& row) {
-  std::vector<std::string_view> fields;
-  size_t start = 0;
-  for (;;) {
-    size_t sep = detail.find(raw::kGpuDetailSeparator, start);
-    fields.push_back(detail.substr(start, sep == std::string_view::npos ? sep : sep - start));
-    if (sep == std::string_view::npos) break;
-    start = sep + 1;
-  }
-  if (fields.size() < 5) return;
-  row.grid = fields[0];
-  row.block = fields[1];
-  row.registers = static_cast<uint32_t>(to_u64(fields[2]));
-  row.static_shared = to_u64(fields[3]);
-  row.dynamic_shared = to_u64(fields[4]);
-  row.blocks = 1;
-  size_t from = 0;
+// "x,y,z" into out[0..2]; missing parts stay 0.
+void triple(std::string_view text, uint64_t out[3]) {
   for (int i = 0; i < 3; ++i) {
-    size_t comma = fields[0].find(',', from);
-    row.blocks *= to_u64(fields[0].substr(from, comma == std::string_view::npos ? comma : comma - from));
+    size_t comma = text.find(',');
+    out[i] = number(text.substr(0, comma));
     if (comma == std::string_view::npos) break;
-    from = comma + 1;
+    text.remove_prefix(comma + 1);
   }
 }
 
+std::string joined(const uint64_t v[3]) {
+  return std::to_string(v[0]) + "," + std::to_string(v[1]) + "," + std::to_string(v[2]);
+}
+
 }  // namespace
+
+std::optional<KernelGeometry> kernel_geometry(std::string_view detail) {
+  std::string_view f[5];
+  for (int i = 0; i < 5; ++i) {
+    size_t sep = detail.find(raw::kGpuDetailSeparator);
+    f[i] = detail.substr(0, sep);
+    if (sep == std::string_view::npos) {
+      if (i < 4) return std::nullopt;
+      break;
+    }
+    detail.remove_prefix(sep + 1);
+  }
+  KernelGeometry g;
+  triple(f[0], g.grid);
+  triple(f[1], g.block);
+  g.registers = number(f[2]);
+  g.static_shared = number(f[3]);
+  g.dynamic_shared = number(f[4]);
+  return g;
+}
 
 std::vector<KernelRow> kernel_rows(const TraceModel& m) {
   std::unordered_map<uint32_t, const GpuActivity*> launch = launches_by_correlation(m);
@@ -76,7 +84,14 @@ std::vector<KernelRow> kernel_rows(const TraceModel& m) {
     row.dur_ns = a.end_ns - a.start_ns;
     row.wait_ns = wait;
     row.correlation = a.correlation;
-    parse_geometry(m.name(a.detail), row);
+    if (std::optional<KernelGeometry> g = kernel_geometry(m.name(a.detail))) {
+      row.grid = joined(g->grid);
+      row.block = joined(g->block);
+      row.registers = static_cast<uint32_t>(g->registers);
+      row.static_shared = g->static_shared;
+      row.dynamic_shared = g->dynamic_shared;
+      row.blocks = g->grid[0] * g->grid[1] * g->grid[2];
+    }
     auto it = launch.find(a.correlation);
     if (it != launch.end()) {
       row.launch_api = m.name(it->second->name);

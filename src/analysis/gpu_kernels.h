@@ -3,12 +3,27 @@
 #define TRAINPROF_ANALYSIS_GPU_KERNELS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/trace_model.h"
 
 namespace trainprof::analysis {
+
+// A kernel's launch geometry (raw/format.h: "grid x,y,z\x1f block x,y,z\x1f
+// registers\x1f static shared\x1f dynamic shared").
+struct KernelGeometry {
+  uint64_t grid[3] = {0, 0, 0};
+  uint64_t block[3] = {0, 0, 0};
+  uint64_t registers = 0;
+  uint64_t static_shared = 0;
+  uint64_t dynamic_shared = 0;
+};
+// Empty when the detail does not have the five fields; a malformed number
+// reads as 0 (raw data is not trusted, and the number is only shown).
+std::optional<KernelGeometry> kernel_geometry(std::string_view detail);
 
 struct KernelRow {
   int64_t step = -1;  // of its launch (or of its start, when the launch was not recorded); -1: none

@@ -9,19 +9,17 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <set>
 #include <span>
-#include <unordered_map>
 
-#include "analysis/gpu_launches.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/timeline.h"
+#include "export/gpu_activity.h"
 #include "export/output_file.h"
 #include "export/text_format.h"
 #include "raw/format.h"
@@ -71,16 +69,6 @@ uint32_t comm_flight_track(uint32_t tid) {
 constexpr uint32_t kGpuHostTrack = 0x08000000u;
 uint32_t gpu_host_track(const analysis::GpuActivity& a) {
   return a.kind == raw::EventKind::kGpuApi && a.thread != 0 ? a.thread : kGpuHostTrack;
-}
-const char* gpu_category(const analysis::GpuActivity& a) {
-  switch (a.kind) {
-    case raw::EventKind::kGpuKernel: return "kernel";
-    case raw::EventKind::kGpuMemcpy: return "gpu_memcpy";
-    case raw::EventKind::kGpuMemset: return "gpu_memset";
-    case raw::EventKind::kGpuApi:
-      return a.subkind == static_cast<uint32_t>(raw::GpuApiKind::kDriver) ? "cuda_driver" : "cuda_runtime";
-    default: return "cuda_sync";
-  }
 }
 
 struct Item {
@@ -395,30 +383,26 @@ class TraceWriter {
     end_event();
   }
 
-  // "grid x,y,z\x1f block x,y,z\x1f registers\x1f static\x1f dynamic" as
-  // Kineto's args: grid and block as arrays, the shared memory summed.
+  // The launch geometry as Kineto's args: grid and block as arrays, the
+  // shared memory summed.
   void kernel_args(std::string_view detail) {
-    std::vector<std::string_view> f;
-    for (size_t start = 0;;) {
-      size_t sep = detail.find(raw::kGpuDetailSeparator, start);
-      f.push_back(detail.substr(start, sep == std::string_view::npos ? sep : sep - start));
-      if (sep == std::string_view::npos) break;
-      start = sep + 1;
-    }
-    if (f.size() < 5) return;
-    key("grid");
-    buf_ += '[';
-    buf_ += f[0];
-    buf_ += ']';
-    key("block");
-    buf_ += '[';
-    buf_ += f[1];
-    buf_ += ']';
+    std::optional<KernelGeometry> g = kernel_geometry(detail);
+    if (!g) return;
+    auto triple = [this](const char* name, const uint64_t(&v)[3]) {
+      key(name);
+      buf_ += '[';
+      for (int i = 0; i < 3; ++i) {
+        if (i > 0) buf_ += ',';
+        append_uint(buf_, v[i]);
+      }
+      buf_ += ']';
+    };
+    triple("grid", g->grid);
+    triple("block", g->block);
     key("registers per thread");
-    buf_ += f[2];
+    append_uint(buf_, g->registers);
     key("shared memory");
-    append_uint(buf_, std::strtoull(std::string(f[3]).c_str(), nullptr, 10) +
-                          std::strtoull(std::string(f[4]).c_str(), nullptr, 10));
+    append_uint(buf_, g->static_shared + g->dynamic_shared);
   }
 
   // An ac2g flow arrow: from the runtime or driver call that launched a
@@ -505,17 +489,13 @@ std::vector<Item> collect_other_items(const TraceModel& m,
     const analysis::CommCall& c = m.comm_calls[i];
     items.push_back({c.start_ns, c.end_ns - c.start_ns, ItemType::kComm, i});
   }
-  // GPU activities, and an ac2g flow from each launch to what it launched
-  // (a runtime call wins over the driver call it makes).
-  std::unordered_map<uint32_t, const analysis::GpuActivity*> launches = analysis::launches_by_correlation(m);
+  // GPU activities, and an ac2g flow from each launch to what it launched.
+  std::vector<uint32_t> launches = gpu_launches(m);
   for (uint32_t i = 0; i < m.gpu.size(); ++i) {
     const analysis::GpuActivity& a = m.gpu[i];
     items.push_back({a.start_ns, a.end_ns - a.start_ns, ItemType::kGpu, i});
-    if (!analysis::is_device_activity(a)) continue;
-    auto it = launches.find(a.correlation);
-    if (it == launches.end()) continue;
-    auto launch = static_cast<uint32_t>(it->second - m.gpu.data());
-    items.push_back({it->second->start_ns, 0, ItemType::kGpuFlowStart, launch});
+    if (launches[i] == kNoLaunch) continue;
+    items.push_back({m.gpu[launches[i]].start_ns, 0, ItemType::kGpuFlowStart, launches[i]});
     items.push_back({a.start_ns, 0, ItemType::kGpuFlowEnd, i});
   }
   std::sort(items.begin(), items.end(), item_before);

@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 
 #include "core/safe_file.h"
+#include "export/gpu_activity.h"
 #include "raw/format.h"
 
 namespace trainprof::exporter {
@@ -58,6 +60,17 @@ CREATE TABLE communication (
   tid INTEGER REFERENCES threads(tid), name_id INTEGER REFERENCES strings(id),
   group_id INTEGER REFERENCES communication_groups(name_id), flags INTEGER, sequence INTEGER,
   bytes INTEGER, peer INTEGER, tag INTEGER, step INTEGER REFERENCES steps(step));
+CREATE TABLE gpu_activity_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO gpu_activity_kinds VALUES (0, 'kernel'), (1, 'gpu_memcpy'), (2, 'gpu_memset'), (3, 'cuda_runtime'),
+  (4, 'cuda_driver'), (5, 'cuda_sync');
+CREATE TABLE gpu_activity (
+  id INTEGER PRIMARY KEY, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  kind INTEGER NOT NULL REFERENCES gpu_activity_kinds(id), name_id INTEGER NOT NULL REFERENCES strings(id),
+  correlation INTEGER NOT NULL, device INTEGER, context INTEGER, stream INTEGER, subkind INTEGER, bytes INTEGER,
+  grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
+  registers INTEGER, static_shared_bytes INTEGER, dynamic_shared_bytes INTEGER,
+  tid INTEGER REFERENCES threads(tid), launch_id INTEGER REFERENCES gpu_activity(id),
+  step INTEGER REFERENCES steps(step));
 )sql";
 
 // Made after the rows: building an index once is faster than keeping it
@@ -67,6 +80,7 @@ constexpr const char* kIndexes = R"sql(
 CREATE INDEX slices_by_step ON slices(step, kind, name_id);
 CREATE INDEX memory_by_ts ON memory(ts_ns);
 CREATE INDEX communication_by_group ON communication(group_id, sequence);
+CREATE INDEX gpu_activity_by_correlation ON gpu_activity(correlation, kind);
 )sql";
 
 // A prepared statement, finalized at the end of its scope.
@@ -102,6 +116,8 @@ class Statement {
     if (s_ != nullptr) sqlite3_bind_null(s_, i);
     return *this;
   }
+  // `v`, or NULL when it is not `known` (what does not apply to a row).
+  Statement& bind_or_null(int i, bool known, int64_t v) { return known ? bind(i, v) : bind_null(i); }
   // Runs it once and resets it; false (and `error`) when it failed.
   bool step(sqlite3* db, std::string* error) {
     if (s_ == nullptr || !error->empty()) return false;
@@ -238,6 +254,71 @@ void bind_step(Statement& s, int i, int64_t step) {
   }
 }
 
+// gpu_activity_kinds' id of an activity (its name is gpu_category's).
+int64_t gpu_kind(const analysis::GpuActivity& a) {
+  switch (a.kind) {
+    case raw::EventKind::kGpuKernel: return 0;
+    case raw::EventKind::kGpuMemcpy: return 1;
+    case raw::EventKind::kGpuMemset: return 2;
+    case raw::EventKind::kGpuApi: return a.subkind == static_cast<uint32_t>(raw::GpuApiKind::kDriver) ? 4 : 3;
+    default: return 5;
+  }
+}
+
+// GPU activities, id = index in the model + 1, so that a kernel, copy or set
+// names its launching call (launch_id) before that row exists; the host
+// thread is the call's own, or for an activity its launching call's. The
+// rows written.
+uint64_t write_gpu_activity(sqlite3* db, std::string* error, const analysis::TraceModel& m,
+                            const std::vector<analysis::StepWindow>& by_start) {
+  if (m.gpu.empty()) return 0;
+  int64_t offset = m.realtime_offset_ns;
+  std::vector<uint32_t> launches = gpu_launches(m);
+  Statement s(
+      db,
+      "INSERT INTO gpu_activity VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "?, ?)",
+      error);
+  uint64_t rows = 0;
+  for (size_t i = 0; i < m.gpu.size() && error->empty(); ++i) {
+    const analysis::GpuActivity& a = m.gpu[i];
+    const analysis::GpuActivity* launch = launches[i] != kNoLaunch ? &m.gpu[launches[i]] : nullptr;
+    bool api = a.kind == raw::EventKind::kGpuApi;
+    s.bind(1, static_cast<int64_t>(i + 1))
+        .bind(2, static_cast<int64_t>(a.start_ns) + offset)
+        .bind(3, static_cast<int64_t>(a.end_ns) + offset)
+        .bind(4, gpu_kind(a))
+        .bind(5, static_cast<int64_t>(a.name))
+        .bind(6, static_cast<int64_t>(a.correlation));
+    s.bind_or_null(7, a.device >= 0, a.device);
+    s.bind_or_null(8, !api, a.context);
+    s.bind_or_null(9, !api, a.stream);
+    s.bind(10, static_cast<int64_t>(a.subkind));
+    s.bind_or_null(11, a.kind == raw::EventKind::kGpuMemcpy || a.kind == raw::EventKind::kGpuMemset,
+                   i64(a.bytes));
+    std::optional<KernelGeometry> geometry;
+    if (a.kind == raw::EventKind::kGpuKernel) geometry = kernel_geometry(m.name(a.detail));
+    bool kernel = geometry.has_value();
+    KernelGeometry g = geometry.value_or(KernelGeometry{});
+    for (int c = 0; c < 3; ++c) {
+      s.bind_or_null(12 + c, kernel, i64(g.grid[c]));
+      s.bind_or_null(15 + c, kernel, i64(g.block[c]));
+    }
+    s.bind_or_null(18, kernel, i64(g.registers));
+    s.bind_or_null(19, kernel, i64(g.static_shared));
+    s.bind_or_null(20, kernel, i64(g.dynamic_shared));
+    uint32_t tid = api ? a.thread : launch != nullptr ? launch->thread : 0;
+    s.bind_or_null(21, tid != 0, tid);
+    s.bind_or_null(22, launch != nullptr, static_cast<int64_t>(launches[i]) + 1);
+    // The step of the launch, as kernel_details.csv's (GPU work runs after the
+    // step that asked for it may have ended).
+    bind_step(s, 23, step_of(by_start, launch != nullptr ? launch->start_ns : a.start_ns));
+    s.step(db, error);
+    ++rows;
+  }
+  return rows;
+}
+
 }  // namespace
 
 void DatabaseWriter::add_window(const analysis::TraceModel& m) {
@@ -321,6 +402,9 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     for (const analysis::MemoryRecord& r : m.memory) threads.emplace(r.tid, "");
     for (const analysis::DataStageSlice& r : m.data_stages) threads.emplace(r.tid, "");
     for (const analysis::CommCall& r : m.comm_calls) threads.emplace(r.tid, "");
+    for (const analysis::GpuActivity& a : m.gpu) {
+      if (a.kind == raw::EventKind::kGpuApi && a.thread != 0) threads.emplace(a.thread, "");
+    }
     Statement s(d.db, "INSERT INTO threads(tid, name) VALUES (?, ?)", &d.error);
     for (const auto& [tid, name] : threads) {
       s.bind(1, static_cast<int64_t>(tid));
@@ -456,6 +540,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
       ++rows_;
     }
   }
+  rows_ += write_gpu_activity(d.db, &d.error, m, by_start);
   {
     Statement s(d.db, "INSERT INTO run_info VALUES (?, ?)", &d.error);
     for (const auto& [key, value] : {std::pair<const char*, std::string>{"rank", std::to_string(m.rank)},

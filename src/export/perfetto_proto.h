@@ -66,6 +66,12 @@ class Message {
     return *this;
   }
   Message& message(uint32_t field, const Message& m) { return bytes(field, m.bytes_); }
+  // Empty again, keeping the buffer: a message rebuilt for every event of a
+  // kind allocates once.
+  Message& clear() {
+    bytes_.clear();
+    return *this;
+  }
   const std::string& data() const { return bytes_; }
 
  private:
@@ -79,10 +85,20 @@ constexpr uint32_t kClockSnapshot = 6, kTimestamp = 8, kSequenceId = 10, kTrackE
                    kSequenceFlags = 13, kCompressedPackets = 50, kDefaults = 59, kTrackDescriptor = 60;
 }  // namespace packet
 namespace event {
-constexpr uint32_t kDebugAnnotations = 4, kType = 9, kNameIid = 10, kTrackUuid = 11, kCounterValue = 30,
-                   kDoubleCounterValue = 44, kFlowIds = 47, kTerminatingFlowIds = 48;
+constexpr uint32_t kCategoryIids = 3, kDebugAnnotations = 4, kType = 9, kNameIid = 10, kTrackUuid = 11,
+                   kCounterValue = 30, kDoubleCounterValue = 44, kFlowIds = 47, kTerminatingFlowIds = 48;
 constexpr uint64_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4;
 }  // namespace event
+namespace interned {  // InternedData
+constexpr uint32_t kEventCategories = 1, kEventNames = 2, kDebugAnnotationNames = 3;
+}  // namespace interned
+namespace annotation {  // DebugAnnotation
+constexpr uint32_t kNameIid = 1, kUintValue = 3, kDoubleValue = 5, kArrayValues = 12;
+}  // namespace annotation
+namespace track {  // TrackDescriptor
+constexpr uint32_t kChildOrdering = 11, kSiblingOrderRank = 12;
+constexpr uint64_t kExplicitOrder = 3;  // ChildTracksOrdering.EXPLICIT: by sibling_order_rank
+}  // namespace track
 constexpr uint64_t kIncrementalStateCleared = 1;
 constexpr uint32_t kBootTime = 6, kThreadClock = 64;  // 64: the first sequence-scoped clock id
 

@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <limits>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -17,6 +20,7 @@
 
 #include "analysis/memory.h"
 #include "analysis/passes.h"
+#include "export/gpu_activity.h"
 #include "export/perfetto_proto.h"
 #include "raw/format.h"
 
@@ -33,7 +37,7 @@ using namespace perfetto_proto;  // NOLINT: the encoding and field numbers
 //
 // A track's uuid is any 64-bit number unique in the trace; small ones take
 // one or two bytes in every event that names its track (sequence 1's).
-enum TrackKind : uint64_t { kThreadTrack = 1, kLaneTrack, kCounterTrack };
+enum TrackKind : uint64_t { kThreadTrack = 1, kLaneTrack, kCounterTrack, kGpuTrack, kStreamTrack };
 uint64_t track_key(uint64_t kind, uint64_t a, uint64_t b = 0) {
   uint64_t h = kind * 0x9E3779B97F4A7C15ull;
   h = (h ^ a) * 0xD6E8FEB86659FD93ull;
@@ -80,8 +84,10 @@ struct PerfettoTraceWriter::State {
     for (const auto& d : m.data_stages) base = std::min(base, d.start_ns);
     for (const auto& c : m.comm_calls) base = std::min(base, c.start_ns);
     for (const auto& a : m.async_ranges) base = std::min(base, a.start_ns);
+    if (!m.gpu.empty()) base = std::min(base, m.gpu.front().start_ns);  // in start order
     process = next_uuid++;
     std::vector<analysis::ForwardBackwardLink> links = analysis::forward_backward_links(m);
+    gpu_flow_base = links.size();
     for (size_t i = 0; i < links.size(); ++i) {
       flow_starts.emplace(key(links[i].forward_tid, links[i].forward_start_ns), i + 1);
       flow_ends.emplace(key(links[i].backward_tid, links[i].backward_start_ns), i + 1);
@@ -183,12 +189,13 @@ struct PerfettoTraceWriter::State {
     return uuid;
   }
 
-  // A child track of thread `tid`'s (lanes of data stages, communication...).
+  // A child track of thread `tid`'s (lanes of data stages, communication...),
+  // or with tid 0 of the process's (GPU synchronizations).
   uint64_t lane_track(const TraceModel& m, uint32_t tid, const std::string& what, size_t lane) {
     auto [uuid, added] = uuid_of(track_key(kLaneTrack, tid, std::hash<std::string>()(what) + lane));
     if (added) {
       Message track;
-      track.uint(1, uuid).uint(5, thread_track(m, tid));
+      track.uint(1, uuid).uint(5, tid != 0 ? thread_track(m, tid) : process);
       track.bytes(2, lane == 0 ? what : what + " #" + std::to_string(lane + 1));
       global_packet(Message().message(packet::kTrackDescriptor, track));
     }
@@ -311,25 +318,210 @@ struct PerfettoTraceWriter::State {
       Message reserved = event_on(counter_track(m, "Memory reserved (" + device + ")", 0), event::kCounter);
       global_event(r.ts_ns, reserved.sint(event::kCounterValue, static_cast<int64_t>(r.total_reserved)));
     }
-    std::unordered_map<uint64_t, Lanes> lanes;  // per (thread, what)
-    auto on_lane = [&](uint32_t tid, const std::string& what, uint64_t start, uint64_t end) {
-      size_t lane = lanes[track_key(kLaneTrack, tid, std::hash<std::string>()(what))].place(start, end);
-      return lane_track(m, tid, what, lane);
-    };
     for (const analysis::DataStageSlice& d : m.data_stages) {
       uint64_t end = d.start_ns + d.dur_ns;
-      global_slice(on_lane(d.tid, "Data pipeline", d.start_ns, end), d.start_ns, end,
+      global_slice(on_lane(m, d.tid, "Data pipeline", d.start_ns, end), d.start_ns, end,
                    m.name(d.operation) + " " + m.name(d.stage));
     }
     for (const analysis::CommCall& c : m.comm_calls) {
       bool in_flight = (c.flags & raw::kCommCompletion) != 0;
       global_slice(
-          on_lane(c.tid, in_flight ? "Communication in flight" : "Communication", c.start_ns, c.end_ns),
+          on_lane(m, c.tid, in_flight ? "Communication in flight" : "Communication", c.start_ns, c.end_ns),
           c.start_ns, c.end_ns, m.name(c.name));
     }
     for (const analysis::AsyncRange& a : m.async_ranges) {
-      global_slice(on_lane(a.begin_tid, "Ranges", a.start_ns, a.end_ns), a.start_ns, a.end_ns,
+      global_slice(on_lane(m, a.begin_tid, "Ranges", a.start_ns, a.end_ns), a.start_ns, a.end_ns,
                    m.name(a.name));
+    }
+  }
+
+  // The lane of `tid`'s child track `what` that is free at `start`.
+  uint64_t on_lane(const TraceModel& m, uint32_t tid, const std::string& what, uint64_t start, uint64_t end) {
+    size_t lane = lanes[track_key(kLaneTrack, tid, std::hash<std::string>()(what))].place(start, end);
+    return lane_track(m, tid, what, lane);
+  }
+
+  // ---- GPU activities (CUPTI), on sequence 1 ----
+  //
+  // Kernels, copies and sets on a track per device and stream; runtime and
+  // driver calls on a "CUDA API" child track of their calling thread (not the
+  // thread's own track: its slices are begun and ended on the thread's
+  // sequence, and a call mapped from CUPTI's clock may cross an operator's
+  // end there, which would unpair them), or, for a thread CUPTI named that
+  // never recorded, and for synchronizations, on the process's "CUDA API and
+  // synchronization" track. A flow from each launching call to each activity
+  // it launched.
+
+  // The track of device `device`, "GPU d": a top-level track, not a
+  // process's: a ProcessDescriptor needs a pid, and the device index is a
+  // real process's (pid 0 is trace_processor's idle process). Its streams
+  // come in their numbers' order.
+  uint64_t gpu_track(int32_t device) {
+    auto [uuid, added] = uuid_of(track_key(kGpuTrack, static_cast<uint32_t>(device)));
+    if (added) {
+      Message track;
+      track.uint(1, uuid)
+          .bytes(2, "GPU " + std::to_string(device))
+          .uint(track::kChildOrdering, track::kExplicitOrder);
+      global_packet(Message().message(packet::kTrackDescriptor, track));
+    }
+    return uuid;
+  }
+
+  // Stream `stream` of `device`, a child of its GPU's track, in lanes like
+  // the threads' child tracks: a stream runs one task at a time, but the
+  // mapping from CUPTI's clock may make neighbours overlap by a little.
+  uint64_t stream_track(int32_t device, uint32_t stream, uint64_t start, uint64_t end) {
+    uint64_t by_stream = static_cast<uint64_t>(stream) << 32;
+    size_t lane = lanes[track_key(kStreamTrack, static_cast<uint32_t>(device), by_stream)].place(start, end);
+    auto [uuid, added] = uuid_of(track_key(kStreamTrack, static_cast<uint32_t>(device), by_stream | lane));
+    if (added) {
+      std::string name = "stream " + std::to_string(stream);
+      if (lane > 0) name += " #" + std::to_string(lane + 1);
+      Message track;
+      track.uint(1, uuid)
+          .uint(5, gpu_track(device))
+          .bytes(2, name)
+          .uint(track::kSiblingOrderRank, std::min<uint32_t>(stream, std::numeric_limits<int32_t>::max()));
+      global_packet(Message().message(packet::kTrackDescriptor, track));
+    }
+    return uuid;
+  }
+
+  uint64_t gpu_activity_track(const TraceModel& m, const analysis::GpuActivity& a) {
+    static const std::string kApi = "CUDA API", kHost = "CUDA API and synchronization";
+    if (analysis::is_device_activity(a)) return stream_track(a.device, a.stream, a.start_ns, a.end_ns);
+    if (a.kind == raw::EventKind::kGpuApi && a.thread != 0)
+      return on_lane(m, a.thread, kApi, a.start_ns, a.end_ns);
+    return on_lane(m, 0, kHost, a.start_ns, a.end_ns);
+  }
+
+  // Interned once on sequence 1, before the first GPU event: the categories
+  // (iid = index + 1) and the debug annotations' names (iid: GpuArg), the
+  // same names as trace_view.json's args.
+  static constexpr const char* kCategories[] = {"kernel",       "gpu_memcpy",  "gpu_memset",
+                                                "cuda_runtime", "cuda_driver", "cuda_sync"};
+  enum GpuArg : uint64_t {
+    kCorrelationArg = 1,
+    kDeviceArg,
+    kStreamArg,
+    kContextArg,
+    kGridArg,
+    kBlockArg,
+    kRegistersArg,
+    kSharedMemoryArg,
+    kBytesArg,
+    kBandwidthArg
+  };
+  static constexpr const char* kGpuArgNames[] = {"correlation",
+                                                 "device",
+                                                 "stream",
+                                                 "context",
+                                                 "grid",
+                                                 "block",
+                                                 "registers per thread",
+                                                 "shared memory",
+                                                 "bytes",
+                                                 "memory bandwidth (GB/s)"};
+  void intern_gpu_names() {
+    Message interned, entry;
+    for (uint64_t i = 0; i < std::size(kCategories); ++i) {
+      interned.message(interned::kEventCategories, entry.clear().uint(1, i + 1).bytes(2, kCategories[i]));
+    }
+    for (uint64_t i = 0; i < std::size(kGpuArgNames); ++i) {
+      interned.message(interned::kDebugAnnotationNames,
+                       entry.clear().uint(1, i + 1).bytes(2, kGpuArgNames[i]));
+    }
+    global_packet(Message().message(packet::kInternedData, interned));
+  }
+  static uint64_t category_iid(const analysis::GpuActivity& a) {
+    std::string_view category = gpu_category(a);
+    for (uint64_t i = 0; i < std::size(kCategories); ++i) {
+      if (category == kCategories[i]) return i + 1;
+    }
+    return 0;
+  }
+
+  void uint_arg(GpuArg name, uint64_t v) {
+    gpu_event.message(event::kDebugAnnotations,
+                      gpu_arg.clear().uint(annotation::kNameIid, name).uint(annotation::kUintValue, v));
+  }
+  void triple_arg(GpuArg name, const uint64_t (&v)[3]) {
+    gpu_arg.clear().uint(annotation::kNameIid, name);
+    for (uint64_t x : v)
+      gpu_arg.message(annotation::kArrayValues, gpu_item.clear().uint(annotation::kUintValue, x));
+    gpu_event.message(event::kDebugAnnotations, gpu_arg);
+  }
+
+  // The args of trace_view.json's GPU events, as debug annotations.
+  void gpu_args(const TraceModel& m, const analysis::GpuActivity& a) {
+    uint_arg(kCorrelationArg, a.correlation);
+    if (a.device >= 0) uint_arg(kDeviceArg, static_cast<uint32_t>(a.device));
+    if (a.kind != raw::EventKind::kGpuApi) {
+      uint_arg(kStreamArg, a.stream);
+      uint_arg(kContextArg, a.context);
+    }
+    if (a.kind == raw::EventKind::kGpuKernel) {
+      if (std::optional<KernelGeometry> g = kernel_geometry(m.name(a.detail))) {
+        triple_arg(kGridArg, g->grid);
+        triple_arg(kBlockArg, g->block);
+        uint_arg(kRegistersArg, g->registers);
+        uint_arg(kSharedMemoryArg, g->static_shared + g->dynamic_shared);
+      }
+    }
+    if (a.kind == raw::EventKind::kGpuMemcpy || a.kind == raw::EventKind::kGpuMemset) {
+      uint_arg(kBytesArg, a.bytes);
+      double ns = static_cast<double>(std::max<uint64_t>(a.end_ns - a.start_ns, 1));
+      gpu_event.message(event::kDebugAnnotations,
+                        gpu_arg.clear()
+                            .uint(annotation::kNameIid, kBandwidthArg)
+                            .dbl(annotation::kDoubleValue, static_cast<double>(a.bytes) / ns));
+    }
+  }
+
+  void gpu(const TraceModel& m) {
+    if (m.gpu.empty()) return;
+    intern_gpu_names();
+    // Flow ids after the fwdbwd ones: an activity's index + 1, so that each
+    // launch -> activity pair has its own (a graph launch starts several).
+    std::vector<uint32_t> launches = gpu_launches(m);
+    std::vector<std::pair<uint32_t, uint32_t>> launched;  // (launch, activity), by launch
+    for (uint32_t i = 0; i < launches.size(); ++i) {
+      if (launches[i] != kNoLaunch) launched.emplace_back(launches[i], i);
+    }
+    std::sort(launched.begin(), launched.end());
+    auto next = launched.begin();
+    for (uint32_t i = 0; i < m.gpu.size(); ++i) {
+      const analysis::GpuActivity& a = m.gpu[i];
+      uint64_t track = gpu_activity_track(m, a);
+      gpu_event.clear().uint(event::kType, event::kSliceBegin).uint(event::kTrackUuid, track);
+      if (a.name != 0) gpu_event.uint(event::kNameIid, a.name);
+      gpu_event.uint(event::kCategoryIids, category_iid(a));
+      for (; next != launched.end() && next->first == i; ++next) {
+        gpu_event.fixed64(event::kFlowIds, gpu_flow_base + next->second + 1);
+      }
+      if (launches[i] != kNoLaunch) gpu_event.fixed64(event::kTerminatingFlowIds, gpu_flow_base + i + 1);
+      gpu_args(m, a);
+      gpu_packet.clear()
+          .uint(packet::kTimestamp, a.start_ns - base)
+          .uint(packet::kSequenceId, 1)
+          .message(packet::kTrackEvent, gpu_event);
+      if (a.name != 0 && (a.name >= global_interned.size() || !global_interned[a.name])) {
+        if (a.name >= global_interned.size())
+          global_interned.resize(std::max<size_t>(m.strings.size(), a.name + 1));
+        global_interned[a.name] = true;
+        Message interned, event_name;
+        event_name.uint(1, a.name).bytes(2, m.name(a.name));
+        gpu_packet.message(packet::kInternedData, interned.message(interned::kEventNames, event_name));
+      }
+      append_packet(gpu_packet);
+      gpu_event.clear().uint(event::kType, event::kSliceEnd).uint(event::kTrackUuid, track);
+      gpu_packet.clear()
+          .uint(packet::kTimestamp, a.end_ns - base)
+          .uint(packet::kSequenceId, 1)
+          .message(packet::kTrackEvent, gpu_event);
+      append_packet(gpu_packet);
+      ++result.gpu_slices;
     }
   }
 
@@ -344,6 +536,10 @@ struct PerfettoTraceWriter::State {
   std::unordered_map<uint32_t, Sequence> sequences;
   std::unordered_map<uint64_t, uint64_t> flow_starts, flow_ends;  // (tid, start) -> flow id
   std::unordered_map<uint64_t, uint64_t> uuids;                   // track key -> uuid
+  std::unordered_map<uint64_t, Lanes> lanes;                      // per (thread, what) and (device, stream)
+  uint64_t gpu_flow_base = 0;                                     // the fwdbwd flows' ids are 1..this
+  std::vector<bool> global_interned;                              // name ids whose iid sequence 1 defined
+  Message gpu_event, gpu_arg, gpu_item, gpu_packet;               // rebuilt per GPU event
   uint64_t next_uuid = 1;
   PerfettoTraceResult result;
 };
@@ -362,6 +558,7 @@ PerfettoTraceResult PerfettoTraceWriter::finish(const TraceModel& m) {
   State& st = *state_;
   for (auto& [tid, s] : st.sequences) st.end_until(m, s, std::numeric_limits<uint64_t>::max());
   st.others(m);
+  st.gpu(m);
   st.flush_packets();
   st.result.bytes = st.out.offset() + st.buf.size();
   if (!st.out.commit(st.buf)) st.result.error = st.out.error();

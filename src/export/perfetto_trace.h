@@ -11,7 +11,13 @@
 // begins; marks, counters (host counters, the allocator's totals per device),
 // data-pipeline stages, communication calls and async ranges on sequence 1
 // with absolute timestamps, on child tracks of their thread (lanes where they
-// may overlap). Times are nanoseconds since the same base as the JSON trace.
+// may overlap); GPU activities (CUPTI) there too, with interned names and
+// debug annotations: kernels, copies and sets on a "stream s" child of a
+// top-level "GPU d" track, runtime and driver calls on a "CUDA API" child of
+// their thread, synchronizations (and calls of unknown threads) on the
+// process's "CUDA API and synchronization" track, a flow from each launching
+// call to what it launched. Times are nanoseconds since the same base as the
+// JSON trace.
 #ifndef TRAINPROF_EXPORT_PERFETTO_TRACE_H_
 #define TRAINPROF_EXPORT_PERFETTO_TRACE_H_
 
@@ -29,6 +35,7 @@ struct PerfettoTraceResult {
   uint64_t bytes = 0;
   uint64_t slices = 0;          // thread slices written (two packets each)
   uint64_t clamped_slices = 0;  // ended early to nest in their parent (a range that crossed it)
+  uint64_t gpu_slices = 0;      // GPU activities written (CUPTI: kernels, copies, sets, calls, syncs)
 };
 
 class PerfettoTraceWriter {
