@@ -800,5 +800,53 @@ TEST(CuptiAnalysis, PerfettoTraceAndDatabaseHoldTheGpuActivities) {
   EXPECT_EQ(sql(db, "SELECT COUNT(*) FROM threads WHERE tid = " + tid + ";"), "1\n");
 }
 
+// GPU memory from the driver (CUPTI's MEMORY2 records): device allocations
+// and releases become memory reports of "CUDA:0 driver" with the total
+// allocated so far; host memory (pinned) is not the GPU's and is left out.
+TEST(CuptiAnalysis, DriverAllocationsAreGpuMemoryReports) {
+  std::string why;
+  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
+  if (lib == nullptr) GTEST_SKIP() << why;
+  ActivityBuffer buffer;
+  auto memory = [&buffer](CUpti_ActivityMemoryOperationType op, CUpti_ActivityMemoryKind kind,
+                          uint64_t address, uint64_t bytes, uint64_t at) {
+    auto& m = buffer.add<CUpti_ActivityMemory4>(CUPTI_ACTIVITY_KIND_MEMORY2);
+    m.memoryOperationType = op;
+    m.memoryKind = kind;
+    m.address = address;
+    m.bytes = bytes;
+    m.timestamp = at;
+    m.deviceId = 0;
+  };
+  constexpr uint64_t kMiB = 1 << 20;
+  memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x7000, kMiB,
+         kGpu0 + 1'000'000);
+  memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 0x9000, 8 * kMiB,
+         kGpu0 + 1'500'000);
+  memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x8000, 2 * kMiB,
+         kGpu0 + 2'000'000);
+  memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x7000, kMiB,
+         kGpu0 + 3'000'000);
+  TempDir dir;
+  const std::string out = record_and_analyse(dir.path(), *lib, buffer, 3);
+  ASSERT_FALSE(out.empty());
+  bool well_formed = false;
+  exporter::CsvRows rows = exporter::read_csv_file(out + "memory_record.csv", &well_formed);
+  ASSERT_TRUE(well_formed);
+  ASSERT_EQ(rows.size(), 4u);  // header + 3 reports
+  std::vector<std::string> totals;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], "CUDA driver");
+    EXPECT_EQ(rows[i][5], "CUDA:0 driver");
+    totals.push_back(rows[i][2]);
+  }
+  EXPECT_EQ(totals, (std::vector<std::string>{"1.000000", "3.000000", "2.000000"}));
+  exporter::CsvRows blocks = exporter::read_csv_file(out + "operator_memory.csv", &well_formed);
+  ASSERT_GE(blocks.size(), 2u);
+  EXPECT_EQ(blocks[1][1], "1024.000");  // the first block, released
+  EXPECT_NEAR(std::stod(blocks[1][4]), 2000.0, 1.0);
+  EXPECT_NE(test::read_text(out + "trace_view.json").find("\"Memory (CUDA:0 driver)\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainprof

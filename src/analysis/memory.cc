@@ -130,7 +130,8 @@ std::string memory_device_name(uint32_t device) {
     case 14: name = "Meta"; break;
     default: name = "Device" + std::to_string(type); break;
   }
-  return index < 0 ? name : name + ":" + std::to_string(index);
+  if (index >= 0) name += ":" + std::to_string(index);
+  return raw::memory_from_driver(device) ? name + " driver" : name;
 }
 
 }  // namespace trainprof::analysis

@@ -204,7 +204,7 @@ std::string write_memory_record(const analysis::TraceModel& m, const OutputPath&
   header(csv, {"Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)",
                "Device Type"});
   for (const analysis::MemoryRecord& r : m.memory) {
-    csv.field("LibTorch")
+    csv.field(raw::memory_from_driver(r.device) ? "CUDA driver" : "LibTorch")
         .us(r.ts_ns + static_cast<uint64_t>(m.realtime_offset_ns))
         .fixed(static_cast<double>(r.total_allocated) / kBytesPerMB, 6)
         .fixed(static_cast<double>(r.total_reserved) / kBytesPerMB, 6)

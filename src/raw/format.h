@@ -132,6 +132,13 @@ inline constexpr int memory_device_type(uint64_t device) {
 inline constexpr int memory_device_index(uint64_t device) {
   return static_cast<int>((device >> 8) & 0xff) - 1;
 }
+// Set in a memory report's device when the GPU collector saw the allocation
+// in the CUDA driver (CUPTI's memory records): device memory as cudaMalloc
+// gives it, apart from a framework allocator's own reports of its blocks.
+inline constexpr uint64_t kMemoryFromDriver = uint64_t{1} << 16;
+inline constexpr bool memory_from_driver(uint64_t device) {
+  return (device & kMemoryFromDriver) != 0;
+}
 
 // kOperator flags (low 8 bits of `a`).
 inline constexpr uint64_t kOperatorBackward = 1;  // an autograd node (LibTorch BACKWARD_FUNCTION scope)

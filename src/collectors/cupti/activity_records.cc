@@ -164,6 +164,24 @@ bool ActivityTranslator::translate(const CUpti_Activity& record, detail::Event* 
   }
 }
 
+bool ActivityTranslator::translate_memory(const CUpti_Activity& record, MemoryReport* report) {
+  if (record.kind != CUPTI_ACTIVITY_KIND_MEMORY2) return false;
+  const auto& m = reinterpret_cast<const CUpti_ActivityMemory4&>(record);
+  if (m.memoryKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE && m.memoryKind != CUPTI_ACTIVITY_MEMORY_KIND_MANAGED)
+    return false;  // host memory (pinned, pageable) is not the GPU's
+  bool allocation = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  if (!allocation && m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) return false;
+  if (m.deviceId >= 0xfe || m.bytes > static_cast<uint64_t>(INT64_MAX)) return false;  // not a real device
+  uint64_t& total = allocated_[m.deviceId];
+  total = allocation ? total + m.bytes : total - std::min(total, m.bytes);
+  report->ticks = clock_->to_ticks(m.timestamp);
+  report->address = m.address;
+  report->bytes = allocation ? static_cast<int64_t>(m.bytes) : -static_cast<int64_t>(m.bytes);
+  report->total = total;
+  report->device = raw::memory_device(1, static_cast<int>(m.deviceId)) | raw::kMemoryFromDriver;  // c10 CUDA
+  return true;
+}
+
 BufferStats record_buffer(uint8_t* buffer, size_t valid_bytes, NextRecordFn next,
                           ActivityTranslator& translator) {
   BufferStats stats;
@@ -177,6 +195,13 @@ BufferStats record_buffer(uint8_t* buffer, size_t valid_bytes, NextRecordFn next
       break;
     }
     ++stats.records;
+    ActivityTranslator::MemoryReport memory;
+    if (translator.translate_memory(*record, &memory)) {
+      detail::record_memory(memory.ticks, memory.address, memory.bytes, memory.total, memory.total,
+                            memory.device);
+      ++stats.recorded;
+      continue;
+    }
     detail::Event activity{};
     detail::GpuDetail detail{};
     if (!translator.translate(*record, &activity, &detail)) continue;

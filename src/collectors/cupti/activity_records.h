@@ -7,7 +7,8 @@
 // kernel's demangled name and launch geometry, the copy's direction and
 // memory kinds, the call's function name and thread (its OS id, when the
 // thread recorded anything: Recorder::os_tid_of_cupti_thread), and the correlation id
-// that joins a launch to what it launched. Other kinds are counted, not kept.
+// that joins a launch to what it launched; device memory allocations and
+// releases as memory reports. Other kinds are counted, not kept.
 #ifndef TRAINPROF_COLLECTORS_CUPTI_ACTIVITY_RECORDS_H_
 #define TRAINPROF_COLLECTORS_CUPTI_ACTIVITY_RECORDS_H_
 
@@ -39,6 +40,20 @@ class ActivityTranslator {
   // not recorded.
   bool translate(const CUpti_Activity& record, detail::Event* activity, detail::GpuDetail* detail);
 
+  // A device or managed memory allocation or release (CUPTI_ACTIVITY_KIND_
+  // MEMORY2) as a memory report of CUDA device d with raw::kMemoryFromDriver:
+  // bytes (< 0 for a release) and the device's total allocated through the
+  // driver since the session started (what CUPTI reported; a release of an
+  // older block does not take it below 0). False for other records.
+  struct MemoryReport {
+    uint64_t ticks = 0;
+    uint64_t address = 0;
+    int64_t bytes = 0;
+    uint64_t total = 0;
+    uint64_t device = 0;  // raw::memory_device(CUDA, d) | raw::kMemoryFromDriver
+  };
+  bool translate_memory(const CUpti_Activity& record, MemoryReport* report);
+
  private:
   detail::Event head(raw::EventKind kind, const char* name, uint64_t start, uint64_t end, uint32_t device,
                      uint32_t correlation) const;
@@ -52,6 +67,7 @@ class ActivityTranslator {
   std::unordered_map<const char*, const char*> demangled_;  // interned mangled -> interned demangled
   std::unordered_map<uint64_t, const char*> api_names_;     // kind << 32 | cbid -> interned
   std::unordered_map<uint32_t, uint32_t> os_tids_;          // CUPTI thread id -> OS id (found ones)
+  std::unordered_map<uint32_t, uint64_t> allocated_;        // device -> bytes allocated through the driver
 };
 
 struct BufferStats {

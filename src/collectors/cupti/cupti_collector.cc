@@ -19,9 +19,13 @@
 namespace trainprof::cupti {
 namespace {
 
-const CUpti_ActivityKind kKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
+const CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                     CUPTI_ACTIVITY_KIND_MEMCPY,
+                                     CUPTI_ACTIVITY_KIND_MEMSET,
+                                     CUPTI_ACTIVITY_KIND_RUNTIME,
+                                     CUPTI_ACTIVITY_KIND_DRIVER,
+                                     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                     CUPTI_ACTIVITY_KIND_MEMORY2};
 
 const char* kind_name(CUpti_ActivityKind kind) {
   switch (kind) {
@@ -31,6 +35,7 @@ const char* kind_name(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_RUNTIME: return "RUNTIME";
     case CUPTI_ACTIVITY_KIND_DRIVER: return "DRIVER";
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return "SYNCHRONIZATION";
+    case CUPTI_ACTIVITY_KIND_MEMORY2: return "MEMORY2";
     default: return "?";
   }
 }
