@@ -4,7 +4,9 @@ The demo's CNN (examples/python/fashion_mnist.py) trains on batches made on
 the device from a fixed seed, in three processes (CUPTI is per process, and
 two profilers must not share it): without a profiler, under torch.profiler
 (CPU + CUDA activities) and under trainprof (CPU + CUDA). Each profiles the
-same steps after the same warm-up. Printed: the time per step and the
+same steps after the same warm-up; trainprof once more with sync_enable
+(each outermost operator waits for the GPU) to state that option's cost.
+Printed: the time per step and the
 overhead of each profiler against none, the kernels per step and the kernel
 time per step each one's timeline holds (both read the same way from their
 Chrome trace: events of category "kernel"), and each one's export time.
@@ -27,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-MODES = ("none", "torch.profiler", "trainprof")
+MODES = ("none", "torch.profiler", "trainprof", "trainprof sync")
 
 
 def make_model(torch, device: str):
@@ -98,7 +100,8 @@ def run_mode(mode: str, device: str, steps: int, warmup: int) -> dict:
 
         activities = [trainprof.ProfilerActivity.CPU, trainprof.ProfilerActivity.CUDA]
         prof = trainprof.profile(activities=activities,
-                                 on_trace_ready=trainprof.tensorboard_trace_handler(str(out), analyse_flag=False))
+                                 on_trace_ready=trainprof.tensorboard_trace_handler(str(out), analyse_flag=False),
+                                 sync_enable=mode == "trainprof sync")
         prof.start()
         t0 = time.perf_counter()
         for i in range(steps):

@@ -657,7 +657,10 @@ TEST(MpiCluster, ClockOffsetsAreMeasuredAndRemoved) {
   EXPECT_TRUE(j["clocks_aligned"].get<bool>());
   EXPECT_LE(std::llabs(j["clock_offset_ns"].get<int64_t>() - kShift), j["clock_error_ns"].get<int64_t>())
       << r.text;
-  EXPECT_LT(j["total_wait_ns"].get<uint64_t>(), 200000000u) << r.text;
+  // Unaligned, each of the 4 steps' collectives would add kShift of waiting
+  // (1.2 s or more); aligned, what is left is the ranks' real skew, which a
+  // loaded 2-core machine stretches (207 ms seen under a parallel build).
+  EXPECT_LT(j["total_wait_ns"].get<uint64_t>(), static_cast<uint64_t>(2 * kShift)) << r.text;
 }
 
 TEST(MpiCluster, ARankKilledMidRunIsNamedAndTheOthersAnalysed) {

@@ -50,6 +50,13 @@ struct ProfilerOptions {
   bool data_process = false;
   bool profile_communication = false;
   ProfilerLevel profiler_level = ProfilerLevel::Level0;
+  // MindSpore's sync_enable (GPU): each outermost framework operator ends
+  // only when the GPU has finished the work queued so far
+  // (cuCtxSynchronize), so its host duration includes its device time. It
+  // serializes host and GPU: off by default here, since Activity::GPU times
+  // every kernel without it. Needs the CUDA driver already in the process
+  // (a CUDA framework loads it); without one it is said once and ignored.
+  bool sync_enable = false;
 
   // Marker domains: when `include` is non-empty only those domains record;
   // otherwise every domain but those in `exclude` records.

@@ -259,6 +259,7 @@ void bind_options(nb::module_& m) {
       .def_rw("record_shapes", &ProfilerOptions::record_shapes)
       .def_rw("with_stack", &ProfilerOptions::with_stack)
       .def_rw("with_modules", &ProfilerOptions::with_modules)
+      .def_rw("sync_enable", &ProfilerOptions::sync_enable)
       .def_rw("with_flops", &ProfilerOptions::with_flops)
       .def_rw("data_process", &ProfilerOptions::data_process)
       .def_rw("profiler_level", &ProfilerOptions::profiler_level)
@@ -402,8 +403,8 @@ void bind_data_stages(nb::module_& m) {
   m.def(
       "add_clock_sync_point",
       [](int reference_rank, uint64_t realtime_ns, int64_t offset_ns, uint64_t error_ns) {
-        trainprof::detail::add_clock_sync_point(reference_rank,
-                                                trainprof::detail::ClockSyncPoint{realtime_ns, offset_ns, error_ns});
+        trainprof::detail::add_clock_sync_point(
+            reference_rank, trainprof::detail::ClockSyncPoint{realtime_ns, offset_ns, error_ns});
       },
       "reference_rank"_a, "realtime_ns"_a, "offset_ns"_a, "error_ns"_a, ReleaseGil());
 }

@@ -140,3 +140,40 @@ def test_gpu_compare_runs_its_three_modes_without_a_gpu() -> None:
     for mode in ("none", "torch.profiler", "trainprof"):
         assert f"\n{mode} " in "\n" + result.stdout, result.stdout
     assert "trainprof's run: " in result.stdout
+
+
+_SYNC_SESSION = """
+import sys, torch, trainprof
+with trainprof.profile(sync_enable=True,
+                       on_trace_ready=trainprof.tensorboard_trace_handler(sys.argv[1])) as prof:
+    x = torch.ones(64, 64)
+    for _ in range(3):
+        x = x @ x / 64
+        prof.step()
+print("driver loaded:", "libcuda.so" in open("/proc/self/maps").read())
+"""
+
+
+def test_sync_enable_runs_and_says_when_there_is_no_driver(tmp_path: Path) -> None:
+    """sync_enable=True (MindSpore's option): the training runs and its
+    operators are recorded; without the CUDA driver in the process the
+    option is said to be ignored, once; the run's options keep it."""
+    pytest.importorskip("torch")
+    import trainprof
+
+    with pytest.raises(TypeError, match="sync_enable"):
+        trainprof.profile(sync_enable="yes", start_profile=False)
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-c", _SYNC_SESSION, str(out)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    warning = "sync_enable: the CUDA driver is not in this process"
+    if "driver loaded: False" in result.stdout:
+        assert result.stderr.count(warning) == 1, result.stderr
+    else:
+        assert warning not in result.stderr
+    runs = sorted(out.glob("*_trainprof"))
+    assert len(runs) == 1
+    info = json.loads((runs[0] / "profiler_info.json").read_text())
+    assert info["options"]["sync_enable"] is True
+    assert "aten::mm" in (runs[0] / "PROFILER_OUTPUT" / "op_statistic.csv").read_text()

@@ -50,6 +50,7 @@ class ProfilerOptions:
     record_shapes: bool
     with_stack: bool
     with_modules: bool
+    sync_enable: bool
     with_flops: bool
     data_process: bool
     profiler_level: ProfilerLevel

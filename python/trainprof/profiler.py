@@ -326,6 +326,12 @@ class profile:
             torch idiom (``with`` or ``start()``) then finds it started, which
             is fine. False: recording starts at ``start()`` / ``with``.
         experimental_config: an ``_ExperimentalConfig``.
+        sync_enable: MindSpore's (GPU only): each outermost operator ends
+            when the GPU has finished what was queued so far, so its host
+            time includes its device time. It serializes host and GPU, so it
+            is off by default; ``ProfilerActivity.CUDA`` times every kernel
+            without it. Needs CUDA initialized before the profile starts
+            (said once, and ignored, otherwise).
 
     Raises:
         TypeError, ValueError: a setting of the wrong type or value (named).
@@ -336,7 +342,7 @@ class profile:
                  on_trace_ready: Optional[Callable[["profile"], Any]] = None, record_shapes: bool = False,
                  profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
                  with_modules: bool = False, data_process: bool = False, start_profile: bool = True,
-                 experimental_config: Optional[_ExperimentalConfig] = None) -> None:
+                 experimental_config: Optional[_ExperimentalConfig] = None, sync_enable: bool = False) -> None:
         self._cpp: Optional[_trainprof.Profiler] = None
         self._modules: Optional[ModuleTracker] = None
         options = _trainprof.ProfilerOptions()
@@ -349,6 +355,7 @@ class profile:
         options.data_process = check_bool("data_process", data_process)
         options.start_profile = check_bool("start_profile", start_profile)
         options.with_modules = check_bool("with_modules", with_modules)
+        options.sync_enable = check_bool("sync_enable", sync_enable)
         _apply_experimental_config(options, experimental_config)
         self._set_on_trace_ready(options, on_trace_ready)
         if _trainprof.Activity.CPU in options.activities:

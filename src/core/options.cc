@@ -87,6 +87,7 @@ json options_to_json(const ProfilerOptions& o) {
       {"with_flops", o.with_flops},
       {"data_process", o.data_process},
       {"profile_communication", o.profile_communication},
+      {"sync_enable", o.sync_enable},
       {"profiler_level", std::string(to_string(o.profiler_level))},
       {"mstx_domain_include", o.mstx_domain_include},
       {"mstx_domain_exclude", o.mstx_domain_exclude},
@@ -219,6 +220,8 @@ EnvOptions parse_options_json(std::string_view text) {
       o.data_process = get_bool(v, key);
     } else if (key == "profile_communication") {
       o.profile_communication = get_bool(v, key);
+    } else if (key == "sync_enable") {
+      o.sync_enable = get_bool(v, key);
     } else if (key == "data_simplification") {
       o.data_simplification = get_bool(v, key);
     } else if (key == "profiler_level") {
@@ -270,7 +273,8 @@ EnvOptions parse_options_json(std::string_view text) {
           "is unknown; known keys: start, analyse, schedule, output_path, start_profile, activities, "
           "profile_memory, "
           "record_shapes, with_stack, with_modules, with_flops, data_process, profile_communication, "
-          "profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, export_type, "
+          "sync_enable, profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, "
+          "export_type, "
           "host_sys, "
           "host_sys_interval_ms, buffer_mb, flush_interval_ms, metadata_limit_bytes");
     }

@@ -42,6 +42,7 @@
 #include "collectors/torch/torch_comm.h"
 #include "core/collector.h"
 #include "core/event.h"
+#include "core/gpu_sync.h"
 #include "core/intern.h"
 #include "core/log.h"
 #include "core/recorder.h"
@@ -670,6 +671,17 @@ void on_operator_end(const at::RecordFunction& fn, at::ObserverContext*) {
   }
 }
 
+// sync_enable: an outermost operator ends when the GPU has finished what was
+// queued so far, so its duration covers its device work (MindSpore's
+// synchronous way). One cuCtxSynchronize per outermost operator, taken
+// before the end timestamp; a separate callback, so that operators pay
+// nothing for the option when it is off.
+void on_operator_end_synchronized(const at::RecordFunction& fn, at::ObserverContext* context) {
+  ThreadOps* t = t_ops;
+  if (t != nullptr && t->depth == 1 && t->open[0].fn == &fn) detail::synchronize_gpu();
+  on_operator_end(fn, context);
+}
+
 // One registered callback per (inputs, scopes) variant, enabled while a
 // session records. LibTorch fixes both at registration.
 class TorchCollector final : public detail::Collector {
@@ -690,8 +702,16 @@ class TorchCollector final : public detail::Collector {
                   options.profiler_level >= ProfilerLevel::Level1;
     bool context = options.with_stack || options.with_modules;
     bool all_scopes = options.profiler_level >= ProfilerLevel::Level2;
+    bool synchronized = options.sync_enable && detail::gpu_sync_available();
+    static std::atomic<bool> said{false};
+    if (options.sync_enable && !synchronized && !said.exchange(true)) {
+      detail::log_warning(
+          "sync_enable: the CUDA driver is not in this process (no CUDA call yet, or no GPU): operators are "
+          "timed without waiting for the GPU");
+    }
     try {
-      at::RecordFunctionCallback cb(&on_operator_start, &on_operator_end);
+      at::RecordFunctionCallback cb(&on_operator_start,
+                                    synchronized ? &on_operator_end_synchronized : &on_operator_end);
       cb.needsInputs(inputs);
       if (!all_scopes) {
         cb.scopes(
