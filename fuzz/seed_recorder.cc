@@ -35,6 +35,33 @@ void memory(uint64_t address, int64_t bytes, uint64_t total) {
                             tp::raw::memory_device(0, -1));
 }
 
+// A kernel launched by a runtime call (correlation `id`), a copy, and a
+// driver allocation, as the GPU collector records them.
+void gpu(uint32_t id) {
+  namespace raw = tp::raw;
+  uint64_t t0 = tp::detail::now_ticks();
+  const uint32_t tid = tp::detail::current_tid();
+  tp::detail::record_gpu(tp::detail::Event{t0, t0 + 500, tp::detail::intern("cudaLaunchKernel"),
+                                           static_cast<uint8_t>(raw::EventKind::kGpuApi), 0, 0, id},
+                         tp::detail::GpuDetail{0, nullptr, 0, 0, tp::detail::kGpuDetailSlot,
+                                               static_cast<uint8_t>(raw::GpuApiKind::kRuntime), 0, tid});
+  tp::detail::record_gpu(tp::detail::Event{t0 + 800, t0 + 5000, tp::detail::intern("gemm_kernel(float*)"),
+                                           static_cast<uint8_t>(raw::EventKind::kGpuKernel), 0, 1, id},
+                         tp::detail::GpuDetail{0,
+                                               tp::detail::intern("4,3,2\x1f"
+                                                                  "128,1,1\x1f"
+                                                                  "40\x1f"
+                                                                  "0\x1f"
+                                                                  "512"),
+                                               1, 7, tp::detail::kGpuDetailSlot, 0, 0, 0});
+  tp::detail::record_gpu(
+      tp::detail::Event{t0 + 5000, t0 + 6000, tp::detail::intern("Memcpy DtoH (Device -> Pageable)"),
+                        static_cast<uint8_t>(raw::EventKind::kGpuMemcpy), 0, 1, id + 1},
+      tp::detail::GpuDetail{4096, nullptr, 1, 7, tp::detail::kGpuDetailSlot, 2, 0, 0});
+  tp::detail::record_memory(t0 + 100, 0x7f0000 + id, 1 << 20, 1 << 20, 1 << 20,
+                            raw::memory_device(1, 0) | raw::kMemoryFromDriver);
+}
+
 void work(int thread) {
   tp::set_thread_name("worker " + std::to_string(thread));
   for (int i = 0; i < 20; ++i) {
@@ -50,6 +77,10 @@ void work(int thread) {
     tp::counter("loss", 1.0 / (i + 1));
     tp::mark("checkpoint " + std::to_string(i), "io");
     { tp::DataStage d("read", tp::kStageDatasetGet, "shard 1"); }
+    {
+      tp::Range launching("aten::mm");
+      gpu(static_cast<uint32_t>(thread * 1000 + 2 * i + 1));
+    }
   }
   uint64_t id = tp::range_start("epoch", "train");
   tp::range_end(id);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -846,6 +847,37 @@ TEST(CuptiAnalysis, DriverAllocationsAreGpuMemoryReports) {
   EXPECT_EQ(blocks[1][1], "1024.000");  // the first block, released
   EXPECT_NEAR(std::stod(blocks[1][4]), 2000.0, 1.0);
   EXPECT_NE(test::read_text(out + "trace_view.json").find("\"Memory (CUDA:0 driver)\""), std::string::npos);
+}
+
+// Records CUPTI dropped (its buffers were full) are a warning of the
+// analysis, so a user reading the GPU tables knows they are incomplete.
+TEST(CuptiAnalysis, DroppedRecordsAreAWarningOfTheAnalysis) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  { TRAINPROF_RANGE("work"); }
+  prof.stop();
+  const std::string info_path = prof.last_run().run_dir + "/profiler_info.json";
+  nlohmann::json info = nlohmann::json::parse(test::read_text(info_path));
+  // As the GPU collector writes it after a session whose buffers overflowed.
+  info["collectors"]["cupti"] = {{"recorded", true},
+                                 {"buffers", 3},
+                                 {"records", 900},
+                                 {"activities_recorded", 900},
+                                 {"records_dropped", 42}};
+  std::ofstream(info_path, std::ios::trunc) << info.dump();
+  AnalyseReport report = analyse(prof.last_run().run_dir);
+  ASSERT_EQ(report.runs.size(), 1u);
+  ASSERT_TRUE(report.runs[0].ok) << report.runs[0].error;
+  const std::vector<std::string>& w = report.runs[0].warnings;
+  EXPECT_NE(
+      std::find(w.begin(), w.end(),
+                "CUPTI dropped 42 GPU activity records (its buffers were full): the GPU tables and tracks "
+                "miss them"),
+      w.end());
+  // GPU activity was recorded: no "not recorded" warning.
+  for (const std::string& text : w) EXPECT_EQ(text.find("not recorded"), std::string::npos) << text;
 }
 
 }  // namespace

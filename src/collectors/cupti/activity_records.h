@@ -14,6 +14,7 @@
 
 #include <cupti_activity.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -59,15 +60,26 @@ class ActivityTranslator {
                      uint32_t correlation) const;
   const char* kernel_name(const char* mangled);
   const char* kernel_geometry(const CUpti_ActivityKernel10& k);
+  const char* geometry_text(const CUpti_ActivityKernel10& k);
   const char* api_name(raw::GpuApiKind kind, uint32_t cbid);
   uint32_t os_tid(uint32_t cupti_thread_id);
 
   const GpuClock* clock_;
   CallbackNameFn callback_name_;
-  std::unordered_map<const char*, const char*> demangled_;  // interned mangled -> interned demangled
-  std::unordered_map<uint64_t, const char*> api_names_;     // kind << 32 | cbid -> interned
-  std::unordered_map<uint32_t, uint32_t> os_tids_;          // CUPTI thread id -> OS id (found ones)
-  std::unordered_map<uint32_t, uint64_t> allocated_;        // device -> bytes allocated through the driver
+  // grid x, y, z, block x, y, z, registers, static and dynamic shared memory.
+  using Geometry = std::array<int64_t, 9>;
+  struct GeometryHash {
+    size_t operator()(const Geometry& g) const noexcept {
+      uint64_t h = 0xcbf29ce484222325ull;
+      for (int64_t v : g) h = (h ^ static_cast<uint64_t>(v)) * 0x100000001b3ull;
+      return h;
+    }
+  };
+  std::unordered_map<const char*, const char*> demangled_;              // CUPTI's name -> interned demangled
+  std::unordered_map<Geometry, const char*, GeometryHash> geometries_;  // -> interned detail text
+  std::unordered_map<uint64_t, const char*> api_names_;                 // kind << 32 | cbid -> interned
+  std::unordered_map<uint32_t, uint32_t> os_tids_;    // CUPTI thread id -> OS id (found ones)
+  std::unordered_map<uint32_t, uint64_t> allocated_;  // device -> bytes allocated through the driver
 };
 
 struct BufferStats {
