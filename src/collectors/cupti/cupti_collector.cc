@@ -128,11 +128,11 @@ class CuptiCollector final : public detail::Collector {
       s.clock = std::make_unique<GpuClock>(detail::ticks_per_ns());
       add_sync_point_locked(s);
       s.translator = std::make_unique<ActivityTranslator>(s.clock.get(), s.cupti->get_callback_name);
-      if (!callbacks_registered_) {
-        CUptiResult r = s.cupti->register_callbacks(buffer_requested, buffer_completed);
-        if (r != CUPTI_SUCCESS) return failed_locked(s, "cuptiActivityRegisterCallbacks", r);
-        callbacks_registered_ = true;
-      }
+      // At every start: CUPTI keeps one pair of buffer callbacks per process,
+      // and torch.profiler (Kineto) registers its own when it runs between
+      // two of our sessions; ours would then never see a buffer again.
+      CUptiResult registered = s.cupti->register_callbacks(buffer_requested, buffer_completed);
+      if (registered != CUPTI_SUCCESS) return failed_locked(s, "cuptiActivityRegisterCallbacks", registered);
       for (CUpti_ActivityKind kind : kKinds) {
         CUptiResult r = s.cupti->activity_enable(kind);
         if (r != CUPTI_SUCCESS)
@@ -199,8 +199,7 @@ class CuptiCollector final : public detail::Collector {
   }
 
   bool asked_ = false;  // the last session asked for GPU activity
-  bool callbacks_registered_ = false;
-  bool said_ = false;  // the reason is given once per process
+  bool said_ = false;   // the reason is given once per process
   std::vector<CUpti_ActivityKind> enabled_;
 };
 
