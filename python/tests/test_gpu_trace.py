@@ -177,3 +177,28 @@ def test_sync_enable_runs_and_says_when_there_is_no_driver(tmp_path: Path) -> No
     info = json.loads((runs[0] / "profiler_info.json").read_text())
     assert info["options"]["sync_enable"] is True
     assert "aten::mm" in (runs[0] / "PROFILER_OUTPUT" / "op_statistic.csv").read_text()
+
+
+def test_gpu_activity_is_left_to_a_running_torch_profiler(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """CUPTI serves one client: a trainprof profile asking for CUDA while
+    torch.profiler records leaves the GPU to torch's (a warning says so) and
+    records the host; without torch's profiler running, CUDA is asked for."""
+    torch = pytest.importorskip("torch")
+    import trainprof
+
+    handler = trainprof.tensorboard_trace_handler(str(tmp_path / "out"))
+    activities = [trainprof.ProfilerActivity.CPU, trainprof.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        with caplog.at_level("WARNING", logger="trainprof"):
+            with trainprof.profile(activities=activities, on_trace_ready=handler) as prof:
+                torch.ones(8, 8) @ torch.ones(8, 8)
+    assert any("torch.profiler is recording in this process" in r.getMessage() for r in caplog.records)
+    info = json.loads((Path(prof.last_run_dir) / "profiler_info.json").read_text())
+    assert info["options"]["activities"] == ["CPU"]
+    assert "aten::mm" in (Path(prof.last_run_dir) / "PROFILER_OUTPUT" / "op_statistic.csv").read_text()
+    caplog.clear()
+    with trainprof.profile(activities=activities, on_trace_ready=handler) as prof:
+        torch.ones(8, 8) @ torch.ones(8, 8)
+    assert not any("torch.profiler is recording" in r.getMessage() for r in caplog.records)
+    info = json.loads((Path(prof.last_run_dir) / "profiler_info.json").read_text())
+    assert sorted(info["options"]["activities"]) == ["CPU", "GPU"]

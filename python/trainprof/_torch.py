@@ -140,3 +140,16 @@ def when_imported(callback: Callable[[], None]) -> None:
 def collector_library() -> Optional[ctypes.CDLL]:
     """The loaded collector (None when it is not loaded)."""
     return _library
+
+
+def profiler_running() -> bool:
+    """Whether torch's own profiler (torch.profiler / autograd's) records in
+    this process now. CUPTI serves one activity client at a time, so a
+    trainprof profile started meanwhile leaves the GPU to it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch._C._autograd._profiler_enabled())
+    except Exception:  # noqa: BLE001  (an older or partial torch: assume not)
+        return False

@@ -347,6 +347,12 @@ class profile:
         self._modules: Optional[ModuleTracker] = None
         options = _trainprof.ProfilerOptions()
         options.activities = _check_activities(activities)
+        if _trainprof.Activity.GPU in options.activities and _torch.profiler_running():
+            # CUPTI hands its buffers to one client: taking them would blind
+            # the torch.profiler run the user has open.
+            options.activities = (options.activities - {_trainprof.Activity.GPU}) or {_trainprof.Activity.CPU}
+            _log.warning("activities: torch.profiler is recording in this process and CUPTI serves one profiler "
+                         "at a time: this trainprof profile records no GPU activity (host activity as usual)")
         options.schedule = _check_schedule(schedule)
         options.record_shapes = check_bool("record_shapes", record_shapes)
         options.profile_memory = check_bool("profile_memory", profile_memory)
