@@ -25,6 +25,8 @@
 #include "collectors/cupti/cupti_library.h"
 #include "collectors/cupti/gpu_clock.h"
 #include "core/clock.h"
+#include "core/intern.h"
+#include "core/recorder.h"
 #include "export/csv_reader.h"
 #include "perfetto_reader.h"
 #include "test_util.h"
@@ -878,6 +880,68 @@ TEST(CuptiAnalysis, DroppedRecordsAreAWarningOfTheAnalysis) {
       w.end());
   // GPU activity was recorded: no "not recorded" warning.
   for (const std::string& text : w) EXPECT_EQ(text.find("not recorded"), std::string::npos) << text;
+}
+
+// A driver allocation belongs to the operator that made it: its report is
+// moved to the thread of the cudaMalloc call running at that time, and the
+// innermost operator there names it in operator_memory.csv. A release while
+// no call of a known thread runs stays on CUPTI's thread: no operator.
+TEST(CuptiAnalysis, DriverAllocationsBelongToTheOperatorThatMadeThem) {
+  std::string why;
+  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
+  if (lib == nullptr) GTEST_SKIP() << why;
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  // The GPU clock at 1 s is host tick t0; the operator aten::empty runs on
+  // this thread over [5, 20 ms] after t0 (its end is reached by spinning).
+  const double ticks_per_ns = detail::ticks_per_ns();
+  GpuClock clock(ticks_per_ns);
+  const uint64_t gpu0 = 1'000'000'000, t0 = detail::now_ticks();
+  clock.add({gpu0, t0});
+  auto at_ms = [t0, ticks_per_ns](uint64_t ms) {
+    return t0 + static_cast<uint64_t>(static_cast<double>(ms) * 1e6 * ticks_per_ns);
+  };
+  while (detail::now_ticks() < at_ms(20)) {
+  }
+  detail::record_event_fields(at_ms(5), detail::now_ticks(), detail::intern("aten::empty"),
+                              static_cast<uint8_t>(raw::EventKind::kOperator), 0, 0, 0);
+  constexpr uint64_t kMs = 1'000'000, kMiB = 1 << 20;
+  ActivityBuffer buffer;
+  add_call(buffer, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, gpu0 + 10 * kMs,
+           kMs);
+  auto memory = [&buffer](CUpti_ActivityMemoryOperationType op, uint64_t at) {
+    auto& m = buffer.add<CUpti_ActivityMemory4>(CUPTI_ACTIVITY_KIND_MEMORY2);
+    m.memoryOperationType = op;
+    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m.address = 0x7000;
+    m.bytes = kMiB;
+    m.timestamp = at;
+  };
+  memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, gpu0 + 10 * kMs + 500'000);  // inside cudaMalloc
+  memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, gpu0 + 30 * kMs);
+  // Recorded on a thread of its own, as CUPTI's buffer thread does.
+  std::thread cupti_thread([&buffer, &clock, lib] {
+    cupti::ActivityTranslator translator(&clock, lib->get_callback_name);
+    EXPECT_EQ(cupti::record_buffer(buffer.data(), buffer.size(), lib->get_next_record, translator).recorded,
+              3u);
+  });
+  cupti_thread.join();
+  while (detail::now_ticks() < at_ms(40)) {
+  }
+  prof.step();
+  prof.stop();
+  AnalyseReport report = analyse(prof.last_run().run_dir);
+  ASSERT_TRUE(report.runs.at(0).ok) << report.runs[0].error;
+  bool well_formed = false;
+  exporter::CsvRows blocks =
+      exporter::read_csv_file(prof.last_run().run_dir + "/PROFILER_OUTPUT/operator_memory.csv", &well_formed);
+  ASSERT_TRUE(well_formed);
+  ASSERT_EQ(blocks.size(), 2u);  // header + the block
+  EXPECT_EQ(blocks[1][0], "aten::empty");
+  EXPECT_EQ(blocks[1][1], "1024.000");
+  EXPECT_EQ(blocks[1][9], "CUDA:0 driver");
 }
 
 }  // namespace

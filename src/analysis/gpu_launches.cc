@@ -78,6 +78,32 @@ void LaunchAttribution::finish(TraceModel& m) {
   m.device_total_by_key = std::move(total_ns_);
 }
 
+void place_driver_memory_on_calling_threads(TraceModel& m) {
+  std::vector<const GpuActivity*> calls;  // by start, as m.gpu
+  uint64_t longest = 0;
+  for (const GpuActivity& a : m.gpu) {
+    if (a.kind != raw::EventKind::kGpuApi || a.thread == 0) continue;
+    calls.push_back(&a);
+    longest = std::max(longest, a.end_ns - a.start_ns);
+  }
+  if (calls.empty()) return;
+  for (MemoryRecord& r : m.memory) {
+    if (!raw::memory_from_driver(r.device)) continue;
+    // The latest call that started by then and still ran: no call that
+    // started more than `longest` before can.
+    auto it = std::upper_bound(calls.begin(), calls.end(), r.ts_ns,
+                               [](uint64_t t, const GpuActivity* a) { return t < a->start_ns; });
+    while (it != calls.begin()) {
+      const GpuActivity* call = *--it;
+      if (call->start_ns + longest < r.ts_ns) break;
+      if (call->end_ns >= r.ts_ns) {
+        r.tid = call->thread;
+        break;
+      }
+    }
+  }
+}
+
 void attribute_launches(TraceModel& m) {
   LaunchAttribution launches(m);
   launches.add_window(m);

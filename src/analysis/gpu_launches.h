@@ -59,6 +59,14 @@ class LaunchAttribution {
 // The whole model as one window.
 void attribute_launches(TraceModel& model);
 
+// The GPU collector records the driver's memory reports (raw::
+// kMemoryFromDriver) on CUPTI's thread; each is moved to the thread of the
+// runtime or driver call that was running when the allocation or release
+// happened (cudaMalloc, cudaFree, ...), so that memory attribution finds the
+// operator that made it, as for the framework's own reports. Needs
+// model.gpu and model.memory sorted by time (the scan's end).
+void place_driver_memory_on_calling_threads(TraceModel& model);
+
 }  // namespace trainprof::analysis
 
 #endif  // TRAINPROF_ANALYSIS_GPU_LAUNCHES_H_

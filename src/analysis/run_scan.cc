@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "analysis/gpu_launches.h"
 #include "analysis/run_loader.h"
 #include "analysis/run_loader_state.h"
 #include "raw/raw_reader.h"
@@ -343,6 +344,7 @@ bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string*
                    [](const GpuActivity& a, const GpuActivity& b) { return a.start_ns < b.start_ns; });
   std::stable_sort(m.memory.begin(), m.memory.end(),
                    [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
+  place_driver_memory_on_calling_threads(m);
   std::sort(st.sample.begin(), st.sample.end(),
             [](const State::Sampled& a, const State::Sampled& b) { return a.start_ns < b.start_ns; });
   return true;
