@@ -395,6 +395,23 @@ void add_kernel(ActivityBuffer& buffer, const char* name, uint32_t correlation, 
 // CUPTI's clock when a run records a buffer's activities.
 constexpr uint64_t kGpu0 = 1'000'000'000;
 
+// CUPTI's clock at kGpu0 is host tick t0, taken at construction; host times
+// t0 + ms are reached by spinning (a range recorded then ends at that time or
+// later: tests leave room).
+struct GpuClockFromNow {
+  double ticks_per_ns = detail::ticks_per_ns();
+  GpuClock clock{ticks_per_ns};
+  uint64_t t0 = detail::now_ticks();
+  GpuClockFromNow() { clock.add({kGpu0, t0}); }
+  uint64_t at_ms(uint64_t ms) const {
+    return t0 + static_cast<uint64_t>(static_cast<double>(ms) * 1e6 * ticks_per_ns);
+  }
+  void spin_until_ms(uint64_t ms) const {
+    for (uint64_t until = at_ms(ms); detail::now_ticks() < until;) {
+    }
+  }
+};
+
 // A run that records `buffer`'s activities (CUPTI's clock at kGpu0 is the
 // time they are recorded) on this thread, which recorded a range before as a
 // thread launching kernels does, then a step that ends after them all;
@@ -549,23 +566,14 @@ TEST(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
   ProfilerOptions o;
   o.output_path = dir.path();
   Profiler prof(o);
-  // The GPU clock at 1 s is host tick t0; host ranges "outer" over
-  // [0, 60 ms] and "aten::mm" over [5, 20 ms] after t0 (their ends are
-  // reached by spinning, so they may come later; the launches leave room).
-  const double ticks_per_ns = detail::ticks_per_ns();
-  GpuClock clock(ticks_per_ns);
-  const uint64_t gpu0 = 1'000'000'000, t0 = detail::now_ticks();
-  clock.add({gpu0, t0});
-  auto at_ms = [t0, ticks_per_ns](uint64_t ms) {
-    return t0 + static_cast<uint64_t>(static_cast<double>(ms) * 1e6 * ticks_per_ns);
-  };
-  auto spin_until = [](uint64_t ticks) {
-    while (detail::now_ticks() < ticks) {
-    }
-  };
-  spin_until(at_ms(20));
-  detail::record_range("aten::mm", at_ms(5));
-  spin_until(at_ms(60));
+  // Host ranges "outer" over [0, 60 ms] and "aten::mm" over [5, 20 ms]
+  // after the GPU clock's origin.
+  GpuClockFromNow time;
+  GpuClock& clock = time.clock;
+  const uint64_t gpu0 = kGpu0, t0 = time.t0;
+  time.spin_until_ms(20);
+  detail::record_range("aten::mm", time.at_ms(5));
+  time.spin_until_ms(60);
   detail::record_range("outer", t0);
   constexpr uint64_t kMs = 1'000'000;
   ActivityBuffer buffer;
@@ -579,7 +587,7 @@ TEST(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
   cupti::ActivityTranslator translator(&clock, lib->get_callback_name);
   EXPECT_EQ(cupti::record_buffer(buffer.data(), buffer.size(), lib->get_next_record, translator).recorded,
             7u);
-  spin_until(at_ms(200));  // the step ends after every kernel
+  time.spin_until_ms(200);  // the step ends after every kernel
   prof.step();
   prof.stop();
 
@@ -894,18 +902,13 @@ TEST(CuptiAnalysis, DriverAllocationsBelongToTheOperatorThatMadeThem) {
   ProfilerOptions o;
   o.output_path = dir.path();
   Profiler prof(o);
-  // The GPU clock at 1 s is host tick t0; the operator aten::empty runs on
-  // this thread over [5, 20 ms] after t0 (its end is reached by spinning).
-  const double ticks_per_ns = detail::ticks_per_ns();
-  GpuClock clock(ticks_per_ns);
-  const uint64_t gpu0 = 1'000'000'000, t0 = detail::now_ticks();
-  clock.add({gpu0, t0});
-  auto at_ms = [t0, ticks_per_ns](uint64_t ms) {
-    return t0 + static_cast<uint64_t>(static_cast<double>(ms) * 1e6 * ticks_per_ns);
-  };
-  while (detail::now_ticks() < at_ms(20)) {
-  }
-  detail::record_event_fields(at_ms(5), detail::now_ticks(), detail::intern("aten::empty"),
+  // The operator aten::empty runs on this thread over [5, 20 ms] after the
+  // GPU clock's origin.
+  GpuClockFromNow time;
+  GpuClock& clock = time.clock;
+  const uint64_t gpu0 = kGpu0;
+  time.spin_until_ms(20);
+  detail::record_event_fields(time.at_ms(5), detail::now_ticks(), detail::intern("aten::empty"),
                               static_cast<uint8_t>(raw::EventKind::kOperator), 0, 0, 0);
   constexpr uint64_t kMs = 1'000'000, kMiB = 1 << 20;
   ActivityBuffer buffer;
@@ -928,8 +931,7 @@ TEST(CuptiAnalysis, DriverAllocationsBelongToTheOperatorThatMadeThem) {
               3u);
   });
   cupti_thread.join();
-  while (detail::now_ticks() < at_ms(40)) {
-  }
+  time.spin_until_ms(40);
   prof.step();
   prof.stop();
   AnalyseReport report = analyse(prof.last_run().run_dir);
