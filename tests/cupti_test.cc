@@ -106,10 +106,19 @@ class ActivityBuffer {
   size_t size_ = 0;
 };
 
-const cupti::CuptiLibrary* cupti_or_skip(std::string* why) {
-  const cupti::CuptiLibrary* lib = cupti::load_cupti(why);
-  return lib;
-}
+// The tests that walk records with the real libcupti: skipped, with the
+// reason, where it cannot be loaded.
+class WithCupti : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    lib = cupti::load_cupti(&why);
+    if (lib == nullptr) GTEST_SKIP() << why;
+  }
+  const cupti::CuptiLibrary* lib = nullptr;
+};
+using CuptiRecords = WithCupti;
+using CuptiAnalysis = WithCupti;
 
 const raw::RawEvent* find_kind(const raw::RawFile& f, raw::EventKind kind) {
   for (const raw::RawEvent& e : f.events) {
@@ -152,10 +161,7 @@ void add_stream_sync(ActivityBuffer& buffer, uint32_t correlation, uint32_t cont
 // Every kind trainprof keeps, through the real cuptiActivityGetNextRecord,
 // the recorder, the flusher and the raw reader: names, geometry, bytes,
 // correlation, device, context, stream, thread, and times on the host clock.
-TEST(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
-  std::string why;
-  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
-  if (lib == nullptr) GTEST_SKIP() << why;
+TEST_F(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
   TempDir dir;
   ProfilerOptions o;
   o.output_path = dir.path();
@@ -284,10 +290,7 @@ TEST(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
 
 // A buffer whose valid size ends inside a record: the records before it are
 // kept and nothing is read past the size CUPTI gave.
-TEST(CuptiRecords, CutBufferKeepsWhatPrecedesTheCut) {
-  std::string why;
-  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
-  if (lib == nullptr) GTEST_SKIP() << why;
+TEST_F(CuptiRecords, CutBufferKeepsWhatPrecedesTheCut) {
   GpuClock clock(detail::ticks_per_ns());
   clock.add({1'000, detail::now_ticks()});
   ActivityBuffer buffer;
@@ -443,10 +446,7 @@ std::string record_and_analyse(const std::string& dir, const cupti::CuptiLibrary
 // with the launch that started it (by correlation id), the step of that
 // launch, the wait since the previous task on the same stream, and the
 // launch geometry.
-TEST(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
-  std::string why;
-  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
-  if (lib == nullptr) GTEST_SKIP() << why;
+TEST_F(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
   const uint64_t gpu0 = kGpu0;
   ActivityBuffer buffer;
   // Launch 1 (correlation 1) and its kernel on stream 7; a copy on stream 7;
@@ -558,10 +558,7 @@ TEST(CuptiAnalysis, KernelDetailsJoinLaunchesStepsAndStreams) {
 // sums what each range launched (Device Self / Total), op_statistic.csv
 // lists the kernels as GPU rows, and the step's breakdown is the device's
 // time (NCCL kernels are communication).
-TEST(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
-  std::string why;
-  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
-  if (lib == nullptr) GTEST_SKIP() << why;
+TEST_F(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
   TempDir dir;
   ProfilerOptions o;
   o.output_path = dir.path();
@@ -684,10 +681,7 @@ std::string sql(const std::string& db, const std::string& query) {
 // launched by a runtime call with the driver call inside it, a copy and its
 // call, a set whose launch was not recorded, a synchronization, and a driver
 // call from a thread that never recorded.
-TEST(CuptiAnalysis, PerfettoTraceAndDatabaseHoldTheGpuActivities) {
-  std::string why;
-  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
-  if (lib == nullptr) GTEST_SKIP() << why;
+TEST_F(CuptiAnalysis, PerfettoTraceAndDatabaseHoldTheGpuActivities) {
   ActivityBuffer buffer;  // CUPTI times from kGpu0, the time of recording
   add_launch(buffer, 1, kGpu0 + 1'000'000);
   add_call(buffer, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1, kGpu0 + 1'001'000,
@@ -814,10 +808,7 @@ TEST(CuptiAnalysis, PerfettoTraceAndDatabaseHoldTheGpuActivities) {
 // GPU memory from the driver (CUPTI's MEMORY2 records): device allocations
 // and releases become memory reports of "CUDA:0 driver" with the total
 // allocated so far; host memory (pinned) is not the GPU's and is left out.
-TEST(CuptiAnalysis, DriverAllocationsAreGpuMemoryReports) {
-  std::string why;
-  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
-  if (lib == nullptr) GTEST_SKIP() << why;
+TEST_F(CuptiAnalysis, DriverAllocationsAreGpuMemoryReports) {
   ActivityBuffer buffer;
   auto memory = [&buffer](CUpti_ActivityMemoryOperationType op, CUpti_ActivityMemoryKind kind,
                           uint64_t address, uint64_t bytes, uint64_t at) {
@@ -861,7 +852,7 @@ TEST(CuptiAnalysis, DriverAllocationsAreGpuMemoryReports) {
 
 // Records CUPTI dropped (its buffers were full) are a warning of the
 // analysis, so a user reading the GPU tables knows they are incomplete.
-TEST(CuptiAnalysis, DroppedRecordsAreAWarningOfTheAnalysis) {
+TEST(CuptiInfo, DroppedRecordsAreAWarningOfTheAnalysis) {
   TempDir dir;
   ProfilerOptions o;
   o.output_path = dir.path();
@@ -894,10 +885,7 @@ TEST(CuptiAnalysis, DroppedRecordsAreAWarningOfTheAnalysis) {
 // moved to the thread of the cudaMalloc call running at that time, and the
 // innermost operator there names it in operator_memory.csv. A release while
 // no call of a known thread runs stays on CUPTI's thread: no operator.
-TEST(CuptiAnalysis, DriverAllocationsBelongToTheOperatorThatMadeThem) {
-  std::string why;
-  const cupti::CuptiLibrary* lib = cupti_or_skip(&why);
-  if (lib == nullptr) GTEST_SKIP() << why;
+TEST_F(CuptiAnalysis, DriverAllocationsBelongToTheOperatorThatMadeThem) {
   TempDir dir;
   ProfilerOptions o;
   o.output_path = dir.path();
@@ -925,7 +913,7 @@ TEST(CuptiAnalysis, DriverAllocationsBelongToTheOperatorThatMadeThem) {
   memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, gpu0 + 10 * kMs + 500'000);  // inside cudaMalloc
   memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, gpu0 + 30 * kMs);
   // Recorded on a thread of its own, as CUPTI's buffer thread does.
-  std::thread cupti_thread([&buffer, &clock, lib] {
+  std::thread cupti_thread([&buffer, &clock, lib = lib] {
     cupti::ActivityTranslator translator(&clock, lib->get_callback_name);
     EXPECT_EQ(cupti::record_buffer(buffer.data(), buffer.size(), lib->get_next_record, translator).recorded,
               3u);
