@@ -13,14 +13,6 @@
 namespace trainprof::analysis {
 namespace {
 
-// The step whose window holds `ns` (-1: none).
-int64_t step_at(const TraceModel& m, uint64_t ns) {
-  for (const StepWindow& w : m.steps) {
-    if (ns >= w.start_ns && ns < w.end_ns) return w.number;
-  }
-  return -1;
-}
-
 uint64_t number(std::string_view text) {
   uint64_t v = 0;
   std::from_chars(text.data(), text.data() + text.size(), v);
@@ -65,6 +57,7 @@ std::optional<KernelGeometry> kernel_geometry(std::string_view detail) {
 
 std::vector<KernelRow> kernel_rows(const TraceModel& m) {
   std::unordered_map<uint32_t, const GpuActivity*> launch = launches_by_correlation(m);
+  const std::vector<StepWindow> steps = steps_by_start(m.steps);
   std::vector<KernelRow> rows;
   std::map<std::pair<int32_t, uint32_t>, uint64_t> stream_end;  // (device, stream) -> last end
   for (const GpuActivity& a : m.gpu) {
@@ -74,8 +67,6 @@ std::vector<KernelRow> kernel_rows(const TraceModel& m) {
     uint64_t wait = last_end != 0 && a.start_ns > last_end ? a.start_ns - last_end : 0;
     last_end = std::max(last_end, a.end_ns);
     if (!kernel) continue;
-    if (m.selection.active && (a.start_ns < m.selection.begin_ns || a.start_ns >= m.selection.end_ns))
-      continue;
     KernelRow row;
     row.device = a.device;
     row.stream = a.stream;
@@ -107,7 +98,7 @@ std::vector<KernelRow> kernel_rows(const TraceModel& m) {
         row.input_types = input_types(m, key.inputs);
       }
     }
-    row.step = step_at(m, row.launch_ns != 0 ? row.launch_ns : row.start_ns);
+    row.step = step_at(steps, row.launch_ns != 0 ? row.launch_ns : row.start_ns);
     rows.push_back(std::move(row));
   }
   return rows;

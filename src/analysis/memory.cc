@@ -95,9 +95,7 @@ MemoryMatch match_allocations(const TraceModel& m, const std::vector<uint32_t>& 
 std::vector<StepMemoryPeak> step_memory_peaks(const TraceModel& m) {
   std::vector<StepMemoryPeak> out;
   if (m.memory.empty()) return out;
-  std::vector<StepWindow> steps = m.steps;
-  std::sort(steps.begin(), steps.end(),
-            [](const StepWindow& a, const StepWindow& b) { return a.start_ns < b.start_ns; });
+  const std::vector<StepWindow> steps = steps_by_start(m.steps);
   std::map<uint32_t, uint64_t> current;  // device -> total allocated after the last report
   size_t r = 0;
   for (const StepWindow& w : steps) {

@@ -128,8 +128,6 @@ std::vector<OpStatisticRow> op_statistics(const TraceModel& m, const std::vector
   std::vector<SliceTotals> device(m.gpu.empty() ? 0 : m.strings.size());
   for (const GpuActivity& a : m.gpu) {
     if (!is_device_activity(a)) continue;
-    if (m.selection.active && (a.start_ns < m.selection.begin_ns || a.start_ns >= m.selection.end_ns))
-      continue;
     uint64_t d = a.end_ns - a.start_ns;
     merge_into(device[a.name], SliceTotals{1, d, d, d, d, 0, 0, 0});
   }

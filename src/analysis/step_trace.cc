@@ -219,10 +219,7 @@ std::vector<PartRow> step_rows(const TraceModel& m, std::span<const StepWindow> 
 
 }  // namespace
 
-StepTraceAccumulator::StepTraceAccumulator(const TraceModel& m) : steps_(m.steps) {
-  std::sort(steps_.begin(), steps_.end(),
-            [](const StepWindow& a, const StepWindow& b) { return a.start_ns < b.start_ns; });
-}
+StepTraceAccumulator::StepTraceAccumulator(const TraceModel& m) : steps_(steps_by_start(m.steps)) {}
 
 void StepTraceAccumulator::add_window(const TraceModel& m, uint64_t start_ns, uint64_t end_ns) {
   while (next_ < steps_.size() && steps_[next_].start_ns < end_ns) ++next_;

@@ -44,6 +44,20 @@ const OpLink* TraceModel::op_link(const Slice& s) const {
   return it != op_links.end() && it->start_ns == s.start_ns && it->key == s.key ? &*it : nullptr;
 }
 
+std::vector<StepWindow> steps_by_start(std::vector<StepWindow> steps) {
+  std::sort(steps.begin(), steps.end(),
+            [](const StepWindow& a, const StepWindow& b) { return a.start_ns < b.start_ns; });
+  return steps;
+}
+
+int64_t step_at(const std::vector<StepWindow>& by_start, uint64_t t) {
+  auto it = std::upper_bound(by_start.begin(), by_start.end(), t,
+                             [](uint64_t v, const StepWindow& w) { return v < w.start_ns; });
+  if (it == by_start.begin()) return -1;
+  --it;
+  return t < it->end_ns ? it->number : -1;
+}
+
 int64_t TraceModel::step_number(const Slice& s) const {
   if (!is_step(s)) return -1;
   std::string_view n = name(name_id(s));

@@ -180,6 +180,12 @@ struct StepWindow {
   uint64_t end_ns;
 };
 
+// `steps` sorted by start, for step_at.
+std::vector<StepWindow> steps_by_start(std::vector<StepWindow> steps);
+// The number of the step whose window holds `t` (monotonic ns), -1 for
+// none; `by_start` as steps_by_start gives it.
+int64_t step_at(const std::vector<StepWindow>& by_start, uint64_t t);
+
 // What --steps keeps (select_steps): the chosen steps' slices and every
 // other slice that starts inside [begin_ns, end_ns).
 struct SliceSelection {

@@ -231,20 +231,7 @@ DatabaseWriter::~DatabaseWriter() {
 
 namespace {
 
-// The step whose window holds `t` (monotonic ns); steps sorted by start.
-int64_t step_of(const std::vector<analysis::StepWindow>& by_start, uint64_t t) {
-  auto it = std::upper_bound(by_start.begin(), by_start.end(), t,
-                             [](uint64_t v, const analysis::StepWindow& w) { return v < w.start_ns; });
-  if (it == by_start.begin()) return -1;
-  --it;
-  return t < it->end_ns ? it->number : -1;
-}
-
-std::vector<analysis::StepWindow> steps_by_start(const analysis::TraceModel& m) {
-  std::vector<analysis::StepWindow> s = m.steps;
-  std::sort(s.begin(), s.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
-  return s;
-}
+using analysis::step_at;
 
 void bind_step(Statement& s, int i, int64_t step) {
   if (step < 0) {
@@ -312,7 +299,7 @@ uint64_t write_gpu_activity(sqlite3* db, std::string* error, const analysis::Tra
     s.bind_or_null(22, launch != nullptr, static_cast<int64_t>(launches[i]) + 1);
     // The step of the launch, as kernel_details.csv's (GPU work runs after the
     // step that asked for it may have ended).
-    bind_step(s, 23, step_of(by_start, launch != nullptr ? launch->start_ns : a.start_ns));
+    bind_step(s, 23, step_at(by_start, launch != nullptr ? launch->start_ns : a.start_ns));
     s.step(db, error);
     ++rows;
   }
@@ -324,7 +311,7 @@ uint64_t write_gpu_activity(sqlite3* db, std::string* error, const analysis::Tra
 void DatabaseWriter::add_window(const analysis::TraceModel& m) {
   Impl& d = *impl_;
   if (!d.error.empty()) return;
-  std::vector<analysis::StepWindow> steps = steps_by_start(m);
+  std::vector<analysis::StepWindow> steps = analysis::steps_by_start(m.steps);
   int64_t offset = m.realtime_offset_ns;
   for (const analysis::ThreadSlices& thread : m.threads) {
     for (size_t i = thread.first_own; i < thread.slices.size(); ++i) {
@@ -338,7 +325,7 @@ void DatabaseWriter::add_window(const analysis::TraceModel& m) {
                                                 : 0,
                                     (key.op_flags & raw::kOperatorBackward) != 0 ? 1 : 0,
                                     key.inputs != 0 ? static_cast<int64_t>(key.inputs) : -1,
-                                    key.is_step ? m.step_number(slice) : step_of(steps, slice.start_ns)}});
+                                    key.is_step ? m.step_number(slice) : step_at(steps, slice.start_ns)}});
       ++rows_;
       if (d.pending.size() < kSliceBatch) continue;
       for (int r = 0; r < kSliceBatch; ++r) bind_slice(*d.insert_slices, 1 + r * kSliceColumns, d.pending[r]);
@@ -362,7 +349,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
   d.insert_slice.reset();
   d.insert_slices.reset();
   int64_t offset = m.realtime_offset_ns;
-  std::vector<analysis::StepWindow> by_start = steps_by_start(m);
+  std::vector<analysis::StepWindow> by_start = analysis::steps_by_start(m.steps);
   {
     Statement s(d.db, "INSERT INTO strings(id, value) VALUES (?, ?)", &d.error);
     for (size_t i = 0; i < m.strings.size() && d.error.empty(); ++i) {
@@ -479,7 +466,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
       } else {
         s.bind_null(8);
       }
-      bind_step(s, 9, step_of(by_start, r.ts_ns));
+      bind_step(s, 9, step_at(by_start, r.ts_ns));
       s.step(d.db, &d.error);
       ++rows_;
     }
@@ -501,7 +488,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
       } else {
         s.bind_null(6);
       }
-      bind_step(s, 7, step_of(by_start, r.start_ns));
+      bind_step(s, 7, step_at(by_start, r.start_ns));
       s.step(d.db, &d.error);
       ++rows_;
     }
@@ -535,7 +522,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
         s.bind_null(7);
       }
       s.bind(8, i64(c.bytes)).bind(9, static_cast<int64_t>(c.peer)).bind(10, static_cast<int64_t>(c.tag));
-      bind_step(s, 11, step_of(by_start, c.start_ns));
+      bind_step(s, 11, step_at(by_start, c.start_ns));
       s.step(d.db, &d.error);
       ++rows_;
     }
