@@ -86,6 +86,20 @@ TEST(Cluster, DataWaitIsTheCauseWhenTheLateRankWaitedForData) {
   EXPECT_EQ(r.cause, "data loading");
 }
 
+TEST(Cluster, DataWaitCountedAsComputingIsStillDataLoading) {
+  // PyTorch's DataLoader wraps the loop's wait for a batch in a range of its
+  // own, so the step trace counts that wait as computing: rank 1's 60 ms
+  // hold its 38 ms wait for data (and 2 ms more work than the others'),
+  // which, counted twice, made "compute" the larger excess.
+  std::vector<RankSummary> ranks = world(3, 4, [](int rank, int) { return rank == 1 ? 60.0 : 20.0; });
+  for (RankStep& st : ranks[1].steps) st.data_wait_ns = 38 * kMs;  // computing_ns stays 60 ms
+  StragglerReport r = find_straggler(ranks);
+  EXPECT_EQ(r.straggler, 1);
+  EXPECT_EQ(r.cause, "data loading");
+  EXPECT_DOUBLE_EQ(r.excess_computing_ns, 2.0 * kMs);
+  EXPECT_DOUBLE_EQ(r.excess_data_wait_ns, 38.0 * kMs);
+}
+
 TEST(Cluster, WaitsAtInFlightCollectivesCountedAsComputingAreNotTheCause) {
   // DDP over Gloo: every rank posts its bucket's all-reduce and goes on; the
   // others then wait for rank 3 inside their backward range (computing), not

@@ -24,16 +24,19 @@ double median(std::vector<double> v) {
 }
 
 // Means of a rank's computing, data wait and time in communication over `steps`.
-// A rank's computing in a step, less its waiting at in-flight collectives
-// where that waiting was counted as computing. Such a wait happens where the
-// rank needs the result (a DDP backward pass waits for its buckets' all-reduce
-// at its end), not inside a communication call, so the step trace counts it
-// as computing when a range or an operator encloses it and as free time when
-// none does: the part of the wait beyond the step's free time was computing.
+// A rank's computing in a step, less its waiting where that waiting was
+// counted as computing: at in-flight collectives (a DDP backward pass waits
+// for its buckets' all-reduce where it needs the result, not inside a
+// communication call) and for data (the loop's wait for the next batch,
+// inside torch's DataLoader range). The step trace counts a wait as
+// computing when a range or an operator encloses it and as free time when
+// none does: the part of the waits beyond the step's free time was computing.
+// Without this, a rank slow to load its data seemed slow to compute as much.
 uint64_t computing_without_waits(const RankStep& st, const std::map<int64_t, uint64_t>& in_flight_waited) {
   auto it = in_flight_waited.find(st.row.step);
-  if (it == in_flight_waited.end() || it->second <= st.row.free_ns) return st.row.computing_ns;
-  uint64_t counted = it->second - st.row.free_ns;
+  uint64_t waits = st.data_wait_ns + (it != in_flight_waited.end() ? it->second : 0);
+  if (waits <= st.row.free_ns) return st.row.computing_ns;
+  uint64_t counted = waits - st.row.free_ns;
   return st.row.computing_ns > counted ? st.row.computing_ns - counted : 0;
 }
 
