@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -232,6 +233,40 @@ TEST(DynamicConfigWatcher, AFileWrittenInPiecesIsTakenWhole) {
   w.poll();
   EXPECT_EQ(w.latest().start_step, 30);
   EXPECT_EQ(w.latest().stop_step, 40);
+}
+
+// How many times `needle` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(DynamicConfigWatcher, EachChangeToANonRegularFileIsOneMessageNamingWhatItIs) {
+  TempDir dir;
+  detail::DynamicConfigWatcher w(dir.path(), 3600);
+  std::string file = config_path(dir.path());
+  std::string said;
+  auto replace_and_look = [&](const std::function<void()>& make) {
+    std::filesystem::remove(file);
+    make();
+    testing::internal::CaptureStderr();
+    settle(w);
+    w.poll();  // unchanged since: nothing more is said
+    said = testing::internal::GetCapturedStderr();
+  };
+  replace_and_look([&] { ASSERT_EQ(mkfifo(file.c_str(), 0600), 0); });
+  EXPECT_EQ(occurrences(said, "is a FIFO, not a regular file"), 1u) << said;
+  EXPECT_EQ(said.find("not valid JSON"), std::string::npos) << said;  // it is not read as empty text
+  replace_and_look([&] { std::filesystem::create_directory(file); });
+  EXPECT_EQ(occurrences(said, "is a directory, not a regular file"), 1u) << said;
+  replace_and_look([&] { std::filesystem::create_symlink("/dev/zero", file); });
+  EXPECT_EQ(occurrences(said, "is a symlink to a character device, not a regular file"), 1u) << said;
+  EXPECT_EQ(w.version(), 1u);  // the config before them stays
+  replace_and_look([&] { save_config(dir.path(), window(4, 5)); });
+  EXPECT_EQ(said.find("not a regular file"), std::string::npos) << said;
+  EXPECT_EQ(w.version(), 2u);  // a regular file again is read
+  EXPECT_EQ(w.latest().start_step, 4);
 }
 
 TEST(DynamicConfigWatcher, AFileThatIsNotARegularFileOrTooLargeIsNotRead) {

@@ -18,6 +18,19 @@ bool same_time(const timespec& a, const timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
 
+// "a FIFO", "a directory", ...: what a file of st_mode type `type` is.
+const char* file_kind(mode_t type) {
+  switch (type) {
+    case S_IFIFO: return "a FIFO";
+    case S_IFDIR: return "a directory";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symlink";
+    default: return "not a regular file";
+  }
+}
+
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -28,7 +41,8 @@ std::string joined(const std::vector<std::string>& names) {
 
 bool DynamicConfigWatcher::FileKey::operator==(const FileKey& other) const {
   return device == other.device && inode == other.inode && size == other.size &&
-         same_time(modified, other.modified) && same_time(changed, other.changed);
+         same_time(modified, other.modified) && same_time(changed, other.changed) && type == other.type &&
+         symlink == other.symlink;
 }
 
 DynamicConfigWatcher::DynamicConfigWatcher(const std::string& dir, double poll_interval_s)
@@ -89,7 +103,10 @@ void DynamicConfigWatcher::create_default_file() {
 bool DynamicConfigWatcher::stat_file(FileKey* key) {
   struct stat st {};
   if (fstatat(dir_fd_.get(), kDynamicConfigFileName, &st, 0) != 0) return false;
-  *key = FileKey{st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
+  struct stat link {};
+  bool symlink = fstatat(dir_fd_.get(), kDynamicConfigFileName, &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 S_ISLNK(link.st_mode);
+  *key = FileKey{st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim, st.st_mode & S_IFMT, symlink};
   return true;
 }
 
@@ -110,6 +127,13 @@ void DynamicConfigWatcher::look(bool settled) {
   }
   missing_reported_ = false;
   if (now == taken_) return;  // the common case: nothing read
+  if (!S_ISREG(now.type)) {
+    // Never opened (a FIFO would block, a device could be endless): said
+    // once for each change, as a bad config is.
+    report_not_regular(now);
+    taken_ = seen_ = now;
+    return;
+  }
   // A changed file is taken once it has stayed the same for a poll
   // interval: an editor or a tool writing it in place, even in pieces with
   // pauses, has finished by then.
@@ -139,6 +163,13 @@ void DynamicConfigWatcher::look(bool settled) {
   } catch (const std::invalid_argument& e) {
     log_warning(std::string("DynamicProfilerMonitor: ") + e.what() + "; the config before it stays");
   }
+}
+
+void DynamicConfigWatcher::report_not_regular(const FileKey& key) {
+  std::string what = file_kind(key.type);
+  if (key.symlink) what = std::string("a symlink to ") + what;
+  log_warning("DynamicProfilerMonitor: " + display_ + " is " + what +
+              ", not a regular file: not read; the config before it stays");
 }
 
 void DynamicConfigWatcher::run() {

@@ -62,10 +62,13 @@ class DynamicConfigWatcher {
     off_t size = -1;
     timespec modified{};
     timespec changed{};
+    mode_t type = 0;       // st_mode's file type, of what a symlink leads to
+    bool symlink = false;  // the name itself is a symlink
     bool operator==(const FileKey& other) const;
   };
   bool stat_file(FileKey* key);
   void look(bool settled);
+  void report_not_regular(const FileKey& key);
   void create_default_file();
   void accept(const std::string& text);
   void run();
