@@ -219,6 +219,36 @@ TEST(Profiler, UnwritableOutputPathIsLoggedAndTrainingGoesOn) {
   EXPECT_TRUE(prof.last_run().run_dir.empty());
 }
 
+// A training script may chdir() while it trains: runs land, and are
+// analysed, where the relative output path named when the profiler was made.
+TEST(Profiler, ARelativeOutputPathIsResolvedWhenTheProfilerIsMade) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.sub("start"));
+  std::filesystem::create_directories(dir.sub("elsewhere"));
+  std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.sub("start"));
+  ProfilerOptions o;
+  o.on_trace_ready = trace_handler("./prof", "", /*analyse=*/true, /*async=*/false);
+  o.schedule = Schedule{0, 1, 1, 2, 0};
+  testing::internal::CaptureStderr();
+  Profiler prof(o);
+  for (int step = 0; step < 4; ++step) {
+    if (step == 1) std::filesystem::current_path(dir.sub("elsewhere"));
+    { TRAINPROF_RANGE("work"); }
+    prof.step();
+  }
+  prof.stop();
+  std::string err = testing::internal::GetCapturedStderr();
+  std::filesystem::current_path(before);
+  std::vector<std::string> runs = run_dirs(dir.sub("start/prof"));
+  ASSERT_EQ(runs.size(), 2u) << err;  // the cycle before the chdir and the one after
+  for (const std::string& run : runs) {
+    EXPECT_TRUE(std::filesystem::exists(run + "/PROFILER_OUTPUT/op_statistic.csv")) << run << "\n" << err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.sub("elsewhere/prof")));
+  EXPECT_EQ(err.find("does not exist"), std::string::npos) << err;
+}
+
 TEST(Profiler, RankComesFromTheLauncherEnvironment) {
   TempDir dir;
   setenv("OMPI_COMM_WORLD_RANK", "3", 1);
@@ -282,7 +312,8 @@ TEST(Profiler, HostileMetadataJsonIsRefusedNotThrown) {
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("\"overflow\" refused: not valid JSON"), std::string::npos) << err;
   EXPECT_NE(err.find("\"arrays\" refused: not valid JSON (nested deeper than 128"), std::string::npos) << err;
-  EXPECT_NE(err.find("\"objects\" refused: not valid JSON (nested deeper than 128"), std::string::npos) << err;
+  EXPECT_NE(err.find("\"objects\" refused: not valid JSON (nested deeper than 128"), std::string::npos)
+      << err;
   EXPECT_EQ(err.find("\"fine\" refused"), std::string::npos) << err;
   prof.stop();
   auto meta = nlohmann::json::parse(test::read_text(prof.last_run().run_dir + "/profiler_metadata.json"));

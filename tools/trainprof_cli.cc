@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "analyse_mpi.h"
+#include "core/shell_quote.h"
 #include "export/csv_reader.h"
 #include "trainprof/analyse.h"
 #include "trainprof/profiler.h"
@@ -289,15 +290,15 @@ int cmd_summary(const std::vector<std::string>& args) {
   if (path.empty()) return usage_error("summary needs a PATH", kSummaryHelp);
   std::vector<std::string> runs = trainprof::find_run_directories(path);
   if (runs.empty()) {
-    std::fprintf(stderr, "trainprof: no trainprof run directory (*_trainprof) at or below '%s'\n",
-                 path.c_str());
+    std::fprintf(stderr, "trainprof: %s\n", trainprof::no_run_directory_error(path).c_str());
     return kFailed;
   }
   int status = kOk;
   for (const std::string& run : runs) {
     std::error_code ec;
     if (!fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "operator_details.csv", ec)) {
-      std::printf("run %s\n  not analysed yet: trainprof analyse %s\n", run.c_str(), run.c_str());
+      std::printf("run %s\n  not analysed yet: trainprof analyse %s\n", run.c_str(),
+                  trainprof::detail::shell_quote(run).c_str());
       status = kFailed;
       continue;
     }

@@ -81,6 +81,11 @@ AnalyseReport analyse(const std::string& path, const AnalyseOptions& options = {
 // subdirectories are not searched.
 std::vector<std::string> find_run_directories(const std::string& path);
 
+// Why `path` has no run directory at or below it, as every command says it:
+// "'PATH' does not exist" or "no trainprof run directory (*_trainprof) at or
+// below 'PATH'".
+std::string no_run_directory_error(const std::string& path);
+
 // A terminal report of an analysed run (what `trainprof summary` prints): the
 // top operators and ranges by self time, the step-time breakdown per step,
 // where the output files are. Says so when the run is not analysed yet.

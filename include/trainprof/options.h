@@ -31,7 +31,9 @@ enum class ProfilerLevel { None, Level0, Level1, Level2 };
 enum class HostSystem { Cpu, Mem, Disk, Network };
 
 struct ProfilerOptions {
-  // Parent of the run directories ({host}_{pid}_{timestamp}_trainprof).
+  // Parent of the run directories ({host}_{pid}_{timestamp}_trainprof). A
+  // relative path is resolved when the Profiler is made: a later chdir()
+  // of the program changes nothing.
   std::string output_path = "./data";
   // Start recording in the constructor (no need to call start()).
   bool start_profile = true;

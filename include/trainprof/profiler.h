@@ -105,8 +105,9 @@ class Profiler {
   ProfilerOptions options_;
   std::string worker_name_;  // run directory prefix; default {host}_{pid}
   bool default_worker_name_ = false;
-  int owner_pid_ = 0;                  // a fork() child names its runs with its own pid
-  bool open_failed_in_cycle_ = false;  // a run that could not open is retried next cycle, not next step
+  int owner_pid_ = 0;                     // a fork() child names its runs with its own pid
+  bool open_failed_in_cycle_ = false;     // a run that could not open is retried next cycle, not next step
+  bool step_while_stopped_said_ = false;  // step() while stopped is said once until the next start()
   mutable std::recursive_mutex mu_;
   bool started_ = false;
   int64_t step_num_ = 0;

@@ -61,6 +61,51 @@ struct PythonTraceReady {
   }
 };
 
+// ---- Paths and texts as the OS has them ----
+//
+// A path is bytes to the OS, and Python gives it as a str in which bytes that
+// are not UTF-8 are surrogate escapes (os.fsdecode): those cross as the bytes
+// they stand for, and paths come back the same way, so that any path the OS
+// accepts works both ways. nanobind's std::string conversion refuses such a
+// str (it is not UTF-8), hence these.
+
+// The bytes of `path`: a str (os.fsencode's bytes) or bytes. TypeError else.
+std::string os_path(nb::handle path) {
+  if (PyBytes_Check(path.ptr())) {
+    return std::string(PyBytes_AS_STRING(path.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(path.ptr())));
+  }
+  if (!PyUnicode_Check(path.ptr())) {
+    throw nb::type_error(
+        ("a path must be a str or bytes, got " + std::string(nb::type_name(path.type()).c_str())).c_str());
+  }
+  nb::object bytes = nb::steal(PyUnicode_EncodeFSDefault(path.ptr()));
+  if (!bytes.is_valid()) throw nb::python_error();
+  return std::string(PyBytes_AS_STRING(bytes.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.ptr())));
+}
+
+// A path from the core as Python's os functions give one (os.fsdecode).
+nb::object os_str(const std::string& path) {
+  nb::object text =
+      nb::steal(PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
+  if (!text.is_valid()) throw nb::python_error();
+  return text;
+}
+
+// A message or report from the core: UTF-8, except for the bytes of paths
+// that are not, which show as \xNN (printable, never an exception).
+nb::object report_text(const std::string& text) {
+  nb::object out =
+      nb::steal(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace"));
+  if (!out.is_valid()) throw nb::python_error();
+  return out;
+}
+
+nb::list report_texts(const std::vector<std::string>& texts) {
+  nb::list out;
+  for (const std::string& t : texts) out.append(report_text(t));
+  return out;
+}
+
 // A record_function name, interned once so that entering and leaving the
 // range cost a clock read each and one event store.
 struct RangeName {
@@ -251,7 +296,9 @@ void bind_options(nb::module_& m) {
   using trainprof::ProfilerOptions;
   nb::class_<ProfilerOptions>(m, "ProfilerOptions")
       .def(nb::init<>())
-      .def_rw("output_path", &ProfilerOptions::output_path)
+      .def_prop_rw(
+          "output_path", [](const ProfilerOptions& o) { return os_str(o.output_path); },
+          [](ProfilerOptions& o, nb::handle path) { o.output_path = os_path(path); })
       .def_rw("start_profile", &ProfilerOptions::start_profile)
       .def_rw("activities", &ProfilerOptions::activities)
       .def_rw("schedule", &ProfilerOptions::schedule)
@@ -278,9 +325,8 @@ void bind_options(nb::module_& m) {
           "callable"_a)
       .def(
           "set_trace_handler",
-          [](ProfilerOptions& o, std::string dir, std::string worker_name, bool analyse, bool async) {
-            o.on_trace_ready =
-                trainprof::trace_handler(std::move(dir), std::move(worker_name), analyse, async);
+          [](ProfilerOptions& o, nb::handle dir, nb::handle worker_name, bool analyse, bool async) {
+            o.on_trace_ready = trainprof::trace_handler(os_path(dir), os_path(worker_name), analyse, async);
           },
           "dir"_a, "worker_name"_a, "analyse"_a, "async_mode"_a);
   // TRAINPROF_OPTIONS' JSON: (start, analyse, options); ValueError naming the key.
@@ -296,7 +342,7 @@ void bind_options(nb::module_& m) {
 void bind_profiler(nb::module_& m) {
   using trainprof::Profiler;
   nb::class_<trainprof::RunSummary>(m, "RunSummary")
-      .def_ro("run_dir", &trainprof::RunSummary::run_dir)
+      .def_prop_ro("run_dir", [](const trainprof::RunSummary& r) { return os_str(r.run_dir); })
       .def_ro("events_recorded", &trainprof::RunSummary::events_recorded)
       .def_ro("events_dropped", &trainprof::RunSummary::events_dropped)
       .def_ro("ok", &trainprof::RunSummary::ok);
@@ -312,7 +358,15 @@ void bind_profiler(nb::module_& m) {
       .def("started", &Profiler::started, ReleaseGil())
       .def("add_metadata", &Profiler::add_metadata, "key"_a, "value"_a, ReleaseGil())
       .def("add_metadata_json", &Profiler::add_metadata_json, "key"_a, "json"_a, ReleaseGil())
-      .def("current_run_dir", &Profiler::current_run_dir, ReleaseGil())
+      .def("current_run_dir",
+           [](Profiler& p) {
+             std::string dir;
+             {
+               nb::gil_scoped_release release;
+               dir = p.current_run_dir();
+             }
+             return os_str(dir);
+           })
       .def("last_run", &Profiler::last_run, ReleaseGil())
       .def(
           "analyse",
@@ -333,7 +387,12 @@ void bind_profiler(nb::module_& m) {
 void bind_dynamic(nb::module_& m) {
   using trainprof::DynamicSchedule;
   nb::class_<DynamicSchedule>(m, "DynamicSchedule")
-      .def(nb::init<std::string, std::string, double>(), "cfg_path"_a, "output_path"_a, "poll_interval"_a)
+      .def(
+          "__init__",
+          [](DynamicSchedule* s, nb::handle cfg_path, nb::handle output_path, double poll_interval) {
+            new (s) DynamicSchedule(os_path(cfg_path), os_path(output_path), poll_interval);
+          },
+          "cfg_path"_a, "output_path"_a, "poll_interval"_a)
       .def("step",
            [](DynamicSchedule& s) {
              DynamicSchedule::Action a = s.step();
@@ -355,20 +414,22 @@ void bind_dynamic(nb::module_& m) {
 
 void bind_analysis(nb::module_& m) {
   nb::class_<trainprof::RunAnalysis>(m, "RunAnalysis")
-      .def_ro("run_dir", &trainprof::RunAnalysis::run_dir)
+      .def_prop_ro("run_dir", [](const trainprof::RunAnalysis& r) { return os_str(r.run_dir); })
       .def_ro("ok", &trainprof::RunAnalysis::ok)
-      .def_ro("error", &trainprof::RunAnalysis::error)
-      .def_ro("warnings", &trainprof::RunAnalysis::warnings)
+      .def_prop_ro("error", [](const trainprof::RunAnalysis& r) { return report_text(r.error); })
+      .def_prop_ro("warnings", [](const trainprof::RunAnalysis& r) { return report_texts(r.warnings); })
       .def_ro("events", &trainprof::RunAnalysis::events)
       .def_ro("seconds", &trainprof::RunAnalysis::seconds);
   nb::class_<trainprof::AnalyseReport>(m, "AnalyseReport")
       .def_ro("runs", &trainprof::AnalyseReport::runs)
-      .def_ro("error", &trainprof::AnalyseReport::error)
+      .def_prop_ro("error", [](const trainprof::AnalyseReport& r) { return report_text(r.error); })
       .def_prop_ro("ok", &trainprof::AnalyseReport::ok);
   m.def(
       "analyse",
-      [](const std::string& path, int max_workers, bool pretty, std::vector<int64_t> step_list,
+      [](nb::handle path_object, int max_workers, bool pretty, std::vector<int64_t> step_list,
          bool data_simplification, bool export_text, bool export_db) {
+        std::string path = os_path(path_object);
+        nb::gil_scoped_release release;
         trainprof::AnalyseOptions options;
         options.max_workers = max_workers;
         options.pretty = pretty;
@@ -379,9 +440,37 @@ void bind_analysis(nb::module_& m) {
         return trainprof::analyse(path, options);
       },
       "path"_a, "max_workers"_a, "pretty"_a, "step_list"_a, "data_simplification"_a, "export_text"_a = true,
-      "export_db"_a = false, ReleaseGil());
-  m.def("find_run_directories", &trainprof::find_run_directories, "path"_a, ReleaseGil());
-  m.def("summarize_run", &trainprof::summarize_run, "run_dir"_a, ReleaseGil());
+      "export_db"_a = false);
+  m.def(
+      "find_run_directories",
+      [](nb::handle path) {
+        std::string bytes = os_path(path);
+        std::vector<std::string> runs;
+        {
+          nb::gil_scoped_release release;
+          runs = trainprof::find_run_directories(bytes);
+        }
+        nb::list out;
+        for (const std::string& run : runs) out.append(os_str(run));
+        return out;
+      },
+      "path"_a);
+  m.def(
+      "no_run_directory_error",
+      [](nb::handle path) { return report_text(trainprof::no_run_directory_error(os_path(path))); },
+      "path"_a);
+  m.def(
+      "summarize_run",
+      [](nb::handle run_dir) {
+        std::string bytes = os_path(run_dir);
+        std::string text;
+        {
+          nb::gil_scoped_release release;
+          text = trainprof::summarize_run(bytes);
+        }
+        return report_text(text);
+      },
+      "run_dir"_a);
 }
 
 // Data stages timed in Python (torch DataLoader, its worker processes too).

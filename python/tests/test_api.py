@@ -145,7 +145,7 @@ def test_experimental_config_takes_mindspore_values() -> None:
 
 @pytest.mark.parametrize("kwargs, error, message", [
     (dict(profiler_path=5), TypeError, "profiler_path must be a str"),
-    (dict(profiler_path="/nonexistent/trainprof"), ValueError, "is not a directory"),
+    (dict(profiler_path="/nonexistent/trainprof"), ValueError, "does not exist"),
     (dict(max_process_number=0), ValueError, "max_process_number must be >= 1"),
     (dict(pretty="true"), TypeError, "pretty must be a bool"),
     (dict(step_list=[3, 5]), ValueError, "step_list must be consecutive"),

@@ -176,3 +176,78 @@ def test_trainprof_options_errors_leave_the_script_unprofiled(tmp_path: Path) ->
     result = run([str(script), "--steps", "2"],
                  env_options=json.dumps({"start": False, "output_path": str(tmp_path / "off")}))
     assert result.returncode == 0 and not (tmp_path / "off").exists()
+
+
+# ---- one rule for --options and TRAINPROF_OPTIONS under `run` ----
+
+DEEP = "[" * 2000 + "]" * 2000  # JSON nested deeper than the core's limit (128)
+
+
+def test_run_takes_bad_options_from_either_source_as_a_usage_error(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    for args, env in ((["--options", '{"buffer_mb": "big"}'], None),
+                      ([], '{"start": true, "buffer_mb": "big"}'),
+                      (["--options", DEEP], None),
+                      ([], DEEP)):
+        result = subprocess.run([sys.executable, "-m", "trainprof", "run", *args, str(script), "--steps", "1"],
+                                capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                                env={**{k: v for k, v in os.environ.items() if k != "TRAINPROF_OPTIONS"},
+                                     **({"TRAINPROF_OPTIONS": env} if env is not None else {})})
+        what = f"{args or 'TRAINPROF_OPTIONS'}: {result.stderr}"
+        assert result.returncode == 2, what  # a usage error: the script does not run
+        assert "trained" not in result.stdout, what
+        assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr, what
+        assert "this process runs without profiling" not in result.stderr, what  # nothing contradicts it
+        assert ("buffer_mb" in result.stderr) != (args[-1:] == [DEEP] or env == DEEP), what
+        assert "usage: python -m trainprof run" in result.stderr, what
+        assert not (tmp_path / "data").exists(), what
+
+
+def test_run_with_start_false_from_either_source_runs_the_script_unprofiled(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    for args, env, source in ((["--options", '{"start": false}'], None, "--options"),
+                              ([], '{"start": false}', "TRAINPROF_OPTIONS")):
+        result = subprocess.run([sys.executable, "-m", "trainprof", "run", *args, str(script), "--steps", "2"],
+                                capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                                env={**{k: v for k, v in os.environ.items() if k != "TRAINPROF_OPTIONS"},
+                                     **({"TRAINPROF_OPTIONS": env} if env is not None else {})})
+        assert result.returncode == 0 and "trained 2" in result.stdout, result.stderr
+        assert f'{source} has "start": false' in result.stderr, result.stderr
+        assert not (tmp_path / "data").exists(), source
+
+
+def test_run_takes_trainprof_options_like_options(tmp_path: Path) -> None:
+    """TRAINPROF_OPTIONS under `run` is what --options would be ("start" implied)."""
+    script = write_script(tmp_path)
+    options = json.dumps({"output_path": str(tmp_path / "out"), "analyse": True, "schedule": SCHEDULE})
+    result = run(["-m", "trainprof", "run", str(script), "--steps", "8"], env_options=options)
+    assert result.returncode == 0, result.stderr
+    assert_one_cycle_of_three_steps(tmp_path / "out")
+
+
+def test_a_scripts_traceback_under_run_is_the_scripts_alone(tmp_path: Path) -> None:
+    script = write_script(tmp_path)
+    options = json.dumps({"output_path": str(tmp_path / "fail"), "analyse": False})
+    result = run(["-m", "trainprof", "run", "--options", options, str(script), "--steps", "1", "--fail"])
+    assert result.returncode == 1
+    plain = subprocess.run([sys.executable, str(script), "--steps", "1", "--fail"], capture_output=True, text=True,
+                           timeout=300)
+    frames = [line for line in result.stderr.splitlines() if line.startswith("  File ")]
+    assert frames == [line for line in plain.stderr.splitlines() if line.startswith("  File ")]
+    assert "runpy" not in result.stderr
+
+
+def test_a_chdir_in_the_script_loses_no_run(tmp_path: Path) -> None:
+    script = tmp_path / "chdir_train.py"
+    (tmp_path / "elsewhere").mkdir()
+    script.write_text(TRAIN_SCRIPT.replace("    for x, y in data:",
+                                           "    import os\n    os.chdir('elsewhere')\n    for x, y in data:"))
+    result = subprocess.run([sys.executable, "-m", "trainprof", "run", "--options",
+                             '{"output_path": "prof", "analyse": true}', str(script), "--steps", "3"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                            env={k: v for k, v in os.environ.items() if k != "TRAINPROF_OPTIONS"})
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = run_dirs(tmp_path / "prof")
+    assert len(step_rows(run_dir)) == 3 + 1, result.stderr
+    assert not (tmp_path / "elsewhere" / "prof").exists()
+    assert f"trainprof summary {tmp_path / 'prof'}" in result.stderr

@@ -7,6 +7,7 @@ import logging
 from typing import Any, Callable, Optional, TypeVar
 
 from . import _trainprof
+from ._validate import utf8_text
 
 _log = logging.getLogger("trainprof")
 
@@ -28,7 +29,7 @@ def _intern(name: Any) -> _trainprof.RangeName:
         name = str(name)
     interned = _NAMES.get(name)
     if interned is None:
-        interned = _trainprof.RangeName(name.replace("\0", " "))
+        interned = _trainprof.RangeName(utf8_text(name).replace("\0", " "))
         if len(_NAMES) < _MAX_CACHED_NAMES:
             _NAMES[name] = interned
     return interned
@@ -52,7 +53,9 @@ class record_function:
     records it costs a call and a flag check; while one records, two clock
     reads and one event store. ``args`` is accepted for compatibility and not
     recorded. It never raises: a name that is not a str is logged and used as
-    ``str(name)``.
+    ``str(name)``; one that is not valid UTF-8 (a file name from
+    ``os.fsdecode``, a lone surrogate) is recorded with U+FFFD in place of each
+    character UTF-8 cannot carry.
     """
 
     __slots__ = ("_name", "_starts")

@@ -7,6 +7,7 @@ import os
 import runpy
 import sys
 import traceback
+from types import TracebackType
 from typing import Optional
 
 from . import _zero_code
@@ -16,13 +17,24 @@ USAGE = """usage: python -m trainprof run [--options JSON] SCRIPT [ARGS...]
 
 Runs SCRIPT (as `python SCRIPT ARGS...` would) under trainprof: steps are the
 optimizer's step() calls, the profile is stopped, flushed and analysed at exit.
+The options are --options JSON, else TRAINPROF_OPTIONS (one of the two, not
+both), else {"analyse": true, "data_process": true}; output under ./data.
 JSON has the keys of TRAINPROF_OPTIONS (the ProfilerOptions field names,
 "schedule": {"wait": W, "warmup": W, "active": A, "repeat": R, "skip_first": S},
-"analyse": true|false, "start" is implied); without --options, TRAINPROF_OPTIONS,
-else {"analyse": true, "data_process": true}, output under ./data.
+"analyse": true|false); "start" is true unless given: "start": false runs
+SCRIPT without profiling. Options that are not valid (bad JSON, nested deeper
+than 128, an unknown key, a bad value) are a usage error: SCRIPT does not run.
 """
 
 DEFAULT_OPTIONS = '{"start": true, "analyse": true, "data_process": true}'
+
+# Exit status of a usage error (argparse's).
+USAGE_ERROR = 2
+
+
+def _usage_error(message: str) -> SystemExit:
+    sys.stderr.write(f"trainprof run: {message}\n{USAGE}")
+    return SystemExit(USAGE_ERROR)
 
 
 def _with_start(text: str) -> str:
@@ -30,8 +42,8 @@ def _with_start(text: str) -> str:
     import json
     try:
         value = json.loads(text)
-    except ValueError:
-        return text  # the core's parser says what is wrong
+    except (ValueError, RecursionError):
+        return text  # the core's parser says what is wrong (nesting: past its limit of 128)
     if isinstance(value, dict) and "start" not in value:
         value = {"start": True, **value}
         return json.dumps(value)
@@ -49,32 +61,64 @@ def _parse(argv: list[str]) -> tuple[Optional[str], list[str]]:
         if arg.startswith("--options="):
             options = arg.split("=", 1)[1]
         elif not args:
-            raise SystemExit(f"trainprof run: --options needs a JSON value\n{USAGE}")
+            raise _usage_error("--options needs a JSON value")
         else:
             options = args.pop(0)
     if not args or args == ["-m"]:
-        raise SystemExit(f"trainprof run: a SCRIPT or -m MODULE is needed\n{USAGE}")
+        raise _usage_error("a SCRIPT or -m MODULE is needed")
     return options, args
+
+
+def _start_profile(options: Optional[str]) -> None:
+    """Starts the process-wide profile by the rule of USAGE (one rule for
+    --options and TRAINPROF_OPTIONS); a usage error when they are not valid."""
+    env_text = os.environ.get(_zero_code.OPTIONS_VARIABLE, "")
+    if _zero_code.active() is not None or (options is not None and env_text):
+        if options is not None:
+            raise _usage_error(f"{_zero_code.OPTIONS_VARIABLE} is set and --options is given: give one")
+        return  # started from the environment before this runner (not through `run`)
+    if options is not None:
+        source, text = "--options", options
+    elif env_text:
+        source, text = _zero_code.OPTIONS_VARIABLE, env_text
+    else:
+        source, text = "the default options", DEFAULT_OPTIONS
+    try:
+        started = _zero_code.start_from_json(_with_start(text))
+    except ValueError as e:
+        message = str(e)
+        if source == "--options" and message.startswith(_zero_code.OPTIONS_VARIABLE):
+            message = "--options" + message[len(_zero_code.OPTIONS_VARIABLE):]  # the core names the variable
+        elif not message.startswith(_zero_code.OPTIONS_VARIABLE):
+            message = f"{source}: {message}"
+        raise _usage_error(message) from None
+    if started is None:
+        sys.stderr.write(f"[trainprof] {source} has \"start\": false: running without profiling\n")
+
+
+def _script_frames(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    """``tb`` without this runner's and runpy's frames (runpy is frozen in
+    recent Pythons: its frames' file is "<frozen runpy>")."""
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        module = tb.tb_frame.f_globals.get("__name__")
+        if not (module in ("runpy", __name__) or code.co_filename in (__file__, runpy.__file__, "<frozen runpy>")):
+            break
+        tb = tb.tb_next
+    return tb
 
 
 def main(argv: list[str]) -> int:
     """Runs the script; returns its exit status (SystemExit passes through)."""
     options, args = _parse(argv)
-    if options is not None and _zero_code.active() is not None:
-        raise SystemExit("trainprof run: TRAINPROF_OPTIONS is set and --options is given: give one")
-    if _zero_code.active() is None:
-        try:
-            if _zero_code.start_from_json(_with_start(options or DEFAULT_OPTIONS)) is None:
-                sys.stderr.write("[trainprof] \"start\": false; running without profiling\n")
-        except ValueError as e:
-            raise SystemExit(f"trainprof run: --options: {e}") from None
+    if args[0] != "-m" and not os.path.isfile(args[0]):
+        raise _usage_error(f"SCRIPT {args[0]!r} is not a file")
+    _start_profile(options)
     if args[0] == "-m":
         module, sys.argv = args[1], args[1:]
         target = module
     else:
         target = args[0]
-        if not os.path.isfile(target):
-            raise SystemExit(f"trainprof run: SCRIPT {target!r} is not a file")
         sys.argv = list(args)
         sys.path[0] = os.path.dirname(os.path.abspath(target))
     try:
@@ -85,9 +129,6 @@ def main(argv: list[str]) -> int:
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as e:  # as `python SCRIPT` shows it: without this runner's frames
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__):
-            tb = tb.tb_next
-        traceback.print_exception(type(e), e, tb)
+        traceback.print_exception(type(e), e, _script_frames(e.__traceback__))
         return 1
     return 0

@@ -72,9 +72,58 @@ def load_torch_collector() -> Optional[str]:
             global _library
             _library = ctypes.CDLL(_LIBRARY)
             _loaded = True
+            _step_aside_for_torch_profiler(_library)
         except OSError as e:
             _problem = f"cannot load the torch collector {_LIBRARY}: {e}"
     return _problem
+
+
+# Where torch's profilers are started from Python: each module keeps its own
+# reference to the C function (``from torch.autograd import _enable_profiler``).
+_PROFILER_STARTS = (
+    ("torch.autograd", "_enable_profiler"),
+    ("torch.autograd", "_enable_profiler_legacy"),
+    ("torch.autograd.profiler", "_enable_profiler"),
+    ("torch.autograd.profiler", "_enable_profiler_legacy"),
+    ("torch.autograd.profiler_legacy", "_enable_profiler_legacy"),
+)
+
+
+def _step_aside_for_torch_profiler(library: ctypes.CDLL) -> None:
+    """Makes torch's own profiler start on a thread where trainprof records
+    memory: LibTorch refuses ("Profiler is already enabled on this thread")
+    while the thread's profiler slot holds trainprof's memory reporter, so the
+    reporter is taken out of the starting thread first. While torch's
+    profiler records there, that thread's allocations go to it (trainprof
+    says so once when its profile stops); afterwards trainprof takes them
+    again. Both profilers record everything else."""
+    try:
+        yield_state = library.trainprof_torch_yield_profiler_state
+    except AttributeError:
+        return
+    yield_state.restype = ctypes.c_int
+    yield_state.argtypes = []
+    import importlib
+    for module_name, name in _PROFILER_STARTS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        start = getattr(module, name, None)
+        if start is None or getattr(start, "_trainprof_steps_aside", False):
+            continue
+        setattr(module, name, _stepping_aside(start, yield_state))
+
+
+def _stepping_aside(start: Callable[..., Any], yield_state: Any) -> Callable[..., Any]:
+    def start_profiler(*args: Any, **kwargs: Any) -> Any:
+        yield_state()
+        return start(*args, **kwargs)
+
+    start_profiler._trainprof_steps_aside = True  # type: ignore[attr-defined]
+    start_profiler.__name__ = getattr(start, "__name__", "start_profiler")
+    start_profiler.__doc__ = getattr(start, "__doc__", None)
+    return start_profiler
 
 
 def warn_if_unavailable() -> None:

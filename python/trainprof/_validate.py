@@ -3,7 +3,25 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Optional, Sequence
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_text(value: str) -> str:
+    """``value`` as UTF-8 can carry it: each lone surrogate (U+D800 to U+DFFF,
+    how Python holds bytes that are not UTF-8, as ``os.fsdecode`` gives them,
+    or a broken UTF-16 pair) becomes U+FFFD, the replacement character. Names
+    and texts are recorded so; paths keep their bytes (the binding encodes
+    them as ``os.fsencode`` does)."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", value)
 
 
 def check_bool(name: str, value: Any) -> bool:

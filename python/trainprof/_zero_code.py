@@ -39,6 +39,7 @@ import atexit
 import functools
 import logging
 import os
+import shlex
 import sys
 import threading
 import weakref
@@ -76,12 +77,26 @@ def _is_multiprocessing_child() -> bool:
     return any(a == "--multiprocessing-fork" or "from multiprocessing" in a for a in argv)
 
 
+def _is_run_command() -> bool:
+    """True in ``python -m trainprof run ...`` and ``trainprof run ...``: the
+    runner takes TRAINPROF_OPTIONS itself, by the rule it shares with
+    ``--options`` (_run.py)."""
+    argv = list(getattr(sys, "orig_argv", None) or [])
+    i = 1  # past the interpreter, over its options, to what it runs
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c", "-"):
+        i += 2 if argv[i] in ("-X", "-W") else 1
+    if i + 1 < len(argv) and argv[i] == "-m":
+        return argv[i + 1:i + 3] == ["trainprof", "run"]
+    return i + 1 < len(argv) and os.path.basename(argv[i]) == "trainprof" and argv[i + 1] == "run"
+
+
 def start_from_environment() -> Optional[profile]:
     """Starts the process-wide profile when TRAINPROF_OPTIONS is set (once;
-    not in multiprocessing children). A bad value is reported on stderr and
-    the process runs unprofiled."""
+    not in multiprocessing children, nor under ``trainprof run``, which
+    takes the variable itself). A bad value is reported on stderr and the
+    process runs unprofiled."""
     text = os.environ.get(OPTIONS_VARIABLE, "")
-    if not text or _profile is not None or _is_multiprocessing_child():
+    if not text or _profile is not None or _is_multiprocessing_child() or _is_run_command():
         return _profile
     try:
         return start_from_json(text)
@@ -108,6 +123,8 @@ def start_from_json(text: str) -> Optional[profile]:
         _log.info("%s has \"start\": false; not profiling", OPTIONS_VARIABLE)
         return None
     options.start_profile = True
+    # Resolved once: the script may os.chdir() while it trains.
+    options.output_path = os.path.abspath(options.output_path)
     if analyse:
         options.set_trace_handler(options.output_path, "", True, False)
     _output_path, _analysed = options.output_path, analyse
@@ -223,13 +240,14 @@ def stop() -> None:
         if prof._cpp is not None and prof._cpp.started():
             prof.stop()
         runs = prof.step_num
-        where = os.path.abspath(_output_path)
+        where = _output_path
         if prof.last_run_dir is None:
             sys.stderr.write(f"[trainprof] no run was recorded ({runs} optimizer steps)\n")
         elif _analysed:
             sys.stderr.write(f"[trainprof] {runs} steps; runs analysed under {where} "
-                             f"(trainprof summary {where})\n")
+                             f"(trainprof summary {shlex.quote(where)})\n")
         else:
-            sys.stderr.write(f"[trainprof] {runs} steps; runs under {where} (trainprof analyse {where})\n")
+            sys.stderr.write(f"[trainprof] {runs} steps; runs under {where} "
+                             f"(trainprof analyse {shlex.quote(where)})\n")
     except Exception:
         _log.exception("trainprof: stopping the profile at exit failed")

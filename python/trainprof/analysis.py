@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from . import _trainprof
 from ._validate import check_bool, check_int, check_step_list
@@ -43,15 +43,16 @@ def analyse(profiler_path: Union[str, "os.PathLike[str]"], max_process_number: O
         with ``run_dir``, ``ok``, ``error``, ``warnings``, ``events``).
         Failures are also logged.
 
+    Any path the OS accepts may be given, its name UTF-8 or not (as
+    ``os.fsdecode`` gives it, or bytes).
+
     Raises:
         TypeError, ValueError: a wrong argument (named), or a
-            ``profiler_path`` that is not a directory.
+            ``profiler_path`` that does not exist (the message of
+            ``trainprof analyse``; one that holds no run is the report's
+            ``error``).
     """
-    if not isinstance(profiler_path, (str, os.PathLike)):
-        raise TypeError(f"profiler_path must be a str or os.PathLike, got {type(profiler_path).__name__}")
-    path = os.fspath(profiler_path)
-    if not os.path.isdir(path):
-        raise ValueError(f"profiler_path {path!r} is not a directory")
+    path = _check_profiler_path(profiler_path, need_runs=False)
     workers = _default_process_number() if max_process_number is None else check_int(
         "max_process_number", max_process_number, 1)
     kinds = _check_export_type(export_type)
@@ -72,14 +73,24 @@ def summary(profiler_path: Union[str, "os.PathLike[str]"]) -> str:
     time of each step (computing, free, peak memory), the data pipeline's
     stages and where the output files are.
 
+    Bytes of a path that are not UTF-8 show as ``\\xNN`` in the text.
+
     Raises:
-        TypeError: ``profiler_path`` is not a str or os.PathLike.
-        ValueError: no run directory at or below it.
+        TypeError: ``profiler_path`` is not a str, bytes or os.PathLike.
+        ValueError: no run directory at or below it (the message of
+            ``trainprof summary``).
     """
-    if not isinstance(profiler_path, (str, os.PathLike)):
-        raise TypeError(f"profiler_path must be a str or os.PathLike, got {type(profiler_path).__name__}")
+    path = _check_profiler_path(profiler_path, need_runs=True)
+    return "".join(_trainprof.summarize_run(run) for run in _trainprof.find_run_directories(path))
+
+
+def _check_profiler_path(profiler_path: Any, need_runs: bool) -> Union[str, bytes]:
+    """``profiler_path`` as a str or bytes that exists (with a run directory
+    at or below it when ``need_runs``); else TypeError, or ValueError with the
+    CLI's message."""
+    if not isinstance(profiler_path, (str, bytes, os.PathLike)):
+        raise TypeError(f"profiler_path must be a str, bytes or os.PathLike, got {type(profiler_path).__name__}")
     path = os.fspath(profiler_path)
-    runs = _trainprof.find_run_directories(path)
-    if not runs:
-        raise ValueError(f"profiler_path {path!r}: no trainprof run directory (*_trainprof) at or below it")
-    return "".join(_trainprof.summarize_run(run) for run in runs)
+    if not os.path.exists(path) or (need_runs and not _trainprof.find_run_directories(path)):
+        raise ValueError(f"profiler_path: {_trainprof.no_run_directory_error(path)}")
+    return path

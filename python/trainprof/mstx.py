@@ -8,7 +8,9 @@
 Domains can be filtered with ``_ExperimentalConfig(mstx_domain_include=...)``
 or ``mstx_domain_exclude``. Markers go on the host timeline; ``stream`` is
 accepted for compatibility and not used (no device collector yet). These
-functions never raise: a wrong argument is logged and the call does nothing.
+functions never raise: a wrong argument is logged and the call does nothing;
+a text that is not valid UTF-8 is recorded with U+FFFD in place of each
+character UTF-8 cannot carry (lone surrogates, as ``os.fsdecode`` makes).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 from typing import Any
 
 from . import _trainprof
+from ._validate import utf8_text
 
 _log = logging.getLogger("trainprof")
 
@@ -34,7 +37,7 @@ def _valid(function: str, **texts: Any) -> bool:
 def mark(message: str, stream: Any = None, domain: str = "default") -> None:
     """Records an instant marker ``message`` in ``domain``."""
     if _valid("mark", message=message, domain=domain):
-        _trainprof.mark(message, domain)
+        _trainprof.mark(utf8_text(message), utf8_text(domain))
 
 
 def range_start(message: str, stream: Any = None, domain: str = "default") -> int:
@@ -43,7 +46,7 @@ def range_start(message: str, stream: Any = None, domain: str = "default") -> in
     out, or a wrong argument)."""
     if not _valid("range_start", message=message, domain=domain):
         return 0
-    return _trainprof.range_start(message, domain)
+    return _trainprof.range_start(utf8_text(message), utf8_text(domain))
 
 
 def range_end(range_id: int, domain: str = "default") -> None:

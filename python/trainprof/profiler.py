@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from . import _data, _distributed, _gpu, _torch
 from . import _trainprof
 from ._modules import ModuleTracker
-from ._validate import check_bool, check_int, check_path, check_str, check_str_list
+from ._validate import check_bool, check_int, check_path, check_str, check_str_list, utf8_text
 
 _log = logging.getLogger("trainprof")
 
@@ -193,7 +193,8 @@ def tensorboard_trace_handler(dir_name: Optional[Union[str, "os.PathLike[str]"]]
 
     Args:
         dir_name: the directory that receives the run directories
-            ``{worker_name}_{timestamp}_trainprof`` (default ``./data``).
+            ``{worker_name}_{timestamp}_trainprof`` (default ``./data``),
+            resolved against the current directory when the handler is made.
         worker_name: first part of each run directory's name (default
             ``{host}_{pid}``); one file name: no ``/`` nor ``..``.
         analyse_flag: analyse each run when it closes (outputs in
@@ -202,7 +203,8 @@ def tensorboard_trace_handler(dir_name: Optional[Union[str, "os.PathLike[str]"]]
     """
     if dir_name is None:
         dir_name = "./data"
-    dir_text = check_path("dir_name", dir_name)
+    # Resolved now: a later os.chdir() of the script moves nothing.
+    dir_text = os.path.abspath(check_path("dir_name", dir_name))
     worker = "" if worker_name is None else check_str("worker_name", worker_name)
     return _TraceHandler(dir_text, worker, check_bool("analyse_flag", analyse_flag),
                          check_bool("async_mode", async_mode))
@@ -242,8 +244,10 @@ class _ExperimentalConfig:
             raise TypeError(f"profiler_level must be a trainprof.ProfilerLevel, got {profiler_level!r}")
         self.profiler_level = profiler_level
         self.mstx = check_bool("mstx", mstx)
-        self.mstx_domain_include = check_str_list("mstx_domain_include", mstx_domain_include or [])
-        self.mstx_domain_exclude = check_str_list("mstx_domain_exclude", mstx_domain_exclude or [])
+        self.mstx_domain_include = [utf8_text(d) for d in check_str_list("mstx_domain_include",
+                                                                          mstx_domain_include or [])]
+        self.mstx_domain_exclude = [utf8_text(d) for d in check_str_list("mstx_domain_exclude",
+                                                                          mstx_domain_exclude or [])]
         if self.mstx_domain_include and self.mstx_domain_exclude:
             raise ValueError("give mstx_domain_include or mstx_domain_exclude, not both")
         self.data_simplification = check_bool("data_simplification", data_simplification)
@@ -473,17 +477,19 @@ class profile:
 
     def add_metadata(self, key: str, value: str) -> None:
         """Adds ``key: value`` (strings) to profiler_metadata.json of the runs
-        closed from now on; a key added again overrides (with a warning)."""
+        closed from now on; a key added again overrides (with a warning).
+        Text that is not valid UTF-8 is stored with U+FFFD in place of each
+        character UTF-8 cannot carry."""
         core = self._metadata_target("add_metadata", key, value)
         if core is not None:
-            core.add_metadata(key, value)
+            core.add_metadata(utf8_text(key), utf8_text(value))
 
     def add_metadata_json(self, key: str, value: str) -> None:
         """As add_metadata, with ``value`` a JSON text stored as JSON (an
         invalid one is refused with an error message)."""
         core = self._metadata_target("add_metadata_json", key, value)
         if core is not None:
-            core.add_metadata_json(key, value)
+            core.add_metadata_json(utf8_text(key), utf8_text(value))
 
     def _metadata_target(self, method: str, key: Any, value: Any) -> Optional[_trainprof.Profiler]:
         """The core profiler when ``key`` and ``value`` are strings, else None (logged)."""

@@ -311,6 +311,12 @@ std::vector<std::string> find_run_directories(const std::string& path) {
   return runs;
 }
 
+std::string no_run_directory_error(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return "'" + path + "' does not exist";
+  return "no trainprof run directory (*_trainprof) at or below '" + path + "'";
+}
+
 std::vector<int64_t> parse_step_list(const std::string& text) {
   auto number = [&](const std::string& s) -> int64_t {
     if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 15) {
@@ -740,14 +746,9 @@ RunAnalysis finish_worker(Worker& w, const std::string& dir) {
 
 AnalyseReport analyse(const std::string& path, const AnalyseOptions& options) {
   AnalyseReport report;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    report.error = "'" + path + "' does not exist";
-    return report;
-  }
   std::vector<std::string> runs = find_run_directories(path);
   if (runs.empty()) {
-    report.error = "no trainprof run directory (*_trainprof) at or below '" + path + "'";
+    report.error = no_run_directory_error(path);
     return report;
   }
   if (options.shard_count > 1) {

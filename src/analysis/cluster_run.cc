@@ -15,6 +15,7 @@
 
 #include "analysis/cluster.h"
 #include "analysis/rank_summary.h"
+#include "core/json_limits.h"
 #include "core/safe_file.h"
 #include "export/cluster_trace.h"
 #include "export/communication_json.h"
@@ -207,7 +208,7 @@ std::string export_msprof(const std::string& dir, const std::vector<analysis::Ra
                  {"rank_id", s.rank},
                  {"trainprof", {{"runs", s.run_dirs}, {"host", s.host}}}};
     std::string info_name = "profiler_info_" + std::to_string(s.rank) + ".json";
-    error = detail::write_file_atomically_at(rank_dir.get(), info_name, info.dump(1) + "\n",
+    error = detail::write_file_atomically_at(rank_dir.get(), info_name, detail::json_text(info, 1) + "\n",
                                              rank_path + "/" + info_name);
     const std::vector<const analysis::CommTiming*>& mine = by_rank[s.rank];
     for (const auto& [file, text] :
@@ -294,7 +295,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
       {"straggler_report.txt", [&report] { return report.text; }},
       {"cluster_step_trace_time.csv", [&ranks] { return step_trace_csv(ranks); }},
-      {"cluster_analysis.json", [&r, &links] { return report_json(r, links).dump(1) + "\n"; }},
+      {"cluster_analysis.json", [&r, &links] { return detail::json_text(report_json(r, links), 1) + "\n"; }},
   };
   for (const auto& [name, make] : outputs) {
     std::string e = detail::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);

@@ -189,7 +189,7 @@ std::string rank_summary_json(const RankSummary& s) {
               {"groups", groups},
               {"collectives", collectives},
               {"transfers", transfers}};
-  return out.dump() + "\n";
+  return detail::json_text(out) + "\n";
 }
 
 std::string parse_rank_summary(const std::string& text, RankSummary* out) {

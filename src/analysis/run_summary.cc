@@ -14,6 +14,7 @@
 
 #include "core/json_limits.h"
 #include "core/safe_file.h"
+#include "core/shell_quote.h"
 #include "export/csv_reader.h"
 #include "trainprof/analyse.h"
 
@@ -242,7 +243,7 @@ std::string summarize_run(const std::string& run_dir) {
   }
   append(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());
   if (!fs::exists(out / "report.html", ec)) {
-    append(text, "  the same on one page: trainprof report %s\n", run_dir.c_str());
+    append(text, "  the same on one page: trainprof report %s\n", detail::shell_quote(run_dir).c_str());
   }
   return text;
 }

@@ -171,7 +171,7 @@ std::string default_dynamic_config() {
   j["activities"] = nlohmann::ordered_json::array({"CPU"});
   j["host_sys"] = nlohmann::ordered_json::array();
   j["mstx"] = false;
-  return j.dump(2) + "\n";
+  return detail::json_text(j, 2) + "\n";
 }
 
 }  // namespace trainprof

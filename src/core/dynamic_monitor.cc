@@ -13,7 +13,7 @@
 namespace trainprof {
 
 DynamicSchedule::DynamicSchedule(std::string cfg_path, std::string output_path, double poll_interval_s)
-    : output_path_(std::move(output_path)) {
+    : output_path_(detail::absolute_path(output_path)) {
   if (output_path_.empty())
     throw std::invalid_argument("DynamicProfilerMonitor: output_path must not be empty");
   rank_ = detail::detect_rank().rank;

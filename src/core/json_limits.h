@@ -19,6 +19,13 @@ inline constexpr int kMaxJsonDepth = 128;
 // `max_depth`, out of memory); *out is then left null.
 std::string parse_json_limited(std::string_view text, nlohmann::json* out, int max_depth = kMaxJsonDepth);
 
+// `value` as JSON text (indented by `indent` spaces, -1: one line), with
+// each byte of a string that is not UTF-8 written as U+FFFD: paths and names
+// come from outside and need not be UTF-8, where nlohmann's dump() throws.
+inline std::string json_text(const nlohmann::json& value, int indent = -1) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace trainprof::detail
 
 #endif  // TRAINPROF_CORE_JSON_LIMITS_H_

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/run_directory.h"
 #include "core/session.h"
+#include "core/shell_quote.h"
 #include "core/trace_handler.h"
 #include "trainprof/range.h"
 
@@ -60,6 +61,9 @@ Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
     options_.output_path = handler->dir;
     worker_name_ = handler->worker_name;
   }
+  // Once: runs are written and analysed here whatever the program's
+  // current directory is later.
+  options_.output_path = detail::absolute_path(options_.output_path);
   detail::init_clock();  // before the first timestamp this profiler takes
   owner_pid_ = getpid();
   default_worker_name_ = worker_name_.empty();
@@ -79,7 +83,8 @@ Profiler::~Profiler() {
   if (!deferred_runs_.empty()) {
     detail::log_warning(std::to_string(deferred_runs_.size()) +
                         " run(s) were not analysed (earlier analyses were still running), the first '" +
-                        deferred_runs_.front() + "': run `trainprof analyse " + options_.output_path + "`");
+                        deferred_runs_.front() + "': run `trainprof analyse " +
+                        detail::shell_quote(options_.output_path) + "`");
   }
 }
 
@@ -91,6 +96,7 @@ void Profiler::start() {
   }
   started_ = true;
   open_failed_in_cycle_ = false;
+  step_while_stopped_said_ = false;
   action_ = options_.schedule ? options_.schedule->action(step_num_) : ProfilerAction::Record;
   if (is_recording(action_)) open_run_locked();
   step_start_ticks_ = detail::now_ticks();
@@ -113,7 +119,13 @@ void Profiler::stop() {
 void Profiler::step() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!started_) {
-    detail::log_error("step() called while the profiler is stopped; ignored");
+    // Once: a loop that goes on stepping after a stop (an on_trace_ready
+    // that called stop(), say) would otherwise log a line per step.
+    if (!step_while_stopped_said_) {
+      detail::log_error(
+          "step() called while the profiler is stopped; ignored (and not said again until start())");
+      step_while_stopped_said_ = true;
+    }
     return;
   }
   ProfilerAction previous = action_;
@@ -376,7 +388,8 @@ bool Profiler::wait_for_analysis() {
 
 std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker_name, bool analyse,
                                              bool async) {
-  return detail::TraceHandler{std::move(dir), std::move(worker_name), analyse, async};
+  // Resolved now, as the Profiler resolves its output_path.
+  return detail::TraceHandler{detail::absolute_path(dir), std::move(worker_name), analyse, async};
 }
 
 void detail::TraceHandler::operator()(Profiler& profiler) const {

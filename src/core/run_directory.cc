@@ -4,11 +4,14 @@
 #include "core/safe_file.h"
 
 #include <errno.h>
+#include <limits.h>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <string_view>
 
 #include <atomic>
 #include <cstdio>
@@ -84,6 +87,21 @@ std::string run_directory_name(const std::string& prefix, uint64_t realtime_ns) 
   std::snprintf(stamp, sizeof(stamp), "%04d%02d%02d%02d%02d%02d%03u", local.tm_year + 1900, local.tm_mon + 1,
                 local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec, millis);
   return prefix + "_" + stamp + "_trainprof";
+}
+
+std::string absolute_path(const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  std::string cwd(PATH_MAX, '\0');
+  if (getcwd(cwd.data(), cwd.size()) == nullptr) return path;  // ERANGE, or cwd removed: relative it stays
+  cwd.resize(std::strlen(cwd.c_str()));
+  std::string_view rest = path;
+  while (rest.size() >= 2 && rest.substr(0, 2) == "./") {
+    rest.remove_prefix(2);
+    while (!rest.empty() && rest.front() == '/') rest.remove_prefix(1);
+  }
+  if (rest == ".") rest = {};
+  if (rest.empty()) return cwd;
+  return cwd + (cwd.back() == '/' ? "" : "/") + std::string(rest);
 }
 
 std::string make_private_directories(const std::string& path) {

@@ -26,6 +26,11 @@ std::string host_name();
 // "{prefix}_{yyyymmddHHMMSSmmm}_trainprof" for `realtime_ns`.
 std::string run_directory_name(const std::string& prefix, uint64_t realtime_ns);
 
+// `path` made absolute against the current directory now, so that a later
+// chdir() of the program moves nothing (leading "./" dropped). An absolute
+// path, or one the current directory cannot be found for, is returned as it is.
+std::string absolute_path(const std::string& path);
+
 // Creates `path` and its missing parents with mode 0700. Returns "" or an
 // error message naming the path and the reason.
 std::string make_private_directories(const std::string& path);

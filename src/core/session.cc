@@ -21,6 +21,7 @@
 #include "core/collector.h"
 #include "core/flusher.h"
 #include "core/intern.h"
+#include "core/json_limits.h"
 #include "core/log.h"
 #include "core/memory_limit.h"
 #include "core/options_json.h"
@@ -233,7 +234,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   s->rank_ = rank.rank;
   s->world_size_ = rank.world_size;
   s->rank_source_ = rank.source;
-  s->options_json_ = detail::options_to_json(options).dump();
+  s->options_json_ = detail::json_text(detail::options_to_json(options));
 
   // Buffers first: a run that cannot get them leaves no directory behind.
   std::string error;

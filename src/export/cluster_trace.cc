@@ -1,6 +1,7 @@
 // Copyright trainprof authors.
 #include "export/cluster_trace.h"
 
+#include "core/json_limits.h"
 #include "export/perfetto_proto.h"
 
 #include <algorithm>
@@ -44,7 +45,7 @@ class TraceWriter {
 
   void metadata(int pid, const char* name, const std::string& value) {
     event("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(kTrackTid) +
-          ",\"name\":\"" + name + "\",\"args\":{\"name\":" + nlohmann::json(value).dump() + "}}");
+          ",\"name\":\"" + name + "\",\"args\":{\"name\":" + detail::json_text(nlohmann::json(value)) + "}}");
   }
 
   void slice(const CommTiming& t) {
@@ -56,9 +57,10 @@ class TraceWriter {
         {"Wait(ms)", static_cast<double>(t.wait_ns) / 1e6},
         {"Transit(ms)", static_cast<double>(end - t.start_ns - std::min(t.wait_ns, end - t.start_ns)) / 1e6}};
     if (t.transfer) args["Peer"] = t.peer;
-    event("{\"ph\":\"X\",\"cat\":\"communication\",\"pid\":" + std::to_string(t.rank) + ",\"tid\":" +
-          std::to_string(kTrackTid) + ",\"ts\":" + at(t.start_ns) + ",\"dur\":" + us(end - t.start_ns) +
-          ",\"name\":" + nlohmann::json(t.operation).dump() + ",\"args\":" + args.dump() + "}");
+    event("{\"ph\":\"X\",\"cat\":\"communication\",\"pid\":" + std::to_string(t.rank) +
+          ",\"tid\":" + std::to_string(kTrackTid) + ",\"ts\":" + at(t.start_ns) +
+          ",\"dur\":" + us(end - t.start_ns) + ",\"name\":" + detail::json_text(nlohmann::json(t.operation)) +
+          ",\"args\":" + detail::json_text(args) + "}");
     if (t.wait_ns > 0) {
       event("{\"ph\":\"X\",\"cat\":\"communication\",\"pid\":" + std::to_string(t.rank) +
             ",\"tid\":" + std::to_string(kTrackTid) + ",\"ts\":" + at(t.start_ns) +

@@ -1,5 +1,6 @@
 // Copyright trainprof authors.
 #include "export/communication_json.h"
+#include "core/json_limits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -264,7 +265,7 @@ std::string rank_communication_json(const std::vector<const CommTiming*>& mine) 
   }
   for (const auto& [key, total] : totals)
     out[key.first][key.second]["Total Op Info"] = total_info(total, false);
-  return out.dump(1) + "\n";
+  return detail::json_text(out, 1) + "\n";
 }
 
 std::string rank_communication_matrix_json(const std::vector<const CommTiming*>& mine) {
@@ -275,7 +276,7 @@ std::string rank_communication_matrix_json(const std::vector<const CommTiming*>&
     if (!step.contains("collective")) step = {{"collective", json::object()}, {"p2p", json::object()}};
     step[kind_name][op] = links_json(links, !is_total(op));
   }
-  return out.dump(1) + "\n";
+  return detail::json_text(out, 1) + "\n";
 }
 
 namespace {
@@ -309,7 +310,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
            std::tie(b.tuple, b.step, b.key, b.timing->rank);
   });
   out += "{";
-  auto quoted = [](const std::string& text) { return json(text).dump(); };
+  auto quoted = [](const std::string& text) { return detail::json_text(json(text)); };
   // The current (tuple, step)'s sums: group -> rank -> totals, written at its end.
   std::map<std::string, std::map<int, Totals>> totals;
   auto write_totals = [&out, &totals, &quoted]() {
@@ -317,7 +318,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
       out += ",\n  " + quoted("Total Op Info@" + group) + ": {";
       for (const auto& [rank, total] : by_rank) {
         out += std::string(out.back() == '{' ? "" : ", ") + quoted(std::to_string(rank)) + ": " +
-               total_info(total, true).dump();
+               detail::json_text(total_info(total, true));
       }
       out += "}";
     }
@@ -339,7 +340,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
     if (new_key) out += std::string(new_step ? "" : ",") + "\n  " + quoted(e.key) + ": {";
     const CommTiming& t = *e.timing;
     out += std::string(new_key ? "" : ", ") + quoted(std::to_string(t.rank)) + ": " +
-           op_info(t, &totals[t.group][t.rank]).dump();
+           detail::json_text(op_info(t, &totals[t.group][t.rank]));
     drain(out);
   }
   if (!entries.empty()) {
@@ -383,11 +384,11 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
   }
   // Written in key order; each (tuple, step) ends with its groups' totals
   // (the "-total@" entries summed per link).
-  auto quoted = [](const std::string& text) { return json(text).dump(); };
+  auto quoted = [](const std::string& text) { return detail::json_text(json(text)); };
   std::map<std::string, Links> totals;  // of the current (tuple, step), by group
   auto write_totals = [&out, &totals, &quoted]() {
     for (const auto& [group, links] : totals)
-      out += ",\n  " + quoted("Total Op Info@" + group) + ": " + links_json(links, true).dump();
+      out += ",\n  " + quoted("Total Op Info@" + group) + ": " + detail::json_text(links_json(links, true));
     totals.clear();
   };
   out += "{";
@@ -404,7 +405,8 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
     if (tuple_now != nullptr && new_tuple) out += "},";
     if (new_tuple) out += "\n" + quoted(tuple) + ": {";
     if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + quoted(step) + ": {";
-    out += std::string(new_step ? "" : ",") + "\n  " + quoted(op) + ": " + links_json(links, true).dump();
+    out += std::string(new_step ? "" : ",") + "\n  " + quoted(op) + ": " +
+           detail::json_text(links_json(links, true));
     tuple_now = &tuple;
     step_now = &step;
     if (is_total(op)) {

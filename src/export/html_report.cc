@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/safe_file.h"
+#include "core/shell_quote.h"
 #include "export/csv_reader.h"
 #include "trainprof/analyse.h"
 
@@ -351,9 +352,9 @@ ReportResult write_report(const std::string& path, const std::string& output_fil
     if (fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "step_trace_time.csv", ec)) analysed.push_back(run);
   }
   if (analysed.empty()) {
-    result.error = runs.empty()
-                       ? "no trainprof run directory (*_trainprof) at or below '" + path + "'"
-                       : "no analysed run at or below '" + path + "' (trainprof analyse " + path + ")";
+    result.error = runs.empty() ? no_run_directory_error(path)
+                                : "no analysed run at or below '" + path + "' (trainprof analyse " +
+                                      detail::shell_quote(path) + ")";
     return result;
   }
   std::string html =

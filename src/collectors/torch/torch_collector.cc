@@ -807,8 +807,31 @@ __attribute__((constructor)) void register_torch_collector() {
   std::atexit(shut_down_at_exit);
 }
 
+// See trainprof_torch_yield_profiler_state.
+int yield_profiler_state() noexcept {
+  if (t_thread_exiting || !t_reporter.installed) return 0;
+  if (!pop_memory_reporter()) return 0;
+  t_reporter.installed = false;
+  // Until LibTorch's profiler stops, its state sits where the reporter was:
+  // install_memory_reporter() sees it and this thread's reports go to it
+  // (said once at stop); after it, the next outermost operator puts the
+  // reporter back.
+  if (g_profile_memory.load(std::memory_order_relaxed))
+    g_memory_shadowed.store(true, std::memory_order_relaxed);
+  return 1;
+}
+
 }  // namespace
 }  // namespace trainprof::torch_collector
+
+// For the Python package, right before torch's own profiler starts on the
+// calling thread: LibTorch refuses to start its profiler ("Profiler is
+// already enabled on this thread") where PROFILER_STATE holds anything, our
+// memory reporter included. Takes this thread's reporter out; returns 1 when
+// it was there. Never throws.
+extern "C" __attribute__((visibility("default"))) int trainprof_torch_yield_profiler_state() noexcept {
+  return trainprof::torch_collector::yield_profiler_state();
+}
 
 // For bench/python_overhead.py (through ctypes): LibTorch's floor measured in
 // the same process as the profilers it is compared with. mode 0 removes the

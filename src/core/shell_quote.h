@@ -1,0 +1,17 @@
+// Copyright trainprof authors.
+#ifndef TRAINPROF_CORE_SHELL_QUOTE_H_
+#define TRAINPROF_CORE_SHELL_QUOTE_H_
+
+#include <string>
+
+namespace trainprof::detail {
+
+// `word` as one shell word, for the commands trainprof's messages suggest
+// ("trainprof report PATH"): as it is when it holds only characters no shell
+// treats specially, else in single quotes (a quote inside as '\''), so that
+// a path with spaces, quotes, '$' or bytes that are not UTF-8 pastes as one.
+std::string shell_quote(const std::string& word);
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_SHELL_QUOTE_H_
