@@ -280,6 +280,11 @@ std::string output_info(const json& run_info, const analysis::TraceModel& model,
        {{"duplicated", model.chunks_duplicated},
         {"missing", model.chunks_missing},
         {"reordered", model.chunks_reordered}}},
+      // Events holding a string id no string table defines (kept, unnamed),
+      // and string tables with bytes past their counted records.
+      {"raw_strings",
+       {{"events_with_undefined_ids", model.events_with_undefined_ids},
+        {"chunks_with_unread_bytes", model.string_chunks_with_unread_bytes}}},
   };
   for (const auto& [key, value] : extra.items()) info["analysis"][key] = value;  // memory, host
   return info.dump(pretty ? 2 : -1, ' ', false, json::error_handler_t::replace) + "\n";

@@ -271,6 +271,8 @@ void note_file(TraceModel& m, const raw::RawFile& f, bool first_file) {
   m.chunks_duplicated += f.chunks_duplicated;
   m.chunks_missing += f.chunks_missing;
   m.chunks_reordered += f.chunks_reordered;
+  m.events_with_undefined_ids += f.events_with_undefined_ids;
+  m.string_chunks_with_unread_bytes += f.string_chunks_with_unread_bytes;
   for (const raw::RawIssue& issue : f.issues) {
     m.warnings.push_back(issue.file + " at offset " + std::to_string(issue.offset) + ": " + issue.message);
   }

@@ -242,6 +242,8 @@ struct TraceModel {
   uint64_t chunks_duplicated = 0;
   uint64_t chunks_missing = 0;
   uint64_t chunks_reordered = 0;
+  uint64_t events_with_undefined_ids = 0;  // and their string damage
+  uint64_t string_chunks_with_unread_bytes = 0;
 
   const std::string& name(uint32_t id) const { return strings[id]; }
 

@@ -92,8 +92,7 @@ void RawEncoder::end_chunk(size_t header_offset, uint32_t record_count) {
   std::memcpy(&h, out_.data() + header_offset, sizeof(h));
   h.payload_size = static_cast<uint32_t>(out_.size() - header_offset - kChunkHeaderSize);
   h.record_count = record_count;
-  uint32_t crc = crc32c(0, &h, offsetof(ChunkHeader, crc));
-  h.crc = crc32c(crc, out_.data() + header_offset + kChunkHeaderSize, h.payload_size);
+  h.crc = chunk_crc(h, out_.data() + header_offset + kChunkHeaderSize);
   std::memcpy(out_.data() + header_offset, &h, sizeof(h));
 }
 
