@@ -258,6 +258,16 @@ class FileScanner {
   uint64_t last_end_ns_ = 0;
 };
 
+// Why a raw file has no final flush: the write the disk refused when the
+// run's profiler_info.json names one, else a killed (or running) process.
+std::string unclosed_warning(const TraceModel& m, const std::string& path) {
+  if (m.io_error.empty()) {
+    return path + " was not closed normally (process killed or still running); analysing what was flushed";
+  }
+  return path + " ends where the recording failed: " + m.io_error + " (" + std::to_string(m.events_lost) +
+         " recorded events never reached it); analysing what did";
+}
+
 // Adds what the reader reported about one file to the model.
 void note_file(TraceModel& m, const raw::RawFile& f, bool first_file) {
   if (first_file) {
@@ -278,8 +288,7 @@ void note_file(TraceModel& m, const raw::RawFile& f, bool first_file) {
   }
   if (!f.closed_cleanly) {
     m.closed_cleanly = false;
-    m.warnings.push_back(
-        f.path + " was not closed normally (process killed or still running); analysing what was flushed");
+    m.warnings.push_back(unclosed_warning(m, f.path));
   }
   for (const auto& [tid, name] : f.thread_names) m.thread_names[tid] = name;
 }
