@@ -1,18 +1,24 @@
 // Copyright trainprof authors. Writes the seed corpus from a real run: every
 // event kind through the library (operators, their inputs and memory
 // reports as the LibTorch collector records them), then the run's raw file,
-// and the outputs the analysis writes, as seeds for the targets that parse
-// them. Usage: fuzz_seed_recorder CORPUS_DIR (fuzz/corpus).
+// copies of it with damage no checksum sees, and the outputs the analysis
+// writes, as seeds for the targets that parse them. Usage:
+// fuzz_seed_recorder CORPUS_DIR (fuzz/corpus).
 #include <bit>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "core/event.h"
 #include "core/intern.h"
 #include "core/recorder.h"
+#include "raw/crc32c.h"
 #include "raw/format.h"
+#include "raw/varint.h"
 #include "trainprof/trainprof.h"
 
 namespace fs = std::filesystem;
@@ -86,6 +92,65 @@ void work(int thread) {
   tp::range_end(id);
 }
 
+// The first chunk of `type` in raw file bytes, and where it starts (0: none).
+struct ChunkAt {
+  size_t offset = 0;
+  tp::raw::ChunkHeader header{};
+};
+
+ChunkAt first_chunk(const std::string& bytes, tp::raw::ChunkType type) {
+  namespace raw = tp::raw;
+  ChunkAt c{raw::kFileHeaderSize};
+  while (c.offset + raw::kChunkHeaderSize <= bytes.size()) {
+    std::memcpy(&c.header, bytes.data() + c.offset, sizeof(c.header));
+    if (c.header.type == static_cast<uint16_t>(type)) return c;
+    c.offset += raw::kChunkHeaderSize + c.header.payload_size;
+  }
+  return ChunkAt{};
+}
+
+// Writes `c.header`, its checksum recomputed over the payload in `bytes`.
+void seal(std::string& bytes, ChunkAt c) {
+  c.header.crc = tp::raw::chunk_crc(c.header, bytes.data() + c.offset + tp::raw::kChunkHeaderSize);
+  std::memcpy(&bytes[c.offset], &c.header, sizeof(c.header));
+}
+
+// Damage behind a valid checksum (docs/FORMAT.md, "Damage"), for the checks
+// that come after it: the first event naming a string id no table defines.
+std::string with_undefined_string_id(std::string bytes) {
+  namespace raw = tp::raw;
+  ChunkAt c = first_chunk(bytes, raw::ChunkType::kEvents);
+  if (c.offset == 0) return bytes;
+  size_t name_at = c.offset + raw::kChunkHeaderSize + raw::kChunkSequenceSize + 1;  // after the head byte
+  const auto* name = reinterpret_cast<const uint8_t*>(bytes.data() + name_at);
+  uint64_t id = 0;
+  auto old_size = static_cast<uint32_t>(raw::get_varint(name, name + raw::kMaxVarintBytes, &id) - name);
+  uint8_t varint[raw::kMaxVarintBytes];
+  auto new_size = static_cast<uint32_t>(raw::put_varint(varint, (uint64_t{1} << 24) + 1) - varint);
+  bytes.replace(name_at, old_size, reinterpret_cast<const char*>(varint), new_size);
+  c.header.payload_size = c.header.payload_size - old_size + new_size;
+  seal(bytes, c);
+  return bytes;
+}
+
+// And a string table that counts one record less than it holds.
+std::string with_short_string_table(std::string bytes) {
+  ChunkAt c = first_chunk(bytes, tp::raw::ChunkType::kStrings);
+  if (c.offset == 0) return bytes;
+  --c.header.record_count;
+  seal(bytes, c);
+  return bytes;
+}
+
+bool write_seed(const std::string& bytes, const fs::path& to) {
+  std::error_code ec;
+  fs::create_directories(to.parent_path(), ec);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) std::fprintf(stderr, "cannot write %s\n", to.c_str());
+  return static_cast<bool>(out);
+}
+
 bool copy_seed(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::create_directories(to.parent_path(), ec);
@@ -119,6 +184,12 @@ int main(int argc, char** argv) {
   bool ok = report.ok();
   ok &= copy_seed(run / "raw" / "host.tpraw", corpus / "raw_reader" / "run");
   ok &= copy_seed(run / "raw" / "host.tpraw", corpus / "analyse" / "run");
+  std::stringstream raw_bytes;
+  raw_bytes << std::ifstream(run / "raw" / "host.tpraw", std::ios::binary).rdbuf();
+  for (const char* target : {"raw_reader", "analyse"}) {
+    ok &= write_seed(with_undefined_string_id(raw_bytes.str()), corpus / target / "undefined_string_id");
+    ok &= write_seed(with_short_string_table(raw_bytes.str()), corpus / target / "short_string_table");
+  }
   ok &= copy_seed(run / "PROFILER_OUTPUT" / "op_statistic.csv", corpus / "csv_reader" / "op_statistic");
   ok &= copy_seed(run / "PROFILER_OUTPUT" / "step_trace_time.csv", corpus / "csv_reader" / "step_trace_time");
   ok &= copy_seed(run / "profiler_info.json", corpus / "metadata_json" / "profiler_info");

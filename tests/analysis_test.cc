@@ -984,6 +984,50 @@ TEST(Analysis, MalformedMemoryEventDiscardsItsChunkOnly) {
   EXPECT_EQ(read_csv(out(run, "memory_record.csv")).size(), 2u);  // the valid report only
 }
 
+bool any_warning_has(const RunAnalysis& r, const std::string& text) {
+  return std::any_of(r.warnings.begin(), r.warnings.end(),
+                     [&](const std::string& w) { return w.find(text) != std::string::npos; });
+}
+
+// String damage that checksums cannot see (a bug, or bytes changed by hand
+// and resealed): the events it leaves unnamed are warned about and counted
+// in the output's profiler_info.json.
+TEST(Analysis, StringDamageIsWarnedAboutAndCounted) {
+  TempDir dir;
+  std::string run = record_steps(dir.path(), 3);
+  std::string raw_path = run + "/raw/host.tpraw";
+  const std::string bytes = test::read_text(raw_path);
+  std::vector<test::RawChunk> chunks = test::raw_chunks(bytes);
+  auto first_of = [&](raw::ChunkType type) {
+    return *std::find_if(chunks.begin(), chunks.end(), [&](const test::RawChunk& c) {
+      return c.header.type == static_cast<uint16_t>(type);
+    });
+  };
+  auto raw_strings = [&] { return read_json(out(run, "profiler_info.json"))["analysis"]["raw_strings"]; };
+
+  // A string table one record short: its last string is not read.
+  std::string damaged = bytes;
+  test::RawChunk table = first_of(raw::ChunkType::kStrings);
+  test::set_record_count(damaged, table, table.header.record_count - 1);
+  test::write_bytes(raw_path, damaged);
+  RunAnalysis r = analyse_one(run);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(any_warning_has(r, "at offset " + std::to_string(table.offset) + ": string table: "));
+  EXPECT_TRUE(any_warning_has(r, "event(s) name string ids that no string table defines"));
+  EXPECT_EQ(raw_strings()["chunks_with_unread_bytes"], 1);
+  EXPECT_GE(raw_strings()["events_with_undefined_ids"].get<uint64_t>(), 1u);
+
+  // One event naming an id no table defines.
+  test::RawChunk events = first_of(raw::ChunkType::kEvents);
+  test::write_bytes(raw_path, test::with_first_event_named(bytes, events, uint64_t{1} << 31));
+  r = analyse_one(run);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(any_warning_has(r, "at offset " + std::to_string(events.offset) +
+                                     ": 1 event(s) name string ids that no string table defines"));
+  EXPECT_EQ(raw_strings()["events_with_undefined_ids"], 1);
+  EXPECT_EQ(raw_strings()["chunks_with_unread_bytes"], 0);
+}
+
 // ---------------------------------------------------------------------------
 // Windows (analysis/run_loader.h): the analysis holds a few windows of slices
 // at a time, and its outputs are the same whatever their number.

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "test_util.h"
+#include "trainprof/trainprof.h"
 
 namespace trainprof {
 namespace {
@@ -215,7 +217,7 @@ TEST(Process, WriteFailureDisablesCollectionNotTraining) {
   test::ProcessResult r = test::run_process({test::helper_path("scenario_child"), dir.path(), "io_limit"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("training continues ok=0"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("cannot write"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the disk refused the write"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("host.tpraw"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("collection disabled"), std::string::npos) << r.output;
   auto runs = test::run_dirs(dir.path());
@@ -226,6 +228,47 @@ TEST(Process, WriteFailureDisablesCollectionNotTraining) {
   auto info = nlohmann::json::parse(test::read_text(runs[0] + "/profiler_info.json"));
   EXPECT_EQ(info["complete"], false);
   EXPECT_NE(info["io_error"].get<std::string>().find("File too large"), std::string::npos);
+}
+
+// The events the disk refused are counted as lost, said at the cycle end and
+// in profiler_info.json, and the analysis names the refused write instead of
+// a killed process.
+TEST(Process, EventsTheDiskRefusedAreCountedAsLostAndNamed) {
+  TempDir dir;
+  test::ProcessResult r = test::run_process({test::helper_path("scenario_child"), dir.path(), "io_limit"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  unsigned long long recorded = 0, lost = 0;
+  size_t counts = r.output.find("recorded=");
+  ASSERT_NE(counts, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + counts, "recorded=%llu lost=%llu", &recorded, &lost), 2)
+      << r.output;
+  EXPECT_GT(lost, 0u);
+  EXPECT_NE(r.output.find("trace ready: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(std::to_string(recorded) + " events recorded, 0 dropped, " + std::to_string(lost) +
+                          " lost: the disk refused the write of "),
+            std::string::npos)
+      << r.output;
+  auto runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u);
+  // Recorded = what the disk holds + what it refused, exactly.
+  raw::RawFile f = test::read_run(runs[0]);
+  EXPECT_EQ(f.events.size(), recorded - lost);
+  auto info = nlohmann::json::parse(test::read_text(runs[0] + "/profiler_info.json"));
+  EXPECT_EQ(info["events_recorded"].get<uint64_t>(), recorded);
+  EXPECT_EQ(info["events_lost"].get<uint64_t>(), lost);
+  std::string io_error = info["io_error"].get<std::string>();
+  EXPECT_NE(io_error.find("host.tpraw: File too large"), std::string::npos) << io_error;
+
+  AnalyseReport report = analyse(runs[0]);
+  ASSERT_EQ(report.runs.size(), 1u);
+  ASSERT_TRUE(report.runs[0].ok) << report.runs[0].error;
+  bool named = false;
+  for (const std::string& w : report.runs[0].warnings) {
+    EXPECT_EQ(w.find("not closed normally"), std::string::npos) << w;
+    named |= w.find("ends where the recording failed: " + io_error + " (" + std::to_string(lost) +
+                    " recorded events never reached it)") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << nlohmann::json(report.runs[0].warnings).dump(1);
 }
 
 TEST(Process, MonotonicClockFallback) {

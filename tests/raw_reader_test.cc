@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include "analysis/run_loader.h"
 #include "raw/crc32c.h"
@@ -18,6 +18,7 @@ namespace trainprof {
 namespace {
 
 using test::TempDir;
+using test::write_bytes;
 
 // Records `threads` x `per_thread` ranges and returns the raw file's path.
 std::string record_run(const TempDir& dir, int threads, int per_thread) {
@@ -37,11 +38,6 @@ std::string record_run(const TempDir& dir, int threads, int per_thread) {
 
 std::string bytes_of(const std::string& path) {
   return test::read_text(path);
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 raw::RawFile must_read(const std::string& path) {
@@ -304,6 +300,91 @@ TEST(RawReader, SwappedChunksAreReportedAndKept) {
   ASSERT_FALSE(part.issues.empty());
   EXPECT_NE(part.issues[0].message.find("out of order"), std::string::npos) << part.issues[0].message;
   EXPECT_GT(part.issues[0].offset, a.offset);
+}
+
+// ---------------------------------------------------------------------------
+// String ids that no string table defines (checksums hold: a bug or a hand).
+
+// The ids a STRINGS chunk defines, in its order.
+std::vector<uint64_t> string_ids_in(const std::string& bytes, const test::RawChunk& c) {
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data() + c.offset + raw::kChunkHeaderSize +
+                                                   raw::kChunkSequenceSize);
+  const auto* end = reinterpret_cast<const uint8_t*>(bytes.data() + c.offset + c.size);
+  std::vector<uint64_t> ids;
+  for (uint32_t i = 0; i < c.header.record_count; ++i) {
+    uint64_t id = 0, len = 0;
+    p = raw::get_varint(raw::get_varint(p, end, &id), end, &len) + len;
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+size_t events_named(const raw::RawFile& f, uint32_t id) {
+  return static_cast<size_t>(std::count_if(f.events.begin(), f.events.end(),
+                                           [id](const raw::RawEvent& e) { return e.name_id == id; }));
+}
+
+TEST(RawReader, EventsNamingAnUndefinedStringAreReportedAndCounted) {
+  TempDir dir;
+  RecordedFile rec = record_file(dir, 1, 20000);
+  ASSERT_GE(rec.events.size(), 3u);
+  const test::RawChunk& e = rec.events[2];
+  std::string bad_path = dir.sub("undefined.tpraw");
+  // Past half the file size (no table may define it), and the first id
+  // after the defined ones.
+  for (uint64_t id : {(uint64_t{1} << 24) + 7, uint64_t{rec.read.strings.size()}}) {
+    write_bytes(bad_path, test::with_first_event_named(rec.bytes, e, id));
+    raw::RawFile part = must_read(bad_path);
+    EXPECT_EQ(part.events.size(), rec.read.events.size());  // kept, unnamed
+    EXPECT_EQ(events_named(part, static_cast<uint32_t>(id)), 1u);
+    EXPECT_EQ(part.events_with_undefined_ids, 1u);
+    ASSERT_EQ(part.issues.size(), 1u) << id;
+    EXPECT_EQ(part.issues[0].file, bad_path);
+    EXPECT_EQ(part.issues[0].offset, e.offset);
+    EXPECT_NE(part.issues[0].message.find("1 event(s) name string ids that no string table defines"),
+              std::string::npos)
+        << part.issues[0].message;
+    EXPECT_NE(part.issues[0].message.find("names id " + std::to_string(id) + ")"), std::string::npos)
+        << part.issues[0].message;
+  }
+}
+
+TEST(RawReader, AStringTableShortOfItsRecordsIsReportedWithTheEventsItLeavesUnnamed) {
+  TempDir dir;
+  RecordedFile rec = record_file(dir, 1, 20000);
+  std::vector<test::RawChunk> strings = chunks_of_type(rec.bytes, raw::ChunkType::kStrings);
+  ASSERT_FALSE(strings.empty());
+  const test::RawChunk& table = strings[0];
+  std::vector<uint64_t> ids = string_ids_in(rec.bytes, table);
+  ASSERT_GE(ids.size(), 2u);
+  uint32_t last = static_cast<uint32_t>(ids.back());
+  size_t unnamed = events_named(rec.read, last);
+  ASSERT_GT(unnamed, 0u);
+  std::string bytes = rec.bytes;
+  test::set_record_count(bytes, table, table.header.record_count - 1);
+  std::string bad_path = dir.sub("short.tpraw");
+  write_bytes(bad_path, bytes);
+  raw::RawFile part = must_read(bad_path);
+  EXPECT_EQ(part.name(last), "");
+  EXPECT_EQ(part.events.size(), rec.read.events.size());
+  EXPECT_EQ(part.string_chunks_with_unread_bytes, 1u);
+  EXPECT_EQ(part.events_with_undefined_ids, unnamed);
+  ASSERT_EQ(part.issues.size(), 2u);
+  EXPECT_EQ(part.issues[0].offset, table.offset);
+  EXPECT_NE(part.issues[0].message.find("bytes after the " + std::to_string(ids.size() - 1) + " strings"),
+            std::string::npos)
+      << part.issues[0].message;
+  EXPECT_NE(part.issues[1].message.find(std::to_string(unnamed) + " event(s) name string ids"),
+            std::string::npos)
+      << part.issues[1].message;
+
+  // The streamed read (the analysis's) reports the same.
+  std::string error;
+  raw::EventSink sink = [](const raw::RawEvent*, size_t) {};
+  std::optional<raw::RawFile> streamed = raw::read_raw_file(bad_path, &error, &sink);
+  ASSERT_TRUE(streamed) << error;
+  EXPECT_EQ(streamed->events_with_undefined_ids, unnamed);
+  EXPECT_EQ(streamed->string_chunks_with_unread_bytes, 1u);
 }
 
 // Version 1: no sequence number in the payloads.

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "raw/crc32c.h"
+#include "raw/varint.h"
 
 namespace trainprof::test {
 namespace fs = std::filesystem;
@@ -55,6 +56,11 @@ raw::RawFile read_run(const std::string& run_dir) {
   if (!files) return raw::RawFile{};
   EXPECT_EQ(files->size(), 1u);
   return std::move(files->front());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string read_text(const std::string& path) {
@@ -156,9 +162,31 @@ std::vector<RawChunk> raw_chunks(const std::string& bytes) {
 void reseal_chunk(std::string& bytes, size_t offset) {
   raw::ChunkHeader h;
   std::memcpy(&h, bytes.data() + offset, sizeof(h));
-  uint32_t crc = raw::crc32c(0, &h, offsetof(raw::ChunkHeader, crc));
-  h.crc = raw::crc32c(crc, bytes.data() + offset + sizeof(h), h.payload_size);
+  h.crc = raw::chunk_crc(h, bytes.data() + offset + sizeof(h));
   std::memcpy(bytes.data() + offset, &h, sizeof(h));
+}
+
+void set_record_count(std::string& bytes, const RawChunk& c, uint32_t count) {
+  std::memcpy(&bytes[c.offset + offsetof(raw::ChunkHeader, record_count)], &count, sizeof(count));
+  reseal_chunk(bytes, c.offset);
+}
+
+std::string with_first_event_named(const std::string& bytes, const RawChunk& c, uint64_t id) {
+  // Payload: sequence number, head byte, name varint, the rest.
+  size_t name_at = c.offset + raw::kChunkHeaderSize + raw::kChunkSequenceSize + 1;
+  const auto* name = reinterpret_cast<const uint8_t*>(bytes.data() + name_at);
+  uint64_t old_id = 0;
+  const uint8_t* after = raw::get_varint(name, name + raw::kMaxVarintBytes, &old_id);
+  size_t old_size = static_cast<size_t>(after - name);
+  uint8_t varint[raw::kMaxVarintBytes];
+  size_t new_size = static_cast<size_t>(raw::put_varint(varint, id) - varint);
+  std::string out = bytes.substr(0, name_at) + std::string(reinterpret_cast<const char*>(varint), new_size) +
+                    bytes.substr(name_at + old_size);
+  uint32_t payload_size =
+      c.header.payload_size + static_cast<uint32_t>(new_size) - static_cast<uint32_t>(old_size);
+  std::memcpy(&out[c.offset + offsetof(raw::ChunkHeader, payload_size)], &payload_size, sizeof(payload_size));
+  reseal_chunk(out, c.offset);
+  return out;
 }
 
 }  // namespace trainprof::test

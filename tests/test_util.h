@@ -29,6 +29,8 @@ std::vector<std::string> run_dirs(const std::string& parent);
 raw::RawFile read_run(const std::string& run_dir);
 
 std::string read_text(const std::string& path);
+// Replaces the file at `path` with `bytes`.
+void write_bytes(const std::string& path, const std::string& bytes);
 
 // Path of a helper program built beside the tests.
 std::string helper_path(const std::string& name);
@@ -66,6 +68,12 @@ struct RawChunk {
 std::vector<RawChunk> raw_chunks(const std::string& bytes);
 // Recomputes the CRC of the chunk at `offset` after its bytes were changed.
 void reseal_chunk(std::string& bytes, size_t offset);
+// The chunk `c` of `bytes` claiming `count` records, resealed (the damage
+// only a bug or a hand can make: the checksum holds).
+void set_record_count(std::string& bytes, const RawChunk& c, uint32_t count);
+// `bytes` with the first event of the version 2 EVENTS chunk `c` naming
+// string id `id`, resealed.
+std::string with_first_event_named(const std::string& bytes, const RawChunk& c, uint64_t id);
 
 // Counts of events by name (kinds with a name).
 std::map<std::string, size_t> count_by_name(const raw::RawFile& file);

@@ -38,8 +38,10 @@ enum class AnalyseMode { Sync, Async };
 // What the last closed run directory holds.
 struct RunSummary {
   std::string run_dir;           // empty before the first run is closed
-  uint64_t events_recorded = 0;  // events written to raw/
-  uint64_t events_dropped = 0;   // events lost to a full buffer_mb
+  uint64_t events_recorded = 0;  // events recorded; those not lost are in raw/
+  uint64_t events_dropped = 0;   // events not recorded: buffer_mb was full
+  uint64_t events_lost = 0;      // recorded, then refused by the disk (io_error)
+  std::string io_error;          // the write that failed, and why ("" when none)
   bool ok = false;               // false if the run failed (I/O error, ...)
 };
 

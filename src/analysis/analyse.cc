@@ -158,6 +158,7 @@ constexpr std::pair<const char*, json::value_t> kInfoFields[] = {
     {"stop_reason", json::value_t::string},
     {"events_recorded", json::value_t::number_unsigned},
     {"events_dropped", json::value_t::number_unsigned},
+    {"events_lost", json::value_t::number_unsigned},
     {"raw_bytes", json::value_t::number_unsigned},
     {"complete", json::value_t::boolean},
     {"io_error", json::value_t::string},
@@ -224,16 +225,38 @@ void warn_about_gpu(const json& info, RunAnalysis& r) {
   }
 }
 
-// How the run stopped ("stop_reason") and the clock alignment libtrainprof_mpi
-// measured ("clock_sync") from the run's profiler_info.json: each field
-// checked, a bad alignment point left out.
-void read_clock_offsets(int run_fd, analysis::TraceModel& model, RunAnalysis& r) {
+// The run's profiler_info.json as an object (empty when it is missing or
+// not one: read_run_info warns about that).
+json run_info_object(int run_fd) {
   std::string text = detail::read_regular_file_at(run_fd, "profiler_info.json", /*follow=*/false);
   json info;
-  if (text.empty() || !detail::parse_json_limited(text, &info).empty() || !info.is_object()) return;
+  if (text.empty() || !detail::parse_json_limited(text, &info).empty() || !info.is_object()) {
+    return json::object();
+  }
+  return info;
+}
+
+// How the run ended, from its profiler_info.json: why it stopped, and the
+// write the disk refused with the events it lost (read before the raw
+// files, whose warnings name it).
+void read_run_end(int run_fd, analysis::TraceModel& model) {
+  json info = run_info_object(run_fd);
   if (auto reason = info.find("stop_reason"); reason != info.end() && reason->is_string()) {
     model.stop_reason = reason->get<std::string>();
   }
+  if (auto error = info.find("io_error"); error != info.end() && error->is_string()) {
+    model.io_error = error->get<std::string>();
+  }
+  if (auto lost = info.find("events_lost"); lost != info.end() && lost->is_number_unsigned()) {
+    model.events_lost = lost->get<uint64_t>();
+  }
+}
+
+// The clock alignment libtrainprof_mpi measured ("clock_sync") from the
+// run's profiler_info.json: each field checked, a bad alignment point left
+// out.
+void read_clock_offsets(int run_fd, analysis::TraceModel& model, RunAnalysis& r) {
+  json info = run_info_object(run_fd);
   auto sync = info.find("clock_sync");
   if (sync == info.end() || !sync->is_object()) return;
   auto points = sync->find("points");
@@ -280,6 +303,11 @@ std::string output_info(const json& run_info, const analysis::TraceModel& model,
        {{"duplicated", model.chunks_duplicated},
         {"missing", model.chunks_missing},
         {"reordered", model.chunks_reordered}}},
+      // Events holding a string id no string table defines (kept, unnamed),
+      // and string tables with bytes past their counted records.
+      {"raw_strings",
+       {{"events_with_undefined_ids", model.events_with_undefined_ids},
+        {"chunks_with_unread_bytes", model.string_chunks_with_unread_bytes}}},
   };
   for (const auto& [key, value] : extra.items()) info["analysis"][key] = value;  // memory, host
   return info.dump(pretty ? 2 : -1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -582,6 +610,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   std::string error;
   analysis::TraceModel model;
   analysis::RunLoader loader;
+  read_run_end(run_fd, model);
   if (!loader.scan(dir, &model, &error)) {
     r.error = error;
     return r;

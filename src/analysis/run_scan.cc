@@ -258,6 +258,16 @@ class FileScanner {
   uint64_t last_end_ns_ = 0;
 };
 
+// Why a raw file has no final flush: the write the disk refused when the
+// run's profiler_info.json names one, else a killed (or running) process.
+std::string unclosed_warning(const TraceModel& m, const std::string& path) {
+  if (m.io_error.empty()) {
+    return path + " was not closed normally (process killed or still running); analysing what was flushed";
+  }
+  return path + " ends where the recording failed: " + m.io_error + " (" + std::to_string(m.events_lost) +
+         " recorded events never reached it); analysing what did";
+}
+
 // Adds what the reader reported about one file to the model.
 void note_file(TraceModel& m, const raw::RawFile& f, bool first_file) {
   if (first_file) {
@@ -271,13 +281,14 @@ void note_file(TraceModel& m, const raw::RawFile& f, bool first_file) {
   m.chunks_duplicated += f.chunks_duplicated;
   m.chunks_missing += f.chunks_missing;
   m.chunks_reordered += f.chunks_reordered;
+  m.events_with_undefined_ids += f.events_with_undefined_ids;
+  m.string_chunks_with_unread_bytes += f.string_chunks_with_unread_bytes;
   for (const raw::RawIssue& issue : f.issues) {
     m.warnings.push_back(issue.file + " at offset " + std::to_string(issue.offset) + ": " + issue.message);
   }
   if (!f.closed_cleanly) {
     m.closed_cleanly = false;
-    m.warnings.push_back(
-        f.path + " was not closed normally (process killed or still running); analysing what was flushed");
+    m.warnings.push_back(unclosed_warning(m, f.path));
   }
   for (const auto& [tid, name] : f.thread_names) m.thread_names[tid] = name;
 }

@@ -234,6 +234,8 @@ struct TraceModel {
   std::vector<ClockOffset> clock_offsets;  // by realtime_ns; empty: not aligned
   bool closed_cleanly = true;              // every raw file ended with its final flush
   std::string stop_reason;                 // profiler_info.json's ("" when the run has none: killed before)
+  std::string io_error;                    // profiler_info.json's: the write the disk refused ("": none)
+  uint64_t events_lost = 0;                // recorded, then refused by the disk (profiler_info.json's)
   std::vector<StepWindow> steps;           // sorted by number
   SliceSelection selection;
   std::vector<std::string> warnings;
@@ -242,6 +244,8 @@ struct TraceModel {
   uint64_t chunks_duplicated = 0;
   uint64_t chunks_missing = 0;
   uint64_t chunks_reordered = 0;
+  uint64_t events_with_undefined_ids = 0;  // and their string damage
+  uint64_t string_chunks_with_unread_bytes = 0;
 
   const std::string& name(uint32_t id) const { return strings[id]; }
 

@@ -192,6 +192,7 @@ void Flusher::run() {
       encoder_.reset();
       name_versions_written_.clear();
       fd_ = pending_fd_;
+      failed_ = false;
       path_ = pending_path_;
       interval_ms_ = pending_interval_ms_;
       stats_ = FlushStats{};
@@ -211,6 +212,11 @@ void Flusher::run() {
       } else {
         write_out();
       }
+    } else if (failed_) {
+      // The disk refused a write of this run: what the threads hand over
+      // until it closes is counted as lost (write_blocks).
+      write_full_blocks(false);
+      if (cmd == Command::kClose) write_live_blocks(false);
     } else {
       write_full_blocks(/*discard=*/true);
     }
@@ -222,6 +228,7 @@ void Flusher::run() {
       fd_ = -1;
       open_.store(false);
     }
+    if (cmd == Command::kClose) failed_ = false;
     if (signal_flush) {
       std::function<void(const FlushStats&)> callback;
       {
@@ -257,12 +264,22 @@ void Flusher::write_blocks(const std::vector<Block*>& blocks, bool discard) {
   Recorder& rec = Recorder::instance();
   for (Block* b : blocks) {
     uint32_t committed = b->committed.load(std::memory_order_acquire);
-    if (!discard && fd_ >= 0 && committed > b->flushed) {
-      stats_.events_written += encoder_.events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
-      if (encoder_.output().size() >= (1u << 20)) write_out();
-    }
+    if (!discard && committed > b->flushed) write_or_lose(b, committed);
     rec.pool().release(b);
   }
+}
+
+// Encodes the events of `b` up to `committed`, or, after a write of this
+// run failed (the file is closed), counts them as lost.
+void Flusher::write_or_lose(Block* b, uint32_t committed) {
+  const Event* events = &b->events[b->flushed];
+  size_t count = committed - b->flushed;
+  if (fd_ < 0) {
+    stats_.events_lost += raw::RawEncoder::records_in(events, count);
+    return;
+  }
+  stats_.events_written += encoder_.events(b->owner_tid, events, count);
+  if (encoder_.output().size() >= (1u << 20)) write_out();
 }
 
 void Flusher::write_live_blocks(bool discard) {
@@ -287,9 +304,7 @@ void Flusher::write_live_blocks(bool discard) {
     if (b == nullptr || std::binary_search(queued.begin(), queued.end(), b)) continue;
     uint32_t committed = b->committed.load(std::memory_order_acquire);
     if (committed <= b->flushed) continue;
-    if (!discard && fd_ >= 0) {
-      stats_.events_written += encoder_.events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
-    }
+    if (!discard) write_or_lose(b, committed);
     b->flushed = committed;
   }
   if (!discard && fd_ >= 0) write_thread_names(threads);
@@ -324,8 +339,14 @@ void Flusher::write_out() {
     return;
   }
   size_t done = write_all(fd_, out.data(), out.size());
-  if (done < out.size()) fail_io("write");
   stats_.bytes_written += done;
+  if (done < out.size()) {
+    // The chunks the disk did not take whole are lost, with their events.
+    uint64_t lost = encoder_.records_past(done);
+    stats_.events_written -= lost;
+    stats_.events_lost += lost;
+    fail_io("write");
+  }
   encoder_.clear_output();
 }
 
@@ -333,9 +354,10 @@ void Flusher::fail_io(const std::string& what) {
   int err = errno;
   if (!stats_.io_error) {
     stats_.io_error = true;
-    stats_.error = what + " " + path_ + ": " + std::strerror(err);
-    log_error("cannot " + stats_.error + "; collection disabled for this run, training goes on");
+    stats_.error = "the disk refused the " + what + " of " + path_ + ": " + std::strerror(err);
+    log_error(stats_.error + "; collection disabled for this run, training goes on");
   }
+  failed_ = true;
   // Stop collecting: nothing more can be written to this run.
   g_host_recording.store(false, std::memory_order_relaxed);
   if (fd_ >= 0) ::close(fd_);

@@ -27,11 +27,15 @@ struct Block;
 struct ThreadBuffer;
 
 struct FlushStats {
-  uint64_t events_written = 0;
+  uint64_t events_written = 0;  // in raw/: in chunks the disk took whole
   uint64_t events_dropped = 0;
+  // Recorded, then lost to a write the disk refused (`error`): the events of
+  // the chunks it did not take whole, and what the threads handed over
+  // until the run closed. Recorded = written + lost.
+  uint64_t events_lost = 0;
   uint64_t bytes_written = 0;
   bool io_error = false;
-  std::string error;           // first I/O error, with the path
+  std::string error;           // first I/O error, with the path and errno's text
   uint64_t wall_ns = 0;        // since the run opened
   uint64_t writer_cpu_ns = 0;  // the flusher thread's CPU time since then
 };
@@ -80,6 +84,7 @@ class Flusher {
   int timeout_ms() const;
   void write_full_blocks(bool discard);
   void write_blocks(const std::vector<Block*>& blocks, bool discard);
+  void write_or_lose(Block* b, uint32_t committed);
   void write_live_blocks(bool discard);
   void write_thread_names(const std::vector<ThreadBuffer*>& threads);
   void write_periodic(bool final);
@@ -112,6 +117,7 @@ class Flusher {
 
   // Flusher-thread state.
   int fd_ = -1;
+  bool failed_ = false;  // a write of the open run failed: what is handed over is lost
   std::string path_;
   uint32_t interval_ms_ = 500;
   uint64_t next_periodic_ns_ = 0;

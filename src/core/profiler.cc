@@ -395,8 +395,11 @@ std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker
 void detail::TraceHandler::operator()(Profiler& profiler) const {
   RunSummary run = profiler.last_run();
   if (run.run_dir.empty()) return;
-  detail::log_info("trace ready: " + run.run_dir + " (" + std::to_string(run.events_recorded) + " events, " +
-                   std::to_string(run.events_dropped) + " dropped)");
+  std::string counts = std::to_string(run.events_recorded) + " events recorded, " +
+                       std::to_string(run.events_dropped) + " dropped";
+  // A refused write is said here too: the cycle's count alone would read as complete.
+  if (!run.io_error.empty()) counts += ", " + std::to_string(run.events_lost) + " lost: " + run.io_error;
+  detail::log_info("trace ready: " + run.run_dir + " (" + counts + ")");
   if (!analyse) return;
   AnalyseOptions options;
   options.link_trace_for_peers = true;  // TensorBoard and HTA find it in the handler's directory

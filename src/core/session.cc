@@ -269,7 +269,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
   error = write_header(fd, s->anchor_, s->host_, s->rank_, s->world_size_);
   if (error.empty()) {
-    error = s->write_run_file("profiler_info.json", s->info_json("", 0, 0, 0, 0, "", false));
+    error = s->write_run_file("profiler_info.json", s->info_json("", 0, detail::FlushStats{}, false));
   }
   if (!error.empty()) {
     ::close(fd);
@@ -287,8 +287,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
     // Runs on the flusher thread while the session is open: record how far
     // the data goes in case the signal ends the process.
     raw_session->write_run_file("profiler_info.json",
-                                raw_session->info_json("signal", detail::realtime_now_ns(), st.events_written,
-                                                       st.events_dropped, st.bytes_written, st.error, false));
+                                raw_session->info_json("signal", detail::realtime_now_ns(), st, false));
   });
   if (!options.mstx_domain_include.empty() || !options.mstx_domain_exclude.empty()) {
     g_domain_filter.store(new DomainFilter{options.mstx_domain_include, options.mstx_domain_exclude},
@@ -344,16 +343,17 @@ RunSummary Session::close(std::string_view reason) {
   detail::Flusher& flusher = detail::Flusher::instance();
   detail::FlushStats st = flusher.close();
   flusher.set_signal_flush_callback(nullptr);
-  std::string error = write_run_file(
-      "profiler_info.json", info_json(reason, detail::realtime_now_ns(), st.events_written, st.events_dropped,
-                                      st.bytes_written, st.error, !st.io_error));
+  std::string error =
+      write_run_file("profiler_info.json", info_json(reason, detail::realtime_now_ns(), st, !st.io_error));
   if (!error.empty()) detail::log_error(error);
   release_recording_lock();
   detail::note_closed_run(run_dir_);
   if (st.events_dropped > 0) detail::log_warning(drop_message(st));
   summary_.run_dir = run_dir_;
-  summary_.events_recorded = st.events_written;
+  summary_.events_recorded = st.events_written + st.events_lost;
   summary_.events_dropped = st.events_dropped;
+  summary_.events_lost = st.events_lost;
+  summary_.io_error = st.error;
   summary_.ok = !st.io_error && error.empty();
   {
     std::lock_guard<std::mutex> open_lock(g_open_mu);
@@ -438,9 +438,8 @@ void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t en
   detail::Recorder::instance().append(e);
 }
 
-std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, uint64_t written,
-                               uint64_t dropped, uint64_t bytes, const std::string& io_error,
-                               bool complete) const {
+std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realtime_ns,
+                               const detail::FlushStats& st, bool complete) const {
   nlohmann::json j;
   j["trainprof_version"] = std::string(version());
   j["raw_format_version"] = raw::kFormatVersion;
@@ -463,9 +462,11 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
     j["stop_time_ns"] = stop_realtime_ns;
     j["stop_reason"] = std::string(stop_reason);
   }
-  j["events_recorded"] = written;
-  j["events_dropped"] = dropped;
-  if (dropped > 0) {
+  j["events_recorded"] = st.events_written + st.events_lost;
+  j["events_dropped"] = st.events_dropped;
+  // Recorded but not in raw/: the disk refused a write ("io_error").
+  j["events_lost"] = st.events_lost;
+  if (st.events_dropped > 0) {
     // Exact per-thread counts: where the loss is matters as much as how much.
     nlohmann::json by_thread = nlohmann::json::object();
     for (const auto& [tid, n] : detail::Recorder::instance().dropped_by_thread()) {
@@ -478,10 +479,10 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
     const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
     j["signal"] = abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(sig);
   }
-  j["raw_bytes"] = bytes;
+  j["raw_bytes"] = st.bytes_written;
   j["complete"] = complete;
   if (nlohmann::json sync = detail::clock_sync_json(); !sync.is_null()) j["clock_sync"] = sync;
-  if (!io_error.empty()) j["io_error"] = io_error;
+  if (!st.error.empty()) j["io_error"] = st.error;
   if (std::string collectors = detail::collectors_info_json(); !collectors.empty()) {
     nlohmann::json parsed = nlohmann::json::parse(collectors, nullptr, false);
     if (parsed.is_object()) j["collectors"] = std::move(parsed);

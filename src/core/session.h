@@ -49,8 +49,8 @@ class Session {
   void release_recording_lock();
   // The warning for dropped events: how many, on which threads, and why.
   std::string drop_message(const detail::FlushStats& st) const;
-  std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, uint64_t written,
-                        uint64_t dropped, uint64_t bytes, const std::string& io_error, bool complete) const;
+  std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, const detail::FlushStats& st,
+                        bool complete) const;
 
   mutable std::mutex mu_;
   pid_t pid_ = 0;        // the recording process (a fork() child is another)

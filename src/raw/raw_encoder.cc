@@ -30,7 +30,7 @@ void append_pod(std::vector<uint8_t>& out, const T& v) {
 }  // namespace
 
 void RawEncoder::reset() {
-  out_.clear();
+  clear_output();
   new_strings_.clear();
   new_string_count_ = 0;
   next_string_id_ = 1;
@@ -92,8 +92,7 @@ void RawEncoder::end_chunk(size_t header_offset, uint32_t record_count) {
   std::memcpy(&h, out_.data() + header_offset, sizeof(h));
   h.payload_size = static_cast<uint32_t>(out_.size() - header_offset - kChunkHeaderSize);
   h.record_count = record_count;
-  uint32_t crc = crc32c(0, &h, offsetof(ChunkHeader, crc));
-  h.crc = crc32c(crc, out_.data() + header_offset + kChunkHeaderSize, h.payload_size);
+  h.crc = chunk_crc(h, out_.data() + header_offset + kChunkHeaderSize);
   std::memcpy(out_.data() + header_offset, &h, sizeof(h));
 }
 
@@ -214,6 +213,25 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
   size_t h = begin_chunk(ChunkType::kEvents, tid);
   append_bytes(out_, scratch, scratch_size);
   end_chunk(h, static_cast<uint32_t>(records));
+  event_chunk_ends_.emplace_back(out_.size(), static_cast<uint32_t>(records));
+  return records;
+}
+
+uint64_t RawEncoder::records_past(size_t bytes) const {
+  uint64_t records = 0;
+  for (const auto& [end, count] : event_chunk_ends_) {
+    if (end > bytes) records += count;
+  }
+  return records;
+}
+
+size_t RawEncoder::records_in(const detail::Event* events, size_t count) {
+  size_t records = 0;
+  for (size_t i = 0; i < count; ++i) {
+    uint8_t kind = events[i].kind;
+    records += kind != detail::kMemoryTotalsSlot && kind != detail::kCommDetailSlot &&
+               kind != detail::kGpuDetailSlot;
+  }
   return records;
 }
 

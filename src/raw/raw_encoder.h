@@ -11,6 +11,7 @@
 #include <memory>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/clock.h"
@@ -34,7 +35,16 @@ class RawEncoder {
 
   // Bytes encoded since the last clear_output().
   const std::vector<uint8_t>& output() const { return out_; }
-  void clear_output() { out_.clear(); }
+  void clear_output() {
+    out_.clear();
+    event_chunk_ends_.clear();
+  }
+  // Records of the EVENTS chunks of output() that do not lie wholly in its
+  // first `bytes` bytes: what a write that stopped there lost.
+  uint64_t records_past(size_t bytes) const;
+  // Records in `count` slots, as events() counts them (a memory report, a
+  // communication call or a GPU activity takes two slots).
+  static size_t records_in(const detail::Event* events, size_t count);
 
  private:
   // The id of `name`: a look in the direct-mapped cache, inline (most
@@ -60,6 +70,8 @@ class RawEncoder {
                     uint64_t prev_t0);
 
   std::vector<uint8_t> out_;
+  // Where each EVENTS chunk of out_ ends, and its records.
+  std::vector<std::pair<size_t, uint32_t>> event_chunk_ends_;
   // The events chunk's payload while it is encoded (its strings chunk goes
   // first). Not a vector: resizing one zero-fills every byte each time.
   std::unique_ptr<uint8_t[]> scratch_;

@@ -78,8 +78,7 @@ class MappedFile {
 };
 
 bool header_crc_ok(const ChunkHeader& h, const uint8_t* payload) {
-  uint32_t crc = crc32c(0, &h, offsetof(ChunkHeader, crc));
-  return crc32c(crc, payload, h.payload_size) == h.crc;
+  return chunk_crc(h, payload) == h.crc;
 }
 
 // Ticks to CLOCK_MONOTONIC ns: the line through the first and last anchors
@@ -126,16 +125,123 @@ struct Chunk {
   size_t offset = 0;
 };
 
+// The file's string table, read in the first pass (before any event is
+// decoded), so that an event naming an id no STRINGS chunk defines is found
+// wherever its chunk lies. Problems are kept by chunk offset and reported
+// by the second pass, in file order, for the chunks it admits.
+class StringTable {
+ public:
+  StringTable(RawFile* file, uint64_t max_id) : file_(file), max_id_(max_id) {}
+
+  // The counts come from the file: each is checked against the bytes that
+  // can hold it before it sizes anything. A later definition of an id wins.
+  void read(const Chunk& c) {
+    const uint8_t* p = c.body;
+    const uint8_t* end = c.end;
+    uint32_t count = c.h.record_count;
+    if (count > static_cast<uint64_t>(end - p) / 2) {
+      return problem(c, "malformed string table (count past the chunk)");
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+      uint64_t id = 0, len = 0;
+      if ((p = get_varint(p, end, &id)) == nullptr || (p = get_varint(p, end, &len)) == nullptr ||
+          len > static_cast<uint64_t>(end - p) || id > max_id_) {
+        return problem(c, "malformed string table");
+      }
+      if (file_->strings.size() <= id) {
+        file_->strings.resize(id + 1);
+        defined_.resize(id + 1);
+      }
+      file_->strings[id].assign(reinterpret_cast<const char*>(p), len);
+      defined_[id] = true;
+      p += len;
+    }
+    // As for events: a count one short would drop the last strings unseen.
+    if (p != end) {
+      problem(c,
+              "string table: " + std::to_string(end - p) + " bytes after the " + std::to_string(count) +
+                  " strings its header counts are not read; events naming the strings there are reported",
+              true);
+    }
+  }
+
+  // Whether `id` names nothing (0) or a string some chunk defined.
+  bool known(uint64_t id) const { return id == 0 || (id < defined_.size() && defined_[id]); }
+
+  // The first string id `e` holds that no chunk defined (0: none): its
+  // name, or an id its kind keeps in another field (docs/FORMAT.md, "Events").
+  uint64_t undefined_id(const RawEvent& e) const {
+    uint64_t others[2] = {0, 0};
+    switch (e.kind) {
+      case EventKind::kMark:
+      case EventKind::kAsyncBegin: others[0] = e.a; break;
+      case EventKind::kDataStage:
+        others[0] = e.a;
+        others[1] = e.b;
+        break;
+      case EventKind::kComm: others[0] = e.comm_group; break;
+      default:
+        if (is_gpu_event_kind(e.kind)) others[0] = e.gpu_detail;
+    }
+    for (uint64_t id : {uint64_t{e.name_id}, others[0], others[1]}) {
+      if (!known(id)) return id;
+    }
+    return 0;
+  }
+
+  // The problem pass 1 found in the chunk at `offset` ("" for none);
+  // counted here, once per chunk the second pass admits.
+  std::string problem_at(size_t offset) {
+    auto it = problems_.find(offset);
+    if (it == problems_.end()) return "";
+    if (it->second.unread_bytes) ++file_->string_chunks_with_unread_bytes;
+    return it->second.message;
+  }
+
+ private:
+  struct Problem {
+    std::string message;
+    bool unread_bytes = false;
+  };
+
+  void problem(const Chunk& c, std::string message, bool unread_bytes = false) {
+    problems_[c.offset] = Problem{std::move(message), unread_bytes};
+  }
+
+  RawFile* file_;
+  uint64_t max_id_;
+  std::vector<bool> defined_;  // by id, beside file_->strings
+  std::map<size_t, Problem> problems_;
+};
+
+// Events whose string ids no STRINGS chunk defines: kept (their times and
+// values hold), counted, and reported once per file with the first of them.
+struct UndefinedIds {
+  size_t first_offset = 0;
+  uint64_t first_id = 0;
+};
+
 class ChunkDecoder {
  public:
-  ChunkDecoder(RawFile* file, TickConverter clock, const EventSink* sink, uint64_t max_string_id)
-      : file_(file), clock_(clock), sink_(sink), max_string_id_(max_string_id) {}
+  ChunkDecoder(RawFile* file, TickConverter clock, const EventSink* sink, StringTable* strings)
+      : file_(file), clock_(clock), sink_(sink), strings_(strings) {}
+
+  // One issue for the events naming undefined strings, if there were any.
+  void finish() {
+    uint64_t n = file_->events_with_undefined_ids;
+    if (n == 0) return;
+    std::string message = std::to_string(n) +
+                          " event(s) name string ids that no string table defines (the first, " +
+                          "in the chunk at this offset, names id " + std::to_string(undefined_.first_id) +
+                          "); they are kept without those names";
+    file_->issues.push_back({file_->path, undefined_.first_offset, std::move(message), false});
+  }
 
   // Returns "" or why the (checksum-valid) body is malformed.
   std::string decode(const Chunk& c) {
     switch (static_cast<ChunkType>(c.h.type)) {
-      case ChunkType::kStrings: return strings(c.body, c.end, c.h.record_count);
-      case ChunkType::kEvents: return events(c.body, c.end, c.h.thread_id, c.h.record_count);
+      case ChunkType::kStrings: return strings_->problem_at(c.offset);  // read by the first pass
+      case ChunkType::kEvents: return events(c, c.body, c.end, c.h.thread_id, c.h.record_count);
       case ChunkType::kClock: return clock(c.body, c.end);
       case ChunkType::kThread: return thread(c.body, c.end);
       case ChunkType::kStats: return stats(c.body, c.end);
@@ -144,24 +250,7 @@ class ChunkDecoder {
   }
 
  private:
-  // Counts come from the file: each is checked against the bytes that can
-  // hold it before it sizes anything.
-  std::string strings(const uint8_t* p, const uint8_t* end, uint32_t count) {
-    if (count > static_cast<uint64_t>(end - p) / 2) return "malformed string table (count past the chunk)";
-    for (uint32_t i = 0; i < count; ++i) {
-      uint64_t id = 0, len = 0;
-      if ((p = get_varint(p, end, &id)) == nullptr || (p = get_varint(p, end, &len)) == nullptr ||
-          len > static_cast<uint64_t>(end - p) || id > max_string_id_) {
-        return "malformed string table";
-      }
-      if (file_->strings.size() <= id) file_->strings.resize(id + 1);
-      file_->strings[id].assign(reinterpret_cast<const char*>(p), len);
-      p += len;
-    }
-    return "";
-  }
-
-  std::string events(const uint8_t* p, const uint8_t* end, uint32_t tid, uint32_t count) {
+  std::string events(const Chunk& c, const uint8_t* p, const uint8_t* end, uint32_t tid, uint32_t count) {
     // An event takes at least 3 bytes (head, name, t0).
     if (count > static_cast<uint64_t>(end - p) / 3) return "event count does not match the chunk size";
     // Decode the whole chunk before emitting anything: a malformed chunk
@@ -221,6 +310,7 @@ class ChunkDecoder {
       }
     }
     if (scratch_.size() != count || p != end) return "event count does not match the chunk header";
+    note_undefined_ids(c);
     for (RawEvent& e : scratch_) {
       bool instant = e.t1_ns == e.t0_ns;
       e.t0_ns = clock_.to_ns(e.t0_ns);
@@ -261,10 +351,19 @@ class ChunkDecoder {
     return "";
   }
 
+  void note_undefined_ids(const Chunk& c) {
+    for (const RawEvent& e : scratch_) {
+      uint64_t id = strings_->undefined_id(e);
+      if (id == 0) continue;
+      if (file_->events_with_undefined_ids++ == 0) undefined_ = UndefinedIds{c.offset, id};
+    }
+  }
+
   RawFile* file_;
   TickConverter clock_;
   const EventSink* sink_;
-  uint64_t max_string_id_;
+  StringTable* strings_;
+  UndefinedIds undefined_;
   std::vector<RawEvent> scratch_;
 };
 
@@ -504,7 +603,7 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
 
   // Pass 1: the clock anchors (a CLOCK chunk is written at every flush, the
   // last one is needed to convert the first event), in sequence order with
-  // duplicates dropped. Pass 2: everything else.
+  // duplicates dropped, and the string table. Pass 2: everything else.
   std::map<uint64_t, ClockPoint> anchors;  // by sequence number (version 1: by position)
   // Pages already checked need not stay resident (in either pass): the
   // file is never whole in memory.
@@ -515,8 +614,12 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
     release(released, offset);
     released = offset;
   };
+  // Ids are dense from 1 and a string record takes at least 2 bytes: an id
+  // past size / 2 is not one the writer gave.
+  StringTable strings(&file, size / 2);
   ChunkWalker(data, size, path, h.version, nullptr).run([&](const Chunk& c) {
     release_before(c.offset);
+    if (c.h.type == static_cast<uint16_t>(ChunkType::kStrings)) return strings.read(c);
     if (c.h.type != static_cast<uint16_t>(ChunkType::kClock) || c.end - c.body != 24) return;
     ClockPoint p;
     std::memcpy(&p.ticks, c.body, 8);
@@ -527,9 +630,7 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
   for (const auto& [sequence, p] : anchors) file.anchors.push_back(p);
   release(0, size);                                    // pass 2 maps pages back one at a time
   if (sink == nullptr) file.events.reserve(size / 8);  // events take >= 3 bytes on disk
-  // Ids are dense from 1 and a string record takes at least 2 bytes: an id
-  // past size / 2 is not one the writer gave.
-  ChunkDecoder decoder(&file, TickConverter(file.header, file.anchors), sink, size / 2);
+  ChunkDecoder decoder(&file, TickConverter(file.header, file.anchors), sink, &strings);
   SequenceCheck sequence(&file);
   released = 0;
   ChunkWalker walker(data, size, path, h.version, &file.issues);
@@ -540,6 +641,7 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
     if (!problem.empty()) file.issues.push_back({path, c.offset, problem, false});
   });
   if (sequenced) sequence.finish();
+  decoder.finish();
   file.resync_checksum_bytes = walker.resync_checksum_bytes();
   return file;
 }

@@ -68,7 +68,7 @@ struct RawFile {
   std::string path;
   FileHeader header{};
   std::string host;
-  std::vector<std::string> strings;  // id -> text; missing ids are ""
+  std::vector<std::string> strings;  // id -> text; undefined ids are "" (and reported)
   std::map<uint32_t, std::string> thread_names;
   std::vector<RawEvent> events;          // in file order (per thread: in time order)
   std::vector<ClockPoint> anchors;       // header anchor first
@@ -81,6 +81,11 @@ struct RawFile {
   uint64_t chunks_duplicated = 0;
   uint64_t chunks_missing = 0;
   uint64_t chunks_reordered = 0;
+  // String damage (docs/FORMAT.md, "Damage"): events kept although a string
+  // id they hold is defined by no STRINGS chunk, and STRINGS chunks with
+  // bytes after the records their header counts (not read).
+  uint64_t events_with_undefined_ids = 0;
+  uint64_t string_chunks_with_unread_bytes = 0;
   // Checksum bytes spent resynchronising after damage (bounded linearly in
   // the file size; for tests).
   uint64_t resync_checksum_bytes = 0;

@@ -2,7 +2,9 @@
 // argv: output_dir mode
 //   exit      a heap profiler never stopped; the program calls exit(0)
 //   io_limit  RLIMIT_FSIZE makes the raw file unwritable past 256 KiB; the
-//             program must go on ("training continues") and exit 0
+//             program must go on ("training continues") and exit 0; the run
+//             ends through a trace handler (no analysis), and its counts
+//             are printed ("recorded=N lost=M")
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -30,13 +32,17 @@ int main(int argc, char** argv) {
     rlimit limit{256 * 1024, 256 * 1024};
     setrlimit(RLIMIT_FSIZE, &limit);
     o.flush_interval_ms = 10;
+    o.on_trace_ready = trainprof::trace_handler(argv[1], "", /*analyse=*/false);
     trainprof::Profiler prof(o);
     std::printf("RUN %s\n", prof.current_run_dir().c_str());
     for (int i = 0; i < 2'000'000; ++i) {
       TRAINPROF_RANGE("step_work");
     }
     prof.stop();
-    std::printf("training continues ok=%d\n", prof.last_run().ok ? 1 : 0);
+    trainprof::RunSummary run = prof.last_run();
+    std::printf("training continues ok=%d\n", run.ok ? 1 : 0);
+    std::printf("recorded=%llu lost=%llu\n", static_cast<unsigned long long>(run.events_recorded),
+                static_cast<unsigned long long>(run.events_lost));
     return 0;
   }
   return 2;
