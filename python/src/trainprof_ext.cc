@@ -345,6 +345,8 @@ void bind_profiler(nb::module_& m) {
       .def_prop_ro("run_dir", [](const trainprof::RunSummary& r) { return os_str(r.run_dir); })
       .def_ro("events_recorded", &trainprof::RunSummary::events_recorded)
       .def_ro("events_dropped", &trainprof::RunSummary::events_dropped)
+      .def_ro("events_lost", &trainprof::RunSummary::events_lost)
+      .def_prop_ro("io_error", [](const trainprof::RunSummary& r) { return report_text(r.io_error); })
       .def_ro("ok", &trainprof::RunSummary::ok);
   // The constructor keeps the GIL: it copies the options' Python callback.
   nb::class_<Profiler>(m, "Profiler")

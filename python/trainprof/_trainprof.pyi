@@ -70,8 +70,10 @@ def parse_options_json(text: str) -> tuple[bool, bool, ProfilerOptions]: ...
 
 class RunSummary:
     run_dir: str
-    events_recorded: int
-    events_dropped: int
+    events_recorded: int  # recorded; those not lost are in raw/
+    events_dropped: int  # not recorded: the buffers were full
+    events_lost: int  # recorded, then refused by the disk (io_error)
+    io_error: str  # the write that failed, and why ("" when none)
     ok: bool
 
 class RunAnalysis:
