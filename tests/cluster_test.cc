@@ -328,6 +328,47 @@ TEST(Cluster, ALinkFarBelowItsLikeIsSlow) {
   EXPECT_NE(links_text(links).find("SLOW 2->3"), std::string::npos) << links_text(links);
 }
 
+TEST(Cluster, ALinkWhoseTransfersOnlyWaitedStaysAndIsMarked) {
+  // Rank 0 sends 4 MB to rank 1 twice; rank 1 posts each receive 5 ms after
+  // the send started and the data is there at once: all of the send's time
+  // is waiting. Rank 1's replies of 1 MB take 1 ms of transit each.
+  std::vector<RankSummary> ranks = world(2, 2, [](int, int) { return 10.0; });
+  for (RankSummary& s : ranks) {
+    s.host = "node";
+    for (int step = 0; step < 2; ++step) {
+      uint64_t t = 1000 * kMs + static_cast<uint64_t>(step) * 100 * kMs + 50 * kMs;
+      if (s.rank == 0) {
+        s.transfers.push_back(RankTransfer{0, "MPI_Send", t, t + 5 * kMs, 4000000, step, 1, 1, true});
+        s.transfers.push_back(
+            RankTransfer{0, "MPI_Recv", t + 10 * kMs, t + 11 * kMs, 1000000, step, 1, 2, false});
+      } else {
+        s.transfers.push_back(
+            RankTransfer{0, "MPI_Recv", t + 5 * kMs, t + 5 * kMs, 4000000, step, 0, 1, false});
+        s.transfers.push_back(
+            RankTransfer{0, "MPI_Send", t + 10 * kMs, t + 11 * kMs, 1000000, step, 0, 2, true});
+      }
+    }
+  }
+  std::vector<LinkBandwidth> transfers;
+  for (const LinkBandwidth& l : link_bandwidths(comm_timings(ranks))) {
+    if (!l.collective) transfers.push_back(l);
+  }
+  ASSERT_EQ(transfers.size(), 2u);
+  EXPECT_EQ(transfers[0].src, 1);  // the measured link first
+  EXPECT_FALSE(transfers[0].only_waited);
+  EXPECT_NEAR(transfers[0].gb_per_s, 1.0, 1e-9);
+  EXPECT_EQ(transfers[1].src, 0);
+  EXPECT_EQ(transfers[1].dst, 1);
+  EXPECT_TRUE(transfers[1].only_waited);
+  EXPECT_EQ(transfers[1].bytes, 8000000u);
+  EXPECT_EQ(transfers[1].operations, 2u);
+  EXPECT_EQ(transfers[1].transit_ns, 0u);
+  EXPECT_FALSE(transfers[1].slow);
+  std::string text = links_text(link_bandwidths(comm_timings(ranks)));
+  EXPECT_NE(text.find("transfers: 1 links, median 1.000 GB/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("only waited 0->1: 8.000 MB in 2 operations"), std::string::npos) << text;
+}
+
 TEST(RankSummary, TransfersRoundTripAndVersion1IsRead) {
   std::vector<RankSummary> ranks = two_ranks_with_transfers();
   RankSummary back;

@@ -210,17 +210,22 @@ std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timing
   std::vector<LinkBandwidth> out;
   std::map<std::string, std::vector<double>> per_kind;
   for (auto& [key, l] : by_link) {
-    if (l.bytes == 0 || l.transit_ns == 0) continue;
-    l.gb_per_s = static_cast<double>(l.bytes) / static_cast<double>(l.transit_ns);
-    per_kind[link_kind(l)].push_back(l.gb_per_s);
+    if (l.bytes == 0) continue;
+    l.only_waited = l.transit_ns == 0;
+    if (!l.only_waited) {
+      l.gb_per_s = static_cast<double>(l.bytes) / static_cast<double>(l.transit_ns);
+      per_kind[link_kind(l)].push_back(l.gb_per_s);
+    }
     out.push_back(l);
   }
   for (LinkBandwidth& l : out) {
     const std::vector<double>& all = per_kind[link_kind(l)];
-    l.slow = all.size() >= 3 && l.gb_per_s < kSlowLinkShare * median(all);
+    l.slow = !l.only_waited && all.size() >= 3 && l.gb_per_s < kSlowLinkShare * median(all);
   }
+  // Measured links slowest first, then those that only waited.
   std::sort(out.begin(), out.end(), [](const LinkBandwidth& a, const LinkBandwidth& b) {
-    return std::tie(a.gb_per_s, a.src, a.dst) < std::tie(b.gb_per_s, b.src, b.dst);
+    return std::tie(a.only_waited, a.gb_per_s, a.src, a.dst) <
+           std::tie(b.only_waited, b.gb_per_s, b.src, b.dst);
   });
   return out;
 }
@@ -234,22 +239,39 @@ std::string links_text(const std::vector<LinkBandwidth>& links) {
   for (const auto& [kind, list] : per_kind) {
     std::vector<double> speeds;
     size_t slow = 0;
+    std::vector<const LinkBandwidth*> waited;
     for (const LinkBandwidth* l : list) {
+      if (l->only_waited) {
+        waited.push_back(l);
+        continue;
+      }
       speeds.push_back(l->gb_per_s);
       slow += l->slow ? 1 : 0;
     }
-    std::snprintf(line, sizeof(line), "  %s: %zu links, median %.3f GB/s, %zu below half of it\n",
-                  kind.c_str(), list.size(), median(speeds), slow);
+    if (!speeds.empty()) {
+      std::snprintf(line, sizeof(line), "  %s: %zu links, median %.3f GB/s, %zu below half of it\n",
+                    kind.c_str(), speeds.size(), median(speeds), slow);
+    } else {
+      std::snprintf(line, sizeof(line), "  %s: no link with measurable transit\n", kind.c_str());
+    }
     out += line;
     size_t shown = 0;
     for (const LinkBandwidth* l : list) {
-      if (slow > 0 ? !l->slow : shown >= 1) continue;
+      if (l->only_waited || (slow > 0 ? !l->slow : shown >= 1)) continue;
       std::snprintf(line, sizeof(line), "    %s %d->%d: %.3f GB/s (%.3f MB in %.3f ms, %llu operations)\n",
                     l->slow ? "SLOW" : "slowest", l->src, l->dst, l->gb_per_s,
                     static_cast<double>(l->bytes) / 1e6, static_cast<double>(l->transit_ns) / 1e6,
                     static_cast<unsigned long long>(l->operations));
       out += line;
       ++shown;
+    }
+    // Present, with their data, but no bandwidth: every operation waited.
+    for (const LinkBandwidth* l : waited) {
+      std::snprintf(line, sizeof(line),
+                    "    only waited %d->%d: %.3f MB in %llu operations, no transit time measurable\n",
+                    l->src, l->dst, static_cast<double>(l->bytes) / 1e6,
+                    static_cast<unsigned long long>(l->operations));
+      out += line;
     }
   }
   return out;

@@ -106,8 +106,12 @@ struct LinkBandwidth {
   uint64_t bytes = 0;
   uint64_t transit_ns = 0;
   uint64_t operations = 0;
-  double gb_per_s = 0;  // bytes / transit_ns
+  double gb_per_s = 0;  // bytes / transit_ns; 0 when only_waited
   bool slow = false;    // below kSlowLinkShare of the median of its like (at least 3 of them)
+  // Data moved, but every operation's time was waiting for its peer: no
+  // transit time to measure a bandwidth over. Kept (the link exists), apart
+  // from the medians and the slow ones.
+  bool only_waited = false;
 };
 inline constexpr double kSlowLinkShare = 0.5;
 std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timings);

@@ -118,7 +118,8 @@ json report_json(const analysis::StragglerReport& r, const std::vector<analysis:
                          {"transit_ns", l.transit_ns},
                          {"operations", l.operations},
                          {"gb_per_s", l.gb_per_s},
-                         {"slow", l.slow}});
+                         {"slow", l.slow},
+                         {"only_waited", l.only_waited}});
   }
   out["links"] = link_list;
   if (r.straggler >= 0) {
