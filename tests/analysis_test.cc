@@ -900,6 +900,16 @@ TEST(Analysis, MemoryReportsAreAttributedMatchedAndPeakedPerStep) {
   CsvRows records = read_csv(out(run, "memory_record.csv"));
   ASSERT_EQ(records.size(), reports + 1u);
   EXPECT_EQ(records[0][0], "Component");
+  // Every report says reserved = 2 x allocated (report_memory); Active is
+  // LibTorch's allocated total. In MB to 6 places: within rounding.
+  for (size_t i = 1; i < records.size(); ++i) {
+    double allocated = std::stod(records[i][2]);
+    EXPECT_NEAR(std::stod(records[i][3]), 2 * allocated, 1.5e-6) << i;
+    EXPECT_EQ(records[i][4], records[i][2]) << i;
+    EXPECT_EQ(records[i][0], "LibTorch") << i;
+  }
+  EXPECT_EQ((std::vector<std::string>{records.back()[2], records.back()[3], records.back()[4]}),
+            (std::vector<std::string>{"1.000000", "2.000000", "1.000000"}));  // step 1's MiB
   CsvRows rows = read_csv(out(run, "operator_memory.csv"));
   ASSERT_EQ(rows.size(), 2 * (kBlocks + 1) + 1 + 1u);
   std::map<std::pair<std::string, bool>, int> by_op;  // (name, released) -> rows
@@ -908,7 +918,9 @@ TEST(Analysis, MemoryReportsAreAttributedMatchedAndPeakedPerStep) {
     ++by_op[{rows[i][0], released}];
     if (released) {
       EXPECT_EQ(ns_of(rows[i][4]), ns_of(rows[i][3]) - ns_of(rows[i][2])) << i;
+      EXPECT_NEAR(std::stod(rows[i][8]), 2 * std::stod(rows[i][7]), 1.5e-6) << i;  // release reserved
     }
+    EXPECT_NEAR(std::stod(rows[i][6]), 2 * std::stod(rows[i][5]), 1.5e-6) << i;  // allocation reserved
   }
   EXPECT_EQ((by_op[{"alloc_op", true}]), 2 * (kBlocks - 10));
   EXPECT_EQ((by_op[{"alloc_op", false}]), 2 * 10);

@@ -301,6 +301,34 @@ TEST(CommunicationJson, RankTablesInTheSeedsSchema) {
   EXPECT_TRUE(times.at("(0, 1)").at("step0").contains("Total Op Info@123"));
 }
 
+TEST(CommunicationJson, EachMembersCollectiveWaitIsTheLastArrivalMinusItsOwn) {
+  // Three ranks reach the allreduce at 10, 30 and 50 ms into the step; all
+  // leave it at 95 ms. The last (rank 2) starts it at 50 ms: the others
+  // waited 40 and 20 ms, and every member's transit is 95 - 50 = 45 ms.
+  std::vector<RankSummary> ranks = world(3, 1, [](int rank, int) { return 10.0 + 20.0 * rank; });
+  for (RankSummary& s : ranks) s.host = "node";
+  std::vector<CommTiming> all = comm_timings(ranks);
+  const double wait_ms[] = {40.0, 20.0, 0.0};
+  nlohmann::json cluster = nlohmann::json::parse(exporter::cluster_communication_json(all));
+  const nlohmann::json& op = cluster.at("(0, 1, 2)").at("step0").at("MPI_Allreduce_1@123");
+  for (int rank = 0; rank < 3; ++rank) {
+    std::vector<const CommTiming*> mine;
+    for (const CommTiming& t : all) {
+      if (t.rank == rank) mine.push_back(&t);
+    }
+    ASSERT_EQ(mine.size(), 1u);
+    EXPECT_EQ(mine[0]->wait_ns, static_cast<uint64_t>(wait_ms[rank] * kMs)) << rank;
+    const nlohmann::json own = nlohmann::json::parse(exporter::rank_communication_json(mine));
+    for (const nlohmann::json* time :
+         {&own.at("step0").at("collective").at("MPI_Allreduce_1@123").at("Communication Time Info"),
+          &op.at(std::to_string(rank)).at("Communication Time Info")}) {
+      EXPECT_DOUBLE_EQ(time->at("Elapse Time(ms)").get<double>(), 85.0 - 20.0 * rank) << rank;
+      EXPECT_DOUBLE_EQ(time->at("Wait Time(ms)").get<double>(), wait_ms[rank]) << rank;
+      EXPECT_DOUBLE_EQ(time->at("Transit Time(ms)").get<double>(), 45.0) << rank;
+    }
+  }
+}
+
 TEST(Cluster, ALinkFarBelowItsLikeIsSlow) {
   // Four ranks pass 8 MB around a ring in 1 ms per step, except 2 -> 3 (10 ms).
   std::vector<RankSummary> ranks = world(4, 2, [](int, int) { return 10.0; });
