@@ -78,7 +78,7 @@ class DynamicProfilerMonitor:
         self._profile: Optional[profile] = None
         self._runs: list[str] = []
         cfg = check_path("cfg_path", cfg_path)
-        out = os.path.abspath(check_path("output_path", output_path))  # before any os.chdir()
+        out = check_path("output_path", output_path)  # made absolute by the core, now
         if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)):
             raise TypeError(f"poll_interval must be a number of seconds, got {type(poll_interval).__name__}")
         if not 0 < poll_interval <= 3600:

@@ -123,11 +123,11 @@ def start_from_json(text: str) -> Optional[profile]:
         _log.info("%s has \"start\": false; not profiling", OPTIONS_VARIABLE)
         return None
     options.start_profile = True
-    # Resolved once: the script may os.chdir() while it trains.
-    options.output_path = os.path.abspath(options.output_path)
     if analyse:
         options.set_trace_handler(options.output_path, "", True, False)
-    _output_path, _analysed = options.output_path, analyse
+    # Where the core puts the runs (it resolves the path now, before the
+    # script may os.chdir()), for the message at exit.
+    _output_path, _analysed = os.path.abspath(options.output_path), analyse
     _profile = profile._from_core_options(options)
     _torch.when_imported(_on_torch_imported)
     atexit.register(stop)

@@ -52,7 +52,7 @@ def analyse(profiler_path: Union[str, "os.PathLike[str]"], max_process_number: O
             ``trainprof analyse``; one that holds no run is the report's
             ``error``).
     """
-    path = _check_profiler_path(profiler_path, need_runs=False)
+    path = _existing_path(profiler_path)
     workers = _default_process_number() if max_process_number is None else check_int(
         "max_process_number", max_process_number, 1)
     kinds = _check_export_type(export_type)
@@ -80,17 +80,19 @@ def summary(profiler_path: Union[str, "os.PathLike[str]"]) -> str:
         ValueError: no run directory at or below it (the message of
             ``trainprof summary``).
     """
-    path = _check_profiler_path(profiler_path, need_runs=True)
-    return "".join(_trainprof.summarize_run(run) for run in _trainprof.find_run_directories(path))
+    path = _existing_path(profiler_path)
+    runs = _trainprof.find_run_directories(path)
+    if not runs:
+        raise ValueError(f"profiler_path: {_trainprof.no_run_directory_error(path)}")
+    return "".join(_trainprof.summarize_run(run) for run in runs)
 
 
-def _check_profiler_path(profiler_path: Any, need_runs: bool) -> Union[str, bytes]:
-    """``profiler_path`` as a str or bytes that exists (with a run directory
-    at or below it when ``need_runs``); else TypeError, or ValueError with the
-    CLI's message."""
+def _existing_path(profiler_path: Any) -> Union[str, bytes]:
+    """``profiler_path`` as a str or bytes that exists; else TypeError, or
+    ValueError with the CLI's message."""
     if not isinstance(profiler_path, (str, bytes, os.PathLike)):
         raise TypeError(f"profiler_path must be a str, bytes or os.PathLike, got {type(profiler_path).__name__}")
     path = os.fspath(profiler_path)
-    if not os.path.exists(path) or (need_runs and not _trainprof.find_run_directories(path)):
+    if not os.path.exists(path):
         raise ValueError(f"profiler_path: {_trainprof.no_run_directory_error(path)}")
     return path

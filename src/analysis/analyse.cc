@@ -236,11 +236,10 @@ json run_info_object(int run_fd) {
   return info;
 }
 
-// How the run ended, from its profiler_info.json: why it stopped, and the
-// write the disk refused with the events it lost (read before the raw
-// files, whose warnings name it).
-void read_run_end(int run_fd, analysis::TraceModel& model) {
-  json info = run_info_object(run_fd);
+// How the run ended, from its profiler_info.json `info`: why it stopped,
+// and the write the disk refused with the events it lost (read before the
+// raw files, whose warnings name it).
+void read_run_end(const json& info, analysis::TraceModel& model) {
   if (auto reason = info.find("stop_reason"); reason != info.end() && reason->is_string()) {
     model.stop_reason = reason->get<std::string>();
   }
@@ -253,10 +252,9 @@ void read_run_end(int run_fd, analysis::TraceModel& model) {
 }
 
 // The clock alignment libtrainprof_mpi measured ("clock_sync") from the
-// run's profiler_info.json: each field checked, a bad alignment point left
-// out.
-void read_clock_offsets(int run_fd, analysis::TraceModel& model, RunAnalysis& r) {
-  json info = run_info_object(run_fd);
+// run's profiler_info.json `info`: each field checked, a bad alignment point
+// left out.
+void read_clock_offsets(const json& info, analysis::TraceModel& model, RunAnalysis& r) {
   auto sync = info.find("clock_sync");
   if (sync == info.end() || !sync->is_object()) return;
   auto points = sync->find("points");
@@ -610,13 +608,14 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   std::string error;
   analysis::TraceModel model;
   analysis::RunLoader loader;
-  read_run_end(run_fd, model);
+  json run_end = run_info_object(run_fd);  // one read for how it ended and its clocks
+  read_run_end(run_end, model);
   if (!loader.scan(dir, &model, &error)) {
     r.error = error;
     return r;
   }
   r.events = model.event_count;
-  read_clock_offsets(run_fd, model, r);
+  read_clock_offsets(run_end, model, r);
   error = analysis::select_steps(model, options.step_list);
   if (!error.empty()) {
     r.error = error;

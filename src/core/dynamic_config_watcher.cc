@@ -26,7 +26,6 @@ const char* file_kind(mode_t type) {
     case S_IFCHR: return "a character device";
     case S_IFBLK: return "a block device";
     case S_IFSOCK: return "a socket";
-    case S_IFLNK: return "a symlink";
     default: return "not a regular file";
   }
 }
@@ -41,8 +40,7 @@ std::string joined(const std::vector<std::string>& names) {
 
 bool DynamicConfigWatcher::FileKey::operator==(const FileKey& other) const {
   return device == other.device && inode == other.inode && size == other.size &&
-         same_time(modified, other.modified) && same_time(changed, other.changed) && type == other.type &&
-         symlink == other.symlink;
+         same_time(modified, other.modified) && same_time(changed, other.changed) && type == other.type;
 }
 
 DynamicConfigWatcher::DynamicConfigWatcher(const std::string& dir, double poll_interval_s)
@@ -103,10 +101,7 @@ void DynamicConfigWatcher::create_default_file() {
 bool DynamicConfigWatcher::stat_file(FileKey* key) {
   struct stat st {};
   if (fstatat(dir_fd_.get(), kDynamicConfigFileName, &st, 0) != 0) return false;
-  struct stat link {};
-  bool symlink = fstatat(dir_fd_.get(), kDynamicConfigFileName, &link, AT_SYMLINK_NOFOLLOW) == 0 &&
-                 S_ISLNK(link.st_mode);
-  *key = FileKey{st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim, st.st_mode & S_IFMT, symlink};
+  *key = FileKey{st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim, st.st_mode & S_IFMT};
   return true;
 }
 
@@ -167,7 +162,12 @@ void DynamicConfigWatcher::look(bool settled) {
 
 void DynamicConfigWatcher::report_not_regular(const FileKey& key) {
   std::string what = file_kind(key.type);
-  if (key.symlink) what = std::string("a symlink to ") + what;
+  // Only for the message: what the name is, beside what it leads to.
+  struct stat link {};
+  if (fstatat(dir_fd_.get(), kDynamicConfigFileName, &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISLNK(link.st_mode)) {
+    what = "a symlink to " + what;
+  }
   log_warning("DynamicProfilerMonitor: " + display_ + " is " + what +
               ", not a regular file: not read; the config before it stays");
 }

@@ -62,8 +62,7 @@ class DynamicConfigWatcher {
     off_t size = -1;
     timespec modified{};
     timespec changed{};
-    mode_t type = 0;       // st_mode's file type, of what a symlink leads to
-    bool symlink = false;  // the name itself is a symlink
+    mode_t type = 0;  // st_mode's file type, of what a symlink leads to
     bool operator==(const FileKey& other) const;
   };
   bool stat_file(FileKey* key);

@@ -24,6 +24,11 @@ double round4(double v) {
   return std::round(v * 1e4) / 1e4;
 }
 
+// `text` as a JSON string, quotes included (the streamed writers' keys).
+std::string quoted(const std::string& text) {
+  return detail::json_text(json(text));
+}
+
 double ratio(double part, double whole) {
   return whole > 0 ? round4(part / whole) : 0;
 }
@@ -310,10 +315,9 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
            std::tie(b.tuple, b.step, b.key, b.timing->rank);
   });
   out += "{";
-  auto quoted = [](const std::string& text) { return detail::json_text(json(text)); };
   // The current (tuple, step)'s sums: group -> rank -> totals, written at its end.
   std::map<std::string, std::map<int, Totals>> totals;
-  auto write_totals = [&out, &totals, &quoted]() {
+  auto write_totals = [&out, &totals]() {
     for (const auto& [group, by_rank] : totals) {
       out += ",\n  " + quoted("Total Op Info@" + group) + ": {";
       for (const auto& [rank, total] : by_rank) {
@@ -384,9 +388,8 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
   }
   // Written in key order; each (tuple, step) ends with its groups' totals
   // (the "-total@" entries summed per link).
-  auto quoted = [](const std::string& text) { return detail::json_text(json(text)); };
   std::map<std::string, Links> totals;  // of the current (tuple, step), by group
-  auto write_totals = [&out, &totals, &quoted]() {
+  auto write_totals = [&out, &totals]() {
     for (const auto& [group, links] : totals)
       out += ",\n  " + quoted("Total Op Info@" + group) + ": " + detail::json_text(links_json(links, true));
     totals.clear();
