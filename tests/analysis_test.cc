@@ -298,16 +298,34 @@ TEST(Analysis, StepTraceBreakdownAddsUp) {
   std::string run = prof.last_run().run_dir;
   ASSERT_TRUE(analyse_one(run).ok);
   auto rows = read_csv(out(run, "step_trace_time.csv"));
-  ASSERT_EQ(rows[0].size(), 10u);
-  EXPECT_EQ(rows[0][0], "Step");
-  EXPECT_EQ(rows[0][9], "Preparing");
+  const std::vector<std::string> header = {
+      "Step",       "Computing",     "Communication(Not Overlapped)",
+      "Overlapped", "Communication", "Free",
+      "Stage",      "Bubble",        "Communication(Not Overlapped and Exclude Receive)",
+      "Preparing",  "Data Wait"};
+  EXPECT_EQ(rows[0], header);
   ASSERT_EQ(rows.size(), 6u);  // steps 0-3 and the short step 4 before stop()
-  for (size_t i = 1; i <= 4; ++i) {
-    int64_t computing = ns_of(rows[i][1]), free = ns_of(rows[i][5]), preparing = ns_of(rows[i][9]);
+  // Each step's length, from its ProfilerStep#N slice in the timeline.
+  std::map<std::string, int64_t> step_ns;
+  json trace = read_json(out(run, "trace_view.json"));
+  for (const auto& e : trace["traceEvents"]) {
+    std::string name = e.value("name", "");
+    if (name.starts_with("ProfilerStep#") && e.value("ph", "") == "X")
+      step_ns[name.substr(13)] = std::llround(e["dur"].get<double>() * 1000);
+  }
+  for (size_t i = 1; i <= 5; ++i) {
+    int64_t computing = ns_of(rows[i][1]), not_overlapped = ns_of(rows[i][2]), free = ns_of(rows[i][5]),
+            preparing = ns_of(rows[i][9]), data_wait = ns_of(rows[i][10]);
+    ASSERT_TRUE(step_ns.count(rows[i][0])) << rows[i][0];
+    // The parts add up to the step, to the nanosecond.
+    EXPECT_EQ(computing + not_overlapped + data_wait + free, step_ns[rows[i][0]]) << i;
+    EXPECT_EQ(ns_of(rows[i][4]), 0);  // no communication, no data waits recorded
+    EXPECT_EQ(data_wait, 0);
+    if (i == 5) break;  // the short last step
     EXPECT_GE(computing, 3'000'000) << i;
     EXPECT_GE(free, 2'000'000) << i;
     EXPECT_GE(preparing, 2'000'000) << i;
-    EXPECT_EQ(ns_of(rows[i][4]), 0);  // no communication data yet
+    EXPECT_LE(preparing, step_ns[rows[i][0]] - computing) << i;  // the gap before the range
   }
 }
 
@@ -345,6 +363,63 @@ TEST(Analysis, StepTraceUnionsThreadsAndClipsToTheWindow) {
   EXPECT_EQ(rows[1].computing_ns, 20u);
   EXPECT_EQ(rows[1].free_ns, 80u);
   EXPECT_EQ(rows[1].preparing_ns, 0u);
+}
+
+// The loop's waits for data: torch's DataLoader fetch (a range, whatever it
+// holds) and a data stage "wait" come out of Computing into Data Wait, the
+// part in communication stays communication, and the four parts add up.
+TEST(Analysis, StepTraceTakesTheLoopsWaitsForDataOutOfComputing) {
+  analysis::TraceModel m;
+  m.strings = {"",
+               "ProfilerStep#0",
+               "compute",
+               "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+               "aten::stack",
+               "MPI_Allreduce",
+               "MPI_Iallreduce",
+               "loader",
+               "wait"};
+  uint32_t step0 = m.key_of({.tid = 1, .name = 1, .is_step = true});
+  uint32_t compute = m.key_of({.tid = 1, .name = 2}), fetch = m.key_of({.tid = 1, .name = 3}),
+           stack = m.key_of({.tid = 1, .name = 4, .is_op = true});
+  for (analysis::Slice s : std::vector<analysis::Slice>{
+           {0, 100, step0}, {10, 20, compute}, {40, 20, fetch}, {50, 5, stack}, {60, 20, compute}}) {
+    m.add_slice(s);
+  }
+  m.steps = {{0, 0, 100}};
+  m.comm_calls = {
+      {70, 85, 8, 1, 5, 0, static_cast<uint32_t>(raw::kCommCollective), 0, -1, -1},
+      {85, 95, 8, 1, 6, 0, static_cast<uint32_t>(raw::kCommCollective | raw::kCommCompletion), 1, -1, -1},
+  };
+  m.data_stages = {{90, 7, 1, 7, 8, 0}};  // a wait with no range around it: [90, 97)
+  analysis::order_timeline(m);
+  analysis::compute_self_times(m);
+  std::vector<analysis::StepTraceRow> rows = analysis::step_trace(m);
+  ASSERT_EQ(rows.size(), 1u);
+  const analysis::StepTraceRow& r = rows[0];
+  EXPECT_EQ(r.computing_ns, 30u);      // [10, 30) and [60, 70): not the fetch, not the allreduce
+  EXPECT_EQ(r.communication_ns, 25u);  // [70, 95)
+  EXPECT_EQ(r.overlapped_ns, 0u);
+  EXPECT_EQ(r.communication_not_overlapped_ns, 25u);
+  EXPECT_EQ(r.data_wait_ns, 22u);  // the fetch [40, 60) and the wait's [95, 97) after the collective
+  EXPECT_EQ(r.free_ns, 23u);       // [0, 10), [30, 40), [97, 100)
+  EXPECT_EQ(r.computing_ns + r.communication_not_overlapped_ns + r.data_wait_ns + r.free_ns, 100u);
+  EXPECT_EQ(r.preparing_ns, 10u);
+  EXPECT_EQ(r.stage_ns, 25u);
+  EXPECT_EQ(r.bubble_ns, 0u);
+
+  // With the device's time: Data Wait is the device idle while the host
+  // waited for data, out of the device's Free.
+  m.gpu = {{20, 50, raw::EventKind::kGpuKernel, 2, 1, 0, 1, 7, 0, 0, 0, 0},
+           {62, 75, raw::EventKind::kGpuKernel, 2, 2, 0, 1, 7, 0, 0, 0, 0}};
+  rows = analysis::step_trace(m);
+  const analysis::StepTraceRow& d = rows[0];
+  EXPECT_EQ(d.computing_ns, 43u);      // the kernels
+  EXPECT_EQ(d.communication_ns, 25u);  // the host's calls, [70, 95)
+  EXPECT_EQ(d.overlapped_ns, 5u);      // [70, 75)
+  EXPECT_EQ(d.data_wait_ns, 12u);      // [50, 60) and [95, 97): the device idle, the loop waiting
+  EXPECT_EQ(d.free_ns, 100u - 43u - 20u - 12u);
+  EXPECT_EQ(d.preparing_ns, 20u);
 }
 
 TEST(Analysis, StepTraceSplitsCommunicationFromComputing) {
@@ -438,8 +513,8 @@ TEST(Analysis, ZeroEventsTruncatedAndCorruptRunsStillAnalyse) {
 TEST(Analysis, RunKilledBySigkillIsAnalysedWithAWarning) {
   TempDir dir;
   test::Child child = test::spawn({test::helper_path("crash_child"), dir.path()});
-  ASSERT_EQ(child.first_line.rfind("RUN ", 0), 0u) << child.first_line;  // recording has started
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(child.first_line.rfind("RUN ", 0), 0u) << child.first_line;        // recording has started
+  ASSERT_TRUE(test::wait_for_raw_bytes(child.first_line.substr(4), 1 << 20));  // thousands of iterations
   kill(child.pid, SIGKILL);
   test::wait_status(child);
   auto runs = test::run_dirs(dir.path());

@@ -12,6 +12,7 @@
 #include "analysis/cluster.h"
 #include "analysis/rank_summary.h"
 #include "export/communication_json.h"
+#include "raw/format.h"
 
 namespace trainprof::analysis {
 namespace {
@@ -135,6 +136,80 @@ TEST(Cluster, RanksOfOneHostShareItsClock) {
   EXPECT_NE(straggler_text(r).find("Clocks: not aligned"), std::string::npos);
 }
 
+// A rank whose wall clock runs ahead of rank 0's by 300 ms at its first
+// measurement and 302 ms at its second, 10 s later: its times come out on
+// rank 0's clock, less the offset interpolated at each moment (this clock
+// minus the reference's: a positive offset moves times earlier).
+TEST(RankSummary, AMeasuredClockOffsetIsTakenOffWithItsSignAndDrift) {
+  constexpr uint64_t kS = 1000 * kMs;
+  TraceModel m;
+  m.rank = 1;
+  m.world_size = 2;
+  m.realtime_offset_ns = 100 * static_cast<int64_t>(kS);  // wall = monotonic + 100 s
+  m.strings = {"", "7", "allreduce"};
+  m.comm_groups.push_back(CommGroup{1, {0, 1}, "torch.distributed gloo"});
+  m.clock_offsets = {{101 * kS, 300 * static_cast<int64_t>(kMs), 5000},
+                     {111 * kS, 302 * static_cast<int64_t>(kMs), 7000}};
+  m.steps.push_back(StepWindow{0, 2 * kS, 3 * kS});  // wall 102 s: 0.2 ms of drift so far
+  CommCall c{};
+  c.start_ns = 6 * kS;  // wall 106 s: halfway, 301 ms
+  c.end_ns = 21 * kS;   // wall 121 s: after the last measurement, its 302 ms
+  c.name = 2;
+  c.group = 1;
+  c.flags = raw::kCommCollective;
+  c.sequence = 0;
+  c.peer = -1;
+  c.tag = -1;
+  m.comm_calls.push_back(c);
+  RankSummary s = rank_summary(m, {});
+  EXPECT_TRUE(s.clock_aligned);
+  EXPECT_EQ(s.clock_offset_ns, 302 * kMs);
+  EXPECT_EQ(s.clock_error_ns, 7000U);
+  ASSERT_EQ(s.steps.size(), 1U);
+  EXPECT_EQ(s.steps[0].start_ns, 102 * kS - 300 * kMs - 200000);
+  EXPECT_EQ(s.steps[0].end_ns, 103 * kS - 300 * kMs - 400000);
+  ASSERT_EQ(s.collectives.size(), 1U);
+  EXPECT_EQ(s.collectives[0].start_ns, 106 * kS - 301 * kMs);
+  EXPECT_EQ(s.collectives[0].end_ns, 121 * kS - 302 * kMs);
+  EXPECT_EQ(s.collectives[0].step, -1);  // its start is after the step's window
+
+  // A clock behind rank 0's: the times move later by the offset's size.
+  m.clock_offsets = {{101 * kS, -250 * static_cast<int64_t>(kMs), 5000}};
+  s = rank_summary(m, {});
+  EXPECT_EQ(s.clock_offset_ns, 250 * kMs);  // the size, whatever the sign
+  EXPECT_EQ(s.collectives[0].start_ns, 106 * kS + 250 * kMs);
+
+  // No measurement: the rank's own clock, and not aligned.
+  m.clock_offsets.clear();
+  s = rank_summary(m, {});
+  EXPECT_FALSE(s.clock_aligned);
+  EXPECT_EQ(s.collectives[0].start_ns, 106 * kS);
+}
+
+// A rank whose clock exchange with rank 0 failed or had not ended says so in
+// the cluster report, by rank, with the reason; the summary carries it.
+TEST(Cluster, RanksWhoseClockExchangeWentShortAreNamedWithTheReason) {
+  std::vector<RankSummary> ranks = world(3, 2, [](int, int) { return 10.0; });
+  ranks[0].host = "a", ranks[1].host = "b", ranks[2].host = "c";
+  ranks[0].clock_aligned = ranks[1].clock_aligned = true;
+  ranks[2].clock_problem =
+      "1 of 1 clock exchange(s) with the reference rank failed (TimeoutError: no answer)";
+  RankSummary back;
+  ASSERT_EQ(parse_rank_summary(rank_summary_json(ranks[2]), &back), "");
+  EXPECT_EQ(back.clock_problem, ranks[2].clock_problem);
+  StragglerReport r = find_straggler(ranks);
+  EXPECT_FALSE(r.clocks_aligned);
+  ASSERT_EQ(r.clock_problems.size(), 1U);
+  EXPECT_EQ(r.clock_problems[0].first, 2);
+  std::string text = straggler_text(r);
+  EXPECT_NE(text.find("Clocks: not aligned"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find(
+          "  rank 2: 1 of 1 clock exchange(s) with the reference rank failed (TimeoutError: no answer).\n"),
+      std::string::npos)
+      << text;
+}
+
 TEST(Cluster, OnlyLateStepsCount) {
   // Rank 3 is late in steps 5-7 only.
   StragglerReport r = find_straggler(
@@ -197,6 +272,12 @@ TEST(RankSummary, RoundTripsThroughJson) {
   EXPECT_EQ(back.collectives[1].sequence, 2);
   EXPECT_EQ(back.collectives[1].operation, "MPI_Allreduce");
   EXPECT_EQ(back.groups[0].world_ranks, (std::vector<int32_t>{0, 1}));
+  EXPECT_FALSE(back.data_wait_separate);
+  EXPECT_EQ(back.steps[1].row.data_wait_ns, 0u);  // not a Data Wait column: in the computing
+  ranks[0].data_wait_separate = true;             // as rank_summary() makes them
+  ASSERT_EQ(parse_rank_summary(rank_summary_json(ranks[0]), &back), "");
+  EXPECT_TRUE(back.data_wait_separate);
+  EXPECT_EQ(back.steps[1].row.data_wait_ns, 7u);  // the cluster step trace's Data Wait
 }
 
 TEST(RankSummary, DamagedSummariesAreRefusedWithAReason) {
@@ -419,7 +500,7 @@ TEST(RankSummary, TransfersRoundTripAndVersion1IsRead) {
   EXPECT_FALSE(back.collectives[0].in_flight);
   old["version"] = 3;  // version 3 collectives have 8 elements
   EXPECT_NE(parse_rank_summary(old.dump(), &back).find("8-element"), std::string::npos);
-  old["version"] = 4;
+  old["version"] = 5;
   EXPECT_NE(parse_rank_summary(old.dump(), &back).find("version"), std::string::npos);
 }
 

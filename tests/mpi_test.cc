@@ -27,6 +27,14 @@ namespace {
 
 constexpr int kRanks = 4;
 
+// The fields of a CSV line without quoted fields (the cluster step trace's).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> f;
+  std::istringstream fields(line);
+  for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+  return f;
+}
+
 struct Call {
   std::string name;
   uint64_t flags;
@@ -527,6 +535,7 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   // Every rank's steps, one row each, in the seeds' cluster layout.
   std::string csv = test::read_text(r.output_dir + "/cluster_step_trace_time.csv");
   EXPECT_EQ(csv.rfind("Step,Type,Index,Computing,", 0), 0u) << csv;
+  EXPECT_NE(csv.find(",Preparing,Data Wait\n"), std::string::npos) << csv;
   // 8 steps and the one open when recording stopped (from the last step() to stop()).
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + kRanks * 9) << csv;
   // The other ranks' steps show their wait at the allreduce as communication
@@ -539,10 +548,8 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   std::map<std::string, double> computing, not_overlapped;
   int checked = 0;
   while (std::getline(lines, line)) {
-    std::vector<std::string> f;
-    std::istringstream fields(line);
-    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 12u) << line;
+    std::vector<std::string> f = csv_fields(line);
+    ASSERT_EQ(f.size(), 13u) << line;
     if (std::stoi(f[0]) >= 8) continue;                   // the open step after the last step()
     EXPECT_GE(std::stod(f[6]), std::stod(f[4])) << line;  // Communication >= its part not overlapped
     computing[f[2]] += std::stod(f[3]);
@@ -594,6 +601,20 @@ TEST(MpiCluster, NamesTheRankSlowInDataLoading) {
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.straggler, 1) << r.text;
   EXPECT_EQ(r.cause, "data loading") << r.text;
+  // Its 12 ms waits for each batch are the Data Wait column, not Computing.
+  std::istringstream lines(test::read_text(r.output_dir + "/cluster_step_trace_time.csv"));
+  std::string line;
+  std::getline(lines, line);
+  ASSERT_TRUE(line.ends_with(",Preparing,Data Wait")) << line;
+  int checked = 0;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f = csv_fields(line);
+    ASSERT_EQ(f.size(), 13u) << line;
+    if (f[2] != "1" || std::stoi(f[0]) >= 8) continue;
+    EXPECT_GE(std::stod(f[12]), 12000.0) << line;  // µs
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
 }
 
 TEST(MpiCluster, SaysWhichRankIsMissing) {
@@ -690,7 +711,7 @@ TEST(DistributedDemo, TheClusterReportNamesTheSlowRank) {
   test::ProcessResult p = test::run_process(
       {TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(kRanks),
        "--mca", "btl", "self,vader", std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof_distributed_demo",
-       dir.path(), "8", "--slow-rank", "1", "--slow-ms", "40"},
+       dir.path(), "8", "--slow-rank", "1", "--slow-ms", "120"},  // far above a loaded 2-core machine's noise
       {{"OMPI_MCA_mpi_yield_when_idle", "1"}});
   ASSERT_EQ(p.exit_code, 0) << p.output;
   ClusterReport r = cluster(dir.path());

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -56,6 +58,23 @@ raw::RawFile read_run(const std::string& run_dir) {
   if (!files) return raw::RawFile{};
   EXPECT_EQ(files->size(), 1u);
   return std::move(files->front());
+}
+
+bool wait_for_raw_bytes(const std::string& run_dir, uint64_t bytes, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    uint64_t total = 0;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(run_dir + "/raw", ec), end; !ec && it != end;
+         it.increment(ec)) {
+      std::error_code size_ec;
+      uint64_t size = it->file_size(size_ec);
+      if (!size_ec) total += size;
+    }
+    if (total >= bytes) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {

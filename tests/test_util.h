@@ -28,6 +28,12 @@ std::vector<std::string> run_dirs(const std::string& parent);
 // Reads the single raw file of `run_dir`; fails the test when unreadable.
 raw::RawFile read_run(const std::string& run_dir);
 
+// Waits until the raw files under `run_dir`/raw hold `bytes` in all (what a
+// recording process has flushed), polling; false after `timeout_ms`. Tests
+// that kill a recorder wait on this, not on a fixed sleep that a loaded
+// machine can outlast.
+bool wait_for_raw_bytes(const std::string& run_dir, uint64_t bytes, int timeout_ms = 60000);
+
 std::string read_text(const std::string& path);
 // Replaces the file at `path` with `bytes`.
 void write_bytes(const std::string& path, const std::string& bytes);

@@ -114,9 +114,12 @@ struct ClusterOptions {
   // communication.json, communication_matrix.json}. Then
   // `msprof-analyze cluster -d DIR -m all` works on it.
   std::string msprof_dir;
-  // Analyse the runs not analysed yet first (with the AnalyseOptions);
-  // false: leave them out with a warning (`analyse --mpi` analysed every
-  // run already, and one that failed there would only fail again).
+  // Analyse the runs not analysed yet first (with the AnalyseOptions), and
+  // again those whose clock alignment changed after their analysis (an
+  // exchange with rank 0 that ended later); false: leave the first out and
+  // use the second as they are, each with a warning (`analyse --mpi`
+  // analysed every run already, and one that failed there would only fail
+  // again).
   bool analyse_missing = true;
 };
 

@@ -498,6 +498,9 @@ void bind_data_stages(nb::module_& m) {
             reference_rank, trainprof::detail::ClockSyncPoint{realtime_ns, offset_ns, error_ns});
       },
       "reference_rank"_a, "realtime_ns"_a, "offset_ns"_a, "error_ns"_a, ReleaseGil());
+  m.def("note_clock_exchange_started", &trainprof::detail::note_clock_exchange_started, ReleaseGil());
+  m.def("note_clock_exchange_ended", &trainprof::detail::note_clock_exchange_ended, "failed"_a, "reason"_a,
+        ReleaseGil());
 }
 
 void bind_context(nb::module_& m) {

@@ -5,6 +5,7 @@ processes (fork and spawn) as well as in the training process."""
 from __future__ import annotations
 
 import csv
+import time
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,55 @@ def test_no_stage_without_data_process(tmp_path: Path) -> None:
         for _ in DataLoader(Squares(), batch_size=BATCH, num_workers=2):
             pass
     assert not (run_dirs(out)[0] / "PROFILER_OUTPUT" / "dataset.csv").exists()
+
+
+class SlowSamples(Dataset):
+    """A loader-starved input: 1 ms to read each sample, in the training
+    process (no workers)."""
+
+    def __len__(self) -> int:
+        return SAMPLES
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        time.sleep(0.001)
+        return torch.full((16,), float(i)), i % 10
+
+
+def step_rows(run_dir: Path) -> list[dict]:
+    with open(run_dir / "PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def profile_steps(out: Path, loader: DataLoader, data_process: bool, passes: int) -> list[dict]:
+    """Trains one step per batch (`passes` forward and backward passes of a
+    small model), one profiler step each; the rows of the full steps."""
+    model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(8)])
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler(out), data_process=data_process) as prof:
+        for x, _ in loader:
+            for _ in range(passes):
+                model(x).sum().backward()
+            prof.step()
+    rows = step_rows(run_dirs(out)[0])
+    assert len(rows) == BATCHES + 1  # and the one open at stop()
+    return rows[1:BATCHES]  # steps 1..7: each fetched its batch and trained on it
+
+
+@pytest.mark.parametrize("data_process", [False, True])
+def test_a_loader_starved_loop_shows_its_steps_as_data_wait_not_computing(tmp_path: Path,
+                                                                          data_process: bool) -> None:
+    # torch's own DataLoader range (and, with data_process, our wait stage) marks the wait.
+    rows = profile_steps(tmp_path / "prof", DataLoader(SlowSamples(), batch_size=BATCH), data_process, passes=1)
+    for row in rows:
+        wait, computing = float(row["Data Wait"]), float(row["Computing"])
+        assert wait >= BATCH * 1000.0, row  # µs: at least its 8 samples' 1 ms sleeps
+        assert computing < wait, row
+    summary = trainprof.summary(str(run_dirs(tmp_path / "prof")[0]))
+    assert "data wait ms" in summary, summary
+
+
+def test_a_loop_fed_from_memory_shows_its_steps_as_computing(tmp_path: Path) -> None:
+    memory = torch.utils.data.TensorDataset(torch.randn(SAMPLES, 16), torch.zeros(SAMPLES, dtype=torch.long))
+    rows = profile_steps(tmp_path / "prof", DataLoader(memory, batch_size=BATCH), data_process=False, passes=20)
+    for row in rows:
+        wait, computing = float(row["Data Wait"]), float(row["Computing"])
+        assert 0 < wait < computing / 4, row  # the fetch is there, and small beside the training

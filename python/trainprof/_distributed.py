@@ -15,7 +15,7 @@ import datetime
 import logging
 import sys
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from . import _torch, _trainprof
 
@@ -82,24 +82,36 @@ def sync() -> None:
 # training never waits for it (a rank that does not answer ends it after
 # _WAIT). The thread is not a daemon: a process that ends meanwhile waits
 # for it (at most _WAIT), since one left inside torch's store client while
-# the process tears down aborts it. The core writes the points into every run's profiler_info.json and
-# the analysis removes the offsets, interpolating the drift between them.
+# the process tears down aborts it. Exchanges run one at a time, in the
+# order started (the same on every rank), and rank 0 stays until each peer
+# has read its last answer. The core writes the points into every run's
+# profiler_info.json, with each exchange's start and end (a run closed while
+# one runs, or one that failed, says so), and the analysis removes the
+# offsets, interpolating the drift between them; `trainprof cluster`
+# analyses a run again when an exchange ended after its analysis.
 
 _ROUNDS = 10
 _WAIT = 10.0  # seconds a ping or an answer is waited for
 _epoch = 0  # measurements started by this process (every rank starts the same ones)
 _threads: list[threading.Thread] = []
+_start_lock = threading.Lock()
 
 
 def _ping_pong(store: Any, rank: int, world: int, prefix: str) -> None:
     wait = datetime.timedelta(seconds=_WAIT)
-    if rank == 0:
-        for peer in range(1, world):
-            for i in range(_ROUNDS):
-                key = f"{prefix}/{peer}/{i}"
-                store.wait([key + "/ping"], wait)
-                store.set(key + "/pong", str(_trainprof.realtime_ns()))
+    if rank == 0:  # the reference: its own offset is 0 by definition
         _trainprof.add_clock_sync_point(0, _trainprof.realtime_ns(), 0, 0)
+        for peer in range(1, world):
+            try:
+                for i in range(_ROUNDS):
+                    key = f"{prefix}/{peer}/{i}"
+                    store.wait([key + "/ping"], wait)
+                    store.set(key + "/pong", str(_trainprof.realtime_ns()))
+            except Exception as e:  # the reason names the rank that did not ping
+                raise RuntimeError(f"rank {peer} did not ping within {_WAIT:g} s ({type(e).__name__})") from e
+        # Each peer says when it has read its last answer: until then this
+        # process (and the store's server, when it holds it) stays.
+        store.wait([f"{prefix}/{peer}/done" for peer in range(1, world)], wait)
         return
     best = (2**63, 0, 0)  # round trip, offset, when (this clock)
     for i in range(_ROUNDS):
@@ -111,15 +123,25 @@ def _ping_pong(store: Any, rank: int, world: int, prefix: str) -> None:
         t1 = _trainprof.realtime_ns()
         if t1 - t0 < best[0]:
             best = (t1 - t0, (t0 + t1) // 2 - theirs, (t0 + t1) // 2)
+    store.set(f"{prefix}/{rank}/done", "1")
     _trainprof.add_clock_sync_point(0, best[2], best[1], best[0] // 2 + 1)
 
 
-def _measure(store: Any, rank: int, world: int, prefix: str) -> None:
+def _measure(store: Any, rank: int, world: int, prefix: str, previous: Optional[threading.Thread]) -> None:
+    failure = ""
     try:
+        # One exchange at a time, in the order every rank started them: the
+        # store's client is not to be used by two of them at once, and rank 0
+        # serves them in that order.
+        if previous is not None:
+            previous.join()
         _ping_pong(store, rank, world, prefix)
     except Exception as e:
+        failure = f"{type(e).__name__}: {e}".encode("utf-8", "replace").decode("utf-8")
         _log.warning("trainprof: clock alignment with rank 0 failed (%s); "
-                     "this rank's times are not aligned to rank 0's", e)
+                     "this rank's times are not aligned to rank 0's", failure)
+    finally:  # the run's profiler_info.json says how it ended
+        _trainprof.note_clock_exchange_ended(bool(failure), failure)
 
 
 def measure_clock_offset() -> None:
@@ -134,12 +156,20 @@ def measure_clock_offset() -> None:
         rank, world = dist.get_rank(), dist.get_world_size()
     except Exception:
         return
-    prefix = f"trainprof/clock/{_epoch}"
-    _epoch += 1
-    thread = threading.Thread(target=_measure, args=(store, rank, world, prefix), daemon=False,
-                              name="trainprof-clock")
-    thread.start()
-    _threads.append(thread)
+    with _start_lock:  # epochs and their order as started
+        prefix = f"trainprof/clock/{_epoch}"
+        _epoch += 1
+        _trainprof.note_clock_exchange_started()
+        _threads[:] = [t for t in _threads if t.is_alive()]  # ended ones are not kept
+        previous = _threads[-1] if _threads else None
+        thread = threading.Thread(target=_measure, args=(store, rank, world, prefix, previous), daemon=False,
+                                  name="trainprof-clock")
+        try:
+            thread.start()
+        except RuntimeError as e:  # no thread to be had: this exchange ends here
+            _trainprof.note_clock_exchange_ended(True, f"cannot start its thread: {e}")
+            return
+        _threads.append(thread)
 
 
 def wait_for_clock_measurements(timeout: float) -> None:

@@ -251,12 +251,42 @@ void read_run_end(const json& info, analysis::TraceModel& model) {
   }
 }
 
-// The clock alignment libtrainprof_mpi measured ("clock_sync") from the
-// run's profiler_info.json `info`: each field checked, a bad alignment point
-// left out.
+// What profiler_info.json's clock_sync.exchanges says went short: an
+// exchange still running (the run was analysed before it ended) or failed,
+// with the first reason given ("": none).
+std::string clock_exchange_problem(const json& sync) {
+  auto ex = sync.find("exchanges");
+  if (ex == sync.end() || !ex->is_object()) return "";
+  auto count = [&](const char* key) -> int64_t {
+    auto v = ex->find(key);
+    return v != ex->end() && v->is_number_integer() ? v->get<int64_t>() : 0;
+  };
+  std::string problem;
+  if (int64_t failed = count("failed"); failed > 0) {
+    problem = std::to_string(failed) + " of " + std::to_string(count("started")) +
+              " clock exchange(s) with the reference rank failed";
+    auto reasons = ex->find("failures");
+    if (reasons != ex->end() && reasons->is_array() && !reasons->empty() && reasons->front().is_string())
+      problem += " (" + reasons->front().get<std::string>() + ")";
+  }
+  if (int64_t running = count("running"); running > 0) {
+    if (!problem.empty()) problem += "; ";
+    problem += std::to_string(running) +
+               " clock exchange(s) with the reference rank still running when the run was analysed "
+               "(`trainprof cluster` analyses it again once they have ended)";
+  }
+  return problem;
+}
+
+// The clock alignment measured ("clock_sync": libtrainprof_mpi, or the
+// Python front end through torch.distributed) from the run's
+// profiler_info.json `info`: each field checked, a bad alignment point left
+// out, an exchange unfinished or failed warned about.
 void read_clock_offsets(const json& info, analysis::TraceModel& model, RunAnalysis& r) {
   auto sync = info.find("clock_sync");
   if (sync == info.end() || !sync->is_object()) return;
+  model.clock_problem = clock_exchange_problem(*sync);
+  if (!model.clock_problem.empty()) add_warning(r, "clock alignment: " + model.clock_problem);
   auto points = sync->find("points");
   if (points == sync->end() || !points->is_array()) return;
   for (const json& p : *points) {
@@ -632,6 +662,9 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   out.fd = out_fd.get();
   detail::remove_temporaries_at(out.fd);  // of a killed analysis: this one holds the lock
   json extra = json::object();            // the output info's "memory" and "host"
+  // The clock alignment used, which the run's own file may outgrow (an
+  // exchange that ends after the analysis): `trainprof cluster` compares them.
+  extra["clock_sync"] = run_end.contains("clock_sync") ? run_end["clock_sync"] : json(nullptr);
   std::string errors = write_outputs(model, loader, run, out, options, r, &extra);
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;

@@ -32,9 +32,12 @@ double median(std::vector<double> v) {
 // computing when a range or an operator encloses it and as free time when
 // none does: the part of the waits beyond the step's free time was computing.
 // Without this, a rank slow to load its data seemed slow to compute as much.
-uint64_t computing_without_waits(const RankStep& st, const std::map<int64_t, uint64_t>& in_flight_waited) {
+// Since version 4 the step trace keeps the data waits out of computing.
+uint64_t computing_without_waits(const RankSummary& s, const RankStep& st,
+                                 const std::map<int64_t, uint64_t>& in_flight_waited) {
   auto it = in_flight_waited.find(st.row.step);
-  uint64_t waits = st.data_wait_ns + (it != in_flight_waited.end() ? it->second : 0);
+  uint64_t waits =
+      (s.data_wait_separate ? 0 : st.data_wait_ns) + (it != in_flight_waited.end() ? it->second : 0);
   if (waits <= st.row.free_ns) return st.row.computing_ns;
   uint64_t counted = waits - st.row.free_ns;
   return st.row.computing_ns > counted ? st.row.computing_ns - counted : 0;
@@ -46,7 +49,7 @@ void step_means(const RankSummary& s, const std::map<int64_t, uint64_t>& in_flig
   int n = 0;
   for (const RankStep& st : s.steps) {
     if (steps.count(st.row.step) == 0) continue;
-    c += static_cast<double>(computing_without_waits(st, in_flight_waited));
+    c += static_cast<double>(computing_without_waits(s, st, in_flight_waited));
     d += static_cast<double>(st.data_wait_ns);
     m += static_cast<double>(st.in_comm_ns);
     ++n;
@@ -306,6 +309,7 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     r.clocks_aligned = r.clocks_aligned && s->clock_aligned;
     r.clock_offset_ns = std::max(r.clock_offset_ns, s->clock_offset_ns);
     r.clock_error_ns = std::max(r.clock_error_ns, s->clock_error_ns);
+    if (!s->clock_problem.empty()) r.clock_problems.emplace_back(rank, s->clock_problem);
   }
   for (int k = 0; k < r.world_size; ++k) {
     if (by_rank.count(k) == 0) r.missing_ranks.push_back(k);
@@ -462,8 +466,16 @@ std::string straggler_text(const StragglerReport& r) {
     out += "Clocks: one host (" + r.host + "), one clock: nothing to align.\n";
   } else {
     out +=
-        "Clocks: not aligned (some runs have no MPI clock measurement): ranks on different machines may "
+        "Clocks: not aligned (some runs have no clock measurement): ranks on different machines may "
         "show waits that are clock offsets.\n";
+  }
+  constexpr size_t kProblemsShown = 8;  // the same cause repeats on many ranks
+  for (size_t i = 0; i < r.clock_problems.size() && i < kProblemsShown; ++i) {
+    out += "  rank " + std::to_string(r.clock_problems[i].first) + ": " + r.clock_problems[i].second + ".\n";
+  }
+  if (r.clock_problems.size() > kProblemsShown) {
+    out += "  ... and " + std::to_string(r.clock_problems.size() - kProblemsShown) +
+           " more rank(s) with a clock exchange unfinished or failed.\n";
   }
   out += "Waiting at collectives, all ranks: " + ms(static_cast<double>(r.total_wait_ns)) + ".\n";
   if (r.straggler < 0) {

@@ -50,11 +50,13 @@ struct StragglerReport {
     int64_t group_last;
   };
   std::vector<EarlyEnd> ended_early;
-  bool clocks_aligned = false;      // every rank's times are rank 0's clock
-  bool one_host = false;            // every run's host is the same: one clock, nothing to align
-  std::string host;                 // that host
-  uint64_t clock_offset_ns = 0;     // the largest offset removed
-  uint64_t clock_error_ns = 0;      // the largest error bound of the alignment
+  bool clocks_aligned = false;   // every rank's times are rank 0's clock
+  bool one_host = false;         // every run's host is the same: one clock, nothing to align
+  std::string host;              // that host
+  uint64_t clock_offset_ns = 0;  // the largest offset removed
+  uint64_t clock_error_ns = 0;   // the largest error bound of the alignment
+  // Ranks whose clock exchanges went short (unfinished, failed): rank, why.
+  std::vector<std::pair<int, std::string>> clock_problems;
   std::vector<RankWaits> per_rank;  // by rank
   int straggler = -1;               // -1: none stands out
   std::vector<int64_t> straggler_steps;

@@ -35,6 +35,28 @@ bool analysed(const std::string& run) {
   return fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json", ec);
 }
 
+json json_file(const std::string& path) {
+  std::string text = detail::read_regular_file_at(AT_FDCWD, path, /*follow=*/false);
+  json j;
+  if (text.empty() || !detail::parse_json_limited(text, &j).empty() || !j.is_object()) return json::object();
+  return j;
+}
+
+// Whether the run's clock alignment changed after it was analysed: an
+// exchange with the reference rank that ended (or failed) later, which the
+// process added to the run's profiler_info.json. Its rank summary's times
+// are then on a clock the run no longer describes.
+bool clock_changed_since_analysis(const std::string& run) {
+  json info = json_file(run + "/profiler_info.json");
+  json used = json_file(run + "/PROFILER_OUTPUT/profiler_info.json");
+  auto now = info.find("clock_sync");
+  auto analysis = used.find("analysis");
+  if (analysis == used.end() || !analysis->is_object()) return false;  // not analysed: done below
+  auto then = analysis->find("clock_sync");
+  json before = then == analysis->end() ? json(nullptr) : *then;
+  return (now == info.end() ? json(nullptr) : *now) != before;
+}
+
 // A rank's several runs (cycles of a schedule) as one summary: their steps
 // and collectives side by side (sequence numbers go on across cycles).
 void merge_into(analysis::RankSummary& into, analysis::RankSummary&& more) {
@@ -63,12 +85,13 @@ void merge_into(analysis::RankSummary& into, analysis::RankSummary&& more) {
   into.clock_aligned = into.clock_aligned && more.clock_aligned;
   into.clock_offset_ns = std::max(into.clock_offset_ns, more.clock_offset_ns);
   into.clock_error_ns = std::max(into.clock_error_ns, more.clock_error_ns);
+  if (into.clock_problem.empty()) into.clock_problem = std::move(more.clock_problem);
 }
 
 std::string step_trace_csv(const std::vector<analysis::RankSummary>& ranks) {
   std::string csv =
       "Step,Type,Index,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
-      "Communication(Not Overlapped and Exclude Receive),Preparing\n";
+      "Communication(Not Overlapped and Exclude Receive),Preparing,Data Wait\n";
   std::vector<std::pair<int64_t, int>> order;  // (step, rank) -> row
   std::map<std::pair<int64_t, int>, const analysis::StepTraceRow*> rows;
   for (const analysis::RankSummary& s : ranks) {
@@ -76,9 +99,10 @@ std::string step_trace_csv(const std::vector<analysis::RankSummary>& ranks) {
   }
   for (const auto& [key, r] : rows) {
     csv += std::to_string(key.first) + ",rank," + std::to_string(key.second);
-    for (uint64_t ns : {r->computing_ns, r->communication_not_overlapped_ns, r->overlapped_ns,
-                        r->communication_ns, r->free_ns, r->stage_ns, r->bubble_ns,
-                        r->communication_not_overlapped_exclude_receive_ns, r->preparing_ns}) {
+    for (uint64_t ns :
+         {r->computing_ns, r->communication_not_overlapped_ns, r->overlapped_ns, r->communication_ns,
+          r->free_ns, r->stage_ns, r->bubble_ns, r->communication_not_overlapped_exclude_receive_ns,
+          r->preparing_ns, r->data_wait_ns}) {
       csv += ',';
       exporter::append_us(csv, static_cast<int64_t>(ns));
     }
@@ -95,6 +119,9 @@ json report_json(const analysis::StragglerReport& r, const std::vector<analysis:
                      {"others_waited_for_it_ns", w.waited_for_ns},
                      {"arrived_last", w.late_collectives}});
   }
+  json problems = json::array();
+  for (const auto& [rank, problem] : r.clock_problems)
+    problems.push_back({{"rank", rank}, {"problem", problem}});
   json out = {{"world_size", r.world_size},
               {"ranks", r.ranks},
               {"missing_ranks", r.missing_ranks},
@@ -106,6 +133,7 @@ json report_json(const analysis::StragglerReport& r, const std::vector<analysis:
               {"clocks_aligned", r.clocks_aligned},
               {"clock_offset_ns", r.clock_offset_ns},
               {"clock_error_ns", r.clock_error_ns},
+              {"clock_problems", problems},
               {"per_rank", ranks},
               {"straggler", r.straggler}};
   json link_list = json::array();
@@ -159,13 +187,13 @@ void write_rank_tables(const std::vector<analysis::RankSummary>& ranks,
 std::string msprof_step_trace_csv(const analysis::RankSummary& s) {
   std::string csv =
       "Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
-      "Communication(Not Overlapped and Exclude Receive),Preparing\n";
+      "Communication(Not Overlapped and Exclude Receive),Preparing,Data Wait\n";
   for (const analysis::RankStep& st : s.steps) {
     const analysis::StepTraceRow& r = st.row;
     csv += std::to_string(s.rank) + "," + std::to_string(r.step);
-    for (uint64_t ns :
-         {r.computing_ns, r.communication_not_overlapped_ns, r.overlapped_ns, r.communication_ns, r.free_ns,
-          r.stage_ns, r.bubble_ns, r.communication_not_overlapped_exclude_receive_ns, r.preparing_ns}) {
+    for (uint64_t ns : {r.computing_ns, r.communication_not_overlapped_ns, r.overlapped_ns,
+                        r.communication_ns, r.free_ns, r.stage_ns, r.bubble_ns,
+                        r.communication_not_overlapped_exclude_receive_ns, r.preparing_ns, r.data_wait_ns}) {
       csv += ',';
       exporter::append_us(csv, static_cast<int64_t>(ns));
     }
@@ -242,6 +270,19 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     AnalyseReport a = analyse(path, options);
     for (const RunAnalysis& run : a.runs) {
       if (!run.ok) report.warnings.push_back(run.run_dir + ": not analysed: " + run.error);
+    }
+  }
+  for (const std::string& run : runs) {
+    if (!analysed(run) || !clock_changed_since_analysis(run)) continue;
+    if (!cluster_options.analyse_missing) {
+      report.warnings.push_back(run +
+                                ": its clock alignment changed after it was analysed; analyse it again "
+                                "for times on rank 0's clock");
+      continue;
+    }
+    AnalyseReport a = analyse(run, options);  // on the alignment the run has now
+    for (const RunAnalysis& again : a.runs) {
+      if (!again.ok) report.warnings.push_back(again.run_dir + ": not analysed again: " + again.error);
     }
   }
   std::map<int, analysis::RankSummary> by_rank;

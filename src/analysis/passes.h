@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/trace_model.h"
@@ -159,6 +160,11 @@ struct StepTraceRow {
   uint64_t bubble_ns = 0;
   uint64_t communication_not_overlapped_exclude_receive_ns = 0;
   uint64_t preparing_ns = 0;
+  // The loop's waits for data (data stages "wait", torch's DataLoader
+  // fetches) that nothing else covers: on the host, outside communication
+  // (out of Computing); with the device's time, the device idle while the
+  // host waited (out of Free). "Data Wait", after the columns above.
+  uint64_t data_wait_ns = 0;
   uint64_t step_ns = 0;  // window length (not a REFERENCE column; used by summary)
 };
 // The rows of every step, fed window by window (analysis/run_loader.h): a
@@ -174,8 +180,9 @@ class StepTraceAccumulator {
   // host's: Computing is the union of kernels, copies and sets (NCCL
   // kernels aside) clipped to the step, Communication that of NCCL kernels
   // and communication calls, Overlapped their intersection, Preparing the
-  // gap to the step's first device activity, Free what the device was idle
-  // in. Call once, after the last window.
+  // gap to the step's first device activity, Data Wait what the device was
+  // idle in while the host waited for data, Free the rest of its idle time.
+  // Call once, after the last window.
   void use_device_time(const TraceModel& model);
   // In step number order.
   std::vector<StepTraceRow> finish() const;
@@ -186,6 +193,7 @@ class StepTraceAccumulator {
     bool active = false;                  // some computing seen: preparing is known
     uint64_t comm_first_ns = UINT64_MAX;  // the step's communication span (Stage)
     uint64_t comm_last_ns = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> waiting;  // the loop's waits for data, in start order
   };
   std::vector<StepWindow> steps_;  // by start
   std::vector<Parts> parts_ = std::vector<Parts>(steps_.size());

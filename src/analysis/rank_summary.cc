@@ -57,16 +57,6 @@ uint64_t time_in_comm(const TraceModel& m, uint64_t start, uint64_t end) {
   return u.total();
 }
 
-uint64_t data_wait(const TraceModel& m, uint64_t start, uint64_t end) {
-  uint64_t total = 0;
-  for (const DataStageSlice& d : m.data_stages) {
-    if (m.name(d.stage) != "wait") continue;
-    uint64_t s = std::max(d.start_ns, start), e = std::min(d.start_ns + d.dur_ns, end);
-    if (e > s) total += e - s;
-  }
-  return total;
-}
-
 // Integers read only from integer JSON numbers: nlohmann's get<> converts a
 // float that does not fit with undefined behaviour (found by fuzzing).
 uint64_t u64(const json& v) {
@@ -95,6 +85,8 @@ RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& r
   s.host = m.host;
   s.end = !m.closed_cleanly ? "killed" : m.stop_reason == "signal" ? "signal" : "normal";
   s.clock_aligned = !m.clock_offsets.empty();
+  s.clock_problem = m.clock_problem;
+  s.data_wait_separate = true;
   for (const ClockOffset& o : m.clock_offsets) {
     s.clock_error_ns = std::max(s.clock_error_ns, o.error_ns);
     s.clock_offset_ns = std::max<uint64_t>(s.clock_offset_ns, static_cast<uint64_t>(std::llabs(o.offset_ns)));
@@ -107,7 +99,7 @@ RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& r
     step.row.step = w.number;
     step.start_ns = wall(m, w.start_ns);
     step.end_ns = wall(m, w.end_ns);
-    step.data_wait_ns = data_wait(m, w.start_ns, w.end_ns);
+    step.data_wait_ns = step.row.data_wait_ns;
     step.in_comm_ns = time_in_comm(m, w.start_ns, w.end_ns);
     s.steps.push_back(step);
   }
@@ -177,7 +169,7 @@ std::string rank_summary_json(const RankSummary& s) {
     transfers.push_back(json::array(
         {t.group, t.operation, t.start_ns, t.end_ns, t.bytes, t.step, t.peer, t.tag, t.send ? 1 : 0}));
   }
-  json out = {{"version", 3},
+  json out = {{"version", 4},
               {"rank", s.rank},
               {"world_size", s.world_size},
               {"host", s.host},
@@ -185,6 +177,8 @@ std::string rank_summary_json(const RankSummary& s) {
               {"clock_aligned", s.clock_aligned},
               {"clock_offset_ns", s.clock_offset_ns},
               {"clock_error_ns", s.clock_error_ns},
+              {"clock_problem", s.clock_problem},
+              {"data_wait_separate", s.data_wait_separate},
               {"steps", steps},
               {"groups", groups},
               {"collectives", collectives},
@@ -201,7 +195,7 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
     int version = j.is_object() && j.contains("version") && j["version"].is_number_integer()
                       ? j["version"].get<int>()
                       : 0;
-    if (version < 1 || version > 3) return "not a version 1, 2 or 3 rank summary";
+    if (version < 1 || version > 4) return "not a version 1 to 4 rank summary";
     RankSummary s;
     s.rank = i32(j.at("rank"));
     s.world_size = i32(j.at("world_size"));
@@ -213,6 +207,12 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
     s.clock_aligned = j.at("clock_aligned").get<bool>();
     s.clock_offset_ns = u64(j.at("clock_offset_ns"));
     s.clock_error_ns = u64(j.at("clock_error_ns"));
+    if (auto p = j.find("clock_problem"); p != j.end())
+      s.clock_problem = p->get<std::string>();  // absent before it existed
+    if (version >= 4) {
+      if (!j.at("data_wait_separate").is_boolean()) return "data_wait_separate is not a boolean";
+      s.data_wait_separate = j.at("data_wait_separate").get<bool>();
+    }
     if (s.rank < 0 || s.world_size <= s.rank) return "rank " + std::to_string(s.rank) + " outside the world";
     for (const json& st : j.at("steps")) {
       RankStep step;
@@ -232,6 +232,7 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
       r.preparing_ns = u64(st.at("preparing_ns"));
       r.step_ns = step.end_ns > step.start_ns ? step.end_ns - step.start_ns : 0;
       step.data_wait_ns = u64(st.at("data_wait_ns"));
+      if (s.data_wait_separate) r.data_wait_ns = step.data_wait_ns;
       step.in_comm_ns = u64(st.at("in_comm_ns"));
       s.steps.push_back(step);
     }

@@ -20,7 +20,7 @@ struct RankStep {
   StepTraceRow row;       // step_trace_time.csv's columns
   uint64_t start_ns = 0;  // wall clock (realtime ns)
   uint64_t end_ns = 0;
-  uint64_t data_wait_ns = 0;  // the loop's waits for data (data stages "wait")
+  uint64_t data_wait_ns = 0;  // the loop's waits for data (see RankSummary::data_wait_separate)
   uint64_t in_comm_ns = 0;    // time inside communication calls (union; in-flight spans left out)
 };
 
@@ -71,6 +71,12 @@ struct RankSummary {
   bool clock_aligned = false;
   uint64_t clock_offset_ns = 0;
   uint64_t clock_error_ns = 0;
+  // An exchange of the alignment unfinished or failed when analysed ("": none).
+  std::string clock_problem;
+  // The steps' data_wait_ns is step_trace_time.csv's Data Wait, out of their
+  // computing (summaries since version 4); false: the data stages "wait"
+  // alone, which the computing may hold (a range around the wait).
+  bool data_wait_separate = false;
   // How the run ended: "normal" (stopped), "signal" (flushed by a signal
   // handler: the job was killed or aborted), "killed" (no final flush: the
   // process died at once, SIGKILL or a crash the handler could not catch; its

@@ -218,14 +218,17 @@ std::string summarize_run(const std::string& run_dir) {
   if (!info_problem.empty()) text += "  warning: " + info_problem + "; peak memory is not shown\n";
   if (steps.size() > 1) {
     if (gpu) append(text, "  (computing and free: the GPU's busy and idle time)\n");
-    append(text, "  step      step ms   computing ms    free ms   preparing ms%s\n",
+    append(text, "  step      step ms   computing ms   data wait ms    free ms   preparing ms%s\n",
            peaks.empty() ? "" : "   peak memory MB");
     for (size_t i = 1; i < steps.size(); ++i) {
       const auto& r = steps[i];
       if (r.size() < 10) continue;
-      double computing = number(r[1]), comm_not_overlapped = number(r[2]), free = number(r[5]);
-      append(text, "  %-6s %10.3f %14.3f %10.3f %14.3f", r[0].c_str(),
-             (computing + comm_not_overlapped + free) / 1e3, computing / 1e3, free / 1e3, number(r[9]) / 1e3);
+      // Data Wait (column 10) is absent from tables written before it.
+      double computing = number(r[1]), comm_not_overlapped = number(r[2]), free = number(r[5]),
+             data_wait = r.size() > 10 ? number(r[10]) : 0;
+      append(text, "  %-6s %10.3f %14.3f %14.3f %10.3f %14.3f", r[0].c_str(),
+             (computing + comm_not_overlapped + data_wait + free) / 1e3, computing / 1e3, data_wait / 1e3,
+             free / 1e3, number(r[9]) / 1e3);
       if (auto peak = peaks.find(r[0]); peak != peaks.end()) append(text, " %18.1f", peak->second);
       append(text, "\n");
     }

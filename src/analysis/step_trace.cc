@@ -1,12 +1,15 @@
 // Copyright trainprof authors. Step-time breakdown (step_trace_time.csv).
 //
 // Per step window, with C the union of operator and range intervals on every
-// thread, B the union of blocking communication calls (calls, posts, waits)
-// and F the union of nonblocking operations in flight, all clipped to the
-// window: Computing = |C - B| (the host inside MPI is not computing, even in
-// a range around the call); Communication = |B + F|; Overlapped = |F & C - B|
-// (in flight while computing); Not Overlapped = Communication - Overlapped;
-// Free = window - Computing - Not Overlapped; Bubble = the blocking
+// thread, B the union of blocking communication calls (calls, posts, waits),
+// F the union of nonblocking operations in flight and W the union of the
+// loop's waits for data (data stages "wait", torch's DataLoader fetches),
+// all clipped to the window: Computing = |C - B - W| (the host inside MPI,
+// or waiting for its batch, is not computing, even in a range around it);
+// Communication = |B + F|; Overlapped = |F & (C - B - W)| (in flight while
+// computing); Not Overlapped = Communication - Overlapped; Data Wait =
+// |W - (B + F)|; Free = window - Computing - Not Overlapped - Data Wait (the
+// four are disjoint: they add up to the window); Bubble = the blocking
 // point-to-point receives; Stage = first communication start to last end,
 // minus Bubble; Exclude Receive = Not Overlapped - Bubble. Preparing is the
 // gap from the step's start to its first computing activity.
@@ -14,12 +17,16 @@
 // With GPU activity (CUPTI), the device's time is the step's instead
 // (StepTraceAccumulator::use_device_time): C is the union of kernels, copies
 // and sets other than NCCL's, B + F also hold NCCL's kernels, Computing =
-// |C|, Overlapped = |C & (B + F)|, and Free is the time the device was idle.
+// |C|, Overlapped = |C & (B + F)|, Data Wait is the time the device was idle
+// while the host waited for data (|W - C - B - F|) and Free the rest of its
+// idle time: the four still add up to the window.
 #include <algorithm>
 #include <span>
+#include <string_view>
 
 #include "analysis/passes.h"
 #include "raw/format.h"
+#include "trainprof/dataset.h"
 
 namespace trainprof::analysis {
 
@@ -77,6 +84,52 @@ void add_sorted(Intervals& a, uint64_t s, uint64_t e) {
   } else {
     a.emplace_back(s, e);
   }
+}
+
+// The part of `a` inside [start, end).
+Intervals clipped(const Intervals& a, uint64_t start, uint64_t end) {
+  Intervals out;
+  auto it =
+      std::lower_bound(a.begin(), a.end(), start,
+                       [](const std::pair<uint64_t, uint64_t>& i, uint64_t t) { return i.second <= t; });
+  for (; it != a.end() && it->first < end; ++it) {
+    uint64_t s = std::max(it->first, start), e = std::min(it->second, end);
+    if (e > s) out.emplace_back(s, e);
+  }
+  return out;
+}
+
+// torch's DataLoader wraps each fetch of a batch in a range named
+// "enumerate(DataLoader)#<its iterator class>.__next__".
+constexpr std::string_view kDataLoaderFetchPrefix = "enumerate(DataLoader)#";
+
+// The loop's waits for data overlapping [start, end), joined, in start
+// order: the data stages marked as a wait (the LibTorch loader wrapper's,
+// Python's DataLoader stages, any a user marks so) and torch's DataLoader
+// fetches on every thread.
+Intervals data_waits(const TraceModel& m, uint64_t start, uint64_t end) {
+  std::vector<std::pair<uint64_t, uint64_t>> all;
+  for (const DataStageSlice& d : m.data_stages) {
+    if (d.start_ns < end && d.start_ns + d.dur_ns > start && m.name(d.stage) == kStageLoaderWait)
+      all.emplace_back(d.start_ns, d.start_ns + d.dur_ns);
+  }
+  std::vector<bool> fetch(m.keys.size());
+  bool any_fetch = false;
+  for (size_t k = 0; k < m.keys.size(); ++k) {
+    fetch[k] = !m.keys[k].is_step && m.name(m.keys[k].name).starts_with(kDataLoaderFetchPrefix);
+    any_fetch = any_fetch || fetch[k];
+  }
+  for (const ThreadSlices& t : m.threads) {
+    if (!any_fetch) break;
+    for (const Slice& s : t.slices) {
+      if (s.start_ns >= end) break;  // in start order
+      if (fetch[s.key] && m.end(s) > start) all.emplace_back(s.start_ns, m.end(s));
+    }
+  }
+  std::sort(all.begin(), all.end());
+  Intervals out;
+  for (const auto& [s, e] : all) add_sorted(out, s, e);
+  return out;
 }
 
 // The communication of a window, as the step's columns need it.
@@ -151,12 +204,15 @@ class ThreadIntervals {
 // and ended (for Stage, which spans the whole step).
 struct PartRow {
   StepTraceRow row;
+  Intervals waiting;  // the loop's waits for data in it (W)
   uint64_t comm_first_ns = UINT64_MAX;
   uint64_t comm_last_ns = 0;
 };
 
-// The rows of `steps` from a window that holds every slice overlapping them.
-std::vector<PartRow> step_rows(const TraceModel& m, std::span<const StepWindow> steps) {
+// The rows of `steps` from a window that holds every slice overlapping them
+// and the loop's `waits` for data in it.
+std::vector<PartRow> step_rows(const TraceModel& m, std::span<const StepWindow> steps,
+                               const Intervals& waits) {
   // Each thread's slices are in start order: a window looks only at the
   // slices that start within `longest` before it, so the pass is about
   // O(n log n) and copies nothing. Clipping to the window keeps the start
@@ -185,17 +241,19 @@ std::vector<PartRow> step_rows(const TraceModel& m, std::span<const StepWindow> 
       if (!intervals.done()) threads.push_back(intervals);
     }
     Intervals computing;
-    uint64_t first_start = w.end_ns;
     while (!threads.empty()) {
       auto next = std::min_element(threads.begin(), threads.end(),
                                    [](const auto& a, const auto& b) { return a.start() < b.start(); });
       add_sorted(computing, next->start(), next->end());
-      first_start = std::min(first_start, next->start());
       next->advance();
       if (next->done()) threads.erase(next);
     }
+    Intervals& waiting = part.waiting = clipped(waits, w.start_ns, w.end_ns);
+    computing = subtract(computing, waiting);
+    uint64_t first_start = computing.empty() ? w.end_ns : computing.front().first;
     if (m.comm_calls.empty()) {
       row.computing_ns = length(computing);
+      row.data_wait_ns = length(waiting);
     } else {
       WindowComm comm = window_comm(m, w.start_ns, w.end_ns);
       Intervals computing_outside = subtract(computing, comm.blocking);
@@ -207,6 +265,7 @@ std::vector<PartRow> step_rows(const TraceModel& m, std::span<const StepWindow> 
       row.computing_ns = length(computing_outside);
       row.communication_ns = length(comm_union);
       row.overlapped_ns = length(intersect(subtract(comm.in_flight, comm.blocking), computing_outside));
+      row.data_wait_ns = length(subtract(waiting, comm_union));
       row.bubble_ns = comm.receive_ns;
       part.comm_first_ns = comm.first_ns;
       part.comm_last_ns = comm.last_ns;
@@ -231,11 +290,14 @@ void StepTraceAccumulator::add_window(const TraceModel& m, uint64_t start_ns, ui
     parts.push_back({s.number, std::max(s.start_ns, start_ns), std::min(s.end_ns, end_ns)});
     of.push_back(i);
   }
-  std::vector<PartRow> rows = step_rows(m, parts);
+  std::vector<PartRow> rows =
+      step_rows(m, parts, parts.empty() ? Intervals() : data_waits(m, parts.front().start_ns, end_ns));
   for (size_t k = 0; k < rows.size(); ++k) {
     Parts& p = parts_[of[k]];
     const StepTraceRow& r = rows[k].row;
     p.row.computing_ns += r.computing_ns;
+    p.row.data_wait_ns += r.data_wait_ns;
+    p.waiting.insert(p.waiting.end(), rows[k].waiting.begin(), rows[k].waiting.end());  // windows in order
     p.row.communication_ns += r.communication_ns;
     p.row.overlapped_ns += r.overlapped_ns;
     p.row.bubble_ns += r.bubble_ns;
@@ -311,6 +373,12 @@ void StepTraceAccumulator::use_device_time(const TraceModel& m) {
     row.communication_ns = length(d.communication);
     row.overlapped_ns = length(intersect(d.communication, d.computing));
     row.preparing_ns = d.first_ns == UINT64_MAX ? 0 : d.first_ns - steps_[i].start_ns;
+    Intervals busy = d.computing;
+    busy.insert(busy.end(), d.communication.begin(), d.communication.end());
+    std::sort(busy.begin(), busy.end());
+    Intervals busy_union;
+    for (const auto& [s, e] : busy) add_sorted(busy_union, s, e);
+    row.data_wait_ns = length(subtract(parts_[i].waiting, busy_union));
     parts_[i].comm_first_ns = d.comm_first_ns;
     parts_[i].comm_last_ns = d.comm_last_ns;
   }
@@ -324,7 +392,7 @@ std::vector<StepTraceRow> StepTraceAccumulator::finish() const {
     row.step = steps_[i].number;
     row.step_ns = steps_[i].end_ns - steps_[i].start_ns;
     row.communication_not_overlapped_ns = row.communication_ns - row.overlapped_ns;
-    uint64_t busy = row.computing_ns + row.communication_not_overlapped_ns;
+    uint64_t busy = row.computing_ns + row.communication_not_overlapped_ns + row.data_wait_ns;
     row.free_ns = row.step_ns > busy ? row.step_ns - busy : 0;
     row.communication_not_overlapped_exclude_receive_ns =
         row.communication_not_overlapped_ns > row.bubble_ns

@@ -232,11 +232,15 @@ struct TraceModel {
   std::vector<uint64_t> device_total_by_key;
   std::vector<CommGroup> comm_groups;      // one per group name
   std::vector<ClockOffset> clock_offsets;  // by realtime_ns; empty: not aligned
-  bool closed_cleanly = true;              // every raw file ended with its final flush
-  std::string stop_reason;                 // profiler_info.json's ("" when the run has none: killed before)
-  std::string io_error;                    // profiler_info.json's: the write the disk refused ("": none)
-  uint64_t events_lost = 0;                // recorded, then refused by the disk (profiler_info.json's)
-  std::vector<StepWindow> steps;           // sorted by number
+  // Why the clock alignment is short of what was started: an exchange with
+  // the reference rank still running when the run was analysed, or failed
+  // (profiler_info.json's clock_sync.exchanges); "" when none is.
+  std::string clock_problem;
+  bool closed_cleanly = true;     // every raw file ended with its final flush
+  std::string stop_reason;        // profiler_info.json's ("" when the run has none: killed before)
+  std::string io_error;           // profiler_info.json's: the write the disk refused ("": none)
+  uint64_t events_lost = 0;       // recorded, then refused by the disk (profiler_info.json's)
+  std::vector<StepWindow> steps;  // sorted by number
   SliceSelection selection;
   std::vector<std::string> warnings;
   uint64_t event_count = 0;

@@ -17,16 +17,28 @@ int g_reference_rank = 0;
 std::vector<ClockSyncPoint> g_points;
 std::vector<std::string> g_closed_runs;
 constexpr size_t kMaxClosedRuns = 4096;  // the amended ones: the last 4096 runs of the process
+int64_t g_exchanges_started = 0, g_exchanges_running = 0, g_exchanges_failed = 0;
+std::vector<std::string> g_failures;
+constexpr size_t kMaxFailures = 8;  // the first ones: later ones repeat them
 
 nlohmann::json points_json() {
-  if (g_points.empty()) return nullptr;
+  if (g_points.empty() && g_exchanges_started == 0) return nullptr;
   nlohmann::json points = nlohmann::json::array();
   for (const ClockSyncPoint& p : g_points) {
     points.push_back({{"realtime_ns", p.realtime_ns}, {"offset_ns", p.offset_ns}, {"error_ns", p.error_ns}});
   }
-  return {{"reference_rank", g_reference_rank},
-          {"method", "ping-pong with the reference rank (MPI, or torch.distributed's store), the shortest of 10 round trips"},
-          {"points", points}};
+  nlohmann::json sync = {{"reference_rank", g_reference_rank},
+                         {"method",
+                          "ping-pong with the reference rank (MPI, or torch.distributed's store), the "
+                          "shortest of 10 round trips"},
+                         {"points", points}};
+  if (g_exchanges_started > 0) {
+    sync["exchanges"] = {{"started", g_exchanges_started},
+                         {"running", g_exchanges_running},
+                         {"failed", g_exchanges_failed},
+                         {"failures", g_failures}};
+  }
+  return sync;
 }
 
 void amend(const std::string& run_dir, const nlohmann::json& sync) {
@@ -43,22 +55,46 @@ void amend(const std::string& run_dir, const nlohmann::json& sync) {
   if (!error.empty()) log_warning("cannot add the clock alignment to a closed run: " + error);
 }
 
-}  // namespace
-
-void add_clock_sync_point(int reference_rank, const ClockSyncPoint& point) noexcept {
+// Applies `change` to the state, then rewrites the closed runs' clock_sync.
+template <typename Change>
+void change_and_amend(Change change) noexcept {
   try {
     std::vector<std::string> runs;
     nlohmann::json sync;
     {
       std::lock_guard lock(g_mutex);
-      g_reference_rank = reference_rank;
-      g_points.push_back(point);
+      change();
       runs = g_closed_runs;
       sync = points_json();
     }
     for (const std::string& run : runs) amend(run, sync);
   } catch (...) {
   }
+}
+
+}  // namespace
+
+void add_clock_sync_point(int reference_rank, const ClockSyncPoint& point) noexcept {
+  change_and_amend([&] {
+    g_reference_rank = reference_rank;
+    g_points.push_back(point);
+  });
+}
+
+void note_clock_exchange_started() noexcept {
+  change_and_amend([] {
+    ++g_exchanges_started;
+    ++g_exchanges_running;
+  });
+}
+
+void note_clock_exchange_ended(bool failed, const std::string& reason) noexcept {
+  change_and_amend([&] {
+    if (g_exchanges_running > 0) --g_exchanges_running;
+    if (!failed) return;
+    ++g_exchanges_failed;
+    if (g_failures.size() < kMaxFailures) g_failures.push_back(reason.substr(0, 500));
+  });
 }
 
 nlohmann::json clock_sync_json() {

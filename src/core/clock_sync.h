@@ -6,6 +6,10 @@
 // here; every run's profiler_info.json carries them ("clock_sync"), and the
 // runs this process closed before a later measurement are amended with it,
 // so the analysis can interpolate the drift between the two.
+//
+// A front end that measures in the background (torch.distributed's store)
+// also reports each exchange's start and end, so that a run closed while one
+// runs, or one that failed, says so instead of silently having no points.
 #ifndef TRAINPROF_CORE_CLOCK_SYNC_H_
 #define TRAINPROF_CORE_CLOCK_SYNC_H_
 
@@ -26,8 +30,16 @@ struct ClockSyncPoint {
 // "clock_sync" of the runs this process closed (their profiler_info.json).
 void add_clock_sync_point(int reference_rank, const ClockSyncPoint& point) noexcept;
 
+// An exchange with the reference rank began (in the background); each is
+// ended once, with its point added before, or failed with the reason.
+// Both amend the closed runs as add_clock_sync_point does.
+void note_clock_exchange_started() noexcept;
+void note_clock_exchange_ended(bool failed, const std::string& reason) noexcept;
+
 // {"reference_rank", "method", "points": [{"realtime_ns", "offset_ns",
-// "error_ns"}]}, or null when nothing was measured.
+// "error_ns"}]}, plus "exchanges": {"started", "running", "failed",
+// "failures": [reasons]} once an exchange was reported; null when nothing
+// was measured or started.
 nlohmann::json clock_sync_json();
 
 // A run this process closed (its directory), amended by later measurements.

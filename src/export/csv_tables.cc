@@ -179,7 +179,8 @@ std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const O
 std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const OutputPath& path) {
   CsvBuilder csv(path);
   header(csv, {"Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free",
-               "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"});
+               "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing",
+               "Data Wait"});  // ours, last: readers of the others by name or place still read them
   for (const auto& r : rows) {
     csv.count(static_cast<uint64_t>(r.step))
         .us(r.computing_ns)
@@ -190,7 +191,8 @@ std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& row
         .us(r.stage_ns)
         .us(r.bubble_ns)
         .us(r.communication_not_overlapped_exclude_receive_ns)
-        .us(r.preparing_ns);
+        .us(r.preparing_ns)
+        .us(r.data_wait_ns);
     csv.end_row();
   }
   return csv.commit();

@@ -33,7 +33,7 @@ CREATE TABLE steps (
   step INTEGER PRIMARY KEY, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   computing_ns INTEGER, communication_not_overlapped_ns INTEGER, overlapped_ns INTEGER,
   communication_ns INTEGER, free_ns INTEGER, stage_ns INTEGER, bubble_ns INTEGER,
-  communication_not_overlapped_exclude_receive_ns INTEGER, preparing_ns INTEGER);
+  communication_not_overlapped_exclude_receive_ns INTEGER, preparing_ns INTEGER, data_wait_ns INTEGER);
 CREATE TABLE operator_inputs (
   inputs_id INTEGER PRIMARY KEY, input_shapes TEXT, input_types TEXT, flops INTEGER, call_stack TEXT,
   module TEXT);
@@ -409,7 +409,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     // and the database must not fail the analysis over it.
     std::map<int64_t, const analysis::StepTraceRow*> row_of;
     for (const analysis::StepTraceRow& r : rows) row_of[r.step] = &r;
-    Statement s(d.db, "INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", &d.error);
+    Statement s(d.db, "INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", &d.error);
     for (const analysis::StepWindow& w : m.steps) {
       analysis::StepTraceRow r;
       if (auto it = row_of.find(w.number); it != row_of.end()) r = *it->second;
@@ -425,6 +425,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
           .bind(10, i64(r.bubble_ns))
           .bind(11, i64(r.communication_not_overlapped_exclude_receive_ns))
           .bind(12, i64(r.preparing_ns))
+          .bind(13, i64(r.data_wait_ns))
           .step(d.db, &d.error);
       ++rows_;
     }

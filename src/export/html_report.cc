@@ -91,11 +91,15 @@ const char* kColours[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
                           "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
 
 // Stacked bars of the step breakdown: Computing, Communication (not
-// overlapped), Free per step, in ms.
+// overlapped), Data Wait, Free per step, in ms (they add up to the step).
+constexpr int kStepParts = 4;
+const char* const kStepPartNames[kStepParts] = {"Computing", "Communication(Not Overlapped)", "Data Wait",
+                                                "Free"};
+
 std::string step_chart(const CsvRows& steps) {
-  const char* parts[] = {"Computing", "Communication(Not Overlapped)", "Free"};
-  int cols[3];
-  for (int i = 0; i < 3; ++i) cols[i] = column(steps, parts[i]);
+  const char* const* parts = kStepPartNames;
+  int cols[kStepParts];
+  for (int i = 0; i < kStepParts; ++i) cols[i] = column(steps, parts[i]);
   double most = 0;
   for (size_t r = 1; r < steps.size(); ++r) {
     double sum = 0;
@@ -112,7 +116,7 @@ std::string step_chart(const CsvRows& steps) {
   for (size_t r = 1; r <= n; ++r) {
     double y = height + 10;
     double x = 50 + bar * static_cast<double>(r - 1);
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kStepParts; ++i) {
       double us = number(cell(steps[r], cols[i]));
       double h = us / most * height;
       y -= h;
@@ -123,7 +127,7 @@ std::string step_chart(const CsvRows& steps) {
     }
   }
   svg += "</svg><p class=\"legend\">";
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kStepParts; ++i) {
     svg += std::string("<span style=\"color:") + kColours[i] + "\">&#9632;</span> " + parts[i] + " ";
   }
   return svg + "</p>\n";
@@ -264,9 +268,8 @@ std::string run_section(const std::string& run_dir, size_t index) {
     html += "<h3>Step time</h3>\n" + step_chart(steps) + table(steps, "step-table");
     double longest = -1;
     for (size_t r = 1; r < steps.size(); ++r) {
-      double t = number(cell(steps[r], column(steps, "Computing"))) +
-                 number(cell(steps[r], column(steps, "Communication(Not Overlapped)"))) +
-                 number(cell(steps[r], column(steps, "Free")));
+      double t = 0;
+      for (const char* part : kStepPartNames) t += number(cell(steps[r], column(steps, part)));
       if (t > longest) longest = t, slowest = steps[r][0];
     }
   }
