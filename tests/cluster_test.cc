@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "analysis/cluster.h"
+#include "analysis/collective_numbering.h"
 #include "analysis/rank_summary.h"
 #include "export/communication_json.h"
 #include "raw/format.h"
@@ -208,6 +209,95 @@ TEST(Cluster, RanksWhoseClockExchangeWentShortAreNamedWithTheReason) {
           "  rank 2: 1 of 1 clock exchange(s) with the reference rank failed (TimeoutError: no answer).\n"),
       std::string::npos)
       << text;
+}
+
+// torch.distributed ranks that started profiling at different collectives:
+// rank 1 two steps late, rank 2 three, each numbering from its first call.
+std::vector<RankSummary> late_starters() {
+  std::vector<RankSummary> ranks = world(3, 6, [](int rank, int) { return rank == 1 ? 60.0 : 10.0; });
+  for (RankSummary& s : ranks) {
+    s.host = "node1";
+    s.groups[0].origin = "torch.distributed gloo";
+    size_t late = s.rank == 1 ? 2 : s.rank == 2 ? 3 : 0;
+    s.collectives.erase(s.collectives.begin(), s.collectives.begin() + static_cast<std::ptrdiff_t>(late));
+    for (size_t i = 0; i < s.collectives.size(); ++i) s.collectives[i].sequence = static_cast<int64_t>(i);
+  }
+  return ranks;
+}
+
+TEST(CollectiveNumbering, RanksThatStartedProfilingLaterAreRenumberedAndMatched) {
+  std::vector<RankSummary> ranks = late_starters();
+  // As numbered, rank 1's first allreduce (step 2) meets rank 0's of step 0.
+  StragglerReport wrong = find_straggler(ranks);
+  NumberingReport n = align_collective_numbering(ranks, 0);
+  ASSERT_EQ(n.shifted.size(), 2u);
+  EXPECT_EQ(n.shifted[0].rank, 1);
+  EXPECT_EQ(n.shifted[0].offset, 2);
+  EXPECT_EQ(n.shifted[1].rank, 2);
+  EXPECT_EQ(n.shifted[1].offset, 3);
+  EXPECT_TRUE(n.unaligned.empty());
+  StragglerReport r = find_straggler(ranks);
+  EXPECT_EQ(r.matched, 3u);    // steps 3-5: all three recorded them
+  EXPECT_EQ(r.unmatched, 3u);  // steps 0-2: rank 0 alone, or ranks 0 and 1
+  EXPECT_EQ(r.straggler, 1);
+  EXPECT_EQ(r.total_wait_ns, 3 * 2 * 50 * kMs);  // ranks 0 and 2 wait 50 ms in each
+  EXPECT_NE(wrong.total_wait_ns, r.total_wait_ns);
+  EXPECT_EQ(
+      numbering_text(n),
+      "Collective numbering: rank 1 in group 123 +2, rank 2 in group 123 +3 (it started profiling at another "
+      "collective than the others; matched by operation, bytes and time).\n");
+}
+
+TEST(CollectiveNumbering, ARankThatSharesNoCollectiveIsLeftOutAndSaid) {
+  std::vector<RankSummary> ranks = late_starters();
+  // Rank 2's calls are all after rank 0's and rank 1's last.
+  for (RankCollective& c : ranks[2].collectives) c.start_ns += 10000 * kMs, c.end_ns += 10000 * kMs;
+  NumberingReport n = align_collective_numbering(ranks, 0);
+  ASSERT_EQ(n.unaligned.size(), 1u);
+  EXPECT_EQ(n.unaligned[0].rank, 2);
+  EXPECT_EQ(n.unaligned[0].collectives, 3u);
+  EXPECT_TRUE(ranks[2].collectives.empty());  // never matched to the wrong ones
+  EXPECT_NE(
+      numbering_text(n).find("Not matched: rank 2's 3 collective(s) in group 123: none of its collectives"),
+      std::string::npos)
+      << numbering_text(n);
+}
+
+TEST(CollectiveNumbering, ConcurrentLookAlikesKeepTheirNumberingWhenItFits) {
+  // Every rank started together: offset 0 fits, though each call also looks
+  // like its neighbours in content.
+  std::vector<RankSummary> ranks = world(2, 4, [](int, int) { return 10.0; });
+  for (RankSummary& s : ranks) s.groups[0].origin = "torch.distributed gloo";
+  NumberingReport n = align_collective_numbering(ranks, 1000 * kMs);  // a huge clock error
+  EXPECT_TRUE(n.shifted.empty());
+  EXPECT_TRUE(n.unaligned.empty());
+  EXPECT_EQ(find_straggler(ranks).matched, 4u);
+}
+
+TEST(CollectiveNumbering, MpiGroupsAreNumberedFromTheirCreationAndLeftAlone) {
+  std::vector<RankSummary> ranks = late_starters();
+  for (RankSummary& s : ranks) s.groups[0].origin = "MPI_COMM_WORLD";
+  std::vector<int64_t> before;
+  for (const RankCollective& c : ranks[1].collectives) before.push_back(c.sequence);
+  NumberingReport n = align_collective_numbering(ranks, 0);
+  EXPECT_TRUE(n.shifted.empty() && n.unaligned.empty());
+  std::vector<int64_t> after;
+  for (const RankCollective& c : ranks[1].collectives) after.push_back(c.sequence);
+  EXPECT_EQ(before, after);
+}
+
+TEST(CollectiveNumbering, WithoutOneClockOnlyAFittingNumberingIsKept) {
+  std::vector<RankSummary> ranks = late_starters();
+  ranks[1].host = "node2";  // another machine, clocks not aligned: times cannot say which call is which
+  NumberingReport n = align_collective_numbering(ranks, 0);
+  ASSERT_EQ(n.unaligned.size(), 0u);  // its calls look like rank 0's as numbered: kept
+  ranks = late_starters();
+  ranks[1].host = "node2";
+  ranks[1].collectives[0].bytes = 4;  // and now they do not
+  n = align_collective_numbering(ranks, 0);
+  ASSERT_EQ(n.unaligned.size(), 1u);
+  EXPECT_EQ(n.unaligned[0].rank, 1);
+  EXPECT_NE(n.unaligned[0].why.find("without aligned clocks"), std::string::npos) << n.unaligned[0].why;
 }
 
 TEST(Cluster, OnlyLateStepsCount) {

@@ -346,3 +346,47 @@ def test_the_cluster_timeline_as_perfetto_protobuf_has_the_json_slices_and_flows
     assert len(flows_out) == len(set(flows_out))  # one id a flow
     assert sorted(flows_out) == sorted(flows_in)
     assert len(flows_in) == sum(1 for e in events if e.get("ph") == "s") > 0
+
+
+# Each rank starts profiling at its own step (rank r at step r, as a
+# profile started mid-epoch or a dynamic config read at different times
+# would); rank 2 is slow before every allreduce.
+LATE_STARTS = textwrap.dedent("""
+    import os, sys, time, torch, torch.distributed as dist, trainprof
+    rank, out = int(os.environ["RANK"]), sys.argv[1]
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    level1 = trainprof._ExperimentalConfig(profiler_level=trainprof.ProfilerLevel.Level1)
+    prof = trainprof.profile(experimental_config=level1, start_profile=False,
+                             on_trace_ready=trainprof.tensorboard_trace_handler(out, worker_name=f"rank{rank}"))
+    t = torch.ones(1000)
+    for step in range(10):
+        if step == rank:
+            prof.start()
+        if rank == 2:
+            time.sleep(0.05)
+        dist.all_reduce(t)
+        if step >= rank:
+            prof.step()
+    prof.stop()
+    dist.destroy_process_group()
+""")
+
+
+def test_ranks_that_start_profiling_at_different_steps_match_every_collective(tmp_path: Path) -> None:
+    script = tmp_path / "late.py"
+    script.write_text(LATE_STARTS)
+    out = tmp_path / "out"
+    run_ranks(script, out, 4)
+    result = subprocess.run([sys.executable, "-m", "trainprof", "cluster", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    # Steps 3-9 every rank recorded; steps 0-2 only those that had started.
+    assert "Cluster: 4 of 4 ranks, 7 collectives matched across their groups, 3 recorded by some members only" \
+        in result.stdout, result.stdout
+    assert "Collective numbering: rank 1 in group 0 +1, rank 2 in group 0 +2, rank 3 in group 0 +3" \
+        in result.stdout, result.stdout
+    assert "Not matched" not in result.stdout
+    assert "Straggler: rank 2." in result.stdout, result.stdout
+    analysis = json.loads((out / "cluster_analysis_output" / "cluster_analysis.json").read_text())
+    assert [(s["rank"], s["offset"]) for s in analysis["numbering"]["shifted"]] == [(1, 1), (2, 2), (3, 3)]

@@ -477,6 +477,7 @@ std::string straggler_text(const StragglerReport& r) {
     out += "  ... and " + std::to_string(r.clock_problems.size() - kProblemsShown) +
            " more rank(s) with a clock exchange unfinished or failed.\n";
   }
+  out += r.numbering;
   out += "Waiting at collectives, all ranks: " + ms(static_cast<double>(r.total_wait_ns)) + ".\n";
   if (r.straggler < 0) {
     out += r.total_wait_ns == 0 || r.matched == 0

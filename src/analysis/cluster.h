@@ -57,6 +57,7 @@ struct StragglerReport {
   uint64_t clock_error_ns = 0;   // the largest error bound of the alignment
   // Ranks whose clock exchanges went short (unfinished, failed): rank, why.
   std::vector<std::pair<int, std::string>> clock_problems;
+  std::string numbering;            // collective_numbering.h's lines, set by the caller
   std::vector<RankWaits> per_rank;  // by rank
   int straggler = -1;               // -1: none stands out
   std::vector<int64_t> straggler_steps;

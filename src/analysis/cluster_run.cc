@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/cluster.h"
+#include "analysis/collective_numbering.h"
 #include "analysis/rank_summary.h"
 #include "core/json_limits.h"
 #include "core/safe_file.h"
@@ -29,6 +30,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kClusterDirName = "cluster_analysis_output";
+constexpr uint64_t kNumberingSlackNs = 100'000;
 
 bool analysed(const std::string& run) {
   std::error_code ec;
@@ -111,7 +113,8 @@ std::string step_trace_csv(const std::vector<analysis::RankSummary>& ranks) {
   return csv;
 }
 
-json report_json(const analysis::StragglerReport& r, const std::vector<analysis::LinkBandwidth>& links) {
+json report_json(const analysis::StragglerReport& r, const analysis::NumberingReport& numbering,
+                 const std::vector<analysis::LinkBandwidth>& links) {
   json ranks = json::array();
   for (const analysis::RankWaits& w : r.per_rank) {
     ranks.push_back({{"rank", w.rank},
@@ -150,6 +153,14 @@ json report_json(const analysis::StragglerReport& r, const std::vector<analysis:
                          {"only_waited", l.only_waited}});
   }
   out["links"] = link_list;
+  json shifted = json::array(), unaligned = json::array();
+  for (const auto& s : numbering.shifted)
+    shifted.push_back({{"rank", s.rank}, {"group", s.group}, {"offset", s.offset}});
+  for (const auto& u : numbering.unaligned) {
+    unaligned.push_back(
+        {{"rank", u.rank}, {"group", u.group}, {"collectives", u.collectives}, {"why", u.why}});
+  }
+  out["numbering"] = {{"shifted", shifted}, {"unaligned", unaligned}};
   if (r.straggler >= 0) {
     out["straggler_steps"] = r.straggler_steps;
     out["cause"] = r.cause;
@@ -312,8 +323,17 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     return report;
   }
   std::vector<analysis::RankSummary> ranks;
-  for (auto& [rank, s] : by_rank) ranks.push_back(std::move(s));
+  uint64_t clock_error_ns = 0;
+  for (auto& [rank, s] : by_rank) {
+    clock_error_ns = std::max(clock_error_ns, s.clock_error_ns);
+    ranks.push_back(std::move(s));
+  }
+  // Two members' readings of one collective can seem apart by their clocks'
+  // error bounds, and by the moment between a call and its clock reading.
+  analysis::NumberingReport numbering =
+      analysis::align_collective_numbering(ranks, 2 * clock_error_ns + kNumberingSlackNs);
   analysis::StragglerReport r = analysis::find_straggler(ranks);
+  r.numbering = analysis::numbering_text(numbering);
   std::vector<analysis::CommTiming> timings = analysis::comm_timings(ranks);
   std::vector<analysis::LinkBandwidth> links = analysis::link_bandwidths(timings);
   report.text = analysis::straggler_text(r) + analysis::links_text(links);
@@ -337,7 +357,8 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
       {"straggler_report.txt", [&report] { return report.text; }},
       {"cluster_step_trace_time.csv", [&ranks] { return step_trace_csv(ranks); }},
-      {"cluster_analysis.json", [&r, &links] { return detail::json_text(report_json(r, links), 1) + "\n"; }},
+      {"cluster_analysis.json",
+       [&r, &numbering, &links] { return detail::json_text(report_json(r, numbering, links), 1) + "\n"; }},
   };
   for (const auto& [name, make] : outputs) {
     std::string e = detail::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);

@@ -1,0 +1,133 @@
+// Copyright trainprof authors.
+#include "analysis/collective_numbering.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace trainprof::analysis {
+namespace {
+
+// One member's collectives in one group.
+struct Member {
+  RankSummary* summary;
+  std::vector<RankCollective*> calls;
+};
+
+// Whether `a` and `b` can be one collective seen by two members: the same
+// operation and bytes, and (`timed`) neither ended before the other began.
+bool same_collective(const RankCollective& a, const RankCollective& b, bool timed, uint64_t tolerance_ns) {
+  if (a.operation != b.operation || a.bytes != b.bytes) return false;
+  return !timed || (a.start_ns <= b.end_ns + tolerance_ns && b.start_ns <= a.end_ns + tolerance_ns);
+}
+
+// How many of `calls`, shifted by `offset`, the reference recorded too, or
+// -1 when one of them is not the same collective there.
+int64_t fit(const std::map<int64_t, const RankCollective*>& reference,
+            const std::vector<RankCollective*>& calls, int64_t offset, bool timed, uint64_t tolerance_ns) {
+  int64_t both = 0;
+  for (const RankCollective* c : calls) {
+    auto it = reference.find(c->sequence + offset);
+    if (it == reference.end()) continue;
+    if (!same_collective(*it->second, *c, timed, tolerance_ns)) return -1;
+    ++both;
+  }
+  return both;
+}
+
+uint64_t first_start(const Member& m) {
+  uint64_t t = UINT64_MAX;
+  for (const RankCollective* c : m.calls) t = std::min(t, c->start_ns);
+  return t;
+}
+
+// The groups whose numbering starts with the rank's profiling: MPI's count
+// from the communicator's creation and need no alignment.
+bool numbered_from_profiling(const RankGroup& g) {
+  return g.origin.starts_with("torch.distributed");
+}
+
+}  // namespace
+
+NumberingReport align_collective_numbering(std::vector<RankSummary>& ranks, uint64_t tolerance_ns) {
+  NumberingReport report;
+  std::map<std::string, std::vector<Member>> groups;
+  for (RankSummary& s : ranks) {
+    std::map<std::string, std::vector<RankCollective*>> mine;
+    for (RankCollective& c : s.collectives) {
+      if (c.group < s.groups.size() && numbered_from_profiling(s.groups[c.group]))
+        mine[s.groups[c.group].name].push_back(&c);
+    }
+    for (auto& [name, calls] : mine) groups[name].push_back(Member{&s, std::move(calls)});
+  }
+  std::set<const RankCollective*> left_out;
+  for (auto& [name, members] : groups) {
+    if (members.size() < 2) continue;
+    const Member& ref =
+        *std::min_element(members.begin(), members.end(),
+                          [](const Member& a, const Member& b) { return first_start(a) < first_start(b); });
+    std::map<int64_t, const RankCollective*> by_sequence;
+    for (const RankCollective* c : ref.calls) by_sequence.emplace(c->sequence, c);
+    for (Member& m : members) {
+      if (&m == &ref) continue;
+      // Times tell collectives apart only on one clock: one host, or both aligned.
+      bool timed =
+          m.summary->host == ref.summary->host || (m.summary->clock_aligned && ref.summary->clock_aligned);
+      if (fit(by_sequence, m.calls, 0, timed, tolerance_ns) > 0) continue;  // as numbered
+      const RankCollective* first =
+          *std::min_element(m.calls.begin(), m.calls.end(),
+                            [](const auto* a, const auto* b) { return a->start_ns < b->start_ns; });
+      std::vector<int64_t> fitting;
+      if (timed) {
+        for (const RankCollective* c : ref.calls) {
+          int64_t offset = c->sequence - first->sequence;
+          if (offset != 0 && same_collective(*c, *first, true, tolerance_ns) &&
+              fit(by_sequence, m.calls, offset, true, tolerance_ns) > 0)
+            fitting.push_back(offset);
+        }
+      }
+      if (fitting.size() == 1) {
+        for (RankCollective* c : m.calls) c->sequence += fitting[0];
+        report.shifted.push_back({m.summary->rank, name, fitting[0]});
+        continue;
+      }
+      std::string why =
+          fitting.size() > 1
+              ? "several numberings fit its collectives to rank " + std::to_string(ref.summary->rank) + "'s"
+          : !timed ? "its collectives differ from rank " + std::to_string(ref.summary->rank) +
+                         "'s as numbered, and without aligned clocks their times cannot tell which is which"
+                   : "none of its collectives is one of rank " + std::to_string(ref.summary->rank) +
+                         "'s (profiled at other times, or the calls differ)";
+      report.unaligned.push_back({m.summary->rank, name, m.calls.size(), why});
+      left_out.insert(m.calls.begin(), m.calls.end());
+    }
+  }
+  if (!left_out.empty()) {
+    for (RankSummary& s : ranks) {
+      std::erase_if(s.collectives, [&](const RankCollective& c) { return left_out.count(&c) > 0; });
+    }
+  }
+  return report;
+}
+
+std::string numbering_text(const NumberingReport& r) {
+  std::string out;
+  if (!r.shifted.empty()) {
+    out += "Collective numbering: ";
+    for (size_t i = 0; i < r.shifted.size(); ++i) {
+      const NumberingReport::Shift& s = r.shifted[i];
+      out += (i > 0 ? ", " : "") + std::string("rank ") + std::to_string(s.rank) + " in group " + s.group +
+             (s.offset > 0 ? " +" : " ") + std::to_string(s.offset);
+    }
+    out +=
+        " (it started profiling at another collective than the others; matched by operation, bytes and "
+        "time).\n";
+  }
+  for (const NumberingReport::Unaligned& u : r.unaligned) {
+    out += "Not matched: rank " + std::to_string(u.rank) + "'s " + std::to_string(u.collectives) +
+           " collective(s) in group " + u.group + ": " + u.why + ".\n";
+  }
+  return out;
+}
+
+}  // namespace trainprof::analysis
