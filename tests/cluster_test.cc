@@ -566,6 +566,13 @@ TEST(Cluster, ALinkWhoseTransfersOnlyWaitedStaysAndIsMarked) {
   std::string text = links_text(link_bandwidths(comm_timings(ranks)));
   EXPECT_NE(text.find("transfers: 1 links, median 1.000 GB/s"), std::string::npos) << text;
   EXPECT_NE(text.find("only waited 0->1: 8.000 MB in 2 operations"), std::string::npos) << text;
+  // In the matrix too: the link with its bytes, marked.
+  nlohmann::json matrix = nlohmann::json::parse(exporter::cluster_communication_matrix_json(comm_timings(ranks)));
+  const nlohmann::json& total = matrix.at("(0, 1)").at("step0").at("Total Op Info@123");
+  EXPECT_DOUBLE_EQ(total.at("0-1").at("Transit Size(MB)").get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(total.at("0-1").at("Transit Time(ms)").get<double>(), 0.0);
+  EXPECT_TRUE(total.at("0-1").value("Only Waited", false)) << total.dump();
+  EXPECT_FALSE(total.at("1-0").contains("Only Waited")) << total.dump();  // the measured reply
 }
 
 TEST(RankSummary, TransfersRoundTripAndVersion1IsRead) {

@@ -176,6 +176,9 @@ json links_json(const Links& links, bool with_op_name) {
                   {"Transit Time(ms)", link.ms},
                   {"Bandwidth(GB/s)", ratio(link.mb, link.ms)}};
     if (with_op_name) entry["Op Name"] = link.op_name;
+    // Data moved with no transit time to measure a bandwidth over: every
+    // operation's time was waiting for the peer. Said, not left to look slow.
+    if (link.mb > 0 && link.ms <= 0) entry["Only Waited"] = true;
     out[std::to_string(ends.first) + "-" + std::to_string(ends.second)] = entry;
   }
   return out;
