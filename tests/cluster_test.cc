@@ -248,6 +248,18 @@ TEST(CollectiveNumbering, RanksThatStartedProfilingLaterAreRenumberedAndMatched)
       "collective than the others; matched by operation, bytes and time).\n");
 }
 
+TEST(CollectiveNumbering, BackToBackCollectivesAreToldApartByWhenTheyEnd) {
+  // With 20 ms of clock error each collective also overlaps its neighbours
+  // (5 ms apart): the members of one leave it together, 0 ms apart; taken
+  // one off, 100 ms.
+  std::vector<RankSummary> ranks = late_starters();
+  NumberingReport n = align_collective_numbering(ranks, 20 * kMs);
+  ASSERT_EQ(n.shifted.size(), 2u) << numbering_text(n);
+  EXPECT_EQ(n.shifted[0].offset, 2);
+  EXPECT_EQ(n.shifted[1].offset, 3);
+  EXPECT_TRUE(n.unaligned.empty()) << numbering_text(n);
+}
+
 TEST(CollectiveNumbering, ARankThatSharesNoCollectiveIsLeftOutAndSaid) {
   std::vector<RankSummary> ranks = late_starters();
   // Rank 2's calls are all after rank 0's and rank 1's last.

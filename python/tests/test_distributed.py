@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -65,6 +66,15 @@ def run_ranks(script: Path, out: Path, world: int) -> None:
     for r, p in enumerate(procs):
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, f"rank {r}: {err}"
+
+
+def assert_aligned_to_the_shift(report: str) -> None:
+    """The cluster report removed rank 1's shift, as measured: within the
+    error bound it gives (a loaded machine widens it, the truth stays in it)."""
+    m = re.search(r"Clocks: aligned to rank 0 \(offsets up to ([0-9.]+) ms removed, within \+-([0-9.]+) us\)", report)
+    assert m, report
+    offset_ns, error_ns = float(m[1]) * 1e6, float(m[2]) * 1e3
+    assert abs(offset_ns - SHIFT_NS) <= error_ns + 1000, report  # + the printed rounding
 
 
 def summary_of(out: Path, rank: int) -> dict:
@@ -138,7 +148,7 @@ def test_clock_offsets_to_rank_0_are_recovered_within_their_bound(calls_run: Pat
             assert abs(point["offset_ns"] - truth) <= point["error_ns"], (info["rank"], point)
     result = subprocess.run([sys.executable, "-m", "trainprof", "cluster", str(calls_run)],
                             capture_output=True, text=True, timeout=300)
-    assert "Clocks: aligned to rank 0 (offsets up to 300.0" in result.stdout, result.stdout
+    assert_aligned_to_the_shift(result.stdout)
 
 
 def test_a_rank_0_that_does_not_profile_leaves_the_others_unaligned_not_stuck(tmp_path: Path) -> None:
@@ -243,7 +253,7 @@ def test_a_run_analysed_before_its_clock_exchange_ended_is_analysed_again_by_the
     result = subprocess.run([sys.executable, "-m", "trainprof", "cluster", str(out)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "Clocks: aligned to rank 0 (offsets up to 300.0" in result.stdout, result.stdout
+    assert_aligned_to_the_shift(result.stdout)
     assert "still running" not in result.stdout
     summary = json.loads((runs[1] / "PROFILER_OUTPUT" / "rank_summary.json").read_text())
     assert summary["clock_aligned"] and summary["clock_problem"] == ""

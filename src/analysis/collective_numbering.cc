@@ -35,6 +35,28 @@ int64_t fit(const std::map<int64_t, const RankCollective*>& reference,
   return both;
 }
 
+// The median gap between the two members' ends of the collectives both
+// recorded under `offset`: the members of one collective leave it together
+// (within its transfer), the neighbours they could be taken for do not.
+uint64_t end_gap(const std::map<int64_t, const RankCollective*>& reference,
+                 const std::vector<RankCollective*>& calls, int64_t offset) {
+  std::vector<uint64_t> gaps;
+  for (const RankCollective* c : calls) {
+    auto it = reference.find(c->sequence + offset);
+    if (it == reference.end()) continue;
+    uint64_t a = it->second->end_ns, b = c->end_ns;
+    gaps.push_back(a > b ? a - b : b - a);
+  }
+  if (gaps.empty()) return UINT64_MAX;
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+  return gaps[gaps.size() / 2];
+}
+
+// How much larger than twice the best the runner-up's end gap must be for
+// the best shift to be taken: a collective's members leave it within its
+// last transfer, tens of microseconds on one host.
+constexpr uint64_t kClearGapNs = 100'000;
+
 uint64_t first_start(const Member& m) {
   uint64_t t = UINT64_MAX;
   for (const RankCollective* c : m.calls) t = std::min(t, c->start_ns);
@@ -73,22 +95,34 @@ NumberingReport align_collective_numbering(std::vector<RankSummary>& ranks, uint
       // Times tell collectives apart only on one clock: one host, or both aligned.
       bool timed =
           m.summary->host == ref.summary->host || (m.summary->clock_aligned && ref.summary->clock_aligned);
-      if (fit(by_sequence, m.calls, 0, timed, tolerance_ns) > 0) continue;  // as numbered
+      if (!timed && fit(by_sequence, m.calls, 0, false, 0) > 0) continue;  // as numbered, all it can tell
+      // The shifts under which every collective both recorded agrees: as
+      // numbered, and those that make the member's first one a reference's
+      // collective it overlaps. Back-to-back collectives overlap their
+      // neighbours too; the members of one leave it together: the shift
+      // with the smallest gap between the ends wins, when clearly.
       const RankCollective* first =
           *std::min_element(m.calls.begin(), m.calls.end(),
                             [](const auto* a, const auto* b) { return a->start_ns < b->start_ns; });
-      std::vector<int64_t> fitting;
+      std::vector<std::pair<uint64_t, int64_t>> fitting;  // (end gap, offset)
       if (timed) {
+        std::set<int64_t> candidates = {0};
         for (const RankCollective* c : ref.calls) {
-          int64_t offset = c->sequence - first->sequence;
-          if (offset != 0 && same_collective(*c, *first, true, tolerance_ns) &&
-              fit(by_sequence, m.calls, offset, true, tolerance_ns) > 0)
-            fitting.push_back(offset);
+          if (same_collective(*c, *first, true, tolerance_ns))
+            candidates.insert(c->sequence - first->sequence);
+        }
+        for (int64_t offset : candidates) {
+          if (fit(by_sequence, m.calls, offset, true, tolerance_ns) > 0)
+            fitting.emplace_back(end_gap(by_sequence, m.calls, offset), offset);
         }
       }
-      if (fitting.size() == 1) {
-        for (RankCollective* c : m.calls) c->sequence += fitting[0];
-        report.shifted.push_back({m.summary->rank, name, fitting[0]});
+      std::sort(fitting.begin(), fitting.end());
+      if (fitting.size() == 1 ||
+          (fitting.size() > 1 && fitting[1].first > 2 * fitting[0].first + kClearGapNs)) {
+        if (int64_t offset = fitting[0].second; offset != 0) {
+          for (RankCollective* c : m.calls) c->sequence += offset;
+          report.shifted.push_back({m.summary->rank, name, offset});
+        }
         continue;
       }
       std::string why =
