@@ -249,15 +249,39 @@ TEST(Analysis, RangesThatDoNotNestAreReported) {
 
 TEST(Analysis, StepSelection) {
   TempDir dir;
-  std::string run = record_steps(dir.path(), 6);
+  std::string run;
+  {
+    // Each step: its ranges, a counter, a mark and a data stage, each telling its step.
+    ProfilerOptions o;
+    o.output_path = dir.path();
+    o.data_process = true;
+    Profiler prof(o);
+    for (int s = 0; s < 6; ++s) {
+      {
+        TRAINPROF_RANGE("work");
+        trainprof::Range r("step_" + std::to_string(s));
+        trainprof::counter("loss", s);
+        trainprof::mark("mark_" + std::to_string(s));
+        DataStage fetch("loader", kStageDatasetGet);
+      }
+      prof.step();
+    }
+    prof.stop();
+    run = prof.last_run().run_dir;
+  }
   RunAnalysis r = analyse_one(run, with_steps({2, 3}));
   ASSERT_TRUE(r.ok) << r.error;
   std::set<std::string> names;
+  std::vector<double> losses;
   json trace = read_json(out(run, "trace_view.json"));  // must outlive the loop
   for (const json& e : trace["traceEvents"]) {
-    if (e["ph"] != "M") names.insert(e["name"]);
+    if (e["ph"] == "C" && e["name"] == "loss") losses.push_back(e["args"].begin()->get<double>());
+    if (e["ph"] != "M" && e["ph"] != "C" && e.value("cat", "") != "dataset") names.insert(e["name"]);
   }
-  EXPECT_EQ(names, (std::set<std::string>{"ProfilerStep#2", "ProfilerStep#3", "step_2", "step_3", "work"}));
+  EXPECT_EQ(names, (std::set<std::string>{"ProfilerStep#2", "ProfilerStep#3", "step_2", "step_3", "work",
+                                          "mark_2", "mark_3"}));
+  EXPECT_EQ(losses, (std::vector<double>{2, 3}));  // the scan's events are narrowed too
+  EXPECT_EQ(by_name(read_csv(out(run, "dataset.csv")))["loader"][2], "2");  // Occurrences
   auto steps = read_csv(out(run, "step_trace_time.csv"));
   ASSERT_EQ(steps.size(), 3u);
   EXPECT_EQ(steps[1][0], "2");

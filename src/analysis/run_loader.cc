@@ -242,7 +242,7 @@ class WindowFeeder {
       Slice s = make_slice(h.start_ns, h.dur_ns, h.key);
       if (h.is_step) {
         int64_t n = m_.step_number(s);
-        if (m_.selection.active && (n < m_.selection.first_step || n > m_.selection.last_step)) continue;
+        if (!m_.selection.keeps_step(n)) continue;
       } else if (!selected(m_, h.start_ns)) {
         continue;
       }

@@ -172,7 +172,7 @@ struct ScannedFile {
 };
 
 inline bool selected(const TraceModel& m, uint64_t start_ns) {
-  return !m.selection.active || (start_ns >= m.selection.begin_ns && start_ns < m.selection.end_ns);
+  return m.selection.keeps(start_ns);
 }
 
 }  // namespace loading

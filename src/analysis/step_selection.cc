@@ -1,4 +1,9 @@
 // Copyright trainprof authors. --steps / step_list: narrow the model to steps.
+//
+// Called after the scan: the events it read whole (counters, marks, data
+// stages, memory, GPU activity, operator links) are narrowed here; the
+// slices, read window by window later, by the loader with the same
+// SliceSelection.
 #include <algorithm>
 
 #include "analysis/passes.h"
@@ -45,18 +50,9 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
     if (it == m.steps.end()) return "step " + std::to_string(n) + " was not recorded; " + describe_steps(m);
     chosen.push_back(*it);
   }
-  uint64_t begin = chosen.front().start_ns;
-  uint64_t end = chosen.back().end_ns;
-  auto inside = [&](uint64_t t) { return t >= begin && t < end; };
-  for (ThreadSlices& t : m.threads) {
-    keep_if(t.slices, [&](const Slice& s) {
-      if (m.is_step(s)) {
-        int64_t n = m.step_number(s);
-        return n >= list.front() && n <= list.back();
-      }
-      return inside(s.start_ns);
-    });
-  }
+  const SliceSelection selection{true, chosen.front().start_ns, chosen.back().end_ns, list.front(),
+                                 list.back()};
+  auto inside = [&](uint64_t t) { return selection.keeps(t); };
   keep_if(m.op_links, [&](const OpLink& l) { return inside(l.start_ns); });
   keep_if(m.instants, [&](const Instant& i) { return inside(i.ts_ns); });
   keep_if(m.counters, [&](const CounterSample& c) { return inside(c.ts_ns); });
@@ -65,7 +61,7 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
   keep_if(m.memory, [&](const MemoryRecord& r) { return inside(r.ts_ns); });
   keep_if(m.gpu, [&](const GpuActivity& a) { return inside(a.start_ns); });
   m.steps = chosen;
-  m.selection = SliceSelection{true, begin, end, list.front(), list.back()};
+  m.selection = selection;
   return "";
 }
 

@@ -187,13 +187,19 @@ std::vector<StepWindow> steps_by_start(std::vector<StepWindow> steps);
 int64_t step_at(const std::vector<StepWindow>& by_start, uint64_t t);
 
 // What --steps keeps (select_steps): the chosen steps' slices and every
-// other slice that starts inside [begin_ns, end_ns).
+// other event that starts inside [begin_ns, end_ns). The one filter: the
+// scan's events are kept by it in select_steps, the slices as the loader
+// reads them.
 struct SliceSelection {
   bool active = false;
   uint64_t begin_ns = 0;
   uint64_t end_ns = 0;
   int64_t first_step = 0;
   int64_t last_step = 0;
+  // An event (not a step) that starts at `start_ns`.
+  bool keeps(uint64_t start_ns) const { return !active || (start_ns >= begin_ns && start_ns < end_ns); }
+  // The ProfilerStep#N slice of step `n`.
+  bool keeps_step(int64_t n) const { return !active || (n >= first_step && n <= last_step); }
 };
 
 struct TraceModel {
