@@ -179,11 +179,16 @@ TEST(Profiler, DestructorStopsAndFlushes) {
   TempDir dir;
   {
     Profiler prof(options_in(dir));
-    TRAINPROF_RANGE("inside");
+    for (int i = 0; i < 3; ++i) TRAINPROF_RANGE("inside");
   }
   auto runs = run_dirs(dir.path());
   ASSERT_EQ(runs.size(), 1u);
-  EXPECT_TRUE(test::read_run(runs[0]).closed_cleanly);
+  raw::RawFile f = test::read_run(runs[0]);
+  EXPECT_TRUE(f.closed_cleanly);
+  EXPECT_EQ(test::count_by_name(f)["inside"], 3u);  // every range reached the file
+  auto info = nlohmann::json::parse(test::read_text(runs[0] + "/profiler_info.json"));
+  EXPECT_TRUE(info["complete"].get<bool>()) << info.dump();  // closed, not left open
+  EXPECT_FALSE(info["stop_time_ns"].is_null()) << info.dump();
 }
 
 TEST(Profiler, TraceHandlerChoosesDirectoryAndWorkerName) {

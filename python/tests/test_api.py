@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -20,13 +21,25 @@ def test_version_is_cmake_project_version() -> None:
     assert version("trainprof") == trainprof.__version__
 
 
-def test_public_names_are_torch_profiler_names() -> None:
-    for name in ("profile", "schedule", "tensorboard_trace_handler", "record_function", "ProfilerActivity",
-                 "ProfilerAction", "ProfilerLevel", "_ExperimentalConfig", "analyse", "mstx"):
-        assert hasattr(trainprof, name), name
+def test_public_names_take_torch_profilers_arguments_in_its_order() -> None:
+    """Code written for torch.profiler runs unchanged: its callables' leading
+    parameters, positional as well as by name, are ours in the same order."""
+    tp = pytest.importorskip("torch.profiler")
+
+    def params(f: object) -> list[str]:
+        return [p for p in inspect.signature(f).parameters if p != "self"]  # type: ignore[arg-type]
+
+    for ours, theirs, leading in ((trainprof.profile.__init__, tp.profile.__init__, 8),
+                                  (trainprof.schedule, tp.schedule, 5),
+                                  (trainprof.tensorboard_trace_handler, tp.tensorboard_trace_handler, 2),
+                                  (trainprof.record_function.__init__, tp.record_function.__init__, 2)):
+        assert params(ours)[:leading] == params(theirs)[:leading], (ours, params(ours), params(theirs))
+    assert {a.name for a in ProfilerAction} <= {a.name for a in tp.ProfilerAction}
+    for name in ("CPU", "CUDA"):
+        assert hasattr(ProfilerActivity, name) and hasattr(tp.ProfilerActivity, name)
+    assert ProfilerActivity.CUDA is ProfilerActivity.GPU  # torch's name for the same activity
     for name in ("mark", "range_start", "range_end"):
         assert callable(getattr(trainprof.mstx, name))
-    assert ProfilerActivity.CUDA is ProfilerActivity.GPU  # torch's name for the same activity
 
 
 def test_every_public_callable_has_a_docstring() -> None:
