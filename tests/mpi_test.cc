@@ -617,6 +617,50 @@ TEST(MpiCluster, NamesTheRankSlowInDataLoading) {
   EXPECT_EQ(checked, 8);
 }
 
+// Rank r starts recording at step r; rank 2 computes 6x longer. MPI numbers
+// a communicator's collectives from its creation, so they match as numbered.
+TEST(MpiCluster, RanksThatStartRecordingAtDifferentStepsMatchEveryCollective) {
+  test::TempDir dir;
+  run_straggler(dir, 2, "compute", 8, "late");
+  ClusterReport r = cluster(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  // Steps 3-7 every rank recorded; steps 0-2 only those that had started.
+  EXPECT_NE(
+      r.text.find("Cluster: 4 of 4 ranks, 5 collectives matched across their groups, 3 recorded by some "
+                  "members only."),
+      std::string::npos)
+      << r.text;
+  EXPECT_EQ(r.text.find("Collective numbering"), std::string::npos) << r.text;  // nothing to shift
+  EXPECT_EQ(r.text.find("Not matched"), std::string::npos) << r.text;
+  EXPECT_EQ(r.straggler, 2) << r.text;
+  EXPECT_EQ(r.cause, "compute") << r.text;
+}
+
+// Rank 0's small sends to rank 1 are over before rank 1 posts its receives:
+// the link moved data with no transit time, and stays in the summary and the
+// matrix, marked.
+TEST(MpiCluster, APairWhoseTransfersOnlyWaitedIsInTheMatrixMarked) {
+  test::TempDir dir;
+  run_straggler(dir, -1, "none", 6, "waited");
+  ClusterReport r = cluster(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_NE(r.text.find("only waited 0->1: 0.000 MB in 6 operations"), std::string::npos) << r.text;
+  nlohmann::json matrix =
+      nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_communication_matrix.json"));
+  int marked = 0;
+  for (const auto& [tuple, steps] : matrix.items()) {
+    for (const auto& [step, ops] : steps.items()) {
+      for (const auto& [op, links] : ops.items()) {
+        if (!links.contains("0-1") || op.rfind("Total Op Info", 0) != 0) continue;
+        EXPECT_DOUBLE_EQ(links["0-1"]["Transit Size(MB)"].get<double>(), 64 / 1e6) << step;
+        EXPECT_DOUBLE_EQ(links["0-1"]["Transit Time(ms)"].get<double>(), 0.0) << step;
+        marked += links["0-1"].value("Only Waited", false) ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_EQ(marked, 6) << matrix.dump(1);  // one Total Op Info link a step, each marked
+}
+
 TEST(MpiCluster, SaysWhichRankIsMissing) {
   test::TempDir dir;
   run_straggler(dir, -1, "none", 4);

@@ -10,7 +10,11 @@
 // with `none` (or SLOW_RANK -1) all ranks do the same work. With `ring`,
 // each step also passes 64 KiB to the next rank and from the previous one,
 // blocking (MPI_Sendrecv) and nonblocking (MPI_Isend, MPI_Irecv, MPI_Waitall),
-// as pipeline stages pass activations.
+// as pipeline stages pass activations. With `late`, rank r starts recording
+// at step r (a profile started mid-epoch, a dynamic config read at
+// different times). With `waited`, rank 0 also sends 64 bytes to rank 1
+// each step, which rank 1 receives 5 ms later: the send is over before the
+// receive is posted (its whole time was waiting, no transit to measure).
 #include <mpi.h>
 #include <signal.h>
 #include <time.h>
@@ -56,6 +60,8 @@ int main(int argc, char** argv) {
   bool dies = slow && std::strcmp(argv[3], "die") == 0;
   int steps = std::atoi(argv[4]);
   bool ring = argc > 5 && std::strcmp(argv[5], "ring") == 0;
+  bool late = argc > 5 && std::strcmp(argv[5], "late") == 0;
+  bool waited = argc > 5 && std::strcmp(argv[5], "waited") == 0;
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   int next = (rank + 1) % world, previous = (rank + world - 1) % world;
@@ -65,9 +71,11 @@ int main(int argc, char** argv) {
   options.output_path = argv[1];
   options.data_process = true;
   options.flush_interval_ms = 20;
-  trainprof::Profiler profiler(options);  // starts recording
+  options.start_profile = !late || rank == 0;
+  trainprof::Profiler profiler(options);  // starts recording, unless late
   std::vector<double> gradients(1000, 1.0), summed(1000);
   for (int step = 0; step < steps; ++step) {
+    if (late && step == rank && rank > 0) profiler.start();
     if (dies && step == steps / 2) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a few flushes
       raise(SIGKILL);
@@ -81,6 +89,12 @@ int main(int argc, char** argv) {
       compute(slow_compute ? 12.0 : 2.0);
     }
     MPI_Allreduce(gradients.data(), summed.data(), 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (waited && rank == 0) {
+      MPI_Send(outgoing.data(), 64, MPI_CHAR, 1, 9, MPI_COMM_WORLD);
+    } else if (waited && rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      MPI_Recv(incoming.data(), 64, MPI_CHAR, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
     if (ring) {
       int size = static_cast<int>(outgoing.size());
       MPI_Sendrecv(outgoing.data(), size, MPI_CHAR, next, 7, incoming.data(), size, MPI_CHAR, previous, 7,
@@ -90,7 +104,7 @@ int main(int argc, char** argv) {
       MPI_Isend(outgoing.data(), size / 2, MPI_CHAR, next, 8, MPI_COMM_WORLD, &requests[1]);
       MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
     }
-    profiler.step();
+    if (profiler.started()) profiler.step();
   }
   profiler.stop();
   MPI_Finalize();
