@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import html.parser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,8 +96,16 @@ def test_the_rendered_page_shows_the_csv_figures_and_logs_nothing(run: Path) -> 
     dom = Tables()
     dom.feed(rendered.stdout)
     out = run / "PROFILER_OUTPUT"
-    assert dom.tables["step-table"] == read_csv(out / "step_trace_time.csv")
+    steps = read_csv(out / "step_trace_time.csv")
+    assert dom.tables["step-table"] == steps
     assert len(dom.tables["step-table"]) == 1 + 6
+    # The step chart stacks the four parts that add up to each step, Data Wait among them.
+    bars: dict[str, dict[str, float]] = {}
+    for step, part, ms in re.findall(r"<title>step (\d+): (.+?) ([0-9.]+) ms</title>", rendered.stdout):
+        bars.setdefault(step, {})[part] = float(ms)
+    for row in steps[1:]:
+        for part in ("Computing", "Communication(Not Overlapped)", "Data Wait", "Free"):
+            assert bars[row[0]][part] == pytest.approx(float(row[steps[0].index(part)]) / 1000, abs=1e-3), part
     ops = read_csv(out / "op_statistic.csv")
     assert dom.tables["op-table"] == ops[:41]  # the header and the top 40, in the CSV's order
     memory = read_csv(out / "memory_record.csv")
