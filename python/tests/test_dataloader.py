@@ -136,14 +136,15 @@ def test_no_stage_without_data_process(tmp_path: Path) -> None:
 
 
 class SlowSamples(Dataset):
-    """A loader-starved input: 1 ms to read each sample, in the training
-    process (no workers)."""
+    """A loader-starved input: 3 ms to read each sample, in the training
+    process (no workers): 24 ms a batch, against well under 1 ms of training
+    (a margin no load on the machine closes)."""
 
     def __len__(self) -> int:
         return SAMPLES
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        time.sleep(0.001)
+        time.sleep(0.003)
         return torch.full((16,), float(i)), i % 10
 
 
@@ -173,7 +174,7 @@ def test_a_loader_starved_loop_shows_its_steps_as_data_wait_not_computing(tmp_pa
     rows = profile_steps(tmp_path / "prof", DataLoader(SlowSamples(), batch_size=BATCH), data_process, passes=1)
     for row in rows:
         wait, computing = float(row["Data Wait"]), float(row["Computing"])
-        assert wait >= BATCH * 1000.0, row  # µs: at least its 8 samples' 1 ms sleeps
+        assert wait >= BATCH * 3000.0, row  # µs: at least its 8 samples' 3 ms sleeps
         assert computing < wait, row
     summary = trainprof.summary(str(run_dirs(tmp_path / "prof")[0]))
     assert "data wait ms" in summary, summary
@@ -184,4 +185,7 @@ def test_a_loop_fed_from_memory_shows_its_steps_as_computing(tmp_path: Path) -> 
     rows = profile_steps(tmp_path / "prof", DataLoader(memory, batch_size=BATCH), data_process=False, passes=20)
     for row in rows:
         wait, computing = float(row["Data Wait"]), float(row["Computing"])
-        assert 0 < wait < computing / 4, row  # the fetch is there, and small beside the training
+        # The fetch is there, and below the training: 20 passes against
+        # indexing 8 rows (about 50 times less on an idle machine, 3.5 times
+        # less with a build and the sanitizer tests sharing its 2 cores).
+        assert 0 < wait < computing, row
