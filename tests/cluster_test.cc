@@ -102,6 +102,21 @@ TEST(Cluster, DataWaitCountedAsComputingIsStillDataLoading) {
   EXPECT_DOUBLE_EQ(r.excess_data_wait_ns, 38.0 * kMs);
 }
 
+TEST(Cluster, ADataWaitOutOfComputingIsNotTakenOutAgain) {
+  // Since rank summary version 4 the step trace keeps the data wait out of
+  // computing: rank 1's 60 ms are computing alone, beside 30 ms of waiting
+  // for data. Taken out once more, compute would fall to 30 ms and the cause
+  // would turn to data loading.
+  std::vector<RankSummary> ranks = world(3, 4, [](int rank, int) { return rank == 1 ? 60.0 : 20.0; });
+  for (RankSummary& s : ranks) s.data_wait_separate = true;
+  for (RankStep& st : ranks[1].steps) st.data_wait_ns = 30 * kMs;
+  StragglerReport r = find_straggler(ranks);
+  EXPECT_EQ(r.straggler, 1);
+  EXPECT_EQ(r.cause, "compute");
+  EXPECT_DOUBLE_EQ(r.excess_computing_ns, 40.0 * kMs);
+  EXPECT_DOUBLE_EQ(r.excess_data_wait_ns, 30.0 * kMs);
+}
+
 TEST(Cluster, WaitsAtInFlightCollectivesCountedAsComputingAreNotTheCause) {
   // DDP over Gloo: every rank posts its bucket's all-reduce and goes on; the
   // others then wait for rank 3 inside their backward range (computing), not
@@ -579,7 +594,8 @@ TEST(Cluster, ALinkWhoseTransfersOnlyWaitedStaysAndIsMarked) {
   EXPECT_NE(text.find("transfers: 1 links, median 1.000 GB/s"), std::string::npos) << text;
   EXPECT_NE(text.find("only waited 0->1: 8.000 MB in 2 operations"), std::string::npos) << text;
   // In the matrix too: the link with its bytes, marked.
-  nlohmann::json matrix = nlohmann::json::parse(exporter::cluster_communication_matrix_json(comm_timings(ranks)));
+  nlohmann::json matrix =
+      nlohmann::json::parse(exporter::cluster_communication_matrix_json(comm_timings(ranks)));
   const nlohmann::json& total = matrix.at("(0, 1)").at("step0").at("Total Op Info@123");
   EXPECT_DOUBLE_EQ(total.at("0-1").at("Transit Size(MB)").get<double>(), 4.0);
   EXPECT_DOUBLE_EQ(total.at("0-1").at("Transit Time(ms)").get<double>(), 0.0);
