@@ -86,6 +86,21 @@ void add_sorted(Intervals& a, uint64_t s, uint64_t e) {
   }
 }
 
+// The union of `all` (in any order, overlapping or not), disjoint and in
+// start order.
+Intervals union_of(Intervals all) {
+  std::sort(all.begin(), all.end());
+  Intervals out;
+  for (const auto& [s, e] : all) add_sorted(out, s, e);
+  return out;
+}
+
+Intervals union_of(const Intervals& a, const Intervals& b) {
+  Intervals all = a;
+  all.insert(all.end(), b.begin(), b.end());
+  return union_of(std::move(all));
+}
+
 // The part of `a` inside [start, end).
 Intervals clipped(const Intervals& a, uint64_t start, uint64_t end) {
   Intervals out;
@@ -108,7 +123,7 @@ constexpr std::string_view kDataLoaderFetchPrefix = "enumerate(DataLoader)#";
 // Python's DataLoader stages, any a user marks so) and torch's DataLoader
 // fetches on every thread.
 Intervals data_waits(const TraceModel& m, uint64_t start, uint64_t end) {
-  std::vector<std::pair<uint64_t, uint64_t>> all;
+  Intervals all;
   for (const DataStageSlice& d : m.data_stages) {
     if (d.start_ns < end && d.start_ns + d.dur_ns > start && m.name(d.stage) == kStageLoaderWait)
       all.emplace_back(d.start_ns, d.start_ns + d.dur_ns);
@@ -126,10 +141,7 @@ Intervals data_waits(const TraceModel& m, uint64_t start, uint64_t end) {
       if (fetch[s.key] && m.end(s) > start) all.emplace_back(s.start_ns, m.end(s));
     }
   }
-  std::sort(all.begin(), all.end());
-  Intervals out;
-  for (const auto& [s, e] : all) add_sorted(out, s, e);
-  return out;
+  return union_of(std::move(all));
 }
 
 // The communication of a window, as the step's columns need it.
@@ -257,11 +269,7 @@ std::vector<PartRow> step_rows(const TraceModel& m, std::span<const StepWindow> 
     } else {
       WindowComm comm = window_comm(m, w.start_ns, w.end_ns);
       Intervals computing_outside = subtract(computing, comm.blocking);
-      Intervals all_comm = comm.blocking;
-      for (const auto& [s, e] : comm.in_flight) all_comm.emplace_back(s, e);
-      std::sort(all_comm.begin(), all_comm.end());
-      Intervals comm_union;
-      for (const auto& [s, e] : all_comm) add_sorted(comm_union, s, e);
+      Intervals comm_union = union_of(comm.blocking, comm.in_flight);
       row.computing_ns = length(computing_outside);
       row.communication_ns = length(comm_union);
       row.overlapped_ns = length(intersect(subtract(comm.in_flight, comm.blocking), computing_outside));
@@ -373,12 +381,7 @@ void StepTraceAccumulator::use_device_time(const TraceModel& m) {
     row.communication_ns = length(d.communication);
     row.overlapped_ns = length(intersect(d.communication, d.computing));
     row.preparing_ns = d.first_ns == UINT64_MAX ? 0 : d.first_ns - steps_[i].start_ns;
-    Intervals busy = d.computing;
-    busy.insert(busy.end(), d.communication.begin(), d.communication.end());
-    std::sort(busy.begin(), busy.end());
-    Intervals busy_union;
-    for (const auto& [s, e] : busy) add_sorted(busy_union, s, e);
-    row.data_wait_ns = length(subtract(parts_[i].waiting, busy_union));
+    row.data_wait_ns = length(subtract(parts_[i].waiting, union_of(d.computing, d.communication)));
     parts_[i].comm_first_ns = d.comm_first_ns;
     parts_[i].comm_last_ns = d.comm_last_ns;
   }
