@@ -232,6 +232,31 @@ TEST(Process, WriteFailureDisablesCollectionNotTraining) {
   EXPECT_NE(info["io_error"].get<std::string>().find("File too large"), std::string::npos);
 }
 
+// The count of recorded events does not come from the flusher alone: the
+// program knows it recorded exactly 50,000 ranges and a step before the one
+// write, at stop, that the disk took only in part. Every event of a chunk it did not
+// take whole is lost, and recorded = what the program recorded, exactly.
+TEST(Process, EventsOfAPartlyWrittenChunkAreCountedAsLost) {
+  TempDir dir;
+  test::ProcessResult r =
+      test::run_process({test::helper_path("scenario_child"), dir.path(), "io_limit_at_stop"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  unsigned long long attempted = 0, recorded = 0, lost = 0;
+  size_t counts = r.output.find("attempted=");
+  ASSERT_NE(counts, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + counts, "attempted=%llu recorded=%llu lost=%llu", &attempted,
+                        &recorded, &lost),
+            3)
+      << r.output;
+  EXPECT_EQ(recorded, attempted);
+  EXPECT_GT(lost, 0u);
+  EXPECT_LT(lost, attempted);  // the disk took a part
+  auto runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u);
+  raw::RawFile f = test::read_run(runs[0]);
+  EXPECT_EQ(f.events.size(), attempted - lost);
+}
+
 // The events the disk refused are counted as lost, said at the cycle end and
 // in profiler_info.json, and the analysis names the refused write instead of
 // a killed process.
