@@ -20,7 +20,7 @@
 #include "core/safe_file.h"
 #include "export/cluster_trace.h"
 #include "export/communication_json.h"
-#include "export/text_format.h"
+#include "export/csv_tables.h"
 #include "trainprof/analyse.h"
 
 namespace trainprof {
@@ -88,29 +88,6 @@ void merge_into(analysis::RankSummary& into, analysis::RankSummary&& more) {
   into.clock_offset_ns = std::max(into.clock_offset_ns, more.clock_offset_ns);
   into.clock_error_ns = std::max(into.clock_error_ns, more.clock_error_ns);
   if (into.clock_problem.empty()) into.clock_problem = std::move(more.clock_problem);
-}
-
-std::string step_trace_csv(const std::vector<analysis::RankSummary>& ranks) {
-  std::string csv =
-      "Step,Type,Index,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
-      "Communication(Not Overlapped and Exclude Receive),Preparing,Data Wait\n";
-  std::vector<std::pair<int64_t, int>> order;  // (step, rank) -> row
-  std::map<std::pair<int64_t, int>, const analysis::StepTraceRow*> rows;
-  for (const analysis::RankSummary& s : ranks) {
-    for (const analysis::RankStep& st : s.steps) rows[{st.row.step, s.rank}] = &st.row;
-  }
-  for (const auto& [key, r] : rows) {
-    csv += std::to_string(key.first) + ",rank," + std::to_string(key.second);
-    for (uint64_t ns :
-         {r->computing_ns, r->communication_not_overlapped_ns, r->overlapped_ns, r->communication_ns,
-          r->free_ns, r->stage_ns, r->bubble_ns, r->communication_not_overlapped_exclude_receive_ns,
-          r->preparing_ns, r->data_wait_ns}) {
-      csv += ',';
-      exporter::append_us(csv, static_cast<int64_t>(ns));
-    }
-    csv += '\n';
-  }
-  return csv;
 }
 
 json report_json(const analysis::StragglerReport& r, const analysis::NumberingReport& numbering,
@@ -195,24 +172,6 @@ void write_rank_tables(const std::vector<analysis::RankSummary>& ranks,
 }
 
 // step_trace_time.csv as torch_npu writes it (a Device_id column first).
-std::string msprof_step_trace_csv(const analysis::RankSummary& s) {
-  std::string csv =
-      "Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
-      "Communication(Not Overlapped and Exclude Receive),Preparing,Data Wait\n";
-  for (const analysis::RankStep& st : s.steps) {
-    const analysis::StepTraceRow& r = st.row;
-    csv += std::to_string(s.rank) + "," + std::to_string(r.step);
-    for (uint64_t ns : {r.computing_ns, r.communication_not_overlapped_ns, r.overlapped_ns,
-                        r.communication_ns, r.free_ns, r.stage_ns, r.bubble_ns,
-                        r.communication_not_overlapped_exclude_receive_ns, r.preparing_ns, r.data_wait_ns}) {
-      csv += ',';
-      exporter::append_us(csv, static_cast<int64_t>(ns));
-    }
-    csv += '\n';
-  }
-  return csv;
-}
-
 // "{worker}_{stamp}_trainprof" -> "{worker}_{stamp}_ascend_pt", the name
 // msprof-analyze looks for (it reads the stamp, third field from the end).
 std::string msprof_rank_dir_name(const analysis::RankSummary& s) {
@@ -252,7 +211,7 @@ std::string export_msprof(const std::string& dir, const std::vector<analysis::Ra
                                              rank_path + "/" + info_name);
     const std::vector<const analysis::CommTiming*>& mine = by_rank[s.rank];
     for (const auto& [file, text] :
-         {std::pair<const char*, std::string>{"step_trace_time.csv", msprof_step_trace_csv(s)},
+         {std::pair<const char*, std::string>{"step_trace_time.csv", exporter::msprof_step_trace_csv(s)},
           {"communication.json", exporter::rank_communication_json(mine)},
           {"communication_matrix.json", exporter::rank_communication_matrix_json(mine)}}) {
       if (error.empty())
@@ -356,7 +315,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   // tables below are written as they are made (hundreds of MB at 1,024 ranks).
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
       {"straggler_report.txt", [&report] { return report.text; }},
-      {"cluster_step_trace_time.csv", [&ranks] { return step_trace_csv(ranks); }},
+      {"cluster_step_trace_time.csv", [&ranks] { return exporter::cluster_step_trace_csv(ranks); }},
       {"cluster_analysis.json",
        [&r, &numbering, &links] { return detail::json_text(report_json(r, numbering, links), 1) + "\n"; }},
   };

@@ -2,6 +2,7 @@
 #include "export/csv_tables.h"
 
 #include <cmath>
+#include <map>
 
 #include "export/output_file.h"
 #include "export/text_format.h"
@@ -262,6 +263,47 @@ std::string write_host_usage(const analysis::HostUsageTable& table, int64_t real
     csv.end_row();
   }
   return csv.commit();
+}
+
+namespace {
+
+// The step trace's columns after the step, as the rank summaries carry them.
+void append_step_parts(std::string& csv, const analysis::StepTraceRow& r) {
+  for (uint64_t ns : {r.computing_ns, r.communication_not_overlapped_ns, r.overlapped_ns, r.communication_ns,
+                      r.free_ns, r.stage_ns, r.bubble_ns, r.communication_not_overlapped_exclude_receive_ns,
+                      r.preparing_ns, r.data_wait_ns}) {
+    csv += ',';
+    append_us(csv, static_cast<int64_t>(ns));
+  }
+  csv += '\n';
+}
+
+}  // namespace
+
+std::string cluster_step_trace_csv(const std::vector<analysis::RankSummary>& ranks) {
+  std::string csv =
+      "Step,Type,Index,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+      "Communication(Not Overlapped and Exclude Receive),Preparing,Data Wait\n";
+  std::map<std::pair<int64_t, int>, const analysis::StepTraceRow*> rows;  // (step, rank), in that order
+  for (const analysis::RankSummary& s : ranks) {
+    for (const analysis::RankStep& st : s.steps) rows[{st.row.step, s.rank}] = &st.row;
+  }
+  for (const auto& [key, r] : rows) {
+    csv += std::to_string(key.first) + ",rank," + std::to_string(key.second);
+    append_step_parts(csv, *r);
+  }
+  return csv;
+}
+
+std::string msprof_step_trace_csv(const analysis::RankSummary& summary) {
+  std::string csv =
+      "Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+      "Communication(Not Overlapped and Exclude Receive),Preparing,Data Wait\n";
+  for (const analysis::RankStep& st : summary.steps) {
+    csv += std::to_string(summary.rank) + "," + std::to_string(st.row.step);
+    append_step_parts(csv, st.row);
+  }
+  return csv;
 }
 
 }  // namespace trainprof::exporter

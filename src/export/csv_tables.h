@@ -9,6 +9,7 @@
 #include "analysis/host_usage.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
+#include "analysis/rank_summary.h"
 #include "export/output_file.h"
 
 namespace trainprof::exporter {
@@ -31,6 +32,13 @@ std::string write_operator_memory(const analysis::TraceModel& model, const analy
 // sample lacks the value. `realtime_offset_ns`: the model's.
 std::string write_host_usage(const analysis::HostUsageTable& table, int64_t realtime_offset_ns,
                              const OutputPath& path);
+
+// cluster_step_trace_time.csv: a row per (step, rank), the step trace's
+// columns after "Step,Type,Index" ("rank", the rank).
+std::string cluster_step_trace_csv(const std::vector<analysis::RankSummary>& ranks);
+// A rank's step_trace_time.csv in msprof-analyze's layout: "Device_id" (the
+// rank) first.
+std::string msprof_step_trace_csv(const analysis::RankSummary& summary);
 
 }  // namespace trainprof::exporter
 
