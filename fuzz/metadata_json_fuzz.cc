@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/json_limits.h"
+#include "base/json_limits.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::json j;

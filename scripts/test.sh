@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 jobs="$(nproc)"
+# Every #include goes one way through the layers (docs/ARCHITECTURE.md),
+# before anything is built: a wrong one fails here, naming file and line.
+echo "=== [layers] include directions"
+python3 scripts/check_layers.py
+python3 scripts/check_layers.py --self-test
 for preset in default asan tsan; do
   echo "=== [$preset] configure + build"
   cmake --preset "$preset" > /dev/null

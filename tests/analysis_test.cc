@@ -20,11 +20,11 @@
 #include "analysis/passes.h"
 #include "analysis/timeline.h"
 #include "core/event.h"
+#include "core/raw_encoder.h"
 #include "core/recorder.h"
 #include "export/csv_reader.h"
 #include "raw/crc32c.h"
 #include "raw/format.h"
-#include "raw/raw_encoder.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
 
@@ -1101,7 +1101,7 @@ TEST(Analysis, MalformedMemoryEventDiscardsItsChunkOnly) {
   // A chunk whose CRC is valid but whose memory event lacks its last field.
   detail::Event pair[2] = {memory_pair_event(0x2000, 64, 128, false),
                            memory_pair_event(0x2000, 64, 128, true)};
-  raw::RawEncoder encoder;
+  detail::RawEncoder encoder;
   ASSERT_EQ(encoder.events(1234, pair, 2), 1u);
   const std::vector<uint8_t>& encoded = encoder.output();
   std::string chunk(encoded.begin(), encoded.end() - 1);

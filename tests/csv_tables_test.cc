@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/safe_file.h"
+#include "base/safe_file.h"
 #include "raw/format.h"
 #include "test_util.h"
 

@@ -14,8 +14,8 @@
 #include <set>
 #include <thread>
 
+#include "base/safe_file.h"
 #include "collectors/system/proc_stats.h"
-#include "core/safe_file.h"
 #include "export/csv_reader.h"
 #include "raw/host_counters.h"
 #include "test_util.h"

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "core/run_directory.h"
-#include "core/safe_file.h"
+#include "base/run_directory.h"
+#include "base/safe_file.h"
 #include "test_util.h"
 
 namespace trainprof::exporter {

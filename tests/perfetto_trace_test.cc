@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "analysis/trace_model.h"
-#include "core/safe_file.h"
+#include "base/safe_file.h"
 #include "export/perfetto_trace.h"
 #include "perfetto_reader.h"
 #include "raw/format.h"

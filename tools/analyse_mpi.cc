@@ -1,17 +1,13 @@
 // Copyright trainprof authors.
 #include "analyse_mpi.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
-#include "core/safe_file.h"
+#include "trainprof/shard_meeting.h"
 
 namespace trainprof::cli {
 namespace {
@@ -30,62 +26,6 @@ bool parse_int(const char* text, int* out) {
   if (end == text || *end != '\0' || v < 0 || v > 1 << 24) return false;
   *out = static_cast<int>(v);
   return true;
-}
-
-// Only characters that are safe in a file name.
-std::string file_safe(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    bool ok =
-        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.';
-    out += ok ? c : '_';
-  }
-  return out.substr(0, 64);
-}
-
-// The files the processes of the job leave: {dir}/{rank}, "ok" or "failed".
-std::string marker_dir_name(const std::string& job) {
-  return ".analyse_mpi_" + file_safe(job);
-}
-
-// Markers present, counted by a scan of the directory (one open each would
-// cost as much at 1,000 ranks and say less).
-std::vector<bool> markers_present(int dir_fd, int size, int* failed) {
-  std::vector<bool> seen(static_cast<size_t>(size), false);
-  *failed = 0;
-  int fd = dup(dir_fd);
-  if (fd < 0) return seen;
-  DIR* d = fdopendir(fd);
-  if (d == nullptr) {
-    close(fd);
-    return seen;
-  }
-  rewinddir(d);
-  while (dirent* e = readdir(d)) {
-    int rank = -1;
-    std::string name = e->d_name;
-    bool failed_rank = name.ends_with(".failed");
-    if (failed_rank) name.resize(name.size() - 7);
-    if (!name.ends_with(".done") && !failed_rank) continue;
-    if (!failed_rank) name.resize(name.size() - 5);
-    if (parse_int(name.c_str(), &rank) && rank < size && !seen[static_cast<size_t>(rank)]) {
-      seen[static_cast<size_t>(rank)] = true;
-      *failed += failed_rank ? 1 : 0;
-    }
-  }
-  closedir(d);
-  return seen;
-}
-
-void remove_markers(int out_fd, const std::string& name, int size) {
-  detail::UniqueFd dir(detail::open_directory_at(out_fd, name));
-  if (dir.valid()) {
-    for (int r = 0; r < size; ++r) {
-      unlinkat(dir.get(), (std::to_string(r) + ".done").c_str(), 0);
-      unlinkat(dir.get(), (std::to_string(r) + ".failed").c_str(), 0);
-    }
-  }
-  unlinkat(out_fd, name.c_str(), AT_REMOVEDIR);
 }
 
 }  // namespace
@@ -153,23 +93,13 @@ int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minute
   std::fflush(stdout);
 
   // Meet through files in PATH/cluster_analysis_output/.
-  std::string error;
-  std::string out_path = path + "/cluster_analysis_output";
-  detail::UniqueFd parent(detail::open_directory_at(AT_FDCWD, path));
-  detail::UniqueFd out(
-      parent.valid() ? detail::make_directory_at(parent.get(), "cluster_analysis_output", out_path, &error)
-                     : -1);
-  std::string name = marker_dir_name(place.job);
-  detail::UniqueFd markers(
-      out.valid() ? detail::make_directory_at(out.get(), name, out_path + "/" + name, &error) : -1);
-  if (!markers.valid()) {
+  ShardMeeting meeting(path, place.job, place.size);
+  if (!meeting.ok()) {
     std::fprintf(stderr, "trainprof: [analysis rank %d] cannot meet the other processes under %s: %s\n",
-                 place.rank, out_path.c_str(), error.empty() ? "cannot open PATH" : error.c_str());
+                 place.rank, meeting.output_dir().c_str(), meeting.error().c_str());
     return kFailed;
   }
-  std::string marker = std::to_string(place.rank) + (failed == 0 ? ".done" : ".failed");
-  error = detail::write_file_atomically_at(markers.get(), marker, std::to_string(mine.runs.size()) + "\n",
-                                           out_path + "/" + name + "/" + marker);
+  std::string error = meeting.mark(place.rank, failed == 0, mine.runs.size());
   if (!error.empty()) {
     std::fprintf(stderr, "trainprof: [analysis rank %d] %s\n", place.rank, error.c_str());
     return kFailed;
@@ -182,7 +112,7 @@ int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minute
   int failed_ranks = 0;
   std::vector<bool> seen;
   for (;;) {
-    seen = markers_present(markers.get(), place.size, &failed_ranks);
+    seen = meeting.marked(&failed_ranks);
     int missing = 0;
     for (bool s : seen) missing += s ? 0 : 1;
     if (missing == 0) break;
@@ -204,7 +134,7 @@ int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minute
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  remove_markers(out.get(), name, place.size);
+  meeting.remove();
   ClusterOptions cluster_options;
   cluster_options.analyse_missing = false;
   if (!print_cluster_report(cluster(path, options, cluster_options))) return kFailed;

@@ -26,6 +26,7 @@
 #include "trainprof/analyse.h"
 #include "trainprof/options.h"
 #include "trainprof/schedule.h"
+#include "trainprof/version.h"
 
 namespace trainprof {
 
@@ -132,9 +133,6 @@ class Profiler {
 // child process, so that training goes on).
 std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker_name = {},
                                              bool analyse = true, bool async = false);
-
-// The library version, "MAJOR.MINOR.PATCH".
-std::string_view version();
 
 }  // namespace trainprof
 

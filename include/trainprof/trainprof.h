@@ -6,9 +6,12 @@
 #include "trainprof/dataset.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
+#include "trainprof/frontend.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
 #include "trainprof/range.h"
 #include "trainprof/schedule.h"
+#include "trainprof/shard_meeting.h"
+#include "trainprof/version.h"
 
 #endif  // TRAINPROF_TRAINPROF_H_

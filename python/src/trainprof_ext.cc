@@ -25,15 +25,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/clock.h"
-#include "core/clock_sync.h"
-#include "core/collector.h"
-#include "core/run_directory.h"
-
 #include "trainprof/analyse.h"
 #include "trainprof/dataset.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
+#include "trainprof/frontend.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
 #include "trainprof/range.h"

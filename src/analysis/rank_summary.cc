@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "core/json_limits.h"
+#include "base/json_limits.h"
 #include "raw/format.h"
 
 namespace trainprof::analysis {

@@ -9,7 +9,7 @@
 
 #include "analysis/run_loader_state.h"
 #include "analysis/timeline.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "raw/raw_reader.h"
 
 namespace trainprof::analysis {

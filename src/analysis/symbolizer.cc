@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "analysis/passes.h"
-#include "core/safe_file.h"
+#include "base/safe_file.h"
 
 namespace trainprof::analysis {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "trainprof/range.h"
 
 namespace trainprof::detail {

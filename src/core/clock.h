@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "trainprof/frontend.h"
+
 namespace trainprof::detail {
 
 enum class ClockSource : uint32_t { kTsc = 1, kMonotonic = 2 };
@@ -32,7 +34,7 @@ ClockAnchor take_anchor();
 // monotonic clock). Only a fallback for runs too short to fit anchors.
 double ticks_per_ns();
 
-uint64_t realtime_now_ns();
+// realtime_now_ns(): trainprof/frontend.h.
 
 // True when CPUID reports an invariant TSC.
 bool tsc_is_invariant();

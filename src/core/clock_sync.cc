@@ -5,9 +5,9 @@
 
 #include <mutex>
 
-#include "core/json_limits.h"
-#include "core/log.h"
-#include "core/safe_file.h"
+#include "base/json_limits.h"
+#include "base/log.h"
+#include "base/safe_file.h"
 
 namespace trainprof::detail {
 namespace {

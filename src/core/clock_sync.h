@@ -18,23 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "trainprof/frontend.h"
+
 namespace trainprof::detail {
 
-struct ClockSyncPoint {
-  uint64_t realtime_ns = 0;  // this process' wall clock when measured
-  int64_t offset_ns = 0;     // this clock minus the reference rank's
-  uint64_t error_ns = 0;     // the offset is exact within +- this (half the round trip)
-};
-
-// Adds a measurement against `reference_rank`; then rewrites the
-// "clock_sync" of the runs this process closed (their profiler_info.json).
-void add_clock_sync_point(int reference_rank, const ClockSyncPoint& point) noexcept;
-
-// An exchange with the reference rank began (in the background); each is
-// ended once, with its point added before, or failed with the reason.
-// Both amend the closed runs as add_clock_sync_point does.
-void note_clock_exchange_started() noexcept;
-void note_clock_exchange_ended(bool failed, const std::string& reason) noexcept;
+// ClockSyncPoint, add_clock_sync_point and the exchanges' start and end:
+// trainprof/frontend.h.
 
 // {"reference_rank", "method", "points": [{"realtime_ns", "offset_ns",
 // "error_ns"}]}, plus "exchanges": {"started", "running", "failed",

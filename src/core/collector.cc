@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace trainprof::detail {
 namespace {

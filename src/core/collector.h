@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "trainprof/frontend.h"
 #include "trainprof/options.h"
 
 namespace trainprof::detail {
@@ -38,15 +39,8 @@ std::string collector_names();
 // The collectors' info_json() by name ("" when none has any).
 std::string collectors_info_json();
 
-// The host language's context of an operator, given by a front end (the
-// Python package) for with_stack / with_modules. Both are called by
-// collectors at the start of a thread's outermost operator, on that thread,
-// and return an interned string (detail::intern) or nullptr when there is
-// none: the call stack as "frame;frame;..." innermost first, and the module
-// hierarchy. Without a stack provider collectors record native stacks.
-// A provider must not throw and must stay valid until it is replaced.
-using ContextProvider = const char* (*)() noexcept;
-void set_context_providers(ContextProvider stack, ContextProvider module) noexcept;
+// The host language's context of an operator (set_context_providers,
+// trainprof/frontend.h), as the collectors read it.
 ContextProvider stack_provider() noexcept;
 ContextProvider module_provider() noexcept;
 

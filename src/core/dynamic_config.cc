@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/json_limits.h"
+#include "base/json_limits.h"
 #include "trainprof/dynamic.h"
 
 namespace trainprof {

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "core/log.h"
-#include "core/run_directory.h"
+#include "base/log.h"
+#include "base/run_directory.h"
 
 namespace trainprof::detail {
 namespace {

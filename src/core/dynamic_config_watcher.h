@@ -24,7 +24,7 @@
 #include <string>
 #include <thread>
 
-#include "core/safe_file.h"
+#include "base/safe_file.h"
 #include "trainprof/dynamic.h"
 
 namespace trainprof::detail {

@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/log.h"
+#include "base/run_directory.h"
 #include "core/dynamic_config_watcher.h"
-#include "core/log.h"
-#include "core/run_directory.h"
 #include "trainprof/dynamic.h"
 
 namespace trainprof {

@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <exception>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "trainprof/env.h"
 #include "trainprof/profiler.h"
 

@@ -14,10 +14,10 @@
 #include <new>
 #include <thread>
 
+#include "base/log.h"
+#include "base/write_all.h"
 #include "core/clock.h"
-#include "core/log.h"
 #include "core/recorder.h"
-#include "core/write_all.h"
 #include "trainprof/range.h"
 
 namespace trainprof::detail {
@@ -275,7 +275,7 @@ void Flusher::write_or_lose(Block* b, uint32_t committed) {
   const Event* events = &b->events[b->flushed];
   size_t count = committed - b->flushed;
   if (fd_ < 0) {
-    stats_.events_lost += raw::RawEncoder::records_in(events, count);
+    stats_.events_lost += RawEncoder::records_in(events, count);
     return;
   }
   stats_.events_written += encoder_.events(b->owner_tid, events, count);

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "raw/raw_encoder.h"
+#include "core/raw_encoder.h"
 
 namespace trainprof::detail {
 
@@ -124,7 +124,7 @@ class Flusher {
   uint64_t opened_ns_ = 0;
   uint64_t cpu_at_open_ns_ = 0;
   FlushStats stats_;
-  raw::RawEncoder encoder_;
+  RawEncoder encoder_;
   std::unordered_map<ThreadBuffer*, uint32_t> name_versions_written_;
 };
 

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/json_limits.h"
+#include "base/json_limits.h"
 #include "core/options_json.h"
 #include "trainprof/env.h"
 #include "trainprof/options.h"

@@ -15,20 +15,17 @@
 #include <stdexcept>
 #include <thread>
 
+#include "base/json_limits.h"
+#include "base/log.h"
+#include "base/run_directory.h"
+#include "base/shell_quote.h"
+#include "core/analysis_hook.h"
 #include "core/clock.h"
-#include "core/json_limits.h"
-#include "core/log.h"
-#include "core/run_directory.h"
 #include "core/session.h"
-#include "core/shell_quote.h"
 #include "core/trace_handler.h"
 #include "trainprof/range.h"
 
 namespace trainprof {
-
-std::string_view version() {
-  return TRAINPROF_VERSION_STRING;
-}
 
 namespace {
 
@@ -279,7 +276,7 @@ namespace {
 AnalyseReport analyse_runs(const std::vector<std::string>& runs, const AnalyseOptions& options) {
   AnalyseReport report;
   for (const std::string& run : runs) {
-    AnalyseReport one = trainprof::analyse(run, options);
+    AnalyseReport one = detail::analyse_through_hook(run, options);
     if (!one.error.empty()) {
       report.runs.push_back(RunAnalysis{run, false, one.error, {}, 0, 0});
     }

@@ -17,16 +17,16 @@
 #include <thread>
 #include <vector>
 
+#include "base/json_limits.h"
+#include "base/log.h"
+#include "base/run_directory.h"
 #include "core/clock_sync.h"
 #include "core/collector.h"
 #include "core/flusher.h"
 #include "core/intern.h"
-#include "core/json_limits.h"
-#include "core/log.h"
 #include "core/memory_limit.h"
 #include "core/options_json.h"
 #include "core/recorder.h"
-#include "core/run_directory.h"
 #include "raw/crc32c.h"
 #include "raw/format.h"
 #include "trainprof/range.h"

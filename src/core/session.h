@@ -16,9 +16,9 @@
 #include <string>
 #include <string_view>
 
+#include "base/safe_file.h"
 #include "core/clock.h"
 #include "core/flusher.h"
-#include "core/safe_file.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
 

@@ -1,7 +1,7 @@
 // Copyright trainprof authors.
 #include "export/cluster_trace.h"
 
-#include "core/json_limits.h"
+#include "base/json_limits.h"
 #include "export/perfetto_proto.h"
 
 #include <algorithm>

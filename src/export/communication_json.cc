@@ -1,6 +1,6 @@
 // Copyright trainprof authors.
 #include "export/communication_json.h"
-#include "core/json_limits.h"
+#include "base/json_limits.h"
 
 #include <algorithm>
 #include <cmath>

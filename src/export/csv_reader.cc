@@ -3,7 +3,7 @@
 
 #include <fcntl.h>
 
-#include "core/safe_file.h"
+#include "base/safe_file.h"
 
 namespace trainprof::exporter {
 

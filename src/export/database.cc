@@ -14,7 +14,7 @@
 #include <set>
 #include <string_view>
 
-#include "core/safe_file.h"
+#include "base/safe_file.h"
 #include "export/gpu_activity.h"
 #include "raw/format.h"
 

@@ -3,7 +3,7 @@
 //
 // Fed like the timeline: slices window by window, then the rest at the end,
 // all in one transaction with prepared statements. The file is made under a
-// fresh temporary name in the output directory (core/safe_file.h) and
+// fresh temporary name in the output directory (base/safe_file.h) and
 // renamed into place once complete, so a reader never opens half a database
 // and a failed analysis leaves the previous one.
 #ifndef TRAINPROF_EXPORT_DATABASE_H_

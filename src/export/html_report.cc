@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "core/safe_file.h"
-#include "core/shell_quote.h"
+#include "base/safe_file.h"
+#include "base/shell_quote.h"
 #include "export/csv_reader.h"
 #include "trainprof/analyse.h"
 

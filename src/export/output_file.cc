@@ -1,8 +1,8 @@
 // Copyright trainprof authors.
 #include "export/output_file.h"
 
-#include "core/safe_file.h"
-#include "core/write_all.h"
+#include "base/safe_file.h"
+#include "base/write_all.h"
 
 #include <errno.h>
 #include <fcntl.h>

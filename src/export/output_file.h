@@ -3,7 +3,7 @@
 // earlier output, then that is removed), so a reader never sees a
 // half-written output and a failed analysis leaves the previous one intact.
 // Both names are relative to the output directory's descriptor, and the
-// temporary name is fresh (core/safe_file.h): a planted symlink is never
+// temporary name is fresh (base/safe_file.h): a planted symlink is never
 // written through.
 #ifndef TRAINPROF_EXPORT_OUTPUT_FILE_H_
 #define TRAINPROF_EXPORT_OUTPUT_FILE_H_

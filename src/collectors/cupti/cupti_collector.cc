@@ -9,12 +9,12 @@
 #include <mutex>
 #include <vector>
 
+#include "base/log.h"
 #include "collectors/cupti/activity_records.h"
 #include "collectors/cupti/cupti_library.h"
 #include "collectors/cupti/gpu_clock.h"
 #include "core/clock.h"
 #include "core/collector.h"
-#include "core/log.h"
 
 namespace trainprof::cupti {
 namespace {

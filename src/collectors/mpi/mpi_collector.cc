@@ -28,14 +28,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/log.h"
+#include "base/run_directory.h"
 #include "core/clock.h"
 #include "core/clock_sync.h"
 #include "core/collector.h"
 #include "core/event.h"
 #include "core/intern.h"
-#include "core/log.h"
 #include "core/recorder.h"
-#include "core/run_directory.h"
 #include "raw/format.h"
 #include "trainprof/range.h"
 

@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.h"
 #include "collectors/system/proc_stats.h"
 #include "core/clock.h"
 #include "core/collector.h"
 #include "core/intern.h"
-#include "core/log.h"
 #include "core/recorder.h"
 #include "trainprof/range.h"
 

@@ -39,12 +39,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/log.h"
 #include "collectors/torch/torch_comm.h"
 #include "core/collector.h"
 #include "core/event.h"
 #include "core/gpu_sync.h"
 #include "core/intern.h"
-#include "core/log.h"
 #include "core/recorder.h"
 #include "raw/format.h"
 #include "trainprof/range.h"

@@ -25,11 +25,11 @@
 #include <deque>
 #include <set>
 
+#include "base/log.h"
+#include "base/run_directory.h"
 #include "core/clock.h"
 #include "core/event.h"
-#include "core/log.h"
 #include "core/recorder.h"
-#include "core/run_directory.h"
 #include "raw/format.h"
 #include "trainprof/range.h"
 #endif

@@ -1,6 +1,6 @@
 // Copyright trainprof authors.
-#ifndef TRAINPROF_CORE_SHELL_QUOTE_H_
-#define TRAINPROF_CORE_SHELL_QUOTE_H_
+#ifndef TRAINPROF_BASE_SHELL_QUOTE_H_
+#define TRAINPROF_BASE_SHELL_QUOTE_H_
 
 #include <string>
 
@@ -14,4 +14,4 @@ std::string shell_quote(const std::string& word);
 
 }  // namespace trainprof::detail
 
-#endif  // TRAINPROF_CORE_SHELL_QUOTE_H_
+#endif  // TRAINPROF_BASE_SHELL_QUOTE_H_

@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "core/log.h"
+#include "base/log.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "core/safe_file.h"
+#include "base/safe_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/write_all.h"
+#include "base/write_all.h"
 
 namespace trainprof::detail {
 namespace {

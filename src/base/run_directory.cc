@@ -1,7 +1,7 @@
 // Copyright trainprof authors.
-#include "core/run_directory.h"
+#include "base/run_directory.h"
 
-#include "core/safe_file.h"
+#include "base/safe_file.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/json_limits.h"
-#include "core/safe_file.h"
-#include "core/shell_quote.h"
+#include "base/json_limits.h"
+#include "base/safe_file.h"
+#include "base/shell_quote.h"
 #include "export/csv_reader.h"
 #include "trainprof/analyse.h"
 
@@ -197,7 +197,7 @@ std::string summarize_run(const std::string& run_dir) {
   append(text, "run %s\n", run.c_str());
   std::error_code ec;
   if (!fs::exists(out / "operator_details.csv", ec)) {
-    append(text, "  not analysed yet: trainprof analyse %s\n", run.c_str());
+    append(text, "  not analysed yet: trainprof analyse %s\n", detail::shell_quote(run_dir).c_str());
     return text;
   }
   std::vector<NameTotal> rows =

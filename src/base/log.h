@@ -3,8 +3,8 @@
 // The profiler reports misuse and failures here instead of throwing into the
 // training loop. TRAINPROF_LOG_LEVEL=error|warning|info|debug sets the level
 // (default: info).
-#ifndef TRAINPROF_CORE_LOG_H_
-#define TRAINPROF_CORE_LOG_H_
+#ifndef TRAINPROF_BASE_LOG_H_
+#define TRAINPROF_BASE_LOG_H_
 
 #include <string_view>
 
@@ -28,4 +28,4 @@ inline void log_debug(std::string_view m) {
 
 }  // namespace trainprof::detail
 
-#endif  // TRAINPROF_CORE_LOG_H_
+#endif  // TRAINPROF_BASE_LOG_H_

@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "core/shell_quote.h"
+#include "base/shell_quote.h"
 
 #include <string_view>
 

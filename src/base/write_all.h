@@ -1,6 +1,6 @@
 // Copyright trainprof authors. write(2) until done.
-#ifndef TRAINPROF_CORE_WRITE_ALL_H_
-#define TRAINPROF_CORE_WRITE_ALL_H_
+#ifndef TRAINPROF_BASE_WRITE_ALL_H_
+#define TRAINPROF_BASE_WRITE_ALL_H_
 
 #include <errno.h>
 #include <unistd.h>
@@ -25,4 +25,4 @@ inline size_t write_all(int fd, const void* data, size_t size) {
 
 }  // namespace trainprof::detail
 
-#endif  // TRAINPROF_CORE_WRITE_ALL_H_
+#endif  // TRAINPROF_BASE_WRITE_ALL_H_

@@ -1,9 +1,11 @@
 // Copyright trainprof authors. Where a run goes and who recorded it.
-#ifndef TRAINPROF_CORE_RUN_DIRECTORY_H_
-#define TRAINPROF_CORE_RUN_DIRECTORY_H_
+#ifndef TRAINPROF_BASE_RUN_DIRECTORY_H_
+#define TRAINPROF_BASE_RUN_DIRECTORY_H_
 
 #include <cstdint>
 #include <string>
+
+#include "trainprof/frontend.h"
 
 namespace trainprof::detail {
 
@@ -17,9 +19,7 @@ struct RankInfo {
 };
 RankInfo detect_rank();
 
-// The process' rank and world size as its communication runtime knows them
-// (libtrainprof_mpi after MPI_Init: source "MPI"); runs opened later use them.
-void set_runtime_rank(int rank, int world_size, const char* source) noexcept;
+// set_runtime_rank: trainprof/frontend.h.
 
 std::string host_name();
 
@@ -60,4 +60,4 @@ bool run_is_being_recorded(int run_fd);
 
 }  // namespace trainprof::detail
 
-#endif  // TRAINPROF_CORE_RUN_DIRECTORY_H_
+#endif  // TRAINPROF_BASE_RUN_DIRECTORY_H_

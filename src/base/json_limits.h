@@ -1,8 +1,8 @@
 // Copyright trainprof authors. Parsing JSON text that comes from outside the
 // library (add_metadata_json, TRAINPROF_OPTIONS, files of a run): never
 // throws, and refuses deep nesting.
-#ifndef TRAINPROF_CORE_JSON_LIMITS_H_
-#define TRAINPROF_CORE_JSON_LIMITS_H_
+#ifndef TRAINPROF_BASE_JSON_LIMITS_H_
+#define TRAINPROF_BASE_JSON_LIMITS_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,4 +28,4 @@ inline std::string json_text(const nlohmann::json& value, int indent = -1) {
 
 }  // namespace trainprof::detail
 
-#endif  // TRAINPROF_CORE_JSON_LIMITS_H_
+#endif  // TRAINPROF_BASE_JSON_LIMITS_H_

@@ -9,8 +9,8 @@
 // descriptor still names the directory that was opened. Inputs are opened
 // only when they are regular files, so a FIFO or a device named by untrusted
 // data cannot block or disturb the process.
-#ifndef TRAINPROF_CORE_SAFE_FILE_H_
-#define TRAINPROF_CORE_SAFE_FILE_H_
+#ifndef TRAINPROF_BASE_SAFE_FILE_H_
+#define TRAINPROF_BASE_SAFE_FILE_H_
 
 #include <unistd.h>
 
@@ -94,4 +94,4 @@ void remove_temporaries_at(int dir_fd);
 
 }  // namespace trainprof::detail
 
-#endif  // TRAINPROF_CORE_SAFE_FILE_H_
+#endif  // TRAINPROF_BASE_SAFE_FILE_H_

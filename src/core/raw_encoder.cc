@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "raw/raw_encoder.h"
+#include "core/raw_encoder.h"
 
 #include <bit>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include "raw/crc32c.h"
 #include "raw/varint.h"
 
-namespace trainprof::raw {
+namespace trainprof::detail {
 namespace {
 
 void append_bytes(std::vector<uint8_t>& out, const void* p, size_t n) {
@@ -17,8 +17,8 @@ void append_bytes(std::vector<uint8_t>& out, const void* p, size_t n) {
 }
 
 void append_varint(std::vector<uint8_t>& out, uint64_t v) {
-  uint8_t tmp[kMaxVarintBytes];
-  uint8_t* end = put_varint(tmp, v);
+  uint8_t tmp[raw::kMaxVarintBytes];
+  uint8_t* end = raw::put_varint(tmp, v);
   out.insert(out.end(), tmp, end);
 }
 
@@ -41,7 +41,7 @@ void RawEncoder::reset() {
   id_by_domain_.clear();
 }
 
-void RawEncoder::file_header(const FileHeader& header) {
+void RawEncoder::file_header(const raw::FileHeader& header) {
   append_pod(out_, header);
 }
 
@@ -76,10 +76,10 @@ uint32_t RawEncoder::domain_string_id(uint16_t domain) {
   return id;
 }
 
-size_t RawEncoder::begin_chunk(ChunkType type, uint32_t tid) {
+size_t RawEncoder::begin_chunk(raw::ChunkType type, uint32_t tid) {
   size_t offset = out_.size();
-  ChunkHeader h{};
-  h.magic = kChunkMagic;
+  raw::ChunkHeader h{};
+  h.magic = raw::kChunkMagic;
   h.type = static_cast<uint16_t>(type);
   h.thread_id = tid;
   append_pod(out_, h);
@@ -88,26 +88,26 @@ size_t RawEncoder::begin_chunk(ChunkType type, uint32_t tid) {
 }
 
 void RawEncoder::end_chunk(size_t header_offset, uint32_t record_count) {
-  ChunkHeader h;
+  raw::ChunkHeader h;
   std::memcpy(&h, out_.data() + header_offset, sizeof(h));
-  h.payload_size = static_cast<uint32_t>(out_.size() - header_offset - kChunkHeaderSize);
+  h.payload_size = static_cast<uint32_t>(out_.size() - header_offset - raw::kChunkHeaderSize);
   h.record_count = record_count;
-  h.crc = chunk_crc(h, out_.data() + header_offset + kChunkHeaderSize);
+  h.crc = raw::chunk_crc(h, out_.data() + header_offset + raw::kChunkHeaderSize);
   std::memcpy(out_.data() + header_offset, &h, sizeof(h));
 }
 
 inline uint8_t* RawEncoder::put_event(uint8_t* p, uint8_t kind, uint32_t name, uint64_t t0_delta,
                                       uint64_t dur, uint64_t a, uint64_t b) {
-  uint8_t head = kind & kHeadKindMask;
-  if (dur != 0) head |= kHeadHasDuration;
-  if (a != 0) head |= kHeadHasA;
-  if (b != 0) head |= kHeadHasB;
+  uint8_t head = kind & raw::kHeadKindMask;
+  if (dur != 0) head |= raw::kHeadHasDuration;
+  if (a != 0) head |= raw::kHeadHasA;
+  if (b != 0) head |= raw::kHeadHasB;
   *p++ = head;
-  p = put_varint(p, name);
-  p = put_varint(p, zigzag(static_cast<int64_t>(t0_delta)));
-  if (dur != 0) p = put_varint(p, dur);
-  if (a != 0) p = put_varint(p, a);
-  if (b != 0) p = put_varint(p, b);
+  p = raw::put_varint(p, name);
+  p = raw::put_varint(p, raw::zigzag(static_cast<int64_t>(t0_delta)));
+  if (dur != 0) p = raw::put_varint(p, dur);
+  if (a != 0) p = raw::put_varint(p, a);
+  if (b != 0) p = raw::put_varint(p, b);
   return p;
 }
 
@@ -115,7 +115,7 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
   if (count == 0) return 0;
   // Worst case per event: head byte + five varints (a memory report: eight,
   // a communication call: nine, over their two slots).
-  const size_t worst = count * (1 + 5 * kMaxVarintBytes);
+  const size_t worst = count * (1 + 5 * raw::kMaxVarintBytes);
   if (scratch_capacity_ < worst) {
     scratch_ = std::make_unique_for_overwrite<uint8_t[]>(worst);  // not zeroed
     scratch_capacity_ = worst;
@@ -126,14 +126,14 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
   size_t records = 0;
   for (size_t i = 0; i < count; ++i) {
     const detail::Event& e = events[i];
-    auto kind = static_cast<EventKind>(e.kind);
-    if (kind == EventKind::kRange) [[likely]] {  // most events: one test, then out
+    auto kind = static_cast<raw::EventKind>(e.kind);
+    if (kind == raw::EventKind::kRange) [[likely]] {  // most events: one test, then out
       p = put_event(p, e.kind, string_id(e.name), e.t0 - prev_t0, e.t1 - e.t0, 0, 0);
       prev_t0 = e.t0;
       ++records;
       continue;
     }
-    if (kind == EventKind::kMemory) {
+    if (kind == raw::EventKind::kMemory) {
       // record_memory commits both slots at once; a lone one is skipped.
       if (i + 1 == count || events[i + 1].kind != detail::kMemoryTotalsSlot) continue;
       p = put_memory(p, std::bit_cast<detail::MemoryReport>(e),
@@ -142,7 +142,7 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
       ++records;
       continue;
     }
-    if (kind == EventKind::kComm) {
+    if (kind == raw::EventKind::kComm) {
       // record_comm commits both slots at once, as a memory report.
       if (i + 1 == count || events[i + 1].kind != detail::kCommDetailSlot) continue;
       p = put_comm(p, e, std::bit_cast<detail::CommDetail>(events[++i]), prev_t0);
@@ -165,33 +165,33 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
     uint64_t dur = 0, a = 0, b = 0;
     uint32_t name = string_id(e.name);
     switch (kind) {
-      case EventKind::kRange: dur = e.t1 - e.t0; break;
-      case EventKind::kStep:
+      case raw::EventKind::kRange: dur = e.t1 - e.t0; break;
+      case raw::EventKind::kStep:
         dur = e.t1 - e.t0;
         b = e.aux;
         break;
-      case EventKind::kMark: a = domain_string_id(e.domain); break;
-      case EventKind::kCounter: b = e.t1; break;
-      case EventKind::kAsyncBegin:
+      case raw::EventKind::kMark: a = domain_string_id(e.domain); break;
+      case raw::EventKind::kCounter: b = e.t1; break;
+      case raw::EventKind::kAsyncBegin:
         a = domain_string_id(e.domain);
         b = e.t1;
         break;
-      case EventKind::kAsyncEnd: b = e.t1; break;
-      case EventKind::kOperator:
+      case raw::EventKind::kAsyncEnd: b = e.t1; break;
+      case raw::EventKind::kOperator:
         dur = e.t1 - e.t0;
         a = e.reserved | (uint64_t{e.domain} << 8);
         b = e.aux == detail::kNoSequenceNumber ? 0 : uint64_t{e.aux} + 1;
         break;
-      case EventKind::kOperatorInputs:
-      case EventKind::kMemory:
-      case EventKind::kComm:
-      case EventKind::kCommGroup:
-      case EventKind::kGpuKernel:
-      case EventKind::kGpuMemcpy:
-      case EventKind::kGpuMemset:
-      case EventKind::kGpuApi:
-      case EventKind::kGpuSync: break;
-      case EventKind::kDataStage:
+      case raw::EventKind::kOperatorInputs:
+      case raw::EventKind::kMemory:
+      case raw::EventKind::kComm:
+      case raw::EventKind::kCommGroup:
+      case raw::EventKind::kGpuKernel:
+      case raw::EventKind::kGpuMemcpy:
+      case raw::EventKind::kGpuMemset:
+      case raw::EventKind::kGpuApi:
+      case raw::EventKind::kGpuSync: break;
+      case raw::EventKind::kDataStage:
         dur = e.t1 - e.t0;
         a = domain_string_id(e.domain);
         b = e.aux == 0 ? 0 : domain_string_id(static_cast<uint16_t>(e.aux - 1));
@@ -203,14 +203,14 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
   }
   const size_t scratch_size = static_cast<size_t>(p - scratch);
   if (new_string_count_ > 0) {
-    size_t h = begin_chunk(ChunkType::kStrings, 0);
+    size_t h = begin_chunk(raw::ChunkType::kStrings, 0);
     append_bytes(out_, new_strings_.data(), new_strings_.size());
     end_chunk(h, new_string_count_);
     new_strings_.clear();
     new_string_count_ = 0;
   }
   if (records == 0) return 0;
-  size_t h = begin_chunk(ChunkType::kEvents, tid);
+  size_t h = begin_chunk(raw::ChunkType::kEvents, tid);
   append_bytes(out_, scratch, scratch_size);
   end_chunk(h, static_cast<uint32_t>(records));
   event_chunk_ends_.emplace_back(out_.size(), static_cast<uint32_t>(records));
@@ -237,38 +237,38 @@ size_t RawEncoder::records_in(const detail::Event* events, size_t count) {
 
 uint8_t* RawEncoder::put_memory(uint8_t* p, const detail::MemoryReport& r, const detail::MemoryTotals& t,
                                 uint64_t prev_t0) {
-  p = put_event(p, static_cast<uint8_t>(EventKind::kMemory), 0, r.t0 - prev_t0, 0, zigzag(r.bytes),
+  p = put_event(p, static_cast<uint8_t>(raw::EventKind::kMemory), 0, r.t0 - prev_t0, 0, raw::zigzag(r.bytes),
                 r.address);
-  p = put_varint(p, t.total_allocated);
-  p = put_varint(p, t.total_reserved);
-  return put_varint(p, t.device);
+  p = raw::put_varint(p, t.total_allocated);
+  p = raw::put_varint(p, t.total_reserved);
+  return raw::put_varint(p, t.device);
 }
 
 uint8_t* RawEncoder::put_comm(uint8_t* p, const detail::Event& call, const detail::CommDetail& d,
                               uint64_t prev_t0) {
-  p = put_event(p, static_cast<uint8_t>(EventKind::kComm), string_id(call.name), call.t0 - prev_t0,
+  p = put_event(p, static_cast<uint8_t>(raw::EventKind::kComm), string_id(call.name), call.t0 - prev_t0,
                 call.t1 - call.t0, call.reserved,
                 call.aux == detail::kNoSequenceNumber ? 0 : uint64_t{call.aux} + 1);
-  p = put_varint(p, d.bytes);
-  p = put_varint(p, d.group != nullptr ? string_id(d.group) : 0);
-  p = put_varint(p, zigzag(d.peer));
-  return put_varint(p, zigzag(d.tag));
+  p = raw::put_varint(p, d.bytes);
+  p = raw::put_varint(p, d.group != nullptr ? string_id(d.group) : 0);
+  p = raw::put_varint(p, raw::zigzag(d.peer));
+  return raw::put_varint(p, raw::zigzag(d.tag));
 }
 
 uint8_t* RawEncoder::put_gpu(uint8_t* p, const detail::Event& activity, const detail::GpuDetail& d,
                              uint64_t prev_t0) {
   p = put_event(p, activity.kind, string_id(activity.name), activity.t0 - prev_t0, activity.t1 - activity.t0,
                 activity.aux, activity.domain);
-  p = put_varint(p, d.context);
-  p = put_varint(p, d.stream);
-  p = put_varint(p, d.subkind);
-  p = put_varint(p, d.bytes);
-  p = put_varint(p, d.detail != nullptr ? string_id(d.detail) : 0);
-  return put_varint(p, d.thread);
+  p = raw::put_varint(p, d.context);
+  p = raw::put_varint(p, d.stream);
+  p = raw::put_varint(p, d.subkind);
+  p = raw::put_varint(p, d.bytes);
+  p = raw::put_varint(p, d.detail != nullptr ? string_id(d.detail) : 0);
+  return raw::put_varint(p, d.thread);
 }
 
 void RawEncoder::clock(const detail::ClockAnchor& anchor) {
-  size_t h = begin_chunk(ChunkType::kClock, 0);
+  size_t h = begin_chunk(raw::ChunkType::kClock, 0);
   append_pod(out_, anchor.ticks);
   append_pod(out_, anchor.monotonic_ns);
   append_pod(out_, anchor.realtime_ns);
@@ -276,7 +276,7 @@ void RawEncoder::clock(const detail::ClockAnchor& anchor) {
 }
 
 void RawEncoder::thread_name(uint32_t tid, std::string_view name) {
-  size_t h = begin_chunk(ChunkType::kThread, tid);
+  size_t h = begin_chunk(raw::ChunkType::kThread, tid);
   append_varint(out_, tid);
   append_varint(out_, name.size());
   append_bytes(out_, name.data(), name.size());
@@ -284,11 +284,11 @@ void RawEncoder::thread_name(uint32_t tid, std::string_view name) {
 }
 
 void RawEncoder::stats(uint64_t events_written, uint64_t events_dropped, bool final) {
-  size_t h = begin_chunk(ChunkType::kStats, 0);
+  size_t h = begin_chunk(raw::ChunkType::kStats, 0);
   append_varint(out_, events_written);
   append_varint(out_, events_dropped);
   out_.push_back(final ? 1 : 0);
   end_chunk(h, 1);
 }
 
-}  // namespace trainprof::raw
+}  // namespace trainprof::detail

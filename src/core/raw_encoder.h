@@ -4,8 +4,8 @@
 // process-lifetime pointers to string-table ids; a chunk of new strings is
 // emitted before the first events chunk that uses them, so a reader that
 // stops anywhere has every string it needs for the events before that point.
-#ifndef TRAINPROF_RAW_RAW_ENCODER_H_
-#define TRAINPROF_RAW_RAW_ENCODER_H_
+#ifndef TRAINPROF_CORE_RAW_ENCODER_H_
+#define TRAINPROF_CORE_RAW_ENCODER_H_
 
 #include <cstdint>
 #include <memory>
@@ -18,14 +18,14 @@
 #include "core/event.h"
 #include "raw/format.h"
 
-namespace trainprof::raw {
+namespace trainprof::detail {
 
 class RawEncoder {
  public:
   // Starts a new file: forgets all string ids, numbers chunks from 0 again.
   void reset();
 
-  void file_header(const FileHeader& header);
+  void file_header(const raw::FileHeader& header);
   // Returns the number of records written (a memory report's two slots
   // make one record).
   size_t events(uint32_t tid, const detail::Event* events, size_t count);
@@ -57,7 +57,7 @@ class RawEncoder {
   }
   uint32_t string_id_uncached(const char* name);
   uint32_t domain_string_id(uint16_t domain);
-  size_t begin_chunk(ChunkType type, uint32_t tid);
+  size_t begin_chunk(raw::ChunkType type, uint32_t tid);
   void end_chunk(size_t header_offset, uint32_t record_count);
   // Inlined into the per-event loop (a call per event cost a quarter of it).
   [[gnu::always_inline]] static uint8_t* put_event(uint8_t* p, uint8_t kind, uint32_t name, uint64_t t0_delta,
@@ -92,6 +92,6 @@ class RawEncoder {
   std::vector<uint32_t> id_by_domain_;
 };
 
-}  // namespace trainprof::raw
+}  // namespace trainprof::detail
 
-#endif  // TRAINPROF_RAW_RAW_ENCODER_H_
+#endif  // TRAINPROF_CORE_RAW_ENCODER_H_

@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "core/json_limits.h"
+#include "base/json_limits.h"
 
 #include <exception>
 

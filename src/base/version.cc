@@ -1,0 +1,10 @@
+// Copyright trainprof authors.
+#include "trainprof/version.h"
+
+namespace trainprof {
+
+std::string_view version() {
+  return TRAINPROF_VERSION_STRING;  // the project's version, from the build
+}
+
+}  // namespace trainprof

@@ -1,0 +1,30 @@
+// Copyright trainprof authors.
+#include "core/analysis_hook.h"
+
+#include <atomic>
+
+namespace trainprof::detail {
+namespace {
+
+// Set during the library's static initialisation, read after it: atomic so
+// that a profiler made by another library's initialisation sees it whole.
+std::atomic<AnalyseFunction>& registered() {
+  static std::atomic<AnalyseFunction> analyse{nullptr};
+  return analyse;
+}
+
+}  // namespace
+
+void register_analysis(AnalyseFunction analyse) {
+  registered().store(analyse, std::memory_order_release);
+}
+
+AnalyseReport analyse_through_hook(const std::string& path, const AnalyseOptions& options) {
+  AnalyseFunction analyse = registered().load(std::memory_order_acquire);
+  if (analyse != nullptr) return analyse(path, options);
+  AnalyseReport report;
+  report.error = "the analysis is not part of this build: run `trainprof analyse " + path + "`";
+  return report;
+}
+
+}  // namespace trainprof::detail

@@ -1,0 +1,25 @@
+// Copyright trainprof authors. How collection reaches the analysis without
+// depending on it: the pipeline layer registers its entry point when the
+// library loads, as collectors register theirs (core/collector.h), and a
+// profiler that analyses its closed runs calls through it.
+#ifndef TRAINPROF_CORE_ANALYSIS_HOOK_H_
+#define TRAINPROF_CORE_ANALYSIS_HOOK_H_
+
+#include <string>
+
+#include "trainprof/analyse.h"
+
+namespace trainprof::detail {
+
+using AnalyseFunction = AnalyseReport (*)(const std::string& path, const AnalyseOptions& options);
+
+// Called once, by the pipeline layer's static initialisation.
+void register_analysis(AnalyseFunction analyse);
+
+// The registered analysis of `path`; without one, a report whose error says
+// the analysis is not part of this build.
+AnalyseReport analyse_through_hook(const std::string& path, const AnalyseOptions& options);
+
+}  // namespace trainprof::detail
+
+#endif  // TRAINPROF_CORE_ANALYSIS_HOOK_H_

@@ -1,0 +1,234 @@
+// Copyright trainprof authors.
+#include "pipeline/run_outputs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <optional>
+#include <vector>
+
+#include "analysis/gpu_kernels.h"
+#include "analysis/gpu_launches.h"
+#include "analysis/host_usage.h"
+#include "analysis/memory.h"
+#include "analysis/passes.h"
+#include "analysis/rank_summary.h"
+#include "base/safe_file.h"
+#include "export/chrome_trace.h"
+#include "export/csv_tables.h"
+#include "export/database.h"
+#include "export/perfetto_trace.h"
+#include "pipeline/run_info.h"
+
+namespace trainprof::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kDatabaseName = "trainprof.db";
+
+// The "memory" object of the output's profiler_info.json: counts, and the
+// peak allocated per step and device.
+json memory_summary(const analysis::TraceModel& model, const analysis::MemoryMatch& match) {
+  uint64_t allocations = model.memory.size() - match.frees;
+  json steps = json::array();
+  for (const analysis::StepMemoryPeak& p : analysis::step_memory_peaks(model)) {
+    steps.push_back({{"Step", p.step},
+                     {"Device Type", analysis::memory_device_name(p.device)},
+                     {"Peak Memory(MB)", static_cast<double>(p.peak_allocated) / (1024.0 * 1024.0)},
+                     {"Peak Memory(bytes)", p.peak_allocated}});
+  }
+  return {{"reports", model.memory.size()},
+          {"allocations", allocations},
+          {"frees", match.frees},
+          {"frees_matched", match.frees_matched},
+          {"steps", steps}};
+}
+
+// Writes memory_record.csv and operator_memory.csv when the run has memory
+// reports (`operators`: memory_operators of each); returns the first error and
+// fills `summary`.
+std::string write_memory_outputs(const analysis::TraceModel& model, const std::vector<uint32_t>& operators,
+                                 const OutputDir& out, json* summary) {
+  if (model.memory.empty()) {  // files of an earlier analysis of other steps would be stale
+    unlinkat(out.fd, "memory_record.csv", 0);
+    unlinkat(out.fd, "operator_memory.csv", 0);
+    return "";
+  }
+  analysis::MemoryMatch match = analysis::match_allocations(model, operators);
+  *summary = memory_summary(model, match);
+  std::string e = exporter::write_memory_record(model, out.file("memory_record.csv"));
+  std::string e2 = exporter::write_operator_memory(model, match, out.file("operator_memory.csv"));
+  return e.empty() ? e2 : e;
+}
+
+// Writes the host_*_usage.csv of the parts the run sampled (host_sys) and
+// sets (*extra)["host"]: the samples and the steps the host was the
+// bottleneck of (the summary names them).
+std::string write_host_outputs(const analysis::TraceModel& model, const OutputDir& out, json* extra) {
+  std::string errors;
+  bool any = false;
+  std::vector<analysis::HostUsageTable> tables = analysis::host_usage_tables(model);
+  for (const analysis::HostUsageTable& table : tables) {
+    if (table.ts_ns.empty()) {
+      unlinkat(out.fd, table.file, 0);  // of an earlier analysis
+      continue;
+    }
+    any = true;
+    std::string e = exporter::write_host_usage(table, model.realtime_offset_ns, out.file(table.file));
+    if (errors.empty()) errors = e;
+  }
+  if (!any) return errors;
+  analysis::HostBottlenecks b = analysis::host_bottlenecks(model, tables);
+  (*extra)["host"] = {{"cpu_samples", b.samples},
+                      {"saturated_cpu_percent", analysis::kSaturatedCpuPercent},
+                      {"cpu_saturated_steps", b.cpu_saturated_steps},
+                      {"cpu_saturated_mean_percent", b.cpu_saturated_percent},
+                      {"cpu_saturated_data_wait_ns", b.cpu_saturated_data_wait_ns},
+                      {"memory_pressure_percent", analysis::kMemoryPressurePercent},
+                      {"memory_pressure_steps", b.memory_pressure_steps}};
+  return errors;
+}
+
+// What the passes collect over the windows of a run (analysis/run_loader.h).
+class WindowPasses {
+ public:
+  // `trace`, `database`: the outputs fed window by window; null: not written.
+  WindowPasses(const analysis::TraceModel& m, exporter::ChromeTraceWriter* trace,
+               exporter::PerfettoTraceWriter* perfetto, exporter::DatabaseWriter* database)
+      : self_(m),
+        launches_(m),
+        steps_(m),
+        trace_(trace),
+        perfetto_(perfetto),
+        database_(database),
+        memory_names_(m.memory.size(), 0) {}
+
+  void add(const analysis::TraceModel& m, const analysis::Window& w) {
+    self_.add_window(m);
+    launches_.add_window(m);
+    analysis::add_totals(m, &totals_);
+    steps_.add_window(m, w.start_ns, w.end_ns);
+    size_t first_report = next_report_;
+    while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
+    analysis::memory_operators(m, first_report, next_report_, &memory_names_);
+    if (trace_ != nullptr) trace_->add_window(m, w.end_ns);
+    if (perfetto_ != nullptr) perfetto_->add_window(m, w.end_ns);
+    if (database_ != nullptr) database_->add_window(m);
+  }
+
+  // Self times, totals and step rows complete.
+  void finish(analysis::TraceModel& m) {
+    self_.finish(m);
+    launches_.finish(m);
+    analysis::finish_totals(m, &totals_);
+    steps_.use_device_time(m);
+    step_rows_ = steps_.finish();
+  }
+
+  const std::vector<analysis::SliceTotals>& totals() const { return totals_; }
+  const std::vector<analysis::StepTraceRow>& step_rows() const { return step_rows_; }
+  const std::vector<uint32_t>& memory_names() const { return memory_names_; }
+
+ private:
+  analysis::SelfTimeAccumulator self_;
+  analysis::LaunchAttribution launches_;
+  analysis::StepTraceAccumulator steps_;
+  exporter::ChromeTraceWriter* trace_;
+  exporter::PerfettoTraceWriter* perfetto_;
+  exporter::DatabaseWriter* database_;
+  std::vector<analysis::SliceTotals> totals_;
+  std::vector<analysis::StepTraceRow> step_rows_;
+  std::vector<uint32_t> memory_names_;  // per memory report: its operator
+  size_t next_report_ = 0;
+};
+
+}  // namespace
+
+std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const fs::path& run,
+                          const OutputDir& out, const AnalyseOptions& options, RunAnalysis& r, json* extra) {
+  std::optional<exporter::ChromeTraceWriter> trace;
+  if (options.export_text && options.trace_json) {
+    trace.emplace(model, out.file("trace_view.json"), run.filename().string(), options.pretty,
+                  options.trace_size_limit_bytes, loader.earliest_slice_ns());
+  } else {
+    unlinkat(out.fd, "trace_view.json", 0);  // of an earlier analysis
+  }
+  std::optional<exporter::PerfettoTraceWriter> perfetto;
+  if (options.export_text && options.trace_perfetto) {
+    perfetto.emplace(model, out.file("trace_view.pftrace"), loader.earliest_slice_ns(), /*compress=*/true);
+  } else {
+    unlinkat(out.fd, "trace_view.pftrace", 0);
+  }
+  std::optional<exporter::DatabaseWriter> database;
+  if (options.export_db) database.emplace(out.file(kDatabaseName));
+  WindowPasses passes(model, trace ? &*trace : nullptr, perfetto ? &*perfetto : nullptr,
+                      database ? &*database : nullptr);
+  std::string error;
+  uint64_t window = options.window_slices > 0 ? options.window_slices : UINT64_MAX;
+  if (!loader.load(
+          &model, loader.plan_windows(window),
+          [&passes](analysis::TraceModel& m, const analysis::Window& w) { passes.add(m, w); }, &error)) {
+    return error;
+  }
+  passes.finish(model);
+  for (const std::string& w : model.warnings) add_warning(r, w);  // reading's and the passes'
+  std::string errors;
+  auto note = [&](const std::string& e) {
+    if (!e.empty() && errors.empty()) errors = e;
+  };
+  std::vector<analysis::OpStatisticRow> operators = analysis::op_statistics(model, passes.totals());
+  if (database) {
+    std::string info = detail::read_regular_file_at(AT_FDCWD, (run / "profiler_info.json").string(), false);
+    note(database->finish(model, passes.step_rows(), operators, passes.memory_names(), info));
+  } else {
+    unlinkat(out.fd, kDatabaseName, 0);  // of an earlier analysis
+  }
+  if (perfetto) {
+    exporter::PerfettoTraceResult result = perfetto->finish(model);
+    note(result.error);
+    if (result.clamped_slices > 0) {
+      add_warning(
+          r, "trace_view.pftrace: " + std::to_string(result.clamped_slices) +
+                 " range(s) that crossed the end of an enclosing one end there (Perfetto's tracks nest)");
+    }
+  }
+  if (trace) {
+    exporter::ChromeTraceResult trace_result = trace->finish();
+    if (!trace_result.cut_warning.empty()) add_warning(r, trace_result.cut_warning);
+    note(trace_result.error);
+  }
+  if (options.export_text) {
+    note(exporter::write_op_statistic(operators, out.file("op_statistic.csv")));
+    note(exporter::write_operator_details(analysis::operator_details(model, passes.totals()),
+                                          out.file("operator_details.csv")));
+    note(exporter::write_step_trace_time(passes.step_rows(), out.file("step_trace_time.csv")));
+    if (!model.data_stages.empty()) {
+      note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
+    } else {
+      unlinkat(out.fd, "dataset.csv", 0);  // from an earlier analysis of other steps
+    }
+    std::vector<analysis::KernelRow> kernels = analysis::kernel_rows(model);
+    if (!kernels.empty()) {
+      note(exporter::write_kernel_details(kernels, model.realtime_offset_ns, out.file("kernel_details.csv")));
+    } else {
+      unlinkat(out.fd, "kernel_details.csv", 0);
+    }
+  }
+  json memory;
+  if (options.export_text) note(write_memory_outputs(model, passes.memory_names(), out, &memory));
+  if (!memory.is_null()) (*extra)["memory"] = memory;
+  if (options.export_text) note(write_host_outputs(model, out, extra));
+  if (!model.comm_calls.empty()) {
+    note(detail::write_file_atomically_at(
+        out.fd, "rank_summary.json",
+        analysis::rank_summary_json(analysis::rank_summary(model, passes.step_rows())),
+        out.path + "/rank_summary.json"));
+  } else {
+    unlinkat(out.fd, "rank_summary.json", 0);  // of an earlier analysis
+  }
+  return errors;
+}
+
+}  // namespace trainprof::pipeline

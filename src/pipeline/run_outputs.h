@@ -1,0 +1,36 @@
+// Copyright trainprof authors. Every output of one run's analysis: the run
+// loaded window by window through the passes, the timeline writers and the
+// database fed as the windows pass, then the tables.
+#ifndef TRAINPROF_PIPELINE_RUN_OUTPUTS_H_
+#define TRAINPROF_PIPELINE_RUN_OUTPUTS_H_
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "analysis/run_loader.h"
+#include "analysis/trace_model.h"
+#include "export/output_file.h"
+#include "trainprof/analyse.h"
+
+namespace trainprof::pipeline {
+
+inline constexpr const char* kOutputDirName = "PROFILER_OUTPUT";
+
+// PROFILER_OUTPUT, open: every output is created relative to `fd`.
+struct OutputDir {
+  int fd;
+  std::string path;  // for messages
+  exporter::OutputPath file(const char* name) const { return {fd, path, name}; }
+};
+
+// Loads the run window by window through the passes and writes every
+// output into `out`; returns the first error. Sets `extra`'s "memory" and
+// "host" for the output's profiler_info.json.
+std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader,
+                          const std::filesystem::path& run, const OutputDir& out,
+                          const AnalyseOptions& options, RunAnalysis& r, nlohmann::json* extra);
+
+}  // namespace trainprof::pipeline
+
+#endif  // TRAINPROF_PIPELINE_RUN_OUTPUTS_H_
