@@ -20,7 +20,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 # torch-tb-profiler and holistictraceanalysis (HTA): the tests load our
-# traces in both (python/tests/test_peers.py); msprof-analyze, the seeds'
+# traces in both (python/tests/test_peers.py); msprof-analyze, MindSpore's
 # cluster tool, reads our cluster layout (python/tests/test_msprof_analyze.py);
 # perfetto carries Perfetto's trace protos, which decode our trace_view.pftrace
 # (python/tests/test_perfetto.py).

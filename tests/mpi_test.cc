@@ -532,7 +532,7 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   EXPECT_TRUE(r.missing_ranks.empty());
   EXPECT_NE(r.text.find("Straggler: rank 2."), std::string::npos) << r.text;
   EXPECT_EQ(test::read_text(r.output_dir + "/straggler_report.txt"), r.text);
-  // Every rank's steps, one row each, in the seeds' cluster layout.
+  // Every rank's steps, one row each, in msprof-analyze's cluster layout.
   std::string csv = test::read_text(r.output_dir + "/cluster_step_trace_time.csv");
   EXPECT_EQ(csv.rfind("Step,Type,Index,Computing,", 0), 0u) << csv;
   EXPECT_NE(csv.find(",Preparing,Data Wait\n"), std::string::npos) << csv;
@@ -567,7 +567,7 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   nlohmann::json j = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_analysis.json"));
   EXPECT_EQ(j["straggler"], 2);
   EXPECT_EQ(j["collectives_matched"].get<int>(), 8 + 0) << j.dump();  // the steps' allreduces
-  // cluster_communication.json (the seeds' schema): each allreduce with every
+  // cluster_communication.json (msprof-analyze's schema): each allreduce with every
   // rank's wait for the last arrival (rank 2) and its transit after it.
   nlohmann::json comm = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_communication.json"));
   ASSERT_TRUE(comm.contains("(0, 1, 2, 3)")) << comm.dump().substr(0, 500);

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Schedule actions against REFERENCE section 1.
+// Copyright trainprof authors. Schedule actions, step by step, as torch.profiler
+// takes them.
 #include <gtest/gtest.h>
 
 #include <stdexcept>

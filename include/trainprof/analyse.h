@@ -25,7 +25,7 @@ struct AnalyseOptions {
   std::vector<int64_t> step_list;
   // Remove raw/ after a successful analysis.
   bool data_simplification = false;
-  // What is written (the seeds' export_type): text, the timeline JSON and
+  // What is written (MindSpore's export_type): text, the timeline JSON and
   // the CSV tables; db, PROFILER_OUTPUT/trainprof.db (docs/DB_SCHEMA.md); or
   // both. profiler_info.json, profiler_metadata.json and rank_summary.json
   // are written either way.
@@ -107,7 +107,7 @@ struct ReportResult {
 ReportResult write_report(const std::string& path, const std::string& output_file = "");
 
 struct ClusterOptions {
-  // Also lay the ranks' tables out the way msprof-analyze (the seeds'
+  // Also lay the ranks' tables out the way msprof-analyze (MindSpore's
   // cluster tool) reads them in text mode, under this directory (made when
   // missing; empty: not): one {worker}_{stamp}_ascend_pt/ per rank with
   // profiler_info_{rank}.json and ASCEND_PROFILER_OUTPUT/{step_trace_time.csv,

@@ -14,7 +14,7 @@
 // ranks of a job may share one file: each records the same steps into a run
 // of its own.
 //
-// Fields (profiler_config.json; the seed's, then trainprof's):
+// Fields (profiler_config.json; MindSpore's, then trainprof's):
 //   start_step, stop_step  first and last step to record (1-based; -1: none)
 //   analyse_mode           -1 no analysis, 0 analysed at the end of the last
 //                          step (training waits), 1 in a child process

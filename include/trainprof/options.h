@@ -73,7 +73,7 @@ struct ProfilerOptions {
 
   // Remove raw data after a successful analysis.
   bool data_simplification = false;
-  // What the analysis writes (the seeds' export_type; AnalyseOptions): the
+  // What the analysis writes (MindSpore's export_type; AnalyseOptions): the
   // timeline JSON and CSV tables, PROFILER_OUTPUT/trainprof.db, or both.
   // At least one.
   bool export_text = true;

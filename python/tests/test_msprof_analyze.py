@@ -1,4 +1,4 @@
-"""The seeds' cluster tool on trainprof's data: `trainprof cluster
+"""msprof-analyze (MindSpore's cluster tool) on trainprof's data: `trainprof cluster
 --msprof-layout` lays four real MPI ranks' tables out the way msprof-analyze
 reads them, and `msprof-analyze cluster -m all` (PyPI's msprof-analyze) must
 come to the same cluster tables as trainprof's own."""

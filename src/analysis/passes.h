@@ -122,7 +122,7 @@ struct OperatorDetailRow {
 std::vector<OperatorDetailRow> operator_details(const TraceModel& model,
                                                 const std::vector<SliceTotals>& by_key);
 
-// fwdbwd flows (REFERENCE section 4): each autograd node (backward op)
+// fwdbwd flows (Kineto's): each autograd node (backward op)
 // linked to the forward operator that created it. Both carry the sequence
 // number; the node carries the LibTorch thread id of its forward op, and a
 // forward op its own, so (thread id, sequence number) matches them. When
@@ -148,7 +148,7 @@ struct DatasetRow {
 // others by name), then by total time, largest first.
 std::vector<DatasetRow> dataset_statistics(const TraceModel& model);
 
-// step_trace_time.csv: one row per step (REFERENCE section 3).
+// step_trace_time.csv: one row per step (docs/OUTPUTS.md).
 struct StepTraceRow {
   int64_t step = 0;
   uint64_t computing_ns = 0;
@@ -165,7 +165,7 @@ struct StepTraceRow {
   // (out of Computing); with the device's time, the device idle while the
   // host waited (out of Free). "Data Wait", after the columns above.
   uint64_t data_wait_ns = 0;
-  uint64_t step_ns = 0;  // window length (not a REFERENCE column; used by summary)
+  uint64_t step_ns = 0;  // window length (not a column; used by the summary)
 };
 // The rows of every step, fed window by window (analysis/run_loader.h): a
 // step that spans windows is the sum of its parts clipped to each, since

@@ -23,7 +23,7 @@ bool as_bool(const json& v, const std::string& field) {
   return v.get<bool>();
 }
 
-// An integer in [low, high]; the seed writes every number as an integer.
+// An integer in [low, high]; MindSpore writes every number as an integer.
 int64_t as_int(const json& v, const std::string& field, int64_t low, int64_t high) {
   if (!v.is_number_integer()) bad_field(field, "must be an integer", v);
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(high))
@@ -82,7 +82,7 @@ ProfilerLevel as_level(const json& v, const std::string& field) {
   }
 }
 
-// The seed's fields that describe Ascend hardware or MindSpore internals:
+// MindSpore's fields that describe Ascend hardware or MindSpore internals:
 // accepted, and reported when they ask for something (their "off" value is
 // the one given here).
 bool is_inert_field(const std::string& field, const json& v) {
@@ -129,7 +129,7 @@ void apply_field(DynamicConfig& c, const std::string& field, const json& v) {
            field == "mstx") {
     if (is_inert_field(field, v)) c.ignored.push_back(field);
   } else {
-    c.ignored.push_back(field);  // a newer seed's field, a typo: said, not fatal
+    c.ignored.push_back(field);  // a newer MindSpore field, a typo: said, not fatal
   }
 }
 
@@ -142,7 +142,7 @@ DynamicConfig parse_dynamic_config(std::string_view text) {
   if (!root.is_object())
     throw std::invalid_argument(std::string(kDynamicConfigFileName) + " must hold a JSON object");
   DynamicConfig c;
-  c.options.data_simplification = true;  // the seed's default for this file
+  c.options.data_simplification = true;  // MindSpore's default for this file
   for (const auto& [field, value] : root.items()) apply_field(c, field, value);
   if (c.start_step == 0)
     bad_field("start_step", "must be -1 (nothing) or a step >= 1 (steps count from 1)", 0);
@@ -155,7 +155,7 @@ DynamicConfig parse_dynamic_config(std::string_view text) {
 
 std::string default_dynamic_config() {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  // The seed's fields, in its order, then trainprof's.
+  // MindSpore's fields, in its order, then trainprof's.
   j["start_step"] = -1;
   j["stop_step"] = -1;
   j["aicore_metrics"] = -1;

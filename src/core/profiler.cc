@@ -1,6 +1,6 @@
 // Copyright trainprof authors. Profiler: the control state machine.
 //
-// Transitions follow shared/REFERENCE.md section 1: a run directory is open
+// Transitions follow torch.profiler's schedule actions: a run directory is open
 // while the schedule's action is Record or RecordAndSave; leaving a recording
 // action, or finishing a RecordAndSave step, closes it and calls
 // on_trace_ready, and a following recording step opens a new one.

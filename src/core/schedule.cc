@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Schedule semantics: shared/REFERENCE.md section 1.
+// Copyright trainprof authors. Schedule semantics: torch.profiler's (skip_first,
+// then cycles of wait, warmup, active; repeat 0: cycles until the end).
 #include <stdexcept>
 #include <string>
 

@@ -1,5 +1,5 @@
 // Copyright trainprof authors. trace_view.json: Chrome trace JSON in Kineto's
-// schema (shared/REFERENCE.md section 4), streamed with a size limit.
+// schema (docs/OUTPUTS.md), streamed with a size limit.
 #ifndef TRAINPROF_EXPORT_CHROME_TRACE_H_
 #define TRAINPROF_EXPORT_CHROME_TRACE_H_
 

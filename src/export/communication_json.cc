@@ -17,7 +17,7 @@ namespace {
 using analysis::CommTiming;
 using nlohmann::json;
 
-// The transports the seeds list, always all of them.
+// The transports MindSpore's tables list, always all of them.
 constexpr const char* kTransports[] = {"RDMA", "HCCS", "PCIE", "SDMA", "SIO"};
 
 double round4(double v) {
@@ -185,7 +185,7 @@ json links_json(const Links& links, bool with_op_name) {
 }
 
 // One operation's links, in ranks within its group. A transfer's data is
-// counted once, on its sending side (the seeds' links are the tasks that
+// counted once, on its sending side (MindSpore's links are the tasks that
 // move data); every side names its own place with a "<r>-<r>" link, which
 // is how the cluster tool maps a group's ranks to world ranks.
 Links instance_links(const CommTiming& t) {

@@ -1,5 +1,5 @@
-// Copyright trainprof authors. Communication tables in the seeds' schema
-// (shared/research/communication.md, sections 3 to 5), from the cluster
+// Copyright trainprof authors. Communication tables in MindSpore's and
+// msprof-analyze's schema (docs/OUTPUTS.md), from the cluster
 // pass's timings (analysis/cluster.h): a rank's part in each collective and
 // transfer, with the wait that only every rank's data together can tell.
 //
@@ -8,7 +8,7 @@
 // all of them; a transfer's counts this rank's transfers of that operation.
 // Steps are "step<N>" ("step" outside any step). Times in ms, sizes in MB
 // (10^6 bytes), bandwidths in GB/s (MB/ms). Transports: MPI within one host
-// moves through shared memory (SDMA, the seeds' on-node copies), between
+// moves through shared memory (SDMA, MindSpore's name for on-node copies), between
 // hosts through the network (RDMA).
 #ifndef TRAINPROF_EXPORT_COMMUNICATION_JSON_H_
 #define TRAINPROF_EXPORT_COMMUNICATION_JSON_H_

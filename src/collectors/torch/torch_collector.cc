@@ -411,7 +411,7 @@ std::string format_inputs(c10::ArrayRef<const c10::IValue> inputs) {
   return dims + raw::kInputsSeparator + types;
 }
 
-// ---- FLOPs (with_flops), by REFERENCE section 4's formulas ----
+// ---- FLOPs (with_flops), by torch's formulas ----
 
 enum class FlopsOp { kNone, kConv2d, kMm, kAddmm, kBmm, kBaddbmm, kElementwise };
 
