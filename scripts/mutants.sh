@@ -50,6 +50,8 @@ src/export/csv_tables.cc @@ csv.us(r.release_ns + offset).us(r.release_ns - r.al
 src/export/csv_tables.cc @@ if (std::isnan(v)) @@ if (false && std::isnan(v)) @@ gtest:CsvTables.*
 src/export/csv_tables.cc @@ r.free_ns, r.stage_ns, r.bubble_ns, @@ r.free_ns, r.bubble_ns, r.stage_ns, @@ gtest:CsvTables.*
 src/analysis/dataset_statistics.cc @@ if (d.custom_info != 0 && d.start_ns >= t.info_at) { @@ if (d.custom_info != 0) { @@ gtest:CsvTables.*
+src/core/option_table.cc @@ {"profile_memory", "bool", "", "profile_memory", true, "profile(profile_memory)", @@ {"profile_memory", "bool", "", "profile_memory", false, "profile(profile_memory)", @@ gtest:OptionTable.*:Cli.TheGuides*
+src/core/options.cc @@ for (const OptionSpec& spec : option_table()) j[spec.name] = spec.write(o); @@ for (const OptionSpec& spec : option_table()) if (spec.type[0] != 'u') j[spec.name] = spec.write(o); @@ gtest:OptionTable.*:EnvOptions.*
 python/trainprof/_validate.py @@ if value < minimum: @@ if value < minimum - 1: @@ pytest:python/tests/test_api.py
 python/trainprof/_data.py @@ _record([("DataLoader", "wait", start, _ticks(), f"workers={self._num_workers}")]) @@ _record([("DataLoader", "fetch", start, _ticks(), f"workers={self._num_workers}")]) @@ pytest:python/tests/test_dataloader.py
 python/trainprof/_distributed.py @@ best = (t1 - t0, (t0 + t1) // 2 - theirs, (t0 + t1) // 2) @@ best = (t1 - t0, theirs - (t0 + t1) // 2, (t0 + t1) // 2) @@ pytest:python/tests/test_distributed.py -k clock_offsets

@@ -315,5 +315,25 @@ TEST(Cli, AnInfoFileWithFieldsOfTheWrongTypeIsReportedNotFatal) {
   }
 }
 
+// The option table of docs/GUIDE.md is `trainprof options --markdown`, the
+// table the parser is made from: an option added, renamed or changed there
+// fails here until the guide says so.
+TEST(Cli, TheGuidesOptionTableIsTheOptionTable) {
+  test::ProcessResult r = run({"options", "--markdown"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string guide = test::read_text(std::string(TRAINPROF_TEST_DOCS_DIR) + "/GUIDE.md");
+  const std::string begin = "<!-- trainprof options --markdown -->\n",
+                    end = "<!-- end of trainprof options -->";
+  size_t from = guide.find(begin), to = guide.find(end);
+  ASSERT_NE(from, std::string::npos) << "docs/GUIDE.md lacks the marker " << begin;
+  ASSERT_NE(to, std::string::npos);
+  EXPECT_EQ(guide.substr(from + begin.size(), to - from - begin.size()), r.output);
+  EXPECT_NE(r.output.find("| `buffer_mb` | uint | `64` | [1, 1048576] |"), std::string::npos) << r.output;
+  test::ProcessResult plain = run({"options"});
+  EXPECT_EQ(plain.exit_code, 0);
+  EXPECT_NE(plain.output.find("profile_memory (bool, default false)"), std::string::npos) << plain.output;
+  EXPECT_EQ(run({"options", "--bogus"}).exit_code, 2);
+}
+
 }  // namespace
 }  // namespace trainprof

@@ -1,11 +1,16 @@
 // Copyright trainprof authors. Option validation and TRAINPROF_OPTIONS parsing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "base/json_limits.h"
+#include "core/option_table.h"
 #include "core/options_json.h"
+#include "trainprof/dynamic.h"
 #include "trainprof/env.h"
 #include "trainprof/profiler.h"
 
@@ -194,6 +199,99 @@ TEST(ProfilerOptions, ValidateNamesTheField) {
     FAIL() << "a Profiler with an invalid schedule must not construct";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("active"), std::string::npos);
+  }
+}
+
+// A value of the option other than `current` (its value now), in
+// TRAINPROF_OPTIONS' form: every type the table has is covered, so a new
+// type fails here until it is.
+nlohmann::json other_value(const detail::OptionSpec& spec, const nlohmann::json& current) {
+  const std::string type = spec.type;
+  if (type == "bool") return !current.get<bool>();
+  if (type == "uint") return current == 7 ? 8 : 7;  // inside every option's range
+  if (type == "string") return "/tmp/elsewhere";
+  if (type == "strings") return nlohmann::json::array({"a", "b"});
+  if (type == "schedule")
+    return {{"wait", 1}, {"warmup", 1}, {"active", 2}, {"repeat", 3}, {"skip_first", 4}};
+  std::vector<std::string> values;
+  std::string range = spec.range;
+  for (size_t start = 0; start <= range.size();) {
+    size_t bar = std::min(range.find('|', start), range.size());
+    values.push_back(range.substr(start, bar - start));
+    start = bar + 1;
+  }
+  if (type == "choice") return values[0] == current ? values[1] : values[0];
+  if (type == "choices") return values;  // all of them: no default holds every value
+  ADD_FAILURE() << spec.name << ": no test value for type " << type;
+  return nullptr;
+}
+
+// TRAINPROF_OPTIONS' parser and profiler_info.json's "options" are made
+// from the table: each row's key is read into the option and written back
+// as given, leaving every other option at its default; the written keys are
+// exactly the table's; option_list() (`trainprof options`) is the table.
+TEST(OptionTable, TheJsonParserAndWriterAreMadeFromIt) {
+  const nlohmann::json defaults = detail::options_to_json(ProfilerOptions{});
+  std::vector<std::string> names;
+  for (const detail::OptionSpec& spec : detail::option_table()) names.push_back(spec.name);
+  std::vector<std::string> written;
+  for (const auto& [key, value] : defaults.items()) written.push_back(key);
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(written, sorted);
+  for (const detail::OptionSpec& spec : detail::option_table()) {
+    nlohmann::json value = other_value(spec, defaults[spec.name]);
+    EnvOptions env = parse_options_json(nlohmann::json{{"start", true}, {spec.name, value}}.dump());
+    nlohmann::json back = detail::options_to_json(env.options);
+    EXPECT_EQ(back[spec.name], value) << spec.name;
+    for (const std::string& other : names) {
+      if (other != spec.name) {
+        EXPECT_EQ(back[other], defaults[other]) << spec.name << " changed " << other;
+      }
+    }
+  }
+  std::vector<OptionInfo> list = option_list();
+  ASSERT_EQ(list.size(), names.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(list[i].name, names[i]);
+    EXPECT_EQ(nlohmann::json::parse(list[i].default_json), defaults[names[i]]) << names[i];
+    EXPECT_FALSE(list[i].doc.empty()) << names[i];
+  }
+  std::string unknown = parse_error(R"({"start": true, "no_such_option": 1})");
+  for (const std::string& name : names) EXPECT_NE(unknown.find(", " + name), std::string::npos) << name;
+}
+
+// The dynamic profiler's profiler_config.json is checked against the table:
+// every option marked dynamic is a field that sets it, every other option
+// is a field it ignores (said, not applied), and the default file holds
+// only dynamic options and MindSpore's own fields.
+TEST(OptionTable, TheDynamicConfigSetsTheDynamicOptionsAndNoOthers) {
+  const nlohmann::json base = detail::options_to_json(parse_dynamic_config("{}").options);
+  for (const detail::OptionSpec& spec : detail::option_table()) {
+    nlohmann::json value = other_value(spec, base[spec.name]);
+    nlohmann::json given = value;
+    if (std::string(spec.name) == "profiler_level") {  // the file gives levels as numbers, -1 to 2
+      value = "Level1";
+      given = 1;
+    }
+    DynamicConfig c = parse_dynamic_config(nlohmann::json{{spec.name, given}}.dump());
+    bool ignored = std::find(c.ignored.begin(), c.ignored.end(), spec.name) != c.ignored.end();
+    nlohmann::json back = detail::options_to_json(c.options);
+    if (spec.dynamic) {
+      EXPECT_FALSE(ignored) << spec.name;
+      EXPECT_EQ(back[spec.name], value) << spec.name;
+    } else {
+      EXPECT_TRUE(ignored) << spec.name << " is not marked dynamic, yet profiler_config.json takes it";
+      EXPECT_EQ(back, base) << spec.name;
+    }
+  }
+  const std::set<std::string> mindspore_fields = {
+      "start_step",        "stop_step",         "analyse_mode", "aicore_metrics",
+      "profile_framework", "parallel_strategy", "mstx"};
+  const nlohmann::json default_file = nlohmann::json::parse(default_dynamic_config());
+  for (const auto& [field, value] : default_file.items()) {
+    const detail::OptionSpec* spec = detail::find_option(field);
+    EXPECT_TRUE(mindspore_fields.count(field) == 1 || (spec != nullptr && spec->dynamic)) << field;
   }
 }
 

@@ -38,6 +38,7 @@ const char* kMainHelp =
     "  summary PATH   print what an analysed run shows: top ranges, steps, outputs\n"
     "  cluster PATH   match the collectives of several ranks' runs, name the straggler\n"
     "  report PATH    write report.html: the analysed runs on one self-contained page\n"
+    "  options        list the profiler's options: name, type, default, range, meaning\n"
     "\n"
     "options:\n"
     "  --version      print the version\n"
@@ -379,6 +380,56 @@ int cmd_report(const std::vector<std::string>& args) {
   return kOk;
 }
 
+// ---------------------------------------------------------------------------
+// trainprof options
+
+const char* kOptionsHelp =
+    "usage: trainprof options [--markdown]\n"
+    "\n"
+    "The profiler's options, as TRAINPROF_OPTIONS, a run's profiler_info.json and\n"
+    "ProfilerOptions name them: type, default, range or values, whether the\n"
+    "dynamic profiler's profiler_config.json sets it, where the Python API sets it,\n"
+    "and what it does. --markdown: as the table of docs/GUIDE.md.\n";
+
+// "a|b" -> "a, b": the values of a choice, as a person reads them.
+std::string listed(std::string values) {
+  for (size_t at = values.find('|'); at != std::string::npos; at = values.find('|', at)) {
+    values.replace(at, 1, ", ");
+  }
+  return values;
+}
+
+int cmd_options(const std::vector<std::string>& args) {
+  bool markdown = false;
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::fputs(kOptionsHelp, stdout);
+      return kOk;
+    }
+    if (a != "--markdown") return usage_error("unknown option '" + a + "'", kOptionsHelp);
+    markdown = true;
+  }
+  std::vector<trainprof::OptionInfo> options = trainprof::option_list();
+  if (markdown) {
+    std::puts("| option | type | default | range or values | profiler_config.json | Python | what it does |");
+    std::puts("|---|---|---|---|---|---|---|");
+    for (const trainprof::OptionInfo& o : options) {
+      std::string python = o.python.empty() ? "" : "`" + o.python + "`";
+      std::printf("| `%s` | %s | `%s` | %s | %s | %s | %s |\n", o.name.c_str(), o.type.c_str(),
+                  o.default_json.c_str(), listed(o.range).c_str(), o.dynamic ? "yes" : "", python.c_str(),
+                  o.doc.c_str());
+    }
+    return kOk;
+  }
+  for (const trainprof::OptionInfo& o : options) {
+    std::printf("%s (%s, default %s%s%s)\n    %s\n", o.name.c_str(), o.type.c_str(), o.default_json.c_str(),
+                o.range.empty() ? "" : ", ", listed(o.range).c_str(), o.doc.c_str());
+    if (o.dynamic) std::printf("    also a field of profiler_config.json (DynamicProfilerMonitor)\n");
+    if (!o.python.empty()) std::printf("    Python: %s\n", o.python.c_str());
+  }
+  return kOk;
+}
+
 int run_command(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return usage_error("a command is needed", kMainHelp);
@@ -396,6 +447,7 @@ int run_command(int argc, char** argv) {
   if (cmd == "summary") return cmd_summary(rest);
   if (cmd == "cluster") return cmd_cluster(rest);
   if (cmd == "report") return cmd_report(rest);
+  if (cmd == "options") return cmd_options(rest);
   return usage_error("unknown command '" + cmd + "'", kMainHelp);
 }
 

@@ -97,6 +97,21 @@ std::string_view to_string(HostSystem part);  // "cpu", "mem", "disk", "network"
 // The HostSystem of a name to_string gives; false for any other name.
 bool parse_host_system(std::string_view name, HostSystem* part);
 
+// Every option, as TRAINPROF_OPTIONS, profiler_info.json and `trainprof
+// options` name it, from the one table the JSON parser and writer are made
+// from. Documentation and the Python API are checked against it.
+struct OptionInfo {
+  std::string name;
+  std::string type;          // bool, uint, string, strings, choice, choices, schedule
+  std::string default_json;  // the default value, as JSON
+  std::string range;         // uint: "[min, max]"; choice(s): the values, "|"-separated
+  std::string fields;        // the ProfilerOptions member(s) it sets
+  bool dynamic = false;      // profiler_config.json (DynamicProfilerMonitor) sets it too
+  std::string python;        // where the Python API sets it ("": TRAINPROF_OPTIONS only)
+  std::string doc;           // one line
+};
+std::vector<OptionInfo> option_list();
+
 }  // namespace trainprof
 
 #endif  // TRAINPROF_OPTIONS_H_

@@ -333,6 +333,17 @@ void bind_options(nb::module_& m) {
         return std::make_tuple(env.start, env.analyse, std::move(env.options));
       },
       "text"_a);
+  // The option table (trainprof::option_list): what the Python API is checked against.
+  nb::class_<trainprof::OptionInfo>(m, "OptionInfo")
+      .def_ro("name", &trainprof::OptionInfo::name)
+      .def_ro("type", &trainprof::OptionInfo::type)
+      .def_ro("default_json", &trainprof::OptionInfo::default_json)
+      .def_ro("range", &trainprof::OptionInfo::range)
+      .def_ro("fields", &trainprof::OptionInfo::fields)
+      .def_ro("dynamic", &trainprof::OptionInfo::dynamic)
+      .def_ro("python", &trainprof::OptionInfo::python)
+      .def_ro("doc", &trainprof::OptionInfo::doc);
+  m.def("option_list", &trainprof::option_list);
 }
 
 void bind_profiler(nb::module_& m) {

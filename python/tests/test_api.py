@@ -42,6 +42,42 @@ def test_public_names_take_torch_profilers_arguments_in_its_order() -> None:
         assert callable(getattr(trainprof.mstx, name))
 
 
+def test_the_python_api_takes_the_options_of_the_option_table() -> None:
+    """The C++ option table (`trainprof options`) says where the Python API
+    takes each option: that parameter exists, the binding has the attribute
+    it sets (and the stubs list it), a number's range is the table's, and a
+    choice's values are the table's."""
+    from trainprof import _trainprof
+
+    stubs = (Path(trainprof.__file__).parent / "_trainprof.pyi").read_text()
+    stub_options = stubs[stubs.index("class ProfilerOptions:"):stubs.index("def parse_options_json")]
+    surfaces = {"profile": trainprof.profile.__init__, "_ExperimentalConfig": _ExperimentalConfig.__init__}
+    rows = _trainprof.option_list()
+    assert [r.name for r in rows][:3] == ["output_path", "start_profile", "activities"]
+    taken = 0
+    for row in rows:
+        if not row.python:
+            continue
+        taken += 1
+        surface, param = re.fullmatch(r"(\w+)\((\w+)\)", row.python).groups()
+        assert param in inspect.signature(surfaces[surface]).parameters, row.python
+        for field in row.fields.split(", "):
+            assert hasattr(_trainprof.ProfilerOptions(), field), (row.name, field)
+            assert re.search(rf"^    {field}: ", stub_options, re.M), (row.name, field)
+        if row.type == "uint" and surface == "_ExperimentalConfig":
+            low, high = (int(x) for x in re.fullmatch(r"\[(\d+), (\d+)\]", row.range).groups())
+            for good in (low, high):
+                _ExperimentalConfig(**{param: good})
+            for bad in (low - 1, high + 1):
+                with pytest.raises(ValueError, match=param):
+                    _ExperimentalConfig(**{param: bad})
+    assert taken >= 15
+    level = next(r for r in rows if r.name == "profiler_level")
+    assert {lv.value.replace("LevelNone", "None") for lv in ProfilerLevel} == set(level.range.split("|"))
+    export = next(r for r in rows if r.name == "export_type")
+    assert {e.value for e in trainprof.ExportType} == set(export.range.split("|"))
+
+
 def test_every_public_callable_has_a_docstring() -> None:
     objects = [getattr(trainprof, n) for n in trainprof.__all__] + [trainprof.mstx.mark, trainprof.mstx.range_start,
                                                                     trainprof.mstx.range_end]

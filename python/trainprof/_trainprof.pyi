@@ -68,6 +68,19 @@ class ProfilerOptions:
 
 def parse_options_json(text: str) -> tuple[bool, bool, ProfilerOptions]: ...
 
+class OptionInfo:
+    """One row of the option table (`trainprof options`)."""
+    name: str  # as TRAINPROF_OPTIONS and profiler_info.json name it
+    type: str  # bool, uint, string, strings, choice, choices, schedule
+    default_json: str
+    range: str  # uint: "[min, max]"; choice(s): the values, "|"-separated
+    fields: str  # the ProfilerOptions attribute(s) it sets, ", "-separated
+    dynamic: bool  # profiler_config.json (DynamicProfilerMonitor) sets it too
+    python: str  # where the Python API sets it: "profile(x)", "_ExperimentalConfig(x)", or ""
+    doc: str
+
+def option_list() -> list[OptionInfo]: ...
+
 class RunSummary:
     run_dir: str
     events_recorded: int  # recorded; those not lost are in raw/

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/json_limits.h"
+#include "core/option_table.h"
 #include "core/options_json.h"
 #include "trainprof/env.h"
 #include "trainprof/options.h"
@@ -69,103 +70,29 @@ void ProfilerOptions::validate() const {
 namespace detail {
 
 json options_to_json(const ProfilerOptions& o) {
-  json activities = json::array();
-  for (Activity a : o.activities) activities.push_back(std::string(to_string(a)));
-  json host_sys = json::array();
-  for (HostSystem h : o.host_sys) host_sys.push_back(std::string(to_string(h)));
-  json export_type = json::array();
-  if (o.export_text) export_type.push_back("text");
-  if (o.export_db) export_type.push_back("db");
-  json j = {
-      {"output_path", o.output_path},
-      {"start_profile", o.start_profile},
-      {"activities", activities},
-      {"profile_memory", o.profile_memory},
-      {"record_shapes", o.record_shapes},
-      {"with_stack", o.with_stack},
-      {"with_modules", o.with_modules},
-      {"with_flops", o.with_flops},
-      {"data_process", o.data_process},
-      {"profile_communication", o.profile_communication},
-      {"sync_enable", o.sync_enable},
-      {"profiler_level", std::string(to_string(o.profiler_level))},
-      {"mstx_domain_include", o.mstx_domain_include},
-      {"mstx_domain_exclude", o.mstx_domain_exclude},
-      {"data_simplification", o.data_simplification},
-      {"export_type", export_type},
-      {"host_sys", host_sys},
-      {"host_sys_interval_ms", o.host_sys_interval_ms},
-      {"buffer_mb", o.buffer_mb},
-      {"flush_interval_ms", o.flush_interval_ms},
-      {"metadata_limit_bytes", o.metadata_limit_bytes},
-  };
-  if (o.schedule) {
-    j["schedule"] = {{"wait", o.schedule->wait},
-                     {"warmup", o.schedule->warmup},
-                     {"active", o.schedule->active},
-                     {"repeat", o.schedule->repeat},
-                     {"skip_first", o.schedule->skip_first}};
-  } else {
-    j["schedule"] = nullptr;
-  }
+  json j = json::object();
+  for (const OptionSpec& spec : option_table()) j[spec.name] = spec.write(o);
   return j;
 }
 
 }  // namespace detail
 
+std::vector<OptionInfo> option_list() {
+  const ProfilerOptions defaults;
+  std::vector<OptionInfo> list;
+  for (const detail::OptionSpec& spec : detail::option_table()) {
+    list.push_back(OptionInfo{spec.name, spec.type, spec.write(defaults).dump(), spec.range, spec.fields,
+                              spec.dynamic, spec.python, spec.doc});
+  }
+  return list;
+}
+
 namespace {
 
-[[noreturn]] void bad(const std::string& key, const std::string& what) {
-  throw std::invalid_argument(std::string(kOptionsEnvVar) + ": key \"" + key + "\" " + what);
-}
-
-bool get_bool(const json& v, const std::string& key) {
-  if (!v.is_boolean()) bad(key, "must be true or false, got " + v.dump());
+// TRAINPROF_OPTIONS' own keys, "start" and "analyse": true or false.
+bool env_bool(const json& v, const std::string& key) {
+  if (!v.is_boolean()) detail::bad_option(key, "must be true or false, got " + v.dump());
   return v.get<bool>();
-}
-
-uint64_t get_uint(const json& v, const std::string& key, uint64_t max) {
-  bool negative = v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0;
-  if (!v.is_number_integer() || negative) bad(key, "must be a non-negative integer, got " + v.dump());
-  uint64_t x = v.get<uint64_t>();
-  if (x > max) bad(key, "must be <= " + std::to_string(max) + ", got " + v.dump());
-  return x;
-}
-
-// "schedule": {"wait": W, "active": A, ...} (warmup, repeat, skip_first
-// default to 0) or null; the keys of options_to_json's "schedule".
-std::optional<Schedule> get_schedule(const json& v, const std::string& key) {
-  if (v.is_null()) return std::nullopt;
-  if (!v.is_object())
-    bad(key, "must be an object {\"wait\": W, \"warmup\": W, \"active\": A, ...} or null, got " + v.dump());
-  Schedule s{};
-  for (const auto& [field, x] : v.items()) {
-    int value = static_cast<int>(get_uint(x, key + "." + field, 0x7fffffff));
-    if (field == "wait")
-      s.wait = value;
-    else if (field == "warmup")
-      s.warmup = value;
-    else if (field == "active")
-      s.active = value;
-    else if (field == "repeat")
-      s.repeat = value;
-    else if (field == "skip_first")
-      s.skip_first = value;
-    else
-      bad(key, "has unknown field \"" + field + "\" (known: wait, warmup, active, repeat, skip_first)");
-  }
-  if (!v.contains("active")) bad(key, "needs \"active\" (recorded steps per cycle, >= 1)");
-  return s;
-}
-
-std::vector<std::string> get_strings(const json& v, const std::string& key) {
-  if (!v.is_array()) bad(key, "must be an array of strings, got " + v.dump());
-  std::vector<std::string> out;
-  for (const json& e : v) {
-    if (!e.is_string()) bad(key, "must be an array of strings, got element " + e.dump());
-    out.push_back(e.get<std::string>());
-  }
-  return out;
 }
 
 }  // namespace
@@ -186,97 +113,15 @@ EnvOptions parse_options_json(std::string_view text) {
   ProfilerOptions& o = env.options;
   for (const auto& [key, v] : root.items()) {
     if (key == "start") {
-      env.start = get_bool(v, key);
+      env.start = env_bool(v, key);
     } else if (key == "analyse") {
-      env.analyse = get_bool(v, key);
-    } else if (key == "schedule") {
-      o.schedule = get_schedule(v, key);
-    } else if (key == "output_path") {
-      if (!v.is_string()) bad(key, "must be a string, got " + v.dump());
-      o.output_path = v.get<std::string>();
-    } else if (key == "activities") {
-      o.activities.clear();
-      for (const std::string& a : get_strings(v, key)) {
-        if (a == "CPU")
-          o.activities.insert(Activity::CPU);
-        else if (a == "GPU")
-          o.activities.insert(Activity::GPU);
-        else
-          bad(key, "has unknown activity \"" + a + "\" (known: \"CPU\", \"GPU\")");
-      }
-    } else if (key == "start_profile") {
-      o.start_profile = get_bool(v, key);
-    } else if (key == "profile_memory") {
-      o.profile_memory = get_bool(v, key);
-    } else if (key == "record_shapes") {
-      o.record_shapes = get_bool(v, key);
-    } else if (key == "with_stack") {
-      o.with_stack = get_bool(v, key);
-    } else if (key == "with_modules") {
-      o.with_modules = get_bool(v, key);
-    } else if (key == "with_flops") {
-      o.with_flops = get_bool(v, key);
-    } else if (key == "data_process") {
-      o.data_process = get_bool(v, key);
-    } else if (key == "profile_communication") {
-      o.profile_communication = get_bool(v, key);
-    } else if (key == "sync_enable") {
-      o.sync_enable = get_bool(v, key);
-    } else if (key == "data_simplification") {
-      o.data_simplification = get_bool(v, key);
-    } else if (key == "profiler_level") {
-      std::string s = v.is_string() ? v.get<std::string>() : "";
-      if (s == "None")
-        o.profiler_level = ProfilerLevel::None;
-      else if (s == "Level0")
-        o.profiler_level = ProfilerLevel::Level0;
-      else if (s == "Level1")
-        o.profiler_level = ProfilerLevel::Level1;
-      else if (s == "Level2")
-        o.profiler_level = ProfilerLevel::Level2;
-      else
-        bad(key, "must be one of \"None\", \"Level0\", \"Level1\", \"Level2\", got " + v.dump());
-    } else if (key == "mstx_domain_include") {
-      o.mstx_domain_include = get_strings(v, key);
-    } else if (key == "mstx_domain_exclude") {
-      o.mstx_domain_exclude = get_strings(v, key);
-    } else if (key == "export_type") {
-      o.export_text = o.export_db = false;
-      for (const std::string& name : get_strings(v, key)) {
-        if (name == "text") {
-          o.export_text = true;
-        } else if (name == "db") {
-          o.export_db = true;
-        } else {
-          bad(key, "has unknown format \"" + name + "\" (known: \"text\", \"db\")");
-        }
-      }
-      if (!o.export_text && !o.export_db) bad(key, "must name \"text\", \"db\" or both");
-    } else if (key == "host_sys") {
-      o.host_sys.clear();
-      for (const std::string& name : get_strings(v, key)) {
-        HostSystem part;
-        if (!parse_host_system(name, &part))
-          bad(key, "has unknown part \"" + name + "\" (known: \"cpu\", \"mem\", \"disk\", \"network\")");
-        o.host_sys.insert(part);
-      }
-    } else if (key == "host_sys_interval_ms") {
-      o.host_sys_interval_ms = static_cast<uint32_t>(get_uint(v, key, 60000));
-    } else if (key == "buffer_mb") {
-      o.buffer_mb = static_cast<uint32_t>(get_uint(v, key, 1024 * 1024));
-    } else if (key == "flush_interval_ms") {
-      o.flush_interval_ms = static_cast<uint32_t>(get_uint(v, key, 60000));
-    } else if (key == "metadata_limit_bytes") {
-      o.metadata_limit_bytes = get_uint(v, key, ~0ull);
+      env.analyse = env_bool(v, key);
+    } else if (const detail::OptionSpec* spec = detail::find_option(key)) {
+      spec->read(v, key, o);
     } else {
-      bad(key,
-          "is unknown; known keys: start, analyse, schedule, output_path, start_profile, activities, "
-          "profile_memory, "
-          "record_shapes, with_stack, with_modules, with_flops, data_process, profile_communication, "
-          "sync_enable, profiler_level, mstx_domain_include, mstx_domain_exclude, data_simplification, "
-          "export_type, "
-          "host_sys, "
-          "host_sys_interval_ms, buffer_mb, flush_interval_ms, metadata_limit_bytes");
+      std::string known = "start, analyse";
+      for (const detail::OptionSpec& row : detail::option_table()) known += std::string(", ") + row.name;
+      detail::bad_option(key, "is unknown; known keys: " + known);
     }
   }
   try {
