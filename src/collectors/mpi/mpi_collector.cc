@@ -571,287 +571,92 @@ int MPI_Finalize(void) {
 
 // Collectives.
 
-int MPI_Barrier(MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Barrier(comm);
-  c.done(
-      "MPI_Barrier", 0, [] { return uint64_t{0}; }, -1);
-  return rc;
-}
+// The collectives, each blocking and nonblocking: one row makes both
+// wrappers. A row: the two names, the parameters (the nonblocking one adds
+// `MPI_Request* request`), the arguments PMPI_ takes, the bytes the call
+// moves, and its root (-1: none). Reduce-scatter moves the bytes of the
+// whole reduced vector (what each rank contributes).
+#define TRAINPROF_MPI_COLLECTIVES(X)                                                                         \
+  X(Barrier, Ibarrier, (MPI_Comm comm), (comm), uint64_t{0}, -1)                                             \
+  X(Bcast, Ibcast, (void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm),                    \
+    (buffer, count, type, root, comm), type_bytes(count, type), root)                                        \
+  X(Allreduce, Iallreduce,                                                                                   \
+    (const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm),            \
+    (sendbuf, recvbuf, count, type, op, comm), type_bytes(count, type), -1)                                  \
+  X(Reduce, Ireduce,                                                                                         \
+    (const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm),  \
+    (sendbuf, recvbuf, count, type, op, root, comm), type_bytes(count, type), root)                          \
+  X(Allgather, Iallgather,                                                                                   \
+    (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,                \
+     MPI_Datatype recvtype, MPI_Comm comm),                                                                  \
+    (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),                                      \
+    gathered_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype), -1)                                   \
+  X(Allgatherv, Iallgatherv,                                                                                 \
+    (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],       \
+     const int displs[], MPI_Datatype recvtype, MPI_Comm comm),                                              \
+    (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm),                             \
+    gathered_v_bytes(sendbuf, sendcount, sendtype, recvcounts, recvtype, comm), -1)                          \
+  X(Gather, Igather,                                                                                         \
+    (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,                \
+     MPI_Datatype recvtype, int root, MPI_Comm comm),                                                        \
+    (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm),                                \
+    gathered_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype), root)                                 \
+  X(Gatherv, Igatherv,                                                                                       \
+    (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],       \
+     const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm),                                    \
+    (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm),                       \
+    gathered_v_bytes(sendbuf, sendcount, sendtype, recvcounts, recvtype, comm), root)                        \
+  X(Scatter, Iscatter,                                                                                       \
+    (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,                \
+     MPI_Datatype recvtype, int root, MPI_Comm comm),                                                        \
+    (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm),                                \
+    scattered_bytes(recvbuf, sendcount, sendtype, recvcount, recvtype), root)                                \
+  X(Scatterv, Iscatterv,                                                                                     \
+    (const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void* recvbuf,  \
+     int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm),                                         \
+    (sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm),                       \
+    scattered_v_bytes(recvbuf, sendcounts, sendtype, recvcount, recvtype, comm), root)                       \
+  X(Alltoall, Ialltoall,                                                                                     \
+    (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,                \
+     MPI_Datatype recvtype, MPI_Comm comm),                                                                  \
+    (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),                                      \
+    alltoall_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype, comm), -1)                             \
+  X(Alltoallv, Ialltoallv,                                                                                   \
+    (const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void* recvbuf, \
+     const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm),                     \
+    (sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm),                  \
+    alltoallv_bytes(sendbuf, sendcounts, sendtype, recvcounts, recvtype, comm), -1)                          \
+  X(Reduce_scatter, Ireduce_scatter,                                                                         \
+    (const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,               \
+     MPI_Comm comm),                                                                                         \
+    (sendbuf, recvbuf, recvcounts, type, op, comm), summed_bytes(recvcounts, comm, type), -1)                \
+  X(Reduce_scatter_block, Ireduce_scatter_block,                                                             \
+    (const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op, MPI_Comm comm),        \
+    (sendbuf, recvbuf, recvcount, type, op, comm),                                                           \
+    type_bytes(recvcount, type) * static_cast<uint64_t>(comm_size(comm)), -1)
 
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Ibarrier(comm, request);
-  c.done(
-      "MPI_Ibarrier", kNonblocking, [] { return uint64_t{0}; }, -1, request);
-  return rc;
-}
+#define TRAINPROF_UNPARENTHESIZED(...) __VA_ARGS__
+#define TRAINPROF_MPI_COLLECTIVE_WRAPPERS(name, iname, params, args, bytes, root) \
+  int MPI_##name(TRAINPROF_UNPARENTHESIZED params) {                              \
+    Collective c(comm);                                                           \
+    int rc = PMPI_##name(TRAINPROF_UNPARENTHESIZED args);                         \
+    c.done(                                                                       \
+        "MPI_" #name, 0, [&] { return bytes; }, root);                            \
+    return rc;                                                                    \
+  }                                                                               \
+  int MPI_##iname(TRAINPROF_UNPARENTHESIZED params, MPI_Request* request) {       \
+    Collective c(comm);                                                           \
+    int rc = PMPI_##iname(TRAINPROF_UNPARENTHESIZED args, request);               \
+    c.done(                                                                       \
+        "MPI_" #iname, kNonblocking, [&] { return bytes; }, root, request);       \
+    return rc;                                                                    \
+  }
 
-int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Bcast(buffer, count, type, root, comm);
-  c.done(
-      "MPI_Bcast", 0, [&] { return type_bytes(count, type); }, root);
-  return rc;
-}
+TRAINPROF_MPI_COLLECTIVES(TRAINPROF_MPI_COLLECTIVE_WRAPPERS)
 
-int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Ibcast(buffer, count, type, root, comm, request);
-  c.done(
-      "MPI_Ibcast", kNonblocking, [&] { return type_bytes(count, type); }, root, request);
-  return rc;
-}
-
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
-                  MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-  c.done(
-      "MPI_Allreduce", 0, [&] { return type_bytes(count, type); }, -1);
-  return rc;
-}
-
-int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                   MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
-  c.done(
-      "MPI_Iallreduce", kNonblocking, [&] { return type_bytes(count, type); }, -1, request);
-  return rc;
-}
-
-int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-               MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-  c.done(
-      "MPI_Reduce", 0, [&] { return type_bytes(count, type); }, root);
-  return rc;
-}
-
-int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
-                MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request);
-  c.done(
-      "MPI_Ireduce", kNonblocking, [&] { return type_bytes(count, type); }, root, request);
-  return rc;
-}
-
-int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  c.done(
-      "MPI_Allgather", 0, [&] { return gathered_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype); },
-      -1);
-  return rc;
-}
-
-int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-  c.done(
-      "MPI_Iallgather", kNonblocking,
-      [&] { return gathered_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype); }, -1, request);
-  return rc;
-}
-
-int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                   const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-  c.done(
-      "MPI_Allgatherv", 0,
-      [&] { return gathered_v_bytes(sendbuf, sendcount, sendtype, recvcounts, recvtype, comm); }, -1);
-  return rc;
-}
-
-int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                    const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
-                    MPI_Request* request) {
-  Collective c(comm);
-  int rc =
-      PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-  c.done(
-      "MPI_Iallgatherv", kNonblocking,
-      [&] { return gathered_v_bytes(sendbuf, sendcount, sendtype, recvcounts, recvtype, comm); }, -1,
-      request);
-  return rc;
-}
-
-int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-               MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  c.done(
-      "MPI_Gather", 0, [&] { return gathered_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype); },
-      root);
-  return rc;
-}
-
-int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-  c.done(
-      "MPI_Igather", kNonblocking,
-      [&] { return gathered_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype); }, root, request);
-  return rc;
-}
-
-int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-  c.done(
-      "MPI_Gatherv", 0,
-      [&] { return gathered_v_bytes(sendbuf, sendcount, sendtype, recvcounts, recvtype, comm); }, root);
-  return rc;
-}
-
-int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm,
-                 MPI_Request* request) {
-  Collective c(comm);
-  int rc =
-      PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-  c.done(
-      "MPI_Igatherv", kNonblocking,
-      [&] { return gathered_v_bytes(sendbuf, sendcount, sendtype, recvcounts, recvtype, comm); }, root,
-      request);
-  return rc;
-}
-
-int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  c.done(
-      "MPI_Scatter", 0, [&] { return scattered_bytes(recvbuf, sendcount, sendtype, recvcount, recvtype); },
-      root);
-  return rc;
-}
-
-int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-  c.done(
-      "MPI_Iscatter", kNonblocking,
-      [&] { return scattered_bytes(recvbuf, sendcount, sendtype, recvcount, recvtype); }, root, request);
-  return rc;
-}
-
-int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
-                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  c.done(
-      "MPI_Scatterv", 0,
-      [&] { return scattered_v_bytes(recvbuf, sendcounts, sendtype, recvcount, recvtype, comm); }, root);
-  return rc;
-}
-
-int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
-                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                  MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm,
-                          request);
-  c.done(
-      "MPI_Iscatterv", kNonblocking,
-      [&] { return scattered_v_bytes(recvbuf, sendcounts, sendtype, recvcount, recvtype, comm); }, root,
-      request);
-  return rc;
-}
-
-int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                 MPI_Datatype recvtype, MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  c.done(
-      "MPI_Alltoall", 0,
-      [&] { return alltoall_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype, comm); }, -1);
-  return rc;
-}
-
-int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-  c.done(
-      "MPI_Ialltoall", kNonblocking,
-      [&] { return alltoall_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype, comm); }, -1, request);
-  return rc;
-}
-
-int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                  void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
-                  MPI_Comm comm) {
-  Collective c(comm);
-  int rc =
-      PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-  c.done(
-      "MPI_Alltoallv", 0,
-      [&] { return alltoallv_bytes(sendbuf, sendcounts, sendtype, recvcounts, recvtype, comm); }, -1);
-  return rc;
-}
-
-int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
-                   MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                           comm, request);
-  c.done(
-      "MPI_Ialltoallv", kNonblocking,
-      [&] { return alltoallv_bytes(sendbuf, sendcounts, sendtype, recvcounts, recvtype, comm); }, -1,
-      request);
-  return rc;
-}
-
-// Reduce-scatter: the bytes of the whole reduced vector (what each rank
-// contributes).
-int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
-                       MPI_Op op, MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
-  c.done(
-      "MPI_Reduce_scatter", 0, [&] { return summed_bytes(recvcounts, comm, type); }, -1);
-  return rc;
-}
-
-int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type,
-                        MPI_Op op, MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, request);
-  c.done(
-      "MPI_Ireduce_scatter", kNonblocking, [&] { return summed_bytes(recvcounts, comm, type); }, -1, request);
-  return rc;
-}
-
-int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
-                             MPI_Comm comm) {
-  Collective c(comm);
-  int rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
-  c.done(
-      "MPI_Reduce_scatter_block", 0,
-      [&] { return type_bytes(recvcount, type) * static_cast<uint64_t>(comm_size(comm)); }, -1);
-  return rc;
-}
-
-int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
-                              MPI_Comm comm, MPI_Request* request) {
-  Collective c(comm);
-  int rc = PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request);
-  c.done(
-      "MPI_Ireduce_scatter_block", kNonblocking,
-      [&] { return type_bytes(recvcount, type) * static_cast<uint64_t>(comm_size(comm)); }, -1, request);
-  return rc;
-}
+#undef TRAINPROF_MPI_COLLECTIVE_WRAPPERS
+#undef TRAINPROF_UNPARENTHESIZED
+#undef TRAINPROF_MPI_COLLECTIVES
 
 // Point-to-point.
 
