@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The include-direction check: every #include "..." goes one way through the
 layers below, or the check fails naming the file, the line and what that
-folder may include. docs/ARCHITECTURE.md lists the same layers.
+folder may include; and docs/ARCHITECTURE.md's table of layers must say what
+this check enforces.
 
     scripts/check_layers.py [ROOT]     check the tree at ROOT (default: this one)
     scripts/check_layers.py --self-test  plant a wrong include in a scratch tree
@@ -121,6 +122,32 @@ def check(root):
     return problems, len(seen_known)
 
 
+def check_document(root):
+    """docs/ARCHITECTURE.md's table of layers says what ALLOWED says."""
+    path = os.path.join(root, "docs", "ARCHITECTURE.md")
+    if not os.path.exists(path):
+        return []
+    text = open(path, encoding="utf-8").read()
+    if "## Layers" not in text:
+        return ["docs/ARCHITECTURE.md: no '## Layers' section listing the layers"]
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("layer", "") or cells[0].startswith("-"):
+            continue
+        may = cells[2].replace("nothing of ours", "")
+        documented[cells[0]] = {m.strip() for m in may.split(",") if m.strip()}
+    problems = []
+    for layer, allowed in sorted(ALLOWED.items()):
+        if documented.get(layer) != allowed:
+            problems.append(f"docs/ARCHITECTURE.md: layer {layer} may include {sorted(documented.get(layer, []))} "
+                            f"in the document, {sorted(allowed)} in this check")
+    for layer in sorted(set(documented) - set(ALLOWED)):
+        problems.append(f"docs/ARCHITECTURE.md: layer {layer} is not one this check knows")
+    return problems
+
+
 def self_test():
     """A scratch tree with one include the wrong way must fail, naming it."""
     with tempfile.TemporaryDirectory() as root:
@@ -151,6 +178,7 @@ def main(argv):
         return self_test()
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     problems, known = check(root)
+    problems += check_document(root)
     for p in problems:
         print(p)
     if problems:
