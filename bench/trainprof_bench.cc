@@ -252,7 +252,7 @@ void BM_HostSamplerCpu(benchmark::State& state) {
     trainprof::Profiler prof(o);
     std::this_thread::sleep_for(std::chrono::seconds(3));
     prof.stop();
-    trainprof::detail::HostSamplerStats st = trainprof::detail::last_host_sampler_stats();
+    trainprof::system::HostSamplerStats st = trainprof::system::last_host_sampler_stats();
     state.counters["cpu_percent_of_one_core"] =
         100.0 * static_cast<double>(st.thread_cpu_ns) / static_cast<double>(st.wall_ns);
     state.counters["us_per_sample"] =

@@ -9,7 +9,7 @@
 
 #include "analysis/cluster.h"
 #include "analysis/rank_summary.h"
-#include "export/communication_json.h"
+#include "exporter/communication_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   trainprof::analysis::RankSummary s;

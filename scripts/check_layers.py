@@ -16,8 +16,8 @@ the public C++ API, which the layers below implement):
     core        base raw api          recording: buffers, flusher, sessions
     collectors  core base raw api     each collector on its own
     analysis    base raw api          passes over a run's events
-    export      analysis base raw api writers of the outputs
-    pipeline    export analysis core base raw api
+    exporter    analysis base raw api writers of the outputs
+    pipeline    exporter analysis core base raw api
                                       the drivers: analyse, cluster, summary
     tools, python/src, examples       api only
 
@@ -34,8 +34,8 @@ ALLOWED = {
     "core": {"base", "raw", "api"},
     "collectors": {"core", "base", "raw", "api"},
     "analysis": {"base", "raw", "api"},
-    "export": {"analysis", "base", "raw", "api"},
-    "pipeline": {"export", "analysis", "core", "base", "raw", "api"},
+    "exporter": {"analysis", "base", "raw", "api"},
+    "pipeline": {"exporter", "analysis", "core", "base", "raw", "api"},
     "tools": {"api"},
     "python": {"api"},
     "examples": {"api"},
@@ -49,7 +49,7 @@ CHECKED = {
     "src/core": "core",
     "src/collectors": "collectors",
     "src/analysis": "analysis",
-    "src/export": "export",
+    "src/exporter": "exporter",
     "src/pipeline": "pipeline",
     "tools": "tools",
     "python/src": "python",
@@ -72,7 +72,7 @@ def layer_of_include(name, including_dir, root):
     first = name.split("/", 1)[0]
     if first == "trainprof":
         return "api"
-    if first in ("base", "raw", "core", "analysis", "export", "pipeline"):
+    if first in ("base", "raw", "core", "analysis", "exporter", "pipeline"):
         return first
     if first == "collectors":
         return "collectors/" + name.split("/")[1] if name.count("/") >= 2 else "collectors"

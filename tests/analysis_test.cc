@@ -22,7 +22,7 @@
 #include "core/event.h"
 #include "core/raw_encoder.h"
 #include "core/recorder.h"
-#include "export/csv_reader.h"
+#include "exporter/csv_reader.h"
 #include "raw/crc32c.h"
 #include "raw/format.h"
 #include "test_util.h"

@@ -12,7 +12,7 @@
 #include "analysis/cluster.h"
 #include "analysis/collective_numbering.h"
 #include "analysis/rank_summary.h"
-#include "export/communication_json.h"
+#include "exporter/communication_json.h"
 #include "raw/format.h"
 
 namespace trainprof::analysis {

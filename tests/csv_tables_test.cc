@@ -4,7 +4,7 @@
 // the wrong place or in the wrong unit shows; and dataset.csv from data
 // stages whose statistics are worked out by hand. The passes that fill the
 // rows have known-answer tests of their own (analysis_test.cc, cluster_test.cc).
-#include "export/csv_tables.h"
+#include "exporter/csv_tables.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

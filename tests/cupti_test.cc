@@ -27,7 +27,7 @@
 #include "core/clock.h"
 #include "core/intern.h"
 #include "core/recorder.h"
-#include "export/csv_reader.h"
+#include "exporter/csv_reader.h"
 #include "perfetto_reader.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"

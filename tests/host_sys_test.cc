@@ -16,7 +16,7 @@
 
 #include "base/safe_file.h"
 #include "collectors/system/proc_stats.h"
-#include "export/csv_reader.h"
+#include "exporter/csv_reader.h"
 #include "raw/host_counters.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"

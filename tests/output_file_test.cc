@@ -1,5 +1,5 @@
 // Copyright trainprof authors. Outputs are replaced whole or not at all.
-#include "export/output_file.h"
+#include "exporter/output_file.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -16,7 +16,7 @@
 
 #include "analysis/trace_model.h"
 #include "base/safe_file.h"
-#include "export/perfetto_trace.h"
+#include "exporter/perfetto_trace.h"
 #include "perfetto_reader.h"
 #include "raw/format.h"
 #include "test_util.h"

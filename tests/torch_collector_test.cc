@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/collector.h"
-#include "export/csv_reader.h"
+#include "exporter/csv_reader.h"
 #include "test_util.h"
 #include "trainprof/torch_data.h"
 #include "trainprof/trainprof.h"

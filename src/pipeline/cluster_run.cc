@@ -18,9 +18,9 @@
 #include "analysis/rank_summary.h"
 #include "base/json_limits.h"
 #include "base/safe_file.h"
-#include "export/cluster_trace.h"
-#include "export/communication_json.h"
-#include "export/csv_tables.h"
+#include "exporter/cluster_trace.h"
+#include "exporter/communication_json.h"
+#include "exporter/csv_tables.h"
 #include "trainprof/analyse.h"
 
 namespace trainprof {

@@ -14,10 +14,10 @@
 #include "analysis/passes.h"
 #include "analysis/rank_summary.h"
 #include "base/safe_file.h"
-#include "export/chrome_trace.h"
-#include "export/csv_tables.h"
-#include "export/database.h"
-#include "export/perfetto_trace.h"
+#include "exporter/chrome_trace.h"
+#include "exporter/csv_tables.h"
+#include "exporter/database.h"
+#include "exporter/perfetto_trace.h"
 #include "pipeline/run_info.h"
 
 namespace trainprof::pipeline {

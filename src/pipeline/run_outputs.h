@@ -10,7 +10,7 @@
 
 #include "analysis/run_loader.h"
 #include "analysis/trace_model.h"
-#include "export/output_file.h"
+#include "exporter/output_file.h"
 #include "trainprof/analyse.h"
 
 namespace trainprof::pipeline {

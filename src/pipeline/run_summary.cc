@@ -15,7 +15,7 @@
 #include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "base/shell_quote.h"
-#include "export/csv_reader.h"
+#include "exporter/csv_reader.h"
 #include "trainprof/analyse.h"
 
 namespace trainprof {

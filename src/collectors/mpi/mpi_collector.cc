@@ -39,7 +39,7 @@
 #include "raw/format.h"
 #include "trainprof/range.h"
 
-namespace trainprof::mpi_collector {
+namespace trainprof::mpi {
 namespace {
 
 constexpr uint8_t kCollective = raw::kCommCollective;
@@ -536,13 +536,13 @@ __attribute__((constructor)) void register_mpi_collector() {
 }
 
 }  // namespace
-}  // namespace trainprof::mpi_collector
+}  // namespace trainprof::mpi
 
 // ---- The MPI functions ----
 //
 // Each returns what its PMPI_ call returned; nothing here throws or changes
 // an argument the caller sees.
-using namespace trainprof::mpi_collector;  // NOLINT: the wrappers below are C functions
+using namespace trainprof::mpi;  // NOLINT: the wrappers below are C functions
 using trainprof::detail::now_ticks;
 
 extern "C" {

@@ -22,7 +22,7 @@
 #include "core/recorder.h"
 #include "trainprof/range.h"
 
-namespace trainprof::detail {
+namespace trainprof::system {
 namespace {
 
 std::mutex g_stats_mu;
@@ -76,7 +76,7 @@ class ProcFile {
   }
   // Says once why this file's counters stop.
   void fail(const std::string& why) {
-    log_warning(std::string("host_sys: cannot read ") + path_ + " (" + why +
+    detail::log_warning(std::string("host_sys: cannot read ") + path_ + " (" + why +
                 "); its counters are not recorded");
     if (fd_ >= 0) ::close(fd_);
     fd_ = kFailed;
@@ -89,7 +89,7 @@ class ProcFile {
 };
 
 void record_counter(uint64_t ticks, const char* name, double value) {
-  record_event_fields(ticks, std::bit_cast<uint64_t>(value), name,
+  detail::record_event_fields(ticks, std::bit_cast<uint64_t>(value), name,
                       static_cast<uint8_t>(raw::EventKind::kCounter), 0, 0, 0);
 }
 
@@ -103,8 +103,8 @@ class Sampling {
         network_(parts.count(HostSystem::Network) > 0) {}
 
   void sample() {
-    uint64_t ticks = now_ticks();
-    uint64_t wall = monotonic_now_ns();
+    uint64_t ticks = detail::now_ticks();
+    uint64_t wall = detail::monotonic_now_ns();
     double seconds = previous_wall_ == 0 ? 0 : static_cast<double>(wall - previous_wall_) * 1e-9;
     if (cpu_) sample_cpu(ticks, seconds);
     if (mem_) sample_memory(ticks);
@@ -133,7 +133,7 @@ class Sampling {
     if (core_names_.size() != cores_.size()) {
       core_names_.clear();
       for (size_t i = 0; i < cores_.size(); ++i)
-        core_names_.push_back(intern(std::string(raw::kHostCpuCorePrefix) + std::to_string(i) + " (%)"));
+        core_names_.push_back(detail::intern(std::string(raw::kHostCpuCorePrefix) + std::to_string(i) + " (%)"));
     }
     if (seconds > 0) {
       record_counter(ticks, raw::kHostCpuCounter,
@@ -211,7 +211,7 @@ class Sampling {
   bool have_network_ = false;
 };
 
-class HostSampler final : public Collector {
+class HostSampler final : public detail::Collector {
  public:
   std::string_view name() const override { return "host_sys"; }
 
@@ -225,7 +225,7 @@ class HostSampler final : public Collector {
       thread_ = std::make_unique<std::thread>(&HostSampler::run, this, options.host_sys,
                                               std::chrono::milliseconds(options.host_sys_interval_ms));
     } catch (const std::exception& e) {
-      log_error(std::string("host_sys: cannot start the sampler thread: ") + e.what());
+      detail::log_error(std::string("host_sys: cannot start the sampler thread: ") + e.what());
     }
   }
 
@@ -247,7 +247,7 @@ class HostSampler final : public Collector {
  private:
   void run(std::set<HostSystem> parts, std::chrono::milliseconds interval) {
     set_thread_name("trainprof host sampler");
-    uint64_t wall_start = monotonic_now_ns();
+    uint64_t wall_start = detail::monotonic_now_ns();
     uint64_t samples = 0;
     try {
       Sampling sampling(parts);
@@ -264,10 +264,10 @@ class HostSampler final : public Collector {
       sampling.sample();
       ++samples;
     } catch (const std::exception& e) {
-      log_error(std::string("host_sys: the sampler stopped: ") + e.what());
+      detail::log_error(std::string("host_sys: the sampler stopped: ") + e.what());
     }
     std::lock_guard<std::mutex> lock(g_stats_mu);
-    g_stats = HostSamplerStats{samples, thread_cpu_ns(), monotonic_now_ns() - wall_start};
+    g_stats = HostSamplerStats{samples, thread_cpu_ns(), detail::monotonic_now_ns() - wall_start};
   }
 
   std::mutex mu_;
@@ -279,7 +279,7 @@ class HostSampler final : public Collector {
 
 __attribute__((constructor)) void register_host_sampler() {
   static HostSampler* sampler = new HostSampler();  // lives as long as the process
-  register_collector(sampler);
+  detail::register_collector(sampler);
 }
 
 }  // namespace
@@ -289,4 +289,4 @@ HostSamplerStats last_host_sampler_stats() {
   return g_stats;
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::system

@@ -19,7 +19,7 @@
 
 #include "raw/host_counters.h"  // the counter names
 
-namespace trainprof::detail {
+namespace trainprof::system {
 
 // What the last sampler thread did (for the cost benchmark and tests).
 struct HostSamplerStats {
@@ -29,6 +29,6 @@ struct HostSamplerStats {
 };
 HostSamplerStats last_host_sampler_stats();
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::system
 
 #endif  // TRAINPROF_COLLECTORS_SYSTEM_HOST_SAMPLER_H_

@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "export/csv_reader.h"
+#include "exporter/csv_reader.h"
 
 #include <fcntl.h>
 

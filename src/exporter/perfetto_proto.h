@@ -3,8 +3,8 @@
 // cluster_trace_view.pftrace): varints and length-delimited fields written by
 // hand, and the field numbers of perfetto/trace/trace_packet.proto,
 // track_event/track_event.proto, track_descriptor.proto and their parts.
-#ifndef TRAINPROF_EXPORT_PERFETTO_PROTO_H_
-#define TRAINPROF_EXPORT_PERFETTO_PROTO_H_
+#ifndef TRAINPROF_EXPORTER_PERFETTO_PROTO_H_
+#define TRAINPROF_EXPORTER_PERFETTO_PROTO_H_
 
 #include <cstdint>
 #include <cstring>
@@ -112,4 +112,4 @@ inline void append_packet(std::string& out, const Message& body) {
 
 }  // namespace trainprof::exporter::perfetto_proto
 
-#endif  // TRAINPROF_EXPORT_PERFETTO_PROTO_H_
+#endif  // TRAINPROF_EXPORTER_PERFETTO_PROTO_H_

@@ -1,14 +1,14 @@
 // Copyright trainprof authors. trace_view.json: Chrome trace JSON in Kineto's
 // schema (docs/OUTPUTS.md), streamed with a size limit.
-#ifndef TRAINPROF_EXPORT_CHROME_TRACE_H_
-#define TRAINPROF_EXPORT_CHROME_TRACE_H_
+#ifndef TRAINPROF_EXPORTER_CHROME_TRACE_H_
+#define TRAINPROF_EXPORTER_CHROME_TRACE_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "analysis/trace_model.h"
-#include "export/output_file.h"
+#include "exporter/output_file.h"
 
 namespace trainprof::exporter {
 
@@ -50,4 +50,4 @@ ChromeTraceResult write_chrome_trace(const analysis::TraceModel& model, const Ou
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_CHROME_TRACE_H_
+#endif  // TRAINPROF_EXPORTER_CHROME_TRACE_H_

@@ -2,8 +2,8 @@
 // share about GPU activities (CUPTI, TraceModel::gpu): Kineto's category of
 // each and the call that launched each activity. (What runs on a device is
 // analysis::is_device_activity, a kernel's geometry analysis::kernel_geometry.)
-#ifndef TRAINPROF_EXPORT_GPU_ACTIVITY_H_
-#define TRAINPROF_EXPORT_GPU_ACTIVITY_H_
+#ifndef TRAINPROF_EXPORTER_GPU_ACTIVITY_H_
+#define TRAINPROF_EXPORTER_GPU_ACTIVITY_H_
 
 #include <cstdint>
 #include <vector>
@@ -29,4 +29,4 @@ std::vector<uint32_t> gpu_launches(const analysis::TraceModel& m);
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_GPU_ACTIVITY_H_
+#endif  // TRAINPROF_EXPORTER_GPU_ACTIVITY_H_

@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "export/output_file.h"
+#include "exporter/output_file.h"
 
 #include "base/safe_file.h"
 #include "base/write_all.h"

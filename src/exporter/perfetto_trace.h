@@ -18,15 +18,15 @@
 // process's "CUDA API and synchronization" track, a flow from each launching
 // call to what it launched. Times are nanoseconds since the same base as the
 // JSON trace.
-#ifndef TRAINPROF_EXPORT_PERFETTO_TRACE_H_
-#define TRAINPROF_EXPORT_PERFETTO_TRACE_H_
+#ifndef TRAINPROF_EXPORTER_PERFETTO_TRACE_H_
+#define TRAINPROF_EXPORTER_PERFETTO_TRACE_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "analysis/trace_model.h"
-#include "export/output_file.h"
+#include "exporter/output_file.h"
 
 namespace trainprof::exporter {
 
@@ -62,4 +62,4 @@ class PerfettoTraceWriter {
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_PERFETTO_TRACE_H_
+#endif  // TRAINPROF_EXPORTER_PERFETTO_TRACE_H_

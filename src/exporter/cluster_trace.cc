@@ -1,8 +1,8 @@
 // Copyright trainprof authors.
-#include "export/cluster_trace.h"
+#include "exporter/cluster_trace.h"
 
 #include "base/json_limits.h"
-#include "export/perfetto_proto.h"
+#include "exporter/perfetto_proto.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -5,8 +5,8 @@
 // Both names are relative to the output directory's descriptor, and the
 // temporary name is fresh (base/safe_file.h): a planted symlink is never
 // written through.
-#ifndef TRAINPROF_EXPORT_OUTPUT_FILE_H_
-#define TRAINPROF_EXPORT_OUTPUT_FILE_H_
+#ifndef TRAINPROF_EXPORTER_OUTPUT_FILE_H_
+#define TRAINPROF_EXPORTER_OUTPUT_FILE_H_
 
 #include <cstdint>
 #include <string>
@@ -54,4 +54,4 @@ class OutputFile {
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_OUTPUT_FILE_H_
+#endif  // TRAINPROF_EXPORTER_OUTPUT_FILE_H_

@@ -1,6 +1,6 @@
 // Copyright trainprof authors. The CSV deliverables (docs/OUTPUTS.md).
-#ifndef TRAINPROF_EXPORT_CSV_TABLES_H_
-#define TRAINPROF_EXPORT_CSV_TABLES_H_
+#ifndef TRAINPROF_EXPORTER_CSV_TABLES_H_
+#define TRAINPROF_EXPORTER_CSV_TABLES_H_
 
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/rank_summary.h"
-#include "export/output_file.h"
+#include "exporter/output_file.h"
 
 namespace trainprof::exporter {
 
@@ -42,4 +42,4 @@ std::string msprof_step_trace_csv(const analysis::RankSummary& summary);
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_CSV_TABLES_H_
+#endif  // TRAINPROF_EXPORTER_CSV_TABLES_H_

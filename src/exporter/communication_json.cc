@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "export/communication_json.h"
+#include "exporter/communication_json.h"
 #include "base/json_limits.h"
 
 #include <algorithm>

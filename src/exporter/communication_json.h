@@ -10,14 +10,14 @@
 // (10^6 bytes), bandwidths in GB/s (MB/ms). Transports: MPI within one host
 // moves through shared memory (SDMA, MindSpore's name for on-node copies), between
 // hosts through the network (RDMA).
-#ifndef TRAINPROF_EXPORT_COMMUNICATION_JSON_H_
-#define TRAINPROF_EXPORT_COMMUNICATION_JSON_H_
+#ifndef TRAINPROF_EXPORTER_COMMUNICATION_JSON_H_
+#define TRAINPROF_EXPORTER_COMMUNICATION_JSON_H_
 
 #include <string>
 #include <vector>
 
 #include "analysis/cluster.h"
-#include "export/output_file.h"
+#include "exporter/output_file.h"
 
 namespace trainprof::exporter {
 
@@ -55,4 +55,4 @@ std::string write_cluster_communication_matrix_json(const std::vector<analysis::
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_COMMUNICATION_JSON_H_
+#endif  // TRAINPROF_EXPORTER_COMMUNICATION_JSON_H_

@@ -1,7 +1,7 @@
 // Copyright trainprof authors. Escaping and number formatting shared by the
 // exporters: every string is escaped, so outputs are always valid JSON / CSV.
-#ifndef TRAINPROF_EXPORT_TEXT_FORMAT_H_
-#define TRAINPROF_EXPORT_TEXT_FORMAT_H_
+#ifndef TRAINPROF_EXPORTER_TEXT_FORMAT_H_
+#define TRAINPROF_EXPORTER_TEXT_FORMAT_H_
 
 #include <cstdint>
 #include <string>
@@ -39,4 +39,4 @@ void append_fixed(std::string& out, double v, int decimals);
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_TEXT_FORMAT_H_
+#endif  // TRAINPROF_EXPORTER_TEXT_FORMAT_H_

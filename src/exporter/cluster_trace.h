@@ -10,15 +10,15 @@
 // receive; a collective from the last member to arrive to each other member
 // (it released them), for groups of at most kMaxFlowGroup members (beyond,
 // the flows would outnumber the slices by the group's size).
-#ifndef TRAINPROF_EXPORT_CLUSTER_TRACE_H_
-#define TRAINPROF_EXPORT_CLUSTER_TRACE_H_
+#ifndef TRAINPROF_EXPORTER_CLUSTER_TRACE_H_
+#define TRAINPROF_EXPORTER_CLUSTER_TRACE_H_
 
 #include <map>
 #include <string>
 #include <vector>
 
 #include "analysis/cluster.h"
-#include "export/output_file.h"
+#include "exporter/output_file.h"
 
 namespace trainprof::exporter {
 
@@ -38,4 +38,4 @@ std::string write_cluster_perfetto_trace(const std::vector<analysis::CommTiming>
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_CLUSTER_TRACE_H_
+#endif  // TRAINPROF_EXPORTER_CLUSTER_TRACE_H_

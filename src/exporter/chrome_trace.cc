@@ -5,7 +5,7 @@
 // baseTimeNanoseconds, 3 decimals: nanosecond precision without large doubles.
 // The writer records the file offset at every step end; when the size limit
 // is reached it truncates back to the last step that fits.
-#include "export/chrome_trace.h"
+#include "exporter/chrome_trace.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -19,9 +19,9 @@
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/timeline.h"
-#include "export/gpu_activity.h"
-#include "export/output_file.h"
-#include "export/text_format.h"
+#include "exporter/gpu_activity.h"
+#include "exporter/output_file.h"
+#include "exporter/text_format.h"
 #include "raw/format.h"
 
 namespace trainprof::exporter {

@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "export/gpu_activity.h"
+#include "exporter/gpu_activity.h"
 
 #include <unordered_map>
 

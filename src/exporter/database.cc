@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "export/database.h"
+#include "exporter/database.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "base/safe_file.h"
-#include "export/gpu_activity.h"
+#include "exporter/gpu_activity.h"
 #include "raw/format.h"
 
 namespace trainprof::exporter {

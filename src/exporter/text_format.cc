@@ -1,5 +1,5 @@
 // Copyright trainprof authors.
-#include "export/text_format.h"
+#include "exporter/text_format.h"
 
 #include <charconv>
 #include <cmath>

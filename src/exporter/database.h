@@ -6,8 +6,8 @@
 // fresh temporary name in the output directory (base/safe_file.h) and
 // renamed into place once complete, so a reader never opens half a database
 // and a failed analysis leaves the previous one.
-#ifndef TRAINPROF_EXPORT_DATABASE_H_
-#define TRAINPROF_EXPORT_DATABASE_H_
+#ifndef TRAINPROF_EXPORTER_DATABASE_H_
+#define TRAINPROF_EXPORTER_DATABASE_H_
 
 #include <cstdint>
 #include <memory>
@@ -16,7 +16,7 @@
 
 #include "analysis/passes.h"
 #include "analysis/trace_model.h"
-#include "export/output_file.h"
+#include "exporter/output_file.h"
 
 namespace trainprof::exporter {
 
@@ -48,4 +48,4 @@ class DatabaseWriter {
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_DATABASE_H_
+#endif  // TRAINPROF_EXPORTER_DATABASE_H_

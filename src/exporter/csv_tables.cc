@@ -1,11 +1,11 @@
 // Copyright trainprof authors.
-#include "export/csv_tables.h"
+#include "exporter/csv_tables.h"
 
 #include <cmath>
 #include <map>
 
-#include "export/output_file.h"
-#include "export/text_format.h"
+#include "exporter/output_file.h"
+#include "exporter/text_format.h"
 
 namespace trainprof::exporter {
 namespace {

@@ -1,7 +1,7 @@
 // Copyright trainprof authors. Reads back the CSV files the exporters write
 // (RFC 4180: quoted fields may hold commas, quotes and line breaks).
-#ifndef TRAINPROF_EXPORT_CSV_READER_H_
-#define TRAINPROF_EXPORT_CSV_READER_H_
+#ifndef TRAINPROF_EXPORTER_CSV_READER_H_
+#define TRAINPROF_EXPORTER_CSV_READER_H_
 
 #include <string>
 #include <string_view>
@@ -20,4 +20,4 @@ CsvRows read_csv_file(const std::string& path, bool* well_formed = nullptr);
 
 }  // namespace trainprof::exporter
 
-#endif  // TRAINPROF_EXPORT_CSV_READER_H_
+#endif  // TRAINPROF_EXPORTER_CSV_READER_H_

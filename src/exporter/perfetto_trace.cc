@@ -4,7 +4,7 @@
 // field by field (varints, length-delimited submessages), the slice packets,
 // which are nearly all of the file, into small stack buffers. Field numbers
 // are Perfetto's (perfetto/trace/trace_packet.proto, track_event/*.proto).
-#include "export/perfetto_trace.h"
+#include "exporter/perfetto_trace.h"
 
 #include <algorithm>
 #include <cstring>
@@ -20,8 +20,8 @@
 
 #include "analysis/memory.h"
 #include "analysis/passes.h"
-#include "export/gpu_activity.h"
-#include "export/perfetto_proto.h"
+#include "exporter/gpu_activity.h"
+#include "exporter/perfetto_proto.h"
 #include "raw/format.h"
 
 #include <zlib.h>
