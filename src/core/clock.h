@@ -36,6 +36,10 @@ double ticks_per_ns();
 
 // realtime_now_ns(): trainprof/frontend.h.
 
+// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns: what the
+// flusher and the host sampler report of their own cost.
+uint64_t thread_cpu_ns();
+
 // True when CPUID reports an invariant TSC.
 bool tsc_is_invariant();
 

@@ -22,17 +22,6 @@
 
 namespace trainprof::detail {
 
-namespace {
-
-// CPU time of the calling thread (the flusher's, where it is used).
-uint64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-}  // namespace
-
 void wake_flusher() noexcept {
   Flusher::instance().wake();
 }

@@ -11,11 +11,6 @@ namespace {
 
 using nlohmann::json;
 
-bool get_bool(const json& v, const std::string& key) {
-  if (!v.is_boolean()) bad_option(key, "must be true or false, got " + v.dump());
-  return v.get<bool>();
-}
-
 uint64_t get_uint(const json& v, const std::string& key, uint64_t max) {
   bool negative = v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0;
   if (!v.is_number_integer() || negative) bad_option(key, "must be a non-negative integer, got " + v.dump());
@@ -72,8 +67,8 @@ json schedule_json(const std::optional<Schedule>& s) {
 }
 
 // A boolean member: its row's read and write.
-#define TRAINPROF_BOOL_OPTION(member)                                                              \
-  +[](const json& v, const std::string& key, ProfilerOptions& o) { o.member = get_bool(v, key); }, \
+#define TRAINPROF_BOOL_OPTION(member)                                                                 \
+  +[](const json& v, const std::string& key, ProfilerOptions& o) { o.member = option_bool(v, key); }, \
       +[](const ProfilerOptions& o) { return json(o.member); }
 
 // An unsigned member taken up to `max` (validate() checks the rest).
@@ -225,6 +220,11 @@ std::vector<OptionSpec> make_table() {
 #undef TRAINPROF_UINT_OPTION
 
 }  // namespace
+
+bool option_bool(const json& v, const std::string& key) {
+  if (!v.is_boolean()) bad_option(key, "must be true or false, got " + v.dump());
+  return v.get<bool>();
+}
 
 void bad_option(const std::string& key, const std::string& what) {
   throw std::invalid_argument(std::string(kOptionsEnvVar) + ": key \"" + key + "\" " + what);

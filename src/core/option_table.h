@@ -41,6 +41,9 @@ const std::vector<OptionSpec>& option_table();
 // The row of `name`, or nullptr.
 const OptionSpec* find_option(const std::string& name);
 
+// The value of a true-or-false key; else bad_option naming it.
+bool option_bool(const nlohmann::json& value, const std::string& key);
+
 // Throws std::invalid_argument: `TRAINPROF_OPTIONS: key "KEY" WHAT`.
 [[noreturn]] void bad_option(const std::string& key, const std::string& what);
 

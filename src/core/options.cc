@@ -87,16 +87,6 @@ std::vector<OptionInfo> option_list() {
   return list;
 }
 
-namespace {
-
-// TRAINPROF_OPTIONS' own keys, "start" and "analyse": true or false.
-bool env_bool(const json& v, const std::string& key) {
-  if (!v.is_boolean()) detail::bad_option(key, "must be true or false, got " + v.dump());
-  return v.get<bool>();
-}
-
-}  // namespace
-
 EnvOptions parse_options_json(std::string_view text) {
   json root;
   std::string error = detail::parse_json_limited(text, &root);
@@ -113,9 +103,9 @@ EnvOptions parse_options_json(std::string_view text) {
   ProfilerOptions& o = env.options;
   for (const auto& [key, v] : root.items()) {
     if (key == "start") {
-      env.start = env_bool(v, key);
+      env.start = detail::option_bool(v, key);
     } else if (key == "analyse") {
-      env.analyse = env_bool(v, key);
+      env.analyse = detail::option_bool(v, key);
     } else if (const detail::OptionSpec* spec = detail::find_option(key)) {
       spec->read(v, key, o);
     } else {

@@ -2,7 +2,6 @@
 #include "collectors/system/host_sampler.h"
 
 #include <fcntl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bit>
@@ -27,13 +26,6 @@ namespace {
 
 std::mutex g_stats_mu;
 HostSamplerStats g_stats;  // guarded by g_stats_mu
-
-// The calling thread's CPU time.
-uint64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // A /proc file kept open and read again from its start at each sample.
 class ProcFile {
@@ -77,7 +69,7 @@ class ProcFile {
   // Says once why this file's counters stop.
   void fail(const std::string& why) {
     detail::log_warning(std::string("host_sys: cannot read ") + path_ + " (" + why +
-                "); its counters are not recorded");
+                        "); its counters are not recorded");
     if (fd_ >= 0) ::close(fd_);
     fd_ = kFailed;
   }
@@ -90,7 +82,7 @@ class ProcFile {
 
 void record_counter(uint64_t ticks, const char* name, double value) {
   detail::record_event_fields(ticks, std::bit_cast<uint64_t>(value), name,
-                      static_cast<uint8_t>(raw::EventKind::kCounter), 0, 0, 0);
+                              static_cast<uint8_t>(raw::EventKind::kCounter), 0, 0, 0);
 }
 
 // One sampler thread's state: the files, the previous sample, the names.
@@ -133,7 +125,8 @@ class Sampling {
     if (core_names_.size() != cores_.size()) {
       core_names_.clear();
       for (size_t i = 0; i < cores_.size(); ++i)
-        core_names_.push_back(detail::intern(std::string(raw::kHostCpuCorePrefix) + std::to_string(i) + " (%)"));
+        core_names_.push_back(
+            detail::intern(std::string(raw::kHostCpuCorePrefix) + std::to_string(i) + " (%)"));
     }
     if (seconds > 0) {
       record_counter(ticks, raw::kHostCpuCounter,
@@ -267,7 +260,7 @@ class HostSampler final : public detail::Collector {
       detail::log_error(std::string("host_sys: the sampler stopped: ") + e.what());
     }
     std::lock_guard<std::mutex> lock(g_stats_mu);
-    g_stats = HostSamplerStats{samples, thread_cpu_ns(), detail::monotonic_now_ns() - wall_start};
+    g_stats = HostSamplerStats{samples, detail::thread_cpu_ns(), detail::monotonic_now_ns() - wall_start};
   }
 
   std::mutex mu_;
