@@ -13,8 +13,8 @@
 // as pipeline stages pass activations. With `late`, rank r starts recording
 // at step r (a profile started mid-epoch, a dynamic config read at
 // different times). With `waited`, rank 0 also sends 64 bytes to rank 1
-// each step, which rank 1 receives 5 ms later: the send is over before the
-// receive is posted (its whole time was waiting, no transit to measure).
+// each step, which rank 1 receives 5 ms after the send is over: the
+// receive is posted last (its whole time was waiting, no transit to measure).
 #include <mpi.h>
 #include <signal.h>
 #include <time.h>
@@ -91,7 +91,15 @@ int main(int argc, char** argv) {
     MPI_Allreduce(gradients.data(), summed.data(), 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     if (waited && rank == 0) {
       MPI_Send(outgoing.data(), 64, MPI_CHAR, 1, 9, MPI_COMM_WORLD);
+      // "Your send is over", through PMPI: a message the profiler does not
+      // see, so that a loaded machine that delays rank 0 cannot make the
+      // receive start first.
+      char over = 1;
+      PMPI_Send(&over, 1, MPI_CHAR, 1, 10, MPI_COMM_WORLD);
     } else if (waited && rank == 1) {
+      char over = 0;
+      PMPI_Recv(&over, 1, MPI_CHAR, 0, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      // And far more than the clocks' alignment error later.
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       MPI_Recv(incoming.data(), 64, MPI_CHAR, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
