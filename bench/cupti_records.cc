@@ -110,7 +110,7 @@ void BM_CuptiRecord(benchmark::State& state) {
   o.output_path = dir;
   o.buffer_mb = 256;  // the benchmark's records fit: nothing is dropped
   trainprof::Profiler prof(o);
-  cupti::GpuClock clock(trainprof::detail::ticks_per_ns());
+  cupti::GpuClock clock(trainprof::core::ticks_per_ns());
   clock.add({1'000'000'000, trainprof::detail::now_ticks()});
   cupti::ActivityTranslator translator(&clock, lib->get_callback_name);
   uint64_t records = 0;

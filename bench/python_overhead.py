@@ -10,7 +10,7 @@ machine's drift hits them alike:
 
   none              no profiler
   bare              a global RecordFunction callback that does nothing (LibTorch's floor for any
-                    operator profiler), registered by the torch collector's benchmark hook
+                    operator profiler), from bench/torch_floor.cc (built on first use)
   bare_inputs       the same asking for the inputs (the floor of record_shapes)
   bare_full         bare_inputs plus a memory reporter that drops every report (the floor of
                     record_shapes + profile_memory: LibTorch's allocator then tracks every block)
@@ -43,10 +43,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import hashlib
 import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,14 +60,53 @@ import trainprof
 
 torch.set_num_threads(1)
 
-_COLLECTOR = os.path.join(os.path.dirname(trainprof.__file__), "libtrainprof_torch.so")
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_FLOOR_SOURCE = os.path.join(_REPO, "bench", "torch_floor.cc")
+_floor: ctypes.CDLL | None = None
+
+
+def floor_library() -> ctypes.CDLL:
+    """bench/torch_floor.cc, compiled once against this environment's torch and trainprof
+    (cached by the source, torch and package they were built from)."""
+    global _floor
+    if _floor is not None:
+        return _floor
+    torch_dir = os.path.dirname(torch.__file__)
+    package_dir = os.path.dirname(trainprof.__file__)
+    sources = [_FLOOR_SOURCE, os.path.join(_REPO, "src", "collectors", "torch", "memory_total.h")]
+    digest = hashlib.sha256(torch.__version__.encode() + package_dir.encode())
+    for source in sources:
+        with open(source, "rb") as f:
+            digest.update(f.read())
+    key = digest.hexdigest()[:16]
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "trainprof-bench")
+    os.makedirs(cache, mode=0o700, exist_ok=True)
+    library = os.path.join(cache, f"libtorch_floor-{key}.so")
+    if not os.path.exists(library):
+        print(f"building the floor's callbacks ({_FLOOR_SOURCE}) into {library} ...", file=sys.stderr)
+        fd, partial = tempfile.mkstemp(suffix=".so", dir=cache)
+        os.close(fd)
+        abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+        command = [os.environ.get("CXX", "c++"), "-O2", "-std=c++20", "-shared", "-fPIC",
+                   f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-isystem", os.path.join(torch_dir, "include"),
+                   "-I", os.path.join(_REPO, "include"), "-I", os.path.join(_REPO, "src"), _FLOOR_SOURCE, "-o", partial,
+                   os.path.join(torch_dir, "lib", "libtorch_cpu.so"), os.path.join(torch_dir, "lib", "libc10.so"),
+                   os.path.join(package_dir, "libtrainprof.so"),
+                   f"-Wl,-rpath,{os.path.join(torch_dir, 'lib')}:{package_dir}"]
+        try:
+            subprocess.run(command, check=True)
+            os.replace(partial, library)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+    _floor = ctypes.CDLL(library)
+    return _floor
 
 
 def bare_callback(mode: int) -> None:
     """0: none; 1: no-op RecordFunction callback; 2: the same with inputs; 3: and a memory
     reporter that drops the reports; 4: 3 reading the clock at each start, end and report."""
-    lib = ctypes.CDLL(_COLLECTOR)
-    if not lib.trainprof_torch_bench_bare_callback(ctypes.c_int(mode)):
+    if not floor_library().trainprof_bench_floor(ctypes.c_int(mode)):
         raise RuntimeError("cannot register the bare callback")
 
 

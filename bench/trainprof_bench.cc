@@ -66,7 +66,7 @@ void stop_recording(const benchmark::State&) {
 void BM_ScopedRangeRecording(benchmark::State& state) {
   // The flusher's CPU time over the same iterations, per range: on a
   // machine with no core to spare it is taken from the recording threads.
-  const pid_t flusher = trainprof::detail::Flusher::instance().thread_id();
+  const pid_t flusher = trainprof::core::Flusher::instance().thread_id();
   const double flusher_cpu0 = state.thread_index() == 0 ? thread_cpu_seconds(flusher) : 0;
   for (auto _ : state) {
     TRAINPROF_RANGE("bench");
@@ -109,7 +109,7 @@ BENCHMARK(BM_RuntimeNameRangeRecording)
 
 // The floor: two timestamp reads.
 void BM_TwoTimestamps(benchmark::State& state) {
-  trainprof::detail::init_clock();
+  trainprof::core::init_clock();
   for (auto _ : state) {
     uint64_t a = trainprof::detail::now_ticks();
     uint64_t b = trainprof::detail::now_ticks();
@@ -196,7 +196,7 @@ void BM_FlusherCpuAtSustainedRate(benchmark::State& state) {
     o.output_path = bench_dir();
     o.buffer_mb = 64;
     trainprof::Profiler prof(o);
-    pid_t flusher = trainprof::detail::Flusher::instance().thread_id();
+    pid_t flusher = trainprof::core::Flusher::instance().thread_id();
     double cpu0 = thread_cpu_seconds(flusher);
     auto t0 = std::chrono::steady_clock::now();
     const double seconds = 2.0;

@@ -8,7 +8,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::json j;
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  if (trainprof::detail::parse_json_limited(text, &j).empty()) {
+  if (trainprof::base::parse_json_limited(text, &j).empty()) {
     (void)j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   return 0;

@@ -30,15 +30,15 @@ void op(const char* name, const char* inputs, uint8_t flags, uint32_t sequence) 
   uint64_t t0 = tp::detail::now_ticks();
   { tp::Range inner("inside"); }
   uint64_t t1 = tp::detail::now_ticks();
-  tp::detail::record_event(tp::detail::Event{
-      t0, t1, name, static_cast<uint8_t>(tp::raw::EventKind::kOperator), flags, 7, sequence});
-  tp::detail::record_event(tp::detail::Event{
-      t0, 0, tp::detail::intern(inputs), static_cast<uint8_t>(tp::raw::EventKind::kOperatorInputs), 0, 0, 0});
+  tp::core::record_event(
+      tp::core::Event{t0, t1, name, static_cast<uint8_t>(tp::raw::EventKind::kOperator), flags, 7, sequence});
+  tp::core::record_event(tp::core::Event{t0, 0, tp::detail::intern(inputs),
+                                         static_cast<uint8_t>(tp::raw::EventKind::kOperatorInputs), 0, 0, 0});
 }
 
 void memory(uint64_t address, int64_t bytes, uint64_t total) {
-  tp::detail::record_memory(tp::detail::now_ticks(), address, bytes, total, 2 * total,
-                            tp::raw::memory_device(0, -1));
+  tp::core::record_memory(tp::detail::now_ticks(), address, bytes, total, 2 * total,
+                          tp::raw::memory_device(0, -1));
 }
 
 // A kernel launched by a runtime call (correlation `id`), a copy, and a
@@ -46,26 +46,26 @@ void memory(uint64_t address, int64_t bytes, uint64_t total) {
 void gpu(uint32_t id) {
   namespace raw = tp::raw;
   uint64_t t0 = tp::detail::now_ticks();
-  const uint32_t tid = tp::detail::current_tid();
-  tp::detail::record_gpu(tp::detail::Event{t0, t0 + 500, tp::detail::intern("cudaLaunchKernel"),
-                                           static_cast<uint8_t>(raw::EventKind::kGpuApi), 0, 0, id},
-                         tp::detail::GpuDetail{0, nullptr, 0, 0, tp::detail::kGpuDetailSlot,
-                                               static_cast<uint8_t>(raw::GpuApiKind::kRuntime), 0, tid});
-  tp::detail::record_gpu(tp::detail::Event{t0 + 800, t0 + 5000, tp::detail::intern("gemm_kernel(float*)"),
-                                           static_cast<uint8_t>(raw::EventKind::kGpuKernel), 0, 1, id},
-                         tp::detail::GpuDetail{0,
-                                               tp::detail::intern("4,3,2\x1f"
-                                                                  "128,1,1\x1f"
-                                                                  "40\x1f"
-                                                                  "0\x1f"
-                                                                  "512"),
-                                               1, 7, tp::detail::kGpuDetailSlot, 0, 0, 0});
-  tp::detail::record_gpu(
-      tp::detail::Event{t0 + 5000, t0 + 6000, tp::detail::intern("Memcpy DtoH (Device -> Pageable)"),
-                        static_cast<uint8_t>(raw::EventKind::kGpuMemcpy), 0, 1, id + 1},
-      tp::detail::GpuDetail{4096, nullptr, 1, 7, tp::detail::kGpuDetailSlot, 2, 0, 0});
-  tp::detail::record_memory(t0 + 100, 0x7f0000 + id, 1 << 20, 1 << 20, 1 << 20,
-                            raw::memory_device(1, 0) | raw::kMemoryFromDriver);
+  const uint32_t tid = tp::core::current_tid();
+  tp::core::record_gpu(tp::core::Event{t0, t0 + 500, tp::detail::intern("cudaLaunchKernel"),
+                                       static_cast<uint8_t>(raw::EventKind::kGpuApi), 0, 0, id},
+                       tp::core::GpuDetail{0, nullptr, 0, 0, tp::core::kGpuDetailSlot,
+                                           static_cast<uint8_t>(raw::GpuApiKind::kRuntime), 0, tid});
+  tp::core::record_gpu(tp::core::Event{t0 + 800, t0 + 5000, tp::detail::intern("gemm_kernel(float*)"),
+                                       static_cast<uint8_t>(raw::EventKind::kGpuKernel), 0, 1, id},
+                       tp::core::GpuDetail{0,
+                                           tp::detail::intern("4,3,2\x1f"
+                                                              "128,1,1\x1f"
+                                                              "40\x1f"
+                                                              "0\x1f"
+                                                              "512"),
+                                           1, 7, tp::core::kGpuDetailSlot, 0, 0, 0});
+  tp::core::record_gpu(
+      tp::core::Event{t0 + 5000, t0 + 6000, tp::detail::intern("Memcpy DtoH (Device -> Pageable)"),
+                      static_cast<uint8_t>(raw::EventKind::kGpuMemcpy), 0, 1, id + 1},
+      tp::core::GpuDetail{4096, nullptr, 1, 7, tp::core::kGpuDetailSlot, 2, 0, 0});
+  tp::core::record_memory(t0 + 100, 0x7f0000 + id, 1 << 20, 1 << 20, 1 << 20,
+                          raw::memory_device(1, 0) | raw::kMemoryFromDriver);
 }
 
 void work(int thread) {

@@ -1,12 +1,21 @@
 #!/usr/bin/env python3
 """The include-direction check: every #include "..." goes one way through the
 layers below, or the check fails naming the file, the line and what that
-folder may include; and docs/ARCHITECTURE.md's table of layers must say what
-this check enforces.
+folder may include; docs/ARCHITECTURE.md's table of layers must say what
+this check enforces; and its section "Where each part lives" must name every
+source file under src/ (and no file that is not there), or the check fails
+naming the file.
 
     scripts/check_layers.py [ROOT]     check the tree at ROOT (default: this one)
-    scripts/check_layers.py --self-test  plant a wrong include in a scratch tree
-                                         and check that it is caught
+    scripts/check_layers.py --self-test  plant a wrong include and an unlisted
+                                         file in scratch trees and check that
+                                         both are caught
+
+How a file is named: the section has a group per folder, begun by a heading
+that names the folder in backticks (### core: `src/core/`); a file is named
+when its name in that folder appears in backticks in the group, `name.*`
+standing for every file name.EXT (name.h and name.cc). Backticked text with
+a "/" or without a source suffix (or ".*") is not a name.
 
 Layers, each with what it may include besides itself ("api" is include/,
 the public C++ API, which the layers below implement):
@@ -23,6 +32,7 @@ the public C++ API, which the layers below implement):
 
 tests/, bench/ and fuzz/ reach internals on purpose and are not checked.
 """
+import functools
 import os
 import re
 import sys
@@ -62,7 +72,14 @@ CHECKED = {
 KNOWN_CROSSINGS = set()
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-SOURCE_SUFFIXES = (".h", ".cc", ".cpp", ".hpp", ".inc")
+SOURCE_SUFFIXES = (".h", ".cc", ".c", ".cpp", ".hpp", ".inc")
+
+# docs/ARCHITECTURE.md's section that names every file under src/.
+WHERE_TITLE = "Where each part lives"
+WHERE_SECTION = "## " + WHERE_TITLE
+BACKTICKED = re.compile(r"`([^`]+)`")
+# A file's name as the section gives it: no folder, a source suffix or ".*".
+FILE_NAME = re.compile(r"^\w[\w.+-]*\.(?:h|cc|c|cpp|hpp|inc|\*)$")
 
 
 def layer_of_include(name, including_dir, root):
@@ -148,13 +165,122 @@ def check_document(root):
     return problems
 
 
+def where_groups(section):
+    """The section's groups: {folder: names}, a group per heading that names a
+    folder in backticks, its names the file names in backticks below it up to
+    the next heading."""
+    groups = {}
+    names = None
+    for line in section.splitlines():
+        if line.startswith("#"):
+            folders = [t for t in BACKTICKED.findall(line) if t.endswith("/")]
+            names = groups.setdefault(folders[0], set()) if folders else None
+        elif names is not None:
+            names.update(t for t in BACKTICKED.findall(line) if FILE_NAME.match(t))
+    return groups
+
+
+def names_file(name, file_name):
+    """Whether a name of the section stands for `file_name` (`clock.*`: clock.h, clock.cc)."""
+    if name.endswith(".*"):
+        return file_name.startswith(name[:-1])
+    return name == file_name
+
+
+def source_files(root):
+    """Every source file under src/ (CMakeLists.txt aside), relative to root."""
+    found = []
+    for dirpath, _, files in os.walk(os.path.join(root, "src")):
+        for f in files:
+            if f.endswith(SOURCE_SUFFIXES):
+                found.append(os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/"))
+    return sorted(found)
+
+
+def check_where(root):
+    """docs/ARCHITECTURE.md's "Where each part lives" names every source file
+    under src/, each in the group of its own folder, and no file of src/ that
+    is not there."""
+    path = os.path.join(root, "docs", "ARCHITECTURE.md")
+    if not os.path.exists(path):
+        return []
+    text = open(path, encoding="utf-8").read()
+    if "\n" + WHERE_SECTION + "\n" not in text:
+        return [f"docs/ARCHITECTURE.md: no '{WHERE_SECTION}' section naming the files of src/"]
+    groups = where_groups(text.split("\n" + WHERE_SECTION + "\n", 1)[1].split("\n## ", 1)[0])
+    files = source_files(root)
+    problems = []
+    for rel in files:
+        folder, name = rel.rsplit("/", 1)
+        if not any(names_file(n, name) for n in groups.get(folder + "/", ())):
+            stem = name.split(".", 1)[0]
+            problems.append(f"{rel}: not named in docs/ARCHITECTURE.md's '{WHERE_TITLE}': add `{name}` "
+                            f"(or `{stem}.*`) to the group headed `{folder}/`")
+    for folder, names in sorted(groups.items()):
+        if not folder.startswith("src/"):
+            continue
+        in_folder = [rel.rsplit("/", 1)[1] for rel in files if rel.rsplit("/", 1)[0] + "/" == folder]
+        for n in sorted(names):
+            if not any(names_file(n, f) for f in in_folder):
+                problems.append(f"docs/ARCHITECTURE.md: `{n}` is named under `{folder}` in "
+                                f"'{WHERE_TITLE}', but {folder} holds no such file")
+    return problems
+
+
+def plant(root, rel, text):
+    """Writes `text` as the file `rel` of the scratch tree at `root`."""
+    os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+    with open(os.path.join(root, rel), "w") as f:
+        f.write(text)
+
+
+def reported(got, what, want):
+    """True when `got` is exactly the one message `want`; else says what came instead."""
+    if got == [want]:
+        return True
+    print(f"self-test: {what} was not reported as expected:\n  wanted: {want}\n  got:    {got}")
+    return False
+
+
+def self_test_where():
+    """A scratch tree with a source file that the section does not name must
+    fail, naming the file, and so must a name whose files were removed;
+    `name.*` covers name.h and name.cc."""
+    with tempfile.TemporaryDirectory() as root:
+        write = functools.partial(plant, root)
+        write("src/core/clock.h", "#pragma once\n")
+        write("src/core/clock.cc", '#include "core/clock.h"\n')
+        write("src/core/CMakeLists.txt", "# not a source file\n")
+        write("src/raw/format.h", "#pragma once\n")
+        write("docs/ARCHITECTURE.md",
+              "# x\n\n## Where each part lives\n\n### raw: `src/raw/`\n\n| `format.h` | constants |\n\n"
+              "### core: `src/core/`\n\n| `clock.*` | the clock (`raw/format.h`, `Clock`, `now()`) |\n\n"
+              "## Next\n\n`src/core/unlisted.cc`\n")
+        good = check_where(root)
+        if good:
+            print("self-test: a section that names every file was refused:\n" + "\n".join(good))
+            return 1
+        write("src/core/unlisted.cc", '#include "core/clock.h"\n')
+        if not reported(check_where(root), "the unlisted file",
+                        "src/core/unlisted.cc: not named in docs/ARCHITECTURE.md's 'Where each part lives': "
+                        "add `unlisted.cc` (or `unlisted.*`) to the group headed `src/core/`"):
+            return 1
+        os.remove(os.path.join(root, "src/core/clock.h"))
+        os.remove(os.path.join(root, "src/core/clock.cc"))
+        os.remove(os.path.join(root, "src/core/unlisted.cc"))
+        if not reported(check_where(root), "the name of a removed file",
+                        "docs/ARCHITECTURE.md: `clock.*` is named under `src/core/` in 'Where each part lives', "
+                        "but src/core/ holds no such file"):
+            return 1
+    print("self-test: the unlisted file src/core/unlisted.cc was caught, with the group it belongs in, "
+          "and so was the name of a removed file")
+    return 0
+
+
 def self_test():
     """A scratch tree with one include the wrong way must fail, naming it."""
     with tempfile.TemporaryDirectory() as root:
-        def write(rel, text):
-            os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
-            with open(os.path.join(root, rel), "w") as f:
-                f.write(text)
+        write = functools.partial(plant, root)
         write("src/raw/format.h", "#pragma once\n")
         write("src/core/clock.h", '#pragma once\n#include "raw/format.h"\n')
         write("src/analysis/pass.cc", '#include "raw/format.h"\n#include "trainprof/analyse.h"\n')
@@ -170,7 +296,7 @@ def self_test():
                   f"  wanted: {want}\n  got:    {bad}")
             return 1
     print("self-test: the planted include raw -> core was caught, with its file and line")
-    return 0
+    return self_test_where()
 
 
 def main(argv):
@@ -179,13 +305,16 @@ def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     problems, known = check(root)
     problems += check_document(root)
+    problems += check_where(root)
     for p in problems:
         print(p)
     if problems:
         print(f"include-direction check: {len(problems)} problem(s); the layers are listed in "
-              "scripts/check_layers.py and docs/ARCHITECTURE.md")
+              "scripts/check_layers.py and docs/ARCHITECTURE.md, the files of src/ in its "
+              f"'{WHERE_TITLE}'")
         return 1
-    print(f"include-direction check: every include goes one way ({known} known crossing(s) still listed)")
+    print(f"include-direction check: every include goes one way ({known} known crossing(s) still listed), "
+          f"and every file of src/ is named in docs/ARCHITECTURE.md ({len(source_files(root))} files)")
     return 0
 
 

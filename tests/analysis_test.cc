@@ -956,23 +956,23 @@ TEST(Dataset, StepSelectionKeepsTheStagesOfTheChosenSteps) {
 }
 
 // What the LibTorch collector records for one allocator report: two slots.
-detail::Event memory_pair_event(uint64_t address, int64_t bytes, uint64_t total, bool second) {
-  detail::MemoryReport r{
+core::Event memory_pair_event(uint64_t address, int64_t bytes, uint64_t total, bool second) {
+  core::MemoryReport r{
       detail::now_ticks(), address, bytes, static_cast<uint8_t>(raw::EventKind::kMemory), {}};
-  detail::MemoryTotals t{total, 2 * total, raw::memory_device(0, -1), detail::kMemoryTotalsSlot, {}};
-  return second ? std::bit_cast<detail::Event>(t) : std::bit_cast<detail::Event>(r);
+  core::MemoryTotals t{total, 2 * total, raw::memory_device(0, -1), core::kMemoryTotalsSlot, {}};
+  return second ? std::bit_cast<core::Event>(t) : std::bit_cast<core::Event>(r);
 }
 void report_memory(uint64_t address, int64_t bytes, uint64_t total) {
-  detail::record_memory(detail::now_ticks(), address, bytes, total, 2 * total, raw::memory_device(0, -1));
+  core::record_memory(detail::now_ticks(), address, bytes, total, 2 * total, raw::memory_device(0, -1));
 }
 // An operator around `body`, recorded as the collector does at its end.
 template <typename F>
 void op(const char* name, F body) {
   uint64_t start = detail::now_ticks();
   body();
-  detail::record_event(detail::Event{start, detail::now_ticks(), name,
-                                     static_cast<uint8_t>(raw::EventKind::kOperator), 0, 0,
-                                     detail::kNoSequenceNumber});
+  core::record_event(core::Event{start, detail::now_ticks(), name,
+                                 static_cast<uint8_t>(raw::EventKind::kOperator), 0, 0,
+                                 core::kNoSequenceNumber});
 }
 
 // Operators last microseconds in real programs. Without gaps, timestamps
@@ -1099,9 +1099,8 @@ TEST(Analysis, MalformedMemoryEventDiscardsItsChunkOnly) {
   prof.stop();
   std::string run = prof.last_run().run_dir;
   // A chunk whose CRC is valid but whose memory event lacks its last field.
-  detail::Event pair[2] = {memory_pair_event(0x2000, 64, 128, false),
-                           memory_pair_event(0x2000, 64, 128, true)};
-  detail::RawEncoder encoder;
+  core::Event pair[2] = {memory_pair_event(0x2000, 64, 128, false), memory_pair_event(0x2000, 64, 128, true)};
+  core::RawEncoder encoder;
   ASSERT_EQ(encoder.events(1234, pair, 2), 1u);
   const std::vector<uint8_t>& encoded = encoder.output();
   std::string chunk(encoded.begin(), encoded.end() - 1);
@@ -1176,11 +1175,11 @@ TEST(Analysis, StringDamageIsWarnedAboutAndCounted) {
 // sequence number that links a forward op (thread 1) to its autograd node.
 void linked_op(const char* name, const char* inputs, uint32_t sequence_nr, bool backward) {
   uint64_t start = detail::now_ticks();  // short: placed by the second pass, not held
-  detail::record_event(
-      detail::Event{start, detail::now_ticks(), name, static_cast<uint8_t>(raw::EventKind::kOperator),
-                    static_cast<uint8_t>(backward ? raw::kOperatorBackward : 0), 1, sequence_nr});
-  detail::record_event(
-      detail::Event{start, 0, inputs, static_cast<uint8_t>(raw::EventKind::kOperatorInputs), 0, 0, 0});
+  core::record_event(
+      core::Event{start, detail::now_ticks(), name, static_cast<uint8_t>(raw::EventKind::kOperator),
+                  static_cast<uint8_t>(backward ? raw::kOperatorBackward : 0), 1, sequence_nr});
+  core::record_event(
+      core::Event{start, 0, inputs, static_cast<uint8_t>(raw::EventKind::kOperatorInputs), 0, 0, 0});
 }
 
 // A run with every kind of event, whose slices outnumber what the scan keeps

@@ -23,13 +23,13 @@ namespace {
 // A table written into a fresh directory, as the analysis writes it.
 class Table {
  public:
-  Table() : fd_(detail::open_directory_at(AT_FDCWD, dir_.path())) {}
+  Table() : fd_(base::open_directory_at(AT_FDCWD, dir_.path())) {}
   OutputPath path(const std::string& name) const { return {fd_.get(), dir_.path(), name}; }
   std::string text(const std::string& name) const { return test::read_text(dir_.sub(name)); }
 
  private:
   test::TempDir dir_;
-  detail::UniqueFd fd_;
+  base::UniqueFd fd_;
 };
 
 TEST(CsvTables, OpStatisticColumns) {

@@ -168,7 +168,7 @@ TEST_F(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
   Profiler prof(o);
 
   // The GPU clock runs 1e-4 fast against the host's and starts at 5 s.
-  const double ticks_per_ns = detail::ticks_per_ns();
+  const double ticks_per_ns = core::ticks_per_ns();
   GpuClock clock(ticks_per_ns);
   const uint64_t host0 = detail::now_ticks();
   const uint64_t gpu0 = 5'000'000'000;
@@ -291,7 +291,7 @@ TEST_F(CuptiRecords, RealRecordsWalkedByLibcuptiReachTheRawFile) {
 // A buffer whose valid size ends inside a record: the records before it are
 // kept and nothing is read past the size CUPTI gave.
 TEST_F(CuptiRecords, CutBufferKeepsWhatPrecedesTheCut) {
-  GpuClock clock(detail::ticks_per_ns());
+  GpuClock clock(core::ticks_per_ns());
   clock.add({1'000, detail::now_ticks()});
   ActivityBuffer buffer;
   for (int i = 0; i < 3; ++i) {
@@ -402,7 +402,7 @@ constexpr uint64_t kGpu0 = 1'000'000'000;
 // t0 + ms are reached by spinning (a range recorded then ends at that time or
 // later: tests leave room).
 struct GpuClockFromNow {
-  double ticks_per_ns = detail::ticks_per_ns();
+  double ticks_per_ns = core::ticks_per_ns();
   GpuClock clock{ticks_per_ns};
   uint64_t t0 = detail::now_ticks();
   GpuClockFromNow() { clock.add({kGpu0, t0}); }
@@ -425,7 +425,7 @@ std::string record_and_analyse(const std::string& dir, const cupti::CuptiLibrary
   o.output_path = dir;
   Profiler prof(o);
   { TRAINPROF_RANGE("launch"); }
-  GpuClock clock(detail::ticks_per_ns());
+  GpuClock clock(core::ticks_per_ns());
   clock.add({kGpu0, detail::now_ticks()});
   cupti::ActivityTranslator translator(&clock, lib.get_callback_name);
   EXPECT_EQ(cupti::record_buffer(buffer.data(), buffer.size(), lib.get_next_record, translator).recorded,
@@ -896,8 +896,8 @@ TEST_F(CuptiAnalysis, DriverAllocationsBelongToTheOperatorThatMadeThem) {
   GpuClock& clock = time.clock;
   const uint64_t gpu0 = kGpu0;
   time.spin_until_ms(20);
-  detail::record_event_fields(time.at_ms(5), detail::now_ticks(), detail::intern("aten::empty"),
-                              static_cast<uint8_t>(raw::EventKind::kOperator), 0, 0, 0);
+  core::record_event_fields(time.at_ms(5), detail::now_ticks(), detail::intern("aten::empty"),
+                            static_cast<uint8_t>(raw::EventKind::kOperator), 0, 0, 0);
   constexpr uint64_t kMs = 1'000'000, kMiB = 1 << 20;
   ActivityBuffer buffer;
   add_call(buffer, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, gpu0 + 10 * kMs,

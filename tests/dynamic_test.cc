@@ -143,7 +143,7 @@ TEST(DynamicConfigWatcher, CreatesTheDirectoryAndTheDefaultFileButNeverReplacesO
   TempDir dir;
   std::string cfg = dir.sub("a/b");
   {
-    detail::DynamicConfigWatcher w(cfg, 3600);
+    core::DynamicConfigWatcher w(cfg, 3600);
     EXPECT_EQ(w.version(), 1u);
     EXPECT_EQ(w.latest().start_step, -1);
   }
@@ -153,30 +153,30 @@ TEST(DynamicConfigWatcher, CreatesTheDirectoryAndTheDefaultFileButNeverReplacesO
   EXPECT_EQ(test::read_text(config_path(cfg)), default_dynamic_config());
 
   save_config(cfg, window(7, 9));
-  detail::DynamicConfigWatcher again(cfg, 3600);
+  core::DynamicConfigWatcher again(cfg, 3600);
   EXPECT_EQ(test::read_text(config_path(cfg)), window(7, 9));  // the user's file stays
   EXPECT_EQ(again.latest().start_step, 7);
 }
 
 TEST(DynamicConfigWatcher, RefusesABadIntervalAndASymlinkedDirectory) {
   TempDir dir;
-  EXPECT_THROW(detail::DynamicConfigWatcher(dir.sub("c"), 0), std::invalid_argument);
-  EXPECT_THROW(detail::DynamicConfigWatcher(dir.sub("c"), 7200), std::invalid_argument);
-  EXPECT_THROW(detail::DynamicConfigWatcher("", 1), std::invalid_argument);
+  EXPECT_THROW(core::DynamicConfigWatcher(dir.sub("c"), 0), std::invalid_argument);
+  EXPECT_THROW(core::DynamicConfigWatcher(dir.sub("c"), 7200), std::invalid_argument);
+  EXPECT_THROW(core::DynamicConfigWatcher("", 1), std::invalid_argument);
   std::filesystem::create_directory(dir.sub("real"));
   std::filesystem::create_directory_symlink(dir.sub("real"), dir.sub("link"));
-  EXPECT_THROW(detail::DynamicConfigWatcher(dir.sub("link"), 1), std::invalid_argument);
+  EXPECT_THROW(core::DynamicConfigWatcher(dir.sub("link"), 1), std::invalid_argument);
 }
 
 // Two looks: a change is taken once the file stayed the same for a poll.
-void settle(detail::DynamicConfigWatcher& w) {
+void settle(core::DynamicConfigWatcher& w) {
   w.poll();
   w.poll();
 }
 
 TEST(DynamicConfigWatcher, TakesEachNewValidVersionOnceItIsStableAndKeepsTheLastOnABadOne) {
   TempDir dir;
-  detail::DynamicConfigWatcher w(dir.path(), 3600);  // the thread never polls: the test does
+  core::DynamicConfigWatcher w(dir.path(), 3600);  // the thread never polls: the test does
   ASSERT_EQ(w.version(), 1u);
   save_config(dir.path(), window(3, 4));
   w.poll();  // first sight of the change: not yet
@@ -206,7 +206,7 @@ TEST(DynamicConfigWatcher, TakesEachNewValidVersionOnceItIsStableAndKeepsTheLast
 
 TEST(DynamicConfigWatcher, AFileWrittenInPiecesIsTakenWhole) {
   TempDir dir;
-  detail::DynamicConfigWatcher w(dir.path(), 3600);
+  core::DynamicConfigWatcher w(dir.path(), 3600);
   // Two configs of one length: the second's first half with the first's
   // second half would be a valid third one ({"start_step": 30, ...: 50}).
   std::string first = window(10, 50), second = window(30, 40);
@@ -244,7 +244,7 @@ size_t occurrences(const std::string& text, const std::string& needle) {
 
 TEST(DynamicConfigWatcher, EachChangeToANonRegularFileIsOneMessageNamingWhatItIs) {
   TempDir dir;
-  detail::DynamicConfigWatcher w(dir.path(), 3600);
+  core::DynamicConfigWatcher w(dir.path(), 3600);
   std::string file = config_path(dir.path());
   std::string said;
   auto replace_and_look = [&](const std::function<void()>& make) {
@@ -271,13 +271,13 @@ TEST(DynamicConfigWatcher, EachChangeToANonRegularFileIsOneMessageNamingWhatItIs
 
 TEST(DynamicConfigWatcher, AFileThatIsNotARegularFileOrTooLargeIsNotRead) {
   TempDir dir;
-  detail::DynamicConfigWatcher w(dir.path(), 3600);
+  core::DynamicConfigWatcher w(dir.path(), 3600);
   std::filesystem::remove(config_path(dir.path()));
   ASSERT_EQ(mkfifo(config_path(dir.path()).c_str(), 0600), 0);  // reading it would block
   settle(w);
   EXPECT_EQ(w.version(), 1u);
   std::filesystem::remove(config_path(dir.path()));
-  std::string big = window(2, 3) + std::string(detail::DynamicConfigWatcher::kMaxFileBytes, ' ');
+  std::string big = window(2, 3) + std::string(core::DynamicConfigWatcher::kMaxFileBytes, ' ');
   save_config(dir.path(), big);
   settle(w);
   EXPECT_EQ(w.version(), 1u);

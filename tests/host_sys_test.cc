@@ -182,14 +182,14 @@ TEST(HostSys, ARunSamplesTheHostIntoCountersAndFourTables) {
   }
   // Disks and networks where this machine has them (the parsers say so).
   system::DiskBytes disk;
-  if (system::parse_diskstats(detail::read_regular_file_at(AT_FDCWD, "/proc/diskstats", true), &disk)) {
+  if (system::parse_diskstats(base::read_regular_file_at(AT_FDCWD, "/proc/diskstats", true), &disk)) {
     auto rows = csv(out + "/host_disk_usage.csv");
     ASSERT_GE(rows.size(), 2u);
     EXPECT_EQ(rows[0],
               (std::vector<std::string>{"Timestamp(us)", raw::kDiskReadCounter, raw::kDiskWriteCounter}));
   }
   system::NetBytes net;
-  if (system::parse_net_dev(detail::read_regular_file_at(AT_FDCWD, "/proc/net/dev", true), &net)) {
+  if (system::parse_net_dev(base::read_regular_file_at(AT_FDCWD, "/proc/net/dev", true), &net)) {
     auto rows = csv(out + "/host_network_usage.csv");
     ASSERT_GE(rows.size(), 2u);
     for (size_t r = 1; r < rows.size(); ++r) EXPECT_GE(std::stod(rows[r][1]), 0);

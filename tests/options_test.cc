@@ -47,16 +47,16 @@ TEST(EnvOptions, HostileJsonIsInvalidArgumentOnly) {
 
 TEST(JsonLimits, DepthIsCountedOutsideStringsOnly) {
   nlohmann::json j;
-  EXPECT_EQ(detail::parse_json_limited(std::string(128, '[') + std::string(128, ']'), &j), "");
-  EXPECT_NE(detail::parse_json_limited(std::string(129, '[') + std::string(129, ']'), &j), "");
+  EXPECT_EQ(base::parse_json_limited(std::string(128, '[') + std::string(128, ']'), &j), "");
+  EXPECT_NE(base::parse_json_limited(std::string(129, '[') + std::string(129, ']'), &j), "");
   EXPECT_TRUE(j.is_null());
   // Brackets and escaped quotes inside strings are text.
   std::string text = R"({"s": "\"[[[[)" + std::string(500, '{') + R"("})";
-  EXPECT_EQ(detail::parse_json_limited(text, &j), "");
+  EXPECT_EQ(base::parse_json_limited(text, &j), "");
   EXPECT_EQ(j["s"].get<std::string>().size(), 505u);
-  EXPECT_NE(detail::parse_json_limited("1e999", &j).find("number overflow"), std::string::npos);
-  EXPECT_NE(detail::parse_json_limited("{\"a\": ", &j), "");
-  EXPECT_NE(detail::parse_json_limited("", &j), "");
+  EXPECT_NE(base::parse_json_limited("1e999", &j).find("number overflow"), std::string::npos);
+  EXPECT_NE(base::parse_json_limited("{\"a\": ", &j), "");
+  EXPECT_NE(base::parse_json_limited("", &j), "");
 }
 
 TEST(EnvOptions, ParsesEveryKey) {
@@ -97,10 +97,10 @@ TEST(EnvOptions, RecordedOptionsParseBackToTheSame) {
   o.host_sys_interval_ms = 20;
   o.export_db = true;
   o.schedule = Schedule{.wait = 2, .warmup = 1, .active = 4, .repeat = 3, .skip_first = 5};
-  nlohmann::json recorded = detail::options_to_json(o);
+  nlohmann::json recorded = core::options_to_json(o);
   recorded["start"] = true;
   EnvOptions env = parse_options_json(recorded.dump());
-  EXPECT_EQ(detail::options_to_json(env.options), detail::options_to_json(o));
+  EXPECT_EQ(core::options_to_json(env.options), core::options_to_json(o));
   EXPECT_FALSE(env.options.start_profile);
 }
 
@@ -205,7 +205,7 @@ TEST(ProfilerOptions, ValidateNamesTheField) {
 // A value of the option other than `current` (its value now), in
 // TRAINPROF_OPTIONS' form: every type the table has is covered, so a new
 // type fails here until it is.
-nlohmann::json other_value(const detail::OptionSpec& spec, const nlohmann::json& current) {
+nlohmann::json other_value(const core::OptionSpec& spec, const nlohmann::json& current) {
   const std::string type = spec.type;
   if (type == "bool") return !current.get<bool>();
   if (type == "uint") return current == 7 ? 8 : 7;  // inside every option's range
@@ -231,18 +231,18 @@ nlohmann::json other_value(const detail::OptionSpec& spec, const nlohmann::json&
 // as given, leaving every other option at its default; the written keys are
 // exactly the table's; option_list() (`trainprof options`) is the table.
 TEST(OptionTable, TheJsonParserAndWriterAreMadeFromIt) {
-  const nlohmann::json defaults = detail::options_to_json(ProfilerOptions{});
+  const nlohmann::json defaults = core::options_to_json(ProfilerOptions{});
   std::vector<std::string> names;
-  for (const detail::OptionSpec& spec : detail::option_table()) names.push_back(spec.name);
+  for (const core::OptionSpec& spec : core::option_table()) names.push_back(spec.name);
   std::vector<std::string> written;
   for (const auto& [key, value] : defaults.items()) written.push_back(key);
   std::vector<std::string> sorted = names;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(written, sorted);
-  for (const detail::OptionSpec& spec : detail::option_table()) {
+  for (const core::OptionSpec& spec : core::option_table()) {
     nlohmann::json value = other_value(spec, defaults[spec.name]);
     EnvOptions env = parse_options_json(nlohmann::json{{"start", true}, {spec.name, value}}.dump());
-    nlohmann::json back = detail::options_to_json(env.options);
+    nlohmann::json back = core::options_to_json(env.options);
     EXPECT_EQ(back[spec.name], value) << spec.name;
     for (const std::string& other : names) {
       if (other != spec.name) {
@@ -266,8 +266,8 @@ TEST(OptionTable, TheJsonParserAndWriterAreMadeFromIt) {
 // is a field it ignores (said, not applied), and the default file holds
 // only dynamic options and MindSpore's own fields.
 TEST(OptionTable, TheDynamicConfigSetsTheDynamicOptionsAndNoOthers) {
-  const nlohmann::json base = detail::options_to_json(parse_dynamic_config("{}").options);
-  for (const detail::OptionSpec& spec : detail::option_table()) {
+  const nlohmann::json base = core::options_to_json(parse_dynamic_config("{}").options);
+  for (const core::OptionSpec& spec : core::option_table()) {
     nlohmann::json value = other_value(spec, base[spec.name]);
     nlohmann::json given = value;
     if (std::string(spec.name) == "profiler_level") {  // the file gives levels as numbers, -1 to 2
@@ -276,7 +276,7 @@ TEST(OptionTable, TheDynamicConfigSetsTheDynamicOptionsAndNoOthers) {
     }
     DynamicConfig c = parse_dynamic_config(nlohmann::json{{spec.name, given}}.dump());
     bool ignored = std::find(c.ignored.begin(), c.ignored.end(), spec.name) != c.ignored.end();
-    nlohmann::json back = detail::options_to_json(c.options);
+    nlohmann::json back = core::options_to_json(c.options);
     if (spec.dynamic) {
       EXPECT_FALSE(ignored) << spec.name;
       EXPECT_EQ(back[spec.name], value) << spec.name;
@@ -290,7 +290,7 @@ TEST(OptionTable, TheDynamicConfigSetsTheDynamicOptionsAndNoOthers) {
       "profile_framework", "parallel_strategy", "mstx"};
   const nlohmann::json default_file = nlohmann::json::parse(default_dynamic_config());
   for (const auto& [field, value] : default_file.items()) {
-    const detail::OptionSpec* spec = detail::find_option(field);
+    const core::OptionSpec* spec = core::find_option(field);
     EXPECT_TRUE(mindspore_fields.count(field) == 1 || (spec != nullptr && spec->dynamic)) << field;
   }
 }

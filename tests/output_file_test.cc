@@ -24,10 +24,10 @@ void write_file(const std::string& path, const std::string& text) {
 
 // An output directory open as the analysis opens PROFILER_OUTPUT.
 struct OpenDir {
-  explicit OpenDir(const std::string& dir) : path(dir), fd(detail::open_directory_at(AT_FDCWD, dir)) {}
+  explicit OpenDir(const std::string& dir) : path(dir), fd(base::open_directory_at(AT_FDCWD, dir)) {}
   OutputPath file(const std::string& name) const { return {fd.get(), path, name}; }
   std::string path;
-  detail::UniqueFd fd;
+  base::UniqueFd fd;
 };
 
 // Entries of `dir` other than `keep`.
@@ -136,7 +136,7 @@ TEST(OutputFile, TemporaryNamesAreFreshAndNeverReused) {
   ASSERT_EQ(temporaries.size(), 2u);
   EXPECT_NE(temporaries[0], temporaries[1]);
   for (const std::string& name : temporaries) {
-    EXPECT_TRUE(detail::is_temporary_name(name)) << name;
+    EXPECT_TRUE(base::is_temporary_name(name)) << name;
     struct stat st {};
     ASSERT_EQ(lstat(dir.sub(name).c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
@@ -158,7 +158,7 @@ TEST(OutputFile, WriteFileAtomicallyAtReplacesASymlinkInsteadOfFollowingIt) {
   fs::create_symlink(victim, dir.sub("out/profiler_info.json"));
   fs::create_symlink(victim, dir.sub("out/profiler_info.json.tmp"));
   OpenDir out_dir(dir.sub("out"));
-  EXPECT_EQ(detail::write_file_atomically_at(out_dir.fd.get(), "profiler_info.json", "{}\n", "info"), "");
+  EXPECT_EQ(base::write_file_atomically_at(out_dir.fd.get(), "profiler_info.json", "{}\n", "info"), "");
   EXPECT_EQ(test::read_text(victim), "precious");
   EXPECT_FALSE(fs::is_symlink(dir.sub("out/profiler_info.json")));
   EXPECT_EQ(test::read_text(dir.sub("out/profiler_info.json")), "{}\n");
@@ -170,9 +170,9 @@ TEST(OutputFile, RemoveTemporariesTakesOnlyTemporaryNames) {
   write_file(dir.sub("trace_view.json"), "output");
   write_file(dir.sub("trace_view.json.tmp"), "someone's file");
   std::string tmp;
-  detail::UniqueFd fd(detail::create_temporary_at(out_dir.fd.get(), "trace_view.json", &tmp));
+  base::UniqueFd fd(base::create_temporary_at(out_dir.fd.get(), "trace_view.json", &tmp));
   ASSERT_TRUE(fd.valid());
-  detail::remove_temporaries_at(out_dir.fd.get());
+  base::remove_temporaries_at(out_dir.fd.get());
   EXPECT_FALSE(fs::exists(dir.sub(tmp)));
   EXPECT_TRUE(fs::exists(dir.sub("trace_view.json")));
   EXPECT_TRUE(fs::exists(dir.sub("trace_view.json.tmp")));

@@ -111,7 +111,7 @@ TraceModel model() {
 std::vector<ReadSlice> write_and_read(const TraceModel& m, bool compress, PerfettoTraceResult* result,
                                       int* batches) {
   test::TempDir dir;
-  detail::UniqueFd fd(detail::open_directory_at(AT_FDCWD, dir.path()));
+  base::UniqueFd fd(base::open_directory_at(AT_FDCWD, dir.path()));
   PerfettoTraceWriter writer(m, OutputPath{fd.get(), dir.path(), "trace_view.pftrace"}, 1000, compress);
   writer.add_window(m, UINT64_MAX);
   *result = writer.finish(m);
@@ -156,7 +156,7 @@ TEST(PerfettoTrace, WindowsLeaveTheSlicesAsOneWindowWrites) {
 
   TraceModel m = model();
   test::TempDir dir;
-  detail::UniqueFd fd(detail::open_directory_at(AT_FDCWD, dir.path()));
+  base::UniqueFd fd(base::open_directory_at(AT_FDCWD, dir.path()));
   PerfettoTraceWriter writer(m, OutputPath{fd.get(), dir.path(), "t.pftrace"}, 1000, false);
   std::vector<analysis::ThreadSlices> all = m.threads;
   for (analysis::ThreadSlices& t : m.threads) {  // window 1: slices starting before 1500
@@ -218,7 +218,7 @@ TraceModel gpu_model() {
 TEST(PerfettoTrace, GpuActivitiesOnStreamAndThreadTracksWithArgsAndLaunchFlows) {
   TraceModel m = gpu_model();
   test::TempDir dir;
-  detail::UniqueFd fd(detail::open_directory_at(AT_FDCWD, dir.path()));
+  base::UniqueFd fd(base::open_directory_at(AT_FDCWD, dir.path()));
   PerfettoTraceWriter writer(m, OutputPath{fd.get(), dir.path(), "t.pftrace"}, 1000, true);
   writer.add_window(m, UINT64_MAX);
   PerfettoTraceResult result = writer.finish(m);

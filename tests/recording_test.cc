@@ -275,13 +275,13 @@ TEST(Recording, ControlFromAnotherThreadWhileThreadsRecord) {
 // blocks (1 to 16 of them), not for every block: small buffers are woken for
 // early, large ones in batches.
 TEST(BlockPool, WakeBatchIsAnEighthOfTheLimitFromOneToSixteen) {
-  detail::BlockPool pool;
+  core::BlockPool pool;
   ASSERT_TRUE(pool.set_budget(4, 1 << 20));
   EXPECT_EQ(pool.wake_batch(), 1u);
   ASSERT_TRUE(pool.set_budget(40, 1 << 20));
   EXPECT_EQ(pool.wake_batch(), 5u);
   ASSERT_TRUE(pool.set_budget(1024, 1 << 20));
-  EXPECT_EQ(pool.wake_batch(), detail::BlockPool::kMaxWakeBatch);
+  EXPECT_EQ(pool.wake_batch(), core::BlockPool::kMaxWakeBatch);
   ASSERT_TRUE(pool.set_budget(16, 1 << 20));
   pool.set_thread_count(40);  // two blocks per thread raise the limit to 80
   EXPECT_EQ(pool.wake_batch(), 10u);
@@ -302,7 +302,7 @@ TEST(Recording, FullBlocksAreWrittenWithoutWaitingForTheFlushInterval) {
   struct stat before {};
   ASSERT_EQ(stat(raw_path.c_str(), &before), 0) << raw_path;
   // 40 blocks' worth of events: enough for two wakes.
-  for (uint32_t i = 0; i < 40 * detail::kEventsPerBlock; ++i) TRAINPROF_RANGE("sustained");
+  for (uint32_t i = 0; i < 40 * core::kEventsPerBlock; ++i) TRAINPROF_RANGE("sustained");
   off_t written = before.st_size;
   for (int waited_ms = 0; waited_ms < 10'000 && written == before.st_size; waited_ms += 10) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

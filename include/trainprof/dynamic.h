@@ -53,7 +53,7 @@
 
 namespace trainprof {
 
-namespace detail {
+namespace core {
 class DynamicConfigWatcher;
 }
 
@@ -130,7 +130,7 @@ class DynamicSchedule {
 
   std::string output_path_;
   int rank_ = 0;
-  std::unique_ptr<detail::DynamicConfigWatcher> watcher_;
+  std::unique_ptr<core::DynamicConfigWatcher> watcher_;
   uint64_t seen_version_ = 0;
   int64_t step_num_ = 0;
   bool stop_requested_ = false;

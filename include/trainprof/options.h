@@ -2,7 +2,7 @@
 //
 // Field names follow the MindSpore / torch.profiler options so that users of
 // those tools find what they expect; the same names are the keys of the
-// TRAINPROF_OPTIONS environment variable (see env_options.h).
+// TRAINPROF_OPTIONS environment variable (see env.h).
 #ifndef TRAINPROF_OPTIONS_H_
 #define TRAINPROF_OPTIONS_H_
 

@@ -183,12 +183,12 @@ std::string rank_summary_json(const RankSummary& s) {
               {"groups", groups},
               {"collectives", collectives},
               {"transfers", transfers}};
-  return detail::json_text(out) + "\n";
+  return base::json_text(out) + "\n";
 }
 
 std::string parse_rank_summary(const std::string& text, RankSummary* out) {
   json j;
-  std::string error = detail::parse_json_limited(text, &j);
+  std::string error = base::parse_json_limited(text, &j);
   if (!error.empty()) return error;
   try {
     // Version 1 (no transfers) is read as well: runs analysed before them.

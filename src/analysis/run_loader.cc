@@ -80,9 +80,9 @@ class WindowFeeder {
 
   void finish() {
     while (next_ < ready_after_.size()) emit();
-    detail::log_debug("analysis windows: " + std::to_string(ready_after_.size()) + ", at most " +
-                      std::to_string(most_pending_) + " filling at once, holding at most " +
-                      std::to_string(most_buffered_ * sizeof(Slice) >> 20) + " MiB of slices");
+    base::log_debug("analysis windows: " + std::to_string(ready_after_.size()) + ", at most " +
+                    std::to_string(most_pending_) + " filling at once, holding at most " +
+                    std::to_string(most_buffered_ * sizeof(Slice) >> 20) + " MiB of slices");
     if (late_ > 0) {
       m_.warnings.push_back(std::to_string(late_) +
                             " slice(s) read after their window had been analysed (the run was still being "

@@ -70,7 +70,7 @@ class Symbolizer::Module {
     // Raw data names the path: only a regular file is opened (a FIFO would
     // block the open or the read forever, a device could do anything).
     // Symlinks are followed: libfoo.so.1 -> libfoo.so.1.2 is the usual case.
-    int fd = detail::open_regular_file_at(AT_FDCWD, path, /*follow=*/true);
+    int fd = base::open_regular_file_at(AT_FDCWD, path, /*follow=*/true);
     if (fd < 0) {
       not_regular_ = errno == EINVAL;
       return;

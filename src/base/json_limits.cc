@@ -3,7 +3,7 @@
 
 #include <exception>
 
-namespace trainprof::detail {
+namespace trainprof::base {
 namespace {
 
 // The deepest nesting of arrays and objects in `text`, counting brackets
@@ -49,4 +49,4 @@ std::string parse_json_limited(std::string_view text, nlohmann::json* out, int m
   }
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace trainprof::detail {
+namespace trainprof::base {
 
 // Deeper documents are refused: nlohmann's parser is iterative, but dump()
 // recurses once per level, so 100,000 levels would overflow a thread's stack.
@@ -26,6 +26,6 @@ inline std::string json_text(const nlohmann::json& value, int indent = -1) {
   return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base
 
 #endif  // TRAINPROF_BASE_JSON_LIMITS_H_

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-namespace trainprof::detail {
+namespace trainprof::base {
 namespace {
 
 LogLevel level_from_env() {
@@ -44,4 +44,4 @@ void log(LogLevel level, std::string_view message) {
   (void)ignored;
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base

@@ -8,7 +8,7 @@
 
 #include <string_view>
 
-namespace trainprof::detail {
+namespace trainprof::base {
 
 enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kDebug = 3 };
 
@@ -26,6 +26,6 @@ inline void log_debug(std::string_view m) {
   log(LogLevel::kDebug, m);
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base
 
 #endif  // TRAINPROF_BASE_LOG_H_

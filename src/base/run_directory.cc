@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace trainprof::detail {
+namespace trainprof::base {
 namespace {
 
 bool parse_int(const char* text, int* out) {
@@ -36,13 +36,21 @@ std::atomic<const char*> g_runtime_source{nullptr};
 
 }  // namespace
 
+}  // namespace trainprof::base
+
+namespace trainprof::detail {
+
 void set_runtime_rank(int rank, int world_size, const char* source) noexcept {
   if (rank < 0 || world_size <= rank) return;
-  g_runtime_source.store(source, std::memory_order_relaxed);
-  g_runtime_rank.store(static_cast<uint64_t>(static_cast<uint32_t>(rank)) |
-                           static_cast<uint64_t>(static_cast<uint32_t>(world_size)) << 32,
-                       std::memory_order_release);
+  base::g_runtime_source.store(source, std::memory_order_relaxed);
+  base::g_runtime_rank.store(static_cast<uint64_t>(static_cast<uint32_t>(rank)) |
+                                 static_cast<uint64_t>(static_cast<uint32_t>(world_size)) << 32,
+                             std::memory_order_release);
 }
+
+}  // namespace trainprof::detail
+
+namespace trainprof::base {
 
 RankInfo detect_rank() {
   if (uint64_t packed = g_runtime_rank.load(std::memory_order_acquire); packed != 0) {
@@ -182,4 +190,4 @@ bool run_is_being_recorded(int run_fd) {
   return errno == EWOULDBLOCK;
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base

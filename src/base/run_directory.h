@@ -7,7 +7,7 @@
 
 #include "trainprof/frontend.h"
 
-namespace trainprof::detail {
+namespace trainprof::base {
 
 // Rank and world size: those a communication runtime gave
 // (set_runtime_rank), else from the launcher's environment: RANK/WORLD_SIZE,
@@ -58,6 +58,6 @@ int take_recording_lock(int run_fd, std::string* error);
 // Whether a process holds the recording lock of the run directory `run_fd`.
 bool run_is_being_recorded(int run_fd);
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base
 
 #endif  // TRAINPROF_BASE_RUN_DIRECTORY_H_

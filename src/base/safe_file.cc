@@ -15,7 +15,7 @@
 
 #include "base/write_all.h"
 
-namespace trainprof::detail {
+namespace trainprof::base {
 namespace {
 
 constexpr const char* kTemporarySuffix = ".tmp";
@@ -174,4 +174,4 @@ void remove_temporaries_at(int dir_fd) {
   closedir(dir);
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base

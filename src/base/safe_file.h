@@ -16,7 +16,7 @@
 
 #include <string>
 
-namespace trainprof::detail {
+namespace trainprof::base {
 
 // An owned file descriptor, closed at the end of its scope.
 class UniqueFd {
@@ -92,6 +92,6 @@ std::string read_regular_file_at(int dir_fd, const std::string& name, bool follo
 // was killed). Only call it while no one else writes there.
 void remove_temporaries_at(int dir_fd);
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base
 
 #endif  // TRAINPROF_BASE_SAFE_FILE_H_

@@ -3,7 +3,7 @@
 
 #include <string_view>
 
-namespace trainprof::detail {
+namespace trainprof::base {
 namespace {
 
 bool plain(char c) {
@@ -28,4 +28,4 @@ std::string shell_quote(const std::string& word) {
   return out + "'";
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace trainprof::detail {
+namespace trainprof::base {
 
 // `word` as one shell word, for the commands trainprof's messages suggest
 // ("trainprof report PATH"): as it is when it holds only characters no shell
@@ -12,6 +12,6 @@ namespace trainprof::detail {
 // a path with spaces, quotes, '$' or bytes that are not UTF-8 pastes as one.
 std::string shell_quote(const std::string& word);
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base
 
 #endif  // TRAINPROF_BASE_SHELL_QUOTE_H_

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-namespace trainprof::detail {
+namespace trainprof::base {
 
 // Writes all `size` bytes (retrying partial writes and EINTR). Returns the
 // bytes written; fewer than `size` means an error, left in errno.
@@ -23,6 +23,6 @@ inline size_t write_all(int fd, const void* data, size_t size) {
   return done;
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::base
 
 #endif  // TRAINPROF_BASE_WRITE_ALL_H_

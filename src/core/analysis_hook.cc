@@ -3,7 +3,7 @@
 
 #include <atomic>
 
-namespace trainprof::detail {
+namespace trainprof::core {
 namespace {
 
 // Set during the library's static initialisation, read after it: atomic so
@@ -27,4 +27,4 @@ AnalyseReport analyse_through_hook(const std::string& path, const AnalyseOptions
   return report;
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

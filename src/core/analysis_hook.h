@@ -9,7 +9,7 @@
 
 #include "trainprof/analyse.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 using AnalyseFunction = AnalyseReport (*)(const std::string& path, const AnalyseOptions& options);
 
@@ -20,6 +20,6 @@ void register_analysis(AnalyseFunction analyse);
 // the analysis is not part of this build.
 AnalyseReport analyse_through_hook(const std::string& path, const AnalyseOptions& options);
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_ANALYSIS_HOOK_H_

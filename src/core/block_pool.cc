@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <new>
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 bool BlockPool::set_budget(size_t blocks, size_t cap_blocks) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -142,4 +142,4 @@ void BlockPool::update_available_locked() {
   wake_batch_.store(std::clamp<size_t>(limit / 8, 1, kMaxWakeBatch), std::memory_order_relaxed);
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

@@ -21,7 +21,7 @@
 
 #include "core/event.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 class BlockPool {
  public:
@@ -87,6 +87,6 @@ class BlockPool {
 // Blocks taken from the system at a time (1 MiB).
 inline constexpr size_t kBlocksPerChunk = (1u << 20) / kBlockBytes;
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_BLOCK_POOL_H_

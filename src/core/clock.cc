@@ -12,15 +12,7 @@
 #include "base/log.h"
 #include "trainprof/range.h"
 
-namespace trainprof::detail {
-
-std::atomic<bool> g_clock_uses_tsc{false};
-
-uint64_t monotonic_now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+namespace trainprof::core {
 
 // TRAINPROF_TEST_CLOCK_SHIFT_NS (tests only): this process' wall clock as if
 // it were off by that many ns, as a machine's clock can be; the cross-rank
@@ -36,12 +28,28 @@ int64_t test_clock_shift_ns() {
   return shift;
 }
 
+}  // namespace trainprof::core
+
+namespace trainprof::detail {
+
+std::atomic<bool> g_clock_uses_tsc{false};
+
+uint64_t monotonic_now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint64_t realtime_now_ns() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) +
-         static_cast<uint64_t>(test_clock_shift_ns());
+         static_cast<uint64_t>(core::test_clock_shift_ns());
 }
+
+}  // namespace trainprof::detail
+
+namespace trainprof::core {
 
 uint64_t thread_cpu_ns() {
   timespec ts{};
@@ -81,10 +89,10 @@ void choose_clock() {
   bool want_tsc = tsc_is_invariant();
   if (forced != nullptr && std::strcmp(forced, "monotonic") == 0) want_tsc = false;
   if (forced != nullptr && std::strcmp(forced, "tsc") == 0 && !want_tsc && !tsc_is_invariant()) {
-    log_warning("TRAINPROF_CLOCK=tsc ignored: this CPU does not report an invariant TSC");
+    base::log_warning("TRAINPROF_CLOCK=tsc ignored: this CPU does not report an invariant TSC");
   }
   g_source = want_tsc ? ClockSource::kTsc : ClockSource::kMonotonic;
-  g_clock_uses_tsc.store(want_tsc, std::memory_order_relaxed);
+  detail::g_clock_uses_tsc.store(want_tsc, std::memory_order_relaxed);
   g_ticks_per_ns = want_tsc ? measure_ticks_per_ns() : 1.0;
 }
 
@@ -110,20 +118,20 @@ ClockAnchor take_anchor() {
   ClockAnchor best;
   uint64_t best_window = ~0ull;
   for (int i = 0; i < 3; ++i) {
-    uint64_t t0 = now_ticks();
-    uint64_t mono = monotonic_now_ns();
-    uint64_t t1 = now_ticks();
+    uint64_t t0 = detail::now_ticks();
+    uint64_t mono = detail::monotonic_now_ns();
+    uint64_t t1 = detail::now_ticks();
     if (t1 - t0 < best_window) {
       best_window = t1 - t0;
       best.ticks = t0 + (t1 - t0) / 2;
       best.monotonic_ns = mono;
     }
   }
-  best.realtime_ns = realtime_now_ns();
+  best.realtime_ns = detail::realtime_now_ns();
   // Realtime is read after; correct it by the time that passed since `mono`.
-  uint64_t mono_now = monotonic_now_ns();
+  uint64_t mono_now = detail::monotonic_now_ns();
   best.realtime_ns -= (mono_now - best.monotonic_ns);
   return best;
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

@@ -12,7 +12,7 @@
 
 #include "trainprof/frontend.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 enum class ClockSource : uint32_t { kTsc = 1, kMonotonic = 2 };
 
@@ -43,6 +43,6 @@ uint64_t thread_cpu_ns();
 // True when CPUID reports an invariant TSC.
 bool tsc_is_invariant();
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_CLOCK_H_

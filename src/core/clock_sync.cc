@@ -9,12 +9,12 @@
 #include "base/log.h"
 #include "base/safe_file.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 namespace {
 
 std::mutex g_mutex;
 int g_reference_rank = 0;
-std::vector<ClockSyncPoint> g_points;
+std::vector<detail::ClockSyncPoint> g_points;
 std::vector<std::string> g_closed_runs;
 constexpr size_t kMaxClosedRuns = 4096;  // the amended ones: the last 4096 runs of the process
 int64_t g_exchanges_started = 0, g_exchanges_running = 0, g_exchanges_failed = 0;
@@ -24,7 +24,7 @@ constexpr size_t kMaxFailures = 8;  // the first ones: later ones repeat them
 nlohmann::json points_json() {
   if (g_points.empty() && g_exchanges_started == 0) return nullptr;
   nlohmann::json points = nlohmann::json::array();
-  for (const ClockSyncPoint& p : g_points) {
+  for (const detail::ClockSyncPoint& p : g_points) {
     points.push_back({{"realtime_ns", p.realtime_ns}, {"offset_ns", p.offset_ns}, {"error_ns", p.error_ns}});
   }
   nlohmann::json sync = {{"reference_rank", g_reference_rank},
@@ -42,17 +42,17 @@ nlohmann::json points_json() {
 }
 
 void amend(const std::string& run_dir, const nlohmann::json& sync) {
-  UniqueFd dir(open_directory_at(AT_FDCWD, run_dir));
+  base::UniqueFd dir(base::open_directory_at(AT_FDCWD, run_dir));
   if (!dir.valid()) return;  // moved or removed since: nothing to amend
-  std::string text = read_regular_file_at(dir.get(), "profiler_info.json", /*follow=*/false);
+  std::string text = base::read_regular_file_at(dir.get(), "profiler_info.json", /*follow=*/false);
   nlohmann::json info;
-  if (text.empty() || !parse_json_limited(text, &info).empty() || !info.is_object()) return;
+  if (text.empty() || !base::parse_json_limited(text, &info).empty() || !info.is_object()) return;
   info["clock_sync"] = sync;
-  std::string error =
-      write_file_atomically_at(dir.get(), "profiler_info.json",
-                               info.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
-                               run_dir + "/profiler_info.json");
-  if (!error.empty()) log_warning("cannot add the clock alignment to a closed run: " + error);
+  std::string error = base::write_file_atomically_at(
+      dir.get(), "profiler_info.json",
+      info.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+      run_dir + "/profiler_info.json");
+  if (!error.empty()) base::log_warning("cannot add the clock alignment to a closed run: " + error);
 }
 
 // Applies `change` to the state, then rewrites the closed runs' clock_sync.
@@ -74,28 +74,36 @@ void change_and_amend(Change change) noexcept {
 
 }  // namespace
 
-void add_clock_sync_point(int reference_rank, const ClockSyncPoint& point) noexcept {
-  change_and_amend([&] {
-    g_reference_rank = reference_rank;
-    g_points.push_back(point);
+}  // namespace trainprof::core
+
+namespace trainprof::detail {
+
+void add_clock_sync_point(int reference_rank, const detail::ClockSyncPoint& point) noexcept {
+  core::change_and_amend([&] {
+    core::g_reference_rank = reference_rank;
+    core::g_points.push_back(point);
   });
 }
 
 void note_clock_exchange_started() noexcept {
-  change_and_amend([] {
-    ++g_exchanges_started;
-    ++g_exchanges_running;
+  core::change_and_amend([] {
+    ++core::g_exchanges_started;
+    ++core::g_exchanges_running;
   });
 }
 
 void note_clock_exchange_ended(bool failed, const std::string& reason) noexcept {
-  change_and_amend([&] {
-    if (g_exchanges_running > 0) --g_exchanges_running;
+  core::change_and_amend([&] {
+    if (core::g_exchanges_running > 0) --core::g_exchanges_running;
     if (!failed) return;
-    ++g_exchanges_failed;
-    if (g_failures.size() < kMaxFailures) g_failures.push_back(reason.substr(0, 500));
+    ++core::g_exchanges_failed;
+    if (core::g_failures.size() < core::kMaxFailures) core::g_failures.push_back(reason.substr(0, 500));
   });
 }
+
+}  // namespace trainprof::detail
+
+namespace trainprof::core {
 
 nlohmann::json clock_sync_json() {
   std::lock_guard lock(g_mutex);
@@ -111,4 +119,4 @@ void note_closed_run(const std::string& run_dir) noexcept {
   }
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

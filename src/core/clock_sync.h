@@ -20,7 +20,7 @@
 
 #include "trainprof/frontend.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 // ClockSyncPoint, add_clock_sync_point and the exchanges' start and end:
 // trainprof/frontend.h.
@@ -34,6 +34,6 @@ nlohmann::json clock_sync_json();
 // A run this process closed (its directory), amended by later measurements.
 void note_closed_run(const std::string& run_dir) noexcept;
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_CLOCK_SYNC_H_

@@ -8,7 +8,7 @@
 
 #include "base/log.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 namespace {
 
 struct Registry {
@@ -22,21 +22,29 @@ Registry& registry() {
   return *r;
 }
 
-std::atomic<ContextProvider> g_stack_provider{nullptr};
-std::atomic<ContextProvider> g_module_provider{nullptr};
+std::atomic<detail::ContextProvider> g_stack_provider{nullptr};
+std::atomic<detail::ContextProvider> g_module_provider{nullptr};
 
 }  // namespace
 
-void set_context_providers(ContextProvider stack, ContextProvider module) noexcept {
-  g_stack_provider.store(stack, std::memory_order_release);
-  g_module_provider.store(module, std::memory_order_release);
+}  // namespace trainprof::core
+
+namespace trainprof::detail {
+
+void set_context_providers(detail::ContextProvider stack, detail::ContextProvider module) noexcept {
+  core::g_stack_provider.store(stack, std::memory_order_release);
+  core::g_module_provider.store(module, std::memory_order_release);
 }
 
-ContextProvider stack_provider() noexcept {
+}  // namespace trainprof::detail
+
+namespace trainprof::core {
+
+detail::ContextProvider stack_provider() noexcept {
   return g_stack_provider.load(std::memory_order_acquire);
 }
 
-ContextProvider module_provider() noexcept {
+detail::ContextProvider module_provider() noexcept {
   return g_module_provider.load(std::memory_order_acquire);
 }
 
@@ -44,7 +52,7 @@ void register_collector(Collector* collector) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.collectors.push_back(collector);
-  log_debug("collector registered: " + std::string(collector->name()));
+  base::log_debug("collector registered: " + std::string(collector->name()));
   if (r.running) collector->start(*r.running);
 }
 
@@ -87,4 +95,4 @@ void stop_collectors() {
   for (Collector* c : r.collectors) c->stop();
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

@@ -16,7 +16,7 @@
 #include "trainprof/frontend.h"
 #include "trainprof/options.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 class Collector {
  public:
@@ -41,13 +41,13 @@ std::string collectors_info_json();
 
 // The host language's context of an operator (set_context_providers,
 // trainprof/frontend.h), as the collectors read it.
-ContextProvider stack_provider() noexcept;
-ContextProvider module_provider() noexcept;
+detail::ContextProvider stack_provider() noexcept;
+detail::ContextProvider module_provider() noexcept;
 
 // Session side.
 void start_collectors(const ProfilerOptions& options);
 void stop_collectors();
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_COLLECTOR_H_

@@ -18,7 +18,7 @@ namespace {
 
 std::atomic<bool> g_data_recording{false};
 
-class DataStageSwitch final : public detail::Collector {
+class DataStageSwitch final : public core::Collector {
  public:
   std::string_view name() const override { return "data"; }
   void start(const ProfilerOptions& options) noexcept override {
@@ -29,15 +29,15 @@ class DataStageSwitch final : public detail::Collector {
 
 __attribute__((constructor)) void register_data_stage_switch() {
   static DataStageSwitch* data = new DataStageSwitch();  // lives as long as the process
-  detail::register_collector(data);
+  core::register_collector(data);
 }
 
 // The stage's interned names; false when out of memory (not recorded).
 bool intern_stage(std::string_view operation, std::string_view stage, std::string_view custom_info,
                   const char** operation_out, uint16_t* stage_out, uint16_t* custom_info_out) noexcept {
   try {
-    *stage_out = detail::domain_id(stage);
-    *custom_info_out = custom_info.empty() ? 0 : static_cast<uint16_t>(detail::domain_id(custom_info) + 1);
+    *stage_out = core::domain_id(stage);
+    *custom_info_out = custom_info.empty() ? 0 : static_cast<uint16_t>(core::domain_id(custom_info) + 1);
     *operation_out = detail::intern(operation);
     return true;
   } catch (...) {
@@ -47,8 +47,8 @@ bool intern_stage(std::string_view operation, std::string_view stage, std::strin
 
 void append_stage(const char* operation, uint16_t stage, uint16_t custom_info, uint64_t start,
                   uint64_t end) noexcept {
-  detail::record_event_fields(start, end, operation, static_cast<uint8_t>(raw::EventKind::kDataStage), 0,
-                              stage, custom_info);
+  core::record_event_fields(start, end, operation, static_cast<uint8_t>(raw::EventKind::kDataStage), 0, stage,
+                            custom_info);
 }
 
 }  // namespace
@@ -71,17 +71,17 @@ DataStage::~DataStage() {
 namespace detail {
 
 uint64_t stage_clock_ticks() noexcept {
-  init_clock();  // a spawned process that has recorded nothing yet picks it here
-  return now_ticks();
+  core::init_clock();  // a spawned process that has recorded nothing yet picks it here
+  return detail::now_ticks();
 }
 
 bool data_stages_recording() noexcept {
-  return g_data_recording.load(std::memory_order_relaxed) && host_recording();
+  return g_data_recording.load(std::memory_order_relaxed) && detail::host_recording();
 }
 
 void record_data_stage(std::string_view operation, std::string_view stage, uint64_t start_ticks,
                        uint64_t end_ticks, std::string_view custom_info) noexcept {
-  if (!data_stages_recording()) return;
+  if (!detail::data_stages_recording()) return;
   const char* name = nullptr;
   uint16_t stage_id = 0;
   uint16_t info = 0;

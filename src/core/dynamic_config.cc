@@ -137,7 +137,7 @@ void apply_field(DynamicConfig& c, const std::string& field, const json& v) {
 
 DynamicConfig parse_dynamic_config(std::string_view text) {
   json root;
-  if (std::string error = detail::parse_json_limited(text, &root); !error.empty())
+  if (std::string error = base::parse_json_limited(text, &root); !error.empty())
     throw std::invalid_argument(std::string(kDynamicConfigFileName) + " is not valid JSON: " + error);
   if (!root.is_object())
     throw std::invalid_argument(std::string(kDynamicConfigFileName) + " must hold a JSON object");
@@ -171,7 +171,7 @@ std::string default_dynamic_config() {
   j["activities"] = nlohmann::ordered_json::array({"CPU"});
   j["host_sys"] = nlohmann::ordered_json::array();
   j["mstx"] = false;
-  return detail::json_text(j, 2) + "\n";
+  return base::json_text(j, 2) + "\n";
 }
 
 }  // namespace trainprof

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/run_directory.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 namespace {
 
 bool same_time(const timespec& a, const timespec& b) {
@@ -51,9 +51,9 @@ DynamicConfigWatcher::DynamicConfigWatcher(const std::string& dir, double poll_i
                                 std::to_string(poll_interval_s));
   }
   interval_ = std::chrono::nanoseconds(static_cast<int64_t>(poll_interval_s * 1e9));
-  if (std::string error = make_private_directories(dir); !error.empty())
+  if (std::string error = base::make_private_directories(dir); !error.empty())
     throw std::invalid_argument("DynamicProfilerMonitor: cfg_path: " + error);
-  dir_fd_.reset(open_directory_at(AT_FDCWD, dir));
+  dir_fd_.reset(base::open_directory_at(AT_FDCWD, dir));
   if (!dir_fd_.valid()) {
     throw std::invalid_argument("DynamicProfilerMonitor: cannot open cfg_path '" + dir +
                                 "' as a directory (a symlink is refused): " + std::strerror(errno));
@@ -89,12 +89,13 @@ DynamicConfig DynamicConfigWatcher::latest(uint64_t* version) const {
 
 void DynamicConfigWatcher::create_default_file() {
   bool existed = false;
-  std::string error = write_file_if_absent_at(dir_fd_.get(), kDynamicConfigFileName, default_dynamic_config(),
-                                              display_, &existed);
+  std::string error = base::write_file_if_absent_at(dir_fd_.get(), kDynamicConfigFileName,
+                                                    default_dynamic_config(), display_, &existed);
   if (!error.empty()) {
-    log_warning("DynamicProfilerMonitor: " + error + "; write the file yourself to start a collection");
+    base::log_warning("DynamicProfilerMonitor: " + error + "; write the file yourself to start a collection");
   } else if (!existed) {
-    log_info("DynamicProfilerMonitor: created " + display_ + " (edit start_step and stop_step to collect)");
+    base::log_info("DynamicProfilerMonitor: created " + display_ +
+                   " (edit start_step and stop_step to collect)");
   }
 }
 
@@ -113,8 +114,8 @@ void DynamicConfigWatcher::look(bool settled) {
   FileKey now;
   if (!stat_file(&now)) {
     if (!missing_reported_) {
-      log_warning("DynamicProfilerMonitor: " + display_ + " is gone (" + std::strerror(errno) +
-                  "); the config before it stays");
+      base::log_warning("DynamicProfilerMonitor: " + display_ + " is gone (" + std::strerror(errno) +
+                        "); the config before it stays");
       missing_reported_ = true;
     }
     taken_ = seen_ = FileKey{};
@@ -136,12 +137,12 @@ void DynamicConfigWatcher::look(bool settled) {
   seen_ = now;
   if (!stable) return;
   if (now.size > kMaxFileBytes) {
-    log_warning("DynamicProfilerMonitor: " + display_ + " is " + std::to_string(now.size) +
-                " bytes, more than a config can be; ignored");
+    base::log_warning("DynamicProfilerMonitor: " + display_ + " is " + std::to_string(now.size) +
+                      " bytes, more than a config can be; ignored");
     taken_ = now;
     return;
   }
-  std::string text = read_regular_file_at(dir_fd_.get(), kDynamicConfigFileName, /*follow=*/true);
+  std::string text = base::read_regular_file_at(dir_fd_.get(), kDynamicConfigFileName, /*follow=*/true);
   FileKey after;
   if (!stat_file(&after) || !(after == now)) return;  // written meanwhile: looked at again
   taken_ = now;
@@ -150,13 +151,13 @@ void DynamicConfigWatcher::look(bool settled) {
   try {
     DynamicConfig config = parse_dynamic_config(text);
     if (!config.ignored.empty()) {
-      log_warning("DynamicProfilerMonitor: " + display_ + ": ignored here: " + joined(config.ignored));
+      base::log_warning("DynamicProfilerMonitor: " + display_ + ": ignored here: " + joined(config.ignored));
     }
     std::lock_guard<std::mutex> lock(mu_);
     latest_ = std::move(config);
     version_.fetch_add(1, std::memory_order_release);
   } catch (const std::invalid_argument& e) {
-    log_warning(std::string("DynamicProfilerMonitor: ") + e.what() + "; the config before it stays");
+    base::log_warning(std::string("DynamicProfilerMonitor: ") + e.what() + "; the config before it stays");
   }
 }
 
@@ -168,8 +169,8 @@ void DynamicConfigWatcher::report_not_regular(const FileKey& key) {
       S_ISLNK(link.st_mode)) {
     what = "a symlink to " + what;
   }
-  log_warning("DynamicProfilerMonitor: " + display_ + " is " + what +
-              ", not a regular file: not read; the config before it stays");
+  base::log_warning("DynamicProfilerMonitor: " + display_ + " is " + what +
+                    ", not a regular file: not read; the config before it stays");
 }
 
 void DynamicConfigWatcher::run() {
@@ -179,10 +180,10 @@ void DynamicConfigWatcher::run() {
     try {
       poll();
     } catch (const std::exception& e) {  // out of memory, at worst: the next poll tries again
-      log_error(std::string("DynamicProfilerMonitor: watching ") + display_ + " failed: " + e.what());
+      base::log_error(std::string("DynamicProfilerMonitor: watching ") + display_ + " failed: " + e.what());
     }
     lock.lock();
   }
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

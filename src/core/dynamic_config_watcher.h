@@ -27,7 +27,7 @@
 #include "base/safe_file.h"
 #include "trainprof/dynamic.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 class DynamicConfigWatcher {
  public:
@@ -73,7 +73,7 @@ class DynamicConfigWatcher {
   void run();
 
   std::string display_;  // the file's path, for messages
-  UniqueFd dir_fd_;
+  base::UniqueFd dir_fd_;
   std::chrono::nanoseconds interval_;
 
   // Poll state: the thread's (and the constructor's) only.
@@ -93,6 +93,6 @@ class DynamicConfigWatcher {
   std::unique_ptr<std::thread> thread_;
 };
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_DYNAMIC_CONFIG_WATCHER_H_

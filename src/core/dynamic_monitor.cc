@@ -13,11 +13,11 @@
 namespace trainprof {
 
 DynamicSchedule::DynamicSchedule(std::string cfg_path, std::string output_path, double poll_interval_s)
-    : output_path_(detail::absolute_path(output_path)) {
+    : output_path_(base::absolute_path(output_path)) {
   if (output_path_.empty())
     throw std::invalid_argument("DynamicProfilerMonitor: output_path must not be empty");
-  rank_ = detail::detect_rank().rank;
-  watcher_ = std::make_unique<detail::DynamicConfigWatcher>(cfg_path, poll_interval_s);
+  rank_ = base::detect_rank().rank;
+  watcher_ = std::make_unique<core::DynamicConfigWatcher>(cfg_path, poll_interval_s);
   if (watcher_->version() != seen_version_) take_new_config();
   start_planned();  // a config asking for step 1 records the first step
 }
@@ -48,17 +48,17 @@ void DynamicSchedule::take_new_config() {
     planned_.reset();
     if (active_) {
       stop_requested_ = true;
-      detail::log_info("DynamicProfilerMonitor: start_step is -1: the collection of steps " +
-                       std::to_string(active_->start_step) + "-" + std::to_string(active_->stop_step) +
-                       " ends with step " + std::to_string(step_num_));
+      base::log_info("DynamicProfilerMonitor: start_step is -1: the collection of steps " +
+                     std::to_string(active_->start_step) + "-" + std::to_string(active_->stop_step) +
+                     " ends with step " + std::to_string(step_num_));
     }
     return;
   }
   if (active_) {
-    detail::log_info("DynamicProfilerMonitor: a new config (steps " + std::to_string(config.start_step) +
-                     "-" + std::to_string(config.stop_step) + ") waits for the collection of steps " +
-                     std::to_string(active_->start_step) + "-" + std::to_string(active_->stop_step) +
-                     " to end");
+    base::log_info("DynamicProfilerMonitor: a new config (steps " + std::to_string(config.start_step) + "-" +
+                   std::to_string(config.stop_step) + ") waits for the collection of steps " +
+                   std::to_string(active_->start_step) + "-" + std::to_string(active_->stop_step) +
+                   " to end");
   }
   planned_ = std::move(config);
 }
@@ -73,9 +73,9 @@ bool DynamicSchedule::start_planned() {
   if (first <= step_num_) {
     first = step_num_ + 1;
     last = first + (config.stop_step - config.start_step);
-    detail::log_warning("DynamicProfilerMonitor: start_step " + std::to_string(config.start_step) +
-                        " has passed (" + std::to_string(step_num_) + " steps done): recording steps " +
-                        std::to_string(first) + "-" + std::to_string(last) + " instead");
+    base::log_warning("DynamicProfilerMonitor: start_step " + std::to_string(config.start_step) +
+                      " has passed (" + std::to_string(step_num_) + " steps done): recording steps " +
+                      std::to_string(first) + "-" + std::to_string(last) + " instead");
   }
   DynamicCollection c{first, last, config.analyse_mode, std::move(config.options)};
   c.options.output_path = output_path_;
@@ -105,8 +105,7 @@ void DynamicProfilerMonitor::step() noexcept {
     if (action.stop) stop_collection();
     if (action.start) start_collection();
   } catch (const std::exception& e) {
-    detail::log_error(std::string("DynamicProfilerMonitor: step() failed: ") + e.what() +
-                      "; training goes on");
+    base::log_error(std::string("DynamicProfilerMonitor: step() failed: ") + e.what() + "; training goes on");
   }
 }
 
@@ -116,12 +115,12 @@ void DynamicProfilerMonitor::start_collection() noexcept {
     profiler_ = std::make_unique<Profiler>(c.options);
     profiler_->set_step_num(c.start_step);
     profiler_->start();
-    detail::log_info("DynamicProfilerMonitor: recording steps " + std::to_string(c.start_step) + "-" +
-                     std::to_string(c.stop_step) + " into " + profiler_->current_run_dir());
+    base::log_info("DynamicProfilerMonitor: recording steps " + std::to_string(c.start_step) + "-" +
+                   std::to_string(c.stop_step) + " into " + profiler_->current_run_dir());
   } catch (const std::exception& e) {
     profiler_.reset();
-    detail::log_error(std::string("DynamicProfilerMonitor: cannot record steps ") +
-                      std::to_string(c.start_step) + "-" + std::to_string(c.stop_step) + ": " + e.what());
+    base::log_error(std::string("DynamicProfilerMonitor: cannot record steps ") +
+                    std::to_string(c.start_step) + "-" + std::to_string(c.stop_step) + ": " + e.what());
   }
 }
 
@@ -130,7 +129,7 @@ void DynamicProfilerMonitor::stop_collection() noexcept {
     profiler_->stop();  // the trace handler analyses, as analyse_mode says
     if (std::string run = profiler_->last_run().run_dir; !run.empty()) runs_.push_back(run);
   } catch (const std::exception& e) {
-    detail::log_error(std::string("DynamicProfilerMonitor: stopping the collection failed: ") + e.what());
+    base::log_error(std::string("DynamicProfilerMonitor: stopping the collection failed: ") + e.what());
   }
   profiler_.reset();
 }

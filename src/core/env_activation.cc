@@ -22,17 +22,17 @@ __attribute__((constructor)) void activate_from_environment() {
   try {
     EnvOptions env = parse_options_json(text);
     if (!env.start) {
-      detail::log_info(std::string(kOptionsEnvVar) + " has \"start\": false; not profiling");
+      base::log_info(std::string(kOptionsEnvVar) + " has \"start\": false; not profiling");
       return;
     }
     env.options.start_profile = true;
     if (env.analyse) env.options.on_trace_ready = trace_handler(env.options.output_path);
     g_env_profiler = new Profiler(env.options);
     std::atexit(stop_env_profiler_at_exit);
-    detail::log_info("profiling this process (from " + std::string(kOptionsEnvVar) + ") into " +
-                     g_env_profiler->current_run_dir());
+    base::log_info("profiling this process (from " + std::string(kOptionsEnvVar) + ") into " +
+                   g_env_profiler->current_run_dir());
   } catch (const std::exception& e) {
-    detail::log_error(std::string(e.what()) + "; this process runs without profiling");
+    base::log_error(std::string(e.what()) + "; this process runs without profiling");
   }
 }
 

@@ -11,7 +11,7 @@
 
 #include "raw/format.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 struct Event {
   uint64_t t0;       // ticks
@@ -98,6 +98,6 @@ struct alignas(64) Block {
 };
 static_assert(sizeof(Block) == kBlockBytes, "a Block fills exactly kBlockBytes");
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_EVENT_H_

@@ -20,7 +20,7 @@
 #include "core/recorder.h"
 #include "trainprof/range.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 void wake_flusher() noexcept {
   Flusher::instance().wake();
@@ -143,7 +143,7 @@ void Flusher::set_paused_for_testing(bool paused) {
 
 int Flusher::timeout_ms() const {
   if (fd_ < 0) return -1;
-  uint64_t now = monotonic_now_ns();
+  uint64_t now = detail::monotonic_now_ns();
   if (now >= next_periodic_ns_) return 0;
   return static_cast<int>((next_periodic_ns_ - now) / 1000000) + 1;
 }
@@ -186,18 +186,18 @@ void Flusher::run() {
       interval_ms_ = pending_interval_ms_;
       stats_ = FlushStats{};
       Recorder::instance().reset_drop_counts();
-      opened_ns_ = monotonic_now_ns();
+      opened_ns_ = detail::monotonic_now_ns();
       cpu_at_open_ns_ = thread_cpu_ns();
-      next_periodic_ns_ = monotonic_now_ns() + interval_ms_ * 1000000ull;
+      next_periodic_ns_ = detail::monotonic_now_ns() + interval_ms_ * 1000000ull;
       open_.store(true);
     } else if (fd_ >= 0) {
       bool forced = cmd != Command::kNone || signal_flush;
       if (!paused_.load() || forced) write_full_blocks(false);
-      bool due = monotonic_now_ns() >= next_periodic_ns_;
+      bool due = detail::monotonic_now_ns() >= next_periodic_ns_;
       if ((due && !paused_.load()) || forced) {
         write_live_blocks(false);
         write_periodic(cmd == Command::kClose);
-        next_periodic_ns_ = monotonic_now_ns() + interval_ms_ * 1000000ull;
+        next_periodic_ns_ = detail::monotonic_now_ns() + interval_ms_ * 1000000ull;
       } else {
         write_out();
       }
@@ -239,7 +239,7 @@ void Flusher::run() {
 
 FlushStats Flusher::stats_locked() {
   FlushStats s = stats_;
-  s.wall_ns = monotonic_now_ns() - opened_ns_;
+  s.wall_ns = detail::monotonic_now_ns() - opened_ns_;
   s.writer_cpu_ns = thread_cpu_ns() - cpu_at_open_ns_;
   s.events_dropped = Recorder::instance().total_dropped();
   return s;
@@ -327,7 +327,7 @@ void Flusher::write_out() {
     encoder_.clear_output();
     return;
   }
-  size_t done = write_all(fd_, out.data(), out.size());
+  size_t done = base::write_all(fd_, out.data(), out.size());
   stats_.bytes_written += done;
   if (done < out.size()) {
     // The chunks the disk did not take whole are lost, with their events.
@@ -344,14 +344,14 @@ void Flusher::fail_io(const std::string& what) {
   if (!stats_.io_error) {
     stats_.io_error = true;
     stats_.error = "the disk refused the " + what + " of " + path_ + ": " + std::strerror(err);
-    log_error(stats_.error + "; collection disabled for this run, training goes on");
+    base::log_error(stats_.error + "; collection disabled for this run, training goes on");
   }
   failed_ = true;
   // Stop collecting: nothing more can be written to this run.
-  g_host_recording.store(false, std::memory_order_relaxed);
+  detail::g_host_recording.store(false, std::memory_order_relaxed);
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   open_.store(false);
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

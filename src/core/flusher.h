@@ -21,7 +21,7 @@
 
 #include "core/raw_encoder.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 struct Block;
 struct ThreadBuffer;
@@ -128,6 +128,6 @@ class Flusher {
   std::unordered_map<ThreadBuffer*, uint32_t> name_versions_written_;
 };
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_FLUSHER_H_

@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-namespace trainprof::detail {
+namespace trainprof::core {
 namespace {
 
 using CtxSynchronizeFn = int (*)();  // CUresult cuCtxSynchronize(void); CUDA_SUCCESS is 0
@@ -30,4 +30,4 @@ bool synchronize_gpu() noexcept {
   return fn != nullptr && fn() == 0;
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

@@ -9,7 +9,7 @@
 #ifndef TRAINPROF_CORE_GPU_SYNC_H_
 #define TRAINPROF_CORE_GPU_SYNC_H_
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 // Whether the driver is in the process; looks it up while it is not (a
 // session start calls this: the driver arrives with the first CUDA call).
@@ -20,6 +20,6 @@ bool gpu_sync_available() noexcept;
 // context on this thread).
 bool synchronize_gpu() noexcept;
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_GPU_SYNC_H_

@@ -14,7 +14,7 @@ namespace {
 // From registers into the block (record_event_fields: no Event copied
 // through the stack).
 void append(uint64_t t0, uint64_t t1, const char* name, raw::EventKind kind, uint16_t domain) {
-  detail::record_event_fields(t0, t1, name, static_cast<uint8_t>(kind), 0, domain, 0);
+  core::record_event_fields(t0, t1, name, static_cast<uint8_t>(kind), 0, domain, 0);
 }
 
 std::atomic<uint64_t> g_next_range_id{1};
@@ -22,16 +22,16 @@ std::atomic<uint64_t> g_next_range_id{1};
 }  // namespace
 
 void mark(std::string_view message, std::string_view domain) {
-  if (!detail::host_recording() || !detail::domain_enabled(domain)) return;
+  if (!detail::host_recording() || !core::domain_enabled(domain)) return;
   uint64_t now = detail::now_ticks();
-  append(now, 0, detail::intern(message), raw::EventKind::kMark, detail::domain_id(domain));
+  append(now, 0, detail::intern(message), raw::EventKind::kMark, core::domain_id(domain));
 }
 
 uint64_t range_start(std::string_view message, std::string_view domain) {
-  if (!detail::host_recording() || !detail::domain_enabled(domain)) return 0;
+  if (!detail::host_recording() || !core::domain_enabled(domain)) return 0;
   uint64_t now = detail::now_ticks();
   uint64_t id = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
-  append(now, id, detail::intern(message), raw::EventKind::kAsyncBegin, detail::domain_id(domain));
+  append(now, id, detail::intern(message), raw::EventKind::kAsyncBegin, core::domain_id(domain));
   return id;
 }
 
@@ -47,7 +47,7 @@ void counter(std::string_view name, double value) {
 }
 
 void set_thread_name(std::string_view name) {
-  detail::Recorder::instance().set_current_thread_name(name);
+  core::Recorder::instance().set_current_thread_name(name);
 }
 
 }  // namespace trainprof

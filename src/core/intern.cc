@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace trainprof::detail {
+namespace trainprof::core {
 namespace {
 
 struct TransparentHash {
@@ -43,7 +43,7 @@ DomainTable& domains() {
   static auto* t = [] {
     auto* table = new DomainTable();
     table->ids.emplace("default", 0);
-    table->names.push_back(intern("default"));
+    table->names.push_back(detail::intern("default"));
     return table;
   }();
   return *t;
@@ -88,25 +88,34 @@ thread_local InternCacheOwner tls_cache_owner;
 
 }  // namespace
 
+}  // namespace trainprof::core
+
+namespace trainprof::detail {
+
 const char* intern(std::string_view name) {
-  size_t h = TransparentHash{}(name);
-  InternCache* cache = tls_cache;
+  size_t h = core::TransparentHash{}(name);
+  core::InternCache* cache = core::tls_cache;
   if (cache != nullptr) {
-    const InternCacheEntry& e = cache->entries[h % kCacheEntries];
+    const core::InternCacheEntry& e = cache->entries[h % core::kCacheEntries];
     if (e.hash == h && e.size == name.size() && e.interned != nullptr &&
         std::memcmp(e.interned, name.data(), name.size()) == 0) {
       return e.interned;
     }
   }
-  const char* interned = intern_shared(name, h);
-  if (cache == nullptr && !tls_cache_gone) {
-    cache = new (std::nothrow) InternCache();
-    tls_cache_owner.cache = cache;
-    tls_cache = cache;
+  const char* interned = core::intern_shared(name, h);
+  if (cache == nullptr && !core::tls_cache_gone) {
+    cache = new (std::nothrow) core::InternCache();
+    core::tls_cache_owner.cache = cache;
+    core::tls_cache = cache;
   }
-  if (cache != nullptr) cache->entries[h % kCacheEntries] = InternCacheEntry{h, name.size(), interned};
+  if (cache != nullptr)
+    cache->entries[h % core::kCacheEntries] = core::InternCacheEntry{h, name.size(), interned};
   return interned;
 }
+
+}  // namespace trainprof::detail
+
+namespace trainprof::core {
 
 uint16_t domain_id(std::string_view domain) {
   DomainTable& t = domains();
@@ -115,7 +124,7 @@ uint16_t domain_id(std::string_view domain) {
   if (it != t.ids.end()) return it->second;
   if (t.names.size() >= kDomainOverflow) return kDomainOverflow;
   uint16_t id = static_cast<uint16_t>(t.names.size());
-  t.names.push_back(intern(domain));
+  t.names.push_back(detail::intern(domain));
   t.ids.emplace(std::string(domain), id);
   return id;
 }
@@ -137,4 +146,4 @@ void intern_unlock_after_fork() {
   domains().mu.unlock();
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <string_view>
 
-namespace trainprof::detail {
+#include "trainprof/range.h"  // detail::intern, the interning itself
 
-const char* intern(std::string_view name);
+namespace trainprof::core {
 
 // Marker domains get small dense ids so that an event can carry one in 16 bits.
 // Id 0 is "default". Returns kDomainOverflow past 65534 distinct domains.
@@ -24,6 +24,6 @@ const char* domain_name(uint16_t id);  // nullptr for an unknown id
 void intern_lock_for_fork();
 void intern_unlock_after_fork();
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_INTERN_H_

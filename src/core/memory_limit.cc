@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace trainprof::detail {
+namespace trainprof::core {
 namespace {
 
 // First number in a small text file; 0 when absent or "max".
@@ -98,4 +98,4 @@ uint64_t buffer_cap_bytes(MemoryRoom* room_out) {
   return std::max<uint64_t>(room.bytes / kBufferShareDivisor, 1ull << 20);
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 struct MemoryRoom {
   uint64_t bytes = 0;             // the smallest of the sources below that are known
@@ -31,6 +31,6 @@ inline constexpr uint64_t kBufferShareDivisor = 4;
 // at least 1 MiB. TRAINPROF_TEST_MEMORY_ROOM_MB overrides the room (tests).
 uint64_t buffer_cap_bytes(MemoryRoom* room_out = nullptr);
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_MEMORY_LIMIT_H_

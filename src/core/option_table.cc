@@ -6,7 +6,7 @@
 
 #include "trainprof/env.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 namespace {
 
 using nlohmann::json;
@@ -242,4 +242,4 @@ const OptionSpec* find_option(const std::string& name) {
   return nullptr;
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

@@ -19,7 +19,7 @@
 
 #include "trainprof/options.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 struct OptionSpec {
   const char* name;    // the JSON key
@@ -47,6 +47,6 @@ bool option_bool(const nlohmann::json& value, const std::string& key);
 // Throws std::invalid_argument: `TRAINPROF_OPTIONS: key "KEY" WHAT`.
 [[noreturn]] void bad_option(const std::string& key, const std::string& what);
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_OPTION_TABLE_H_

@@ -67,7 +67,7 @@ void ProfilerOptions::validate() const {
   if (schedule) schedule->validate();
 }
 
-namespace detail {
+namespace core {
 
 json options_to_json(const ProfilerOptions& o) {
   json j = json::object();
@@ -75,12 +75,12 @@ json options_to_json(const ProfilerOptions& o) {
   return j;
 }
 
-}  // namespace detail
+}  // namespace core
 
 std::vector<OptionInfo> option_list() {
   const ProfilerOptions defaults;
   std::vector<OptionInfo> list;
-  for (const detail::OptionSpec& spec : detail::option_table()) {
+  for (const core::OptionSpec& spec : core::option_table()) {
     list.push_back(OptionInfo{spec.name, spec.type, spec.write(defaults).dump(), spec.range, spec.fields,
                               spec.dynamic, spec.python, spec.doc});
   }
@@ -89,7 +89,7 @@ std::vector<OptionInfo> option_list() {
 
 EnvOptions parse_options_json(std::string_view text) {
   json root;
-  std::string error = detail::parse_json_limited(text, &root);
+  std::string error = base::parse_json_limited(text, &root);
   if (!error.empty())
     throw std::invalid_argument(std::string(kOptionsEnvVar) + " is not valid JSON: " + error);
   if (!root.is_object()) {
@@ -103,15 +103,15 @@ EnvOptions parse_options_json(std::string_view text) {
   ProfilerOptions& o = env.options;
   for (const auto& [key, v] : root.items()) {
     if (key == "start") {
-      env.start = detail::option_bool(v, key);
+      env.start = core::option_bool(v, key);
     } else if (key == "analyse") {
-      env.analyse = detail::option_bool(v, key);
-    } else if (const detail::OptionSpec* spec = detail::find_option(key)) {
+      env.analyse = core::option_bool(v, key);
+    } else if (const core::OptionSpec* spec = core::find_option(key)) {
       spec->read(v, key, o);
     } else {
       std::string known = "start, analyse";
-      for (const detail::OptionSpec& row : detail::option_table()) known += std::string(", ") + row.name;
-      detail::bad_option(key, "is unknown; known keys: " + known);
+      for (const core::OptionSpec& row : core::option_table()) known += std::string(", ") + row.name;
+      core::bad_option(key, "is unknown; known keys: " + known);
     }
   }
   try {

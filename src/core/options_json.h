@@ -7,10 +7,10 @@
 
 #include "trainprof/options.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 nlohmann::json options_to_json(const ProfilerOptions& options);
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_OPTIONS_JSON_H_

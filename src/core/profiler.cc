@@ -52,7 +52,7 @@ void check_worker_name(const std::string& name) {
 
 Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
   options_.validate();
-  if (const auto* handler = options_.on_trace_ready.target<detail::TraceHandler>()) {
+  if (const auto* handler = options_.on_trace_ready.target<core::TraceHandler>()) {
     if (handler->dir.empty()) throw std::invalid_argument("trace_handler: dir must not be empty");
     check_worker_name(handler->worker_name);
     options_.output_path = handler->dir;
@@ -60,13 +60,13 @@ Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
   }
   // Once: runs are written and analysed here whatever the program's
   // current directory is later.
-  options_.output_path = detail::absolute_path(options_.output_path);
-  detail::init_clock();  // before the first timestamp this profiler takes
+  options_.output_path = base::absolute_path(options_.output_path);
+  core::init_clock();  // before the first timestamp this profiler takes
   owner_pid_ = getpid();
   default_worker_name_ = worker_name_.empty();
-  if (default_worker_name_) worker_name_ = detail::host_name() + "_" + std::to_string(owner_pid_);
+  if (default_worker_name_) worker_name_ = base::host_name() + "_" + std::to_string(owner_pid_);
   if (options_.schedule && options_.schedule->warmup == 0) {
-    detail::log_warning("schedule has warmup = 0: the first recorded step of each cycle is cold");
+    base::log_warning("schedule has warmup = 0: the first recorded step of each cycle is cold");
   }
   if (options_.start_profile) start();
 }
@@ -78,17 +78,17 @@ Profiler::~Profiler() {
   // profiler (and even the training process) is gone.
   reap_analyses_locked(false);
   if (!deferred_runs_.empty()) {
-    detail::log_warning(std::to_string(deferred_runs_.size()) +
-                        " run(s) were not analysed (earlier analyses were still running), the first '" +
-                        deferred_runs_.front() + "': run `trainprof analyse " +
-                        detail::shell_quote(options_.output_path) + "`");
+    base::log_warning(std::to_string(deferred_runs_.size()) +
+                      " run(s) were not analysed (earlier analyses were still running), the first '" +
+                      deferred_runs_.front() + "': run `trainprof analyse " +
+                      base::shell_quote(options_.output_path) + "`");
   }
 }
 
 void Profiler::start() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (started_) {
-    detail::log_warning("start() called while the profiler is already started; ignored");
+    base::log_warning("start() called while the profiler is already started; ignored");
     return;
   }
   started_ = true;
@@ -102,7 +102,7 @@ void Profiler::start() {
 void Profiler::stop() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (!started_) {
-    detail::log_error("stop() called while the profiler is not started; ignored");
+    base::log_error("stop() called while the profiler is not started; ignored");
     return;
   }
   if (session_) {
@@ -119,7 +119,7 @@ void Profiler::step() {
     // Once: a loop that goes on stepping after a stop (an on_trace_ready
     // that called stop(), say) would otherwise log a line per step.
     if (!step_while_stopped_said_) {
-      detail::log_error(
+      base::log_error(
           "step() called while the profiler is stopped; ignored (and not said again until start())");
       step_while_stopped_said_ = true;
     }
@@ -152,7 +152,7 @@ void Profiler::open_run_locked() {
   if (getpid() != owner_pid_ && default_worker_name_) {
     // A fork() child: its runs carry its own pid.
     owner_pid_ = getpid();
-    worker_name_ = detail::host_name() + "_" + std::to_string(owner_pid_);
+    worker_name_ = base::host_name() + "_" + std::to_string(owner_pid_);
   }
   session_ = Session::open(options_, worker_name_);
   // On failure the reason is logged; the profiler stays started but records
@@ -172,9 +172,9 @@ void Profiler::close_run_locked(bool call_trace_ready) {
   try {
     options_.on_trace_ready(*this);
   } catch (const std::exception& e) {
-    detail::log_error(std::string("on_trace_ready threw: ") + e.what());
+    base::log_error(std::string("on_trace_ready threw: ") + e.what());
   } catch (...) {
-    detail::log_error("on_trace_ready threw a non-standard exception");
+    base::log_error("on_trace_ready threw a non-standard exception");
   }
 }
 
@@ -219,12 +219,12 @@ void store_metadata(std::map<std::string, std::string>& metadata, uint64_t& byte
   uint64_t old_size = it == metadata.end() ? 0 : key.size() + it->second.size();
   uint64_t new_total = bytes - old_size + key.size() + json_text.size();
   if (new_total > limit) {
-    detail::log_error("metadata \"" + key + "\" refused: total metadata would be " +
-                      std::to_string(new_total) + " bytes, over the limit of " + std::to_string(limit));
+    base::log_error("metadata \"" + key + "\" refused: total metadata would be " + std::to_string(new_total) +
+                    " bytes, over the limit of " + std::to_string(limit));
     return;
   }
   if (it != metadata.end()) {
-    detail::log_warning("metadata key \"" + key + "\" added again; the new value overrides the old");
+    base::log_warning("metadata key \"" + key + "\" added again; the new value overrides the old");
     it->second = std::move(json_text);
   } else {
     metadata.emplace(key, std::move(json_text));
@@ -244,9 +244,9 @@ void Profiler::add_metadata_json(const std::string& key, const std::string& json
   std::lock_guard<std::recursive_mutex> lock(mu_);
   // The text comes from outside: nothing it holds may throw into training.
   nlohmann::json parsed;
-  std::string error = detail::parse_json_limited(json, &parsed);
+  std::string error = base::parse_json_limited(json, &parsed);
   if (!error.empty()) {
-    detail::log_error("metadata \"" + key + "\" refused: not valid JSON (" + error + ")");
+    base::log_error("metadata \"" + key + "\" refused: not valid JSON (" + error + ")");
     return;
   }
   std::string text = parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -265,7 +265,7 @@ void Profiler::write_metadata_locked(const Session& session) const {
   }
   text += first ? "}\n" : "\n}\n";
   std::string error = session.write_run_file("profiler_metadata.json", text);
-  if (!error.empty()) detail::log_error(error);
+  if (!error.empty()) base::log_error(error);
 }
 
 // ---------------------------------------------------------------------------
@@ -276,18 +276,18 @@ namespace {
 AnalyseReport analyse_runs(const std::vector<std::string>& runs, const AnalyseOptions& options) {
   AnalyseReport report;
   for (const std::string& run : runs) {
-    AnalyseReport one = detail::analyse_through_hook(run, options);
+    AnalyseReport one = core::analyse_through_hook(run, options);
     if (!one.error.empty()) {
       report.runs.push_back(RunAnalysis{run, false, one.error, {}, 0, 0});
     }
     report.runs.insert(report.runs.end(), one.runs.begin(), one.runs.end());
   }
   for (const RunAnalysis& r : report.runs) {
-    if (!r.ok) detail::log_error("analysis of '" + r.run_dir + "' failed: " + r.error);
-    for (const std::string& w : r.warnings) detail::log_warning(r.run_dir + ": " + w);
+    if (!r.ok) base::log_error("analysis of '" + r.run_dir + "' failed: " + r.error);
+    for (const std::string& w : r.warnings) base::log_warning(r.run_dir + ": " + w);
     if (r.ok) {
-      detail::log_info("analysed " + r.run_dir + " (" + std::to_string(r.events) + " events) -> " +
-                       r.run_dir + "/PROFILER_OUTPUT");
+      base::log_info("analysed " + r.run_dir + " (" + std::to_string(r.events) + " events) -> " + r.run_dir +
+                     "/PROFILER_OUTPUT");
     }
   }
   return report;
@@ -310,7 +310,7 @@ AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
   AnalyseReport report;
   if (runs.empty()) {
     report.error = "no closed run to analyse (runs are analysed after stop() or at the end of a cycle)";
-    detail::log_warning("analyse(): " + report.error);
+    base::log_warning("analyse(): " + report.error);
     return report;
   }
   if (mode == AnalyseMode::Sync) return analyse_runs(runs, options);
@@ -320,9 +320,8 @@ AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
   if (analysis_children_.size() >= limit) {
     // Never more analyses at once than asked for: these runs wait for the
     // next analyse() (the next cycle's) or wait_for_analysis().
-    detail::log_info(std::to_string(analysis_children_.size()) + " analysis process(es) still running; " +
-                     std::to_string(runs.size()) + " run(s) wait for the next one, the oldest " +
-                     runs.front());
+    base::log_info(std::to_string(analysis_children_.size()) + " analysis process(es) still running; " +
+                   std::to_string(runs.size()) + " run(s) wait for the next one, the oldest " + runs.front());
     deferred_runs_ = std::move(runs);
     return report;
   }
@@ -336,7 +335,7 @@ AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
     _exit(child.ok() ? 0 : 1);
   }
   if (pid < 0) {
-    detail::log_error("cannot fork an analysis process; analysing synchronously");
+    base::log_error("cannot fork an analysis process; analysing synchronously");
     return analyse_runs(runs, options);
   }
   analysis_children_.push_back(pid);
@@ -357,8 +356,8 @@ bool Profiler::reap_analyses_locked(bool wait) {
     }
     if (got != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
     if (got == pid && WIFSIGNALED(status)) {
-      detail::log_error("analysis process " + std::to_string(pid) + " was killed by signal " +
-                        strsignal(WTERMSIG(status)));
+      base::log_error("analysis process " + std::to_string(pid) + " was killed by signal " +
+                      strsignal(WTERMSIG(status)));
     }
     analysis_children_.erase(analysis_children_.begin() + static_cast<std::ptrdiff_t>(i));
   }
@@ -386,17 +385,17 @@ bool Profiler::wait_for_analysis() {
 std::function<void(Profiler&)> trace_handler(std::string dir, std::string worker_name, bool analyse,
                                              bool async) {
   // Resolved now, as the Profiler resolves its output_path.
-  return detail::TraceHandler{detail::absolute_path(dir), std::move(worker_name), analyse, async};
+  return core::TraceHandler{base::absolute_path(dir), std::move(worker_name), analyse, async};
 }
 
-void detail::TraceHandler::operator()(Profiler& profiler) const {
+void core::TraceHandler::operator()(Profiler& profiler) const {
   RunSummary run = profiler.last_run();
   if (run.run_dir.empty()) return;
   std::string counts = std::to_string(run.events_recorded) + " events recorded, " +
                        std::to_string(run.events_dropped) + " dropped";
   // A refused write is said here too: the cycle's count alone would read as complete.
   if (!run.io_error.empty()) counts += ", " + std::to_string(run.events_lost) + " lost: " + run.io_error;
-  detail::log_info("trace ready: " + run.run_dir + " (" + counts + ")");
+  base::log_info("trace ready: " + run.run_dir + " (" + counts + ")");
   if (!analyse) return;
   AnalyseOptions options;
   options.link_trace_for_peers = true;  // TensorBoard and HTA find it in the handler's directory

@@ -8,7 +8,7 @@
 #include "raw/crc32c.h"
 #include "raw/varint.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 namespace {
 
 void append_bytes(std::vector<uint8_t>& out, const void* p, size_t n) {
@@ -70,7 +70,7 @@ uint32_t RawEncoder::string_id_uncached(const char* name) {
 
 uint32_t RawEncoder::domain_string_id(uint16_t domain) {
   if (domain < id_by_domain_.size() && id_by_domain_[domain] != 0) return id_by_domain_[domain];
-  uint32_t id = string_id(detail::domain_name(domain));
+  uint32_t id = string_id(core::domain_name(domain));
   if (domain >= id_by_domain_.size()) id_by_domain_.resize(domain + 1u, 0);
   id_by_domain_[domain] = id;
   return id;
@@ -111,7 +111,7 @@ inline uint8_t* RawEncoder::put_event(uint8_t* p, uint8_t kind, uint32_t name, u
   return p;
 }
 
-size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t count) {
+size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count) {
   if (count == 0) return 0;
   // Worst case per event: head byte + five varints (a memory report: eight,
   // a communication call: nine, over their two slots).
@@ -125,7 +125,7 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
   uint64_t prev_t0 = 0;
   size_t records = 0;
   for (size_t i = 0; i < count; ++i) {
-    const detail::Event& e = events[i];
+    const core::Event& e = events[i];
     auto kind = static_cast<raw::EventKind>(e.kind);
     if (kind == raw::EventKind::kRange) [[likely]] {  // most events: one test, then out
       p = put_event(p, e.kind, string_id(e.name), e.t0 - prev_t0, e.t1 - e.t0, 0, 0);
@@ -135,31 +135,31 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
     }
     if (kind == raw::EventKind::kMemory) {
       // record_memory commits both slots at once; a lone one is skipped.
-      if (i + 1 == count || events[i + 1].kind != detail::kMemoryTotalsSlot) continue;
-      p = put_memory(p, std::bit_cast<detail::MemoryReport>(e),
-                     std::bit_cast<detail::MemoryTotals>(events[++i]), prev_t0);
+      if (i + 1 == count || events[i + 1].kind != core::kMemoryTotalsSlot) continue;
+      p = put_memory(p, std::bit_cast<core::MemoryReport>(e), std::bit_cast<core::MemoryTotals>(events[++i]),
+                     prev_t0);
       prev_t0 = e.t0;
       ++records;
       continue;
     }
     if (kind == raw::EventKind::kComm) {
       // record_comm commits both slots at once, as a memory report.
-      if (i + 1 == count || events[i + 1].kind != detail::kCommDetailSlot) continue;
-      p = put_comm(p, e, std::bit_cast<detail::CommDetail>(events[++i]), prev_t0);
+      if (i + 1 == count || events[i + 1].kind != core::kCommDetailSlot) continue;
+      p = put_comm(p, e, std::bit_cast<core::CommDetail>(events[++i]), prev_t0);
       prev_t0 = e.t0;
       ++records;
       continue;
     }
     if (is_gpu_event_kind(kind)) {
       // record_gpu commits both slots at once, as a memory report.
-      if (i + 1 == count || events[i + 1].kind != detail::kGpuDetailSlot) continue;
-      p = put_gpu(p, e, std::bit_cast<detail::GpuDetail>(events[++i]), prev_t0);
+      if (i + 1 == count || events[i + 1].kind != core::kGpuDetailSlot) continue;
+      p = put_gpu(p, e, std::bit_cast<core::GpuDetail>(events[++i]), prev_t0);
       prev_t0 = e.t0;
       ++records;
       continue;
     }
-    if (e.kind == detail::kMemoryTotalsSlot || e.kind == detail::kCommDetailSlot ||
-        e.kind == detail::kGpuDetailSlot) {
+    if (e.kind == core::kMemoryTotalsSlot || e.kind == core::kCommDetailSlot ||
+        e.kind == core::kGpuDetailSlot) {
       continue;  // a second slot alone
     }
     uint64_t dur = 0, a = 0, b = 0;
@@ -180,7 +180,7 @@ size_t RawEncoder::events(uint32_t tid, const detail::Event* events, size_t coun
       case raw::EventKind::kOperator:
         dur = e.t1 - e.t0;
         a = e.reserved | (uint64_t{e.domain} << 8);
-        b = e.aux == detail::kNoSequenceNumber ? 0 : uint64_t{e.aux} + 1;
+        b = e.aux == core::kNoSequenceNumber ? 0 : uint64_t{e.aux} + 1;
         break;
       case raw::EventKind::kOperatorInputs:
       case raw::EventKind::kMemory:
@@ -225,17 +225,17 @@ uint64_t RawEncoder::records_past(size_t bytes) const {
   return records;
 }
 
-size_t RawEncoder::records_in(const detail::Event* events, size_t count) {
+size_t RawEncoder::records_in(const core::Event* events, size_t count) {
   size_t records = 0;
   for (size_t i = 0; i < count; ++i) {
     uint8_t kind = events[i].kind;
-    records += kind != detail::kMemoryTotalsSlot && kind != detail::kCommDetailSlot &&
-               kind != detail::kGpuDetailSlot;
+    records +=
+        kind != core::kMemoryTotalsSlot && kind != core::kCommDetailSlot && kind != core::kGpuDetailSlot;
   }
   return records;
 }
 
-uint8_t* RawEncoder::put_memory(uint8_t* p, const detail::MemoryReport& r, const detail::MemoryTotals& t,
+uint8_t* RawEncoder::put_memory(uint8_t* p, const core::MemoryReport& r, const core::MemoryTotals& t,
                                 uint64_t prev_t0) {
   p = put_event(p, static_cast<uint8_t>(raw::EventKind::kMemory), 0, r.t0 - prev_t0, 0, raw::zigzag(r.bytes),
                 r.address);
@@ -244,18 +244,18 @@ uint8_t* RawEncoder::put_memory(uint8_t* p, const detail::MemoryReport& r, const
   return raw::put_varint(p, t.device);
 }
 
-uint8_t* RawEncoder::put_comm(uint8_t* p, const detail::Event& call, const detail::CommDetail& d,
+uint8_t* RawEncoder::put_comm(uint8_t* p, const core::Event& call, const core::CommDetail& d,
                               uint64_t prev_t0) {
   p = put_event(p, static_cast<uint8_t>(raw::EventKind::kComm), string_id(call.name), call.t0 - prev_t0,
                 call.t1 - call.t0, call.reserved,
-                call.aux == detail::kNoSequenceNumber ? 0 : uint64_t{call.aux} + 1);
+                call.aux == core::kNoSequenceNumber ? 0 : uint64_t{call.aux} + 1);
   p = raw::put_varint(p, d.bytes);
   p = raw::put_varint(p, d.group != nullptr ? string_id(d.group) : 0);
   p = raw::put_varint(p, raw::zigzag(d.peer));
   return raw::put_varint(p, raw::zigzag(d.tag));
 }
 
-uint8_t* RawEncoder::put_gpu(uint8_t* p, const detail::Event& activity, const detail::GpuDetail& d,
+uint8_t* RawEncoder::put_gpu(uint8_t* p, const core::Event& activity, const core::GpuDetail& d,
                              uint64_t prev_t0) {
   p = put_event(p, activity.kind, string_id(activity.name), activity.t0 - prev_t0, activity.t1 - activity.t0,
                 activity.aux, activity.domain);
@@ -267,7 +267,7 @@ uint8_t* RawEncoder::put_gpu(uint8_t* p, const detail::Event& activity, const de
   return raw::put_varint(p, d.thread);
 }
 
-void RawEncoder::clock(const detail::ClockAnchor& anchor) {
+void RawEncoder::clock(const core::ClockAnchor& anchor) {
   size_t h = begin_chunk(raw::ChunkType::kClock, 0);
   append_pod(out_, anchor.ticks);
   append_pod(out_, anchor.monotonic_ns);
@@ -291,4 +291,4 @@ void RawEncoder::stats(uint64_t events_written, uint64_t events_dropped, bool fi
   end_chunk(h, 1);
 }
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core

@@ -18,7 +18,7 @@
 #include "core/event.h"
 #include "raw/format.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 class RawEncoder {
  public:
@@ -28,8 +28,8 @@ class RawEncoder {
   void file_header(const raw::FileHeader& header);
   // Returns the number of records written (a memory report's two slots
   // make one record).
-  size_t events(uint32_t tid, const detail::Event* events, size_t count);
-  void clock(const detail::ClockAnchor& anchor);
+  size_t events(uint32_t tid, const core::Event* events, size_t count);
+  void clock(const core::ClockAnchor& anchor);
   void thread_name(uint32_t tid, std::string_view name);
   void stats(uint64_t events_written, uint64_t events_dropped, bool final);
 
@@ -44,7 +44,7 @@ class RawEncoder {
   uint64_t records_past(size_t bytes) const;
   // Records in `count` slots, as events() counts them (a memory report, a
   // communication call or a GPU activity takes two slots).
-  static size_t records_in(const detail::Event* events, size_t count);
+  static size_t records_in(const core::Event* events, size_t count);
 
  private:
   // The id of `name`: a look in the direct-mapped cache, inline (most
@@ -62,12 +62,10 @@ class RawEncoder {
   // Inlined into the per-event loop (a call per event cost a quarter of it).
   [[gnu::always_inline]] static uint8_t* put_event(uint8_t* p, uint8_t kind, uint32_t name, uint64_t t0_delta,
                                                    uint64_t dur, uint64_t a, uint64_t b);
-  static uint8_t* put_memory(uint8_t* p, const detail::MemoryReport& report,
-                             const detail::MemoryTotals& totals, uint64_t prev_t0);
-  uint8_t* put_gpu(uint8_t* p, const detail::Event& activity, const detail::GpuDetail& detail,
-                   uint64_t prev_t0);
-  uint8_t* put_comm(uint8_t* p, const detail::Event& call, const detail::CommDetail& detail,
-                    uint64_t prev_t0);
+  static uint8_t* put_memory(uint8_t* p, const core::MemoryReport& report, const core::MemoryTotals& totals,
+                             uint64_t prev_t0);
+  uint8_t* put_gpu(uint8_t* p, const core::Event& activity, const core::GpuDetail& detail, uint64_t prev_t0);
+  uint8_t* put_comm(uint8_t* p, const core::Event& call, const core::CommDetail& detail, uint64_t prev_t0);
 
   std::vector<uint8_t> out_;
   // Where each EVENTS chunk of out_ ends, and its records.
@@ -92,6 +90,6 @@ class RawEncoder {
   std::vector<uint32_t> id_by_domain_;
 };
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_RAW_ENCODER_H_

@@ -12,9 +12,15 @@
 #include "core/intern.h"
 #include "trainprof/range.h"
 
+namespace trainprof::core {}  // namespace trainprof::core
+
 namespace trainprof::detail {
 
 std::atomic<bool> g_host_recording{false};
+
+}  // namespace trainprof::detail
+
+namespace trainprof::core {
 
 namespace {
 
@@ -355,10 +361,16 @@ void record_gpu(const Event& activity, const GpuDetail& detail) noexcept {
   Recorder::instance().append_pair(activity, std::bit_cast<Event>(detail));
 }
 
+}  // namespace trainprof::core
+
+namespace trainprof::detail {
+
 void record_range(const char* name, uint64_t start_ticks) noexcept {
-  uint64_t end = now_ticks();
-  if (!host_recording()) return;
-  write_event_fields(start_ticks, end, name, static_cast<uint8_t>(raw::EventKind::kRange), 0, 0, 0);
+  uint64_t end = detail::now_ticks();
+  if (!detail::host_recording()) return;
+  core::write_event_fields(start_ticks, end, name, static_cast<uint8_t>(raw::EventKind::kRange), 0, 0, 0);
 }
 
 }  // namespace trainprof::detail
+
+namespace trainprof::core {}  // namespace trainprof::core

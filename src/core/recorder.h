@@ -18,7 +18,7 @@
 #include "core/block_pool.h"
 #include "core/event.h"
 
-namespace trainprof::detail {
+namespace trainprof::core {
 
 // Per-thread state that outlives the thread until the flusher has written it.
 struct ThreadBuffer {
@@ -143,6 +143,6 @@ void wake_flusher() noexcept;
 // Current OS thread id.
 uint32_t current_tid() noexcept;
 
-}  // namespace trainprof::detail
+}  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_RECORDER_H_

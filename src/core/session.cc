@@ -85,7 +85,7 @@ void chain_previous_handler(int sig, siginfo_t* info, void* context) {
 // thread holds a lock the flusher needs, the process still ends.
 void on_signal(int sig, siginfo_t* info, void* context) {
   int saved_errno = errno;
-  detail::Flusher::instance().flush_from_signal(2000, sig);
+  core::Flusher::instance().flush_from_signal(2000, sig);
   errno = saved_errno;
   chain_previous_handler(sig, info, context);
 }
@@ -104,15 +104,15 @@ void close_open_session_at_exit() {
 // pool, strings), so that the child finds none held by a thread it lacks.
 void prepare_fork() {
   g_open_mu.lock();
-  detail::Flusher::instance().lock_for_fork();
-  detail::Recorder::instance().lock_for_fork();
-  detail::intern_lock_for_fork();
+  core::Flusher::instance().lock_for_fork();
+  core::Recorder::instance().lock_for_fork();
+  core::intern_lock_for_fork();
 }
 
 void after_fork_in_parent() {
-  detail::intern_unlock_after_fork();
-  detail::Recorder::instance().unlock_after_fork();
-  detail::Flusher::instance().unlock_after_fork();
+  core::intern_unlock_after_fork();
+  core::Recorder::instance().unlock_after_fork();
+  core::Flusher::instance().unlock_after_fork();
   g_open_mu.unlock();
 }
 
@@ -122,8 +122,8 @@ void after_fork_in_parent() {
 // a run of its own later (see Profiler).
 void after_fork_in_child() {
   detail::g_host_recording.store(false, std::memory_order_relaxed);
-  detail::Recorder::instance().reset_in_child();
-  detail::Flusher::instance().reset_in_child();
+  core::Recorder::instance().reset_in_child();
+  core::Flusher::instance().reset_in_child();
   if (open_session()) {
     // Closing it here would write the parent's files: it is left as it is,
     // held for the life of the process.
@@ -150,20 +150,20 @@ void install_process_hooks() {
   });
 }
 
-std::string write_header(int fd, const detail::ClockAnchor& anchor, const std::string& host, int rank,
+std::string write_header(int fd, const core::ClockAnchor& anchor, const std::string& host, int rank,
                          int world_size) {
   raw::FileHeader h{};
   std::memcpy(h.magic, raw::kFileMagic, sizeof(h.magic));
   h.version = raw::kFormatVersion;
   h.header_size = raw::kFileHeaderSize;
-  h.clock_source = static_cast<uint32_t>(detail::clock_source());
+  h.clock_source = static_cast<uint32_t>(core::clock_source());
   h.pid = static_cast<uint32_t>(getpid());
   h.rank = rank;
   h.world_size = world_size;
   h.anchor_ticks = anchor.ticks;
   h.anchor_monotonic_ns = anchor.monotonic_ns;
   h.anchor_realtime_ns = anchor.realtime_ns;
-  h.ticks_per_ns = detail::ticks_per_ns();
+  h.ticks_per_ns = core::ticks_per_ns();
   std::strncpy(h.host, host.c_str(), sizeof(h.host) - 1);
   h.crc = raw::crc32c(0, &h, offsetof(raw::FileHeader, crc));
   if (::write(fd, &h, sizeof(h)) != static_cast<ssize_t>(sizeof(h))) {
@@ -175,8 +175,8 @@ std::string write_header(int fd, const detail::ClockAnchor& anchor, const std::s
 // Sets the event buffers' budget for a run: buffer_mb, capped at a share of
 // the memory this process may still use (warned about once per value).
 bool set_buffer_budget(uint32_t buffer_mb, std::string* error) {
-  detail::MemoryRoom room;
-  uint64_t cap_bytes = detail::buffer_cap_bytes(&room);
+  core::MemoryRoom room;
+  uint64_t cap_bytes = core::buffer_cap_bytes(&room);
   uint64_t wanted_bytes = static_cast<uint64_t>(buffer_mb) << 20;
   static uint64_t warned_for = 0;
   if (wanted_bytes > cap_bytes && warned_for != wanted_bytes) {
@@ -186,15 +186,14 @@ bool set_buffer_budget(uint32_t buffer_mb, std::string* error) {
       why += ", " + std::to_string(room.cgroup_room >> 20) + " MiB left under the cgroup limit (" +
              room.cgroup_limit_file + ")";
     }
-    detail::log_warning("buffer_mb=" + std::to_string(buffer_mb) +
-                        " is more than this process should take: " + "event buffers are capped at " +
-                        std::to_string(cap_bytes >> 20) + " MiB (1/" +
-                        std::to_string(detail::kBufferShareDivisor) +
-                        " of the memory it may still use: " + why + "); memory is taken as events fill it");
+    base::log_warning("buffer_mb=" + std::to_string(buffer_mb) + " is more than this process should take: " +
+                      "event buffers are capped at " + std::to_string(cap_bytes >> 20) + " MiB (1/" +
+                      std::to_string(core::kBufferShareDivisor) + " of the memory it may still use: " + why +
+                      "); memory is taken as events fill it");
   }
-  size_t blocks = static_cast<size_t>(wanted_bytes / detail::kBlockBytes);
-  size_t cap_blocks = static_cast<size_t>(cap_bytes / detail::kBlockBytes);
-  if (!detail::Recorder::instance().pool().set_budget(blocks, cap_blocks)) {
+  size_t blocks = static_cast<size_t>(wanted_bytes / core::kBlockBytes);
+  size_t cap_blocks = static_cast<size_t>(cap_bytes / core::kBlockBytes);
+  if (!core::Recorder::instance().pool().set_budget(blocks, cap_blocks)) {
     *error = "cannot allocate the first MiB of event buffers: " + std::string(std::strerror(ENOMEM));
     return false;
   }
@@ -203,7 +202,7 @@ bool set_buffer_budget(uint32_t buffer_mb, std::string* error) {
 
 }  // namespace
 
-namespace detail {
+namespace core {
 
 bool domain_enabled(std::string_view domain) {
   const DomainFilter* f = g_domain_filter.load(std::memory_order_acquire);
@@ -215,75 +214,74 @@ bool domain_enabled(std::string_view domain) {
   return !in(f->exclude);
 }
 
-}  // namespace detail
+}  // namespace core
 
 std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std::string& prefix) {
   std::lock_guard<std::mutex> lock(g_open_mu);
   if (auto other = open_session()) {
-    detail::log_error("another profiler is already recording into '" + other->run_dir() +
-                      "'; this start is ignored (one profiler records at a time)");
+    base::log_error("another profiler is already recording into '" + other->run_dir() +
+                    "'; this start is ignored (one profiler records at a time)");
     return nullptr;
   }
-  detail::init_clock();
+  core::init_clock();
   // Until the run is complete, a failure leaves a session that close()
   // (from its destructor) does not touch.
   std::shared_ptr<Session> s(new Session());
   s->pid_ = getpid();
-  detail::RankInfo rank = detail::detect_rank();
-  s->host_ = detail::host_name();
+  base::RankInfo rank = base::detect_rank();
+  s->host_ = base::host_name();
   s->rank_ = rank.rank;
   s->world_size_ = rank.world_size;
   s->rank_source_ = rank.source;
-  s->options_json_ = detail::json_text(detail::options_to_json(options));
+  s->options_json_ = base::json_text(core::options_to_json(options));
 
   // Buffers first: a run that cannot get them leaves no directory behind.
   std::string error;
   if (!set_buffer_budget(options.buffer_mb, &error)) {
-    detail::log_error("cannot start profiling: " + error + "; this cycle is not recorded, training goes on");
+    base::log_error("cannot start profiling: " + error + "; this cycle is not recorded, training goes on");
     return nullptr;
   }
-  s->run_fd_.reset(detail::create_run_directory(options.output_path, prefix, &s->run_dir_, &error));
-  if (s->run_fd_.valid()) s->recording_lock_.reset(detail::take_recording_lock(s->run_fd_.get(), &error));
+  s->run_fd_.reset(base::create_run_directory(options.output_path, prefix, &s->run_dir_, &error));
+  if (s->run_fd_.valid()) s->recording_lock_.reset(base::take_recording_lock(s->run_fd_.get(), &error));
   if (!s->recording_lock_.valid()) {
-    detail::log_error("cannot start profiling: " + error);
+    base::log_error("cannot start profiling: " + error);
     s->remove_unopened_run();
     return nullptr;
   }
   std::string raw_dir = s->run_dir_ + "/" + raw::kRawDirName;
-  detail::UniqueFd raw_fd(detail::make_directory_at(s->run_fd_.get(), raw::kRawDirName, raw_dir, &error));
+  base::UniqueFd raw_fd(base::make_directory_at(s->run_fd_.get(), raw::kRawDirName, raw_dir, &error));
   if (!raw_fd.valid()) {
-    detail::log_error("cannot start profiling: " + error);
+    base::log_error("cannot start profiling: " + error);
     s->remove_unopened_run();
     return nullptr;
   }
   s->raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
-  s->anchor_ = detail::take_anchor();
+  s->anchor_ = core::take_anchor();
   int fd = ::openat(raw_fd.get(), raw::kHostRawFileName,
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
   if (fd < 0) {
-    detail::log_error("cannot start profiling: cannot create '" + s->raw_path_ +
-                      "': " + std::strerror(errno));
+    base::log_error("cannot start profiling: cannot create '" + s->raw_path_ + "': " + std::strerror(errno));
     s->remove_unopened_run();
     return nullptr;
   }
   s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
   error = write_header(fd, s->anchor_, s->host_, s->rank_, s->world_size_);
   if (error.empty()) {
-    error = s->write_run_file("profiler_info.json", s->info_json("", 0, detail::FlushStats{}, false));
+    error = s->write_run_file("profiler_info.json", s->info_json("", 0, core::FlushStats{}, false));
   }
   if (!error.empty()) {
     ::close(fd);
-    detail::log_error("cannot start profiling in '" + s->run_dir_ + "': " + error +
-                      "; this cycle is not recorded, training goes on");
+    base::log_error("cannot start profiling in '" + s->run_dir_ + "': " + error +
+                    "; this cycle is not recorded, training goes on");
     s->remove_unopened_run();
     return nullptr;
   }
 
   install_process_hooks();
-  detail::Flusher& flusher = detail::Flusher::instance();
+  core::Flusher& flusher = core::Flusher::instance();
   flusher.open(fd, s->raw_path_, options.flush_interval_ms);
   Session* raw_session = s.get();
-  flusher.set_signal_flush_callback([raw_session](const detail::FlushStats& st) {
+  flusher.set_signal_flush_callback([raw_session](const core::FlushStats& st) {
     // Runs on the flusher thread while the session is open: record how far
     // the data goes in case the signal ends the process.
     raw_session->write_run_file("profiler_info.json",
@@ -299,7 +297,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   detail::g_host_recording.store(host, std::memory_order_release);
   open_session() = s;
   s->opened_ = true;
-  detail::start_collectors(options);
+  core::start_collectors(options);
   return s;
 }
 
@@ -316,7 +314,7 @@ void Session::remove_unopened_run() {
     ::unlinkat(run, raw::kRawDirName, AT_REMOVEDIR);
   }
   ::unlinkat(run, "profiler_info.json", 0);
-  ::unlinkat(run, detail::kRecordingLockName, 0);
+  ::unlinkat(run, base::kRecordingLockName, 0);
   release_recording_lock();
   ::rmdir(run_dir_.c_str());
 }
@@ -338,17 +336,17 @@ RunSummary Session::close(std::string_view reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_ || !opened_) return summary_;
   closed_ = true;
-  detail::stop_collectors();
+  core::stop_collectors();
   detail::g_host_recording.store(false, std::memory_order_release);
-  detail::Flusher& flusher = detail::Flusher::instance();
-  detail::FlushStats st = flusher.close();
+  core::Flusher& flusher = core::Flusher::instance();
+  core::FlushStats st = flusher.close();
   flusher.set_signal_flush_callback(nullptr);
   std::string error =
       write_run_file("profiler_info.json", info_json(reason, detail::realtime_now_ns(), st, !st.io_error));
-  if (!error.empty()) detail::log_error(error);
+  if (!error.empty()) base::log_error(error);
   release_recording_lock();
-  detail::note_closed_run(run_dir_);
-  if (st.events_dropped > 0) detail::log_warning(drop_message(st));
+  core::note_closed_run(run_dir_);
+  if (st.events_dropped > 0) base::log_warning(drop_message(st));
   summary_.run_dir = run_dir_;
   summary_.events_recorded = st.events_written + st.events_lost;
   summary_.events_dropped = st.events_dropped;
@@ -365,12 +363,12 @@ RunSummary Session::close(std::string_view reason) {
 // Says which limit the drops came from, measured: threads holding blocks,
 // the writer falling behind (blocks waiting for it when threads found none
 // free), or bursts larger than buffer_mb.
-std::string Session::drop_message(const detail::FlushStats& st) const {
-  detail::Recorder& rec = detail::Recorder::instance();
-  detail::BlockPool& pool = rec.pool();
+std::string Session::drop_message(const core::FlushStats& st) const {
+  core::Recorder& rec = core::Recorder::instance();
+  core::BlockPool& pool = rec.pool();
   size_t threads = rec.dropped_by_thread().size();
   size_t seen = rec.threads_seen();
-  detail::Recorder::DropOnsets onsets = rec.drop_onsets();
+  core::Recorder::DropOnsets onsets = rec.drop_onsets();
   double seconds = static_cast<double>(std::max<uint64_t>(st.wall_ns, 1)) / 1e9;
   auto rate = [](double per_second) {
     char text[32];
@@ -404,8 +402,7 @@ std::string Session::drop_message(const detail::FlushStats& st) const {
   if (onsets.onsets > 0 && threads * 2 >= pool.peak_in_use()) {
     return message + "The memory cap is the limit: each recording thread holds a 64 KiB block, and " +
            std::to_string(pool.peak_in_use()) + " blocks were all this run could take (1/" +
-           std::to_string(detail::kBufferShareDivisor) + " of the memory the process may still use); " +
-           rates;
+           std::to_string(core::kBufferShareDivisor) + " of the memory the process may still use); " + rates;
   }
   return message + "Bursts filled the " + std::to_string(pool.budget()) +
          " buffer blocks of buffer_mb faster than the writer emptied them; " + rates + ". Raise buffer_mb";
@@ -414,7 +411,7 @@ std::string Session::drop_message(const detail::FlushStats& st) const {
 std::string Session::write_run_file(const std::string& name, const std::string& text) const {
   // In a fork() child the run is the parent's.
   if (pid_ != getpid()) return "";
-  return detail::write_file_atomically_at(run_fd_.get(), name, text, run_dir_ + "/" + name);
+  return base::write_file_atomically_at(run_fd_.get(), name, text, run_dir_ + "/" + name);
 }
 
 // The run is complete: analysis may now treat it as closed. Only the process
@@ -426,20 +423,20 @@ void Session::release_recording_lock() {
 }
 
 void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks) {
-  if (!detail::Flusher::instance().is_open()) return;  // a fork() child, or a run that failed
+  if (!core::Flusher::instance().is_open()) return;  // a fork() child, or a run that failed
   std::string name = "ProfilerStep#" + std::to_string(step_number);
-  detail::Event e{start_ticks,
-                  end_ticks,
-                  detail::intern(name),
-                  static_cast<uint8_t>(raw::EventKind::kStep),
-                  0,
-                  0,
-                  static_cast<uint32_t>(step_number)};
-  detail::Recorder::instance().append(e);
+  core::Event e{start_ticks,
+                end_ticks,
+                detail::intern(name),
+                static_cast<uint8_t>(raw::EventKind::kStep),
+                0,
+                0,
+                static_cast<uint32_t>(step_number)};
+  core::Recorder::instance().append(e);
 }
 
 std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realtime_ns,
-                               const detail::FlushStats& st, bool complete) const {
+                               const core::FlushStats& st, bool complete) const {
   nlohmann::json j;
   j["trainprof_version"] = std::string(version());
   j["raw_format_version"] = raw::kFormatVersion;
@@ -448,8 +445,8 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
   j["rank"] = rank_;
   j["world_size"] = world_size_;
   j["rank_source"] = rank_source_;
-  j["clock"] = {{"source", detail::clock_source() == detail::ClockSource::kTsc ? "tsc" : "monotonic"},
-                {"ticks_per_ns", detail::ticks_per_ns()},
+  j["clock"] = {{"source", core::clock_source() == core::ClockSource::kTsc ? "tsc" : "monotonic"},
+                {"ticks_per_ns", core::ticks_per_ns()},
                 {"anchor_ticks", anchor_.ticks},
                 {"anchor_monotonic_ns", anchor_.monotonic_ns},
                 {"anchor_realtime_ns", anchor_.realtime_ns}};
@@ -469,21 +466,21 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
   if (st.events_dropped > 0) {
     // Exact per-thread counts: where the loss is matters as much as how much.
     nlohmann::json by_thread = nlohmann::json::object();
-    for (const auto& [tid, n] : detail::Recorder::instance().dropped_by_thread()) {
+    for (const auto& [tid, n] : core::Recorder::instance().dropped_by_thread()) {
       by_thread[std::to_string(tid)] = n;
     }
     j["events_dropped_by_thread"] = by_thread;
   }
   if (stop_reason == "signal") {
-    int sig = detail::Flusher::instance().last_signal();
+    int sig = core::Flusher::instance().last_signal();
     const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
     j["signal"] = abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(sig);
   }
   j["raw_bytes"] = st.bytes_written;
   j["complete"] = complete;
-  if (nlohmann::json sync = detail::clock_sync_json(); !sync.is_null()) j["clock_sync"] = sync;
+  if (nlohmann::json sync = core::clock_sync_json(); !sync.is_null()) j["clock_sync"] = sync;
   if (!st.error.empty()) j["io_error"] = st.error;
-  if (std::string collectors = detail::collectors_info_json(); !collectors.empty()) {
+  if (std::string collectors = core::collectors_info_json(); !collectors.empty()) {
     nlohmann::json parsed = nlohmann::json::parse(collectors, nullptr, false);
     if (parsed.is_object()) j["collectors"] = std::move(parsed);
   }

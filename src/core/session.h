@@ -48,8 +48,8 @@ class Session {
   void remove_unopened_run();
   void release_recording_lock();
   // The warning for dropped events: how many, on which threads, and why.
-  std::string drop_message(const detail::FlushStats& st) const;
-  std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, const detail::FlushStats& st,
+  std::string drop_message(const core::FlushStats& st) const;
+  std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, const core::FlushStats& st,
                         bool complete) const;
 
   mutable std::mutex mu_;
@@ -57,23 +57,23 @@ class Session {
   bool opened_ = false;  // the run was fully set up (else close() has nothing to do)
   bool closed_ = false;
   std::string run_dir_;
-  detail::UniqueFd run_fd_;          // the run directory, open for the session's life
-  detail::UniqueFd recording_lock_;  // flock(LOCK_EX) until close()
+  base::UniqueFd run_fd_;          // the run directory, open for the session's life
+  base::UniqueFd recording_lock_;  // flock(LOCK_EX) until close()
   std::string raw_path_;
   std::string options_json_;
   std::string host_;
   int rank_ = 0;
   int world_size_ = 1;
   std::string rank_source_;
-  detail::ClockAnchor anchor_;
+  core::ClockAnchor anchor_;
   uint64_t start_monotonic_ns_ = 0;
   RunSummary summary_;
 };
 
-namespace detail {
+namespace core {
 // Whether a marker in `domain` records under the open session's filter.
 bool domain_enabled(std::string_view domain);
-}  // namespace detail
+}  // namespace core
 
 }  // namespace trainprof
 

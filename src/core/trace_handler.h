@@ -10,7 +10,7 @@
 
 namespace trainprof {
 class Profiler;
-namespace detail {
+namespace core {
 
 struct TraceHandler {
   std::string dir;
@@ -20,7 +20,7 @@ struct TraceHandler {
   void operator()(Profiler& profiler) const;
 };
 
-}  // namespace detail
+}  // namespace core
 }  // namespace trainprof
 
 #endif  // TRAINPROF_CORE_TRACE_HANDLER_H_

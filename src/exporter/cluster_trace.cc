@@ -45,7 +45,7 @@ class TraceWriter {
 
   void metadata(int pid, const char* name, const std::string& value) {
     event("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(kTrackTid) +
-          ",\"name\":\"" + name + "\",\"args\":{\"name\":" + detail::json_text(nlohmann::json(value)) + "}}");
+          ",\"name\":\"" + name + "\",\"args\":{\"name\":" + base::json_text(nlohmann::json(value)) + "}}");
   }
 
   void slice(const CommTiming& t) {
@@ -59,8 +59,8 @@ class TraceWriter {
     if (t.transfer) args["Peer"] = t.peer;
     event("{\"ph\":\"X\",\"cat\":\"communication\",\"pid\":" + std::to_string(t.rank) +
           ",\"tid\":" + std::to_string(kTrackTid) + ",\"ts\":" + at(t.start_ns) +
-          ",\"dur\":" + us(end - t.start_ns) + ",\"name\":" + detail::json_text(nlohmann::json(t.operation)) +
-          ",\"args\":" + detail::json_text(args) + "}");
+          ",\"dur\":" + us(end - t.start_ns) + ",\"name\":" + base::json_text(nlohmann::json(t.operation)) +
+          ",\"args\":" + base::json_text(args) + "}");
     if (t.wait_ns > 0) {
       event("{\"ph\":\"X\",\"cat\":\"communication\",\"pid\":" + std::to_string(t.rank) +
             ",\"tid\":" + std::to_string(kTrackTid) + ",\"ts\":" + at(t.start_ns) +

@@ -26,7 +26,7 @@ double round4(double v) {
 
 // `text` as a JSON string, quotes included (the streamed writers' keys).
 std::string quoted(const std::string& text) {
-  return detail::json_text(json(text));
+  return base::json_text(json(text));
 }
 
 double ratio(double part, double whole) {
@@ -273,7 +273,7 @@ std::string rank_communication_json(const std::vector<const CommTiming*>& mine) 
   }
   for (const auto& [key, total] : totals)
     out[key.first][key.second]["Total Op Info"] = total_info(total, false);
-  return detail::json_text(out, 1) + "\n";
+  return base::json_text(out, 1) + "\n";
 }
 
 std::string rank_communication_matrix_json(const std::vector<const CommTiming*>& mine) {
@@ -284,7 +284,7 @@ std::string rank_communication_matrix_json(const std::vector<const CommTiming*>&
     if (!step.contains("collective")) step = {{"collective", json::object()}, {"p2p", json::object()}};
     step[kind_name][op] = links_json(links, !is_total(op));
   }
-  return detail::json_text(out, 1) + "\n";
+  return base::json_text(out, 1) + "\n";
 }
 
 namespace {
@@ -325,7 +325,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
       out += ",\n  " + quoted("Total Op Info@" + group) + ": {";
       for (const auto& [rank, total] : by_rank) {
         out += std::string(out.back() == '{' ? "" : ", ") + quoted(std::to_string(rank)) + ": " +
-               detail::json_text(total_info(total, true));
+               base::json_text(total_info(total, true));
       }
       out += "}";
     }
@@ -347,7 +347,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
     if (new_key) out += std::string(new_step ? "" : ",") + "\n  " + quoted(e.key) + ": {";
     const CommTiming& t = *e.timing;
     out += std::string(new_key ? "" : ", ") + quoted(std::to_string(t.rank)) + ": " +
-           detail::json_text(op_info(t, &totals[t.group][t.rank]));
+           base::json_text(op_info(t, &totals[t.group][t.rank]));
     drain(out);
   }
   if (!entries.empty()) {
@@ -394,7 +394,7 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
   std::map<std::string, Links> totals;  // of the current (tuple, step), by group
   auto write_totals = [&out, &totals]() {
     for (const auto& [group, links] : totals)
-      out += ",\n  " + quoted("Total Op Info@" + group) + ": " + detail::json_text(links_json(links, true));
+      out += ",\n  " + quoted("Total Op Info@" + group) + ": " + base::json_text(links_json(links, true));
     totals.clear();
   };
   out += "{";
@@ -412,7 +412,7 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
     if (new_tuple) out += "\n" + quoted(tuple) + ": {";
     if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + quoted(step) + ": {";
     out += std::string(new_step ? "" : ",") + "\n  " + quoted(op) + ": " +
-           detail::json_text(links_json(links, true));
+           base::json_text(links_json(links, true));
     tuple_now = &tuple;
     step_now = &step;
     if (is_total(op)) {

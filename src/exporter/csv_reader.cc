@@ -48,7 +48,7 @@ CsvRows parse_csv(std::string_view text, bool* well_formed) {
 
 CsvRows read_csv_file(const std::string& path, bool* well_formed) {
   // A FIFO or device planted at the path must not block or be read.
-  return parse_csv(detail::read_regular_file_at(AT_FDCWD, path, /*follow=*/false), well_formed);
+  return parse_csv(base::read_regular_file_at(AT_FDCWD, path, /*follow=*/false), well_formed);
 }
 
 }  // namespace trainprof::exporter

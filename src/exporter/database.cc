@@ -192,7 +192,7 @@ DatabaseWriter::DatabaseWriter(const OutputPath& path) : impl_(std::make_unique<
   // A fresh file we made under a random name (O_EXCL, no symlink
   // followed) in the output directory, which is private (0700): SQLite,
   // which opens files by name, opens that one; it never creates one.
-  int fd = detail::create_temporary_at(path.dir_fd, path.name, &d.tmp_name);
+  int fd = base::create_temporary_at(path.dir_fd, path.name, &d.tmp_name);
   if (fd < 0) {
     d.error = "cannot create " + path.display() + ": " + std::strerror(errno);
     return;

@@ -253,8 +253,8 @@ std::string timeline_chart(const std::vector<TimelineSlice>& slices) {
 std::string run_section(const std::string& run_dir, size_t index) {
   fs::path out = fs::path(run_dir) / "PROFILER_OUTPUT";
   std::string name = fs::path(run_dir).filename().string();
-  json info = json::parse(
-      detail::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), false), nullptr, false);
+  json info = json::parse(base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), false),
+                          nullptr, false);
   std::string html = "<section class=\"run\" id=\"run-" + std::to_string(index) + "\" data-run=\"" +
                      escape(name) + "\"><h2>" + escape(name) + "</h2>\n<p class=\"meta\">";
   if (info.is_object()) {
@@ -294,9 +294,8 @@ std::string run_section(const std::string& run_dir, size_t index) {
 
 std::string cluster_section(const std::string& path) {
   fs::path dir = fs::path(path) / "cluster_analysis_output";
-  json c =
-      json::parse(detail::read_regular_file_at(AT_FDCWD, (dir / "cluster_analysis.json").string(), false),
-                  nullptr, false);
+  json c = json::parse(base::read_regular_file_at(AT_FDCWD, (dir / "cluster_analysis.json").string(), false),
+                       nullptr, false);
   if (!c.is_object() || !c.contains("per_rank") || !c["per_rank"].is_array()) return "";
   std::string html = "<section id=\"cluster\"><h2>Cluster: waiting per rank</h2>\n";
   double most = 1;
@@ -315,7 +314,7 @@ std::string cluster_section(const std::string& path) {
             fmt(caused / most * 200, 1) + "\" height=\"6\" fill=\"" + kColours[3] + "\"/></svg></td></tr>\n";
   }
   html += "</tbody></table>\n";
-  std::string text = detail::read_regular_file_at(AT_FDCWD, (dir / "straggler_report.txt").string(), false);
+  std::string text = base::read_regular_file_at(AT_FDCWD, (dir / "straggler_report.txt").string(), false);
   if (!text.empty()) html += "<pre class=\"straggler\">" + escape(text) + "</pre>\n";
   return html + "</section>\n";
 }
@@ -357,7 +356,7 @@ ReportResult write_report(const std::string& path, const std::string& output_fil
   if (analysed.empty()) {
     result.error = runs.empty() ? no_run_directory_error(path)
                                 : "no analysed run at or below '" + path + "' (trainprof analyse " +
-                                      detail::shell_quote(path) + ")";
+                                      base::shell_quote(path) + ")";
     return result;
   }
   std::string html =
@@ -374,12 +373,12 @@ ReportResult write_report(const std::string& path, const std::string& output_fil
                                      : (fs::path(path) / "report.html").string();
   fs::path file(result.file);
   std::string dir = file.has_parent_path() ? file.parent_path().string() : ".";
-  detail::UniqueFd fd(detail::open_directory_at(AT_FDCWD, dir));
+  base::UniqueFd fd(base::open_directory_at(AT_FDCWD, dir));
   if (!fd.valid()) {
     result.error = "cannot open the directory of " + result.file;
     return result;
   }
-  std::string error = detail::write_file_atomically_at(fd.get(), file.filename().string(), html, result.file);
+  std::string error = base::write_file_atomically_at(fd.get(), file.filename().string(), html, result.file);
   if (!error.empty()) result.error = error;
   result.runs = analysed.size();
   return result;

@@ -15,7 +15,7 @@
 namespace trainprof::exporter {
 
 OutputFile::OutputFile(OutputPath where) : where_(std::move(where)) {
-  fd_ = detail::create_temporary_at(where_.dir_fd, where_.name, &tmp_name_);
+  fd_ = base::create_temporary_at(where_.dir_fd, where_.name, &tmp_name_);
   if (fd_ < 0) {
     tmp_name_.clear();  // nothing of ours to remove
     fail("cannot create a temporary file for");
@@ -34,7 +34,7 @@ void OutputFile::fail(const std::string& what) {
 void OutputFile::drain(std::string& buffer, size_t threshold) {
   if (buffer.size() < threshold) return;
   if (fd_ >= 0 && ok()) {
-    size_t done = detail::write_all(fd_, buffer.data(), buffer.size());
+    size_t done = base::write_all(fd_, buffer.data(), buffer.size());
     if (done < buffer.size()) fail("cannot write");
     offset_ += done;
   }

@@ -65,7 +65,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
     return r;
   }
   // Checked before reading: a run closed meanwhile was still read as partial.
-  bool recording = detail::run_is_being_recorded(run_fd);
+  bool recording = base::run_is_being_recorded(run_fd);
   if (recording) {
     add_warning(r,
                 "this run is still being recorded (its recording lock is held): the outputs are partial, "
@@ -90,14 +90,14 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   analysis::symbolize_call_stacks(model);
   auto t_scanned = std::chrono::steady_clock::now();
 
-  detail::UniqueFd out_fd(detail::make_directory_at(run_fd, kOutputDirName, out.path, &error));
+  base::UniqueFd out_fd(base::make_directory_at(run_fd, kOutputDirName, out.path, &error));
   if (!out_fd.valid()) {
     r.error = error;
     return r;
   }
   out.fd = out_fd.get();
-  detail::remove_temporaries_at(out.fd);  // of a killed analysis: this one holds the lock
-  json extra = json::object();            // the output info's "memory" and "host"
+  base::remove_temporaries_at(out.fd);  // of a killed analysis: this one holds the lock
+  json extra = json::object();          // the output info's "memory" and "host"
   // The clock alignment used, which the run's own file may outgrow (an
   // exchange that ends after the analysis): `trainprof cluster` compares them.
   extra["clock_sync"] = run_end.contains("clock_sync") ? run_end["clock_sync"] : json(nullptr);
@@ -109,12 +109,11 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   auto ms = [](auto a, auto b) {
     return std::to_string(std::chrono::duration<double, std::milli>(b - a).count());
   };
-  detail::log_debug(dir + ": scan " + ms(t0, t_scanned) + " ms, windows and outputs " +
-                    ms(t_scanned, t_tables) + " ms");
-  std::string metadata = detail::read_regular_file_at(run_fd, "profiler_metadata.json", /*follow=*/false);
-  note(detail::write_file_atomically_at(out.fd, "profiler_metadata.json",
-                                        metadata.empty() ? "{}\n" : metadata,
-                                        out.path + "/profiler_metadata.json"));
+  base::log_debug(dir + ": scan " + ms(t0, t_scanned) + " ms, windows and outputs " +
+                  ms(t_scanned, t_tables) + " ms");
+  std::string metadata = base::read_regular_file_at(run_fd, "profiler_metadata.json", /*follow=*/false);
+  note(base::write_file_atomically_at(out.fd, "profiler_metadata.json", metadata.empty() ? "{}\n" : metadata,
+                                      out.path + "/profiler_metadata.json"));
   if (options.data_simplification && recording) {
     add_warning(
         r, "raw/ is kept: --simplify does not remove the raw data of a run that is still being recorded");
@@ -122,9 +121,9 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   json run_info = read_run_info(run_fd, run.string(), r);
   warn_about_gpu(run_info, r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  note(detail::write_file_atomically_at(
-      out.fd, "profiler_info.json", output_info(run_info, model, loader, r, options, options.pretty, extra),
-      out.path + "/profiler_info.json"));
+  note(base::write_file_atomically_at(out.fd, "profiler_info.json",
+                                      output_info(run_info, model, loader, r, options, options.pretty, extra),
+                                      out.path + "/profiler_info.json"));
   if (!errors.empty()) {
     r.error = errors;
     return r;
@@ -185,12 +184,12 @@ RunAnalysis analyse_run(const std::string& dir, const AnalyseOptions& options) {
   try {
     // The run directory itself was named by the caller (or found without
     // following symlinks): below it nothing is followed.
-    detail::UniqueFd run_fd(::open(run.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    base::UniqueFd run_fd(::open(run.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!run_fd.valid()) {
       r.error = "cannot open run directory '" + run.string() + "': " + std::strerror(errno);
       return r;
     }
-    detail::UniqueFd lock = pipeline::take_analysis_lock(run_fd.get(), run.string(), &r.error);
+    base::UniqueFd lock = pipeline::take_analysis_lock(run_fd.get(), run.string(), &r.error);
     if (!lock.valid()) return r;
     return analyse_locked_run(run, run_fd.get(), options, std::move(r));
   } catch (const std::exception& e) {  // never take the caller (a training process) down
@@ -243,7 +242,7 @@ Worker start_worker(const std::string& dir, size_t index, const AnalyseOptions& 
     signal(SIGINT, SIG_DFL);
     std::string text =
         to_json(analyse_run(dir, options)).dump(-1, ' ', false, json::error_handler_t::replace);
-    detail::write_all(fds[1], text.data(), text.size());
+    base::write_all(fds[1], text.data(), text.size());
     _exit(0);  // no atexit handlers: they belong to the parent
   }
   close(fds[1]);
@@ -348,7 +347,7 @@ namespace {
 
 // A profiler analyses its closed runs (Profiler::analyse, trace_handler)
 // through this: collection calls the analysis without depending on it.
-[[maybe_unused]] const bool kAnalysisRegistered = (detail::register_analysis(&analyse), true);
+[[maybe_unused]] const bool kAnalysisRegistered = (core::register_analysis(&analyse), true);
 
 }  // namespace
 

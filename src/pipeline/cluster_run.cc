@@ -38,9 +38,9 @@ bool analysed(const std::string& run) {
 }
 
 json json_file(const std::string& path) {
-  std::string text = detail::read_regular_file_at(AT_FDCWD, path, /*follow=*/false);
+  std::string text = base::read_regular_file_at(AT_FDCWD, path, /*follow=*/false);
   json j;
-  if (text.empty() || !detail::parse_json_limited(text, &j).empty() || !j.is_object()) return json::object();
+  if (text.empty() || !base::parse_json_limited(text, &j).empty() || !j.is_object()) return json::object();
   return j;
 }
 
@@ -160,12 +160,12 @@ void write_rank_tables(const std::vector<analysis::RankSummary>& ranks,
     const analysis::RankSummary* s = by_rank.at(key.first);
     if (key.second >= s->run_dirs.size()) continue;
     std::string dir = s->run_dirs[key.second] + "/PROFILER_OUTPUT";
-    detail::UniqueFd out(detail::open_directory_at(AT_FDCWD, dir));
+    base::UniqueFd out(base::open_directory_at(AT_FDCWD, dir));
     std::string error = out.valid() ? "" : "cannot open " + dir + ": " + std::strerror(errno);
     for (const auto& [name, text] :
          {std::pair<const char*, std::string>{"communication.json", exporter::rank_communication_json(mine)},
           {"communication_matrix.json", exporter::rank_communication_matrix_json(mine)}}) {
-      if (error.empty()) error = detail::write_file_atomically_at(out.get(), name, text, dir + "/" + name);
+      if (error.empty()) error = base::write_file_atomically_at(out.get(), name, text, dir + "/" + name);
     }
     if (!error.empty()) report->warnings.push_back(error);
   }
@@ -188,17 +188,16 @@ std::string msprof_rank_dir_name(const analysis::RankSummary& s) {
 std::string export_msprof(const std::string& dir, const std::vector<analysis::RankSummary>& ranks,
                           const std::vector<analysis::CommTiming>& timings) {
   std::string error;
-  detail::UniqueFd root(detail::make_directory_at(AT_FDCWD, dir, dir, &error));
+  base::UniqueFd root(base::make_directory_at(AT_FDCWD, dir, dir, &error));
   if (!root.valid()) return "cannot make the msprof-analyze layout: " + error;
   std::map<int, std::vector<const analysis::CommTiming*>> by_rank;
   for (const analysis::CommTiming& t : timings) by_rank[t.rank].push_back(&t);
   for (const analysis::RankSummary& s : ranks) {
     std::string name = msprof_rank_dir_name(s), rank_path = dir + "/" + name;
-    detail::UniqueFd rank_dir(detail::make_directory_at(root.get(), name, rank_path, &error));
+    base::UniqueFd rank_dir(base::make_directory_at(root.get(), name, rank_path, &error));
     if (!rank_dir.valid()) return error;
     std::string out_path = rank_path + "/ASCEND_PROFILER_OUTPUT";
-    detail::UniqueFd out(
-        detail::make_directory_at(rank_dir.get(), "ASCEND_PROFILER_OUTPUT", out_path, &error));
+    base::UniqueFd out(base::make_directory_at(rank_dir.get(), "ASCEND_PROFILER_OUTPUT", out_path, &error));
     if (!out.valid()) return error;
     // msprof-analyze takes the rank from this file's name and reads text
     // tables when the export type says so.
@@ -207,15 +206,14 @@ std::string export_msprof(const std::string& dir, const std::vector<analysis::Ra
                  {"rank_id", s.rank},
                  {"trainprof", {{"runs", s.run_dirs}, {"host", s.host}}}};
     std::string info_name = "profiler_info_" + std::to_string(s.rank) + ".json";
-    error = detail::write_file_atomically_at(rank_dir.get(), info_name, detail::json_text(info, 1) + "\n",
-                                             rank_path + "/" + info_name);
+    error = base::write_file_atomically_at(rank_dir.get(), info_name, base::json_text(info, 1) + "\n",
+                                           rank_path + "/" + info_name);
     const std::vector<const analysis::CommTiming*>& mine = by_rank[s.rank];
     for (const auto& [file, text] :
          {std::pair<const char*, std::string>{"step_trace_time.csv", exporter::msprof_step_trace_csv(s)},
           {"communication.json", exporter::rank_communication_json(mine)},
           {"communication_matrix.json", exporter::rank_communication_matrix_json(mine)}}) {
-      if (error.empty())
-        error = detail::write_file_atomically_at(out.get(), file, text, out_path + "/" + file);
+      if (error.empty()) error = base::write_file_atomically_at(out.get(), file, text, out_path + "/" + file);
     }
     if (!error.empty()) return error;
   }
@@ -258,7 +256,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   std::map<int, analysis::RankSummary> by_rank;
   for (const std::string& run : runs) {
     std::string text =
-        detail::read_regular_file_at(AT_FDCWD, run + "/PROFILER_OUTPUT/rank_summary.json", /*follow=*/false);
+        base::read_regular_file_at(AT_FDCWD, run + "/PROFILER_OUTPUT/rank_summary.json", /*follow=*/false);
     if (text.empty()) {
       if (analysed(run))  // else said above
         report.warnings.push_back(run + ": no communication recorded (no PROFILER_OUTPUT/rank_summary.json)");
@@ -300,12 +298,12 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   report.cause = r.cause;
   report.missing_ranks = r.missing_ranks;
 
-  detail::UniqueFd parent(detail::open_directory_at(AT_FDCWD, path));
+  base::UniqueFd parent(base::open_directory_at(AT_FDCWD, path));
   std::string error;
   report.output_dir = (fs::path(path) / kClusterDirName).string();
-  detail::UniqueFd out(
-      parent.valid() ? detail::make_directory_at(parent.get(), kClusterDirName, report.output_dir, &error)
-                     : -1);
+  base::UniqueFd out(parent.valid()
+                         ? base::make_directory_at(parent.get(), kClusterDirName, report.output_dir, &error)
+                         : -1);
   if (!out.valid()) {
     report.error = "cannot write the cluster outputs: " +
                    (error.empty() ? "cannot open '" + path + "' as a directory" : error);
@@ -317,10 +315,10 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
       {"straggler_report.txt", [&report] { return report.text; }},
       {"cluster_step_trace_time.csv", [&ranks] { return exporter::cluster_step_trace_csv(ranks); }},
       {"cluster_analysis.json",
-       [&r, &numbering, &links] { return detail::json_text(report_json(r, numbering, links), 1) + "\n"; }},
+       [&r, &numbering, &links] { return base::json_text(report_json(r, numbering, links), 1) + "\n"; }},
   };
   for (const auto& [name, make] : outputs) {
-    std::string e = detail::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);
+    std::string e = base::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);
     if (!e.empty() && report.error.empty()) report.error = e;
   }
   std::string e = exporter::write_cluster_communication_json(

@@ -32,10 +32,10 @@ fs::path normalized(const std::string& path) {
 // reads raw/ and writes PROFILER_OUTPUT, so that two analyses of one run
 // never mix their outputs or remove raw/ under each other. A second analysis
 // does not wait (an analysis can take minutes): it fails at once, saying so.
-detail::UniqueFd take_analysis_lock(int run_fd, const std::string& run_path, std::string* error) {
-  std::string file = run_path + "/" + detail::kAnalysisLockName;
-  detail::UniqueFd fd(::openat(run_fd, detail::kAnalysisLockName,
-                               O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+base::UniqueFd take_analysis_lock(int run_fd, const std::string& run_path, std::string* error) {
+  std::string file = run_path + "/" + base::kAnalysisLockName;
+  base::UniqueFd fd(::openat(run_fd, base::kAnalysisLockName,
+                             O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
   struct stat st {};
   if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     *error = "cannot open the analysis lock '" + file +
@@ -54,7 +54,7 @@ detail::UniqueFd take_analysis_lock(int run_fd, const std::string& run_path, std
 // Removes raw/ of the run `run_fd` without following a symlink at raw/ or in
 // it. Returns "" or what could not be removed.
 std::string remove_raw_data(int run_fd) {
-  detail::UniqueFd raw_fd(detail::open_directory_at(run_fd, raw::kRawDirName));
+  base::UniqueFd raw_fd(base::open_directory_at(run_fd, raw::kRawDirName));
   if (!raw_fd.valid()) return errno == ENOENT ? "" : std::string("cannot open raw/: ") + std::strerror(errno);
   int scan_fd = fcntl(raw_fd.get(), F_DUPFD_CLOEXEC, 0);  // closedir closes it
   DIR* dir = scan_fd >= 0 ? fdopendir(scan_fd) : nullptr;
@@ -90,7 +90,7 @@ std::string link_trace_for_peers(const fs::path& run, int out_fd) {
     name[us] = '.';
   }
   name += ".pt.trace.json";
-  detail::UniqueFd parent(::open(run.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  base::UniqueFd parent(::open(run.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!parent.valid())
     return "cannot open the run's parent directory to link the trace: " + std::string(std::strerror(errno));
   unlinkat(parent.get(), name.c_str(), 0);  // of an earlier analysis

@@ -17,7 +17,7 @@ std::filesystem::path normalized(const std::string& path);
 
 // Takes the run's analysis lock without waiting; invalid, with `error`
 // saying why (another analysis holds it), when it cannot.
-detail::UniqueFd take_analysis_lock(int run_fd, const std::string& run_path, std::string* error);
+base::UniqueFd take_analysis_lock(int run_fd, const std::string& run_path, std::string* error);
 
 // Removes raw/ of the run `run_fd`, following no symlink. "" or what could
 // not be removed.

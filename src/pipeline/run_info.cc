@@ -95,11 +95,11 @@ void add_warning(RunAnalysis& r, std::string w) {
 // the file and the field, and the output keeps only the fields that are right.
 json read_run_info(int run_fd, const std::string& run_path, RunAnalysis& r) {
   std::string file = run_path + "/profiler_info.json";
-  std::string text = detail::read_regular_file_at(run_fd, "profiler_info.json", /*follow=*/false);
+  std::string text = base::read_regular_file_at(run_fd, "profiler_info.json", /*follow=*/false);
   if (text.empty()) return json::object();  // a run killed before its info was written
   // The depth limit keeps dump() of the output from recursing without bound.
   json info;
-  if (!detail::parse_json_limited(text, &info).empty() || !info.is_object()) {
+  if (!base::parse_json_limited(text, &info).empty() || !info.is_object()) {
     add_warning(r, "'" + file + "' is not a JSON object; it is left out of the output's profiler_info.json");
     return json::object();
   }
@@ -140,9 +140,9 @@ void warn_about_gpu(const json& info, RunAnalysis& r) {
 // The run's profiler_info.json as an object (empty when it is missing or
 // not one: read_run_info warns about that).
 json run_info_object(int run_fd) {
-  std::string text = detail::read_regular_file_at(run_fd, "profiler_info.json", /*follow=*/false);
+  std::string text = base::read_regular_file_at(run_fd, "profiler_info.json", /*follow=*/false);
   json info;
-  if (text.empty() || !detail::parse_json_limited(text, &info).empty() || !info.is_object()) {
+  if (text.empty() || !base::parse_json_limited(text, &info).empty() || !info.is_object()) {
     return json::object();
   }
   return info;

@@ -180,7 +180,7 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   };
   std::vector<analysis::OpStatisticRow> operators = analysis::op_statistics(model, passes.totals());
   if (database) {
-    std::string info = detail::read_regular_file_at(AT_FDCWD, (run / "profiler_info.json").string(), false);
+    std::string info = base::read_regular_file_at(AT_FDCWD, (run / "profiler_info.json").string(), false);
     note(database->finish(model, passes.step_rows(), operators, passes.memory_names(), info));
   } else {
     unlinkat(out.fd, kDatabaseName, 0);  // of an earlier analysis
@@ -221,7 +221,7 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   if (!memory.is_null()) (*extra)["memory"] = memory;
   if (options.export_text) note(write_host_outputs(model, out, extra));
   if (!model.comm_calls.empty()) {
-    note(detail::write_file_atomically_at(
+    note(base::write_file_atomically_at(
         out.fd, "rank_summary.json",
         analysis::rank_summary_json(analysis::rank_summary(model, passes.step_rows())),
         out.path + "/rank_summary.json"));

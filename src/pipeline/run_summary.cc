@@ -74,9 +74,9 @@ std::map<std::string, double> peak_memory_mb(const fs::path& out, std::string* p
   using nlohmann::json;
   std::map<std::string, double> peaks;
   std::string file = (out / "profiler_info.json").string();
-  std::string text = detail::read_regular_file_at(AT_FDCWD, file, /*follow=*/false);
+  std::string text = base::read_regular_file_at(AT_FDCWD, file, /*follow=*/false);
   json info;
-  if (!detail::parse_json_limited(text, &info).empty() || !info.is_object()) {
+  if (!base::parse_json_limited(text, &info).empty() || !info.is_object()) {
     *problem = "'" + file + "' is not a JSON object";
     return peaks;
   }
@@ -121,9 +121,9 @@ std::string step_list(const nlohmann::json& steps) {
 // The host sampler's verdict (host_sys), from the output's profiler_info.json.
 void append_host(std::string& text, const fs::path& out) {
   std::string info_text =
-      detail::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
+      base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
   nlohmann::json info;
-  if (!detail::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;  // said above
+  if (!base::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;  // said above
   const nlohmann::json* host = nullptr;
   if (auto a = info.find("analysis"); a != info.end() && a->is_object()) {
     if (auto h = a->find("host"); h != a->end() && h->is_object()) host = &*h;
@@ -197,7 +197,7 @@ std::string summarize_run(const std::string& run_dir) {
   append(text, "run %s\n", run.c_str());
   std::error_code ec;
   if (!fs::exists(out / "operator_details.csv", ec)) {
-    append(text, "  not analysed yet: trainprof analyse %s\n", detail::shell_quote(run_dir).c_str());
+    append(text, "  not analysed yet: trainprof analyse %s\n", base::shell_quote(run_dir).c_str());
     return text;
   }
   std::vector<NameTotal> rows =
@@ -246,7 +246,7 @@ std::string summarize_run(const std::string& run_dir) {
   }
   append(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());
   if (!fs::exists(out / "report.html", ec)) {
-    append(text, "  the same on one page: trainprof report %s\n", detail::shell_quote(run_dir).c_str());
+    append(text, "  the same on one page: trainprof report %s\n", base::shell_quote(run_dir).c_str());
   }
   return text;
 }

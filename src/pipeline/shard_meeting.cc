@@ -42,14 +42,14 @@ ShardMeeting::ShardMeeting(const std::string& path, const std::string& job, int 
     : shards_(shards),
       name_(".analyse_mpi_" + file_safe(job)),
       output_dir_(path + "/cluster_analysis_output") {
-  detail::UniqueFd parent(detail::open_directory_at(AT_FDCWD, path));
+  base::UniqueFd parent(base::open_directory_at(AT_FDCWD, path));
   if (!parent.valid()) {
     error_ = "cannot open " + path;
     return;
   }
-  output_fd_ = detail::make_directory_at(parent.get(), "cluster_analysis_output", output_dir_, &error_);
+  output_fd_ = base::make_directory_at(parent.get(), "cluster_analysis_output", output_dir_, &error_);
   if (output_fd_ < 0) return;
-  meeting_fd_ = detail::make_directory_at(output_fd_, name_, output_dir_ + "/" + name_, &error_);
+  meeting_fd_ = base::make_directory_at(output_fd_, name_, output_dir_ + "/" + name_, &error_);
   if (meeting_fd_ < 0 && error_.empty()) error_ = "cannot open " + output_dir_ + "/" + name_;
 }
 
@@ -61,8 +61,8 @@ ShardMeeting::~ShardMeeting() {
 std::string ShardMeeting::mark(int shard, bool succeeded, size_t runs) {
   if (!ok()) return error_;
   std::string marker = std::to_string(shard) + (succeeded ? ".done" : ".failed");
-  return detail::write_file_atomically_at(meeting_fd_, marker, std::to_string(runs) + "\n",
-                                          output_dir_ + "/" + name_ + "/" + marker);
+  return base::write_file_atomically_at(meeting_fd_, marker, std::to_string(runs) + "\n",
+                                        output_dir_ + "/" + name_ + "/" + marker);
 }
 
 // Counted by a scan of the directory: one open per shard would cost as much

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   o.buffer_mb = argc > 4 ? static_cast<uint32_t>(std::atoi(argv[4])) : 1;
   int per_thread = paused ? 100000 : argc > 5 ? std::atoi(argv[5]) : 1000000;
   trainprof::Profiler prof(o);
-  auto& flusher = trainprof::detail::Flusher::instance();
+  auto& flusher = trainprof::core::Flusher::instance();
   if (paused) flusher.set_paused_for_testing(true);
   std::vector<std::thread> ts;
   for (int t = 0; t < threads; ++t) {
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   std::printf("ATTEMPTED %d RECORDED %llu DROPPED %llu BLOCK %u\n", threads * per_thread + 1,
               static_cast<unsigned long long>(prof.last_run().events_recorded),
               static_cast<unsigned long long>(prof.last_run().events_dropped),
-              trainprof::detail::kEventsPerBlock);
+              trainprof::core::kEventsPerBlock);
   std::printf("RUN %s\n", prof.last_run().run_dir.c_str());
   return 0;
 }

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     o.buffer_mb = 16;  // room for every range while the flusher is held
     o.on_trace_ready = trainprof::trace_handler(argv[1], "", /*analyse=*/false);
     trainprof::Profiler prof(o);
-    trainprof::detail::Flusher::instance().set_paused_for_testing(true);
+    trainprof::core::Flusher::instance().set_paused_for_testing(true);
     const int ranges = 50'000;
     for (int i = 0; i < ranges; ++i) {
       TRAINPROF_RANGE("step_work");

@@ -44,14 +44,14 @@ std::string without_version_suffix(std::string name) {
   return name;
 }
 
-detail::Event ActivityTranslator::head(raw::EventKind kind, const char* name, uint64_t start, uint64_t end,
-                                       uint32_t device, uint32_t correlation) const {
+core::Event ActivityTranslator::head(raw::EventKind kind, const char* name, uint64_t start, uint64_t end,
+                                     uint32_t device, uint32_t correlation) const {
   uint64_t t0 = clock_->to_ticks(start);
   uint64_t t1 = std::max(t0, clock_->to_ticks(end));
   // Device ids past the 16 bits of the slot are not real GPUs (CUPTI's
   // "none" is all ones): no device.
   uint16_t device_plus_one = device < 0xffffu ? static_cast<uint16_t>(device + 1) : 0;
-  return detail::Event{t0, t1, name, static_cast<uint8_t>(kind), 0, device_plus_one, correlation};
+  return core::Event{t0, t1, name, static_cast<uint8_t>(kind), 0, device_plus_one, correlation};
 }
 
 // Keyed by CUPTI's own name pointer: CUPTI shares one name string across
@@ -120,14 +120,13 @@ const char* ActivityTranslator::api_name(raw::GpuApiKind kind, uint32_t cbid) {
 uint32_t ActivityTranslator::os_tid(uint32_t cupti_thread_id) {
   auto it = os_tids_.find(cupti_thread_id);
   if (it != os_tids_.end()) return it->second;
-  uint32_t tid = detail::Recorder::instance().os_tid_of_cupti_thread(cupti_thread_id);
+  uint32_t tid = core::Recorder::instance().os_tid_of_cupti_thread(cupti_thread_id);
   if (tid != 0) os_tids_.emplace(cupti_thread_id, tid);  // a miss is asked again: the thread may record later
   return tid;
 }
 
-bool ActivityTranslator::translate(const CUpti_Activity& record, detail::Event* activity,
-                                   detail::GpuDetail* d) {
-  *d = detail::GpuDetail{0, nullptr, 0, 0, detail::kGpuDetailSlot, 0, 0, 0};
+bool ActivityTranslator::translate(const CUpti_Activity& record, core::Event* activity, core::GpuDetail* d) {
+  *d = core::GpuDetail{0, nullptr, 0, 0, core::kGpuDetailSlot, 0, 0, 0};
   switch (record.kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -218,15 +217,15 @@ BufferStats record_buffer(uint8_t* buffer, size_t valid_bytes, NextRecordFn next
     ++stats.records;
     ActivityTranslator::MemoryReport memory;
     if (translator.translate_memory(*record, &memory)) {
-      detail::record_memory(memory.ticks, memory.address, memory.bytes, memory.total, memory.total,
-                            memory.device);
+      core::record_memory(memory.ticks, memory.address, memory.bytes, memory.total, memory.total,
+                          memory.device);
       ++stats.recorded;
       continue;
     }
-    detail::Event activity{};
-    detail::GpuDetail detail{};
+    core::Event activity{};
+    core::GpuDetail detail{};
     if (!translator.translate(*record, &activity, &detail)) continue;
-    detail::record_gpu(activity, detail);
+    core::record_gpu(activity, detail);
     ++stats.recorded;
   }
   return stats;

@@ -39,7 +39,7 @@ class ActivityTranslator {
 
   // Fills `activity` and `detail` from one record; false for a kind that is
   // not recorded.
-  bool translate(const CUpti_Activity& record, detail::Event* activity, detail::GpuDetail* detail);
+  bool translate(const CUpti_Activity& record, core::Event* activity, core::GpuDetail* detail);
 
   // A device or managed memory allocation or release (CUPTI_ACTIVITY_KIND_
   // MEMORY2) as a memory report of CUDA device d with raw::kMemoryFromDriver:
@@ -56,8 +56,8 @@ class ActivityTranslator {
   bool translate_memory(const CUpti_Activity& record, MemoryReport* report);
 
  private:
-  detail::Event head(raw::EventKind kind, const char* name, uint64_t start, uint64_t end, uint32_t device,
-                     uint32_t correlation) const;
+  core::Event head(raw::EventKind kind, const char* name, uint64_t start, uint64_t end, uint32_t device,
+                   uint32_t correlation) const;
   const char* kernel_name(const char* mangled);
   const char* kernel_geometry(const CUpti_ActivityKernel10& k);
   const char* geometry_text(const CUpti_ActivityKernel10& k);
@@ -89,7 +89,7 @@ struct BufferStats {
 };
 
 // Walks `valid_bytes` of `buffer` with `next` and records every record the
-// translator takes (detail::record_gpu).
+// translator takes (core::record_gpu).
 BufferStats record_buffer(uint8_t* buffer, size_t valid_bytes, NextRecordFn next,
                           ActivityTranslator& translator);
 

@@ -70,8 +70,7 @@ void add_sync_point_locked(Shared& s) {
 void log_once_malformed() {
   static std::atomic<bool> said{false};
   if (!said.exchange(true)) {
-    detail::log_warning(
-        "GPU: a CUPTI activity buffer could not be walked to its end; the rest of it is lost");
+    base::log_warning("GPU: a CUPTI activity buffer could not be walked to its end; the rest of it is lost");
   }
 }
 
@@ -109,7 +108,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
   s.outstanding.fetch_sub(1);
 }
 
-class CuptiCollector final : public detail::Collector {
+class CuptiCollector final : public core::Collector {
  public:
   std::string_view name() const override { return "cupti"; }
 
@@ -125,7 +124,7 @@ class CuptiCollector final : public detail::Collector {
       s.cupti = load_cupti(&why);
       if (s.cupti == nullptr) return not_recording_locked(s, why);
       s.stats.library = s.cupti->path;
-      s.clock = std::make_unique<GpuClock>(detail::ticks_per_ns());
+      s.clock = std::make_unique<GpuClock>(core::ticks_per_ns());
       add_sync_point_locked(s);
       s.translator = std::make_unique<ActivityTranslator>(s.clock.get(), s.cupti->get_callback_name);
       // At every start: CUPTI keeps one pair of buffer callbacks per process,
@@ -141,8 +140,8 @@ class CuptiCollector final : public detail::Collector {
       }
       s.stats.active = true;
     } catch (const std::exception& e) {
-      detail::log_error(std::string("GPU: CUPTI could not start: ") + e.what() +
-                        "; no GPU activity is recorded");
+      base::log_error(std::string("GPU: CUPTI could not start: ") + e.what() +
+                      "; no GPU activity is recorded");
     }
   }
 
@@ -154,8 +153,8 @@ class CuptiCollector final : public detail::Collector {
     std::lock_guard<std::mutex> lock(s.mu);
     disable_locked(s);
     if (s.stats.dropped > 0) {
-      detail::log_warning("GPU: CUPTI dropped " + std::to_string(s.stats.dropped) +
-                          " activity records (its buffers were full)");
+      base::log_warning("GPU: CUPTI dropped " + std::to_string(s.stats.dropped) +
+                        " activity records (its buffers were full)");
     }
     s.translator.reset();
     s.clock.reset();
@@ -171,8 +170,7 @@ class CuptiCollector final : public detail::Collector {
     s.stats.why_not = why;
     s.translator.reset();
     s.clock.reset();
-    if (!said_)
-      detail::log_warning("GPU activity was asked for, but " + why + ": no GPU activity is recorded");
+    if (!said_) base::log_warning("GPU activity was asked for, but " + why + ": no GPU activity is recorded");
     said_ = true;
   }
 
@@ -205,7 +203,7 @@ class CuptiCollector final : public detail::Collector {
 
 __attribute__((constructor)) void register_cupti_collector() {
   static CuptiCollector* collector = new CuptiCollector();  // lives as long as the process
-  detail::register_collector(collector);
+  core::register_collector(collector);
 }
 
 }  // namespace

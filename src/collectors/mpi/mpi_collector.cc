@@ -74,8 +74,8 @@ uint64_t fnv1a(std::string_view text) {
 
 void record_group(const CommState& s) {
   if (!detail::host_recording()) return;
-  detail::record_event_fields(detail::now_ticks(), 0, s.record,
-                              static_cast<uint8_t>(raw::EventKind::kCommGroup), 0, 0, 0);
+  core::record_event_fields(detail::now_ticks(), 0, s.record,
+                            static_cast<uint8_t>(raw::EventKind::kCommGroup), 0, 0, 0);
 }
 
 // Bumped when a communicator's state is deleted: a thread's cached lookup
@@ -148,8 +148,7 @@ bool set_up() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &g_keyval, nullptr) != MPI_SUCCESS) {
-      detail::log_error(
-          "MPI collector: cannot create its communicator attribute; MPI calls are not recorded");
+      base::log_error("MPI collector: cannot create its communicator attribute; MPI calls are not recorded");
       return;
     }
     int rank = 0, size = 1;
@@ -378,7 +377,7 @@ void complete(MPI_Request request, uint64_t end_ticks, const MPI_Status* status)
   }
   if (end_ticks == 0 || !detail::host_recording()) return;  // the wait began before the run
   uint8_t flags = static_cast<uint8_t>((p.flags & ~kNonblocking) | kCompletion);
-  detail::record_comm(p.post_ticks, end_ticks, p.name, flags, p.sequence, p.bytes, p.group, p.peer, p.tag);
+  core::record_comm(p.post_ticks, end_ticks, p.name, flags, p.sequence, p.bytes, p.group, p.peer, p.tag);
 }
 
 void forget(MPI_Request request) noexcept {
@@ -404,7 +403,7 @@ class Collective {
   // The clock is read only while a run records (0: it did not at the start).
   explicit Collective(MPI_Comm comm) : state_(state_of(comm)), t0_(start_ticks()) {
     sequence_ = state_ != nullptr ? state_->sequence.fetch_add(1, std::memory_order_relaxed)
-                                  : detail::kNoSequenceNumber;
+                                  : core::kNoSequenceNumber;
     group_ = state_ != nullptr ? state_->group : nullptr;
   }
 
@@ -414,8 +413,8 @@ class Collective {
     uint64_t end = detail::now_ticks();
     uint64_t size = bytes();
     int peer = world_rank(state_, root);  // root < 0 (MPI_Comm_free's freed state) is not looked up
-    detail::record_comm(t0_, end, name, static_cast<uint8_t>(kCollective | flags), sequence_, size, group_,
-                        peer, -1);
+    core::record_comm(t0_, end, name, static_cast<uint8_t>(kCollective | flags), sequence_, size, group_,
+                      peer, -1);
     if (request != nullptr) {
       remember(*request, Pending{name, kCollective, sequence_, size, group_, peer, -1, t0_, MPI_DATATYPE_NULL,
                                  nullptr});
@@ -438,16 +437,16 @@ void point_to_point(uint64_t t0, const char* name, uint8_t flags, uint64_t bytes
   const CommState* s = state_of(comm);
   int peer = world_rank(s, peer_rank);
   const char* group = s != nullptr ? s->group : nullptr;
-  detail::record_comm(t0, end, name, flags, detail::kNoSequenceNumber, bytes, group, peer, tag);
+  core::record_comm(t0, end, name, flags, core::kNoSequenceNumber, bytes, group, peer, tag);
   if (request != nullptr) {
     remember(*request,
-             Pending{name, flags, detail::kNoSequenceNumber, bytes, group, peer, tag, t0, recv_type, s});
+             Pending{name, flags, core::kNoSequenceNumber, bytes, group, peer, tag, t0, recv_type, s});
   }
 }
 
 void wait_call(uint64_t t0, uint64_t end, const char* name) {
   if (t0 == 0 || !detail::host_recording()) return;
-  detail::record_comm(t0, end, name, kWait, detail::kNoSequenceNumber, 0, nullptr, -1, -1);
+  core::record_comm(t0, end, name, kWait, core::kNoSequenceNumber, 0, nullptr, -1, -1);
 }
 
 // Copies of the request handles a wait or test is given (it nulls the
@@ -507,7 +506,7 @@ void after_init() noexcept {
   if (!ready()) return;
   if (PMPI_Comm_dup(MPI_COMM_WORLD, &g_sync_comm) != MPI_SUCCESS) {
     g_sync_comm = MPI_COMM_NULL;
-    detail::log_warning("MPI collector: cannot make its communicator; ranks' clocks are not aligned");
+    base::log_warning("MPI collector: cannot make its communicator; ranks' clocks are not aligned");
     return;
   }
   sync_clocks();
@@ -515,7 +514,7 @@ void after_init() noexcept {
 
 // ---- Run starts ----
 
-class MpiCollector final : public detail::Collector {
+class MpiCollector final : public core::Collector {
  public:
   std::string_view name() const override { return "mpi"; }
   // Every live group, so that a run that starts after the communicators
@@ -532,7 +531,7 @@ class MpiCollector final : public detail::Collector {
 
 __attribute__((constructor)) void register_mpi_collector() {
   static auto* collector = new MpiCollector();  // lives as long as the process
-  detail::register_collector(collector);
+  core::register_collector(collector);
 }
 
 }  // namespace

@@ -68,8 +68,8 @@ class ProcFile {
   }
   // Says once why this file's counters stop.
   void fail(const std::string& why) {
-    detail::log_warning(std::string("host_sys: cannot read ") + path_ + " (" + why +
-                        "); its counters are not recorded");
+    base::log_warning(std::string("host_sys: cannot read ") + path_ + " (" + why +
+                      "); its counters are not recorded");
     if (fd_ >= 0) ::close(fd_);
     fd_ = kFailed;
   }
@@ -81,8 +81,8 @@ class ProcFile {
 };
 
 void record_counter(uint64_t ticks, const char* name, double value) {
-  detail::record_event_fields(ticks, std::bit_cast<uint64_t>(value), name,
-                              static_cast<uint8_t>(raw::EventKind::kCounter), 0, 0, 0);
+  core::record_event_fields(ticks, std::bit_cast<uint64_t>(value), name,
+                            static_cast<uint8_t>(raw::EventKind::kCounter), 0, 0, 0);
 }
 
 // One sampler thread's state: the files, the previous sample, the names.
@@ -204,7 +204,7 @@ class Sampling {
   bool have_network_ = false;
 };
 
-class HostSampler final : public detail::Collector {
+class HostSampler final : public core::Collector {
  public:
   std::string_view name() const override { return "host_sys"; }
 
@@ -218,7 +218,7 @@ class HostSampler final : public detail::Collector {
       thread_ = std::make_unique<std::thread>(&HostSampler::run, this, options.host_sys,
                                               std::chrono::milliseconds(options.host_sys_interval_ms));
     } catch (const std::exception& e) {
-      detail::log_error(std::string("host_sys: cannot start the sampler thread: ") + e.what());
+      base::log_error(std::string("host_sys: cannot start the sampler thread: ") + e.what());
     }
   }
 
@@ -257,10 +257,10 @@ class HostSampler final : public detail::Collector {
       sampling.sample();
       ++samples;
     } catch (const std::exception& e) {
-      detail::log_error(std::string("host_sys: the sampler stopped: ") + e.what());
+      base::log_error(std::string("host_sys: the sampler stopped: ") + e.what());
     }
     std::lock_guard<std::mutex> lock(g_stats_mu);
-    g_stats = HostSamplerStats{samples, detail::thread_cpu_ns(), detail::monotonic_now_ns() - wall_start};
+    g_stats = HostSamplerStats{samples, core::thread_cpu_ns(), detail::monotonic_now_ns() - wall_start};
   }
 
   std::mutex mu_;
@@ -272,7 +272,7 @@ class HostSampler final : public detail::Collector {
 
 __attribute__((constructor)) void register_host_sampler() {
   static HostSampler* sampler = new HostSampler();  // lives as long as the process
-  detail::register_collector(sampler);
+  core::register_collector(sampler);
 }
 
 }  // namespace

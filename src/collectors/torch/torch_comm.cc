@@ -135,7 +135,7 @@ struct Pending {
   const char* label = nullptr;
   std::string_view match;
   uint8_t flags = 0;
-  uint32_t sequence = detail::kNoSequenceNumber;
+  uint32_t sequence = core::kNoSequenceNumber;
   uint64_t bytes = 0;
   const char* group = nullptr;
   int32_t peer = -1;
@@ -171,7 +171,7 @@ std::vector<int32_t> members_of(const std::string& group, int size) {
   }
   // Unregistered: a group as large as the world has every rank in order.
   std::vector<int32_t> ranks;
-  if (size > 0 && (group == "0" || size == detail::detect_rank().world_size)) {
+  if (size > 0 && (group == "0" || size == base::detect_rank().world_size)) {
     for (int32_t r = 0; r < size; ++r) ranks.push_back(r);
   }
   return ranks;
@@ -185,8 +185,8 @@ std::vector<int32_t> note_group(const std::string& group, const c10d::ProcessGro
     for (int32_t r : members) list += (list.empty() ? "" : ",") + std::to_string(r);
     std::string text = group + raw::kCommGroupSeparator + list + raw::kCommGroupSeparator +
                        "torch.distributed " + pg.getBackendName();
-    detail::record_event_fields(detail::now_ticks(), 0, detail::intern(text),
-                                static_cast<uint8_t>(raw::EventKind::kCommGroup), 0, 0, 0);
+    core::record_event_fields(detail::now_ticks(), 0, detail::intern(text),
+                              static_cast<uint8_t>(raw::EventKind::kCommGroup), 0, 0, 0);
   }
   return members;
 }
@@ -296,7 +296,7 @@ void work_started(const char* name, const at::RecordFunction& fn) {
 
 void write(const Pending& p, uint64_t end_ticks) {
   if (!detail::host_recording()) return;
-  detail::record_comm(p.call_ticks, end_ticks, p.label, p.flags, p.sequence, p.bytes, p.group, p.peer, p.tag);
+  core::record_comm(p.call_ticks, end_ticks, p.label, p.flags, p.sequence, p.bytes, p.group, p.peer, p.tag);
 }
 
 }  // namespace
@@ -333,8 +333,8 @@ void comm_started(CommRole role, const char* name, const at::RecordFunction& fn,
     // A call LibTorch cannot describe: it stays a plain operator.
     static std::once_flag once;
     std::call_once(once, [&] {
-      detail::log_warning(std::string("LibTorch collector: a torch.distributed call could not be read (") +
-                          e.what() + "); such calls are recorded as operators only");
+      base::log_warning(std::string("LibTorch collector: a torch.distributed call could not be read (") +
+                        e.what() + "); such calls are recorded as operators only");
     });
   } catch (...) {
   }

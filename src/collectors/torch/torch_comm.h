@@ -62,6 +62,8 @@ bool comm_ended(CommRole role, const at::RecordFunction& fn, uint64_t ticks) noe
 // The world ranks of a torch.distributed group's members, in group rank
 // order (from the Python package, which sees torch's group registry).
 // Returns 0, or -1 for bad arguments.
-extern "C" int trainprof_torch_comm_group(const char* name, const int32_t* world_ranks, int64_t count);
+extern "C" __attribute__((visibility("default"))) int trainprof_torch_comm_group(const char* name,
+                                                                                 const int32_t* world_ranks,
+                                                                                 int64_t count);
 
 #endif  // TRAINPROF_COLLECTORS_TORCH_TORCH_COMM_H_

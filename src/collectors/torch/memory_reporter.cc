@@ -1,0 +1,182 @@
+// Copyright trainprof authors. The memory reporter (memory_reporter.h).
+#include "collectors/torch/memory_reporter.h"
+
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/log.h"
+#include "collectors/torch/memory_total.h"
+#include "core/recorder.h"
+#include "raw/format.h"
+#include "trainprof/range.h"
+
+namespace trainprof::torch_collector {
+
+std::atomic<bool> g_memory_reports_on{false};
+
+namespace {
+
+std::atomic<bool> g_memory_shadowed{false};  // LibTorch's profiler held a thread's PROFILER_STATE
+
+// Takes the reporter out of the calling thread's debug info (after a
+// session: from the allocator's calls, see MemoryReporter).
+void remove_memory_reporter() noexcept;
+
+// LibTorch's profiler code static_casts whatever PROFILER_STATE holds to
+// ProfilerStateBase, so the reporter is one, in the Disabled state: there
+// LibTorch's profilerEnabled() stays false and its profiler can still push
+// its own state on top (it then gets that thread's reports until it pops).
+class MemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
+ public:
+  MemoryReporter()
+      : ProfilerStateBase(
+            torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::Disabled)) {}
+
+  // Called by the allocator for every allocation (> 0) and free (< 0): no
+  // lock, no allocation.
+  void reportMemoryUsage(void* ptr, int64_t bytes, MemoryTotal total_allocated, MemoryTotal total_reserved,
+                         c10::Device device) override {
+    if (!detail::host_recording()) {
+      if (!g_memory_reports_on.load(std::memory_order_relaxed)) remove_memory_reporter();
+      return;
+    }
+    core::record_memory(detail::now_ticks(), reinterpret_cast<uintptr_t>(ptr), bytes,
+                        static_cast<uint64_t>(total_allocated), static_cast<uint64_t>(total_reserved),
+                        raw::memory_device(static_cast<int>(device.type()), device.index()));
+  }
+
+  // Also what makes c10's CPU allocator track sizes and report at all. c10
+  // asks it on every CPU allocation and free of a thread that holds the
+  // reporter: after the session, that thread's next allocation takes the
+  // reporter out (c10 holds its own reference meanwhile), so no callback
+  // has to stay on for it.
+  bool memoryProfilingEnabled() const override {
+    if (g_memory_reports_on.load(std::memory_order_relaxed)) return true;
+    remove_memory_reporter();
+    return false;
+  }
+
+  torch::profiler::impl::ActiveProfilerType profilerType() override {
+    return torch::profiler::impl::ActiveProfilerType::NONE;
+  }
+};
+
+// One reporter for the process.
+const std::shared_ptr<MemoryReporter>& memory_reporter() {
+  static auto* reporter = new std::shared_ptr<MemoryReporter>(std::make_shared<MemoryReporter>());
+  return *reporter;
+}
+
+// Set by the collector's exit handler. It runs before LibTorch's static
+// destructors (a library is finalized before the libraries it uses) but
+// after every thread-local destructor of the exiting thread: from then on
+// nothing here calls into LibTorch.
+std::atomic<bool> g_exiting{false};
+// Set when this thread's ReporterInstalled is destroyed: c10's thread-locals
+// may be gone next, so this thread no longer touches its debug info.
+[[gnu::tls_model("initial-exec")]] thread_local bool t_thread_exiting = false;
+
+// Pops the reporter when it is the newest PROFILER_STATE entry of this
+// thread's debug info (a guard may have pushed another on top: then later).
+bool pop_memory_reporter() noexcept {
+  try {
+    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE) != memory_reporter())
+      return false;
+    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+    return true;
+  } catch (...) {
+    return false;  // another kind on top
+  }
+}
+
+struct ReporterInstalled {
+  bool installed = false;
+  ~ReporterInstalled() {
+    t_thread_exiting = true;
+    if (!installed) return;
+    // c10's debug info of this thread was created before this object
+    // (install_memory_reporter reads it first), so it is destroyed after
+    // it: the reporter can still be taken out here, and must be, or exit
+    // would find it in torn-down thread-local storage.
+    pop_memory_reporter();
+    installed = false;
+  }
+};
+thread_local ReporterInstalled t_reporter;
+
+void remove_memory_reporter() noexcept {
+  if (t_thread_exiting || !t_reporter.installed) return;
+  if (!pop_memory_reporter()) return;
+  t_reporter.installed = false;
+}
+
+// See trainprof_torch_yield_profiler_state.
+int yield_profiler_state() noexcept {
+  if (t_thread_exiting || !t_reporter.installed) return 0;
+  if (!pop_memory_reporter()) return 0;
+  t_reporter.installed = false;
+  // Until LibTorch's profiler stops, its state sits where the reporter was:
+  // install_memory_reporter() sees it and this thread's reports go to it
+  // (said once at stop); after it, the next outermost operator puts the
+  // reporter back.
+  if (g_memory_reports_on.load(std::memory_order_relaxed))
+    g_memory_shadowed.store(true, std::memory_order_relaxed);
+  return 1;
+}
+
+}  // namespace
+
+// Guards (autograd engine, at::launch) copy the debug info into the threads
+// they run tasks on, so most threads inherit it.
+//
+// A thread must not keep it after the session: LibTorch's own profiler
+// refuses to start on a thread whose PROFILER_STATE is taken. So each thread
+// that installed it removes it at stop (the stopping thread), at its next
+// allocation or free after the session (the others: the allocator asks the
+// reporter, see MemoryReporter) or when it exits.
+[[gnu::noinline]] void install_memory_reporter() {
+  if (t_thread_exiting || g_exiting.load(std::memory_order_relaxed)) return;
+  c10::DebugInfoBase* current = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
+  if (current == memory_reporter().get()) return;
+  if (current != nullptr) {
+    g_memory_shadowed.store(true, std::memory_order_relaxed);
+    return;
+  }
+  c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, memory_reporter());
+  t_reporter.installed = true;
+}
+
+void start_memory_reports() noexcept {
+  g_memory_shadowed.store(false, std::memory_order_relaxed);
+  g_memory_reports_on.store(true, std::memory_order_relaxed);
+  try {
+    install_memory_reporter();  // this thread; others as they run operators
+  } catch (const std::exception& e) {
+    base::log_error(std::string("LibTorch collector: cannot install the memory reporter: ") + e.what());
+  }
+}
+
+void stop_memory_reports() noexcept {
+  if (!g_memory_reports_on.exchange(false, std::memory_order_relaxed)) return;
+  remove_memory_reporter();  // this thread's; the others' at their next allocation
+  if (g_memory_shadowed.load(std::memory_order_relaxed)) {
+    base::log_warning(
+        "LibTorch collector: LibTorch's own profiler was recording on some threads; their memory reports "
+        "went to it, not to trainprof");
+  }
+}
+
+void stop_memory_reports_at_exit() noexcept {
+  g_memory_reports_on.store(false, std::memory_order_relaxed);
+  g_exiting.store(true);
+}
+
+}  // namespace trainprof::torch_collector
+
+extern "C" int trainprof_torch_yield_profiler_state() noexcept {
+  return trainprof::torch_collector::yield_profiler_state();
+}

@@ -1,0 +1,48 @@
+// Copyright trainprof authors. Memory (profile_memory): every allocation
+// and free of LibTorch's allocators, as MEMORY events.
+//
+// LibTorch's allocators report every allocation and free to the
+// PROFILER_STATE entry of the calling thread's debug info
+// (c10::reportMemoryUsageToProfiler). A reporter is installed there on the
+// thread that starts the session and on every thread that runs an operator
+// (the collector calls install_memory_reporter() at each outermost
+// operator); a report becomes two Event slots (MemoryReport, MemoryTotals),
+// and the analysis finds the operator that was running. After the session
+// each thread takes the reporter out at its next allocation, or when it
+// exits: no operator callback stays on for it.
+#ifndef TRAINPROF_COLLECTORS_TORCH_MEMORY_REPORTER_H_
+#define TRAINPROF_COLLECTORS_TORCH_MEMORY_REPORTER_H_
+
+#include <atomic>
+
+namespace trainprof::torch_collector {
+
+// True while a session records memory (read by the operator callbacks).
+extern std::atomic<bool> g_memory_reports_on;
+
+// A session with profile_memory starts: installs the reporter on the calling
+// thread; the others get it at their next outermost operator.
+void start_memory_reports() noexcept;
+
+// The session stops: takes this thread's reporter out (the others' at their
+// next allocation) and says when LibTorch's own profiler held some threads.
+void stop_memory_reports() noexcept;
+
+// At exit, while LibTorch is still whole: no thread installs the reporter
+// again.
+void stop_memory_reports_at_exit() noexcept;
+
+// Puts the reporter in the calling thread's debug info unless it is there,
+// or another profiler state is (LibTorch's profiler is recording here).
+void install_memory_reporter();
+
+}  // namespace trainprof::torch_collector
+
+// For the Python package, right before torch's own profiler starts on the
+// calling thread: LibTorch refuses to start its profiler ("Profiler is
+// already enabled on this thread") where PROFILER_STATE holds anything, our
+// memory reporter included. Takes this thread's reporter out; returns 1 when
+// it was there. Never throws.
+extern "C" __attribute__((visibility("default"))) int trainprof_torch_yield_profiler_state() noexcept;
+
+#endif  // TRAINPROF_COLLECTORS_TORCH_MEMORY_REPORTER_H_
