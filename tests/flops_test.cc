@@ -7,7 +7,7 @@
 
 #include <vector>
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 namespace {
 
 TEST(Flops, OperatorsAreKnownByTheirLibTorchNames) {
@@ -97,4 +97,4 @@ TEST(Flops, ElementwiseIsOnePerElementOfTheFirstInput) {
 }
 
 }  // namespace
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch

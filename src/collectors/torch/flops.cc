@@ -1,7 +1,7 @@
 // Copyright trainprof authors. The FLOPs formulas (flops.h).
 #include "collectors/torch/flops.h"
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 
 FlopsOp flops_op(std::string_view name) {
   if (name == "aten::conv2d") return FlopsOp::kConv2d;
@@ -41,4 +41,4 @@ uint64_t elementwise_flops(std::span<const int64_t> sizes) {
   return elements;
 }
 
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch

@@ -10,7 +10,7 @@
 #include <span>
 #include <string_view>
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 
 // The operators whose FLOPs are counted (what LibTorch counts).
 enum class FlopsOp { kNone, kConv2d, kMm, kAddmm, kBmm, kBaddbmm, kElementwise };
@@ -41,6 +41,6 @@ uint64_t matmul_flops(std::span<const int64_t> a, std::span<const int64_t> b, si
 // An elementwise operator: one operation per element of its first input.
 uint64_t elementwise_flops(std::span<const int64_t> sizes);
 
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch
 
 #endif  // TRAINPROF_COLLECTORS_TORCH_FLOPS_H_

@@ -14,7 +14,7 @@
 #include "raw/format.h"
 #include "trainprof/range.h"
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 
 std::atomic<bool> g_memory_reports_on{false};
 
@@ -30,11 +30,11 @@ void remove_memory_reporter() noexcept;
 // ProfilerStateBase, so the reporter is one, in the Disabled state: there
 // LibTorch's profilerEnabled() stays false and its profiler can still push
 // its own state on top (it then gets that thread's reports until it pops).
-class MemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
+class MemoryReporter final : public ::torch::profiler::impl::ProfilerStateBase {
  public:
   MemoryReporter()
       : ProfilerStateBase(
-            torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::Disabled)) {}
+            ::torch::profiler::impl::ProfilerConfig(::torch::profiler::impl::ProfilerState::Disabled)) {}
 
   // Called by the allocator for every allocation (> 0) and free (< 0): no
   // lock, no allocation.
@@ -60,8 +60,8 @@ class MemoryReporter final : public torch::profiler::impl::ProfilerStateBase {
     return false;
   }
 
-  torch::profiler::impl::ActiveProfilerType profilerType() override {
-    return torch::profiler::impl::ActiveProfilerType::NONE;
+  ::torch::profiler::impl::ActiveProfilerType profilerType() override {
+    return ::torch::profiler::impl::ActiveProfilerType::NONE;
   }
 };
 
@@ -175,8 +175,8 @@ void stop_memory_reports_at_exit() noexcept {
   g_exiting.store(true);
 }
 
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch
 
 extern "C" int trainprof_torch_yield_profiler_state() noexcept {
-  return trainprof::torch_collector::yield_profiler_state();
+  return trainprof::torch::yield_profiler_state();
 }

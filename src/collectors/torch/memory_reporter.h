@@ -15,7 +15,7 @@
 
 #include <atomic>
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 
 // True while a session records memory (read by the operator callbacks).
 extern std::atomic<bool> g_memory_reports_on;
@@ -36,7 +36,7 @@ void stop_memory_reports_at_exit() noexcept;
 // or another profiler state is (LibTorch's profiler is recording here).
 void install_memory_reporter();
 
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch
 
 // For the Python package, right before torch's own profiler starts on the
 // calling thread: LibTorch refuses to start its profiler ("Profiler is

@@ -7,7 +7,7 @@
 
 #include <c10/util/ThreadLocalDebugInfo.h>
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 
 template <typename Method>
 struct MemoryTotalArg;
@@ -17,6 +17,6 @@ struct MemoryTotalArg<void (Class::*)(Ptr, Size, Total, Total, Device)> {
 };
 using MemoryTotal = MemoryTotalArg<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
 
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch
 
 #endif  // TRAINPROF_COLLECTORS_TORCH_MEMORY_TOTAL_H_

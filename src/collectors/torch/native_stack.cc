@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <utility>
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 namespace {
 
 // The main program's path (its link map names it ""), read once.
@@ -59,4 +59,4 @@ std::string format_native_frames(void* const* frames, int count) {
   return text;
 }
 
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch

@@ -8,12 +8,12 @@
 
 #include <string>
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 
 // The frames `frames[0..count)` (return addresses, as backtrace() gives
 // them) as "module+0xoffset;...", with "?" for an address no module holds.
 std::string format_native_frames(void* const* frames, int count);
 
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch
 
 #endif  // TRAINPROF_COLLECTORS_TORCH_NATIVE_STACK_H_

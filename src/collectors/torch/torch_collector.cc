@@ -41,7 +41,7 @@
 #include "raw/format.h"
 #include "trainprof/range.h"
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 namespace {
 
 using core::Event;
@@ -589,4 +589,4 @@ __attribute__((constructor)) void register_torch_collector() {
 }
 
 }  // namespace
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch

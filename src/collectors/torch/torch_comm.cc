@@ -34,7 +34,7 @@
 #include "trainprof/range.h"
 #endif
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 namespace {
 
 constexpr std::string_view kCallPrefix = "c10d::";
@@ -376,14 +376,14 @@ bool comm_ended(CommRole, const at::RecordFunction&, uint64_t) noexcept {
 
 #endif
 
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch
 
 extern "C" int trainprof_torch_comm_group(const char* name, const int32_t* world_ranks, int64_t count) {
   if (name == nullptr || count < 0 || (count > 0 && world_ranks == nullptr)) return -1;
   try {
     std::vector<int32_t> ranks(world_ranks, world_ranks + count);
-    std::lock_guard lock(trainprof::torch_collector::g_members_mutex);
-    trainprof::torch_collector::g_members[name] = std::move(ranks);
+    std::lock_guard lock(trainprof::torch::g_members_mutex);
+    trainprof::torch::g_members[name] = std::move(ranks);
     return 0;
   } catch (...) {
     return -1;

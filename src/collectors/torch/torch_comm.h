@@ -32,7 +32,7 @@
 
 #include <cstdint>
 
-namespace trainprof::torch_collector {
+namespace trainprof::torch {
 
 // What an operator name is to this module, decided once per name.
 enum class CommRole : uint8_t {
@@ -57,7 +57,7 @@ uint64_t comm_session_stopped() noexcept;
 void comm_started(CommRole role, const char* name, const at::RecordFunction& fn, uint64_t ticks) noexcept;
 bool comm_ended(CommRole role, const at::RecordFunction& fn, uint64_t ticks) noexcept;
 
-}  // namespace trainprof::torch_collector
+}  // namespace trainprof::torch
 
 // The world ranks of a torch.distributed group's members, in group rank
 // order (from the Python package, which sees torch's group registry).
