@@ -727,6 +727,54 @@ TEST(TorchCollector, NoCallbackRunsAfterAMemorySessionEnds) {
   worker.join();
 }
 
+bool holds_profiler_state() {
+  return c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) != nullptr;
+}
+
+// Code that annotates itself (torch.compile's graph ranges) makes a range
+// only where the thread holds a profiler state: a session that records
+// operators stands there on every thread that runs one, without
+// profile_memory too, then reports no memory; and gives the place back
+// after the session, so that LibTorch's own profiler starts there.
+TEST(TorchCollector, ASessionStandsAsAProfilerStateWithoutReportingMemory) {
+  test::TempDir dir;
+  Training training;
+  std::promise<void> stopped;
+  std::promise<bool> worker_held, worker_result;
+  std::thread worker;
+  std::string run;
+  {
+    ProfilerOptions o;
+    o.output_path = dir.path();
+    Profiler prof(o);
+    EXPECT_TRUE(holds_profiler_state()) << "on the thread that started the session";
+    training.step();
+    std::promise<void> ran;
+    worker = std::thread([&] {
+      torch::ones({8}).mul(2);  // an operator: the state is installed here too
+      worker_held.set_value(holds_profiler_state());
+      ran.set_value();
+      stopped.get_future().wait();
+      torch::ones({8});  // its first allocation after the session lets it go
+      worker_result.set_value(!holds_profiler_state() && libtorch_profiler_starts());
+    });
+    ran.get_future().wait();
+    prof.stop();
+    run = prof.last_run().run_dir;
+  }
+  EXPECT_FALSE(holds_profiler_state()) << "after the session, on the thread that stopped it";
+  EXPECT_TRUE(libtorch_profiler_starts());
+  stopped.set_value();
+  EXPECT_TRUE(worker_held.get_future().get()) << "a thread that ran an operator holds it";
+  EXPECT_TRUE(worker_result.get_future().get()) << "and gives it back after the session";
+  worker.join();
+  json trace = analysed_trace(run);
+  size_t operators = 0;
+  for (const json& e : trace["traceEvents"]) operators += e.value("cat", "") == "cpu_op" ? 1 : 0;
+  EXPECT_GT(operators, 50u);
+  EXPECT_TRUE(memory_events(trace).empty()) << "no memory report without profile_memory";
+}
+
 // The preloaded collector with profile_memory: the process exits normally
 // (LibTorch's thread-local debug info is torn down before the exit handler
 // that closes the run), and the memory reports are in the run.

@@ -186,6 +186,60 @@ def when_imported(callback: Callable[[], None]) -> None:
         sys.meta_path.insert(0, _TorchImportHook())
 
 
+# ---- torch's "a profiler is on" flag ----
+#
+# Code that annotates itself asks torch.autograd.profiler._is_profiler_enabled
+# before it makes a range (torch.compile's "## Call CompiledFxGraph ... ##" and
+# "Pregraph bytecode", dynamo's and inductor's own): torch.profiler sets it
+# while it runs. A trainprof profile recording CPU activity sets it too, so
+# that those ranges reach trainprof's operator callbacks, and puts back what
+# torch's own profiler needs when it stops.
+
+_profiles_on = 0  # trainprof profiles recording CPU activity in this process
+
+
+def _set_torch_profiler_flag(enabled: bool) -> None:
+    profiler = getattr(getattr(sys.modules.get("torch"), "autograd", None), "profiler", None)
+    if profiler is None or not hasattr(profiler, "_is_profiler_enabled"):
+        return  # a torch without the flag: nothing asks it
+    setter = getattr(profiler, "_set_is_profiler_enabled", None)
+    if setter is not None:
+        setter(enabled)
+    else:
+        profiler._is_profiler_enabled = enabled
+
+
+def _raise_torch_profiler_flag() -> None:
+    if _profiles_on > 0:
+        _set_torch_profiler_flag(True)
+
+
+def profile_started() -> None:
+    """A trainprof profile recording CPU activity started: torch sees a
+    profiler on (now, or right after ``import torch`` when it comes later)."""
+    global _profiles_on
+    _profiles_on += 1
+    when_imported(_raise_torch_profiler_flag)
+
+
+def profile_stepped() -> None:
+    """At each step of a started profile: torch.profiler's stop clears the
+    flag even when trainprof still records; it is raised again here."""
+    if _profiles_on > 0 and sys.modules.get("torch") is not None:
+        profiler = getattr(sys.modules["torch"].autograd, "profiler", None)
+        if profiler is not None and getattr(profiler, "_is_profiler_enabled", True) is False:
+            _set_torch_profiler_flag(True)
+
+
+def profile_stopped() -> None:
+    """A trainprof profile stopped: the flag is torch's own again (on while
+    torch's profiler runs, off otherwise)."""
+    global _profiles_on
+    _profiles_on = max(0, _profiles_on - 1)
+    if _profiles_on == 0 and sys.modules.get("torch") is not None:
+        _set_torch_profiler_flag(profiler_running())
+
+
 def collector_library() -> Optional[ctypes.CDLL]:
     """The loaded collector (None when it is not loaded)."""
     return _library

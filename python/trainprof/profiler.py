@@ -349,6 +349,7 @@ class profile:
                  experimental_config: Optional[_ExperimentalConfig] = None, sync_enable: bool = False) -> None:
         self._cpp: Optional[_trainprof.Profiler] = None
         self._modules: Optional[ModuleTracker] = None
+        self._torch_flag = False  # this profile holds torch's "a profiler is on" flag up
         options = _trainprof.ProfilerOptions()
         options.activities = _check_activities(activities)
         if _trainprof.Activity.GPU in options.activities and _torch.profiler_running():
@@ -379,6 +380,7 @@ class profile:
         prof = cls.__new__(cls)
         prof._cpp = None
         prof._modules = None
+        prof._torch_flag = False
         prof._start_core(options)
         return prof
 
@@ -391,7 +393,22 @@ class profile:
             if options.start_profile:
                 self._modules.install()
         _distributed.sync()  # start_profile opens a run now
+        self._records_cpu = _trainprof.Activity.CPU in options.activities
         self._cpp = _trainprof.Profiler(options)  # ValueError for what only the core checks
+        self._hold_torch_flag()
+
+    def _hold_torch_flag(self) -> None:
+        """Torch sees a profiler on while this one records CPU activity, so
+        that self-annotating code (torch.compile's graph ranges) makes its
+        ranges; see _torch.profile_started."""
+        if self._records_cpu and not self._torch_flag and self._cpp is not None and self._cpp.started():
+            self._torch_flag = True
+            _torch.profile_started()
+
+    def _release_torch_flag(self) -> None:
+        if self._torch_flag:
+            self._torch_flag = False
+            _torch.profile_stopped()
 
     def _set_on_trace_ready(self, options: _trainprof.ProfilerOptions, on_trace_ready: Any) -> None:
         if on_trace_ready is None:
@@ -429,12 +446,14 @@ class profile:
         if self._modules is not None:
             self._modules.install()
         self._call("start")
+        self._hold_torch_flag()
 
     def stop(self) -> None:
         """Stops recording; the open run is closed and ``on_trace_ready`` called.
         An error is logged, nothing else happens, when not started."""
         self._auto_started = False
         self._call("stop")
+        self._release_torch_flag()
         _distributed.measure_clock_offset()  # the drift since the first measurement
         if self._modules is not None:
             self._modules.remove()
@@ -443,6 +462,11 @@ class profile:
         """Ends a training step: drives the schedule (an error is logged when
         the profile is not started)."""
         self._call("step")
+        if self._torch_flag:
+            if self._cpp is not None and self._cpp.started():
+                _torch.profile_stepped()
+            else:
+                self._release_torch_flag()  # the schedule's last cycle is over
 
     def _call(self, method: str) -> None:
         if self._cpp is None:
@@ -463,6 +487,7 @@ class profile:
             self.stop()
         else:
             _distributed.measure_clock_offset()  # as stop() does
+            self._release_torch_flag()  # a profile the core stopped (a schedule's last cycle)
 
     def __del__(self) -> None:
         try:
@@ -470,6 +495,8 @@ class profile:
                 self._cpp.stop()
             if self._modules is not None:
                 self._modules.remove()
+            if getattr(self, "_torch_flag", False):
+                self._release_torch_flag()
         except Exception:
             pass
 

@@ -16,7 +16,13 @@
 
 namespace trainprof::torch {
 
-std::atomic<bool> g_memory_reports_on{false};
+std::atomic<bool> g_reporter_wanted{false};
+
+namespace {
+
+std::atomic<bool> g_memory_reports_on{false};  // profile_memory: allocations are reported
+
+}  // namespace
 
 namespace {
 
@@ -40,8 +46,8 @@ class MemoryReporter final : public ::torch::profiler::impl::ProfilerStateBase {
   // lock, no allocation.
   void reportMemoryUsage(void* ptr, int64_t bytes, MemoryTotal total_allocated, MemoryTotal total_reserved,
                          c10::Device device) override {
-    if (!detail::host_recording()) {
-      if (!g_memory_reports_on.load(std::memory_order_relaxed)) remove_memory_reporter();
+    if (!detail::host_recording() || !g_memory_reports_on.load(std::memory_order_relaxed)) {
+      if (!g_reporter_wanted.load(std::memory_order_relaxed)) remove_memory_reporter();
       return;
     }
     core::record_memory(detail::now_ticks(), reinterpret_cast<uintptr_t>(ptr), bytes,
@@ -54,9 +60,11 @@ class MemoryReporter final : public ::torch::profiler::impl::ProfilerStateBase {
   // reporter: after the session, that thread's next allocation takes the
   // reporter out (c10 holds its own reference meanwhile), so no callback
   // has to stay on for it.
+  // Without profile_memory, while the session records, it stays (as the
+  // sign that a profiler is on) and the allocator makes no report.
   bool memoryProfilingEnabled() const override {
     if (g_memory_reports_on.load(std::memory_order_relaxed)) return true;
-    remove_memory_reporter();
+    if (!g_reporter_wanted.load(std::memory_order_relaxed)) remove_memory_reporter();
     return false;
   }
 
@@ -143,16 +151,18 @@ int yield_profiler_state() noexcept {
   c10::DebugInfoBase* current = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
   if (current == memory_reporter().get()) return;
   if (current != nullptr) {
-    g_memory_shadowed.store(true, std::memory_order_relaxed);
+    if (g_memory_reports_on.load(std::memory_order_relaxed))
+      g_memory_shadowed.store(true, std::memory_order_relaxed);
     return;
   }
   c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, memory_reporter());
   t_reporter.installed = true;
 }
 
-void start_memory_reports() noexcept {
+void start_memory_reports(bool memory) noexcept {
   g_memory_shadowed.store(false, std::memory_order_relaxed);
-  g_memory_reports_on.store(true, std::memory_order_relaxed);
+  g_memory_reports_on.store(memory, std::memory_order_relaxed);
+  g_reporter_wanted.store(true, std::memory_order_relaxed);
   try {
     install_memory_reporter();  // this thread; others as they run operators
   } catch (const std::exception& e) {
@@ -161,9 +171,10 @@ void start_memory_reports() noexcept {
 }
 
 void stop_memory_reports() noexcept {
-  if (!g_memory_reports_on.exchange(false, std::memory_order_relaxed)) return;
+  if (!g_reporter_wanted.exchange(false, std::memory_order_relaxed)) return;
+  bool memory = g_memory_reports_on.exchange(false, std::memory_order_relaxed);
   remove_memory_reporter();  // this thread's; the others' at their next allocation
-  if (g_memory_shadowed.load(std::memory_order_relaxed)) {
+  if (memory && g_memory_shadowed.load(std::memory_order_relaxed)) {
     base::log_warning(
         "LibTorch collector: LibTorch's own profiler was recording on some threads; their memory reports "
         "went to it, not to trainprof");
@@ -172,6 +183,7 @@ void stop_memory_reports() noexcept {
 
 void stop_memory_reports_at_exit() noexcept {
   g_memory_reports_on.store(false, std::memory_order_relaxed);
+  g_reporter_wanted.store(false, std::memory_order_relaxed);
   g_exiting.store(true);
 }
 

@@ -1,5 +1,6 @@
 // Copyright trainprof authors. Memory (profile_memory): every allocation
-// and free of LibTorch's allocators, as MEMORY events.
+// and free of LibTorch's allocators, as MEMORY events; and LibTorch's sign
+// that a profiler is on.
 //
 // LibTorch's allocators report every allocation and free to the
 // PROFILER_STATE entry of the calling thread's debug info
@@ -10,6 +11,13 @@
 // and the analysis finds the operator that was running. After the session
 // each thread takes the reporter out at its next allocation, or when it
 // exits: no operator callback stays on for it.
+//
+// The same entry is what self-annotating code asks before it makes a range
+// (torch.compile's "## Call CompiledFxGraph ... ##", "Pregraph bytecode",
+// made with torch's _RecordFunctionFast, record only where a thread holds a
+// profiler state). So the reporter stands there whenever a session records
+// operators, with or without profile_memory; without it, it tells the
+// allocator that memory is not profiled, and no report is made.
 #ifndef TRAINPROF_COLLECTORS_TORCH_MEMORY_REPORTER_H_
 #define TRAINPROF_COLLECTORS_TORCH_MEMORY_REPORTER_H_
 
@@ -17,15 +25,18 @@
 
 namespace trainprof::torch {
 
-// True while a session records memory (read by the operator callbacks).
-extern std::atomic<bool> g_memory_reports_on;
+// True while a session records operators or memory: the reporter belongs
+// in every thread's debug info (read by the operator callbacks).
+extern std::atomic<bool> g_reporter_wanted;
 
-// A session with profile_memory starts: installs the reporter on the calling
-// thread; the others get it at their next outermost operator.
-void start_memory_reports() noexcept;
+// A session that records operators or memory starts: installs the reporter
+// on the calling thread; the others get it at their next outermost operator.
+// `memory`: it reports allocations (profile_memory).
+void start_memory_reports(bool memory) noexcept;
 
 // The session stops: takes this thread's reporter out (the others' at their
-// next allocation) and says when LibTorch's own profiler held some threads.
+// next allocation) and says when LibTorch's own profiler held some threads
+// while memory was recorded.
 void stop_memory_reports() noexcept;
 
 // At exit, while LibTorch is still whole: no thread installs the reporter

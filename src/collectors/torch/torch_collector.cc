@@ -411,7 +411,7 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
       // Outermost operators only: the guards that swap a thread's debug
       // info (autograd engine tasks, at::launch, parallel regions) do so
       // between operators, so a nested operator sees its parent's.
-      if (g_memory_reports_on.load(std::memory_order_relaxed)) install_memory_reporter();
+      if (g_reporter_wanted.load(std::memory_order_relaxed)) install_memory_reporter();
       if (g_with_context.load(std::memory_order_relaxed)) capture_context(t);
     }
     const char* inputs = g_record_inputs.load(std::memory_order_relaxed) &&
@@ -493,7 +493,10 @@ class TorchCollector final : public core::Collector {
 
   void start(const ProfilerOptions& options) noexcept override {
     if (options.activities.count(Activity::CPU) == 0) return;
-    if (options.profile_memory) start_memory_reports();
+    // The reporter also stands for "a profiler is on" where LibTorch asks
+    // (memory_reporter.h): with operators recorded, even without memory.
+    if (options.profile_memory || options.profiler_level != ProfilerLevel::None)
+      start_memory_reports(options.profile_memory);
     if (options.profiler_level == ProfilerLevel::None) return;
     // FLOPs need the inputs; FLOPs, call stacks and module hierarchies
     // travel in the OPERATOR_INPUTS event (a stack or a module alone does not
