@@ -4,6 +4,8 @@ asks of "a profiler" while one records."""
 from __future__ import annotations
 
 import collections
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,75 @@ def test_a_compiled_step_records_the_graph_ranges_torch_profiler_records() -> No
     graphs = [n for n in theirs if n.startswith("## Call CompiledFxGraph")]
     assert len(graphs) == 2, f"torch.profiler recorded {theirs}: a forward and a backward graph expected"
     assert ours == theirs
+
+
+def train(model: torch.nn.Module, steps: int, prof: trainprof.profile) -> None:
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(steps):
+        a_step_of_this_test(model, opt)
+        prof.step()
+
+
+def a_step_of_this_test(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    loss = model(torch.randn(16, 32)).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def step_numbers(trace: dict) -> list[int]:
+    return sorted(int(e["name"].split("#")[1]) for e in trace["traceEvents"]
+                  if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#"))
+
+
+def test_export_chrome_trace_writes_each_cycles_timeline_in_on_trace_ready_and_after() -> None:
+    written = []
+
+    def export(prof: trainprof.profile) -> None:
+        written.append(prof.export_chrome_trace(f"trace_{prof.step_num}.json"))
+
+    model = torch.nn.Linear(32, 8)
+    with trainprof.profile(schedule=trainprof.schedule(wait=1, warmup=1, active=2, repeat=2),
+                           on_trace_ready=export) as prof:
+        train(model, 8, prof)
+    assert written == ["trace_4.json", "trace_8.json"]
+    cycles = [json.loads(Path(p).read_text()) for p in written]
+    # Each cycle's file holds that cycle's steps only.
+    assert step_numbers(cycles[0]) == [2, 3]
+    assert step_numbers(cycles[1]) == [6, 7]
+    assert any(e.get("cat") == "cpu_op" and e["name"] == "aten::addmm" for e in cycles[1]["traceEvents"])
+
+    # After the `with` block: the last cycle; gzip when the name says so.
+    assert prof.export_chrome_trace("last.json.gz") == "last.json.gz"
+    with gzip.open("last.json.gz", "rt") as f:
+        assert json.load(f) == cycles[1]
+
+
+def test_exports_before_anything_was_recorded_say_so() -> None:
+    prof = trainprof.profile(start_profile=False)
+    with pytest.raises(RuntimeError, match=r"export_chrome_trace\(\): nothing recorded yet"):
+        prof.export_chrome_trace("trace.json")
+    with pytest.raises(RuntimeError, match=r"export_stacks\(\): nothing recorded yet"):
+        prof.export_stacks("stacks.txt")
+    assert not Path("trace.json").exists() and not Path("stacks.txt").exists()
+
+
+def test_export_stacks_writes_collapsed_stacks_outermost_first() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    with trainprof.profile(with_stack=True) as prof:
+        train(model, 3, prof)
+    with pytest.raises(ValueError, match="self_cpu_time_total"):
+        prof.export_stacks("stacks.txt", metric="cpu_time")
+    prof.export_stacks("stacks.txt")
+    lines = Path("stacks.txt").read_text().splitlines()
+    assert len(lines) > 5
+    ours = [line for line in lines if "a_step_of_this_test" in line]
+    assert ours, lines[:5]
+    for line in lines:
+        frames, value = line.rsplit(" ", 1)
+        assert int(value) > 0 and " " not in frames and "\t" not in frames
+    # Outermost first: the test calls train(), which calls a_step_of_this_test().
+    frames = ours[0].rsplit(" ", 1)[0].split(";")
+    outer = next(i for i, f in enumerate(frames) if f.endswith("train"))
+    inner = next(i for i, f in enumerate(frames) if f.endswith("a_step_of_this_test"))
+    assert outer < inner, frames

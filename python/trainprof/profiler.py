@@ -546,6 +546,40 @@ class profile:
         run_dir = self._cpp.last_run().run_dir if self._cpp is not None else ""
         return run_dir or None
 
+    # ---- torch.profiler's exports, of the cycle that closed last ----
+
+    def export_chrome_trace(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Writes the timeline of the cycle that closed last (Kineto's JSON
+        schema, as torch.profiler's ``export_chrome_trace``; gzip-compressed
+        when ``path`` ends in ``.gz``), analysing that cycle first when no
+        trace handler has. Works after the ``with`` block or ``stop()``, and
+        in ``on_trace_ready`` for the cycle that just closed. Returns ``path``.
+
+        Raises:
+            RuntimeError: no cycle has closed yet, or its analysis failed.
+            OSError: ``path`` cannot be written.
+        """
+        from . import _exports  # beside the analysis, which imports this module
+
+        return _exports.export_chrome_trace(self.last_run_dir, path)
+
+    def export_stacks(self, path: Union[str, "os.PathLike[str]"], metric: str = "self_cpu_time_total") -> str:
+        """Writes the call stacks of the cycle that closed last in the
+        collapsed format flamegraph.pl and speedscope read, as torch.profiler
+        does: one line per distinct (operator, call stack), its frames
+        outermost first and separated by ``;``, then the metric in µs.
+        Needs ``with_stack=True``. ``metric``: ``"self_cpu_time_total"``, or
+        ``"self_cuda_time_total"`` / ``"self_device_time_total"`` (GPU time).
+        Returns ``path``.
+
+        Raises:
+            ValueError: an unknown ``metric`` (the valid ones are listed).
+            RuntimeError: no cycle has closed yet, or its analysis failed.
+        """
+        from . import _exports
+
+        return _exports.export_stacks(self.last_run_dir, path, metric)
+
     def _analyse_closed_runs(self, async_mode: bool) -> None:
         mode = _trainprof.AnalyseMode.Async if async_mode else _trainprof.AnalyseMode.Sync
         if self._cpp is not None:
