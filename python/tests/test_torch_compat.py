@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import gzip
+import inspect
 import json
 from pathlib import Path
 
@@ -149,3 +150,45 @@ def test_export_stacks_writes_collapsed_stacks_outermost_first() -> None:
     outer = next(i for i, f in enumerate(frames) if f.endswith("train"))
     inner = next(i for i, f in enumerate(frames) if f.endswith("a_step_of_this_test"))
     assert outer < inner, frames
+
+
+def parameter_names(f: object) -> set[str]:
+    return {p for p in inspect.signature(f).parameters if p != "self"}  # type: ignore[arg-type]
+
+
+def test_every_argument_of_torch_profilers_callables_is_taken() -> None:
+    """torch.profiler code runs unchanged: each argument its profile, schedule
+    and trace handler take is taken here too (by name; positions:
+    test_api.py)."""
+    tp = torch.profiler
+    for ours, theirs in ((trainprof.profile.__init__, tp.profile.__init__), (trainprof.schedule, tp.schedule),
+                         (trainprof.tensorboard_trace_handler, tp.tensorboard_trace_handler)):
+        assert parameter_names(theirs) <= parameter_names(ours), parameter_names(theirs) - parameter_names(ours)
+
+
+def test_what_trainprof_does_not_support_is_said_once_by_name(caplog: pytest.LogCaptureFixture,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trainprof.profiler, "_warned_ignored", set())
+    for _ in range(2):
+        trainprof.profile(start_profile=False, acc_events=True, execution_trace_observer=object(),
+                          experimental_config=torch.profiler._ExperimentalConfig(verbose=True))
+        trainprof.schedule(wait=1, active=1, skip_first_wait=1)
+        trainprof.profile(start_profile=False, activities={torch.profiler.ProfilerActivity.CPU: ["aten::mm"]})
+        trainprof.tensorboard_trace_handler("tb", use_gzip=True)
+    said = [r.getMessage() for r in caplog.records if "not supported by trainprof" in r.getMessage()]
+    assert sorted(m.split(":")[0] for m in said) == ["acc_events", "activities' per-activity configs",
+                                                     "execution_trace_observer", "experimental_config",
+                                                     "schedule.skip_first_wait",
+                                                     "tensorboard_trace_handler.use_gzip"]  # each once
+    # Defaults say nothing.
+    caplog.clear()
+    trainprof.profile(start_profile=False, acc_events=False, custom_trace_id_callback=None)
+    assert not caplog.records
+
+
+def test_a_torch_profiler_schedule_is_taken_as_it_is() -> None:
+    theirs = torch.profiler.schedule(wait=1, warmup=2, active=3, repeat=2, skip_first=4)
+    ours = trainprof.profiler._check_schedule(theirs)
+    assert [ours.action(step).name for step in range(40)] == [theirs(step).name for step in range(40)]
+    with pytest.raises(TypeError, match="torch.profiler.schedule"):
+        trainprof.profile(schedule=lambda step: torch.profiler.ProfilerAction.RECORD)

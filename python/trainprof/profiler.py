@@ -140,11 +140,16 @@ class schedule:
         active: recorded steps per cycle (>= 1).
         repeat: cycles (>= 0; 0 means unbounded).
         skip_first: steps ignored before the first cycle (>= 0).
+        skip_first_wait: torch.profiler's; a value other than 0 is said once
+            and ignored (the first cycle keeps its wait steps).
 
     Calling the object with a step number returns its ``ProfilerAction``.
     """
 
-    def __init__(self, *, wait: int, warmup: int = 0, active: int, repeat: int = 0, skip_first: int = 0) -> None:
+    def __init__(self, *, wait: int, warmup: int = 0, active: int, repeat: int = 0, skip_first: int = 0,
+                 skip_first_wait: int = 0) -> None:
+        if check_int("schedule.skip_first_wait", skip_first_wait, 0) != 0:
+            _ignored("schedule.skip_first_wait", "the first cycle keeps its wait steps")
         self.wait = check_int("schedule.wait", wait, 0)
         self.warmup = check_int("schedule.warmup", warmup, 0)
         self.active = check_int("schedule.active", active, 1)
@@ -187,7 +192,8 @@ class _TraceHandler:
 
 def tensorboard_trace_handler(dir_name: Optional[Union[str, "os.PathLike[str]"]] = None,
                               worker_name: Optional[str] = None, analyse_flag: bool = True,
-                              async_mode: bool = False) -> _TraceHandler:
+                              async_mode: bool = False, *, use_gzip: bool = False,
+                              use_python_export: bool = False) -> _TraceHandler:
     """An ``on_trace_ready`` that writes each recorded cycle under ``dir_name``
     and analyses it there.
 
@@ -200,7 +206,14 @@ def tensorboard_trace_handler(dir_name: Optional[Union[str, "os.PathLike[str]"]]
         analyse_flag: analyse each run when it closes (outputs in
             ``{run}/PROFILER_OUTPUT``); False leaves it for ``trainprof.analyse``.
         async_mode: analyse in a child process so that training goes on.
+        use_gzip, use_python_export: torch.profiler's (keywords here: the
+            third and fourth positions are MindSpore's); True is said once
+            and ignored (the trace is linked uncompressed, as analysed).
     """
+    if check_bool("use_gzip", use_gzip):
+        _ignored("tensorboard_trace_handler.use_gzip", "the trace beside the runs is a link to the analysed one")
+    if check_bool("use_python_export", use_python_export):
+        _ignored("tensorboard_trace_handler.use_python_export", "the trace is written by the C++ analysis")
     if dir_name is None:
         dir_name = "./data"
     # Resolved now: a later os.chdir() of the script moves nothing.
@@ -283,6 +296,10 @@ def _check_activities(activities: Optional[Iterable[Any]]) -> set[_trainprof.Act
         return {_trainprof.Activity.CPU}
     if isinstance(activities, (str, bytes)) or not isinstance(activities, Iterable):
         raise TypeError(f"activities must be a list of ProfilerActivity, got {type(activities).__name__}")
+    if isinstance(activities, dict):  # torch's per-activity configs (event names to collect)
+        if any(activities.values()):
+            _ignored("activities' per-activity configs", "every event of an activity is collected")
+        activities = list(activities)
     result: set[_trainprof.Activity] = set()
     for item in activities:
         name = getattr(item, "name", None)
@@ -336,6 +353,10 @@ class profile:
             is off by default; ``ProfilerActivity.CUDA`` times every kernel
             without it. Needs CUDA initialized before the profile starts
             (said once, and ignored, otherwise).
+        execution_trace_observer, acc_events, custom_trace_id_callback,
+        post_processing_timeout_s: torch.profiler's, taken so that its code
+            runs unchanged; a value other than the default is said once (a
+            warning naming it and why) and ignored.
 
     Raises:
         TypeError, ValueError: a setting of the wrong type or value (named).
@@ -346,7 +367,10 @@ class profile:
                  on_trace_ready: Optional[Callable[["profile"], Any]] = None, record_shapes: bool = False,
                  profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
                  with_modules: bool = False, data_process: bool = False, start_profile: bool = True,
-                 experimental_config: Optional[_ExperimentalConfig] = None, sync_enable: bool = False) -> None:
+                 experimental_config: Optional[_ExperimentalConfig] = None, sync_enable: bool = False,
+                 execution_trace_observer: Any = None, acc_events: bool = False,
+                 custom_trace_id_callback: Optional[Callable[[], str]] = None,
+                 post_processing_timeout_s: Optional[float] = None) -> None:
         self._cpp: Optional[_trainprof.Profiler] = None
         self._modules: Optional[ModuleTracker] = None
         self._torch_flag = False  # this profile holds torch's "a profiler is on" flag up
@@ -368,6 +392,11 @@ class profile:
         options.with_modules = check_bool("with_modules", with_modules)
         options.sync_enable = check_bool("sync_enable", sync_enable)
         _apply_experimental_config(options, experimental_config)
+        for name, value in (("execution_trace_observer", execution_trace_observer), ("acc_events", acc_events),
+                            ("custom_trace_id_callback", custom_trace_id_callback),
+                            ("post_processing_timeout_s", post_processing_timeout_s)):
+            if value is not None and value is not False:
+                _ignored(name, _TORCH_ONLY_ARGUMENTS[name])
         self._set_on_trace_ready(options, on_trace_ready)
         if _trainprof.Activity.CPU in options.activities:
             _torch.warn_if_unavailable()  # before the core starts: the collector must be registered
@@ -586,16 +615,58 @@ class profile:
             self._cpp.analyse(mode, False, True)  # the trace handler's layout (TensorBoard, HTA)
 
 
+_warned_ignored: set[str] = set()
+
+
+def _ignored(name: str, why: str) -> None:
+    """Says once per process that torch.profiler's ``name`` is taken and ignored, and why."""
+    if name not in _warned_ignored:
+        _warned_ignored.add(name)
+        _log.warning("%s: not supported by trainprof (%s); ignored", name, why)
+
+
+# torch.profiler.profile's arguments that trainprof takes and ignores: why.
+_TORCH_ONLY_ARGUMENTS = {
+    "execution_trace_observer": "PyTorch's execution traces (Chakra) are not recorded",
+    "acc_events": "each cycle is analysed on its own; events are not accumulated across cycles",
+    "custom_trace_id_callback": "runs are named by their directories, not by a trace id",
+    "post_processing_timeout_s": "the analysis runs in its own process, bounded by the run's size",
+}
+
+
+def _torch_schedule_settings(value: Any) -> Optional[dict[str, int]]:
+    """The settings of a ``torch.profiler.schedule(...)`` (a closure over
+    them), or None when ``value`` is not one."""
+    code = getattr(value, "__code__", None)
+    if code is None or not getattr(value, "__module__", "").startswith("torch.profiler") or value.__closure__ is None:
+        return None
+    cells = dict(zip(code.co_freevars, (c.cell_contents for c in value.__closure__)))
+    names = ("wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait")
+    if not all(n in cells or n == "skip_first_wait" for n in names):
+        return None
+    return {n: cells[n] for n in names if n in cells}
+
+
 def _check_schedule(value: Any) -> Optional[_trainprof.Schedule]:
     if value is None:
         return None
     if not isinstance(value, schedule):
-        raise TypeError(f"schedule must be a trainprof.schedule(...), got {type(value).__name__}")
+        settings = _torch_schedule_settings(value)
+        if settings is None:
+            raise TypeError("schedule must be a trainprof.schedule(...) or a torch.profiler.schedule(...), "
+                            f"got {type(value).__name__}")
+        value = schedule(**settings)  # the same steps, driven by the core
     return value._cpp
 
 
 def _apply_experimental_config(options: _trainprof.ProfilerOptions, config: Any) -> None:
     if config is None:
+        return
+    if type(config).__name__ == "_ExperimentalConfig" and type(config).__module__.startswith("torch"):
+        # torch.profiler code unchanged: torch's config is about Kineto's
+        # metrics and CUPTI; trainprof's (MindSpore's) is another class.
+        _ignored("experimental_config", "torch's _ExperimentalConfig configures Kineto; trainprof's is "
+                 "trainprof._ExperimentalConfig (profiler_level, mstx domains, export_type, host_sys)")
         return
     if not isinstance(config, _ExperimentalConfig):
         raise TypeError(f"experimental_config must be a trainprof._ExperimentalConfig, got {type(config).__name__}")
