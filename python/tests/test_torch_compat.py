@@ -192,3 +192,13 @@ def test_a_torch_profiler_schedule_is_taken_as_it_is() -> None:
     assert [ours.action(step).name for step in range(40)] == [theirs(step).name for step in range(40)]
     with pytest.raises(TypeError, match="torch.profiler.schedule"):
         trainprof.profile(schedule=lambda step: torch.profiler.ProfilerAction.RECORD)
+
+
+def test_an_export_waits_for_the_trace_handlers_analysis_in_a_child_process() -> None:
+    model = torch.nn.Linear(64, 64)
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler("tb", async_mode=True)) as prof:
+        for _ in range(100):
+            model(torch.randn(16, 64)).sum().backward()
+    # Right after the block the child still analyses: the export waits for it.
+    trace = json.loads(Path(prof.export_chrome_trace("trace.json")).read_text())
+    assert sum(e["name"] == "aten::addmm" for e in trace["traceEvents"]) == 100

@@ -590,6 +590,7 @@ class profile:
         """
         from . import _exports  # beside the analysis, which imports this module
 
+        self._wait_for_analyses()
         return _exports.export_chrome_trace(self.last_run_dir, path)
 
     def export_stacks(self, path: Union[str, "os.PathLike[str]"], metric: str = "self_cpu_time_total") -> str:
@@ -607,7 +608,14 @@ class profile:
         """
         from . import _exports
 
+        self._wait_for_analyses()
         return _exports.export_stacks(self.last_run_dir, path, metric)
+
+    def _wait_for_analyses(self) -> None:
+        """An export reads the analysed cycle: the trace handler's analyses in
+        child processes (async_mode) are waited for, not raced."""
+        if self._cpp is not None:
+            self._cpp.wait_for_analysis()
 
     def _analyse_closed_runs(self, async_mode: bool) -> None:
         mode = _trainprof.AnalyseMode.Async if async_mode else _trainprof.AnalyseMode.Sync
