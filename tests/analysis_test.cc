@@ -96,15 +96,12 @@ RunAnalysis analyse_one(const std::string& run, AnalyseOptions options = {}) {
   return report.runs.empty() ? RunAnalysis{} : report.runs[0];
 }
 
-TEST(Analysis, SelfTimeOfNestedRangesOnManyThreads) {
-  TempDir dir;
-  ProfilerOptions o;
-  o.output_path = dir.path();
-  Profiler prof(o);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 6; ++t) {
-    threads.emplace_back([] {
-      for (int i = 0; i < 2000; ++i) {
+// On each of `threads` threads, `iterations` times: outer { inner1 { leaf } inner2 }.
+void record_nested_ranges(int threads, int iterations) {
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([iterations] {
+      for (int i = 0; i < iterations; ++i) {
         TRAINPROF_RANGE("outer");
         {
           TRAINPROF_RANGE("inner1");
@@ -114,7 +111,15 @@ TEST(Analysis, SelfTimeOfNestedRangesOnManyThreads) {
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : running) t.join();
+}
+
+TEST(Analysis, SelfTimeOfNestedRangesOnManyThreads) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  record_nested_ranges(6, 2000);
   prof.stop();
   std::string run = prof.last_run().run_dir;
   RunAnalysis r = analyse_one(run);
@@ -142,6 +147,46 @@ TEST(Analysis, SelfTimeOfNestedRangesOnManyThreads) {
     ratios += std::stod(stats[i][7]);
   }
   EXPECT_NEAR(ratios, 100.0, 0.01);
+}
+
+// torch.profiler's key_averages from the raw run, without the outputs: the
+// same counts, totals and self times as operator_details.csv, per name.
+TEST(KeyAverages, AgreeWithOperatorDetails) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  record_nested_ranges(2, 500);
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  KeyAverages k = key_averages(run);
+  ASSERT_TRUE(k.error.empty()) << k.error;
+  ASSERT_TRUE(analyse_one(run).ok);
+  auto details = by_name(read_csv(out(run, "operator_details.csv")));
+  // The ranges, and the step the session recorded at stop (as torch lists ProfilerStep#N).
+  ASSERT_EQ(k.rows.size(), 5u);
+  for (const KeyAverage& row : k.rows) {
+    SCOPED_TRACE(row.name);
+    if (row.name == "ProfilerStep#0") {
+      EXPECT_EQ(row.count, 1u);
+      continue;
+    }
+    ASSERT_EQ(details.count(row.name), 1u);
+    EXPECT_EQ(row.count, 1000u);
+    EXPECT_EQ(row.self_ns, ns_of(details[row.name][3]));
+    EXPECT_EQ(row.total_ns, ns_of(details[row.name][4]));
+    EXPECT_FALSE(row.is_operator);  // user ranges
+  }
+  for (size_t i = 1; i < k.rows.size(); ++i) EXPECT_GE(k.rows[i - 1].self_ns, k.rows[i].self_ns);
+  // Nothing recorded shapes or stacks: grouping by them changes nothing.
+  KeyAverages shapes = key_averages(run, {.group_by_input_shape = true, .group_by_stack_n = 5});
+  ASSERT_EQ(shapes.rows.size(), 5u);
+  EXPECT_EQ(shapes.rows[0].name, k.rows[0].name);
+  EXPECT_EQ(shapes.rows[0].self_ns, k.rows[0].self_ns);
+
+  KeyAverages missing = key_averages(dir.path() + "/no_such_run");
+  EXPECT_FALSE(missing.error.empty());
+  EXPECT_TRUE(missing.rows.empty());
 }
 
 TEST(Analysis, TraceFollowsKinetoSchemaAndNestsPerThread) {

@@ -232,8 +232,13 @@ TEST(Reliability, ThreadsBeyondTheMemoryCapDropExactCountsPerThread) {
     if (f.name(e.name_id) == "thread_work") ++written[std::to_string(e.tid)];
   }
   uint64_t sum = 0, threads_that_dropped = 0;
+  const std::string main_tid = word_after(r.output, "MAIN_TID");
   for (const auto& [tid, n] : info["events_dropped_by_thread"].items()) {
-    EXPECT_EQ(written[tid] + n.get<uint64_t>(), static_cast<uint64_t>(per_thread)) << tid;
+    // The main thread's is the step it records at stop (lost when the cap
+    // is still full then, on a loaded machine), not thread_work.
+    if (tid != main_tid) {
+      EXPECT_EQ(written[tid] + n.get<uint64_t>(), static_cast<uint64_t>(per_thread)) << tid;
+    }
     sum += n.get<uint64_t>();
     ++threads_that_dropped;
   }

@@ -158,6 +158,10 @@ int threads_mode(const char* dir, int n, int per_thread) {
   }
   for (auto& t : threads) t.join();
   prof.stop();
+  // The main thread records the session's step at stop (ProfilerStep#0), and
+  // loses it when the flusher has not yet emptied the cap the workers
+  // filled (a loaded machine): the test tells it from the workers.
+  std::printf("MAIN_TID %d\n", static_cast<int>(gettid()));
   std::printf("RECORDED %llu DROPPED %llu\n",
               static_cast<unsigned long long>(prof.last_run().events_recorded),
               static_cast<unsigned long long>(prof.last_run().events_dropped));
