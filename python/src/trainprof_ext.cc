@@ -29,6 +29,7 @@
 #include "trainprof/dataset.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
+#include "trainprof/key_averages.h"
 #include "trainprof/frontend.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
@@ -468,6 +469,32 @@ void bind_analysis(nb::module_& m) {
       "no_run_directory_error",
       [](nb::handle path) { return report_text(trainprof::no_run_directory_error(os_path(path))); },
       "path"_a);
+  nb::class_<trainprof::KeyAverage>(m, "KeyAverage")
+      .def_prop_ro("name", [](const trainprof::KeyAverage& r) { return report_text(r.name); })
+      .def_prop_ro("input_shapes", [](const trainprof::KeyAverage& r) { return report_text(r.input_shapes); })
+      .def_prop_ro("stack", [](const trainprof::KeyAverage& r) { return report_text(r.stack); })
+      .def_ro("is_operator", &trainprof::KeyAverage::is_operator)
+      .def_ro("count", &trainprof::KeyAverage::count)
+      .def_ro("total_ns", &trainprof::KeyAverage::total_ns)
+      .def_ro("self_ns", &trainprof::KeyAverage::self_ns)
+      .def_ro("device_total_ns", &trainprof::KeyAverage::device_total_ns)
+      .def_ro("device_self_ns", &trainprof::KeyAverage::device_self_ns)
+      .def_ro("flops", &trainprof::KeyAverage::flops);
+  nb::class_<trainprof::KeyAverages>(m, "KeyAverages")
+      .def_ro("rows", &trainprof::KeyAverages::rows)
+      .def_prop_ro("error", [](const trainprof::KeyAverages& r) { return report_text(r.error); })
+      .def_prop_ro("warnings", [](const trainprof::KeyAverages& r) { return report_texts(r.warnings); });
+  m.def(
+      "key_averages",
+      [](nb::handle run_dir, bool group_by_input_shape, int group_by_stack_n) {
+        std::string path = os_path(run_dir);
+        nb::gil_scoped_release release;
+        trainprof::KeyAveragesOptions options;
+        options.group_by_input_shape = group_by_input_shape;
+        options.group_by_stack_n = group_by_stack_n;
+        return trainprof::key_averages(path, options);
+      },
+      "run_dir"_a, "group_by_input_shape"_a = false, "group_by_stack_n"_a = 0);
   m.def(
       "summarize_run",
       [](nb::handle run_dir) {

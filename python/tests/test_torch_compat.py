@@ -1,5 +1,5 @@
-"""torch.profiler code that keeps working under trainprof: what torch itself
-asks of "a profiler" while one records."""
+"""torch.profiler code that keeps working under trainprof: its arguments, exports,
+key averages, and what torch itself asks of "a profiler" while one records."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import collections
 import gzip
 import inspect
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import op_statistic, run_dirs, torch
+from conftest import Trainer, op_statistic, run_dirs, torch
 
 import trainprof
+import trainprof._key_averages
 from trainprof import tensorboard_trace_handler
 
 
@@ -202,3 +205,65 @@ def test_an_export_waits_for_the_trace_handlers_analysis_in_a_child_process() ->
     # Right after the block the child still analyses: the export waits for it.
     trace = json.loads(Path(prof.export_chrome_trace("trace.json")).read_text())
     assert sum(e["name"] == "aten::addmm" for e in trace["traceEvents"]) == 100
+
+
+def columns(table_line: str) -> list[str]:
+    return [c for c in re.split(r"\s{2,}", table_line.strip()) if c]
+
+
+def test_key_averages_has_torch_profilers_names_counts_and_table(trainer: Trainer) -> None:
+    trainer.run(1)  # first calls initialize lazily
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as theirs:
+        trainer.run(2)
+    with trainprof.profile() as prof:
+        trainer.run(2)
+    averages = prof.key_averages()
+    aten = {e.key: e.count for e in averages if e.key.startswith("aten::")}
+    assert aten == {e.key: e.count for e in theirs.key_averages() if e.key.startswith("aten::")}
+    assert len(aten) > 20
+    # No step() was called: no ProfilerStep row, as under torch.profiler.
+    assert not any(e.key.startswith("ProfilerStep") for e in averages)
+
+    table = averages.table(sort_by="cpu_time_total", row_limit=10)
+    lines = table.splitlines()
+    their_lines = theirs.key_averages().table(sort_by="cpu_time_total", row_limit=10).splitlines()
+    assert columns(lines[1]) == columns(their_lines[1]) == [
+        "Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"]
+    assert set(lines[0]) == set(lines[2]) == set(lines[-2]) == {"-", " "}
+    rows = lines[3:-2]
+    assert len(rows) == 10
+    totals = [e.cpu_time_total for e in sorted(averages, key=lambda e: e.cpu_time_total, reverse=True)][:10]
+    assert [columns(r)[4] for r in rows] == [trainprof._key_averages._format_time(t) for t in totals]
+    assert lines[-1] == f"Self CPU time total: {trainprof._key_averages._format_time(averages.self_cpu_time_total)}"
+    assert their_lines[-1].startswith("Self CPU time total: ")
+
+    total = averages.total_average()
+    assert total.key == "Total" and total.count == sum(e.count for e in averages)
+    addmm = next(e for e in averages if e.key == "aten::addmm")
+    assert addmm.count == 2 and addmm.cpu_time == pytest.approx(addmm.cpu_time_total / 2)
+    assert 0 < addmm.self_cpu_time_total <= addmm.cpu_time_total
+    with pytest.raises(ValueError, match="cpu_time_total"):
+        averages.table(sort_by="cpu")
+
+
+def test_key_averages_by_input_shape_are_torch_profilers(trainer: Trainer) -> None:
+    trainer.run(1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as theirs:
+        trainer.run(2)
+    with trainprof.profile(record_shapes=True) as prof:
+        trainer.run(2)
+    ours = prof.key_averages(group_by_input_shape=True)
+    picked = ("aten::addmm", "aten::conv2d", "aten::convolution_backward")
+
+    def shapes(events: Any) -> set[tuple[str, str, int]]:
+        return {(e.key, str(e.input_shapes), e.count) for e in events if e.key in picked}
+
+    assert shapes(ours) == shapes(theirs.key_averages(group_by_input_shape=True))
+    assert len(shapes(ours)) == 3
+    assert "Input Shapes" in columns(ours.table(row_limit=5).splitlines()[1])
+
+
+def test_key_averages_before_anything_was_recorded_says_so() -> None:
+    prof = trainprof.profile(start_profile=False)
+    with pytest.raises(RuntimeError, match=r"key_averages\(\): nothing recorded yet"):
+        prof.key_averages()

@@ -1,6 +1,7 @@
 """Type stub of the C++ extension (python/src/trainprof_ext.cc): internal, use the trainprof package."""
 
 import enum
+import os
 from typing import Callable, Optional, Union
 
 def version() -> str: ...
@@ -104,6 +105,28 @@ class AnalyseReport:
     error: str
     @property
     def ok(self) -> bool: ...
+
+class KeyAverage:
+    """One key of ``key_averages``: every call of a name (and of its shapes or stack when grouped by them)."""
+    name: str
+    input_shapes: str
+    stack: str
+    is_operator: bool
+    count: int
+    total_ns: int
+    self_ns: int
+    device_total_ns: int
+    device_self_ns: int
+    flops: int
+
+class KeyAverages:
+    """One run's key averages, by self time; ``error`` when the run could not be read."""
+    rows: list[KeyAverage]
+    error: str
+    warnings: list[str]
+
+def key_averages(run_dir: Union[str, bytes, os.PathLike[str]], group_by_input_shape: bool = False,
+                 group_by_stack_n: int = 0) -> KeyAverages: ...
 
 class Profiler:
     def __init__(self, options: ProfilerOptions) -> None: ...

@@ -611,6 +611,34 @@ class profile:
         self._wait_for_analyses()
         return _exports.export_stacks(self.last_run_dir, path, metric)
 
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+                     group_by_overload_name: bool = False) -> Any:
+        """torch.profiler's key averages of the cycle that closed last: an
+        ``EventList`` of ``FunctionEventAvg`` (``key``, ``count``,
+        ``self_cpu_time_total``, ``cpu_time_total``, ``cpu_time``, device times
+        with torch's ``cuda_`` names, ``input_shapes``, ``stack``, ``flops``;
+        µs), by self CPU time, with ``.table(sort_by=..., row_limit=...)``
+        printing torch's table. Computed by the C++ analysis from the run's
+        raw data. ``group_by_input_shape`` needs ``record_shapes``,
+        ``group_by_stack_n`` ``with_stack``. Not yet: memory columns (0) and
+        ``group_by_overload_name`` (said once, ignored).
+
+        Raises:
+            RuntimeError: no cycle has closed yet, or its raw data cannot be read.
+        """
+        from . import _key_averages
+
+        by_shape = check_bool("group_by_input_shape", group_by_input_shape)
+        stack_n = check_int("group_by_stack_n", group_by_stack_n, 0)
+        if check_bool("group_by_overload_name", group_by_overload_name):
+            _ignored("key_averages.group_by_overload_name", "rows are grouped by operator name")
+        self._wait_for_analyses()
+        run = self.last_run_dir
+        if run is None:
+            raise RuntimeError("key_averages(): nothing recorded yet: no cycle of this profile has closed "
+                               "(call it after the `with` block or stop(), or in on_trace_ready)")
+        return _key_averages.key_averages(run, by_shape, stack_n, stepped=self.step_num > 0)
+
     def _wait_for_analyses(self) -> None:
         """An export reads the analysed cycle: the trace handler's analyses in
         child processes (async_mode) are waited for, not raced."""
