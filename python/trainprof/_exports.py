@@ -62,9 +62,16 @@ def _write_replacing(path: Union[str, "os.PathLike[str]"], write: Callable[[str]
 
 
 def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    """The process' umask, read without setting it (os.umask would change it
+    for every thread of the training meanwhile); 0o022 where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def export_chrome_trace(run_dir: Optional[str], path: Union[str, "os.PathLike[str]"]) -> str:

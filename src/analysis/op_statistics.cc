@@ -41,8 +41,6 @@ std::vector<SliceTotals> totals_by_key(const TraceModel& m) {
   return by_key;
 }
 
-namespace {
-
 void merge_into(SliceTotals& into, const SliceTotals& t) {
   if (t.count == 0) return;
   if (into.count == 0 || t.min_ns < into.min_ns) into.min_ns = t.min_ns;
@@ -54,6 +52,8 @@ void merge_into(SliceTotals& into, const SliceTotals& t) {
   into.device_self_ns += t.device_self_ns;
   into.device_total_ns += t.device_total_ns;
 }
+
+namespace {
 
 // Rows of `totals` (by name id), with the ratio to their sum, largest first.
 void add_rows(const TraceModel& m, const std::vector<SliceTotals>& totals, const char* core_type,

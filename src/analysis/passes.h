@@ -68,6 +68,9 @@ std::vector<SliceTotals> totals_by_key(const TraceModel& model);
 // device_*_by_key are known.
 void add_totals(const TraceModel& model, std::vector<SliceTotals>* by_key);
 void finish_totals(const TraceModel& model, std::vector<SliceTotals>* by_key);
+// Adds `t` to `into` (counts and times summed, min and max kept): one row of
+// a table made of several keys (every thread's calls of a name, ...).
+void merge_into(SliceTotals& into, const SliceTotals& t);
 
 // The fields of an operator's inputs string (SliceKey::inputs):
 // "[[64,1,28,28],[32]]", "[\"float\",\"float\"]", with with_flops the

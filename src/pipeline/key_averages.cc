@@ -30,10 +30,10 @@ std::string innermost_frames(std::string_view stack, int n) {
 std::vector<KeyAverage> group_keys(const analysis::TraceModel& m,
                                    const std::vector<analysis::SliceTotals>& totals,
                                    const KeyAveragesOptions& options) {
-  std::map<std::tuple<std::string_view, std::string, std::string>, KeyAverage> by_group;
+  // Per (name, shapes, stack): the first key's, for whether it is an operator.
+  std::map<std::tuple<uint32_t, std::string, std::string>, std::pair<analysis::SliceTotals, bool>> by_group;
   for (size_t k = 0; k < m.keys.size() && k < totals.size(); ++k) {
-    const analysis::SliceTotals& t = totals[k];
-    if (t.count == 0) continue;
+    if (totals[k].count == 0) continue;
     const analysis::SliceKey& key = m.keys[k];
     std::string shapes, stack;
     if (options.group_by_input_shape && key.inputs != 0) shapes = analysis::input_dims(m, key.inputs);
@@ -41,24 +41,18 @@ std::vector<KeyAverage> group_keys(const analysis::TraceModel& m,
       auto it = m.call_stacks.find(key.inputs);
       if (it != m.call_stacks.end()) stack = innermost_frames(it->second, options.group_by_stack_n);
     }
-    std::string_view name = m.strings[key.name];
-    KeyAverage& row = by_group[{name, shapes, stack}];
-    if (row.count == 0) {
-      row.name = std::string(name);
-      row.input_shapes = std::move(shapes);
-      row.stack = std::move(stack);
-      row.is_operator = key.is_op;
-    }
-    row.count += t.count;
-    row.total_ns += t.total_ns;
-    row.self_ns += t.self_ns;
-    row.device_total_ns += t.device_total_ns;
-    row.device_self_ns += t.device_self_ns;
-    row.flops += t.flops;
+    auto& group = by_group[{key.name, std::move(shapes), std::move(stack)}];
+    if (group.first.count == 0) group.second = key.is_op;
+    analysis::merge_into(group.first, totals[k]);
   }
   std::vector<KeyAverage> rows;
   rows.reserve(by_group.size());
-  for (auto& [group, row] : by_group) rows.push_back(std::move(row));
+  for (auto& [group, value] : by_group) {
+    const auto& [name, shapes, stack] = group;
+    const auto& [t, is_operator] = value;
+    rows.push_back(KeyAverage{m.strings[name], shapes, stack, is_operator, t.count, t.total_ns, t.self_ns,
+                              t.device_total_ns, t.device_self_ns, t.flops});
+  }
   std::stable_sort(rows.begin(), rows.end(), [](const KeyAverage& a, const KeyAverage& b) {
     return std::tie(b.self_ns, a.name) < std::tie(a.self_ns, b.name);
   });
