@@ -24,9 +24,10 @@ py="$venv/bin/python"
 # cluster tool, reads our cluster layout (python/tests/test_msprof_analyze.py);
 # perfetto carries Perfetto's trace protos, which decode our trace_view.pftrace
 # (python/tests/test_perfetto.py).
+# transformers, accelerate: Hugging Face's Trainer (python/tests/test_hf_trainer.py).
 requirements=("torch>=2.7" numpy pytest "nanobind>=2.2" "scikit-build-core>=0.10" torch-tb-profiler holistictraceanalysis
-  "msprof-analyze>=26.2" perfetto)
-if ! "$py" -c "import torch, numpy, pytest, nanobind, scikit_build_core, torch_tb_profiler, hta, msprof_analyze, perfetto" 2> /dev/null; then
+  "msprof-analyze>=26.2" perfetto transformers accelerate)
+if ! "$py" -c "import torch, numpy, pytest, nanobind, scikit_build_core, torch_tb_profiler, hta, msprof_analyze, perfetto, transformers, accelerate" 2> /dev/null; then
   echo "[python] installing ${requirements[*]} (torch brings its CUDA libraries: several GB, once)"
   start=$SECONDS
   "$py" -m pip install --progress-bar off -q "${requirements[@]}"

@@ -1135,6 +1135,98 @@ TEST(Analysis, MemoryReportsAreAttributedMatchedAndPeakedPerStep) {
   EXPECT_EQ(read_csv(out(run, "operator_memory.csv")).size(), 2u);
 }
 
+// torch.profiler's memory columns: a call's own reports (self) and those of
+// the calls inside it; a report outside every call on its thread is
+// "[memory]", and step 1's MiB (inside no operator) is its step's.
+TEST(KeyAverages, MemoryIsSummedPerCallAndIntoTheCallsAroundIt) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  std::thread other(memory_workload, uint64_t{1} << 40);
+  other.join();
+  memory_workload(uint64_t{2} << 40);
+  prof.step();
+  report_memory(uint64_t{3} << 40, 1 << 20, 1 << 20);
+  prof.step();
+  prof.stop();
+  KeyAverages k = key_averages(prof.last_run().run_dir);
+  ASSERT_TRUE(k.error.empty()) << k.error;
+  std::map<std::string, KeyAverage> rows;
+  for (const KeyAverage& row : k.rows) rows[row.name] = row;
+  const int64_t allocated = 2 * kBlocks * 64, freed = 2 * (kBlocks - 10) * 64;
+  EXPECT_EQ(rows["alloc_op"].count, 2u * kBlocks);
+  EXPECT_EQ(rows["alloc_op"].self_cpu_memory, allocated);
+  EXPECT_EQ(rows["alloc_op"].cpu_memory, allocated);
+  EXPECT_EQ(rows["outer"].self_cpu_memory, 0);
+  EXPECT_EQ(rows["outer"].cpu_memory, allocated);
+  EXPECT_EQ(rows["free_op"].self_cpu_memory, -freed);
+  // The main thread's 32 bytes outside its operators are step 0's; the
+  // other thread's are "[memory]".
+  EXPECT_EQ(rows["ProfilerStep#0"].self_cpu_memory, 32);
+  EXPECT_EQ(rows["ProfilerStep#0"].cpu_memory, kBlocks * 64 + 32 - (kBlocks - 10) * 64);
+  EXPECT_EQ(rows["ProfilerStep#1"].cpu_memory, 1 << 20);
+  EXPECT_EQ(rows["[memory]"].count, 1u);
+  EXPECT_EQ(rows["[memory]"].cpu_memory, 32);
+  EXPECT_EQ(rows["[memory]"].total_ns, 0u);
+  for (const auto& [name, row] : rows) EXPECT_EQ(row.device_memory, 0) << name;  // all CPU
+}
+
+// events(): every call once, in start order, linked to its parent and
+// children on its thread; self times and memory add up along the links.
+TEST(CallEvents, EveryCallLinkedToItsParentAndChildren) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  record_nested_ranges(3, 200);
+  memory_workload(uint64_t{2} << 40);
+  prof.stop();
+  CallEvents e = call_events(prof.last_run().run_dir);
+  ASSERT_TRUE(e.error.empty()) << e.error;
+  std::map<std::string, int> count;
+  for (const CallEvent& c : e.calls) ++count[e.keys[c.key].name];
+  EXPECT_EQ(count["outer"], 3 * 200 + kBlocks);
+  EXPECT_EQ(count["leaf"], 3 * 200);
+  EXPECT_EQ(count["alloc_op"], kBlocks);
+  EXPECT_EQ(count["ProfilerStep#0"], 1);
+  EXPECT_EQ(count["[memory]"], 0);  // the main thread's step holds its report
+  for (size_t i = 0; i < e.calls.size(); ++i) {
+    const CallEvent& c = e.calls[i];
+    const std::string& name = e.keys[c.key].name;
+    SCOPED_TRACE(name + " #" + std::to_string(i));
+    if (i > 0) {
+      ASSERT_LE(e.calls[i - 1].start_ns, c.start_ns);
+    }
+    uint64_t children_ns = 0;
+    int64_t children_memory = 0;
+    for (uint32_t k = c.first_child; k != kNoCallEvent; k = e.calls[k].next_sibling) {
+      const CallEvent& child = e.calls[k];
+      ASSERT_EQ(child.parent, i);
+      ASSERT_EQ(e.keys[child.key].tid, e.keys[c.key].tid);
+      ASSERT_GE(child.start_ns, c.start_ns);
+      ASSERT_LE(child.end_ns, c.end_ns);
+      children_ns += child.end_ns - child.start_ns;
+      children_memory += child.cpu_memory;
+    }
+    ASSERT_EQ(c.self_ns, c.end_ns - c.start_ns - children_ns);
+    ASSERT_EQ(c.cpu_memory, c.self_cpu_memory + children_memory);
+    if (name == "leaf") {
+      ASSERT_EQ(e.keys[e.calls[c.parent].key].name, "inner1");
+    }
+    if (name == "outer" && c.first_child != kNoCallEvent &&
+        e.keys[e.calls[c.first_child].key].name == "inner1") {
+      ASSERT_EQ(e.keys[e.calls[e.calls[c.first_child].next_sibling].key].name, "inner2");
+    }
+    if (name == "alloc_op") {
+      ASSERT_EQ(c.self_cpu_memory, 64);
+    }
+  }
+  EXPECT_GT(e.origin_ns, 0u);
+  EXPECT_TRUE(e.kernels.empty());
+  EXPECT_FALSE(call_events(dir.path() + "/no_such_run").error.empty());
+}
+
 TEST(Analysis, MalformedMemoryEventDiscardsItsChunkOnly) {
   TempDir dir;
   ProfilerOptions o;

@@ -628,6 +628,28 @@ TEST_F(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
   EXPECT_NEAR(std::stod(detail_by_name["outer"][self]), 2000.0, 1.0);
   EXPECT_NEAR(std::stod(detail_by_name["outer"][total]), 3000.0, 1.0);  // with aten::mm's kernel
 
+  // torch.profiler's per-key and per-call device times say the same: the
+  // launcher's own kernels (self), and with the calls inside it.
+  std::map<std::string, KeyAverage> averages;
+  for (const KeyAverage& row : key_averages(prof.last_run().run_dir).rows) averages[row.name] = row;
+  EXPECT_NEAR(averages["aten::mm"].device_self_ns, 1e6, 1e3);
+  EXPECT_NEAR(averages["outer"].device_self_ns, 2e6, 1e3);
+  EXPECT_NEAR(averages["outer"].device_total_ns, 3e6, 1e3);
+  EXPECT_NEAR(averages["ProfilerStep#0"].device_total_ns, 3e6, 1e3);  // k3 ran outside every range
+  CallEvents calls = call_events(prof.last_run().run_dir);
+  ASSERT_TRUE(calls.error.empty()) << calls.error;
+  int launchers = 0;
+  for (const CallEvent& c : calls.calls) {
+    const std::string& call = calls.keys[c.key].name;
+    if (c.kernel_count == 0) continue;
+    ++launchers;
+    ASSERT_EQ(c.kernel_count, 1u) << call;
+    const CallKernel& k = calls.kernels[c.first_kernel];
+    EXPECT_EQ(calls.kernel_names[k.name], call == "aten::mm" ? "k1()" : "k2()") << call;
+    EXPECT_EQ(k.end_ns - k.start_ns, c.self_device_ns) << call;
+  }
+  EXPECT_EQ(launchers, 2);
+
   exporter::CsvRows ops = table("op_statistic.csv");
   std::map<std::string, std::vector<std::string>> op_by_name;
   for (size_t i = 1; i < ops.size(); ++i) op_by_name[ops[i][0]] = ops[i];

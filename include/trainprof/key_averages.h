@@ -36,11 +36,18 @@ struct KeyAverage {
   uint64_t device_total_ns = 0;  // GPU time of what they launched, nested ranges' launches included
   uint64_t device_self_ns = 0;   // GPU time of what they launched themselves
   uint64_t flops = 0;            // with_flops: summed over the calls
+  // profile_memory: bytes allocated less bytes freed during the calls (CPU,
+  // and every other device), and the same without the ranges nested in them.
+  int64_t cpu_memory = 0;
+  int64_t self_cpu_memory = 0;
+  int64_t device_memory = 0;
+  int64_t self_device_memory = 0;
 };
 
 struct KeyAverages {
   std::string error;  // empty when the run was read
-  // By self time, largest first (ties by name).
+  // By self time, largest first (ties by name). Memory reported while no
+  // range was open on its thread is the row "[memory]" (count: reports).
   std::vector<KeyAverage> rows;
   std::vector<std::string> warnings;  // what reading the run said (damaged chunks, ...)
 };

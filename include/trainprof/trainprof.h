@@ -7,6 +7,7 @@
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
 #include "trainprof/frontend.h"
+#include "trainprof/call_events.h"
 #include "trainprof/key_averages.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"

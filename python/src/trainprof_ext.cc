@@ -26,11 +26,12 @@
 #include <vector>
 
 #include "trainprof/analyse.h"
+#include "trainprof/call_events.h"
 #include "trainprof/dataset.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
-#include "trainprof/key_averages.h"
 #include "trainprof/frontend.h"
+#include "trainprof/key_averages.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
 #include "trainprof/range.h"
@@ -479,7 +480,11 @@ void bind_analysis(nb::module_& m) {
       .def_ro("self_ns", &trainprof::KeyAverage::self_ns)
       .def_ro("device_total_ns", &trainprof::KeyAverage::device_total_ns)
       .def_ro("device_self_ns", &trainprof::KeyAverage::device_self_ns)
-      .def_ro("flops", &trainprof::KeyAverage::flops);
+      .def_ro("flops", &trainprof::KeyAverage::flops)
+      .def_ro("cpu_memory", &trainprof::KeyAverage::cpu_memory)
+      .def_ro("self_cpu_memory", &trainprof::KeyAverage::self_cpu_memory)
+      .def_ro("device_memory", &trainprof::KeyAverage::device_memory)
+      .def_ro("self_device_memory", &trainprof::KeyAverage::self_device_memory);
   nb::class_<trainprof::KeyAverages>(m, "KeyAverages")
       .def_ro("rows", &trainprof::KeyAverages::rows)
       .def_prop_ro("error", [](const trainprof::KeyAverages& r) { return report_text(r.error); })
@@ -495,6 +500,50 @@ void bind_analysis(nb::module_& m) {
         return trainprof::key_averages(path, options);
       },
       "run_dir"_a, "group_by_input_shape"_a = false, "group_by_stack_n"_a = 0);
+  // events(): the calls stay in C++ (sizeof(CallEvent) bytes each); Python
+  // reads one at a time as a tuple.
+  nb::class_<trainprof::CallEvents>(m, "CallEvents")
+      .def("__len__", [](const trainprof::CallEvents& e) { return e.calls.size(); })
+      .def(
+          "call",
+          [](const trainprof::CallEvents& e, size_t i) {
+            if (i >= e.calls.size()) throw nb::index_error("no such call");
+            const trainprof::CallEvent& c = e.calls[i];
+            return nb::make_tuple(c.start_ns, c.end_ns, c.self_ns, c.key, c.parent, c.first_child,
+                                  c.next_sibling, c.first_kernel, c.kernel_count, c.cpu_memory,
+                                  c.self_cpu_memory, c.device_memory, c.self_device_memory, c.device_ns,
+                                  c.self_device_ns);
+          },
+          "index"_a)
+      .def("key_count", [](const trainprof::CallEvents& e) { return e.keys.size(); })
+      .def(
+          "key",
+          [](const trainprof::CallEvents& e, size_t k) {
+            if (k >= e.keys.size()) throw nb::index_error("no such key");
+            const trainprof::CallKey& key = e.keys[k];
+            return nb::make_tuple(report_text(key.name), key.tid, report_text(key.input_shapes),
+                                  report_text(key.stack), key.is_operator, key.is_step, key.flops);
+          },
+          "index"_a)
+      .def(
+          "kernel",
+          [](const trainprof::CallEvents& e, size_t j) {
+            if (j >= e.kernels.size()) throw nb::index_error("no such kernel");
+            const trainprof::CallKernel& k = e.kernels[j];
+            return nb::make_tuple(report_text(e.kernel_names[k.name]), k.device, k.start_ns, k.end_ns);
+          },
+          "index"_a)
+      .def_ro("origin_ns", &trainprof::CallEvents::origin_ns)
+      .def_prop_ro("error", [](const trainprof::CallEvents& e) { return report_text(e.error); })
+      .def_prop_ro("warnings", [](const trainprof::CallEvents& e) { return report_texts(e.warnings); });
+  m.def(
+      "call_events",
+      [](nb::handle run_dir) {
+        std::string path = os_path(run_dir);
+        nb::gil_scoped_release release;
+        return trainprof::call_events(path);
+      },
+      "run_dir"_a);
   m.def(
       "summarize_run",
       [](nb::handle run_dir) {

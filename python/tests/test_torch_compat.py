@@ -267,3 +267,88 @@ def test_key_averages_before_anything_was_recorded_says_so() -> None:
     prof = trainprof.profile(start_profile=False)
     with pytest.raises(RuntimeError, match=r"key_averages\(\): nothing recorded yet"):
         prof.key_averages()
+
+
+def memory_by_key(events: Any) -> dict[str, tuple[int, int, int]]:
+    return {e.key: (e.count, e.cpu_memory_usage, e.self_cpu_memory_usage) for e in events
+            if e.key.startswith("aten::")}
+
+
+def test_key_averages_memory_is_torch_profilers(trainer: Trainer) -> None:
+    """With profile_memory each operator's bytes, its own and with what ran in
+    it, are torch.profiler's to the byte (allocations are deterministic)."""
+    trainer.run(1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as theirs:
+        trainer.run(2)
+    with trainprof.profile(profile_memory=True) as prof:
+        trainer.run(2)
+    ours = prof.key_averages()
+    assert memory_by_key(ours) == memory_by_key(theirs.key_averages())
+    conv = next(e for e in ours if e.key == "aten::conv2d")
+    assert conv.cpu_memory_usage > 0 and conv.self_cpu_memory_usage == 0  # its children allocate
+    lines = ours.table(sort_by="self_cpu_memory_usage").splitlines()
+    their_lines = theirs.key_averages().table(sort_by="self_cpu_memory_usage").splitlines()
+    assert columns(lines[1]) == columns(their_lines[1])
+    assert columns(lines[1])[-3:] == ["CPU Mem", "Self CPU Mem", "# of Calls"]
+
+    def memory_cells(table_lines: list[str]) -> dict[str, list[str]]:
+        return {columns(r)[0]: columns(r)[-3:] for r in table_lines[3:-2] if columns(r)[0].startswith("aten::")}
+
+    # Every operator's memory cells are torch's, in torch's units.
+    assert memory_cells(lines) == memory_cells(their_lines)
+    assert any(cells[1] != "0 B" for cells in memory_cells(lines).values())
+
+
+def call_tree(events: Any) -> list[tuple[str, str, str, list[str], int]]:
+    """Each operator call in start order: its name, input shapes, its parent's
+    name, its children's names, its own bytes."""
+    return [(e.name, str(e.input_shapes), e.cpu_parent.name if e.cpu_parent else "",
+             [c.name for c in e.cpu_children], e.self_cpu_memory_usage)
+            for e in events if e.name.startswith("aten::")]
+
+
+def test_events_are_torch_profilers_calls_with_their_links(trainer: Trainer) -> None:
+    trainer.run(1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
+                                profile_memory=True) as theirs:
+        trainer.run(2)
+    with trainprof.profile(record_shapes=True, profile_memory=True) as prof:
+        trainer.run(2)
+    events = prof.events()
+    ours = call_tree(events)
+    assert len(ours) > 100
+    assert ours == call_tree(theirs.events())
+    for e in events[:50]:
+        assert e.self_cpu_time_total == pytest.approx(
+            e.cpu_time_total - sum(c.cpu_time_total for c in e.cpu_children), abs=2e-3)
+        assert e.cpu_memory_usage == e.self_cpu_memory_usage + sum(c.cpu_memory_usage for c in e.cpu_children)
+        assert e.time_range.start <= e.time_range.end and e.cpu_time_total == e.time_range.elapsed_us()
+    assert [e.time_range.start for e in events] == sorted(e.time_range.start for e in events)
+    assert events[-1] == events[len(events) - 1] and len(events[2:5]) == 3
+    # The list's own summaries are the profile's.
+    assert {e.key: e.count for e in events.key_averages()} == {e.key: e.count for e in prof.key_averages()}
+    assert columns(events.table(row_limit=3).splitlines()[1])[0] == "Name"
+
+
+def test_in_on_trace_ready_each_cycle_describes_itself(trainer: Trainer) -> None:
+    cycles: list[tuple[dict[str, int], int]] = []
+
+    def handler(p: trainprof.profile) -> None:
+        counts = {e.key: e.count for e in p.key_averages()}
+        steps = sorted(e.key for e in p.events() if e.key.startswith("ProfilerStep#"))
+        cycles.append((counts, steps))
+
+    with trainprof.profile(schedule=trainprof.schedule(wait=1, warmup=1, active=2, repeat=2),
+                           on_trace_ready=handler) as prof:
+        trainer.run(8, after_step=prof.step)
+    assert len(cycles) == 2
+    assert [steps for _, steps in cycles] == [["ProfilerStep#2", "ProfilerStep#3"],
+                                             ["ProfilerStep#6", "ProfilerStep#7"]]
+    for counts, _ in cycles:
+        assert counts["aten::conv2d"] == 2 and counts["aten::addmm"] == 2
+
+
+def test_events_before_anything_was_recorded_says_so() -> None:
+    prof = trainprof.profile(start_profile=False)
+    with pytest.raises(RuntimeError, match=r"events\(\): nothing recorded yet"):
+        prof.events()

@@ -1,10 +1,7 @@
 """``profile.key_averages()``: torch's ``EventList`` of ``FunctionEventAvg``
 over the cycle that closed last, its numbers from the C++ analysis
-(``trainprof::key_averages``: the run's raw data through the self-time,
-launch and totals passes). Times are in µs, as torch's.
-
-Not yet here: the memory columns (``cpu_memory_usage`` and
-``self_cpu_memory_usage`` are 0) and ``group_by_overload_name``.
+(``trainprof::key_averages``: the run's raw data through the per-call walk,
+summed per key in C++). Times are in µs and memory in bytes, as torch's.
 """
 
 from __future__ import annotations
@@ -30,7 +27,8 @@ class FunctionEventAvg:
     def __init__(self, key: str, count: int = 0, cpu_time_total: float = 0.0, self_cpu_time_total: float = 0.0,
                  device_time_total: float = 0.0, self_device_time_total: float = 0.0,
                  input_shapes: Optional[list] = None, stack: Optional[list[str]] = None, flops: int = 0,
-                 is_user_annotation: bool = False) -> None:
+                 is_user_annotation: bool = False, cpu_memory_usage: int = 0, self_cpu_memory_usage: int = 0,
+                 device_memory_usage: int = 0, self_device_memory_usage: int = 0) -> None:
         self.key = key
         self.count = count
         self.cpu_time_total = cpu_time_total
@@ -41,10 +39,10 @@ class FunctionEventAvg:
         self.stack = stack or []
         self.flops = flops
         self.is_user_annotation = is_user_annotation
-        self.cpu_memory_usage = 0
-        self.self_cpu_memory_usage = 0
-        self.device_memory_usage = 0
-        self.self_device_memory_usage = 0
+        self.cpu_memory_usage = cpu_memory_usage
+        self.self_cpu_memory_usage = self_cpu_memory_usage
+        self.device_memory_usage = device_memory_usage
+        self.self_device_memory_usage = self_device_memory_usage
         self.node_id = -1
         self.overload_name = ""
         self.is_async = False
@@ -57,7 +55,8 @@ class FunctionEventAvg:
         shapes = (json.loads(row.input_shapes) if row.input_shapes else []) if by_shape else None
         return cls(row.name, row.count, row.total_ns / 1000.0, row.self_ns / 1000.0, row.device_total_ns / 1000.0,
                    row.device_self_ns / 1000.0, shapes, row.stack.split(";") if row.stack else [], row.flops,
-                   not row.is_operator)
+                   not row.is_operator, row.cpu_memory, row.self_cpu_memory, row.device_memory,
+                   row.self_device_memory)
 
     @property
     def cpu_time(self) -> float:
@@ -87,9 +86,10 @@ class FunctionEventAvg:
 class EventList(list):
     """torch's EventList of key averages: a list of FunctionEventAvg, and the table."""
 
-    def __init__(self, events: Iterable[FunctionEventAvg] = (), *, with_flops: bool = False) -> None:
+    def __init__(self, events: Iterable[Any] = (), *, with_flops: bool = False, profile_memory: bool = False) -> None:
         super().__init__(events)
         self._with_flops = with_flops
+        self._profile_memory = profile_memory
 
     @property
     def self_cpu_time_total(self) -> float:
@@ -106,6 +106,10 @@ class EventList(list):
             total.device_time_total += e.device_time_total
             total.self_device_time_total += e.self_device_time_total
             total.flops += e.flops
+            total.cpu_memory_usage += e.cpu_memory_usage
+            total.self_cpu_memory_usage += e.self_cpu_memory_usage
+            total.device_memory_usage += e.device_memory_usage
+            total.self_device_memory_usage += e.self_device_memory_usage
         return total
 
     def table(self, sort_by: Optional[str] = None, row_limit: int = 100, max_name_column_width: int = 55,
@@ -120,23 +124,25 @@ class EventList(list):
             raise ValueError(f"sort_by {sort_by!r} is not one of: {', '.join(SORT_KEYS)}")
         if time_unit not in (None, "s", "ms", "us"):
             raise ValueError(f"time_unit must be None, 's', 'ms' or 'us', got {time_unit!r}")
-        return _Table(self, self._with_flops, max_name_column_width, max_src_column_width,
+        return _Table(self, self._with_flops, self._profile_memory, max_name_column_width, max_src_column_width,
                       max_shapes_column_width, time_unit).render(sort_by, row_limit, header, top_level_events_only)
 
     def __str__(self) -> str:
         return self.table()
 
 
-def key_averages(run_dir: str, group_by_input_shape: bool, group_by_stack_n: int, stepped: bool) -> EventList:
+def key_averages(run_dir: str, group_by_input_shape: bool, group_by_stack_n: int, stepped: bool,
+                 profile_memory: bool = False) -> EventList:
     """``stepped``: the profile's step() was called. Without it the run's one
     step (the whole recording) is left out, as torch.profiler lists
-    ProfilerStep#N only for steps."""
+    ProfilerStep#N only for steps. ``profile_memory``: the table shows the
+    memory columns (as torch's, when memory was profiled)."""
     result = _trainprof.key_averages(run_dir, group_by_input_shape, group_by_stack_n)
     if result.error:
         raise RuntimeError(f"key_averages(): cannot read {run_dir}: {result.error}")
     rows = [FunctionEventAvg._of(row, group_by_input_shape) for row in result.rows
             if stepped or row.name != "ProfilerStep#0"]
-    return EventList(rows, with_flops=any(r.flops > 0 for r in rows))
+    return EventList(rows, with_flops=any(r.flops > 0 for r in rows), profile_memory=profile_memory)
 
 
 def _format_time(us: float) -> str:
@@ -145,6 +151,13 @@ def _format_time(us: float) -> str:
     if us >= 1e3:
         return f"{us / 1e3:.3f}ms"
     return f"{us:.3f}us"
+
+
+def _format_memory(nbytes: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if abs(nbytes) >= size:
+            return f"{nbytes / size:.2f} {unit}"
+    return f"{nbytes} B"
 
 
 def _format_share(part: float, whole: float) -> str:
@@ -159,11 +172,13 @@ class _Table:
     wide (the name, shapes and source columns as wide as their longest
     entry, capped), two spaces apart."""
 
-    def __init__(self, events: list[FunctionEventAvg], with_flops: bool, name_cap: int, src_cap: int,
+    def __init__(self, events: list[Any], with_flops: bool, profile_memory: bool, name_cap: int, src_cap: int,
                  shapes_cap: int, time_unit: Optional[str]) -> None:
         self.events = events
         self.time_unit = time_unit
         self.device = any(e.self_device_time_total > 0 for e in events)
+        self.memory = profile_memory
+        self.device_memory = profile_memory and self.device and any(e.device_memory_usage != 0 for e in events)
         self.shapes = any(e.input_shapes for e in events)
         self.stacks = any(e.stack for e in events)
         positive = [e.flops for e in events if e.flops > 0]
@@ -180,6 +195,10 @@ class _Table:
         if self.device:
             for title in ("Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"):
                 self.columns.append((title, 12, ">"))
+        if self.memory:
+            self.columns += [("CPU Mem", 12, ">"), ("Self CPU Mem", 12, ">")]
+        if self.device_memory:
+            self.columns += [("CUDA Mem", 12, ">"), ("Self CUDA Mem", 12, ">")]
         self.columns.append(("# of Calls", 12, ">"))
         if self.shapes:
             self.columns.append(("Input Shapes", self.shapes_width, ">"))
@@ -231,6 +250,10 @@ class _Table:
         if self.device:
             values += [self.time(e.self_device_time_total), _format_share(e.self_device_time_total, self_device),
                        self.time(e.device_time_total), self.time(e.device_time)]
+        if self.memory:
+            values += [_format_memory(e.cpu_memory_usage), _format_memory(e.self_cpu_memory_usage)]
+        if self.device_memory:
+            values += [_format_memory(e.device_memory_usage), _format_memory(e.self_device_memory_usage)]
         values.append(e.count)
         if self.shapes:
             values.append(str(e.input_shapes)[:self.shapes_width])

@@ -118,6 +118,10 @@ class KeyAverage:
     device_total_ns: int
     device_self_ns: int
     flops: int
+    cpu_memory: int
+    self_cpu_memory: int
+    device_memory: int
+    self_device_memory: int
 
 class KeyAverages:
     """One run's key averages, by self time; ``error`` when the run could not be read."""
@@ -127,6 +131,24 @@ class KeyAverages:
 
 def key_averages(run_dir: Union[str, bytes, os.PathLike[str]], group_by_input_shape: bool = False,
                  group_by_stack_n: int = 0) -> KeyAverages: ...
+
+class CallEvents:
+    """One run's calls, in start order; read one at a time."""
+    origin_ns: int
+    error: str
+    warnings: list[str]
+    def __len__(self) -> int: ...
+    def call(self, index: int) -> tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int, int]:
+        """(start_ns, end_ns, self_ns, key, parent, first_child, next_sibling, first_kernel, kernel_count,
+        cpu_memory, self_cpu_memory, device_memory, self_device_memory, device_ns, self_device_ns);
+        links are call indices, 0xffffffff for none."""
+    def key_count(self) -> int: ...
+    def key(self, index: int) -> tuple[str, int, str, str, bool, bool, int]:
+        """(name, tid, input_shapes, stack, is_operator, is_step, flops of one call)."""
+    def kernel(self, index: int) -> tuple[str, int, int, int]:
+        """(name, device, start_ns, end_ns)."""
+
+def call_events(run_dir: Union[str, bytes, os.PathLike[str]]) -> CallEvents: ...
 
 class Profiler:
     def __init__(self, options: ProfilerOptions) -> None: ...

@@ -385,6 +385,7 @@ class profile:
         options.schedule = _check_schedule(schedule)
         options.record_shapes = check_bool("record_shapes", record_shapes)
         options.profile_memory = check_bool("profile_memory", profile_memory)
+        self._profile_memory = options.profile_memory
         options.with_stack = check_bool("with_stack", with_stack)
         options.with_flops = check_bool("with_flops", with_flops)
         options.data_process = check_bool("data_process", data_process)
@@ -616,12 +617,15 @@ class profile:
         """torch.profiler's key averages of the cycle that closed last: an
         ``EventList`` of ``FunctionEventAvg`` (``key``, ``count``,
         ``self_cpu_time_total``, ``cpu_time_total``, ``cpu_time``, device times
-        with torch's ``cuda_`` names, ``input_shapes``, ``stack``, ``flops``;
-        µs), by self CPU time, with ``.table(sort_by=..., row_limit=...)``
-        printing torch's table. Computed by the C++ analysis from the run's
-        raw data. ``group_by_input_shape`` needs ``record_shapes``,
-        ``group_by_stack_n`` ``with_stack``. Not yet: memory columns (0) and
-        ``group_by_overload_name`` (said once, ignored).
+        with torch's ``cuda_`` names, ``cpu_memory_usage`` and
+        ``self_cpu_memory_usage`` (bytes, with ``profile_memory``),
+        ``input_shapes``, ``stack``, ``flops``; µs), by self CPU time, with
+        ``.table(sort_by=..., row_limit=...)`` printing torch's table.
+        Computed by the C++ analysis from the run's raw data.
+        ``group_by_input_shape`` needs ``record_shapes``, ``group_by_stack_n``
+        ``with_stack``. ``group_by_overload_name`` changes nothing: overload
+        names are not recorded (torch records them only with an experimental
+        option), so every row's ``overload_name`` is "" as torch's is by default.
 
         Raises:
             RuntimeError: no cycle has closed yet, or its raw data cannot be read.
@@ -630,14 +634,39 @@ class profile:
 
         by_shape = check_bool("group_by_input_shape", group_by_input_shape)
         stack_n = check_int("group_by_stack_n", group_by_stack_n, 0)
-        if check_bool("group_by_overload_name", group_by_overload_name):
-            _ignored("key_averages.group_by_overload_name", "rows are grouped by operator name")
+        check_bool("group_by_overload_name", group_by_overload_name)
+        run = self._closed_run("key_averages")
+        return _key_averages.key_averages(run, by_shape, stack_n, stepped=self.step_num > 0,
+                                          profile_memory=self._profile_memory)
+
+    def events(self) -> Any:
+        """torch.profiler's events of the cycle that closed last: one
+        ``FunctionEvent`` per recorded call, in start order (``name``, ``id``,
+        ``thread``, ``time_range``, ``cpu_time_total``, ``self_cpu_time_total``,
+        ``input_shapes``, ``stack``, ``cpu_parent``, ``cpu_children``,
+        ``cpu_memory_usage``, ``self_cpu_memory_usage``, ``flops``, device
+        times and ``kernels`` with GPU activity). The calls stay in the C++
+        analysis (96 bytes each) and each event is made as it is read, so a
+        cycle of millions of calls can be walked; ``.key_averages()`` and
+        ``.table()`` work on the list as torch's.
+
+        Raises:
+            RuntimeError: no cycle has closed yet, or its raw data cannot be read.
+        """
+        from . import _events
+
+        run = self._closed_run("events")
+        return _events.events(run, stepped=self.step_num > 0, profile_memory=self._profile_memory)
+
+    def _closed_run(self, caller: str) -> str:
+        """The run directory of the cycle that closed last, its analyses
+        waited for; a clear error before any cycle closed."""
         self._wait_for_analyses()
         run = self.last_run_dir
         if run is None:
-            raise RuntimeError("key_averages(): nothing recorded yet: no cycle of this profile has closed "
+            raise RuntimeError(f"{caller}(): nothing recorded yet: no cycle of this profile has closed "
                                "(call it after the `with` block or stop(), or in on_trace_ready)")
-        return _key_averages.key_averages(run, by_shape, stack_n, stepped=self.step_num > 0)
+        return run
 
     def _wait_for_analyses(self) -> None:
         """An export reads the analysed cycle: the trace handler's analyses in

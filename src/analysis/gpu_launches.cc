@@ -2,6 +2,7 @@
 #include "analysis/gpu_launches.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace trainprof::analysis {
 
@@ -15,20 +16,27 @@ std::unordered_map<uint32_t, const GpuActivity*> launches_by_correlation(const T
   return launch;
 }
 
-LaunchAttribution::LaunchAttribution(const TraceModel& m) {
+std::vector<DeviceLaunch> device_launches(const TraceModel& m) {
   std::unordered_map<uint32_t, uint64_t> device_ns;  // by correlation
   for (const GpuActivity& a : m.gpu) {
     if (is_device_activity(a)) device_ns[a.correlation] += a.end_ns - a.start_ns;
   }
+  std::vector<DeviceLaunch> out;
   for (const auto& [correlation, call] : launches_by_correlation(m)) {
     if (call->thread == 0) continue;  // CUPTI's thread matched no recording thread
     auto it = device_ns.find(correlation);
     if (it == device_ns.end()) continue;  // launched nothing that ran (or no launch)
-    threads_[call->thread].launches.push_back(Launch{call->start_ns, it->second, correlation});
+    out.push_back(DeviceLaunch{call->thread, call->start_ns, it->second, correlation});
   }
-  for (auto& entry : threads_) {
-    std::vector<Launch>& l = entry.second.launches;
-    std::sort(l.begin(), l.end(), [](const Launch& a, const Launch& b) { return a.start_ns < b.start_ns; });
+  std::sort(out.begin(), out.end(), [](const DeviceLaunch& a, const DeviceLaunch& b) {
+    return std::tie(a.start_ns, a.correlation) < std::tie(b.start_ns, b.correlation);
+  });
+  return out;
+}
+
+LaunchAttribution::LaunchAttribution(const TraceModel& m) {
+  for (const DeviceLaunch& l : device_launches(m)) {
+    threads_[l.thread].launches.push_back(Launch{l.start_ns, l.device_ns, l.correlation});
   }
 }
 

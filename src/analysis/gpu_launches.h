@@ -22,6 +22,17 @@ namespace trainprof::analysis {
 // driver call it makes (both carry the id).
 std::unordered_map<uint32_t, const GpuActivity*> launches_by_correlation(const TraceModel& m);
 
+// A launch that ran something on a device: its calling thread (OS id), its
+// start, and the device time of what it launched (a graph launch runs many).
+struct DeviceLaunch {
+  uint32_t thread;
+  uint64_t start_ns;
+  uint64_t device_ns;
+  uint32_t correlation;
+};
+// The launches whose calling thread is known, by start.
+std::vector<DeviceLaunch> device_launches(const TraceModel& m);
+
 // Fed window by window (analysis/run_loader.h) like SelfTimeAccumulator:
 // each thread's stack of open slices goes on from one window to the next,
 // and each launch is placed when the walk passes its start.

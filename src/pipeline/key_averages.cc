@@ -1,6 +1,6 @@
 // Copyright trainprof authors. key_averages (include/trainprof/key_averages.h):
-// the run loaded window by window through the self-time, launch and totals
-// passes only, then the slice keys grouped as asked.
+// the run loaded window by window through the per-call walk only, each call
+// summed into its slice key as it closes, then the keys grouped as asked.
 #include "trainprof/key_averages.h"
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <tuple>
 
-#include "analysis/gpu_launches.h"
+#include "analysis/call_walk.h"
 #include "analysis/passes.h"
 #include "analysis/run_loader.h"
 #include "analysis/trace_model.h"
@@ -27,13 +27,41 @@ std::string innermost_frames(std::string_view stack, int n) {
   return std::string(stack.substr(0, end));
 }
 
-std::vector<KeyAverage> group_keys(const analysis::TraceModel& m,
-                                   const std::vector<analysis::SliceTotals>& totals,
-                                   const KeyAveragesOptions& options) {
-  // Per (name, shapes, stack): the first key's, for whether it is an operator.
-  std::map<std::tuple<uint32_t, std::string, std::string>, std::pair<analysis::SliceTotals, bool>> by_group;
-  for (size_t k = 0; k < m.keys.size() && k < totals.size(); ++k) {
-    if (totals[k].count == 0) continue;
+void merge_row(KeyAverage& into, const KeyAverage& row) {
+  into.count += row.count;
+  into.total_ns += row.total_ns;
+  into.self_ns += row.self_ns;
+  into.device_total_ns += row.device_total_ns;
+  into.device_self_ns += row.device_self_ns;
+  into.flops += row.flops;
+  into.cpu_memory += row.cpu_memory;
+  into.self_cpu_memory += row.self_cpu_memory;
+  into.device_memory += row.device_memory;
+  into.self_device_memory += row.self_device_memory;
+}
+
+// One call as a row of its own.
+KeyAverage row_of(const analysis::WalkedCall& c) {
+  KeyAverage row;
+  row.count = 1;
+  row.total_ns = c.end_ns - c.start_ns;
+  row.self_ns = c.self_ns;
+  row.device_total_ns = c.device_ns;
+  row.device_self_ns = c.self_device_ns;
+  row.cpu_memory = c.cpu_memory;
+  row.self_cpu_memory = c.self_cpu_memory;
+  row.device_memory = c.device_memory;
+  row.self_device_memory = c.self_device_memory;
+  return row;
+}
+
+// `by_key`: the calls summed per slice key; `memory_only`: the "[memory]" calls.
+std::vector<KeyAverage> group_keys(const analysis::TraceModel& m, std::vector<KeyAverage> by_key,
+                                   const KeyAverage& memory_only, const KeyAveragesOptions& options) {
+  std::map<std::tuple<uint32_t, std::string, std::string>, KeyAverage> by_group;
+  for (size_t k = 0; k < m.keys.size() && k < by_key.size(); ++k) {
+    KeyAverage& row = by_key[k];
+    if (row.count == 0) continue;
     const analysis::SliceKey& key = m.keys[k];
     std::string shapes, stack;
     if (options.group_by_input_shape && key.inputs != 0) shapes = analysis::input_dims(m, key.inputs);
@@ -41,18 +69,20 @@ std::vector<KeyAverage> group_keys(const analysis::TraceModel& m,
       auto it = m.call_stacks.find(key.inputs);
       if (it != m.call_stacks.end()) stack = innermost_frames(it->second, options.group_by_stack_n);
     }
-    auto& group = by_group[{key.name, std::move(shapes), std::move(stack)}];
-    if (group.first.count == 0) group.second = key.is_op;
-    analysis::merge_into(group.first, totals[k]);
+    row.flops = key.inputs != 0 ? row.count * analysis::input_flops(m, key.inputs) : 0;
+    KeyAverage& group = by_group[{key.name, shapes, stack}];
+    if (group.count == 0) {
+      group.name = m.strings[key.name];
+      group.input_shapes = std::move(shapes);
+      group.stack = std::move(stack);
+      group.is_operator = key.is_op;
+    }
+    merge_row(group, row);
   }
   std::vector<KeyAverage> rows;
-  rows.reserve(by_group.size());
-  for (auto& [group, value] : by_group) {
-    const auto& [name, shapes, stack] = group;
-    const auto& [t, is_operator] = value;
-    rows.push_back(KeyAverage{m.strings[name], shapes, stack, is_operator, t.count, t.total_ns, t.self_ns,
-                              t.device_total_ns, t.device_self_ns, t.flops});
-  }
+  rows.reserve(by_group.size() + 1);
+  for (auto& entry : by_group) rows.push_back(std::move(entry.second));
+  if (memory_only.count > 0) rows.push_back(memory_only);
   std::stable_sort(rows.begin(), rows.end(), [](const KeyAverage& a, const KeyAverage& b) {
     return std::tie(b.self_ns, a.name) < std::tie(a.self_ns, b.name);
   });
@@ -67,19 +97,21 @@ KeyAverages key_averages(const std::string& run_dir, const KeyAveragesOptions& o
   analysis::RunLoader loader;
   if (!loader.scan(run_dir, &model, &out.error)) return out;
   if (options.group_by_stack_n > 0) analysis::symbolize_call_stacks(model);
-  analysis::SelfTimeAccumulator self(model);
-  analysis::LaunchAttribution launches(model);
-  std::vector<analysis::SliceTotals> totals;
-  auto add = [&](analysis::TraceModel& m, const analysis::Window&) {
-    self.add_window(m);
-    launches.add_window(m);
-    analysis::add_totals(m, &totals);
-  };
+  std::vector<KeyAverage> by_key(model.keys.size());
+  KeyAverage memory_only;
+  memory_only.name = "[memory]";
+  analysis::CallWalk walk(model, [&](const analysis::WalkedCall& c) {
+    if (c.key == analysis::kMemoryOnlyKey) {
+      merge_row(memory_only, row_of(c));
+      return;
+    }
+    if (c.key >= by_key.size()) by_key.resize(c.key + 1);
+    merge_row(by_key[c.key], row_of(c));
+  });
+  auto add = [&](analysis::TraceModel& m, const analysis::Window&) { walk.add_window(m); };
   if (!loader.load(&model, loader.plan_windows(AnalyseOptions{}.window_slices), add, &out.error)) return out;
-  self.finish(model);
-  launches.finish(model);
-  analysis::finish_totals(model, &totals);
-  out.rows = group_keys(model, totals, options);
+  walk.finish();
+  out.rows = group_keys(model, std::move(by_key), memory_only, options);
   out.warnings = model.warnings;
   return out;
 }
