@@ -163,11 +163,12 @@ TEST(KeyAverages, AgreeWithOperatorDetails) {
   ASSERT_TRUE(k.error.empty()) << k.error;
   ASSERT_TRUE(analyse_one(run).ok);
   auto details = by_name(read_csv(out(run, "operator_details.csv")));
-  // The ranges, and the step the session recorded at stop (as torch lists ProfilerStep#N).
+  // The ranges, and the step the session recorded at stop (every step is
+  // torch's one row "ProfilerStep*").
   ASSERT_EQ(k.rows.size(), 5u);
   for (const KeyAverage& row : k.rows) {
     SCOPED_TRACE(row.name);
-    if (row.name == "ProfilerStep#0") {
+    if (row.name == "ProfilerStep*") {
       EXPECT_EQ(row.count, 1u);
       continue;
     }
@@ -183,6 +184,9 @@ TEST(KeyAverages, AgreeWithOperatorDetails) {
   ASSERT_EQ(shapes.rows.size(), 5u);
   EXPECT_EQ(shapes.rows[0].name, k.rows[0].name);
   EXPECT_EQ(shapes.rows[0].self_ns, k.rows[0].self_ns);
+  KeyAverages without_steps = key_averages(run, {.include_steps = false});
+  ASSERT_EQ(without_steps.rows.size(), 4u);
+  for (const KeyAverage& row : without_steps.rows) EXPECT_EQ(row.count, 1000u) << row.name;
 
   KeyAverages missing = key_averages(dir.path() + "/no_such_run");
   EXPECT_FALSE(missing.error.empty());
@@ -1161,15 +1165,79 @@ TEST(KeyAverages, MemoryIsSummedPerCallAndIntoTheCallsAroundIt) {
   EXPECT_EQ(rows["outer"].self_cpu_memory, 0);
   EXPECT_EQ(rows["outer"].cpu_memory, allocated);
   EXPECT_EQ(rows["free_op"].self_cpu_memory, -freed);
-  // The main thread's 32 bytes outside its operators are step 0's; the
-  // other thread's are "[memory]".
-  EXPECT_EQ(rows["ProfilerStep#0"].self_cpu_memory, 32);
-  EXPECT_EQ(rows["ProfilerStep#0"].cpu_memory, kBlocks * 64 + 32 - (kBlocks - 10) * 64);
-  EXPECT_EQ(rows["ProfilerStep#1"].cpu_memory, 1 << 20);
+  // The main thread's 32 bytes outside its operators are step 0's, step 1's
+  // MiB step 1's; the other thread's 32 bytes are "[memory]".
+  EXPECT_EQ(rows["ProfilerStep*"].count, 3u);  // and the one stop() closes
+  EXPECT_EQ(rows["ProfilerStep*"].self_cpu_memory, 32 + (1 << 20));
+  EXPECT_EQ(rows["ProfilerStep*"].cpu_memory, kBlocks * 64 + 32 - (kBlocks - 10) * 64 + (1 << 20));
   EXPECT_EQ(rows["[memory]"].count, 1u);
   EXPECT_EQ(rows["[memory]"].cpu_memory, 32);
   EXPECT_EQ(rows["[memory]"].total_ns, 0u);
   for (const auto& [name, row] : rows) EXPECT_EQ(row.device_memory, 0) << name;  // all CPU
+  // Without the steps, what they held alone is "[memory]".
+  rows.clear();
+  for (const KeyAverage& row : key_averages(prof.last_run().run_dir, {.include_steps = false}).rows) {
+    rows[row.name] = row;
+  }
+  EXPECT_EQ(rows.count("ProfilerStep*"), 0u);
+  EXPECT_EQ(rows["[memory]"].count, 3u);
+  EXPECT_EQ(rows["[memory]"].cpu_memory, 32 + 32 + (1 << 20));
+  EXPECT_EQ(rows["alloc_op"].self_cpu_memory, allocated);
+}
+
+// As torch.profiler's events: a call that is the only child of a call of
+// the same name is part of it (its time, memory and children its parent's);
+// with a second child it stays a call.
+TEST(CallEvents, AnOnlyChildOfTheSameNameIsPartOfItsParent) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  uint64_t total = 0;
+  op("twin", [&] {
+    spin_one_microsecond();
+    op("twin", [&] {
+      spin_one_microsecond();
+      report_memory(uint64_t{4} << 40, 64, total += 64);
+      spin_one_microsecond();
+      op("leaf", [&] { report_memory((uint64_t{4} << 40) + 64, 32, total += 32); });
+      spin_one_microsecond();
+    });
+    spin_one_microsecond();
+  });
+  spin_one_microsecond();
+  op("pair", [&] {
+    spin_one_microsecond();
+    op("pair", spin_one_microsecond);
+    spin_one_microsecond();
+    op("pair", spin_one_microsecond);
+    spin_one_microsecond();
+  });
+  prof.stop();
+  CallEvents e = call_events(prof.last_run().run_dir, {.include_steps = false});
+  ASSERT_TRUE(e.error.empty()) << e.error;
+  std::map<std::string, std::vector<const CallEvent*>> by_name;
+  for (const CallEvent& c : e.calls) by_name[e.keys[c.key].name].push_back(&c);
+  ASSERT_EQ(by_name["twin"].size(), 1u);
+  ASSERT_EQ(by_name["pair"].size(), 3u);
+  ASSERT_EQ(by_name["leaf"].size(), 1u);
+  const CallEvent& twin = *by_name["twin"][0];
+  const CallEvent& leaf = *by_name["leaf"][0];
+  EXPECT_EQ(&e.calls[leaf.parent], &twin);
+  EXPECT_EQ(&e.calls[twin.first_child], &leaf);
+  EXPECT_EQ(leaf.next_sibling, kNoCallEvent);
+  EXPECT_EQ(twin.self_ns, twin.end_ns - twin.start_ns - (leaf.end_ns - leaf.start_ns));
+  EXPECT_EQ(twin.self_cpu_memory, 64);
+  EXPECT_EQ(twin.cpu_memory, 96);
+  EXPECT_EQ(twin.parent, kNoCallEvent);
+  KeyAverages k = key_averages(prof.last_run().run_dir, {.include_steps = false});
+  ASSERT_TRUE(k.error.empty()) << k.error;
+  std::map<std::string, KeyAverage> rows;
+  for (const KeyAverage& row : k.rows) rows[row.name] = row;
+  EXPECT_EQ(rows["twin"].count, 1u);
+  EXPECT_EQ(rows["twin"].cpu_memory, 96);
+  EXPECT_EQ(rows["twin"].self_ns, twin.self_ns);
+  EXPECT_EQ(rows["pair"].count, 3u);
 }
 
 // events(): every call once, in start order, linked to its parent and
@@ -1190,7 +1258,8 @@ TEST(CallEvents, EveryCallLinkedToItsParentAndChildren) {
   EXPECT_EQ(count["leaf"], 3 * 200);
   EXPECT_EQ(count["alloc_op"], kBlocks);
   EXPECT_EQ(count["ProfilerStep#0"], 1);
-  EXPECT_EQ(count["[memory]"], 0);  // the main thread's step holds its report
+  EXPECT_EQ(count["[memory]"], 0);                           // the main thread's step holds its report
+  EXPECT_EQ(e.keys[e.calls[0].key].name, "ProfilerStep#0");  // it starts first, the longest
   for (size_t i = 0; i < e.calls.size(); ++i) {
     const CallEvent& c = e.calls[i];
     const std::string& name = e.keys[c.key].name;

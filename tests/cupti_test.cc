@@ -635,7 +635,7 @@ TEST_F(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
   EXPECT_NEAR(averages["aten::mm"].device_self_ns, 1e6, 1e3);
   EXPECT_NEAR(averages["outer"].device_self_ns, 2e6, 1e3);
   EXPECT_NEAR(averages["outer"].device_total_ns, 3e6, 1e3);
-  EXPECT_NEAR(averages["ProfilerStep#0"].device_total_ns, 3e6, 1e3);  // k3 ran outside every range
+  EXPECT_NEAR(averages["ProfilerStep*"].device_total_ns, 3e6, 1e3);  // k3 ran outside every range
   CallEvents calls = call_events(prof.last_run().run_dir);
   ASSERT_TRUE(calls.error.empty()) << calls.error;
   int launchers = 0;

@@ -5,8 +5,9 @@
 //   for (const trainprof::CallEvent& c : e.calls)
 //     std::cout << e.keys[c.key].name << " " << c.end_ns - c.start_ns << "\n";
 //
-// Every range and operator is a call, with its parent and children on its
-// thread, its self time, the memory it allocated (profile_memory) and the GPU
+// Every range and operator is a call (as torch.profiler's events, a call
+// that is the only child of a call of the same name is part of it), with its
+// parent and children on its thread, its self time, the memory it allocated (profile_memory) and the GPU
 // activities it launched. Calls share what they are (name, thread, input
 // shapes, stack) through `keys`, so a call costs sizeof(CallEvent) bytes:
 // a run of 1 M calls is held in about 96 MB.
@@ -74,8 +75,15 @@ struct CallEvents {
   std::vector<std::string> warnings;  // what reading the run said (damaged chunks, ...)
 };
 
+struct CallEventsOptions {
+  // false: the ProfilerStep#N ranges are not calls (torch.profiler has none
+  // when step() was never called; a session records one), and memory
+  // reported in them outside other calls is a "[memory]" call.
+  bool include_steps = true;
+};
+
 // The calls of the run directory `run_dir` ({...}_trainprof).
-CallEvents call_events(const std::string& run_dir);
+CallEvents call_events(const std::string& run_dir, const CallEventsOptions& options = {});
 
 }  // namespace trainprof
 

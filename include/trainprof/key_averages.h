@@ -21,9 +21,16 @@ struct KeyAveragesOptions {
   bool group_by_input_shape = false;
   // One row per (name, its N innermost call-stack frames) (with_stack); 0: not.
   int group_by_stack_n = 0;
+  // false: the ProfilerStep#N ranges are left out, as if never recorded
+  // (torch.profiler has none when step() was never called; a session
+  // records one), and memory reported in them outside other calls is the
+  // "[memory]" row's.
+  bool include_steps = true;
 };
 
-// One key: every call of a name (and of its shapes or stack when grouped by them).
+// One key: every call of a name (and of its shapes or stack when grouped by
+// them). As torch.profiler's: every step is the one key "ProfilerStep*", and
+// a call that is the only child of a call of the same name is part of it.
 struct KeyAverage {
   std::string name;
   std::string input_shapes;  // "[[64,1,28,28],[32]]" when grouped by them, else ""

@@ -3,11 +3,11 @@
 #define TRAINPROF_TRAINPROF_H_
 
 #include "trainprof/analyse.h"
+#include "trainprof/call_events.h"
 #include "trainprof/dataset.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
 #include "trainprof/frontend.h"
-#include "trainprof/call_events.h"
 #include "trainprof/key_averages.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"

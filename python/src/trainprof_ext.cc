@@ -491,15 +491,16 @@ void bind_analysis(nb::module_& m) {
       .def_prop_ro("warnings", [](const trainprof::KeyAverages& r) { return report_texts(r.warnings); });
   m.def(
       "key_averages",
-      [](nb::handle run_dir, bool group_by_input_shape, int group_by_stack_n) {
+      [](nb::handle run_dir, bool group_by_input_shape, int group_by_stack_n, bool include_steps) {
         std::string path = os_path(run_dir);
         nb::gil_scoped_release release;
         trainprof::KeyAveragesOptions options;
         options.group_by_input_shape = group_by_input_shape;
         options.group_by_stack_n = group_by_stack_n;
+        options.include_steps = include_steps;
         return trainprof::key_averages(path, options);
       },
-      "run_dir"_a, "group_by_input_shape"_a = false, "group_by_stack_n"_a = 0);
+      "run_dir"_a, "group_by_input_shape"_a = false, "group_by_stack_n"_a = 0, "include_steps"_a = true);
   // events(): the calls stay in C++ (sizeof(CallEvent) bytes each); Python
   // reads one at a time as a tuple.
   nb::class_<trainprof::CallEvents>(m, "CallEvents")
@@ -538,12 +539,12 @@ void bind_analysis(nb::module_& m) {
       .def_prop_ro("warnings", [](const trainprof::CallEvents& e) { return report_texts(e.warnings); });
   m.def(
       "call_events",
-      [](nb::handle run_dir) {
+      [](nb::handle run_dir, bool include_steps) {
         std::string path = os_path(run_dir);
         nb::gil_scoped_release release;
-        return trainprof::call_events(path);
+        return trainprof::call_events(path, {.include_steps = include_steps});
       },
-      "run_dir"_a);
+      "run_dir"_a, "include_steps"_a = true);
   m.def(
       "summarize_run",
       [](nb::handle run_dir) {

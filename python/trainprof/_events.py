@@ -65,7 +65,6 @@ class FunctionEvent:
     scope = 0
     sequence_nr = -1
     fwd_thread = 0
-    trace_name: Optional[str] = None
 
     def __init__(self, events: "CallEventList", index: int) -> None:
         self._events = events
@@ -74,7 +73,10 @@ class FunctionEvent:
          self.cpu_memory_usage, self.self_cpu_memory_usage, self.device_memory_usage,
          self.self_device_memory_usage, device_ns, self_device_ns) = events._call(index)
         self.id = index
-        self.name, self.thread, self.input_shapes, self.stack, is_operator, _, self.flops = events._key(key)
+        self.trace_name, self.thread, self.input_shapes, self.stack, is_operator, is_step, self.flops = \
+            events._key(key)
+        # torch.profiler's name for every step, for one row in the tables; trace_name keeps the number.
+        self.name = "ProfilerStep*" if is_step else self.trace_name
         self.is_user_annotation = not is_operator
         self.time_range = Interval((start - events._origin) / 1000.0, (end - events._origin) / 1000.0)
         self.self_cpu_time_total = self_ns / 1000.0
@@ -147,14 +149,6 @@ class CallEventList(Sequence):
         self._profile_memory = profile_memory
         self._origin = calls.origin_ns
         self._keys: dict[int, tuple] = {}
-        # Without step() the session's one step spans the recording: torch
-        # lists ProfilerStep#N only for steps, so it is left out.
-        self._hidden = _NONE
-        if not stepped:
-            for k in range(calls.key_count()):
-                if calls.key(k)[0] == "ProfilerStep#0":
-                    self._hidden = next((i for i in range(len(calls)) if calls.call(i)[3] == k), _NONE)
-                    break
 
     def _key(self, k: int) -> tuple:
         key = self._keys.get(k)
@@ -170,12 +164,10 @@ class CallEventList(Sequence):
         return Kernel(name, device, (end - start) / 1000.0)
 
     def _event_at_call(self, call: int) -> Optional[FunctionEvent]:
-        if call == _NONE or call == self._hidden:
-            return None
-        return FunctionEvent(self, call)
+        return None if call == _NONE else FunctionEvent(self, call)
 
     def __len__(self) -> int:
-        return len(self._calls) - (self._hidden != _NONE)
+        return len(self._calls)
 
     @overload
     def __getitem__(self, i: int) -> FunctionEvent: ...
@@ -190,17 +182,16 @@ class CallEventList(Sequence):
             i += n
         if not 0 <= i < n:
             raise IndexError("event index out of range")
-        return FunctionEvent(self, i + (i >= self._hidden))
+        return FunctionEvent(self, i)
 
     def __iter__(self) -> Iterator[FunctionEvent]:
         for call in range(len(self._calls)):
-            if call != self._hidden:
-                yield FunctionEvent(self, call)
+            yield FunctionEvent(self, call)
 
     @property
     def self_cpu_time_total(self) -> float:
         """The sum of every call's self CPU time, µs."""
-        return sum(self._call(c)[2] for c in range(len(self._calls)) if c != self._hidden) / 1000.0
+        return sum(self._call(c)[2] for c in range(len(self._calls))) / 1000.0
 
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                      group_by_overload_name: bool = False) -> Any:
@@ -233,7 +224,10 @@ class CallEventList(Sequence):
 
 
 def events(run_dir: str, stepped: bool, profile_memory: bool) -> CallEventList:
-    calls = _trainprof.call_events(run_dir)
+    """``stepped``: the profile's step() was called. Without it the session's
+    one step (the whole recording) is left out: torch.profiler lists steps
+    only when there are some."""
+    calls = _trainprof.call_events(run_dir, include_steps=stepped)
     if calls.error:
         raise RuntimeError(f"events(): cannot read {run_dir}: {calls.error}")
     return CallEventList(calls, run_dir, stepped, profile_memory)

@@ -137,11 +137,10 @@ def key_averages(run_dir: str, group_by_input_shape: bool, group_by_stack_n: int
     step (the whole recording) is left out, as torch.profiler lists
     ProfilerStep#N only for steps. ``profile_memory``: the table shows the
     memory columns (as torch's, when memory was profiled)."""
-    result = _trainprof.key_averages(run_dir, group_by_input_shape, group_by_stack_n)
+    result = _trainprof.key_averages(run_dir, group_by_input_shape, group_by_stack_n, include_steps=stepped)
     if result.error:
         raise RuntimeError(f"key_averages(): cannot read {run_dir}: {result.error}")
-    rows = [FunctionEventAvg._of(row, group_by_input_shape) for row in result.rows
-            if stepped or row.name != "ProfilerStep#0"]
+    rows = [FunctionEventAvg._of(row, group_by_input_shape) for row in result.rows]
     return EventList(rows, with_flops=any(r.flops > 0 for r in rows), profile_memory=profile_memory)
 
 

@@ -130,7 +130,7 @@ class KeyAverages:
     warnings: list[str]
 
 def key_averages(run_dir: Union[str, bytes, os.PathLike[str]], group_by_input_shape: bool = False,
-                 group_by_stack_n: int = 0) -> KeyAverages: ...
+                 group_by_stack_n: int = 0, include_steps: bool = True) -> KeyAverages: ...
 
 class CallEvents:
     """One run's calls, in start order; read one at a time."""
@@ -148,7 +148,7 @@ class CallEvents:
     def kernel(self, index: int) -> tuple[str, int, int, int]:
         """(name, device, start_ns, end_ns)."""
 
-def call_events(run_dir: Union[str, bytes, os.PathLike[str]]) -> CallEvents: ...
+def call_events(run_dir: Union[str, bytes, os.PathLike[str]], include_steps: bool = True) -> CallEvents: ...
 
 class Profiler:
     def __init__(self, options: ProfilerOptions) -> None: ...

@@ -13,19 +13,30 @@ namespace {
 // device is device memory.
 constexpr int kCpuDeviceType = 0;
 
+// `part` (closed, its totals already in `whole`'s) made part of `whole`:
+// its own time, memory and launches become `whole`'s own. The totals are
+// taken back out so that closing `whole` does not count them twice.
+void absorb(WalkedCall& whole, const WalkedCall& part) {
+  whole.self_ns += part.self_ns;
+  whole.self_cpu_memory += part.self_cpu_memory;
+  whole.self_device_memory += part.self_device_memory;
+  whole.self_device_ns += part.self_device_ns;
+  whole.cpu_memory -= part.self_cpu_memory;
+  whole.device_memory -= part.self_device_memory;
+  whole.device_ns -= part.self_device_ns;
+}
+
 }  // namespace
 
-CallWalk::CallWalk(const TraceModel& m, CallSink on_call, LaunchSink on_launch)
-    : model_(m), on_call_(std::move(on_call)), on_launch_(std::move(on_launch)) {
+CallWalk::CallWalk(const TraceModel& m, Sinks sinks, CallWalkOptions options)
+    : model_(m), sinks_(std::move(sinks)), options_(options) {
   for (size_t i = 0; i < m.memory.size(); ++i) {
     // The driver's reports are the segments the framework's allocator's own
     // reports are carved from: counting both would count the bytes twice.
     if (raw::memory_from_driver(m.memory[i].device)) continue;
     thread(m.memory[i].tid).reports.push_back(static_cast<uint32_t>(i));
   }
-  for (const DeviceLaunch& l : device_launches(m)) {
-    thread(l.thread).launches.push_back(l);
-  }
+  for (const DeviceLaunch& l : device_launches(m)) thread(l.thread).launches.push_back(l);
 }
 
 void CallWalk::add_window(const TraceModel& m) {
@@ -35,9 +46,11 @@ void CallWalk::add_window(const TraceModel& m) {
     // children). What happens at a slice's start happens inside it.
     for (size_t i = slices.first_own; i < slices.slices.size(); ++i) {
       const Slice& s = slices.slices[i];
+      if (!options_.include_steps && m.is_step(s)) continue;
       place(slices.tid, t, s.start_ns);
       close_ended(t, s.start_ns);
-      WalkedCall call;
+      OpenCall open;
+      WalkedCall& call = open.call;
       call.start_ns = s.start_ns;
       call.end_ns = m.end(s);
       call.self_ns = call.end_ns - call.start_ns;
@@ -45,13 +58,13 @@ void CallWalk::add_window(const TraceModel& m) {
       call.key = s.key;
       call.tid = slices.tid;
       if (!t.open.empty()) {
-        WalkedCall& parent = t.open.back();
+        WalkedCall& parent = t.open.back().call;
         call.parent = parent.index;
         // A child that outlives its parent (ranges ended out of order) only
         // takes the part that overlaps.
         parent.self_ns -= std::min(parent.self_ns, std::min(parent.end_ns, call.end_ns) - call.start_ns);
       }
-      t.open.push_back(call);
+      t.open.push_back(std::move(open));
     }
   }
 }
@@ -76,27 +89,21 @@ void CallWalk::place(uint32_t tid, Thread& t, uint64_t until_ns) {
       const MemoryRecord& r = memory[t.reports[t.next_report++]];
       close_ended(t, r.ts_ns);
       bool cpu = raw::memory_device_type(r.device) == kCpuDeviceType;
-      if (!t.open.empty()) {
-        (cpu ? t.open.back().self_cpu_memory : t.open.back().self_device_memory) += r.bytes;
-        continue;
+      if (t.open.empty()) {
+        memory_alone(tid, r, cpu);
+      } else {
+        WalkedCall& innermost = t.open.back().call;
+        (cpu ? innermost.self_cpu_memory : innermost.self_device_memory) += r.bytes;
       }
-      WalkedCall alone;  // memory outside every call: a "[memory]" call of its own
-      alone.start_ns = alone.end_ns = r.ts_ns;
-      alone.index = next_index_++;
-      alone.key = kMemoryOnlyKey;
-      alone.tid = tid;
-      (cpu ? alone.self_cpu_memory : alone.self_device_memory) = r.bytes;
-      (cpu ? alone.cpu_memory : alone.device_memory) = r.bytes;
-      on_call_(alone);
     } else if (launch_next) {
       const DeviceLaunch& l = t.launches[t.next_launch++];
       close_ended(t, l.start_ns);
       // The launcher is the innermost call that is not a step (as the
       // analysis's kernel attribution, analysis/gpu_launches.h).
       for (auto it = t.open.rbegin(); it != t.open.rend(); ++it) {
-        if (it->key != kMemoryOnlyKey && model_.keys[it->key].is_step) continue;
-        it->self_device_ns += l.device_ns;
-        if (on_launch_) on_launch_(it->index, l.correlation);
+        if (model_.keys[it->call.key].is_step) continue;
+        it->call.self_device_ns += l.device_ns;
+        if (sinks_.on_launch) sinks_.on_launch(it->call.index, l.correlation);
         break;
       }
     } else {
@@ -105,23 +112,51 @@ void CallWalk::place(uint32_t tid, Thread& t, uint64_t until_ns) {
   }
 }
 
+void CallWalk::memory_alone(uint32_t tid, const MemoryRecord& r, bool cpu) {
+  WalkedCall alone;
+  alone.start_ns = alone.end_ns = r.ts_ns;
+  alone.index = next_index_++;
+  alone.key = kMemoryOnlyKey;
+  alone.tid = tid;
+  (cpu ? alone.self_cpu_memory : alone.self_device_memory) = r.bytes;
+  (cpu ? alone.cpu_memory : alone.device_memory) = r.bytes;
+  sinks_.on_call(alone);
+}
+
 void CallWalk::close_ended(Thread& t, uint64_t t_ns) {
-  while (!t.open.empty() && t.open.back().end_ns <= t_ns) close_innermost(t);
+  while (!t.open.empty() && t.open.back().call.end_ns <= t_ns) close_innermost(t);
 }
 
 void CallWalk::close_innermost(Thread& t) {
-  WalkedCall call = t.open.back();
+  OpenCall closing = std::move(t.open.back());
   t.open.pop_back();
+  WalkedCall& call = closing.call;
+  if (closing.holds_namesake) {
+    // Its only child had its name: one call, as torch.profiler lists it.
+    absorb(call, closing.namesake);
+    if (sinks_.on_fold) sinks_.on_fold(closing.namesake.index, call.index);
+  }
   call.cpu_memory += call.self_cpu_memory;
   call.device_memory += call.self_device_memory;
   call.device_ns += call.self_device_ns;
-  if (!t.open.empty()) {
-    WalkedCall& parent = t.open.back();
-    parent.cpu_memory += call.cpu_memory;
-    parent.device_memory += call.device_memory;
-    parent.device_ns += call.device_ns;
+  if (t.open.empty()) {
+    sinks_.on_call(call);
+    return;
   }
-  on_call_(call);
+  OpenCall& parent = t.open.back();
+  parent.call.cpu_memory += call.cpu_memory;
+  parent.call.device_memory += call.device_memory;
+  parent.call.device_ns += call.device_ns;
+  if (parent.holds_namesake) {  // a second child: the first stays a call of its own
+    sinks_.on_call(parent.namesake);
+    parent.holds_namesake = false;
+  }
+  if (++parent.children == 1 && model_.keys[call.key].name == model_.keys[parent.call.key].name) {
+    parent.namesake = call;
+    parent.holds_namesake = true;
+    return;
+  }
+  sinks_.on_call(call);
 }
 
 }  // namespace trainprof::analysis

@@ -8,6 +8,10 @@
 // calls goes on from one window to the next (analysis/run_loader.h), and the
 // thread's memory reports and launches are placed in the calls open when the
 // walk reaches their time.
+//
+// As torch.profiler's event list, a call that is the only child of a call of
+// the same name (aten::div_ inside aten::div_) is folded into it: its time,
+// memory and launches become its parent's own, its children its parent's.
 #ifndef TRAINPROF_ANALYSIS_CALL_WALK_H_
 #define TRAINPROF_ANALYSIS_CALL_WALK_H_
 
@@ -45,14 +49,29 @@ struct WalkedCall {
   uint64_t device_ns = 0;
 };
 
+struct CallWalkOptions {
+  // false: the ProfilerStep#N ranges are not calls (torch.profiler has none
+  // when step() was never called, and trainprof's session then records
+  // one); what happened in them outside other calls has no call around it.
+  bool include_steps = true;
+};
+
 class CallWalk {
  public:
-  // `on_call`: each call as it closes (children before their parent).
-  // `on_launch`: a launch (by correlation id) placed in a call, before the
-  // call closes. Needs model.memory and model.gpu (the scan's).
+  // `on_call`: each call as it closes (children before their parent), but
+  // not a folded call. `on_launch`: a launch (by correlation id) placed in a
+  // call, before the call closes. `on_fold`: a call (folded) that became
+  // part of its parent (into), after the calls that name it as their parent
+  // were given. Needs model.memory and model.gpu (the scan's).
   using CallSink = std::function<void(const WalkedCall& call)>;
   using LaunchSink = std::function<void(uint32_t call_index, uint32_t correlation)>;
-  CallWalk(const TraceModel& model, CallSink on_call, LaunchSink on_launch = nullptr);
+  using FoldSink = std::function<void(uint32_t folded, uint32_t into)>;
+  struct Sinks {
+    CallSink on_call;
+    LaunchSink on_launch;  // may be empty
+    FoldSink on_fold;      // may be empty
+  };
+  CallWalk(const TraceModel& model, Sinks sinks, CallWalkOptions options = {});
 
   // The window's own slices (each thread's from first_own, timeline order).
   void add_window(const TraceModel& model);
@@ -62,12 +81,20 @@ class CallWalk {
   uint32_t calls() const { return next_index_; }
 
  private:
+  struct OpenCall {
+    WalkedCall call;
+    uint32_t children = 0;
+    // Its one child so far when that has its name: folded into it if no
+    // other child comes (held, not yet given to on_call).
+    bool holds_namesake = false;
+    WalkedCall namesake;
+  };
   struct Thread {
     std::vector<uint32_t> reports;  // TraceModel::memory indices, in time order
     size_t next_report = 0;
     std::vector<DeviceLaunch> launches;  // by start
     size_t next_launch = 0;
-    std::vector<WalkedCall> open;
+    std::vector<OpenCall> open;
   };
   Thread& thread(uint32_t tid) { return threads_[tid]; }
   // Places the thread's reports and launches that happen before `until_ns`.
@@ -75,10 +102,12 @@ class CallWalk {
   // Closes the open calls that end by `t_ns`.
   void close_ended(Thread& t, uint64_t t_ns);
   void close_innermost(Thread& t);
+  // A memory report with no call open around it: a "[memory]" call.
+  void memory_alone(uint32_t tid, const MemoryRecord& r, bool cpu);
 
   const TraceModel& model_;
-  CallSink on_call_;
-  LaunchSink on_launch_;
+  Sinks sinks_;
+  CallWalkOptions options_;
   std::unordered_map<uint32_t, Thread> threads_;  // by OS tid
   uint32_t next_index_ = 0;
 };

@@ -19,6 +19,10 @@ using namespace loading;  // NOLINT(google-build-using-namespace): the state bot
 RunLoader::RunLoader() : state_(std::make_unique<State>()) {}
 RunLoader::~RunLoader() = default;
 
+uint64_t RunLoader::slices_scanned() const {
+  return state_->slices_scanned;
+}
+
 uint64_t RunLoader::slices_loaded() const {
   return state_->slices_loaded;
 }

@@ -67,6 +67,8 @@ class RunLoader {
 
   // Slices and windows handed over by load().
   uint64_t slices_loaded() const;
+  // Slices the scan found (what load() hands over without a selection).
+  uint64_t slices_scanned() const;
   uint64_t windows_loaded() const;
   // The earliest slice start of the run (scan), UINT64_MAX if none.
   uint64_t earliest_slice_ns() const;

@@ -116,6 +116,30 @@ std::vector<uint32_t> sort_by_start(std::vector<CallEvent>& calls) {
   return new_index;
 }
 
+// Takes the folded calls out of `calls` (by opening index): the calls and
+// launches that named one name what it was folded into, and every index
+// after it moves down.
+void drop_folded(std::vector<CallEvent>& calls, const std::unordered_map<uint32_t, uint32_t>& folded_into,
+                 std::vector<std::pair<uint32_t, uint32_t>>& launches) {
+  if (folded_into.empty()) return;
+  auto resolve = [&](uint32_t i) {
+    for (auto it = folded_into.find(i); it != folded_into.end(); it = folded_into.find(i)) i = it->second;
+    return i;
+  };
+  std::vector<uint32_t> kept_index(calls.size(), kNoCallEvent);
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < calls.size(); ++i) {
+    if (folded_into.count(i) != 0) continue;
+    kept_index[i] = kept;
+    calls[kept++] = calls[i];
+  }
+  calls.resize(kept);
+  for (CallEvent& c : calls) {
+    if (c.parent != kNoCallEvent) c.parent = kept_index[resolve(c.parent)];
+  }
+  for (auto& l : launches) l.first = kept_index[resolve(l.first)];
+}
+
 void link_children(std::vector<CallEvent>& calls) {
   // Backwards, so each parent's list ends up in start order.
   for (size_t i = calls.size(); i-- > 0;) {
@@ -151,7 +175,7 @@ void attach_kernels(const analysis::TraceModel& m, const std::vector<uint32_t>& 
 
 }  // namespace
 
-CallEvents call_events(const std::string& run_dir) {
+CallEvents call_events(const std::string& run_dir, const CallEventsOptions& options) {
   CallEvents out;
   analysis::TraceModel model;
   analysis::RunLoader loader;
@@ -159,18 +183,23 @@ CallEvents call_events(const std::string& run_dir) {
   analysis::symbolize_call_stacks(model);
   out.origin_ns = model.session_start_ns;
   KeyTable keys(model);
+  // Grown only by "[memory]" calls: no doubling of 1 M calls' worth.
+  out.calls.reserve(loader.slices_scanned());
   std::vector<std::pair<uint32_t, uint32_t>> launches;
-  analysis::CallWalk walk(
-      model,
+  std::unordered_map<uint32_t, uint32_t> folded_into;
+  analysis::CallWalk::Sinks sinks{
       [&](const analysis::WalkedCall& c) {
         if (c.index >= out.calls.size()) out.calls.resize(c.index + 1);
         out.calls[c.index] = event_of(c, keys.of(c, out));
       },
-      [&](uint32_t call, uint32_t correlation) { launches.emplace_back(call, correlation); });
+      [&](uint32_t call, uint32_t correlation) { launches.emplace_back(call, correlation); },
+      [&](uint32_t folded, uint32_t into) { folded_into.emplace(folded, into); }};
+  analysis::CallWalk walk(model, std::move(sinks), {.include_steps = options.include_steps});
   auto add = [&](analysis::TraceModel& m, const analysis::Window&) { walk.add_window(m); };
   if (!loader.load(&model, loader.plan_windows(AnalyseOptions{}.window_slices), add, &out.error)) return out;
   walk.finish();
   out.calls.resize(walk.calls());
+  drop_folded(out.calls, folded_into, launches);
   std::vector<uint32_t> new_index = sort_by_start(out.calls);
   link_children(out.calls);
   attach_kernels(model, new_index, std::move(launches), out);

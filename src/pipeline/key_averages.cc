@@ -70,9 +70,10 @@ std::vector<KeyAverage> group_keys(const analysis::TraceModel& m, std::vector<Ke
       if (it != m.call_stacks.end()) stack = innermost_frames(it->second, options.group_by_stack_n);
     }
     row.flops = key.inputs != 0 ? row.count * analysis::input_flops(m, key.inputs) : 0;
-    KeyAverage& group = by_group[{key.name, shapes, stack}];
+    // Every step is one row, torch.profiler's "ProfilerStep*"; 0 never names one.
+    KeyAverage& group = by_group[{key.is_step ? 0 : key.name, shapes, stack}];
     if (group.count == 0) {
-      group.name = m.strings[key.name];
+      group.name = key.is_step ? "ProfilerStep*" : m.strings[key.name];
       group.input_shapes = std::move(shapes);
       group.stack = std::move(stack);
       group.is_operator = key.is_op;
@@ -100,14 +101,15 @@ KeyAverages key_averages(const std::string& run_dir, const KeyAveragesOptions& o
   std::vector<KeyAverage> by_key(model.keys.size());
   KeyAverage memory_only;
   memory_only.name = "[memory]";
-  analysis::CallWalk walk(model, [&](const analysis::WalkedCall& c) {
+  auto sum = [&](const analysis::WalkedCall& c) {
     if (c.key == analysis::kMemoryOnlyKey) {
       merge_row(memory_only, row_of(c));
       return;
     }
     if (c.key >= by_key.size()) by_key.resize(c.key + 1);
     merge_row(by_key[c.key], row_of(c));
-  });
+  };
+  analysis::CallWalk walk(model, {sum, nullptr, nullptr}, {.include_steps = options.include_steps});
   auto add = [&](analysis::TraceModel& m, const analysis::Window&) { walk.add_window(m); };
   if (!loader.load(&model, loader.plan_windows(AnalyseOptions{}.window_slices), add, &out.error)) return out;
   walk.finish();
