@@ -8,6 +8,7 @@ import gzip
 import inspect
 import json
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +354,44 @@ def test_events_before_anything_was_recorded_says_so() -> None:
     prof = trainprof.profile(start_profile=False)
     with pytest.raises(RuntimeError, match=r"events\(\): nothing recorded yet"):
         prof.events()
+
+
+def median_self_times(events: Any) -> dict[str, float]:
+    """Each operator's median self CPU time per call, µs (medians: a call the
+    machine preempted does not move them)."""
+    per_call: dict[str, list[float]] = collections.defaultdict(list)
+    for e in events:
+        if e.name.startswith("aten::"):
+            per_call[e.name].append(e.self_cpu_time_total)
+    return {name: statistics.median(times) for name, times in per_call.items()}
+
+
+def test_key_averages_times_are_within_torch_profilers_own_spread(trainer: Trainer) -> None:
+    """The same training steps profiled in turn by torch.profiler and by
+    trainprof, five rounds each: the same operators and counts every round,
+    and each operator's time per call under trainprof within the spread of
+    torch.profiler's own rounds (its range widened by its width), for the
+    operators long enough to time (a median of 10 µs or more)."""
+    trainer.run(3)
+    rounds = 5
+    theirs: list[dict[str, float]] = []
+    ours: list[dict[str, float]] = []
+    for _ in range(rounds):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as their_prof:
+            trainer.run(10)
+        with trainprof.profile() as prof:
+            trainer.run(10)
+        their_counts = {e.key: e.count for e in their_prof.key_averages() if e.key.startswith("aten::")}
+        assert {e.key: e.count for e in prof.key_averages() if e.key.startswith("aten::")} == their_counts
+        theirs.append(median_self_times(their_prof.events()))
+        ours.append(median_self_times(prof.events()))
+    timed = [name for name in theirs[0] if statistics.median(r[name] for r in theirs) >= 10.0]
+    assert len(timed) >= 8
+    outside = []
+    for name in timed:
+        low, high = min(r[name] for r in theirs), max(r[name] for r in theirs)
+        spread = high - low
+        ours_median = statistics.median(r[name] for r in ours)
+        if not low - spread <= ours_median <= high + spread:
+            outside.append(f"{name}: trainprof {ours_median:.1f} us, torch.profiler {low:.1f}-{high:.1f} us")
+    assert not outside, outside
