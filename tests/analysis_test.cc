@@ -186,7 +186,20 @@ TEST(KeyAverages, AgreeWithOperatorDetails) {
   EXPECT_EQ(shapes.rows[0].self_ns, k.rows[0].self_ns);
   KeyAverages without_steps = key_averages(run, {.include_steps = false});
   ASSERT_EQ(without_steps.rows.size(), 4u);
-  for (const KeyAverage& row : without_steps.rows) EXPECT_EQ(row.count, 1000u) << row.name;
+  std::map<std::string, std::string> parent, parent_without_steps;
+  for (const KeyAverage& row : without_steps.rows) {
+    EXPECT_EQ(row.count, 1000u) << row.name;
+    parent_without_steps[row.name] = row.first_parent;
+  }
+  for (const KeyAverage& row : k.rows) parent[row.name] = row.first_parent;
+  // What each key's first call ran in (torch's cpu_parent of a key).
+  EXPECT_EQ(parent, (std::map<std::string, std::string>{{"ProfilerStep*", ""},
+                                                         {"outer", ""},  // on threads the step is not on
+                                                         {"inner1", "outer"},
+                                                         {"inner2", "outer"},
+                                                         {"leaf", "inner1"}}));
+  parent.erase("ProfilerStep*");
+  EXPECT_EQ(parent_without_steps, parent);
 
   KeyAverages missing = key_averages(dir.path() + "/no_such_run");
   EXPECT_FALSE(missing.error.empty());

@@ -49,6 +49,10 @@ struct KeyAverage {
   int64_t self_cpu_memory = 0;
   int64_t device_memory = 0;
   int64_t self_device_memory = 0;
+  // The earliest call's start, and what it ran in: "" at the top level
+  // (torch's cpu_parent of a key, and its top_level_events_only).
+  uint64_t first_start_ns = 0;
+  std::string first_parent;
 };
 
 struct KeyAverages {

@@ -484,7 +484,9 @@ void bind_analysis(nb::module_& m) {
       .def_ro("cpu_memory", &trainprof::KeyAverage::cpu_memory)
       .def_ro("self_cpu_memory", &trainprof::KeyAverage::self_cpu_memory)
       .def_ro("device_memory", &trainprof::KeyAverage::device_memory)
-      .def_ro("self_device_memory", &trainprof::KeyAverage::self_device_memory);
+      .def_ro("self_device_memory", &trainprof::KeyAverage::self_device_memory)
+      .def_prop_ro("first_parent",
+                   [](const trainprof::KeyAverage& r) { return report_text(r.first_parent); });
   nb::class_<trainprof::KeyAverages>(m, "KeyAverages")
       .def_ro("rows", &trainprof::KeyAverages::rows)
       .def_prop_ro("error", [](const trainprof::KeyAverages& r) { return report_text(r.error); })

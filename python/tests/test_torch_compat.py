@@ -238,6 +238,13 @@ def test_key_averages_has_torch_profilers_names_counts_and_table(trainer: Traine
     assert lines[-1] == f"Self CPU time total: {trainprof._key_averages._format_time(averages.self_cpu_time_total)}"
     assert their_lines[-1].startswith("Self CPU time total: ")
 
+    def top_level_rows(table: str) -> set[str]:
+        return {columns(line)[0] for line in table.splitlines()[5:-2]}
+
+    top_level = top_level_rows(averages.table(top_level_events_only=True, row_limit=-1))
+    assert "aten::conv2d" in top_level and "aten::convolution" not in top_level
+    assert top_level == top_level_rows(theirs.key_averages().table(top_level_events_only=True, row_limit=-1))
+
     total = averages.total_average()
     assert total.key == "Total" and total.count == sum(e.count for e in averages)
     addmm = next(e for e in averages if e.key == "aten::addmm")

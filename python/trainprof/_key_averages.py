@@ -53,10 +53,13 @@ class FunctionEventAvg:
     def _of(cls, row: _trainprof.KeyAverage, by_shape: bool) -> "FunctionEventAvg":
         # As torch's: None unless grouped by shapes, then [] for a call that has none.
         shapes = (json.loads(row.input_shapes) if row.input_shapes else []) if by_shape else None
-        return cls(row.name, row.count, row.total_ns / 1000.0, row.self_ns / 1000.0, row.device_total_ns / 1000.0,
-                   row.device_self_ns / 1000.0, shapes, row.stack.split(";") if row.stack else [], row.flops,
-                   not row.is_operator, row.cpu_memory, row.self_cpu_memory, row.device_memory,
-                   row.self_device_memory)
+        average = cls(row.name, row.count, row.total_ns / 1000.0, row.self_ns / 1000.0,
+                      row.device_total_ns / 1000.0, row.device_self_ns / 1000.0, shapes,
+                      row.stack.split(";") if row.stack else [], row.flops, not row.is_operator, row.cpu_memory,
+                      row.self_cpu_memory, row.device_memory, row.self_device_memory)
+        # As torch's: the parent of the key's first call (by name here), None at the top level.
+        average.cpu_parent = FunctionEventAvg(row.first_parent) if row.first_parent else None
+        return average
 
     @property
     def cpu_time(self) -> float:
@@ -233,7 +236,9 @@ class _Table:
         if top_level_only:
             out += ["=" * self.line_length, "This report only display top-level ops statistics"]
         out += [separator, self.line([title for title, _, _ in self.columns]), separator]
-        for e in [e for e in events if not top_level_only or e.cpu_parent is None][:row_limit]:
+        shown = [e for e in events if not top_level_only or e.cpu_parent is None]
+        # As torch's: a negative row_limit shows every row.
+        for e in shown[:row_limit] if row_limit >= 0 else shown:
             out += self.rows_of(e, self_cpu, self_device)
         out.append(separator)
         out.append(f"Self CPU time total: {self.time(self_cpu)}")

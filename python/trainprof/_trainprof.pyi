@@ -122,6 +122,8 @@ class KeyAverage:
     self_cpu_memory: int
     device_memory: int
     self_device_memory: int
+    first_parent: str
+    """What the key's earliest call ran in ("" at the top level)."""
 
 class KeyAverages:
     """One run's key averages, by self time; ``error`` when the run could not be read."""

@@ -60,6 +60,7 @@ void CallWalk::add_window(const TraceModel& m) {
       if (!t.open.empty()) {
         WalkedCall& parent = t.open.back().call;
         call.parent = parent.index;
+        call.parent_key = parent.key;
         // A child that outlives its parent (ranges ended out of order) only
         // takes the part that overlaps.
         parent.self_ns -= std::min(parent.self_ns, std::min(parent.end_ns, call.end_ns) - call.start_ns);

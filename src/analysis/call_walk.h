@@ -36,7 +36,8 @@ struct WalkedCall {
   uint64_t self_ns = 0;  // the duration less the time of the calls nested in it
   uint32_t index = 0;    // in opening order, from 0
   uint32_t parent = kNoCall;
-  uint32_t key = 0;  // TraceModel::keys index, or kMemoryOnlyKey
+  uint32_t parent_key = kNoCall;  // the parent's TraceModel::keys index
+  uint32_t key = 0;               // TraceModel::keys index, or kMemoryOnlyKey
   uint32_t tid = 0;
   // Bytes allocated less bytes freed (profile_memory) while the call was
   // the innermost one open on its thread (self), or while it was open at all.

@@ -28,6 +28,10 @@ std::string innermost_frames(std::string_view stack, int n) {
 }
 
 void merge_row(KeyAverage& into, const KeyAverage& row) {
+  if (into.count == 0 || row.first_start_ns < into.first_start_ns) {
+    into.first_start_ns = row.first_start_ns;
+    into.first_parent = row.first_parent;
+  }
   into.count += row.count;
   into.total_ns += row.total_ns;
   into.self_ns += row.self_ns;
@@ -43,6 +47,7 @@ void merge_row(KeyAverage& into, const KeyAverage& row) {
 // One call as a row of its own.
 KeyAverage row_of(const analysis::WalkedCall& c) {
   KeyAverage row;
+  row.first_start_ns = c.start_ns;
   row.count = 1;
   row.total_ns = c.end_ns - c.start_ns;
   row.self_ns = c.self_ns;
@@ -99,6 +104,8 @@ KeyAverages key_averages(const std::string& run_dir, const KeyAveragesOptions& o
   if (!loader.scan(run_dir, &model, &out.error)) return out;
   if (options.group_by_stack_n > 0) analysis::symbolize_call_stacks(model);
   std::vector<KeyAverage> by_key(model.keys.size());
+  // Per key, the key of its earliest call's parent (named once, at the end).
+  std::vector<uint32_t> first_parent_key(model.keys.size(), analysis::kNoCall);
   KeyAverage memory_only;
   memory_only.name = "[memory]";
   auto sum = [&](const analysis::WalkedCall& c) {
@@ -106,13 +113,23 @@ KeyAverages key_averages(const std::string& run_dir, const KeyAveragesOptions& o
       merge_row(memory_only, row_of(c));
       return;
     }
-    if (c.key >= by_key.size()) by_key.resize(c.key + 1);
-    merge_row(by_key[c.key], row_of(c));
+    if (c.key >= by_key.size()) {
+      by_key.resize(c.key + 1);
+      first_parent_key.resize(c.key + 1, analysis::kNoCall);
+    }
+    KeyAverage& row = by_key[c.key];
+    if (row.count == 0 || c.start_ns < row.first_start_ns) first_parent_key[c.key] = c.parent_key;
+    merge_row(row, row_of(c));
   };
   analysis::CallWalk walk(model, {sum, nullptr, nullptr}, {.include_steps = options.include_steps});
   auto add = [&](analysis::TraceModel& m, const analysis::Window&) { walk.add_window(m); };
   if (!loader.load(&model, loader.plan_windows(AnalyseOptions{}.window_slices), add, &out.error)) return out;
   walk.finish();
+  for (size_t k = 0; k < by_key.size(); ++k) {
+    if (first_parent_key[k] == analysis::kNoCall) continue;
+    const analysis::SliceKey& parent = model.keys[first_parent_key[k]];
+    by_key[k].first_parent = parent.is_step ? "ProfilerStep*" : model.strings[parent.name];
+  }
   out.rows = group_keys(model, std::move(by_key), memory_only, options);
   out.warnings = model.warnings;
   return out;
