@@ -7,6 +7,7 @@
 #include "trainprof/dataset.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
+#include "trainprof/flight_recorder.h"
 #include "trainprof/frontend.h"
 #include "trainprof/key_averages.h"
 #include "trainprof/options.h"

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <thread>
 
@@ -75,6 +76,23 @@ void Flusher::open(int fd, std::string path, uint32_t flush_interval_ms) {
   run_command(Command::kOpen);
 }
 
+void Flusher::open_ring(size_t max_blocks) {
+  {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    pending_ring_blocks_ = std::max<size_t>(max_blocks, 1);
+  }
+  run_command(Command::kOpenRing);
+}
+
+FlushStats Flusher::dump_ring(int fd, std::string path) {
+  {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    pending_fd_ = fd;
+    pending_path_ = std::move(path);
+  }
+  return run_command(Command::kDump);
+}
+
 FlushStats Flusher::close() {
   return run_command(Command::kClose);
 }
@@ -134,6 +152,9 @@ void Flusher::reset_in_child() {
   encoder_.reset();
   name_versions_written_.clear();
   stats_ = FlushStats{};
+  // The ring's blocks are the parent's; the pool forgot them (Recorder::reset_in_child).
+  ring_.clear();
+  ring_mode_.store(false);
 }
 
 void Flusher::set_paused_for_testing(bool paused) {
@@ -142,7 +163,7 @@ void Flusher::set_paused_for_testing(bool paused) {
 }
 
 int Flusher::timeout_ms() const {
-  if (fd_ < 0) return -1;
+  if (fd_ < 0 && !ring_mode_.load()) return -1;
   uint64_t now = detail::monotonic_now_ns();
   if (now >= next_periodic_ns_) return 0;
   return static_cast<int>((next_periodic_ns_ - now) / 1000000) + 1;
@@ -178,6 +199,9 @@ void Flusher::run() {
       // Whatever was recorded before the session belongs to no session.
       write_full_blocks(/*discard=*/true);
       write_live_blocks(/*discard=*/true);
+      for (const RingBlock& r : ring_) Recorder::instance().pool().release(r.block);
+      ring_.clear();
+      ring_mode_.store(false);
       encoder_.reset();
       name_versions_written_.clear();
       fd_ = pending_fd_;
@@ -190,6 +214,32 @@ void Flusher::run() {
       cpu_at_open_ns_ = thread_cpu_ns();
       next_periodic_ns_ = detail::monotonic_now_ns() + interval_ms_ * 1000000ull;
       open_.store(true);
+    } else if (cmd == Command::kOpenRing) {
+      std::lock_guard<std::mutex> lock(cmd_mu_);
+      write_full_blocks(/*discard=*/true);
+      write_live_blocks(/*discard=*/true);
+      for (const RingBlock& r : ring_) Recorder::instance().pool().release(r.block);
+      ring_.clear();
+      ring_complete_from_ticks_ = 0;
+      ring_max_blocks_ = pending_ring_blocks_;
+      stats_ = FlushStats{};
+      Recorder::instance().reset_drop_counts();
+      opened_ns_ = detail::monotonic_now_ns();
+      cpu_at_open_ns_ = thread_cpu_ns();
+      next_periodic_ns_ = opened_ns_ + interval_ms_ * 1000000ull;
+      ring_mode_.store(true);
+      open_.store(true);
+    } else if (ring_mode_.load()) {
+      fill_ring();
+      if (cmd == Command::kDump) dump_ring_locked();
+      if (cmd == Command::kClose) {
+        write_live_blocks(/*discard=*/true);
+        for (const RingBlock& r : ring_) Recorder::instance().pool().release(r.block);
+        ring_.clear();
+        ring_mode_.store(false);
+        open_.store(false);
+      }
+      next_periodic_ns_ = detail::monotonic_now_ns() + interval_ms_ * 1000000ull;
     } else if (fd_ >= 0) {
       bool forced = cmd != Command::kNone || signal_flush;
       if (!paused_.load() || forced) write_full_blocks(false);
@@ -210,7 +260,7 @@ void Flusher::run() {
       write_full_blocks(/*discard=*/true);
     }
 
-    if (fd_ >= 0) Recorder::instance().pool().grow_ahead();
+    if (fd_ >= 0 || ring_mode_.load()) Recorder::instance().pool().grow_ahead();
 
     if (cmd == Command::kClose && fd_ >= 0) {
       if (::close(fd_) != 0) fail_io("close");
@@ -229,7 +279,7 @@ void Flusher::run() {
     }
     if (cmd != Command::kNone) {
       std::lock_guard<std::mutex> lock(cmd_mu_);
-      cmd_result_ = stats_locked();
+      if (cmd != Command::kDump) cmd_result_ = stats_locked();  // a dump set its own
       cmd_ = Command::kNone;
       done_seq_ = cmd_seq_;
       cmd_cv_.notify_all();
@@ -337,6 +387,88 @@ void Flusher::write_out() {
     fail_io("write");
   }
   encoder_.clear_output();
+}
+
+void Flusher::fill_ring() {
+  Recorder& rec = Recorder::instance();
+  std::vector<ThreadBuffer*> exited;
+  for (ThreadBuffer* tb : rec.threads_snapshot()) {
+    // An exited thread queued its last block before setting `exited`.
+    if (tb->exited.load(std::memory_order_acquire)) exited.push_back(tb);
+  }
+  uint64_t now = detail::now_ticks();
+  for (Block* b : rec.take_full_blocks()) ring_.push_back(RingBlock{b, now});
+  while (ring_.size() > ring_max_blocks_) {
+    ring_complete_from_ticks_ = std::max(ring_complete_from_ticks_, ring_.front().taken_ticks);
+    rec.pool().release(ring_.front().block);
+    ring_.pop_front();
+  }
+  rec.reap_exited(exited);
+}
+
+// On the flusher thread, with the ring filled: the ring's blocks in the
+// order they were handed over, then what each live block holds, then the
+// threads' names, a clock anchor and the final stats, as a file of its own.
+void Flusher::dump_ring_locked() {
+  int fd;
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(cmd_mu_);
+    fd = pending_fd_;
+    path = pending_path_;
+  }
+  FlushStats result;
+  auto encoder = std::make_unique<RawEncoder>();
+  auto write_out_dump = [&] {
+    const std::vector<uint8_t>& out = encoder->output();
+    if (!result.io_error && !out.empty()) {
+      size_t done = base::write_all(fd, out.data(), out.size());
+      result.bytes_written += done;
+      if (done < out.size()) {
+        result.io_error = true;
+        result.error = "the disk refused the write of " + path + ": " + std::strerror(errno);
+      }
+    }
+    encoder->clear_output();
+  };
+  auto encode = [&](const Block* b, uint32_t committed) {
+    if (committed <= b->flushed) return;
+    result.events_written += encoder->events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
+    if (encoder->output().size() >= (1u << 20)) write_out_dump();
+  };
+  for (const RingBlock& r : ring_) encode(r.block, r.block->committed.load(std::memory_order_acquire));
+  // As in write_live_blocks: the current blocks first, then the queue, so
+  // that no event is missed or written twice.
+  Recorder& rec = Recorder::instance();
+  std::vector<ThreadBuffer*> threads = rec.threads_snapshot();
+  std::vector<Block*> current(threads.size(), nullptr);
+  for (size_t i = 0; i < threads.size(); ++i)
+    current[i] = threads[i]->current.load(std::memory_order_acquire);
+  std::vector<Block*> queued = rec.take_full_blocks();
+  uint64_t now = detail::now_ticks();
+  for (Block* b : queued) {
+    encode(b, b->committed.load(std::memory_order_acquire));
+    ring_.push_back(RingBlock{b, now});
+  }
+  std::sort(queued.begin(), queued.end());
+  for (Block* b : current) {
+    if (b != nullptr && !std::binary_search(queued.begin(), queued.end(), b)) {
+      encode(b, b->committed.load(std::memory_order_acquire));
+    }
+  }
+  for (ThreadBuffer* tb : threads) {
+    if (tb->name_version.load(std::memory_order_acquire) == 0) continue;
+    std::lock_guard<std::mutex> lock(tb->name_mu);
+    encoder->thread_name(tb->tid, tb->name);
+  }
+  encoder->clock(take_anchor());
+  result.events_dropped = rec.total_dropped();
+  encoder->stats(result.events_written, result.events_dropped, /*final=*/true);
+  write_out_dump();
+  result.wall_ns = detail::monotonic_now_ns() - opened_ns_;
+  result.complete_from_ticks = ring_complete_from_ticks_;
+  std::lock_guard<std::mutex> lock(cmd_mu_);
+  cmd_result_ = result;
 }
 
 void Flusher::fail_io(const std::string& what) {

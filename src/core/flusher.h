@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -38,6 +39,9 @@ struct FlushStats {
   std::string error;           // first I/O error, with the path and errno's text
   uint64_t wall_ns = 0;        // since the run opened
   uint64_t writer_cpu_ns = 0;  // the flusher thread's CPU time since then
+  // Ring mode (dump): the events in the dump start complete at this tick,
+  // every thread's; 0 when the ring has dropped nothing.
+  uint64_t complete_from_ticks = 0;
 };
 
 class Flusher {
@@ -47,7 +51,18 @@ class Flusher {
   // Starts writing to `fd` (the file header is already in it); events recorded
   // before this call are discarded. Blocks until the flusher has taken over.
   void open(int fd, std::string path, uint32_t flush_interval_ms);
-  // Writes everything recorded so far and a final stats chunk, closes the file.
+  // Ring mode (the flight recorder): recording goes into memory, never to
+  // disk: full blocks are kept, in the order threads handed them over, up
+  // to `max_blocks`; past that the oldest are given back to the pool.
+  // Events recorded before this call are discarded.
+  void open_ring(size_t max_blocks);
+  // Ring mode: writes the ring and every thread's recorded events as one raw
+  // file body (after the header already in `fd`), a fresh string table and
+  // chunk sequence of its own; the ring is kept. Returns what it wrote.
+  FlushStats dump_ring(int fd, std::string path);
+  bool ring_mode() const { return ring_mode_.load(); }
+  // Writes everything recorded so far and a final stats chunk, closes the
+  // file (ring mode: gives the ring back to the pool).
   FlushStats close();
   // Writes everything recorded so far; returns the stats at that point.
   FlushStats flush();
@@ -76,7 +91,11 @@ class Flusher {
   void wake() noexcept;
 
  private:
-  enum class Command { kNone, kOpen, kFlush, kClose };
+  enum class Command { kNone, kOpen, kOpenRing, kDump, kFlush, kClose };
+  struct RingBlock {
+    Block* block;
+    uint64_t taken_ticks;  // when the flusher took it: its thread's events up to then are in it
+  };
 
   Flusher();
   void start_thread();
@@ -90,6 +109,9 @@ class Flusher {
   void write_periodic(bool final);
   void write_out();
   void fail_io(const std::string& what);
+  // Ring mode: the full blocks into the ring, the oldest out past its size.
+  void fill_ring();
+  void dump_ring_locked();
   FlushStats stats_locked();
   FlushStats run_command(Command command);
 
@@ -113,6 +135,7 @@ class Flusher {
   std::atomic<uint64_t> signal_ack_{0};
   std::atomic<bool> paused_{false};
   std::atomic<bool> open_{false};
+  std::atomic<bool> ring_mode_{false};
   std::function<void(const FlushStats&)> signal_callback_;
 
   // Flusher-thread state.
@@ -126,6 +149,11 @@ class Flusher {
   FlushStats stats_;
   RawEncoder encoder_;
   std::unordered_map<ThreadBuffer*, uint32_t> name_versions_written_;
+  // Ring mode.
+  size_t ring_max_blocks_ = 0;
+  size_t pending_ring_blocks_ = 0;
+  std::deque<RingBlock> ring_;
+  uint64_t ring_complete_from_ticks_ = 0;
 };
 
 }  // namespace trainprof::core

@@ -216,6 +216,37 @@ bool domain_enabled(std::string_view domain) {
 
 }  // namespace core
 
+bool Session::set_up(const ProfilerOptions& options, uint32_t extra_buffer_mb) {
+  core::init_clock();
+  pid_ = getpid();
+  base::RankInfo rank = base::detect_rank();
+  host_ = base::host_name();
+  rank_ = rank.rank;
+  world_size_ = rank.world_size;
+  rank_source_ = rank.source;
+  options_json_ = base::json_text(core::options_to_json(options));
+  // Buffers first: a run that cannot get them leaves no directory behind.
+  std::string error;
+  if (!set_buffer_budget(options.buffer_mb + extra_buffer_mb, &error)) {
+    base::log_error("cannot start profiling: " + error + "; this cycle is not recorded, training goes on");
+    return false;
+  }
+  return true;
+}
+
+void Session::start_recording(const ProfilerOptions& options) {
+  if (!options.mstx_domain_include.empty() || !options.mstx_domain_exclude.empty()) {
+    g_domain_filter.store(new DomainFilter{options.mstx_domain_include, options.mstx_domain_exclude},
+                          std::memory_order_release);
+  } else {
+    g_domain_filter.store(nullptr, std::memory_order_release);
+  }
+  bool host = options.activities.count(Activity::CPU) > 0;
+  detail::g_host_recording.store(host, std::memory_order_release);
+  opened_ = true;
+  core::start_collectors(options);
+}
+
 std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std::string& prefix) {
   std::lock_guard<std::mutex> lock(g_open_mu);
   if (auto other = open_session()) {
@@ -223,24 +254,11 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
                     "'; this start is ignored (one profiler records at a time)");
     return nullptr;
   }
-  core::init_clock();
   // Until the run is complete, a failure leaves a session that close()
   // (from its destructor) does not touch.
   std::shared_ptr<Session> s(new Session());
-  s->pid_ = getpid();
-  base::RankInfo rank = base::detect_rank();
-  s->host_ = base::host_name();
-  s->rank_ = rank.rank;
-  s->world_size_ = rank.world_size;
-  s->rank_source_ = rank.source;
-  s->options_json_ = base::json_text(core::options_to_json(options));
-
-  // Buffers first: a run that cannot get them leaves no directory behind.
+  if (!s->set_up(options, 0)) return nullptr;
   std::string error;
-  if (!set_buffer_budget(options.buffer_mb, &error)) {
-    base::log_error("cannot start profiling: " + error + "; this cycle is not recorded, training goes on");
-    return nullptr;
-  }
   s->run_fd_.reset(base::create_run_directory(options.output_path, prefix, &s->run_dir_, &error));
   if (s->run_fd_.valid()) s->recording_lock_.reset(base::take_recording_lock(s->run_fd_.get(), &error));
   if (!s->recording_lock_.valid()) {
@@ -287,18 +305,104 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
     raw_session->write_run_file("profiler_info.json",
                                 raw_session->info_json("signal", detail::realtime_now_ns(), st, false));
   });
-  if (!options.mstx_domain_include.empty() || !options.mstx_domain_exclude.empty()) {
-    g_domain_filter.store(new DomainFilter{options.mstx_domain_include, options.mstx_domain_exclude},
-                          std::memory_order_release);
-  } else {
-    g_domain_filter.store(nullptr, std::memory_order_release);
-  }
-  bool host = options.activities.count(Activity::CPU) > 0;
-  detail::g_host_recording.store(host, std::memory_order_release);
   open_session() = s;
-  s->opened_ = true;
-  core::start_collectors(options);
+  s->start_recording(options);
   return s;
+}
+
+std::shared_ptr<Session> Session::open_ring(const ProfilerOptions& options, uint32_t ring_mb,
+                                            const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(g_open_mu);
+  if (auto other = open_session()) {
+    base::log_error("another profiler is already recording" +
+                    (other->run_dir().empty() ? std::string(" (a flight recorder)")
+                                              : " into '" + other->run_dir() + "'") +
+                    "; this flight recorder does not start (one profiler records at a time)");
+    return nullptr;
+  }
+  std::shared_ptr<Session> s(new Session());
+  if (!s->set_up(options, ring_mb)) return nullptr;
+  s->ring_ = true;
+  s->output_path_ = options.output_path;
+  s->prefix_ = prefix;
+  s->anchor_ = core::take_anchor();
+  s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
+  install_process_hooks();
+  core::Flusher::instance().open_ring(static_cast<size_t>((uint64_t{ring_mb} << 20) / core::kBlockBytes));
+  open_session() = s;
+  s->start_recording(options);
+  return s;
+}
+
+std::string Session::dump(const std::string& flight_recorder_json, std::string* error) {
+  if (pid_ != getpid()) {
+    *error = "a fork() child does not write its parent's flight recorder";
+    return "";
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ring_ || closed_ || !opened_) {
+    *error = "the flight recorder is not recording";
+    return "";
+  }
+  // A run directory of its own, made as open() makes one; nothing is left
+  // of it when a step fails.
+  Session run;
+  run.pid_ = pid_;
+  run.host_ = host_;
+  run.rank_ = rank_;
+  run.world_size_ = world_size_;
+  run.rank_source_ = rank_source_;
+  run.options_json_ = options_json_;
+  run.anchor_ = anchor_;
+  run.start_monotonic_ns_ = start_monotonic_ns_;
+  run.run_fd_.reset(base::create_run_directory(output_path_, prefix_, &run.run_dir_, error));
+  if (run.run_fd_.valid()) run.recording_lock_.reset(base::take_recording_lock(run.run_fd_.get(), error));
+  if (!run.recording_lock_.valid()) {
+    run.remove_unopened_run();
+    return "";
+  }
+  std::string raw_dir = run.run_dir_ + "/" + raw::kRawDirName;
+  base::UniqueFd raw_fd(base::make_directory_at(run.run_fd_.get(), raw::kRawDirName, raw_dir, error));
+  run.raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
+  base::UniqueFd fd(raw_fd.valid()
+                        ? ::openat(raw_fd.get(), raw::kHostRawFileName,
+                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600)
+                        : -1);
+  if (raw_fd.valid() && !fd.valid())
+    *error = "cannot create '" + run.raw_path_ + "': " + std::strerror(errno);
+  if (fd.valid()) *error = write_header(fd.get(), anchor_, host_, rank_, world_size_);
+  core::FlushStats st;
+  if (fd.valid() && error->empty()) {
+    st = core::Flusher::instance().dump_ring(fd.get(), run.raw_path_);
+    if (st.io_error) *error = st.error;
+  }
+  if (!fd.valid() || !error->empty()) {
+    run.remove_unopened_run();
+    return "";
+  }
+  fd.reset();
+  nlohmann::json info =
+      nlohmann::json::parse(run.info_json("flight_recorder", detail::realtime_now_ns(), st, true));
+  nlohmann::json flight = nlohmann::json::parse(flight_recorder_json, nullptr, false);
+  if (!flight.is_object()) flight = nlohmann::json::object();
+  if (st.complete_from_ticks != 0) {
+    // The ring dropped older blocks: from this time on every thread's events are in the run.
+    double ns = static_cast<double>(st.complete_from_ticks - anchor_.ticks) / core::ticks_per_ns();
+    flight["complete_from_monotonic_ns"] = anchor_.monotonic_ns + static_cast<uint64_t>(std::max(ns, 0.0));
+  } else {
+    flight["complete_from_monotonic_ns"] = nullptr;  // everything since the recorder started
+  }
+  info["flight_recorder"] = std::move(flight);
+  *error = run.write_run_file("profiler_info.json",
+                              info.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  if (!error->empty()) {
+    run.remove_unopened_run();
+    return "";
+  }
+  run.release_recording_lock();
+  run.opened_ = false;  // nothing for its destructor to close
+  core::note_closed_run(run.run_dir_);
+  return run.run_dir_;
 }
 
 // A run that could not be opened is no run: what was created of it goes,
@@ -340,6 +444,14 @@ RunSummary Session::close(std::string_view reason) {
   detail::g_host_recording.store(false, std::memory_order_release);
   core::Flusher& flusher = core::Flusher::instance();
   core::FlushStats st = flusher.close();
+  if (ring_) {
+    // Nothing was written: the ring goes back to the pool.
+    summary_.events_dropped = st.events_dropped;
+    summary_.ok = true;
+    std::lock_guard<std::mutex> open_lock(g_open_mu);
+    if (open_session().get() == this) released = std::move(open_session());
+    return summary_;
+  }
   flusher.set_signal_flush_callback(nullptr);
   std::string error =
       write_run_file("profiler_info.json", info_json(reason, detail::realtime_now_ns(), st, !st.io_error));

@@ -28,6 +28,17 @@ class Session {
  public:
   // Returns nullptr after logging why (another session open, unwritable path...).
   static std::shared_ptr<Session> open(const ProfilerOptions& options, const std::string& prefix);
+  // A flight recorder's session: records into the flusher's ring of
+  // `ring_mb` MiB and writes nothing until dump(). nullptr after logging why.
+  static std::shared_ptr<Session> open_ring(const ProfilerOptions& options, uint32_t ring_mb,
+                                            const std::string& prefix);
+  // Ring sessions: writes what the ring holds as a new run directory under
+  // the options' output_path, its profiler_info.json holding
+  // `flight_recorder_json` (an object) as "flight_recorder", with the time
+  // from which the dump is complete added. Returns the run directory, or ""
+  // with `error` (nothing is left of a run that could not be written).
+  std::string dump(const std::string& flight_recorder_json, std::string* error);
+  bool is_ring() const { return ring_; }
   ~Session();
 
   // Idempotent; `reason` goes into profiler_info.json ("stop", "exit", ...).
@@ -51,11 +62,18 @@ class Session {
   std::string drop_message(const core::FlushStats& st) const;
   std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, const core::FlushStats& st,
                         bool complete) const;
+  // What open() and open_ring() share: identity, buffers. False after logging.
+  bool set_up(const ProfilerOptions& options, uint32_t extra_buffer_mb);
+  // What open() and open_ring() share at the end: recording starts.
+  void start_recording(const ProfilerOptions& options);
 
   mutable std::mutex mu_;
   pid_t pid_ = 0;        // the recording process (a fork() child is another)
   bool opened_ = false;  // the run was fully set up (else close() has nothing to do)
   bool closed_ = false;
+  bool ring_ = false;
+  std::string output_path_;  // ring sessions: where dumps go
+  std::string prefix_;
   std::string run_dir_;
   base::UniqueFd run_fd_;          // the run directory, open for the session's life
   base::UniqueFd recording_lock_;  // flock(LOCK_EX) until close()

@@ -43,6 +43,7 @@ constexpr std::pair<const char*, json::value_t> kInfoFields[] = {
     {"raw_files", json::value_t::array},
     {"options", json::value_t::object},
     {"collectors", json::value_t::object},
+    {"flight_recorder", json::value_t::object},
 };
 
 const char* type_name(json::value_t t) {

@@ -118,6 +118,20 @@ std::string step_list(const nlohmann::json& steps) {
   return out;
 }
 
+// What made a flight recorder write the run, from the output's
+// profiler_info.json: said first, it is why the run exists.
+void append_trigger(std::string& text, const fs::path& out) {
+  std::string info_text =
+      base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
+  nlohmann::json info;
+  if (!base::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;  // said below
+  auto flight = info.find("flight_recorder");
+  if (flight == info.end() || !flight->is_object()) return;
+  auto reason = flight->find("reason");
+  if (reason == flight->end() || !reason->is_string()) return;
+  text += "  flight recorder: " + reason->get<std::string>() + "\n";
+}
+
 // The host sampler's verdict (host_sys), from the output's profiler_info.json.
 void append_host(std::string& text, const fs::path& out) {
   std::string info_text =
@@ -200,6 +214,7 @@ std::string summarize_run(const std::string& run_dir) {
     append(text, "  not analysed yet: trainprof analyse %s\n", base::shell_quote(run_dir).c_str());
     return text;
   }
+  append_trigger(text, out);
   std::vector<NameTotal> rows =
       totals_by_name(exporter::read_csv_file((out / "operator_details.csv").string()));
   double self_sum = 0;

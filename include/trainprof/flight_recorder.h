@@ -1,0 +1,95 @@
+// Copyright trainprof authors. The flight recorder: always recording, into
+// memory, and writing a run directory only when something goes wrong.
+//
+//   trainprof::FlightRecorderOptions o;
+//   o.profiler.output_path = "./flight";
+//   trainprof::FlightRecorder recorder(o);
+//   for (...) {
+//     train_one_step();
+//     recorder.step();  // a step 3x slower than the median of the last 50 dumps
+//   }
+//   recorder.dump("checkpoint looked wrong");  // or on request
+//
+// What it records is what a Profiler records with the same ProfilerOptions,
+// kept in a ring of `ring_mb` MiB of event buffers: the oldest buffers go
+// first when it is full. A dump is a normal run directory (every analysis
+// and output works on it) whose profiler_info.json says, under
+// "flight_recorder", what triggered it and from which time its data is
+// complete. Dumps run on a thread of the recorder's: step() only measures
+// the step and compares it.
+#ifndef TRAINPROF_FLIGHT_RECORDER_H_
+#define TRAINPROF_FLIGHT_RECORDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainprof/options.h"
+
+namespace trainprof {
+
+struct FlightRecorderOptions {
+  // What is recorded, and where dumps go (output_path); its schedule is not used.
+  ProfilerOptions profiler;
+  // The ring's size. 64 MiB holds about 2 M events: the last few hundred
+  // steps of a typical PyTorch loop at operator level.
+  uint32_t ring_mb = 64;
+  // A slow step: longer than slow_step_factor x the median of the last
+  // slow_step_window steps (0: no slow-step trigger). 3x: steady training
+  // varies its step time by tens of percent, and a step that takes three
+  // times the median is an event, not noise. 50 steps: a median that holds
+  // through a few odd steps and follows a schedule's changes within a minute
+  // or so of training.
+  double slow_step_factor = 3.0;
+  uint32_t slow_step_window = 50;
+  // No slow-step dump before this many steps were measured: the first
+  // steps (compilation, warm-up, caches) are slow by nature.
+  uint32_t slow_step_min_steps = 10;
+  // At most one slow-step dump per this many seconds.
+  double cooldown_s = 300.0;
+  // Each dump is analysed (its outputs written) after it is written.
+  bool analyse = true;
+};
+
+// What one dump was.
+struct FlightDump {
+  std::string run_dir;  // "" when it failed
+  std::string trigger;  // "slow_step", "request"
+  std::string reason;   // what fired, in words
+  std::string error;    // why it failed ("" when it did not)
+};
+
+class FlightRecorder {
+ public:
+  // Starts recording (a message says why when it cannot: another profiler
+  // recording, no memory for the ring; the training goes on).
+  explicit FlightRecorder(FlightRecorderOptions options);
+  // Stops recording; waits for the dumps under way.
+  ~FlightRecorder();
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  bool recording() const;
+  // Ends the current step (ProfilerStep#N) and checks it against the slow-step trigger.
+  void step();
+  int64_t step_num() const;
+  // Writes the ring now; `reason` is said in profiler_info.json. Returns the
+  // dump (waits for it to be written, and analysed when options say so).
+  FlightDump dump(std::string_view reason = "requested");
+  // The dumps so far, oldest first (slow-step dumps once written).
+  std::vector<FlightDump> dumps() const;
+  // Waits until the dumps triggered so far are written (and analysed).
+  void wait_for_dumps();
+  // Stops recording (idempotent); what the ring holds is discarded.
+  void stop();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace trainprof
+
+#endif  // TRAINPROF_FLIGHT_RECORDER_H_

@@ -1,0 +1,223 @@
+// Copyright trainprof authors. The flight recorder
+// (include/trainprof/flight_recorder.h): a ring session (core/session.h),
+// the slow-step trigger, and a thread that writes and analyses dumps so
+// that step() never waits for one.
+#include "trainprof/flight_recorder.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "base/log.h"
+#include "base/run_directory.h"
+#include "core/analysis_hook.h"
+#include "core/clock.h"
+#include "core/session.h"
+#include "trainprof/range.h"
+
+namespace trainprof {
+namespace {
+
+// The median of `durations` (not empty).
+uint64_t median_of(std::deque<uint64_t> durations) {
+  auto middle = durations.begin() + static_cast<std::ptrdiff_t>(durations.size() / 2);
+  std::nth_element(durations.begin(), middle, durations.end());
+  return *middle;
+}
+
+std::string format_ms(uint64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f ms", static_cast<double>(ns) / 1e6);
+  return text;
+}
+
+}  // namespace
+
+struct FlightRecorder::State {
+  FlightRecorderOptions options;
+  std::shared_ptr<Session> session;
+  std::string worker_name;
+
+  std::mutex step_mu;  // the training thread's side
+  int64_t step_num = 0;
+  uint64_t step_start_ticks = 0;
+  std::deque<uint64_t> recent_ns;  // the last slow_step_window step times
+  uint64_t last_slow_dump_ns = 0;  // monotonic; 0: none yet
+
+  // The dumper thread and its queue.
+  std::mutex dump_mu;
+  std::condition_variable dump_cv;
+  std::deque<nlohmann::json> pending;  // trigger descriptions
+  size_t in_progress = 0;
+  bool stopping = false;
+  std::vector<FlightDump> done;
+  std::thread dumper;
+
+  FlightDump write_dump(const nlohmann::json& trigger);
+  void dumper_loop();
+};
+
+FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
+  FlightDump d;
+  d.trigger = trigger.value("trigger", "");
+  d.reason = trigger.value("reason", "");
+  std::shared_ptr<Session> recording;
+  {
+    std::lock_guard<std::mutex> lock(step_mu);
+    recording = session;
+  }
+  if (!recording) {
+    d.error = "the flight recorder is not recording";
+    return d;
+  }
+  d.run_dir = recording->dump(trigger.dump(), &d.error);
+  if (d.run_dir.empty()) {
+    base::log_error("flight recorder: the dump for '" + d.reason + "' could not be written: " + d.error +
+                    "; recording goes on");
+    return d;
+  }
+  base::log_info("flight recorder: " + d.reason + ": the last steps are in '" + d.run_dir + "'");
+  if (options.analyse) {
+    AnalyseReport report = core::analyse_through_hook(d.run_dir, AnalyseOptions{});
+    if (!report.error.empty())
+      base::log_warning("flight recorder: analysing '" + d.run_dir + "': " + report.error);
+  }
+  return d;
+}
+
+void FlightRecorder::State::dumper_loop() {
+  std::unique_lock<std::mutex> lock(dump_mu);
+  for (;;) {
+    dump_cv.wait(lock, [&] { return stopping || !pending.empty(); });
+    if (pending.empty()) return;  // stopping, nothing left
+    nlohmann::json trigger = std::move(pending.front());
+    pending.pop_front();
+    ++in_progress;
+    lock.unlock();
+    FlightDump d = write_dump(trigger);
+    lock.lock();
+    done.push_back(std::move(d));
+    --in_progress;
+    dump_cv.notify_all();
+  }
+}
+
+FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State) {
+  State& s = *state_;
+  s.options = std::move(options);
+  s.options.slow_step_window = std::max<uint32_t>(s.options.slow_step_window, 1);
+  s.worker_name = base::host_name() + "_" + std::to_string(getpid());
+  s.session = Session::open_ring(s.options.profiler, s.options.ring_mb, s.worker_name);
+  if (!s.session) return;  // said why
+  s.step_start_ticks = detail::now_ticks();
+  s.dumper = std::thread([&s] { s.dumper_loop(); });
+}
+
+FlightRecorder::~FlightRecorder() {
+  stop();
+}
+
+bool FlightRecorder::recording() const {
+  std::lock_guard<std::mutex> lock(state_->step_mu);
+  return state_->session != nullptr && !state_->session->is_closed();
+}
+
+int64_t FlightRecorder::step_num() const {
+  std::lock_guard<std::mutex> lock(state_->step_mu);
+  return state_->step_num;
+}
+
+void FlightRecorder::step() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.step_mu);
+  if (!s.session) return;
+  uint64_t end = detail::now_ticks();
+  Session::record_step(s.step_num, s.step_start_ticks, end);
+  auto duration_ns =
+      static_cast<uint64_t>(static_cast<double>(end - s.step_start_ticks) / core::ticks_per_ns());
+  int64_t finished = s.step_num++;
+  s.step_start_ticks = end;
+  const FlightRecorderOptions& o = s.options;
+  if (o.slow_step_factor > 0 && s.recent_ns.size() >= std::max<uint32_t>(o.slow_step_min_steps, 1)) {
+    uint64_t median = median_of(s.recent_ns);
+    uint64_t now = detail::monotonic_now_ns();
+    bool cooled =
+        s.last_slow_dump_ns == 0 || now - s.last_slow_dump_ns >= static_cast<uint64_t>(o.cooldown_s * 1e9);
+    if (static_cast<double>(duration_ns) > o.slow_step_factor * static_cast<double>(median) && cooled) {
+      s.last_slow_dump_ns = now;
+      double ratio = static_cast<double>(duration_ns) / static_cast<double>(std::max<uint64_t>(median, 1));
+      char ratio_text[32];
+      std::snprintf(ratio_text, sizeof(ratio_text), "%.1f", ratio);
+      nlohmann::json trigger = {
+          {"trigger", "slow_step"},
+          {"reason", "step " + std::to_string(finished) + " took " + format_ms(duration_ns) + ", " +
+                         ratio_text + "x the median of the last " + std::to_string(s.recent_ns.size()) +
+                         " steps (" + format_ms(median) + ")"},
+          {"step", finished},
+          {"step_ns", duration_ns},
+          {"median_ns", median},
+          {"ratio", ratio},
+          {"window_steps", s.recent_ns.size()},
+          {"factor", o.slow_step_factor}};
+      std::lock_guard<std::mutex> dump_lock(s.dump_mu);
+      s.pending.push_back(std::move(trigger));
+      s.dump_cv.notify_all();
+    }
+  }
+  s.recent_ns.push_back(duration_ns);
+  if (s.recent_ns.size() > o.slow_step_window) s.recent_ns.pop_front();
+}
+
+FlightDump FlightRecorder::dump(std::string_view reason) {
+  State& s = *state_;
+  nlohmann::json trigger = {{"trigger", "request"}, {"reason", std::string(reason)}};
+  {
+    std::lock_guard<std::mutex> lock(s.step_mu);
+    if (!s.session) {
+      FlightDump d;
+      d.trigger = "request";
+      d.reason = std::string(reason);
+      d.error = "the flight recorder is not recording";
+      return d;
+    }
+    trigger["step"] = s.step_num;  // the step under way
+  }
+  FlightDump d = s.write_dump(trigger);
+  std::lock_guard<std::mutex> lock(s.dump_mu);
+  s.done.push_back(d);
+  return d;
+}
+
+std::vector<FlightDump> FlightRecorder::dumps() const {
+  std::lock_guard<std::mutex> lock(state_->dump_mu);
+  return state_->done;
+}
+
+void FlightRecorder::wait_for_dumps() {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.dump_mu);
+  s.dump_cv.wait(lock, [&] { return s.pending.empty() && s.in_progress == 0; });
+}
+
+void FlightRecorder::stop() {
+  State& s = *state_;
+  if (s.dumper.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(s.dump_mu);
+      s.stopping = true;
+      s.dump_cv.notify_all();
+    }
+    s.dumper.join();  // writes what was triggered first
+  }
+  std::lock_guard<std::mutex> lock(s.step_mu);
+  if (s.session) s.session->close("stop");
+  s.session.reset();
+}
+
+}  // namespace trainprof

@@ -1,0 +1,160 @@
+// Copyright trainprof authors. The flight recorder: always recording into a
+// ring, writing a run directory only when a step is slow or a dump is asked for.
+#include "trainprof/flight_recorder.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "test_util.h"
+#include "trainprof/trainprof.h"
+
+namespace trainprof {
+namespace {
+
+using nlohmann::json;
+using test::TempDir;
+
+// A step of `ms` milliseconds of ranges: the clock decides when it ends, so
+// a thread preempted for a while still ends its step on time.
+void work_for(std::chrono::milliseconds ms, int ranges_per_ms = 4) {
+  auto end = std::chrono::steady_clock::now() + ms;
+  while (std::chrono::steady_clock::now() < end) {
+    for (int i = 0; i < ranges_per_ms; ++i) TRAINPROF_RANGE("work");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+json read_json(const std::string& path) {
+  return json::parse(test::read_text(path));
+}
+
+FlightRecorderOptions options_in(const TempDir& dir) {
+  FlightRecorderOptions o;
+  o.profiler.output_path = dir.path();
+  o.ring_mb = 8;
+  return o;
+}
+
+// One step of 100 sleeps 20 times as long as the others: exactly one dump,
+// written without being asked, that names the step and the ratio; nothing
+// else is written.
+TEST(FlightRecorder, ASlowStepIsDumpedOnceWithItsRatio) {
+  TempDir dir;
+  FlightRecorder recorder(options_in(dir));
+  ASSERT_TRUE(recorder.recording());
+  for (int step = 0; step < 100; ++step) {
+    work_for(std::chrono::milliseconds(step == 60 ? 100 : 5));
+    recorder.step();
+  }
+  recorder.wait_for_dumps();
+  std::vector<FlightDump> dumps = recorder.dumps();
+  ASSERT_EQ(dumps.size(), 1u);
+  const FlightDump& d = dumps[0];
+  ASSERT_TRUE(d.error.empty()) << d.error;
+  EXPECT_EQ(d.trigger, "slow_step");
+  EXPECT_EQ(d.reason.rfind("step 60 took ", 0), 0u) << d.reason;
+  EXPECT_EQ(test::run_dirs(dir.path()), std::vector<std::string>{d.run_dir});
+
+  json fired = read_json(d.run_dir + "/profiler_info.json")["flight_recorder"];
+  EXPECT_EQ(fired["trigger"], "slow_step");
+  EXPECT_EQ(fired["step"], 60);
+  EXPECT_GT(fired["ratio"].get<double>(), 10.0);
+  EXPECT_LT(fired["median_ns"].get<uint64_t>(), 10'000'000u);
+  EXPECT_TRUE(fired["complete_from_monotonic_ns"].is_null());  // the ring dropped nothing
+  // Analysed: the run holds the steps so far, the slow one last.
+  std::string steps = test::read_text(d.run_dir + "/PROFILER_OUTPUT/step_trace_time.csv");
+  EXPECT_NE(steps.find("\n0,"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("\n60,"), std::string::npos) << steps;
+  std::string summary = summarize_run(d.run_dir);
+  EXPECT_NE(summary.find("  flight recorder: step 60 took "), std::string::npos) << summary;
+  EXPECT_LT(summary.find("flight recorder"), summary.find("top by self time")) << summary;
+}
+
+// A ring smaller than what is recorded keeps the latest steps; a dump on
+// request holds them, says from when they are complete, and the recorder
+// goes on.
+TEST(FlightRecorder, TheRingKeepsTheLastStepsWithinItsSize) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.ring_mb = 1;  // 16 blocks of 2,046 events
+  o.slow_step_factor = 0;
+  FlightRecorder recorder(o);
+  for (int step = 0; step < 200; ++step) {
+    for (int i = 0; i < 1000; ++i) TRAINPROF_RANGE("work");
+    recorder.step();
+  }
+  FlightDump d = recorder.dump("the test asked");
+  ASSERT_TRUE(d.error.empty()) << d.error;
+  EXPECT_EQ(d.trigger, "request");
+  json fired = read_json(d.run_dir + "/profiler_info.json")["flight_recorder"];
+  EXPECT_EQ(fired["reason"], "the test asked");
+  EXPECT_EQ(fired["step"], 200);  // the step under way
+  ASSERT_TRUE(fired["complete_from_monotonic_ns"].is_number_unsigned());
+
+  KeyAverages k = key_averages(d.run_dir, {.include_steps = true});
+  ASSERT_TRUE(k.error.empty()) << k.error;
+  std::map<std::string, uint64_t> count;
+  for (const KeyAverage& row : k.rows) count[row.name] = row.count;
+  // 200,000 ranges recorded; the ring held at most 16 blocks and the live one.
+  EXPECT_GT(count["work"], 10'000u);
+  EXPECT_LE(count["work"], 17u * 2046u);
+  CallEvents calls = call_events(d.run_dir);
+  ASSERT_TRUE(calls.error.empty()) << calls.error;
+  bool last_step = false, first_step = false;
+  for (const CallKey& key : calls.keys) {
+    last_step |= key.name == "ProfilerStep#199";
+    first_step |= key.name == "ProfilerStep#0";
+  }
+  EXPECT_TRUE(last_step);
+  EXPECT_FALSE(first_step);
+
+  // Recording goes on: a second dump holds the steps since.
+  for (int step = 0; step < 5; ++step) recorder.step();
+  FlightDump again = recorder.dump("again");
+  ASSERT_TRUE(again.error.empty()) << again.error;
+  EXPECT_NE(again.run_dir, d.run_dir);
+  EXPECT_EQ(recorder.dumps().size(), 2u);
+}
+
+// A dump that cannot be written is one message; the recorder goes on.
+TEST(FlightRecorder, ADumpThatCannotBeWrittenLeavesTheRecorderRecording) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.profiler.output_path = dir.sub("not_a_directory");
+  test::write_bytes(o.profiler.output_path, "a file where the runs would go");
+  FlightRecorder recorder(o);
+  ASSERT_TRUE(recorder.recording());
+  recorder.step();
+  FlightDump d = recorder.dump("try");
+  EXPECT_TRUE(d.run_dir.empty());
+  EXPECT_NE(d.error.find("not_a_directory"), std::string::npos) << d.error;
+  EXPECT_TRUE(recorder.recording());
+  recorder.step();
+  EXPECT_EQ(recorder.step_num(), 2);
+}
+
+// One profiler records at a time: a flight recorder next to a running
+// profiler does not start, and says so; stopping it twice is harmless.
+TEST(FlightRecorder, DoesNotStartWhileAProfilerRecords) {
+  TempDir dir;
+  ProfilerOptions po;
+  po.output_path = dir.path();
+  Profiler prof(po);
+  FlightRecorder recorder(options_in(dir));
+  EXPECT_FALSE(recorder.recording());
+  recorder.step();
+  EXPECT_FALSE(recorder.dump().error.empty());
+  recorder.stop();
+  recorder.stop();
+  prof.stop();
+  FlightRecorder later(options_in(dir));
+  EXPECT_TRUE(later.recording());
+}
+
+}  // namespace
+}  // namespace trainprof
