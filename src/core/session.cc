@@ -259,41 +259,19 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
   std::shared_ptr<Session> s(new Session());
   if (!s->set_up(options, 0)) return nullptr;
   std::string error;
-  s->run_fd_.reset(base::create_run_directory(options.output_path, prefix, &s->run_dir_, &error));
-  if (s->run_fd_.valid()) s->recording_lock_.reset(base::take_recording_lock(s->run_fd_.get(), &error));
-  if (!s->recording_lock_.valid()) {
-    base::log_error("cannot start profiling: " + error);
-    s->remove_unopened_run();
-    return nullptr;
-  }
-  std::string raw_dir = s->run_dir_ + "/" + raw::kRawDirName;
-  base::UniqueFd raw_fd(base::make_directory_at(s->run_fd_.get(), raw::kRawDirName, raw_dir, &error));
-  if (!raw_fd.valid()) {
-    base::log_error("cannot start profiling: " + error);
-    s->remove_unopened_run();
-    return nullptr;
-  }
-  s->raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
   s->anchor_ = core::take_anchor();
-  int fd = ::openat(raw_fd.get(), raw::kHostRawFileName,
-                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
-  if (fd < 0) {
-    base::log_error("cannot start profiling: cannot create '" + s->raw_path_ + "': " + std::strerror(errno));
-    s->remove_unopened_run();
-    return nullptr;
-  }
   s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
-  error = write_header(fd, s->anchor_, s->host_, s->rank_, s->world_size_);
-  if (error.empty()) {
+  base::UniqueFd raw_file = s->create_run(options.output_path, prefix, &error);
+  if (raw_file.valid()) {
     error = s->write_run_file("profiler_info.json", s->info_json("", 0, core::FlushStats{}, false));
+    if (!error.empty()) error = "'" + s->run_dir_ + "': " + error;
   }
-  if (!error.empty()) {
-    ::close(fd);
-    base::log_error("cannot start profiling in '" + s->run_dir_ + "': " + error +
-                    "; this cycle is not recorded, training goes on");
+  if (!raw_file.valid() || !error.empty()) {
+    base::log_error("cannot start profiling: " + error + "; this cycle is not recorded, training goes on");
     s->remove_unopened_run();
     return nullptr;
   }
+  int fd = raw_file.release();
 
   install_process_hooks();
   core::Flusher& flusher = core::Flusher::instance();
@@ -355,24 +333,9 @@ std::string Session::dump(const std::string& flight_recorder_json, std::string* 
   run.options_json_ = options_json_;
   run.anchor_ = anchor_;
   run.start_monotonic_ns_ = start_monotonic_ns_;
-  run.run_fd_.reset(base::create_run_directory(output_path_, prefix_, &run.run_dir_, error));
-  if (run.run_fd_.valid()) run.recording_lock_.reset(base::take_recording_lock(run.run_fd_.get(), error));
-  if (!run.recording_lock_.valid()) {
-    run.remove_unopened_run();
-    return "";
-  }
-  std::string raw_dir = run.run_dir_ + "/" + raw::kRawDirName;
-  base::UniqueFd raw_fd(base::make_directory_at(run.run_fd_.get(), raw::kRawDirName, raw_dir, error));
-  run.raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
-  base::UniqueFd fd(raw_fd.valid()
-                        ? ::openat(raw_fd.get(), raw::kHostRawFileName,
-                                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600)
-                        : -1);
-  if (raw_fd.valid() && !fd.valid())
-    *error = "cannot create '" + run.raw_path_ + "': " + std::strerror(errno);
-  if (fd.valid()) *error = write_header(fd.get(), anchor_, host_, rank_, world_size_);
+  base::UniqueFd fd = run.create_run(output_path_, prefix_, error);
   core::FlushStats st;
-  if (fd.valid() && error->empty()) {
+  if (fd.valid()) {
     st = core::Flusher::instance().dump_ring(fd.get(), run.raw_path_);
     if (st.io_error) *error = st.error;
   }
@@ -403,6 +366,29 @@ std::string Session::dump(const std::string& flight_recorder_json, std::string* 
   run.opened_ = false;  // nothing for its destructor to close
   core::note_closed_run(run.run_dir_);
   return run.run_dir_;
+}
+
+// The run directory under `output_path`, its recording lock and raw/, and
+// the raw file with its header (anchor_): the raw file's descriptor, or an
+// invalid one with `error` (the caller removes what was made).
+base::UniqueFd Session::create_run(const std::string& output_path, const std::string& prefix,
+                                   std::string* error) {
+  run_fd_.reset(base::create_run_directory(output_path, prefix, &run_dir_, error));
+  if (run_fd_.valid()) recording_lock_.reset(base::take_recording_lock(run_fd_.get(), error));
+  if (!recording_lock_.valid()) return base::UniqueFd();
+  std::string raw_dir = run_dir_ + "/" + raw::kRawDirName;
+  base::UniqueFd raw_fd(base::make_directory_at(run_fd_.get(), raw::kRawDirName, raw_dir, error));
+  if (!raw_fd.valid()) return base::UniqueFd();
+  raw_path_ = raw_dir + "/" + raw::kHostRawFileName;
+  base::UniqueFd fd(::openat(raw_fd.get(), raw::kHostRawFileName,
+                             O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600));
+  if (!fd.valid()) {
+    *error = "cannot create '" + raw_path_ + "': " + std::strerror(errno);
+    return fd;
+  }
+  *error = write_header(fd.get(), anchor_, host_, rank_, world_size_);
+  if (!error->empty()) *error = "'" + run_dir_ + "': " + *error;
+  return error->empty() ? std::move(fd) : base::UniqueFd();
 }
 
 // A run that could not be opened is no run: what was created of it goes,

@@ -62,6 +62,7 @@ class Session {
   std::string drop_message(const core::FlushStats& st) const;
   std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, const core::FlushStats& st,
                         bool complete) const;
+  base::UniqueFd create_run(const std::string& output_path, const std::string& prefix, std::string* error);
   // What open() and open_ring() share: identity, buffers. False after logging.
   bool set_up(const ProfilerOptions& options, uint32_t extra_buffer_mb);
   // What open() and open_ring() share at the end: recording starts.
