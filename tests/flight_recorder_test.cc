@@ -40,15 +40,18 @@ FlightRecorderOptions options_in(const TempDir& dir) {
   return o;
 }
 
-// One step of 100 sleeps 20 times as long as the others: exactly one dump,
+// One step of 100 lasts 60 times as long as the others: exactly one dump,
 // written without being asked, that names the step and the ratio; nothing
-// else is written.
+// else is written. A factor of 8 rather than the default 3: a 2-core machine
+// busy with other tests stretches a 10 ms step now and then to 30 ms.
 TEST(FlightRecorder, ASlowStepIsDumpedOnceWithItsRatio) {
   TempDir dir;
-  FlightRecorder recorder(options_in(dir));
+  FlightRecorderOptions o = options_in(dir);
+  o.slow_step_factor = 8;
+  FlightRecorder recorder(o);
   ASSERT_TRUE(recorder.recording());
   for (int step = 0; step < 100; ++step) {
-    work_for(std::chrono::milliseconds(step == 60 ? 100 : 5));
+    work_for(std::chrono::milliseconds(step == 60 ? 600 : 10));
     recorder.step();
   }
   recorder.wait_for_dumps();
@@ -63,8 +66,8 @@ TEST(FlightRecorder, ASlowStepIsDumpedOnceWithItsRatio) {
   json fired = read_json(d.run_dir + "/profiler_info.json")["flight_recorder"];
   EXPECT_EQ(fired["trigger"], "slow_step");
   EXPECT_EQ(fired["step"], 60);
-  EXPECT_GT(fired["ratio"].get<double>(), 10.0);
-  EXPECT_LT(fired["median_ns"].get<uint64_t>(), 10'000'000u);
+  EXPECT_GT(fired["ratio"].get<double>(), 8.0);
+  EXPECT_LT(fired["median_ns"].get<uint64_t>(), 75'000'000u);
   EXPECT_TRUE(fired["complete_from_monotonic_ns"].is_null());  // the ring dropped nothing
   // Analysed: the run holds the steps so far, the slow one last.
   std::string steps = test::read_text(d.run_dir + "/PROFILER_OUTPUT/step_trace_time.csv");

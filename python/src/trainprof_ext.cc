@@ -30,6 +30,7 @@
 #include "trainprof/dataset.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
+#include "trainprof/flight_recorder.h"
 #include "trainprof/frontend.h"
 #include "trainprof/key_averages.h"
 #include "trainprof/options.h"
@@ -391,6 +392,45 @@ void bind_profiler(nb::module_& m) {
       .def("wait_for_analysis", &Profiler::wait_for_analysis, ReleaseGil());
 }
 
+// The flight recorder (include/trainprof/flight_recorder.h); the Python
+// surface is python/trainprof/_flight.py.
+void bind_flight_recorder(nb::module_& m) {
+  using trainprof::FlightDump;
+  using trainprof::FlightRecorder;
+  nb::class_<FlightDump>(m, "FlightDump")
+      .def_prop_ro("run_dir", [](const FlightDump& d) { return os_str(d.run_dir); })
+      .def_prop_ro("trigger", [](const FlightDump& d) { return report_text(d.trigger); })
+      .def_prop_ro("reason", [](const FlightDump& d) { return report_text(d.reason); })
+      .def_prop_ro("error", [](const FlightDump& d) { return report_text(d.error); });
+  nb::class_<FlightRecorder>(m, "FlightRecorder")
+      .def(
+          "__init__",
+          [](FlightRecorder* r, trainprof::ProfilerOptions options, uint32_t ring_mb, double slow_step_factor,
+             uint32_t slow_step_window, uint32_t slow_step_min_steps, double cooldown_s, bool analyse) {
+            trainprof::FlightRecorderOptions o;
+            o.profiler = std::move(options);
+            o.ring_mb = ring_mb;
+            o.slow_step_factor = slow_step_factor;
+            o.slow_step_window = slow_step_window;
+            o.slow_step_min_steps = slow_step_min_steps;
+            o.cooldown_s = cooldown_s;
+            o.analyse = analyse;
+            nb::gil_scoped_release release;
+            new (r) FlightRecorder(std::move(o));
+          },
+          "options"_a, "ring_mb"_a, "slow_step_factor"_a, "slow_step_window"_a, "slow_step_min_steps"_a,
+          "cooldown_s"_a, "analyse"_a)
+      .def("recording", &FlightRecorder::recording, ReleaseGil())
+      .def("step", &FlightRecorder::step, ReleaseGil())
+      .def("step_num", &FlightRecorder::step_num, ReleaseGil())
+      .def(
+          "dump", [](FlightRecorder& r, const std::string& reason) { return r.dump(reason); }, "reason"_a,
+          ReleaseGil())
+      .def("dumps", &FlightRecorder::dumps, ReleaseGil())
+      .def("wait_for_dumps", &FlightRecorder::wait_for_dumps, ReleaseGil())
+      .def("stop", &FlightRecorder::stop, ReleaseGil());
+}
+
 // The decisions of a DynamicProfilerMonitor; python/trainprof/_dynamic.py
 // runs the profile. step() keeps the GIL: it reads an atomic and, after an
 // edit, takes a mutex that the watcher thread (which never takes the GIL)
@@ -627,6 +667,7 @@ NB_MODULE(_trainprof, m) {
   bind_profiler(m);
   bind_analysis(m);
   bind_dynamic(m);
+  bind_flight_recorder(m);
   bind_ranges(m);
   bind_data_stages(m);
   bind_context(m);

@@ -37,6 +37,7 @@ finally:
 
 from . import _torch, _zero_code, mstx
 from ._dynamic import DynamicProfilerMonitor
+from ._flight import flight_recorder
 from ._ranges import record_function
 from . import _trainprof as _trainprof_core
 from ._trainprof import version as _core_version
@@ -64,6 +65,7 @@ __all__ = [
     "ProfilerLevel",
     "_ExperimentalConfig",
     "analyse",
+    "flight_recorder",
     "mstx",
     "profile",
     "record_function",

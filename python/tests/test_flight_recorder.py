@@ -1,0 +1,60 @@
+"""The flight recorder from Python: a PyTorch training loop recorded all the
+time into memory, written out by itself when one step is slow."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Trainer, op_statistic, run_dirs
+
+import trainprof
+
+
+def paced_step(trainer: Trainer, i: int, seconds: float) -> None:
+    """A training step padded to `seconds`: the clock, not the machine's
+    load, decides how long the steps are, so only the planted one is slow."""
+    end = time.monotonic() + seconds
+    trainer.train_step(i)
+    while time.monotonic() < end:
+        pass
+
+
+def test_a_slow_step_in_a_training_loop_is_dumped_by_itself(trainer: Trainer, tmp_path: Path) -> None:
+    trainer.run(2)
+    # A factor of 8 rather than the default 3: a 2-core machine busy with
+    # other work stretches a 50 ms step now and then to 150 ms.
+    with trainprof.flight_recorder(tmp_path / "flight", ring_mb=16, slow_step_factor=8) as recorder:
+        assert recorder.recording
+        for i in range(60):
+            paced_step(trainer, i, 1.5 if i == 40 else 0.05)
+            recorder.step()
+        recorder.wait_for_dumps()
+        dumps = recorder.dumps()
+        assert [d.trigger for d in dumps] == ["slow_step"]
+        assert dumps[0].reason.startswith("step 40 took "), dumps[0].reason
+        (run,) = run_dirs(tmp_path / "flight")
+        assert Path(dumps[0].run_dir) == run
+
+        info = json.loads((run / "profiler_info.json").read_text())["flight_recorder"]
+        assert info["step"] == 40 and info["ratio"] > 8
+        # The run is a normal analysed run: the training's operators, its steps, the summary.
+        ops = op_statistic(run)
+        assert ops["aten::conv2d"]["Count"] == "41" and "aten::addmm" in ops
+        summary = trainprof.summary(str(run))
+        assert summary.splitlines()[1].startswith("  flight recorder: step 40 took "), summary
+
+        requested = recorder.dump("asked in the test")
+        assert requested is not None and Path(requested) != run
+        assert [d.trigger for d in recorder.dumps()] == ["slow_step", "request"]
+    assert not recorder.recording
+    assert recorder.dump() is None  # stopped: said, not raised
+
+
+def test_flight_recorder_settings_are_checked_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="slow_step_factor"):
+        trainprof.flight_recorder(tmp_path, slow_step_factor=-1)
+    with pytest.raises(ValueError, match="ring_mb"):
+        trainprof.flight_recorder(tmp_path, ring_mb=0)

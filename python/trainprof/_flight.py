@@ -1,0 +1,118 @@
+"""``trainprof.flight_recorder``: always recording into memory, writing a run
+directory only when a step is slow or a dump is asked for (the C++
+``FlightRecorder``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Iterable, Optional, Union
+
+from . import _torch, _trainprof
+from ._validate import check_bool, check_int, check_path
+
+_log = logging.getLogger("trainprof")
+
+
+def _check_number(name: str, value: Any, minimum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= minimum:
+        raise ValueError(f"{name} must be a number >= {minimum}, got {value!r}")
+    return float(value)
+
+
+class flight_recorder:
+    """Records all the time, as ``profile`` would, into a ring of ``ring_mb``
+    MiB in memory (the oldest events go first), and writes a normal run
+    directory under ``dir_name`` only when something happens:
+
+    - a slow step: ``step()`` ends a step longer than ``slow_step_factor``
+      times the median of the last ``slow_step_window`` steps (after
+      ``slow_step_min_steps`` steps; at most one such dump per
+      ``cooldown_s`` seconds). 3x over 50 steps: steady training varies its
+      step time by tens of percent, a step three times the median is an
+      event; 50 steps hold a median through a few odd steps;
+    - ``dump(reason)``.
+
+    Each dump is analysed (``analyse=True``) and its profiler_info.json and
+    summary say what triggered it. Dumps are written on a thread of the
+    recorder: ``step()`` only measures and compares. Use as a context
+    manager, or call ``stop()``.
+
+    Raises:
+        TypeError, ValueError: a setting of the wrong type or value (named).
+    """
+
+    def __init__(self, dir_name: Union[str, "os.PathLike[str]"] = "./flight_recorder", *, ring_mb: int = 64,
+                 slow_step_factor: float = 3.0, slow_step_window: int = 50, slow_step_min_steps: int = 10,
+                 cooldown_s: float = 300.0, analyse: bool = True, activities: Optional[Iterable[Any]] = None,
+                 record_shapes: bool = False, profile_memory: bool = False, with_stack: bool = False,
+                 with_flops: bool = False) -> None:
+        from .profiler import _check_activities  # profiler imports the package's other modules
+
+        options = _trainprof.ProfilerOptions()
+        options.output_path = check_path("dir_name", dir_name)
+        options.activities = _check_activities(activities)
+        options.record_shapes = check_bool("record_shapes", record_shapes)
+        options.profile_memory = check_bool("profile_memory", profile_memory)
+        options.with_stack = check_bool("with_stack", with_stack)
+        options.with_flops = check_bool("with_flops", with_flops)
+        self._cpp: Optional[_trainprof.FlightRecorder] = _trainprof.FlightRecorder(
+            options, check_int("ring_mb", ring_mb, 1), _check_number("slow_step_factor", slow_step_factor, 0.0),
+            check_int("slow_step_window", slow_step_window, 1),
+            check_int("slow_step_min_steps", slow_step_min_steps, 1), _check_number("cooldown_s", cooldown_s, 0.0),
+            check_bool("analyse", analyse))
+        self._torch_flag = False
+        if self._cpp.recording() and _trainprof.Activity.CPU in options.activities:
+            # As a profile does: torch.compile's code annotates itself only while torch sees a profiler.
+            _torch.profile_started()
+            self._torch_flag = True
+
+    @property
+    def recording(self) -> bool:
+        """Whether it records (False after stop(), or when it could not start: the log says why)."""
+        return self._cpp is not None and self._cpp.recording()
+
+    @property
+    def step_num(self) -> int:
+        """The number of the step under way (steps ended so far)."""
+        return self._cpp.step_num() if self._cpp is not None else 0
+
+    def step(self) -> None:
+        """Ends the current step (``ProfilerStep#N``) and checks it against the slow-step trigger."""
+        if self._cpp is not None:
+            self._cpp.step()
+            if self._torch_flag:
+                _torch.profile_stepped()
+
+    def dump(self, reason: str = "requested") -> Optional[str]:
+        """Writes what the ring holds now as a run directory (analysed when
+        ``analyse``) and returns it; None, with the reason logged, when it
+        could not be written (recording goes on)."""
+        if self._cpp is None:
+            _log.error("flight_recorder.dump(): the recorder is stopped")
+            return None
+        d = self._cpp.dump(str(reason))
+        return d.run_dir or None
+
+    def dumps(self) -> list[_trainprof.FlightDump]:
+        """Every dump so far, oldest first (``run_dir``, ``trigger``, ``reason``, ``error``)."""
+        return self._cpp.dumps() if self._cpp is not None else []
+
+    def wait_for_dumps(self) -> None:
+        """Waits until the dumps triggered so far are written (and analysed)."""
+        if self._cpp is not None:
+            self._cpp.wait_for_dumps()
+
+    def stop(self) -> None:
+        """Stops recording (what the ring holds is discarded); waits for the dumps under way."""
+        if self._cpp is not None:
+            self._cpp.stop()
+        if self._torch_flag:
+            self._torch_flag = False
+            _torch.profile_stopped()
+
+    def __enter__(self) -> "flight_recorder":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
