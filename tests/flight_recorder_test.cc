@@ -3,7 +3,9 @@
 #include "trainprof/flight_recorder.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <map>
@@ -122,6 +124,49 @@ TEST(FlightRecorder, TheRingKeepsTheLastStepsWithinItsSize) {
   ASSERT_TRUE(again.error.empty()) << again.error;
   EXPECT_NE(again.run_dir, d.run_dir);
   EXPECT_EQ(recorder.dumps().size(), 2u);
+}
+
+// Waits up to 10 s for `n` dumps.
+std::vector<FlightDump> wait_for(const FlightRecorder& recorder, size_t n) {
+  for (int i = 0; i < 1000 && recorder.dumps().size() < n; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return recorder.dumps();
+}
+
+// From outside the process: SIGUSR1, or a file that appears (removed once
+// its dump is written). After stop() the signal's handler is the program's again.
+TEST(FlightRecorder, ASignalOrATouchedFileAsksForADump) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.dump_file = dir.sub("dump_now");
+  o.analyse = false;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction before {};
+  sigaction(SIGUSR1, &ignore, &before);
+  FlightRecorder recorder(o);
+  recorder.step();
+  kill(getpid(), SIGUSR1);
+  std::vector<FlightDump> dumps = wait_for(recorder, 1);
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(dumps[0].trigger, "signal");
+  EXPECT_EQ(dumps[0].reason, "SIGUSR1 received");
+  EXPECT_TRUE(dumps[0].error.empty()) << dumps[0].error;
+
+  test::write_bytes(o.dump_file, "");
+  dumps = wait_for(recorder, 2);
+  ASSERT_EQ(dumps.size(), 2u);
+  EXPECT_EQ(dumps[1].trigger, "file");
+  EXPECT_EQ(read_json(dumps[1].run_dir + "/profiler_info.json")["flight_recorder"]["trigger"], "file");
+  struct stat st;
+  EXPECT_NE(stat(o.dump_file.c_str(), &st), 0);  // one touch, one dump
+  recorder.stop();
+  struct sigaction after {};
+  sigaction(SIGUSR1, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, SIG_IGN);
+  sigaction(SIGUSR1, &before, nullptr);
+  EXPECT_EQ(test::run_dirs(dir.path()).size(), 2u);
 }
 
 // A dump that cannot be written is one message; the recorder goes on.

@@ -49,6 +49,11 @@ struct FlightRecorderOptions {
   uint32_t slow_step_min_steps = 10;
   // At most one slow-step dump per this many seconds.
   double cooldown_s = 300.0;
+  // A dump on request from outside the process: this signal (kill -USR1
+  // PID; 0: none), or this file appearing (touch it; it is removed when the
+  // dump is written; "": none). Both are looked at every 100 ms.
+  int dump_signal = 10;  // SIGUSR1 on Linux
+  std::string dump_file;
   // Each dump is analysed (its outputs written) after it is written.
   bool analyse = true;
 };
@@ -56,7 +61,7 @@ struct FlightRecorderOptions {
 // What one dump was.
 struct FlightDump {
   std::string run_dir;  // "" when it failed
-  std::string trigger;  // "slow_step", "request"
+  std::string trigger;  // "slow_step", "request", "signal", "file"
   std::string reason;   // what fired, in words
   std::string error;    // why it failed ("" when it did not)
 };

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from typing import Any, Iterable, Optional, Union
 
 from . import _torch, _trainprof
@@ -31,6 +32,10 @@ class flight_recorder:
       ``cooldown_s`` seconds). 3x over 50 steps: steady training varies its
       step time by tens of percent, a step three times the median is an
       event; 50 steps hold a median through a few odd steps;
+    - a request from outside: the signal ``dump_signal`` (SIGUSR1 by
+      default: ``kill -USR1 PID``; None: none), or the file ``dump_file``
+      appearing (``touch`` it; it is removed once the dump is written);
+    - an exception leaving the ``with`` block;
     - ``dump(reason)``.
 
     Each dump is analysed (``analyse=True``) and its profiler_info.json and
@@ -46,7 +51,8 @@ class flight_recorder:
                  slow_step_factor: float = 3.0, slow_step_window: int = 50, slow_step_min_steps: int = 10,
                  cooldown_s: float = 300.0, analyse: bool = True, activities: Optional[Iterable[Any]] = None,
                  record_shapes: bool = False, profile_memory: bool = False, with_stack: bool = False,
-                 with_flops: bool = False) -> None:
+                 with_flops: bool = False, dump_signal: Optional[int] = signal.SIGUSR1,
+                 dump_file: Union[str, "os.PathLike[str]", None] = None) -> None:
         from .profiler import _check_activities  # profiler imports the package's other modules
 
         options = _trainprof.ProfilerOptions()
@@ -60,7 +66,8 @@ class flight_recorder:
             options, check_int("ring_mb", ring_mb, 1), _check_number("slow_step_factor", slow_step_factor, 0.0),
             check_int("slow_step_window", slow_step_window, 1),
             check_int("slow_step_min_steps", slow_step_min_steps, 1), _check_number("cooldown_s", cooldown_s, 0.0),
-            check_bool("analyse", analyse))
+            check_bool("analyse", analyse), 0 if dump_signal is None else check_int("dump_signal", dump_signal, 1),
+            None if dump_file is None else check_path("dump_file", dump_file))
         self._torch_flag = False
         if self._cpp.recording() and _trainprof.Activity.CPU in options.activities:
             # As a profile does: torch.compile's code annotates itself only while torch sees a profiler.
@@ -114,5 +121,8 @@ class flight_recorder:
     def __enter__(self) -> "flight_recorder":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        # The training failed: its last steps are what explains it.
+        if exc_type is not None and self.recording:
+            self.dump(f"exception: {exc_type.__name__}: {exc}")
         self.stop()

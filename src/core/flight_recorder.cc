@@ -4,11 +4,17 @@
 // that step() never waits for one.
 #include "trainprof/flight_recorder.h"
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -29,6 +35,22 @@ uint64_t median_of(std::deque<uint64_t> durations) {
   auto middle = durations.begin() + static_cast<std::ptrdiff_t>(durations.size() / 2);
   std::nth_element(durations.begin(), middle, durations.end());
   return *middle;
+}
+
+// Set by the dump signal's handler, read by the recorder's thread: a
+// handler may only touch atomics.
+std::atomic<bool> g_dump_signalled{false};
+struct sigaction g_previous_dump_action;
+
+void on_dump_signal(int sig, siginfo_t* info, void* context) {
+  g_dump_signalled.store(true);
+  // A handler the program had keeps running; a default (ending the process) does not.
+  const struct sigaction& prev = g_previous_dump_action;
+  if ((prev.sa_flags & SA_SIGINFO) != 0) {
+    if (prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, context);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
+    prev.sa_handler(sig);
+  }
 }
 
 std::string format_ms(uint64_t ns) {
@@ -59,8 +81,12 @@ struct FlightRecorder::State {
   std::vector<FlightDump> done;
   std::thread dumper;
 
+  int installed_signal = 0;  // the dump signal whose handler is ours
+
   FlightDump write_dump(const nlohmann::json& trigger);
   void dumper_loop();
+  // The signal's or the file's request, when one came.
+  void check_requests();
 };
 
 FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
@@ -91,10 +117,27 @@ FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
   return d;
 }
 
+void FlightRecorder::State::check_requests() {
+  if (installed_signal != 0 && g_dump_signalled.exchange(false)) {
+    const char* abbrev = sigabbrev_np(installed_signal);
+    std::string name = abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(installed_signal);
+    pending.push_back({{"trigger", "signal"}, {"reason", name + " received"}});
+  }
+  struct stat st;
+  if (!options.dump_file.empty() && ::stat(options.dump_file.c_str(), &st) == 0) {
+    // Removed first: one touch, one dump.
+    ::unlink(options.dump_file.c_str());
+    pending.push_back({{"trigger", "file"}, {"reason", "'" + options.dump_file + "' appeared"}});
+  }
+}
+
 void FlightRecorder::State::dumper_loop() {
   std::unique_lock<std::mutex> lock(dump_mu);
   for (;;) {
-    dump_cv.wait(lock, [&] { return stopping || !pending.empty(); });
+    while (!dump_cv.wait_for(lock, std::chrono::milliseconds(100),
+                             [&] { return stopping || !pending.empty(); })) {
+      check_requests();
+    }
     if (pending.empty()) return;  // stopping, nothing left
     nlohmann::json trigger = std::move(pending.front());
     pending.pop_front();
@@ -116,6 +159,19 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
   s.session = Session::open_ring(s.options.profiler, s.options.ring_mb, s.worker_name);
   if (!s.session) return;  // said why
   s.step_start_ticks = detail::now_ticks();
+  if (s.options.dump_signal > 0 && s.options.dump_signal < NSIG) {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_dump_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    g_dump_signalled.store(false);
+    if (sigaction(s.options.dump_signal, &sa, &g_previous_dump_action) == 0) {
+      s.installed_signal = s.options.dump_signal;
+    } else {
+      base::log_warning("flight recorder: cannot handle signal " + std::to_string(s.options.dump_signal) +
+                        ": " + std::strerror(errno) + "; dumps on request come from dump() and the file");
+    }
+  }
   s.dumper = std::thread([&s] { s.dumper_loop(); });
 }
 
@@ -214,6 +270,10 @@ void FlightRecorder::stop() {
       s.dump_cv.notify_all();
     }
     s.dumper.join();  // writes what was triggered first
+  }
+  if (s.installed_signal != 0) {  // after the join: the recorder's thread reads it
+    sigaction(s.installed_signal, &g_previous_dump_action, nullptr);
+    s.installed_signal = 0;
   }
   std::lock_guard<std::mutex> lock(s.step_mu);
   if (s.session) s.session->close("stop");
