@@ -398,12 +398,16 @@ void Flusher::fill_ring() {
   }
   uint64_t now = detail::now_ticks();
   for (Block* b : rec.take_full_blocks()) ring_.push_back(RingBlock{b, now});
+  trim_ring();
+  rec.reap_exited(exited);
+}
+
+void Flusher::trim_ring() {
   while (ring_.size() > ring_max_blocks_) {
     ring_complete_from_ticks_ = std::max(ring_complete_from_ticks_, ring_.front().taken_ticks);
-    rec.pool().release(ring_.front().block);
+    Recorder::instance().pool().release(ring_.front().block);
     ring_.pop_front();
   }
-  rec.reap_exited(exited);
 }
 
 // On the flusher thread, with the ring filled: the ring's blocks in the
@@ -436,9 +440,9 @@ void Flusher::dump_ring_locked() {
     result.events_written += encoder->events(b->owner_tid, &b->events[b->flushed], committed - b->flushed);
     if (encoder->output().size() >= (1u << 20)) write_out_dump();
   };
-  for (const RingBlock& r : ring_) encode(r.block, r.block->committed.load(std::memory_order_acquire));
-  // As in write_live_blocks: the current blocks first, then the queue, so
-  // that no event is missed or written twice.
+  // As in write_live_blocks: the current blocks are read before the queue
+  // is taken, so that no event is missed or written twice; the queue joins
+  // the ring (which keeps its size) before the ring is written.
   Recorder& rec = Recorder::instance();
   std::vector<ThreadBuffer*> threads = rec.threads_snapshot();
   std::vector<Block*> current(threads.size(), nullptr);
@@ -446,10 +450,9 @@ void Flusher::dump_ring_locked() {
     current[i] = threads[i]->current.load(std::memory_order_acquire);
   std::vector<Block*> queued = rec.take_full_blocks();
   uint64_t now = detail::now_ticks();
-  for (Block* b : queued) {
-    encode(b, b->committed.load(std::memory_order_acquire));
-    ring_.push_back(RingBlock{b, now});
-  }
+  for (Block* b : queued) ring_.push_back(RingBlock{b, now});
+  trim_ring();
+  for (const RingBlock& r : ring_) encode(r.block, r.block->committed.load(std::memory_order_acquire));
   std::sort(queued.begin(), queued.end());
   for (Block* b : current) {
     if (b != nullptr && !std::binary_search(queued.begin(), queued.end(), b)) {

@@ -111,6 +111,8 @@ class Flusher {
   void fail_io(const std::string& what);
   // Ring mode: the full blocks into the ring, the oldest out past its size.
   void fill_ring();
+  // Gives the oldest blocks back to the pool until the ring has its size.
+  void trim_ring();
   void dump_ring_locked();
   FlushStats stats_locked();
   FlushStats run_command(Command command);
