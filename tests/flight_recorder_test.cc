@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -183,6 +184,32 @@ TEST(FlightRecorder, ADumpThatCannotBeWrittenLeavesTheRecorderRecording) {
   EXPECT_NE(d.error.find("not_a_directory"), std::string::npos) << d.error;
   EXPECT_TRUE(recorder.recording());
   recorder.step();
+  EXPECT_EQ(recorder.step_num(), 2);
+}
+
+// A fork() child (a data-loader worker) neither records nor dumps into its
+// parent's ring, and ends cleanly; the parent's recorder goes on.
+TEST(FlightRecorder, AForkChildLeavesTheParentsRecorderAlone) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.analyse = false;
+  FlightRecorder recorder(o);
+  recorder.step();
+  pid_t child = fork();
+  if (child == 0) {
+    recorder.step();
+    FlightDump d = recorder.dump("from the child");
+    recorder.wait_for_dumps();
+    recorder.stop();
+    _exit(d.run_dir.empty() && !d.error.empty() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(test::run_dirs(dir.path()).empty());
+  recorder.step();
+  FlightDump d = recorder.dump("from the parent");
+  EXPECT_TRUE(d.error.empty()) << d.error;
   EXPECT_EQ(recorder.step_num(), 2);
 }
 

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -63,6 +64,7 @@ std::string format_ms(uint64_t ns) {
 
 struct FlightRecorder::State {
   FlightRecorderOptions options;
+  pid_t owner_pid = 0;  // a fork() child has no recorder thread and records nothing
   std::shared_ptr<Session> session;
   std::string worker_name;
 
@@ -155,6 +157,7 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
   State& s = *state_;
   s.options = std::move(options);
   s.options.slow_step_window = std::max<uint32_t>(s.options.slow_step_window, 1);
+  s.owner_pid = getpid();
   s.worker_name = base::host_name() + "_" + std::to_string(getpid());
   s.session = Session::open_ring(s.options.profiler, s.options.ring_mb, s.worker_name);
   if (!s.session) return;  // said why
@@ -180,17 +183,22 @@ FlightRecorder::~FlightRecorder() {
 }
 
 bool FlightRecorder::recording() const {
+  if (getpid() != state_->owner_pid) return false;  // a fork() child records nothing
   std::lock_guard<std::mutex> lock(state_->step_mu);
   return state_->session != nullptr && !state_->session->is_closed();
 }
 
 int64_t FlightRecorder::step_num() const {
+  if (getpid() != state_->owner_pid) return state_->step_num;  // the child's only thread: no lock
   std::lock_guard<std::mutex> lock(state_->step_mu);
   return state_->step_num;
 }
 
 void FlightRecorder::step() {
   State& s = *state_;
+  // A fork() child: triggers are off. Asked before any lock: the parent's
+  // recorder thread may have held one at the fork.
+  if (getpid() != s.owner_pid) return;
   std::lock_guard<std::mutex> lock(s.step_mu);
   if (!s.session) return;
   uint64_t end = detail::now_ticks();
@@ -233,14 +241,18 @@ void FlightRecorder::step() {
 FlightDump FlightRecorder::dump(std::string_view reason) {
   State& s = *state_;
   nlohmann::json trigger = {{"trigger", "request"}, {"reason", std::string(reason)}};
+  FlightDump refused;
+  refused.trigger = "request";
+  refused.reason = std::string(reason);
+  if (getpid() != s.owner_pid) {  // before any lock, as in step()
+    refused.error = "a fork() child does not write its parent's flight recorder";
+    return refused;
+  }
   {
     std::lock_guard<std::mutex> lock(s.step_mu);
     if (!s.session) {
-      FlightDump d;
-      d.trigger = "request";
-      d.reason = std::string(reason);
-      d.error = "the flight recorder is not recording";
-      return d;
+      refused.error = "the flight recorder is not recording";
+      return refused;
     }
     trigger["step"] = s.step_num;  // the step under way
   }
@@ -257,12 +269,20 @@ std::vector<FlightDump> FlightRecorder::dumps() const {
 
 void FlightRecorder::wait_for_dumps() {
   State& s = *state_;
+  if (getpid() != s.owner_pid) return;  // no recorder thread here
   std::unique_lock<std::mutex> lock(s.dump_mu);
   s.dump_cv.wait(lock, [&] { return s.pending.empty() && s.in_progress == 0; });
 }
 
 void FlightRecorder::stop() {
   State& s = *state_;
+  if (getpid() != s.owner_pid) {
+    // A fork() child: the recorder thread and the ring are the parent's.
+    // The thread's handle names no thread here: forgotten, not joined.
+    new (&s.dumper) std::thread();
+    s.session.reset();  // the child's only thread: no lock (one may be held by the parent's threads)
+    return;
+  }
   if (s.dumper.joinable()) {
     {
       std::lock_guard<std::mutex> lock(s.dump_mu);
