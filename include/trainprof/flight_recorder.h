@@ -51,7 +51,8 @@ struct FlightRecorderOptions {
   double cooldown_s = 300.0;
   // A dump on request from outside the process: this signal (kill -USR1
   // PID; 0: none), or this file appearing (touch it; it is removed when the
-  // dump is written; "": none). Both are looked at every 100 ms.
+  // dump is written; "": none). Both are looked at every 100 ms, and served
+  // at most once a second: requests within a second of a dump wait, as one.
   int dump_signal = 10;  // SIGUSR1 on Linux
   std::string dump_file;
   // Each dump is analysed (its outputs written) after it is written.

@@ -73,7 +73,8 @@ def test_an_exception_leaving_the_block_or_a_signal_gives_a_dump(trainer: Traine
                 recorder.step()
             os.kill(os.getpid(), signal.SIGUSR1)
             touched.touch()
-            for _ in range(200):  # the recorder looks every 100 ms
+            # The recorder looks every 100 ms, and serves requests at most once a second.
+            for _ in range(1000):
                 if len(recorder.dumps()) == 2:
                     break
                 time.sleep(0.01)

@@ -54,6 +54,8 @@ void on_dump_signal(int sig, siginfo_t* info, void* context) {
   }
 }
 
+constexpr uint64_t kExternalDumpIntervalNs = 1'000'000'000;
+
 std::string format_ms(uint64_t ns) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f ms", static_cast<double>(ns) / 1e6);
@@ -83,7 +85,8 @@ struct FlightRecorder::State {
   std::vector<FlightDump> done;
   std::thread dumper;
 
-  int installed_signal = 0;  // the dump signal whose handler is ours
+  int installed_signal = 0;            // the dump signal whose handler is ours
+  uint64_t last_external_dump_ns = 0;  // monotonic, of the last signal or file dump
 
   FlightDump write_dump(const nlohmann::json& trigger);
   void dumper_loop();
@@ -120,15 +123,23 @@ FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
 }
 
 void FlightRecorder::State::check_requests() {
-  if (installed_signal != 0 && g_dump_signalled.exchange(false)) {
+  bool signalled = installed_signal != 0 && g_dump_signalled.load();
+  struct stat st;
+  bool touched = !options.dump_file.empty() && ::stat(options.dump_file.c_str(), &st) == 0;
+  if (!signalled && !touched) return;
+  // A storm of requests (a script sending the signal in a loop) costs one
+  // dump a second at most, each writing the whole ring: the requests that
+  // come within a second of a dump wait for the next, as one.
+  uint64_t now = detail::monotonic_now_ns();
+  if (last_external_dump_ns != 0 && now - last_external_dump_ns < kExternalDumpIntervalNs) return;
+  last_external_dump_ns = now;
+  if (signalled) g_dump_signalled.store(false);
+  if (touched && !signalled) ::unlink(options.dump_file.c_str());  // one touch, one dump
+  if (signalled) {
     const char* abbrev = sigabbrev_np(installed_signal);
     std::string name = abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(installed_signal);
     pending.push_back({{"trigger", "signal"}, {"reason", name + " received"}});
-  }
-  struct stat st;
-  if (!options.dump_file.empty() && ::stat(options.dump_file.c_str(), &st) == 0) {
-    // Removed first: one touch, one dump.
-    ::unlink(options.dump_file.c_str());
+  } else {
     pending.push_back({{"trigger", "file"}, {"reason", "'" + options.dump_file + "' appeared"}});
   }
 }
