@@ -183,6 +183,32 @@ TEST(FlightRecorder, ASignalOrATouchedFileAsksForADump) {
   EXPECT_EQ(test::run_dirs(dir.path()).size(), signal_dumps + 1);
 }
 
+// No step for hang_timeout_s gives one dump naming the step that did not
+// finish; the next step re-arms the watchdog. Before the first step it is
+// not armed (setup may take long).
+TEST(FlightRecorder, AHangIsDumpedOncePerHang) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.hang_timeout_s = 0.3;
+  o.analyse = false;
+  FlightRecorder recorder(o);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_TRUE(recorder.dumps().empty());
+  for (int i = 0; i < 3; ++i) recorder.step();
+  std::vector<FlightDump> dumps = wait_for(recorder, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // still hung: no second dump
+  dumps = recorder.dumps();
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(dumps[0].trigger, "hang");
+  EXPECT_EQ(dumps[0].reason.rfind("no step ended for ", 0), 0u) << dumps[0].reason;
+  EXPECT_NE(dumps[0].reason.find("step 3 has not finished"), std::string::npos) << dumps[0].reason;
+  json fired = read_json(dumps[0].run_dir + "/profiler_info.json")["flight_recorder"];
+  EXPECT_EQ(fired["step"], 3);
+  EXPECT_GE(fired["waited_ns"].get<uint64_t>(), 300'000'000u);
+  recorder.step();  // re-armed
+  EXPECT_EQ(wait_for(recorder, 2).size(), 2u);
+}
+
 // A dump that cannot be written is one message; the recorder goes on.
 TEST(FlightRecorder, ADumpThatCannotBeWrittenLeavesTheRecorderRecording) {
   TempDir dir;

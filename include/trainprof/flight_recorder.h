@@ -49,6 +49,13 @@ struct FlightRecorderOptions {
   uint32_t slow_step_min_steps = 10;
   // At most one slow-step dump per this many seconds.
   double cooldown_s = 300.0;
+  // A hang: no step ended for this many seconds since the last one (0:
+  // none). Armed by the first step (setup may take long), once per hang:
+  // the next step re-arms it. 600 s: longer than a normal step, an
+  // evaluation pass or a checkpoint, shorter than the collective timeouts
+  // that end a hung job (NCCL's default is 30 minutes), so the dump is
+  // written while the job still lives.
+  double hang_timeout_s = 600.0;
   // A dump on request from outside the process: this signal (kill -USR1
   // PID; 0: none), or this file appearing (touch it; it is removed when the
   // dump is written; "": none). Both are looked at every 100 ms, and served
@@ -62,7 +69,7 @@ struct FlightRecorderOptions {
 // What one dump was.
 struct FlightDump {
   std::string run_dir;  // "" when it failed
-  std::string trigger;  // "slow_step", "request", "signal", "file"
+  std::string trigger;  // "slow_step", "hang", "request", "signal", "file"
   std::string reason;   // what fired, in words
   std::string error;    // why it failed ("" when it did not)
 };

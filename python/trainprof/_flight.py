@@ -32,6 +32,8 @@ class flight_recorder:
       ``cooldown_s`` seconds). 3x over 50 steps: steady training varies its
       step time by tens of percent, a step three times the median is an
       event; 50 steps hold a median through a few odd steps;
+    - a hang: no step ended for ``hang_timeout_s`` seconds (600; None: off),
+      once per hang, armed by the first step;
     - a request from outside: the signal ``dump_signal`` (SIGUSR1 by
       default: ``kill -USR1 PID``; None: none), or the file ``dump_file``
       appearing (``touch`` it; it is removed once the dump is written);
@@ -52,7 +54,8 @@ class flight_recorder:
                  cooldown_s: float = 300.0, analyse: bool = True, activities: Optional[Iterable[Any]] = None,
                  record_shapes: bool = False, profile_memory: bool = False, with_stack: bool = False,
                  with_flops: bool = False, dump_signal: Optional[int] = signal.SIGUSR1,
-                 dump_file: Union[str, "os.PathLike[str]", None] = None) -> None:
+                 dump_file: Union[str, "os.PathLike[str]", None] = None,
+                 hang_timeout_s: Optional[float] = 600.0) -> None:
         from .profiler import _check_activities  # profiler imports the package's other modules
 
         options = _trainprof.ProfilerOptions()
@@ -67,7 +70,8 @@ class flight_recorder:
             check_int("slow_step_window", slow_step_window, 1),
             check_int("slow_step_min_steps", slow_step_min_steps, 1), _check_number("cooldown_s", cooldown_s, 0.0),
             check_bool("analyse", analyse), 0 if dump_signal is None else check_int("dump_signal", dump_signal, 1),
-            None if dump_file is None else check_path("dump_file", dump_file))
+            None if dump_file is None else check_path("dump_file", dump_file),
+            0.0 if hang_timeout_s is None else _check_number("hang_timeout_s", hang_timeout_s, 0.0))
         self._torch_flag = False
         if self._cpp.recording() and _trainprof.Activity.CPU in options.activities:
             # As a profile does: torch.compile's code annotates itself only while torch sees a profiler.

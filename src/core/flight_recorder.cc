@@ -87,11 +87,18 @@ struct FlightRecorder::State {
 
   int installed_signal = 0;            // the dump signal whose handler is ours
   uint64_t last_external_dump_ns = 0;  // monotonic, of the last signal or file dump
+  // The hang watchdog: when the last step ended (monotonic ns, 0: no step
+  // yet) and its number, written by step(), read by the recorder's thread.
+  std::atomic<uint64_t> last_step_end_ns{0};
+  std::atomic<int64_t> steps_ended{0};
+  int64_t hang_dumped_after = -1;  // steps_ended when the last hang dump fired
 
   FlightDump write_dump(const nlohmann::json& trigger);
   void dumper_loop();
   // The signal's or the file's request, when one came.
   void check_requests();
+  // No step for hang_timeout_s: one dump per hang.
+  void check_hang();
 };
 
 FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
@@ -144,12 +151,32 @@ void FlightRecorder::State::check_requests() {
   }
 }
 
+void FlightRecorder::State::check_hang() {
+  uint64_t last = last_step_end_ns.load();
+  if (options.hang_timeout_s <= 0 || last == 0) return;
+  int64_t ended = steps_ended.load();
+  if (ended == hang_dumped_after) return;  // this hang was dumped; the next step re-arms
+  uint64_t now = detail::monotonic_now_ns();
+  double waited_s = static_cast<double>(now - last) / 1e9;
+  if (waited_s < options.hang_timeout_s) return;
+  hang_dumped_after = ended;
+  char waited[32];
+  std::snprintf(waited, sizeof(waited), "%.1f s", waited_s);
+  pending.push_back({{"trigger", "hang"},
+                     {"reason", "no step ended for " + std::string(waited) + ": step " +
+                                    std::to_string(ended) + " has not finished"},
+                     {"step", ended},
+                     {"waited_ns", now - last},
+                     {"timeout_s", options.hang_timeout_s}});
+}
+
 void FlightRecorder::State::dumper_loop() {
   std::unique_lock<std::mutex> lock(dump_mu);
   for (;;) {
     while (!dump_cv.wait_for(lock, std::chrono::milliseconds(100),
                              [&] { return stopping || !pending.empty(); })) {
       check_requests();
+      check_hang();
     }
     if (pending.empty()) return;  // stopping, nothing left
     nlohmann::json trigger = std::move(pending.front());
@@ -245,6 +272,8 @@ void FlightRecorder::step() {
       s.dump_cv.notify_all();
     }
   }
+  s.last_step_end_ns.store(detail::monotonic_now_ns());
+  s.steps_ended.store(s.step_num);
   s.recent_ns.push_back(duration_ns);
   if (s.recent_ns.size() > o.slow_step_window) s.recent_ns.pop_front();
 }
