@@ -191,10 +191,13 @@ TEST(FlightRecorder, AHangIsDumpedOncePerHang) {
   FlightRecorderOptions o = options_in(dir);
   o.hang_timeout_s = 0.3;
   o.analyse = false;
+  o.hang_stacks_file = dir.sub("stacks_of_the_hang");  // as faulthandler's watchdog writes it in Python
+  test::write_bytes(o.hang_stacks_file, "");
   FlightRecorder recorder(o);
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   EXPECT_TRUE(recorder.dumps().empty());
   for (int i = 0; i < 3; ++i) recorder.step();
+  test::write_bytes(o.hang_stacks_file, "Thread 1: stuck_in_allreduce\n");
   std::vector<FlightDump> dumps = wait_for(recorder, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // still hung: no second dump
   dumps = recorder.dumps();
@@ -205,7 +208,9 @@ TEST(FlightRecorder, AHangIsDumpedOncePerHang) {
   json fired = read_json(dumps[0].run_dir + "/profiler_info.json")["flight_recorder"];
   EXPECT_EQ(fired["step"], 3);
   EXPECT_GE(fired["waited_ns"].get<uint64_t>(), 300'000'000u);
-  recorder.step();  // re-armed
+  EXPECT_EQ(test::read_text(dumps[0].run_dir + "/hang_stacks.txt"), "Thread 1: stuck_in_allreduce\n");
+  EXPECT_EQ(test::read_text(o.hang_stacks_file), "");  // emptied for the next hang
+  recorder.step();                                     // re-armed
   EXPECT_EQ(wait_for(recorder, 2).size(), 2u);
 }
 

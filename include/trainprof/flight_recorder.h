@@ -56,6 +56,11 @@ struct FlightRecorderOptions {
   // that end a hung job (NCCL's default is 30 minutes), so the dump is
   // written while the job still lives.
   double hang_timeout_s = 600.0;
+  // A file that something else fills with the threads' stacks when no step
+  // ended for hang_timeout_s (in Python, faulthandler's watchdog thread,
+  // which needs no GIL); a hang's dump holds its text as hang_stacks.txt
+  // (waiting up to 1 s for it), and the file is emptied for the next hang.
+  std::string hang_stacks_file;
   // A dump on request from outside the process: this signal (kill -USR1
   // PID; 0: none), or this file appearing (touch it; it is removed when the
   // dump is written; "": none). Both are looked at every 100 ms, and served

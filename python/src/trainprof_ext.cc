@@ -407,7 +407,7 @@ void bind_flight_recorder(nb::module_& m) {
           "__init__",
           [](FlightRecorder* r, trainprof::ProfilerOptions options, uint32_t ring_mb, double slow_step_factor,
              uint32_t slow_step_window, uint32_t slow_step_min_steps, double cooldown_s, bool analyse,
-             int dump_signal, nb::handle dump_file, double hang_timeout_s) {
+             int dump_signal, nb::handle dump_file, double hang_timeout_s, nb::handle hang_stacks_file) {
             trainprof::FlightRecorderOptions o;
             o.profiler = std::move(options);
             o.ring_mb = ring_mb;
@@ -418,12 +418,14 @@ void bind_flight_recorder(nb::module_& m) {
             o.analyse = analyse;
             o.dump_signal = dump_signal;
             o.hang_timeout_s = hang_timeout_s;
+            if (!hang_stacks_file.is_none()) o.hang_stacks_file = os_path(hang_stacks_file);
             if (!dump_file.is_none()) o.dump_file = os_path(dump_file);
             nb::gil_scoped_release release;
             new (r) FlightRecorder(std::move(o));
           },
           "options"_a, "ring_mb"_a, "slow_step_factor"_a, "slow_step_window"_a, "slow_step_min_steps"_a,
-          "cooldown_s"_a, "analyse"_a, "dump_signal"_a, "dump_file"_a.none(), "hang_timeout_s"_a)
+          "cooldown_s"_a, "analyse"_a, "dump_signal"_a, "dump_file"_a.none(), "hang_timeout_s"_a,
+          "hang_stacks_file"_a.none())
       .def("recording", &FlightRecorder::recording, ReleaseGil())
       .def("step", &FlightRecorder::step, ReleaseGil())
       .def("step_num", &FlightRecorder::step_num, ReleaseGil())

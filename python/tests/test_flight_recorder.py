@@ -84,3 +84,24 @@ def test_an_exception_leaving_the_block_or_a_signal_gives_a_dump(trainer: Traine
     assert triggers[2] == ("request", "exception: RuntimeError: the loss is nan")
     assert len(run_dirs(tmp_path / "flight")) == 3
     assert not touched.exists()
+
+
+def stuck_in_collective(seconds: float) -> None:
+    """A training thread that stops making progress (an allreduce whose peer never comes)."""
+    time.sleep(seconds)
+
+
+def test_a_hang_is_dumped_with_every_threads_python_stack(trainer: Trainer, tmp_path: Path) -> None:
+    trainer.run(1)
+    with trainprof.flight_recorder(tmp_path / "flight", ring_mb=8, analyse=False, hang_timeout_s=0.5) as recorder:
+        for i in range(3):
+            trainer.train_step(i)
+            recorder.step()
+        stuck_in_collective(2.0)
+        recorder.wait_for_dumps()
+        dumps = recorder.dumps()
+    assert [d.trigger for d in dumps] == ["hang"]
+    assert "step 3 has not finished" in dumps[0].reason
+    stacks = (Path(dumps[0].run_dir) / "hang_stacks.txt").read_text()
+    # faulthandler's format: the stuck thread's frames, innermost first, this test among them.
+    assert "stuck_in_collective" in stacks and "test_a_hang_is_dumped_with_every_threads_python_stack" in stacks

@@ -4,9 +4,12 @@ directory only when a step is slow or a dump is asked for (the C++
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
+import tempfile
+import time
 from typing import Any, Iterable, Optional, Union
 
 from . import _torch, _trainprof
@@ -33,7 +36,12 @@ class flight_recorder:
       step time by tens of percent, a step three times the median is an
       event; 50 steps hold a median through a few odd steps;
     - a hang: no step ended for ``hang_timeout_s`` seconds (600; None: off),
-      once per hang, armed by the first step;
+      once per hang, armed by the first step; the dump holds every thread's
+      Python stack at that time (hang_stacks.txt, written by faulthandler's
+      watchdog thread, which needs no GIL: a thread stuck holding it is
+      shown too). This uses ``faulthandler.dump_traceback_later``, which is
+      one per process: a program that uses it itself should pass
+      ``hang_timeout_s=None``;
     - a request from outside: the signal ``dump_signal`` (SIGUSR1 by
       default: ``kill -USR1 PID``; None: none), or the file ``dump_file``
       appearing (``touch`` it; it is removed once the dump is written);
@@ -65,13 +73,21 @@ class flight_recorder:
         options.profile_memory = check_bool("profile_memory", profile_memory)
         options.with_stack = check_bool("with_stack", with_stack)
         options.with_flops = check_bool("with_flops", with_flops)
+        hang_s = 0.0 if hang_timeout_s is None else _check_number("hang_timeout_s", hang_timeout_s, 0.0)
+        self._hang_s = hang_s
+        self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
+        self._stacks_armed_at = 0.0
+        if hang_s > 0:
+            fd, path = tempfile.mkstemp(prefix="trainprof_hang_stacks_", suffix=".txt")
+            os.close(fd)
+            self._stacks = open(path, "ab")  # appends: the recorder empties it after each hang
         self._cpp: Optional[_trainprof.FlightRecorder] = _trainprof.FlightRecorder(
             options, check_int("ring_mb", ring_mb, 1), _check_number("slow_step_factor", slow_step_factor, 0.0),
             check_int("slow_step_window", slow_step_window, 1),
             check_int("slow_step_min_steps", slow_step_min_steps, 1), _check_number("cooldown_s", cooldown_s, 0.0),
             check_bool("analyse", analyse), 0 if dump_signal is None else check_int("dump_signal", dump_signal, 1),
-            None if dump_file is None else check_path("dump_file", dump_file),
-            0.0 if hang_timeout_s is None else _check_number("hang_timeout_s", hang_timeout_s, 0.0))
+            None if dump_file is None else check_path("dump_file", dump_file), hang_s,
+            None if self._stacks is None else self._stacks.name)
         self._torch_flag = False
         if self._cpp.recording() and _trainprof.Activity.CPU in options.activities:
             # As a profile does: torch.compile's code annotates itself only while torch sees a profiler.
@@ -94,6 +110,22 @@ class flight_recorder:
             self._cpp.step()
             if self._torch_flag:
                 _torch.profile_stepped()
+            if self._stacks is not None:
+                self._arm_hang_stacks()
+
+    def _arm_hang_stacks(self) -> None:
+        """faulthandler writes every thread's stack hang_timeout_s after its
+        last arming. Each arming starts a thread, so it is re-armed only a
+        tenth of the timeout after the last: the stacks come 90-100 % of the
+        timeout after the last step, before the recorder's hang dump reads them."""
+        now = time.monotonic()
+        if now - self._stacks_armed_at < self._hang_s / 10:
+            return
+        self._stacks_armed_at = now
+        if os.fstat(self._stacks.fileno()).st_size > 0:
+            # Written for a step that ended after all: not a hang's.
+            os.truncate(self._stacks.name, 0)
+        faulthandler.dump_traceback_later(self._hang_s * 0.95, repeat=False, file=self._stacks)
 
     def dump(self, reason: str = "requested") -> Optional[str]:
         """Writes what the ring holds now as a run directory (analysed when
@@ -118,6 +150,11 @@ class flight_recorder:
         """Stops recording (what the ring holds is discarded); waits for the dumps under way."""
         if self._cpp is not None:
             self._cpp.stop()
+        if self._stacks is not None:
+            faulthandler.cancel_dump_traceback_later()
+            self._stacks.close()
+            os.unlink(self._stacks.name)
+            self._stacks = None
         if self._torch_flag:
             self._torch_flag = False
             _torch.profile_stopped()

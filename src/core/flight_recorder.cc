@@ -4,6 +4,7 @@
 // that step() never waits for one.
 #include "trainprof/flight_recorder.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 
 #include "base/log.h"
 #include "base/run_directory.h"
+#include "base/safe_file.h"
 #include "core/analysis_hook.h"
 #include "core/clock.h"
 #include "core/session.h"
@@ -94,12 +96,29 @@ struct FlightRecorder::State {
   int64_t hang_dumped_after = -1;  // steps_ended when the last hang dump fired
 
   FlightDump write_dump(const nlohmann::json& trigger);
+  std::string take_hang_stacks();
   void dumper_loop();
   // The signal's or the file's request, when one came.
   void check_requests();
   // No step for hang_timeout_s: one dump per hang.
   void check_hang();
 };
+
+// The hang stacks file's text, once its writer has written it (up to 1 s);
+// the file is emptied for the next hang (its writer appends).
+std::string FlightRecorder::State::take_hang_stacks() {
+  const std::string& path = options.hang_stacks_file;
+  std::string text;
+  for (int waited_ms = 0; waited_ms <= 1000; waited_ms += 50) {
+    text = base::read_regular_file_at(AT_FDCWD, path, /*follow=*/false);
+    if (!text.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!text.empty() && ::truncate(path.c_str(), 0) != 0) {
+    base::log_warning("flight recorder: cannot empty '" + path + "': " + std::strerror(errno));
+  }
+  return text;
+}
 
 FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
   FlightDump d;
@@ -114,7 +133,12 @@ FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
     d.error = "the flight recorder is not recording";
     return d;
   }
-  d.run_dir = recording->dump(trigger.dump(), &d.error);
+  std::vector<std::pair<std::string, std::string>> extra_files;
+  if (d.trigger == "hang" && !options.hang_stacks_file.empty()) {
+    std::string stacks = take_hang_stacks();
+    if (!stacks.empty()) extra_files.emplace_back("hang_stacks.txt", std::move(stacks));
+  }
+  d.run_dir = recording->dump(trigger.dump(), &d.error, extra_files);
   if (d.run_dir.empty()) {
     base::log_error("flight recorder: the dump for '" + d.reason + "' could not be written: " + d.error +
                     "; recording goes on");

@@ -312,7 +312,8 @@ std::shared_ptr<Session> Session::open_ring(const ProfilerOptions& options, uint
   return s;
 }
 
-std::string Session::dump(const std::string& flight_recorder_json, std::string* error) {
+std::string Session::dump(const std::string& flight_recorder_json, std::string* error,
+                          const std::vector<std::pair<std::string, std::string>>& extra_files) {
   if (pid_ != getpid()) {
     *error = "a fork() child does not write its parent's flight recorder";
     return "";
@@ -361,6 +362,11 @@ std::string Session::dump(const std::string& flight_recorder_json, std::string* 
   if (!error->empty()) {
     run.remove_unopened_run();
     return "";
+  }
+  for (const auto& [name, content] : extra_files) {
+    std::string not_written = run.write_run_file(name, content);
+    if (!not_written.empty())
+      base::log_warning("flight recorder: " + not_written + "; the dump goes on without it");
   }
   run.release_recording_lock();
   run.opened_ = false;  // nothing for its destructor to close

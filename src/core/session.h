@@ -15,6 +15,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/safe_file.h"
 #include "core/clock.h"
@@ -37,7 +39,10 @@ class Session {
   // `flight_recorder_json` (an object) as "flight_recorder", with the time
   // from which the dump is complete added. Returns the run directory, or ""
   // with `error` (nothing is left of a run that could not be written).
-  std::string dump(const std::string& flight_recorder_json, std::string* error);
+  // `extra_files` (name, content) are written beside profiler_info.json; one
+  // that cannot be is a warning, not a failed dump.
+  std::string dump(const std::string& flight_recorder_json, std::string* error,
+                   const std::vector<std::pair<std::string, std::string>>& extra_files = {});
   bool is_ring() const { return ring_; }
   ~Session();
 
