@@ -194,48 +194,15 @@ void Flusher::run() {
     }
     bool signal_flush = signal_request_.exchange(false);
 
-    if (cmd == Command::kOpen) {
+    if (cmd == Command::kOpen || cmd == Command::kOpenRing) {
       std::lock_guard<std::mutex> lock(cmd_mu_);
-      // Whatever was recorded before the session belongs to no session.
-      write_full_blocks(/*discard=*/true);
-      write_live_blocks(/*discard=*/true);
-      for (const RingBlock& r : ring_) Recorder::instance().pool().release(r.block);
-      ring_.clear();
-      ring_mode_.store(false);
-      encoder_.reset();
-      name_versions_written_.clear();
-      fd_ = pending_fd_;
-      failed_ = false;
-      path_ = pending_path_;
-      interval_ms_ = pending_interval_ms_;
-      stats_ = FlushStats{};
-      Recorder::instance().reset_drop_counts();
-      opened_ns_ = detail::monotonic_now_ns();
-      cpu_at_open_ns_ = thread_cpu_ns();
-      next_periodic_ns_ = detail::monotonic_now_ns() + interval_ms_ * 1000000ull;
-      open_.store(true);
-    } else if (cmd == Command::kOpenRing) {
-      std::lock_guard<std::mutex> lock(cmd_mu_);
-      write_full_blocks(/*discard=*/true);
-      write_live_blocks(/*discard=*/true);
-      for (const RingBlock& r : ring_) Recorder::instance().pool().release(r.block);
-      ring_.clear();
-      ring_complete_from_ticks_ = 0;
-      ring_max_blocks_ = pending_ring_blocks_;
-      stats_ = FlushStats{};
-      Recorder::instance().reset_drop_counts();
-      opened_ns_ = detail::monotonic_now_ns();
-      cpu_at_open_ns_ = thread_cpu_ns();
-      next_periodic_ns_ = opened_ns_ + interval_ms_ * 1000000ull;
-      ring_mode_.store(true);
-      open_.store(true);
+      start_session(cmd == Command::kOpenRing);
     } else if (ring_mode_.load()) {
       fill_ring();
       if (cmd == Command::kDump) dump_ring_locked();
       if (cmd == Command::kClose) {
         write_live_blocks(/*discard=*/true);
-        for (const RingBlock& r : ring_) Recorder::instance().pool().release(r.block);
-        ring_.clear();
+        release_ring();
         ring_mode_.store(false);
         open_.store(false);
       }
@@ -387,6 +354,38 @@ void Flusher::write_out() {
     fail_io("write");
   }
   encoder_.clear_output();
+}
+
+// On the flusher thread, cmd_mu_ held: a session starts writing to the
+// pending file, or (ring) into memory.
+void Flusher::start_session(bool ring) {
+  // Whatever was recorded before the session belongs to no session.
+  write_full_blocks(/*discard=*/true);
+  write_live_blocks(/*discard=*/true);
+  release_ring();
+  ring_mode_.store(ring);
+  if (ring) {
+    ring_max_blocks_ = pending_ring_blocks_;
+  } else {
+    encoder_.reset();
+    name_versions_written_.clear();
+    fd_ = pending_fd_;
+    failed_ = false;
+    path_ = pending_path_;
+    interval_ms_ = pending_interval_ms_;
+  }
+  stats_ = FlushStats{};
+  Recorder::instance().reset_drop_counts();
+  opened_ns_ = detail::monotonic_now_ns();
+  cpu_at_open_ns_ = thread_cpu_ns();
+  next_periodic_ns_ = opened_ns_ + interval_ms_ * 1000000ull;
+  open_.store(true);
+}
+
+void Flusher::release_ring() {
+  for (const RingBlock& r : ring_) Recorder::instance().pool().release(r.block);
+  ring_.clear();
+  ring_complete_from_ticks_ = 0;
 }
 
 void Flusher::fill_ring() {

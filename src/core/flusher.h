@@ -60,7 +60,6 @@ class Flusher {
   // file body (after the header already in `fd`), a fresh string table and
   // chunk sequence of its own; the ring is kept. Returns what it wrote.
   FlushStats dump_ring(int fd, std::string path);
-  bool ring_mode() const { return ring_mode_.load(); }
   // Writes everything recorded so far and a final stats chunk, closes the
   // file (ring mode: gives the ring back to the pool).
   FlushStats close();
@@ -109,6 +108,9 @@ class Flusher {
   void write_periodic(bool final);
   void write_out();
   void fail_io(const std::string& what);
+  void start_session(bool ring);
+  // Ring mode: gives every block of the ring back to the pool.
+  void release_ring();
   // Ring mode: the full blocks into the ring, the oldest out past its size.
   void fill_ring();
   // Gives the oldest blocks back to the pool until the ring has its size.

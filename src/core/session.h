@@ -43,7 +43,6 @@ class Session {
   // that cannot be is a warning, not a failed dump.
   std::string dump(const std::string& flight_recorder_json, std::string* error,
                    const std::vector<std::pair<std::string, std::string>>& extra_files = {});
-  bool is_ring() const { return ring_; }
   ~Session();
 
   // Idempotent; `reason` goes into profiler_info.json ("stop", "exit", ...).

@@ -4,7 +4,6 @@
 #include "trainprof/call_events.h"
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 #include <tuple>
 #include <unordered_map>
