@@ -194,10 +194,10 @@ TEST(KeyAverages, AgreeWithOperatorDetails) {
   for (const KeyAverage& row : k.rows) parent[row.name] = row.first_parent;
   // What each key's first call ran in (torch's cpu_parent of a key).
   EXPECT_EQ(parent, (std::map<std::string, std::string>{{"ProfilerStep*", ""},
-                                                         {"outer", ""},  // on threads the step is not on
-                                                         {"inner1", "outer"},
-                                                         {"inner2", "outer"},
-                                                         {"leaf", "inner1"}}));
+                                                        {"outer", ""},  // on threads the step is not on
+                                                        {"inner1", "outer"},
+                                                        {"inner2", "outer"},
+                                                        {"leaf", "inner1"}}));
   parent.erase("ProfilerStep*");
   EXPECT_EQ(parent_without_steps, parent);
 

@@ -275,5 +275,103 @@ TEST(FlightRecorder, DoesNotStartWhileAProfilerRecords) {
   EXPECT_TRUE(later.recording());
 }
 
+// A program that ends badly (flight_child): the ring is dumped before the
+// process ends with its signal, and the dump holds the 30 steps and the
+// events of the step under way, every one of them.
+void check_dump_at_the_end(const std::string& mode, int signo, const std::string& trigger,
+                           const std::string& reason_part, bool from_env = false) {
+  TempDir dir;
+  std::map<std::string, std::string> env;
+  if (from_env) {
+    env["TRAINPROF_OPTIONS"] = json{{"start", true},
+                                    {"output_path", dir.path()},
+                                    {"flight_recorder", {{"ring_mb", 8}, {"hang_timeout_s", 0}}}}
+                                   .dump();
+  }
+  test::ProcessResult r =
+      test::run_process({"/usr/bin/timeout", "-s", "KILL", "60", test::helper_path("flight_child"),
+                         dir.path(), (from_env ? "env_" : "") + mode},
+                        env);
+  ASSERT_EQ(r.term_signal, signo) << "the process must still end with its signal:\n" << r.output;
+  ASSERT_NE(r.output.find("READY"), std::string::npos) << r.output;
+  std::vector<std::string> runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 1u) << r.output;
+  json fired = read_json(runs[0] + "/profiler_info.json")["flight_recorder"];
+  EXPECT_EQ(fired["trigger"], trigger) << fired.dump();
+  EXPECT_EQ(fired["step"], 30);
+  std::string reason = fired["reason"];
+  EXPECT_NE(reason.find(reason_part), std::string::npos) << reason;
+  EXPECT_NE(reason.find("during step 30"), std::string::npos) << reason;
+
+  raw::RawFile f = test::read_run(runs[0]);
+  size_t seq = 0, last_work = 0;
+  for (const auto& e : f.events) {
+    if (e.kind == raw::EventKind::kCounter && f.name(e.name_id) == "seq") ++seq;
+    if (f.name(e.name_id) == "last_work") ++last_work;
+  }
+  EXPECT_EQ(seq, 3000u);
+  EXPECT_EQ(last_work, 1u) << "the step under way is in the dump";
+  // The dump is a normal run: analysed afterwards, it has every step.
+  AnalyseReport report = analyse(runs[0]);
+  ASSERT_TRUE(report.error.empty()) << report.error;
+  std::string steps = test::read_text(runs[0] + "/PROFILER_OUTPUT/step_trace_time.csv");
+  EXPECT_NE(steps.find("\n29,"), std::string::npos) << steps;
+  std::string summary = summarize_run(runs[0]);
+  EXPECT_NE(summary.find("flight recorder: " + reason), std::string::npos) << summary;
+}
+
+TEST(FlightRecorder, ACrashDumpsTheRingBeforeTheProcessEnds) {
+#ifdef TRAINPROF_TEST_SANITIZED
+  GTEST_SKIP() << "the sanitizers report faults themselves";
+#endif
+  check_dump_at_the_end("segv", SIGSEGV, "crash", "SIGSEGV (a crash)");
+}
+
+TEST(FlightRecorder, StdTerminateDumpsTheRingWithTheExceptionsText) {
+  check_dump_at_the_end("terminate", SIGABRT, "terminate",
+                        "std::terminate (uncaught exception: the loss became NaN)");
+}
+
+TEST(FlightRecorder, SigtermDumpsTheRingBeforeTheProcessEnds) {
+  check_dump_at_the_end("sigterm", SIGTERM, "terminated", "SIGTERM ended the process");
+}
+
+// No line of code: TRAINPROF_OPTIONS' "flight_recorder" starts one for the process.
+TEST(FlightRecorder, TrainprofOptionsStartsOneForTheProcess) {
+  check_dump_at_the_end("sigterm", SIGTERM, "terminated", "SIGTERM ended the process", /*from_env=*/true);
+}
+
+TEST(FlightRecorder, TrainprofOptionsNamesABadFlightRecorderSetting) {
+  auto message_of = [](const std::string& text) {
+    try {
+      parse_options_json(text);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message_of(R"({"start": true, "flight_recorder": {"ring_mb": 0}})"),
+            "TRAINPROF_OPTIONS: key \"flight_recorder.ring_mb\" must be an integer in [1, 1048576], got 0");
+  EXPECT_NE(message_of(R"({"start": true, "flight_recorder": {"ring": 8}})")
+                .find("is unknown; known keys: ring_mb"),
+            std::string::npos);
+  EXPECT_NE(message_of(R"({"start": true, "flight_recorder": 3})").find("must be true, false or an object"),
+            std::string::npos);
+  EXPECT_NE(message_of(R"({"start": true, "flight_recorder": true, "schedule": {"active": 1}})")
+                .find("not used by a flight recorder"),
+            std::string::npos);
+  EnvOptions env = parse_options_json(
+      R"({"start": true, "output_path": "/tmp/x", "analyse": false,
+          "flight_recorder": {"slow_step_factor": 4.5, "hang_timeout_s": 60, "dump_file": "/tmp/d"}})");
+  EXPECT_TRUE(env.flight_recorder);
+  EXPECT_EQ(env.flight.slow_step_factor, 4.5);
+  EXPECT_EQ(env.flight.hang_timeout_s, 60);
+  EXPECT_EQ(env.flight.dump_file, "/tmp/d");
+  EXPECT_EQ(env.flight.ring_mb, 64u);  // the default
+  EXPECT_FALSE(env.flight.analyse);    // the top-level "analyse"
+  EXPECT_EQ(env.flight.profiler.output_path, "/tmp/x");
+  EXPECT_FALSE(parse_options_json(R"({"start": true})").flight_recorder);
+}
+
 }  // namespace
 }  // namespace trainprof

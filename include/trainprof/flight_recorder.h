@@ -74,9 +74,11 @@ struct FlightRecorderOptions {
 // What one dump was.
 struct FlightDump {
   std::string run_dir;  // "" when it failed
-  std::string trigger;  // "slow_step", "hang", "request", "signal", "file"
-  std::string reason;   // what fired, in words
-  std::string error;    // why it failed ("" when it did not)
+  // "slow_step", "hang", "request", "exception", "signal", "file" (a
+  // crash's dump is not listed: the process ends).
+  std::string trigger;
+  std::string reason;  // what fired, in words
+  std::string error;   // why it failed ("" when it did not)
 };
 
 class FlightRecorder {
@@ -93,9 +95,11 @@ class FlightRecorder {
   // Ends the current step (ProfilerStep#N) and checks it against the slow-step trigger.
   void step();
   int64_t step_num() const;
-  // Writes the ring now; `reason` is said in profiler_info.json. Returns the
-  // dump (waits for it to be written, and analysed when options say so).
-  FlightDump dump(std::string_view reason = "requested");
+  // Writes the ring now; `reason` is said in profiler_info.json, with
+  // `trigger` ("request"; the Python package says "exception" for an
+  // exception that ends the training). Returns the dump (waits for it to be
+  // written, and analysed when options say so).
+  FlightDump dump(std::string_view reason = "requested", std::string_view trigger = "request");
   // The dumps so far, oldest first (slow-step dumps once written).
   std::vector<FlightDump> dumps() const;
   // Waits until the dumps triggered so far are written (and analysed).

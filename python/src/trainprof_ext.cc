@@ -328,12 +328,31 @@ void bind_options(nb::module_& m) {
             o.on_trace_ready = trainprof::trace_handler(os_path(dir), os_path(worker_name), analyse, async);
           },
           "dir"_a, "worker_name"_a, "analyse"_a, "async_mode"_a);
-  // TRAINPROF_OPTIONS' JSON: (start, analyse, options); ValueError naming the key.
+  // TRAINPROF_OPTIONS' JSON: (start, analyse, options, flight); ValueError
+  // naming the key. flight: None, or "flight_recorder"'s settings as the
+  // keyword arguments of trainprof.flight_recorder.
   m.def(
       "parse_options_json",
       [](std::string_view text) {
         trainprof::EnvOptions env = trainprof::parse_options_json(text);
-        return std::make_tuple(env.start, env.analyse, std::move(env.options));
+        nb::object flight = nb::none();
+        if (env.flight_recorder) {
+          const trainprof::FlightRecorderOptions& f = env.flight;
+          nb::dict d;
+          d["ring_mb"] = f.ring_mb;
+          d["slow_step_factor"] = f.slow_step_factor;
+          d["slow_step_window"] = f.slow_step_window;
+          d["slow_step_min_steps"] = f.slow_step_min_steps;
+          d["cooldown_s"] = f.cooldown_s;
+          d["analyse"] = f.analyse;
+          d["dump_signal"] =
+              f.dump_signal == 0 ? nb::object(nb::none()) : nb::object(nb::int_(f.dump_signal));
+          d["dump_file"] = f.dump_file.empty() ? nb::object(nb::none()) : os_str(f.dump_file);
+          d["hang_timeout_s"] =
+              f.hang_timeout_s == 0 ? nb::object(nb::none()) : nb::object(nb::float_(f.hang_timeout_s));
+          flight = std::move(d);
+        }
+        return std::make_tuple(env.start, env.analyse, std::move(env.options), flight);
       },
       "text"_a);
   // The option table (trainprof::option_list): what the Python API is checked against.
@@ -430,8 +449,11 @@ void bind_flight_recorder(nb::module_& m) {
       .def("step", &FlightRecorder::step, ReleaseGil())
       .def("step_num", &FlightRecorder::step_num, ReleaseGil())
       .def(
-          "dump", [](FlightRecorder& r, const std::string& reason) { return r.dump(reason); }, "reason"_a,
-          ReleaseGil())
+          "dump",
+          [](FlightRecorder& r, const std::string& reason, const std::string& trigger) {
+            return r.dump(reason, trigger);
+          },
+          "reason"_a, "trigger"_a = "request", ReleaseGil())
       .def("dumps", &FlightRecorder::dumps, ReleaseGil())
       .def("wait_for_dumps", &FlightRecorder::wait_for_dumps, ReleaseGil())
       .def("stop", &FlightRecorder::stop, ReleaseGil());

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import Trainer, op_statistic, run_dirs
+from test_zero_code import run, step_rows, write_script
 
 import trainprof
 
@@ -81,7 +84,7 @@ def test_an_exception_leaving_the_block_or_a_signal_gives_a_dump(trainer: Traine
             raise RuntimeError("the loss is nan")
     triggers = [(d.trigger, d.reason) for d in recorder.dumps()]
     assert sorted(triggers[:2]) == [("file", f"'{touched}' appeared"), ("signal", "SIGUSR1 received")]
-    assert triggers[2] == ("request", "exception: RuntimeError: the loss is nan")
+    assert triggers[2] == ("exception", "exception: RuntimeError: the loss is nan during step 3")
     assert len(run_dirs(tmp_path / "flight")) == 3
     assert not touched.exists()
 
@@ -105,3 +108,55 @@ def test_a_hang_is_dumped_with_every_threads_python_stack(trainer: Trainer, tmp_
     stacks = (Path(dumps[0].run_dir) / "hang_stacks.txt").read_text()
     # faulthandler's format: the stuck thread's frames, innermost first, this test among them.
     assert "stuck_in_collective" in stacks and "test_a_hang_is_dumped_with_every_threads_python_stack" in stacks
+
+
+def flight_info(run_dir: Path) -> dict:
+    return json.loads((run_dir / "profiler_info.json").read_text())["flight_recorder"]
+
+
+def test_trainprof_run_flight_recorder_dumps_the_exception_that_ends_a_script(tmp_path: Path) -> None:
+    """No line changed: ``trainprof run --flight-recorder`` records the script
+    all the time, writes nothing while it goes well, and writes its last
+    steps, analysed, when it fails."""
+    script = write_script(tmp_path)
+    out = tmp_path / "fine"
+    result = run(["-m", "trainprof", "run", "--flight-recorder", "--options", json.dumps({"output_path": str(out)}),
+                  str(script), "--steps", "12"])
+    assert result.returncode == 0, result.stderr
+    assert "[trainprof] flight recorder: 12 steps, 0 dumps" in result.stderr
+    assert not out.exists()  # not even the directory
+
+    out = tmp_path / "failed"
+    result = run(["-m", "trainprof", "run", "--flight-recorder", "--options", json.dumps({"output_path": str(out)}),
+                  str(script), "--steps", "12", "--fail"])
+    assert result.returncode == 1
+    assert "ValueError: the script failed" in result.stderr  # the script's traceback, as before
+    assert "[trainprof] flight recorder: 12 steps, 1 dump" in result.stderr
+    [dump] = run_dirs(out)
+    fired = flight_info(dump)
+    assert fired["trigger"] == "exception"
+    assert fired["reason"] == "uncaught exception: ValueError: the script failed during step 12"
+    assert [int(r["Step"]) for r in step_rows(dump)] == list(range(12))  # the optimizer's steps, analysed
+    assert "aten::conv2d" in op_statistic(dump)
+
+
+def test_a_crash_of_a_script_under_trainprof_options_leaves_its_last_steps(tmp_path: Path) -> None:
+    """TRAINPROF_OPTIONS' "flight_recorder" and a segmentation fault in native
+    code: the process still dies of SIGSEGV, and its last steps are on disk."""
+    script = write_script(tmp_path)
+    out = tmp_path / "flight"
+    options = {"start": True, "output_path": str(out), "flight_recorder": {"ring_mb": 16}}
+    result = run([str(script), "--steps", "12", "--segv"], env_options=json.dumps(options))
+    assert result.returncode == -signal.SIGSEGV, result.stderr
+    [dump] = run_dirs(out)
+    fired = flight_info(dump)
+    assert fired["trigger"] == "crash"
+    assert fired["reason"] == "SIGSEGV (a crash) during step 12"
+    # Written as the process died, analysed afterwards.
+    analysed = subprocess.run([sys.executable, "-m", "trainprof", "analyse", str(dump)], capture_output=True,
+                              text=True, timeout=300)
+    assert analysed.returncode == 0, analysed.stderr
+    assert [int(r["Step"]) for r in step_rows(dump)] == list(range(12))
+    summary = subprocess.run([sys.executable, "-m", "trainprof", "summary", str(dump)], capture_output=True,
+                             text=True, timeout=120)
+    assert "flight recorder: SIGSEGV (a crash) during step 12" in summary.stdout

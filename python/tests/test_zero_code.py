@@ -38,6 +38,9 @@ def main():
     print("trained", len(data))
     if "--fail" in sys.argv:
         raise ValueError("the script failed")
+    if "--segv" in sys.argv:  # a crash in native code
+        import ctypes
+        ctypes.string_at(0)
     if "--exit" in sys.argv:
         sys.exit(int(sys.argv[sys.argv.index("--exit") + 1]))
 

@@ -8,6 +8,7 @@ import faulthandler
 import logging
 import os
 import signal
+import sys
 import tempfile
 import time
 from typing import Any, Iterable, Optional, Union
@@ -45,7 +46,11 @@ class flight_recorder:
     - a request from outside: the signal ``dump_signal`` (SIGUSR1 by
       default: ``kill -USR1 PID``; None: none), or the file ``dump_file``
       appearing (``touch`` it; it is removed once the dump is written);
-    - an exception leaving the ``with`` block;
+    - an exception leaving the ``with`` block, or ending the program
+      (``sys.excepthook``; a KeyboardInterrupt is not dumped);
+    - a crash (SIGSEGV, SIGABRT, ...) or a signal that ends the process
+      (SIGTERM): the ring is written before the process ends (not analysed:
+      ``trainprof analyse`` it later);
     - ``dump(reason)``.
 
     Each dump is analysed (``analyse=True``) and its profiler_info.json and
@@ -73,26 +78,62 @@ class flight_recorder:
         options.profile_memory = check_bool("profile_memory", profile_memory)
         options.with_stack = check_bool("with_stack", with_stack)
         options.with_flops = check_bool("with_flops", with_flops)
+        self._start(options, ring_mb=ring_mb, slow_step_factor=slow_step_factor, slow_step_window=slow_step_window,
+                    slow_step_min_steps=slow_step_min_steps, cooldown_s=cooldown_s, analyse=analyse,
+                    dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s)
+
+    @classmethod
+    def _from_core_options(cls, options: _trainprof.ProfilerOptions, settings: dict[str, Any]) -> "flight_recorder":
+        """A recorder of core ProfilerOptions (TRAINPROF_OPTIONS' ``flight_recorder``;
+        ``settings``: this class's keyword arguments but dir_name and what options hold)."""
+        recorder = cls.__new__(cls)
+        recorder._start(options, **settings)
+        return recorder
+
+    def _start(self, options: _trainprof.ProfilerOptions, *, ring_mb: int = 64, slow_step_factor: float = 3.0,
+               slow_step_window: int = 50, slow_step_min_steps: int = 10, cooldown_s: float = 300.0,
+               analyse: bool = True, dump_signal: Optional[int] = signal.SIGUSR1,
+               dump_file: Union[str, "os.PathLike[str]", None] = None,
+               hang_timeout_s: Optional[float] = 600.0) -> None:
+        self._cpp: Optional[_trainprof.FlightRecorder] = None
+        self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
+        self._torch_flag = False
+        self._previous_excepthook: Optional[Any] = None
         hang_s = 0.0 if hang_timeout_s is None else _check_number("hang_timeout_s", hang_timeout_s, 0.0)
         self._hang_s = hang_s
-        self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
         self._stacks_armed_at = 0.0
+        args = (check_int("ring_mb", ring_mb, 1), _check_number("slow_step_factor", slow_step_factor, 0.0),
+                check_int("slow_step_window", slow_step_window, 1),
+                check_int("slow_step_min_steps", slow_step_min_steps, 1),
+                _check_number("cooldown_s", cooldown_s, 0.0), check_bool("analyse", analyse),
+                0 if dump_signal is None else check_int("dump_signal", dump_signal, 1),
+                None if dump_file is None else check_path("dump_file", dump_file), hang_s)
         if hang_s > 0:
             fd, path = tempfile.mkstemp(prefix="trainprof_hang_stacks_", suffix=".txt")
             os.close(fd)
             self._stacks = open(path, "ab")  # appends: the recorder empties it after each hang
-        self._cpp: Optional[_trainprof.FlightRecorder] = _trainprof.FlightRecorder(
-            options, check_int("ring_mb", ring_mb, 1), _check_number("slow_step_factor", slow_step_factor, 0.0),
-            check_int("slow_step_window", slow_step_window, 1),
-            check_int("slow_step_min_steps", slow_step_min_steps, 1), _check_number("cooldown_s", cooldown_s, 0.0),
-            check_bool("analyse", analyse), 0 if dump_signal is None else check_int("dump_signal", dump_signal, 1),
-            None if dump_file is None else check_path("dump_file", dump_file), hang_s,
-            None if self._stacks is None else self._stacks.name)
-        self._torch_flag = False
+        self._cpp = _trainprof.FlightRecorder(options, *args, None if self._stacks is None else self._stacks.name)
         if self._cpp.recording() and _trainprof.Activity.CPU in options.activities:
             # As a profile does: torch.compile's code annotates itself only while torch sees a profiler.
             _torch.profile_started()
             self._torch_flag = True
+        if self._cpp.recording():
+            # An exception that ends the program outside a ``with`` block is dumped too.
+            self._previous_excepthook = sys.excepthook
+            sys.excepthook = self._on_uncaught_exception
+
+    def _on_uncaught_exception(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        """sys.excepthook while recording: the exception that ends the program is dumped, then reported as before."""
+        previous = self._previous_excepthook or sys.__excepthook__
+        try:
+            if self.recording and not issubclass(exc_type, KeyboardInterrupt):
+                self._dump_exception(exc_type, exc, "uncaught exception")
+        finally:
+            previous(exc_type, exc, traceback)
+
+    def _dump_exception(self, exc_type: Any, exc: Any, what: str) -> None:
+        if self._cpp is not None:
+            self._cpp.dump(f"{what}: {exc_type.__name__}: {exc} during step {self.step_num}", "exception")
 
     @property
     def recording(self) -> bool:
@@ -150,6 +191,10 @@ class flight_recorder:
         """Stops recording (what the ring holds is discarded); waits for the dumps under way."""
         if self._cpp is not None:
             self._cpp.stop()
+        if self._previous_excepthook is not None:
+            if sys.excepthook == self._on_uncaught_exception:
+                sys.excepthook = self._previous_excepthook
+            self._previous_excepthook = None
         if self._stacks is not None:
             faulthandler.cancel_dump_traceback_later()
             self._stacks.close()
@@ -165,5 +210,5 @@ class flight_recorder:
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         # The training failed: its last steps are what explains it.
         if exc_type is not None and self.recording:
-            self.dump(f"exception: {exc_type.__name__}: {exc}")
+            self._dump_exception(exc_type, exc, "exception")
         self.stop()

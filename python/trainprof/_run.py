@@ -12,8 +12,8 @@ from typing import Optional
 
 from . import _zero_code
 
-USAGE = """usage: python -m trainprof run [--options JSON] SCRIPT [ARGS...]
-       python -m trainprof run [--options JSON] -m MODULE [ARGS...]
+USAGE = """usage: python -m trainprof run [--flight-recorder] [--options JSON] SCRIPT [ARGS...]
+       python -m trainprof run [--flight-recorder] [--options JSON] -m MODULE [ARGS...]
 
 Runs SCRIPT (as `python SCRIPT ARGS...` would) under trainprof: steps are the
 optimizer's step() calls, the profile is stopped, flushed and analysed at exit.
@@ -24,6 +24,13 @@ JSON has the keys of TRAINPROF_OPTIONS (the ProfilerOptions field names,
 "analyse": true|false); "start" is true unless given: "start": false runs
 SCRIPT without profiling. Options that are not valid (bad JSON, nested deeper
 than 128, an unknown key, a bad value) are a usage error: SCRIPT does not run.
+
+--flight-recorder adds "flight_recorder": true to the options (unless they
+have that key): nothing is written while the training goes well; a step 3x
+slower than the median of the last 50, no step for 600 s, an exception, a
+crash, SIGTERM or SIGUSR1 writes the last steps (a 64 MiB ring) as a run,
+analysed. Settings: "flight_recorder": {"ring_mb": ..., "slow_step_factor":
+..., "hang_timeout_s": ..., ...}.
 """
 
 DEFAULT_OPTIONS = '{"start": true, "analyse": true, "data_process": true}'
@@ -37,28 +44,37 @@ def _usage_error(message: str) -> SystemExit:
     return SystemExit(USAGE_ERROR)
 
 
-def _with_start(text: str) -> str:
-    """``text`` with ``"start": true`` added when it has no "start" (run means profile)."""
+def _with_start(text: str, flight_recorder: bool = False) -> str:
+    """``text`` with ``"start": true`` added when it has no "start" (run
+    means profile), and ``"flight_recorder": true`` when asked for and absent."""
     import json
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return text  # the core's parser says what is wrong (nesting: past its limit of 128)
-    if isinstance(value, dict) and "start" not in value:
-        value = {"start": True, **value}
-        return json.dumps(value)
-    return text
+    if not isinstance(value, dict):
+        return text
+    added = dict(value)
+    if "start" not in added:
+        added = {"start": True, **added}
+    if flight_recorder and "flight_recorder" not in added:
+        added["flight_recorder"] = True
+    return json.dumps(added) if added != value else text
 
 
-def _parse(argv: list[str]) -> tuple[Optional[str], list[str]]:
+def _parse(argv: list[str]) -> tuple[Optional[str], bool, list[str]]:
     options: Optional[str] = None
+    flight_recorder = False
     args = list(argv)
-    while args and (args[0] in ("--options", "-h", "--help") or args[0].startswith("--options=")):
+    while args and (args[0] in ("--options", "--flight-recorder", "-h", "--help")
+                    or args[0].startswith("--options=")):
         arg = args.pop(0)
         if arg in ("-h", "--help"):
             sys.stdout.write(USAGE)
             raise SystemExit(0)
-        if arg.startswith("--options="):
+        if arg == "--flight-recorder":
+            flight_recorder = True
+        elif arg.startswith("--options="):
             options = arg.split("=", 1)[1]
         elif not args:
             raise _usage_error("--options needs a JSON value")
@@ -66,10 +82,10 @@ def _parse(argv: list[str]) -> tuple[Optional[str], list[str]]:
             options = args.pop(0)
     if not args or args == ["-m"]:
         raise _usage_error("a SCRIPT or -m MODULE is needed")
-    return options, args
+    return options, flight_recorder, args
 
 
-def _start_profile(options: Optional[str]) -> None:
+def _start_profile(options: Optional[str], flight_recorder: bool = False) -> None:
     """Starts the process-wide profile by the rule of USAGE (one rule for
     --options and TRAINPROF_OPTIONS); a usage error when they are not valid."""
     env_text = os.environ.get(_zero_code.OPTIONS_VARIABLE, "")
@@ -84,7 +100,7 @@ def _start_profile(options: Optional[str]) -> None:
     else:
         source, text = "the default options", DEFAULT_OPTIONS
     try:
-        started = _zero_code.start_from_json(_with_start(text))
+        started = _zero_code.start_from_json(_with_start(text, flight_recorder))
     except ValueError as e:
         message = str(e)
         if source == "--options" and message.startswith(_zero_code.OPTIONS_VARIABLE):
@@ -110,10 +126,10 @@ def _script_frames(tb: Optional[TracebackType]) -> Optional[TracebackType]:
 
 def main(argv: list[str]) -> int:
     """Runs the script; returns its exit status (SystemExit passes through)."""
-    options, args = _parse(argv)
+    options, flight_recorder, args = _parse(argv)
     if args[0] != "-m" and not os.path.isfile(args[0]):
         raise _usage_error(f"SCRIPT {args[0]!r} is not a file")
-    _start_profile(options)
+    _start_profile(options, flight_recorder)
     if args[0] == "-m":
         module, sys.argv = args[1], args[1:]
         target = module
@@ -129,6 +145,7 @@ def main(argv: list[str]) -> int:
     except (SystemExit, KeyboardInterrupt):
         raise
     except BaseException as e:  # as `python SCRIPT` shows it: without this runner's frames
+        _zero_code.on_uncaught_exception(e)
         traceback.print_exception(type(e), e, _script_frames(e.__traceback__))
         return 1
     return 0

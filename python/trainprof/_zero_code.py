@@ -63,11 +63,12 @@ _analysed = False
 _driver: Optional[Any] = None  # weak reference to the optimizer whose steps count
 _in_step = threading.local()  # inside a counted optimizer step (nested steps count once)
 _monitor: Optional[Any] = None  # the DynamicProfilerMonitor of TRAINPROF_DYNAMIC_CONFIG
+_flight: Optional[Any] = None  # the flight_recorder of TRAINPROF_OPTIONS' "flight_recorder"
 
 
-def active() -> Optional[profile]:
-    """The process-wide profile started from options, or None."""
-    return _profile
+def active() -> Optional[Any]:
+    """The process-wide profile (or flight_recorder) started from options, or None."""
+    return _profile if _profile is not None else _flight
 
 
 def _is_multiprocessing_child() -> bool:
@@ -90,14 +91,14 @@ def _is_run_command() -> bool:
     return i + 1 < len(argv) and os.path.basename(argv[i]) == "trainprof" and argv[i + 1] == "run"
 
 
-def start_from_environment() -> Optional[profile]:
+def start_from_environment() -> Optional[Any]:
     """Starts the process-wide profile when TRAINPROF_OPTIONS is set (once;
     not in multiprocessing children, nor under ``trainprof run``, which
     takes the variable itself). A bad value is reported on stderr and the
     process runs unprofiled."""
     text = os.environ.get(OPTIONS_VARIABLE, "")
-    if not text or _profile is not None or _is_multiprocessing_child() or _is_run_command():
-        return _profile
+    if not text or active() is not None or _is_multiprocessing_child() or _is_run_command():
+        return active()
     try:
         return start_from_json(text)
     except (TypeError, ValueError) as e:
@@ -105,7 +106,7 @@ def start_from_environment() -> Optional[profile]:
         return None
 
 
-def start_from_json(text: str) -> Optional[profile]:
+def start_from_json(text: str) -> Optional[Any]:
     """Starts the process-wide profile from TRAINPROF_OPTIONS-style JSON.
 
     Returns None when ``"start"`` is false.
@@ -116,12 +117,14 @@ def start_from_json(text: str) -> Optional[profile]:
         RuntimeError: a process-wide profile is already running.
     """
     global _profile, _output_path, _analysed
-    if _profile is not None:
+    if _profile is not None or _flight is not None:
         raise RuntimeError("a process-wide trainprof profile is already running")
-    start, analyse, options = _trainprof.parse_options_json(text)
+    start, analyse, options, flight = _trainprof.parse_options_json(text)
     if not start:
         _log.info("%s has \"start\": false; not profiling", OPTIONS_VARIABLE)
         return None
+    if flight is not None:
+        return _start_flight_recorder(options, flight)
     options.start_profile = True
     if analyse:
         options.set_trace_handler(options.output_path, "", True, False)
@@ -132,6 +135,18 @@ def start_from_json(text: str) -> Optional[profile]:
     _torch.when_imported(_on_torch_imported)
     atexit.register(stop)
     return _profile
+
+
+def _start_flight_recorder(options: _trainprof.ProfilerOptions, settings: dict[str, Any]) -> Optional[Any]:
+    """TRAINPROF_OPTIONS' "flight_recorder": the process-wide flight recorder,
+    stepped by the optimizer, stopped at exit (its dumps listed on stderr)."""
+    global _flight, _output_path
+    from ._flight import flight_recorder
+    _output_path = os.path.abspath(options.output_path)
+    _flight = flight_recorder._from_core_options(options, settings)
+    _torch.when_imported(_on_torch_imported)
+    atexit.register(stop)
+    return _flight
 
 
 def start_monitor_from_environment() -> Optional[Any]:
@@ -223,6 +238,8 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
             return
         if _profile is not None:
             _profile.step()
+        if _flight is not None:
+            _flight.step()
         if _monitor is not None:
             _monitor.step()
     except Exception:
@@ -233,6 +250,7 @@ def stop() -> None:
     """Stops the process-wide profile (at exit): its open run is closed,
     flushed and, with ``"analyse": true``, analysed; says where on stderr."""
     global _profile
+    _stop_flight_recorder()
     prof, _profile = _profile, None
     if prof is None:
         return
@@ -251,3 +269,32 @@ def stop() -> None:
                              f"(trainprof analyse {shlex.quote(where)})\n")
     except Exception:
         _log.exception("trainprof: stopping the profile at exit failed")
+
+
+def on_uncaught_exception(e: BaseException) -> None:
+    """The script of ``trainprof run`` ended with ``e`` (sys.excepthook does
+    not see it: the runner prints it): the flight recorder dumps its last steps."""
+    recorder = _flight
+    if recorder is not None and recorder.recording:
+        try:
+            recorder._dump_exception(type(e), e, "uncaught exception")
+        except Exception:
+            _log.exception("trainprof: the flight recorder's dump of the exception failed")
+
+
+def _stop_flight_recorder() -> None:
+    """At exit: the process-wide flight recorder stops (the dumps it triggered are written) and says what it dumped."""
+    global _flight
+    recorder, _flight = _flight, None
+    if recorder is None:
+        return
+    try:
+        steps = recorder.step_num
+        recorder.stop()
+        dumps = [d for d in recorder.dumps() if d.run_dir]
+        sys.stderr.write(f"[trainprof] flight recorder: {steps} steps, {len(dumps)} "
+                         f"dump{'' if len(dumps) == 1 else 's'} under {_output_path}\n")
+        for d in dumps:
+            sys.stderr.write(f"[trainprof]   {d.trigger}: {d.reason}: {d.run_dir}\n")
+    except Exception:
+        _log.exception("trainprof: stopping the flight recorder at exit failed")

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -54,6 +55,34 @@ void on_dump_signal(int sig, siginfo_t* info, void* context) {
   } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
     prev.sa_handler(sig);
   }
+}
+
+// std::terminate under a recorder: what it said, for the dump at the abort()
+// that follows (a static buffer: the crash path reads it without locks).
+char g_terminate_text[512];
+std::atomic<bool> g_terminated{false};
+std::terminate_handler g_previous_terminate = nullptr;
+
+[[noreturn]] void on_terminate() {
+  std::string what = "no exception";
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      what = std::string("uncaught exception: ") + ex.what();
+    } catch (...) {
+      what = "uncaught exception of a type not derived from std::exception";
+    }
+  }
+  std::snprintf(g_terminate_text, sizeof(g_terminate_text), "%s", what.c_str());
+  g_terminated.store(true);
+  if (g_previous_terminate != nullptr) g_previous_terminate();
+  std::abort();  // the crash handler dumps the ring
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
+  return abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(sig);
 }
 
 constexpr uint64_t kExternalDumpIntervalNs = 1'000'000'000;
@@ -102,7 +131,26 @@ struct FlightRecorder::State {
   void check_requests();
   // No step for hang_timeout_s: one dump per hang.
   void check_hang();
+  // The "flight_recorder" object of a dump at a signal that ends the process.
+  std::string crash_trigger(int sig) const;
 };
+
+std::string FlightRecorder::State::crash_trigger(int sig) const {
+  int64_t step = steps_ended.load();
+  nlohmann::json t = {{"signal", signal_name(sig)}, {"step", step}};
+  std::string during = " during step " + std::to_string(step);
+  if (sig == SIGABRT && g_terminated.load()) {
+    t["trigger"] = "terminate";
+    t["reason"] = "std::terminate (" + std::string(g_terminate_text) + ")" + during;
+  } else if (sig == SIGTERM || sig == SIGINT) {
+    t["trigger"] = "terminated";
+    t["reason"] = signal_name(sig) + " ended the process" + during;
+  } else {
+    t["trigger"] = "crash";
+    t["reason"] = signal_name(sig) + " (a crash)" + during;
+  }
+  return t.dump();
+}
 
 // The hang stacks file's text, once its writer has written it (up to 1 s);
 // the file is emptied for the next hang (its writer appends).
@@ -167,9 +215,7 @@ void FlightRecorder::State::check_requests() {
   if (signalled) g_dump_signalled.store(false);
   if (touched && !signalled) ::unlink(options.dump_file.c_str());  // one touch, one dump
   if (signalled) {
-    const char* abbrev = sigabbrev_np(installed_signal);
-    std::string name = abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(installed_signal);
-    pending.push_back({{"trigger", "signal"}, {"reason", name + " received"}});
+    pending.push_back({{"trigger", "signal"}, {"reason", signal_name(installed_signal) + " received"}});
   } else {
     pending.push_back({{"trigger", "file"}, {"reason", "'" + options.dump_file + "' appeared"}});
   }
@@ -221,8 +267,11 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
   s.options.slow_step_window = std::max<uint32_t>(s.options.slow_step_window, 1);
   s.owner_pid = getpid();
   s.worker_name = base::host_name() + "_" + std::to_string(getpid());
-  s.session = Session::open_ring(s.options.profiler, s.options.ring_mb, s.worker_name);
+  s.session = Session::open_ring(s.options.profiler, s.options.ring_mb, s.worker_name,
+                                 [&s](int sig) { return s.crash_trigger(sig); });
   if (!s.session) return;  // said why
+  g_terminated.store(false);
+  g_previous_terminate = std::set_terminate(on_terminate);
   s.step_start_ticks = detail::now_ticks();
   if (s.options.dump_signal > 0 && s.options.dump_signal < NSIG) {
     struct sigaction sa {};
@@ -302,11 +351,11 @@ void FlightRecorder::step() {
   if (s.recent_ns.size() > o.slow_step_window) s.recent_ns.pop_front();
 }
 
-FlightDump FlightRecorder::dump(std::string_view reason) {
+FlightDump FlightRecorder::dump(std::string_view reason, std::string_view trigger_name) {
   State& s = *state_;
-  nlohmann::json trigger = {{"trigger", "request"}, {"reason", std::string(reason)}};
+  nlohmann::json trigger = {{"trigger", std::string(trigger_name)}, {"reason", std::string(reason)}};
   FlightDump refused;
-  refused.trigger = "request";
+  refused.trigger = std::string(trigger_name);
   refused.reason = std::string(reason);
   if (getpid() != s.owner_pid) {  // before any lock, as in step()
     refused.error = "a fork() child does not write its parent's flight recorder";
@@ -355,6 +404,7 @@ void FlightRecorder::stop() {
     }
     s.dumper.join();  // writes what was triggered first
   }
+  if (std::get_terminate() == on_terminate) std::set_terminate(g_previous_terminate);
   if (s.installed_signal != 0) {  // after the join: the recorder's thread reads it
     sigaction(s.installed_signal, &g_previous_dump_action, nullptr);
     s.installed_signal = 0;

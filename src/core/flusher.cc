@@ -85,6 +85,9 @@ void Flusher::open_ring(size_t max_blocks) {
 }
 
 FlushStats Flusher::dump_ring(int fd, std::string path) {
+  // The flusher thread itself (a crash's dump, from the signal-flush
+  // callback) writes it at once: waiting for its own command would never end.
+  if (static_cast<uint32_t>(thread_tid_.load()) == current_tid()) return write_ring_dump(fd, path);
   {
     std::lock_guard<std::mutex> lock(cmd_mu_);
     pending_fd_ = fd;
@@ -199,7 +202,18 @@ void Flusher::run() {
       start_session(cmd == Command::kOpenRing);
     } else if (ring_mode_.load()) {
       fill_ring();
-      if (cmd == Command::kDump) dump_ring_locked();
+      if (cmd == Command::kDump) {
+        int fd;
+        std::string path;
+        {
+          std::lock_guard<std::mutex> lock(cmd_mu_);
+          fd = pending_fd_;
+          path = pending_path_;
+        }
+        FlushStats result = write_ring_dump(fd, path);
+        std::lock_guard<std::mutex> lock(cmd_mu_);
+        cmd_result_ = result;
+      }
       if (cmd == Command::kClose) {
         write_live_blocks(/*discard=*/true);
         release_ring();
@@ -412,14 +426,7 @@ void Flusher::trim_ring() {
 // On the flusher thread, with the ring filled: the ring's blocks in the
 // order they were handed over, then what each live block holds, then the
 // threads' names, a clock anchor and the final stats, as a file of its own.
-void Flusher::dump_ring_locked() {
-  int fd;
-  std::string path;
-  {
-    std::lock_guard<std::mutex> lock(cmd_mu_);
-    fd = pending_fd_;
-    path = pending_path_;
-  }
+FlushStats Flusher::write_ring_dump(int fd, const std::string& path) {
   FlushStats result;
   auto encoder = std::make_unique<RawEncoder>();
   auto write_out_dump = [&] {
@@ -469,8 +476,7 @@ void Flusher::dump_ring_locked() {
   write_out_dump();
   result.wall_ns = detail::monotonic_now_ns() - opened_ns_;
   result.complete_from_ticks = ring_complete_from_ticks_;
-  std::lock_guard<std::mutex> lock(cmd_mu_);
-  cmd_result_ = result;
+  return result;
 }
 
 void Flusher::fail_io(const std::string& what) {

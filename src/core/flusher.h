@@ -59,6 +59,8 @@ class Flusher {
   // Ring mode: writes the ring and every thread's recorded events as one raw
   // file body (after the header already in `fd`), a fresh string table and
   // chunk sequence of its own; the ring is kept. Returns what it wrote.
+  // Called on the flusher thread (from the signal-flush callback), it
+  // writes at once.
   FlushStats dump_ring(int fd, std::string path);
   // Writes everything recorded so far and a final stats chunk, closes the
   // file (ring mode: gives the ring back to the pool).
@@ -115,7 +117,8 @@ class Flusher {
   void fill_ring();
   // Gives the oldest blocks back to the pool until the ring has its size.
   void trim_ring();
-  void dump_ring_locked();
+  // On the flusher thread, with the ring filled: the dump into `fd`.
+  FlushStats write_ring_dump(int fd, const std::string& path);
   FlushStats stats_locked();
   FlushStats run_command(Command command);
 

@@ -87,6 +87,63 @@ std::vector<OptionInfo> option_list() {
   return list;
 }
 
+namespace {
+
+// A number `key` of "flight_recorder" in [min, max].
+double flight_number(const json& v, const std::string& key, double min, double max) {
+  if (!v.is_number() || !(v.get<double>() >= min) || !(v.get<double>() <= max)) {
+    core::bad_option(
+        key, "must be a number in [" + json(min).dump() + ", " + json(max).dump() + "], got " + v.dump());
+  }
+  return v.get<double>();
+}
+
+// An integer `key` of "flight_recorder" in [min, max].
+uint32_t flight_uint(const json& v, const std::string& key, uint32_t min, uint32_t max) {
+  if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max) {
+    core::bad_option(key, "must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                              "], got " + v.dump());
+  }
+  return static_cast<uint32_t>(v.get<int64_t>());
+}
+
+// "flight_recorder": true, false, or an object of FlightRecorderOptions' fields.
+bool read_flight_recorder(const json& v, FlightRecorderOptions* o) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (!v.is_object())
+    core::bad_option("flight_recorder", "must be true, false or an object, got " + v.dump());
+  for (const auto& [field, value] : v.items()) {
+    const std::string key = "flight_recorder." + field;
+    if (field == "ring_mb") {
+      o->ring_mb = flight_uint(value, key, 1, 1024 * 1024);
+    } else if (field == "slow_step_factor") {
+      o->slow_step_factor = flight_number(value, key, 0, 1e6);
+    } else if (field == "slow_step_window") {
+      o->slow_step_window = flight_uint(value, key, 1, 1'000'000);
+    } else if (field == "slow_step_min_steps") {
+      o->slow_step_min_steps = flight_uint(value, key, 1, 1'000'000);
+    } else if (field == "cooldown_s") {
+      o->cooldown_s = flight_number(value, key, 0, 1e9);
+    } else if (field == "hang_timeout_s") {
+      o->hang_timeout_s = flight_number(value, key, 0, 1e9);
+    } else if (field == "dump_signal") {
+      o->dump_signal = static_cast<int>(flight_uint(value, key, 0, 64));
+    } else if (field == "dump_file") {
+      if (!value.is_string()) core::bad_option(key, "must be a string, got " + value.dump());
+      o->dump_file = value.get<std::string>();
+    } else if (field == "analyse") {
+      o->analyse = core::option_bool(value, key);
+    } else {
+      core::bad_option(key,
+                       "is unknown; known keys: ring_mb, slow_step_factor, slow_step_window, "
+                       "slow_step_min_steps, cooldown_s, hang_timeout_s, dump_signal, dump_file, analyse");
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 EnvOptions parse_options_json(std::string_view text) {
   json root;
   std::string error = base::parse_json_limited(text, &root);
@@ -101,24 +158,35 @@ EnvOptions parse_options_json(std::string_view text) {
   }
   EnvOptions env;
   ProfilerOptions& o = env.options;
+  bool analyse_given = false, flight_analyse_given = false;
   for (const auto& [key, v] : root.items()) {
     if (key == "start") {
       env.start = core::option_bool(v, key);
     } else if (key == "analyse") {
       env.analyse = core::option_bool(v, key);
+      analyse_given = true;
+    } else if (key == "flight_recorder") {
+      env.flight_recorder = read_flight_recorder(v, &env.flight);
+      flight_analyse_given = v.is_object() && v.contains("analyse");
     } else if (const core::OptionSpec* spec = core::find_option(key)) {
       spec->read(v, key, o);
     } else {
-      std::string known = "start, analyse";
+      std::string known = "start, analyse, flight_recorder";
       for (const core::OptionSpec& row : core::option_table()) known += std::string(", ") + row.name;
       core::bad_option(key, "is unknown; known keys: " + known);
     }
+  }
+  if (env.flight_recorder) {
+    if (o.schedule)
+      core::bad_option("schedule", "is not used by a flight recorder (it records all the time)");
+    if (analyse_given && !flight_analyse_given) env.flight.analyse = env.analyse;
   }
   try {
     o.validate();
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string(kOptionsEnvVar) + ": " + e.what());
   }
+  if (env.flight_recorder) env.flight.profiler = o;
   return env;
 }
 

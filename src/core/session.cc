@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,6 +58,19 @@ struct sigaction g_previous[NSIG];
 // ask politely; the others are crashes (a fault, or abort()).
 constexpr int kTerminatingSignals[] = {SIGTERM, SIGINT};
 constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+
+// Whether `sig` ends the process once the handlers ran: a crash always
+// does (the handler that raises it again is at the end of the chain); a
+// signal the program had left at its default action does. One the program
+// handles (Python's SIGINT, a KeyboardInterrupt) does not.
+bool signal_ends_process(int sig) {
+  for (int crash : kCrashSignals) {
+    if (sig == crash) return true;
+  }
+  if (sig <= 0 || sig >= NSIG) return false;
+  const struct sigaction& prev = g_previous[sig];
+  return (prev.sa_flags & SA_SIGINFO) == 0 && (prev.sa_handler == SIG_DFL || prev.sa_handler == nullptr);
+}
 
 void chain_previous_handler(int sig, siginfo_t* info, void* context) {
   const struct sigaction& prev = g_previous[sig];
@@ -289,7 +303,7 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
 }
 
 std::shared_ptr<Session> Session::open_ring(const ProfilerOptions& options, uint32_t ring_mb,
-                                            const std::string& prefix) {
+                                            const std::string& prefix, CrashTrigger crash_trigger) {
   std::lock_guard<std::mutex> lock(g_open_mu);
   if (auto other = open_session()) {
     base::log_error("another profiler is already recording" +
@@ -303,10 +317,15 @@ std::shared_ptr<Session> Session::open_ring(const ProfilerOptions& options, uint
   s->ring_ = true;
   s->output_path_ = options.output_path;
   s->prefix_ = prefix;
+  s->crash_trigger_ = std::move(crash_trigger);
   s->anchor_ = core::take_anchor();
   s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
   install_process_hooks();
-  core::Flusher::instance().open_ring(static_cast<size_t>((uint64_t{ring_mb} << 20) / core::kBlockBytes));
+  core::Flusher& flusher = core::Flusher::instance();
+  flusher.open_ring(static_cast<size_t>((uint64_t{ring_mb} << 20) / core::kBlockBytes));
+  Session* raw_session = s.get();  // the callback is reset by close(), before the session goes
+  flusher.set_signal_flush_callback(
+      [raw_session](const core::FlushStats&) { raw_session->dump_on_signal(); });
   open_session() = s;
   s->start_recording(options);
   return s;
@@ -319,6 +338,36 @@ std::string Session::dump(const std::string& flight_recorder_json, std::string* 
     return "";
   }
   std::lock_guard<std::mutex> lock(mu_);
+  return dump_locked(flight_recorder_json, error, extra_files);
+}
+
+void Session::dump_on_signal() {
+  int sig = core::Flusher::instance().last_signal();
+  if (!signal_ends_process(sig)) return;  // the program goes on (and may dump itself)
+  std::string trigger = crash_trigger_ ? crash_trigger_(sig) : "{}";
+  // The thread that got the signal may hold mu_ (a dump under way, a
+  // close): the wait is bounded, and the signal handler's own bound (2 s)
+  // ends the process anyway.
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  for (int waited_ms = 0; !lock.try_lock(); ++waited_ms) {
+    if (waited_ms >= 500) {
+      base::log_error("flight recorder: the ring is not dumped at the signal: the recorder is busy");
+      return;
+    }
+    timespec one_ms{0, 1000 * 1000};
+    nanosleep(&one_ms, nullptr);
+  }
+  std::string error;
+  std::string dir = dump_locked(trigger, &error, {});
+  if (dir.empty()) {
+    base::log_error("flight recorder: the ring could not be dumped at the signal: " + error);
+  } else {
+    base::log_info("flight recorder: the last steps before the signal are in '" + dir + "'");
+  }
+}
+
+std::string Session::dump_locked(const std::string& flight_recorder_json, std::string* error,
+                                 const std::vector<std::pair<std::string, std::string>>& extra_files) {
   if (!ring_ || closed_ || !opened_) {
     *error = "the flight recorder is not recording";
     return "";
@@ -437,6 +486,7 @@ RunSummary Session::close(std::string_view reason) {
   core::Flusher& flusher = core::Flusher::instance();
   core::FlushStats st = flusher.close();
   if (ring_) {
+    flusher.set_signal_flush_callback(nullptr);
     // Nothing was written: the ring goes back to the pool.
     summary_.events_dropped = st.events_dropped;
     summary_.ok = true;

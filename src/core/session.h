@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,8 +33,13 @@ class Session {
   static std::shared_ptr<Session> open(const ProfilerOptions& options, const std::string& prefix);
   // A flight recorder's session: records into the flusher's ring of
   // `ring_mb` MiB and writes nothing until dump(). nullptr after logging why.
+  // A signal that ends the process (a crash, or one whose action is the
+  // default) dumps the ring first, from the flusher thread, with the
+  // "flight_recorder" object that `crash_trigger(signal)` returns (JSON
+  // text; it must take no lock the crashed thread may hold).
+  using CrashTrigger = std::function<std::string(int signal)>;
   static std::shared_ptr<Session> open_ring(const ProfilerOptions& options, uint32_t ring_mb,
-                                            const std::string& prefix);
+                                            const std::string& prefix, CrashTrigger crash_trigger);
   // Ring sessions: writes what the ring holds as a new run directory under
   // the options' output_path, its profiler_info.json holding
   // `flight_recorder_json` (an object) as "flight_recorder", with the time
@@ -67,6 +73,11 @@ class Session {
   std::string info_json(std::string_view stop_reason, uint64_t stop_realtime_ns, const core::FlushStats& st,
                         bool complete) const;
   base::UniqueFd create_run(const std::string& output_path, const std::string& prefix, std::string* error);
+  // dump() with mu_ held.
+  std::string dump_locked(const std::string& flight_recorder_json, std::string* error,
+                          const std::vector<std::pair<std::string, std::string>>& extra_files);
+  // On the flusher thread, after a signal's flush: a ring session's crash dump.
+  void dump_on_signal();
   // What open() and open_ring() share: identity, buffers. False after logging.
   bool set_up(const ProfilerOptions& options, uint32_t extra_buffer_mb);
   // What open() and open_ring() share at the end: recording starts.
@@ -78,6 +89,7 @@ class Session {
   bool closed_ = false;
   bool ring_ = false;
   std::string output_path_;  // ring sessions: where dumps go
+  CrashTrigger crash_trigger_;
   std::string prefix_;
   std::string run_dir_;
   base::UniqueFd run_fd_;          // the run directory, open for the session's life
