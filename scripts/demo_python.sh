@@ -6,6 +6,7 @@
 # (two recorded cycles, each analysed as it closes), and where the time went
 # and where the outputs are.
 #   scripts/demo_python.sh [--out DIR] [--steps N] [--schedule W,U,A,R[,S]] [--workers N]
+#                          [--flight-recorder [--slow-step N]]  (always on; one planted slow step)
 # The C++ (LibTorch) demo: scripts/demo.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."

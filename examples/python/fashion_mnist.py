@@ -8,6 +8,13 @@ the summary of each cycle: where the time went and where the outputs are.
 
     python examples/python/fashion_mnist.py [--out DIR] [--steps N]
         [--schedule WAIT,WARMUP,ACTIVE,REPEAT[,SKIP_FIRST]] [--workers N]
+        [--flight-recorder [--slow-step N]]
+
+With --flight-recorder the training is recorded all the time into memory
+(trainprof.flight_recorder) instead of on a schedule, one step is made slow
+on purpose (a stall of ten times the median step, as a synchronous
+checkpoint or a storage hiccup would cause), and the run the recorder wrote
+by itself is summarised: nothing else reaches the disk.
 
 The profile is the torch.profiler idiom with ``trainprof`` in place of
 ``torch.profiler``. The same script without its profiler lines runs under
@@ -123,9 +130,17 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                                              skip_first=10))
     parser.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
     parser.add_argument("--data", type=Path, default=DATA_DIR, help="directory of the IDX files")
+    parser.add_argument("--flight-recorder", action="store_true",
+                        help="record all the time into memory, write a run only when a step is slow (one is planted)")
+    parser.add_argument("--slow-step", type=int, default=None,
+                        help="with --flight-recorder: the step made slow (default: two thirds into --steps)")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.workers < 0:
         parser.error("--steps must be >= 1 and --workers >= 0")
+    slow_step = args.slow_step if args.slow_step is not None else args.steps * 2 // 3
+    if args.flight_recorder and not 20 <= slow_step < args.steps:
+        parser.error("--flight-recorder: the slow step must be one of steps 20 to --steps - 1 "
+                     "(the recorder waits for 10 steps, the median for a few more)")
 
     torch.manual_seed(0)
     # The cores the loader workers do not use: on 2 cores with 2 workers, one
@@ -141,17 +156,25 @@ def main(argv: Optional[list[str]] = None) -> int:
         import shutil
         shutil.rmtree(out)
     s = args.schedule
-    print(f"training a CNN on Fashion-MNIST ({len(train)} images) for {args.steps} steps (batch 64, "
-          f"{args.workers} loader workers); profiling: {s}")
+    if args.flight_recorder:
+        print(f"training a CNN on Fashion-MNIST ({len(train)} images) for {args.steps} steps (batch 64, "
+              f"{args.workers} loader workers); flight recorder on, step {slow_step} made slow on purpose")
+        prof = trainprof.flight_recorder(out, activities=[ProfilerActivity.CPU], record_shapes=True)
+    else:
+        print(f"training a CNN on Fashion-MNIST ({len(train)} images) for {args.steps} steps (batch 64, "
+              f"{args.workers} loader workers); profiling: {s}")
+        prof = trainprof.profile(activities=[ProfilerActivity.CPU], schedule=s,
+                                 on_trace_ready=tensorboard_trace_handler(out), record_shapes=True,
+                                 profile_memory=True, with_flops=True, data_process=True,
+                                 # the host's CPU and memory every 50 ms: is the machine the bottleneck?
+                                 experimental_config=_ExperimentalConfig(host_sys=["cpu", "mem"]))
 
     start = time.monotonic()
     step, loss = 0, torch.tensor(0.0)
-    with trainprof.profile(activities=[ProfilerActivity.CPU], schedule=s,
-                           on_trace_ready=tensorboard_trace_handler(out), record_shapes=True,
-                           profile_memory=True, with_flops=True, data_process=True,
-                           # the host's CPU and memory every 50 ms: is the machine the bottleneck?
-                           experimental_config=_ExperimentalConfig(host_sys=["cpu", "mem"])) as prof:
+    step_times: list[float] = []
+    with prof:
         while step < args.steps:
+            step_start = time.monotonic()
             for x, y in loader:
                 with trainprof.record_function("forward"):
                     loss = F.cross_entropy(model(x), y)
@@ -159,15 +182,25 @@ def main(argv: Optional[list[str]] = None) -> int:
                     optimizer.zero_grad()
                     loss.backward()
                 optimizer.step()
+                if args.flight_recorder and step == slow_step:
+                    with trainprof.record_function("planted_stall"):  # a synchronous checkpoint, a storage hiccup
+                        time.sleep(10 * sorted(step_times)[len(step_times) // 2])
                 prof.step()
+                now = time.monotonic()
+                step_times.append(now - step_start)
+                step_start = now
                 step += 1
                 if step % 100 == 0 or step == args.steps:
                     print(f"  step {step}: loss {loss.item():.3f}")
                 if step == args.steps:
                     break
+        if args.flight_recorder:
+            prof.wait_for_dumps()
     trained = time.monotonic() - start
     print(f"trained in {trained:.1f} s; test accuracy {evaluate(model, args.data, 2000):.1%} "
           "(first 2000 test images)\n")
+    if args.flight_recorder:
+        return report_flight_recorder(prof, out)
 
     runs = sorted(p for p in Path(out).glob("*_trainprof")) if os.path.isdir(out) else []
     if not runs:
@@ -179,6 +212,22 @@ def main(argv: Optional[list[str]] = None) -> int:
           "trace_view.json for chrome://tracing, TensorBoard and HTA)\n"
           f"  one page: python -m trainprof report {runs[0]}\n"
           f"  the same report again: trainprof summary {out}")
+    return 0
+
+
+def report_flight_recorder(recorder: trainprof.flight_recorder, out: str) -> int:
+    """What the flight recorder wrote by itself, summarised."""
+    dumps = [d for d in recorder.dumps() if d.run_dir]
+    if not dumps:
+        print(f"the flight recorder wrote nothing under {out}: no step was slow enough")
+        return 1
+    for d in dumps:
+        print(f"the flight recorder wrote {d.run_dir} by itself ({d.trigger}: {d.reason})")
+    print()
+    print(trainprof.summary(dumps[-1].run_dir), end="")
+    print(f"{len(dumps)} dump(s) under {out}; nothing else was written while the steps were normal\n"
+          f"  timeline: {dumps[-1].run_dir}/PROFILER_OUTPUT/trace_view.pftrace (https://ui.perfetto.dev)\n"
+          f"  one page: python -m trainprof report {dumps[-1].run_dir}")
     return 0
 
 

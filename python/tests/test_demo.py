@@ -34,6 +34,21 @@ def test_demo_trains_profiles_and_summarises(tmp_path: Path) -> None:
     assert "trace_view.json" in text and f"trainprof summary {out}" in text  # where the outputs are
 
 
+@pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="Debian's dataset-fashion-mnist is not installed")
+def test_demo_with_the_flight_recorder_writes_only_the_planted_slow_step(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(DEMO), "--out", str(out), "--steps", "40", "--slow-step", "30",
+                             "--flight-recorder"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    [run] = run_dirs(out)  # the one dump: every other step went by without a write
+    text = result.stdout
+    assert f"the flight recorder wrote {run} by itself (slow_step: step 30 took " in text
+    assert "  flight recorder: step 30 took " in text  # the summary says why first
+    assert "planted_stall" in text  # and what the slow step did
+    steps = (run / "PROFILER_OUTPUT" / "step_trace_time.csv").read_text().splitlines()
+    assert steps[-1].startswith("30,")  # the ring's steps up to the slow one
+
+
 def test_summary_of_a_directory_without_runs_names_it(tmp_path: Path) -> None:
     import trainprof
     with pytest.raises(ValueError, match="profiler_path: no trainprof run directory"):

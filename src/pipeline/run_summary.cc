@@ -202,6 +202,52 @@ bool append_gpu_top(std::string& text, const fs::path& out) {
   return true;
 }
 
+// A step of step_trace_time.csv, in ms.
+struct StepRow {
+  std::string step;
+  double total = 0, computing = 0, data_wait = 0, free = 0, preparing = 0;
+};
+
+// The step table: every step, or, past kAllStepsShown steps, the median
+// step and the slowest ones (a long run's table would bury them).
+constexpr size_t kAllStepsShown = 20;
+constexpr size_t kSlowestShown = 8;
+
+void append_step_table(std::string& text, const std::vector<std::vector<std::string>>& steps,
+                       const std::map<std::string, double>& peaks) {
+  std::vector<StepRow> rows;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    const auto& r = steps[i];
+    if (r.size() < 10) continue;
+    // Data Wait (column 10) is absent from tables written before it.
+    StepRow row{r[0], 0, number(r[1]) / 1e3, r.size() > 10 ? number(r[10]) / 1e3 : 0, number(r[5]) / 1e3,
+                number(r[9]) / 1e3};
+    row.total = row.computing + number(r[2]) / 1e3 + row.data_wait + row.free;
+    rows.push_back(row);
+  }
+  std::vector<StepRow> shown = rows;
+  if (rows.size() > kAllStepsShown) {
+    std::vector<StepRow> by_time = rows;
+    std::sort(by_time.begin(), by_time.end(), [](const StepRow& a, const StepRow& b) { return a.total < b.total; });
+    StepRow median = by_time[by_time.size() / 2];
+    median.step = "median";
+    shown.assign(by_time.end() - kSlowestShown, by_time.end());
+    std::sort(shown.begin(), shown.end(),
+              [](const StepRow& a, const StepRow& b) { return number(a.step) < number(b.step); });
+    shown.insert(shown.begin(), median);
+    append(text, "  the median and the %zu slowest of %zu steps (every step: step_trace_time.csv)\n", kSlowestShown,
+           rows.size());
+  }
+  append(text, "  step      step ms   computing ms   data wait ms    free ms   preparing ms%s\n",
+         peaks.empty() ? "" : "   peak memory MB");
+  for (const StepRow& r : shown) {
+    append(text, "  %-6s %10.3f %14.3f %14.3f %10.3f %14.3f", r.step.c_str(), r.total, r.computing, r.data_wait,
+           r.free, r.preparing);
+    if (auto peak = peaks.find(r.step); peak != peaks.end()) append(text, " %18.1f", peak->second);
+    append(text, "\n");
+  }
+}
+
 }  // namespace
 
 std::string summarize_run(const std::string& run_dir) {
@@ -233,20 +279,7 @@ std::string summarize_run(const std::string& run_dir) {
   if (!info_problem.empty()) text += "  warning: " + info_problem + "; peak memory is not shown\n";
   if (steps.size() > 1) {
     if (gpu) append(text, "  (computing and free: the GPU's busy and idle time)\n");
-    append(text, "  step      step ms   computing ms   data wait ms    free ms   preparing ms%s\n",
-           peaks.empty() ? "" : "   peak memory MB");
-    for (size_t i = 1; i < steps.size(); ++i) {
-      const auto& r = steps[i];
-      if (r.size() < 10) continue;
-      // Data Wait (column 10) is absent from tables written before it.
-      double computing = number(r[1]), comm_not_overlapped = number(r[2]), free = number(r[5]),
-             data_wait = r.size() > 10 ? number(r[10]) : 0;
-      append(text, "  %-6s %10.3f %14.3f %14.3f %10.3f %14.3f", r[0].c_str(),
-             (computing + comm_not_overlapped + data_wait + free) / 1e3, computing / 1e3, data_wait / 1e3,
-             free / 1e3, number(r[9]) / 1e3);
-      if (auto peak = peaks.find(r[0]); peak != peaks.end()) append(text, " %18.1f", peak->second);
-      append(text, "\n");
-    }
+    append_step_table(text, steps, peaks);
   } else {
     append(text, "  no steps recorded (call Profiler::step() once per training step)\n");
   }
