@@ -11,8 +11,10 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
+#include "core/intern.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
 
@@ -273,6 +275,27 @@ TEST(FlightRecorder, DoesNotStartWhileAProfilerRecords) {
   prof.stop();
   FlightRecorder later(options_in(dir));
   EXPECT_TRUE(later.recording());
+}
+
+// Always on means millions of steps: a step keeps no string of its own in
+// the process (its name is made when a file is written), and the dump
+// still names each step.
+TEST(FlightRecorder, StepsKeepNoStringForTheLifeOfTheProcess) {
+  TempDir dir;
+  FlightRecorder recorder(options_in(dir));
+  for (int i = 0; i < 10; ++i) recorder.step();
+  size_t interned = core::interned_count();
+  for (int i = 0; i < 20000; ++i) recorder.step();
+  EXPECT_LT(core::interned_count(), interned + 10);
+  FlightDump d = recorder.dump();
+  ASSERT_TRUE(d.error.empty()) << d.error;
+  raw::RawFile f = test::read_run(d.run_dir);
+  std::set<std::string> steps;
+  for (const auto& e : f.events) {
+    if (e.kind == raw::EventKind::kStep) steps.insert(f.name(e.name_id));
+  }
+  EXPECT_EQ(steps.size(), 20010u);
+  EXPECT_EQ(steps.count("ProfilerStep#20009"), 1u);
 }
 
 // A program that ends badly (flight_child): the ring is dumped before the

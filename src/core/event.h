@@ -22,6 +22,10 @@ struct Event {
   uint16_t domain;   // marker domain id (intern.h); kOperator: forward thread id
   uint32_t aux;      // step number for kStep; kOperator: sequence number
 };
+// The name every kStep event is recorded under, its number in `aux`: the
+// raw file's "ProfilerStep#N" is made when it is written (RawEncoder), so
+// that a process stepping for days keeps no string per step.
+inline constexpr const char* kStepNamePrefix = "ProfilerStep#";
 // kOperator without a sequence number (LibTorch's -1).
 inline constexpr uint32_t kNoSequenceNumber = 0xffffffffu;
 static_assert(sizeof(Event) == 32, "Event is a fixed 32-byte record");

@@ -117,6 +117,15 @@ const char* intern(std::string_view name) {
 
 namespace trainprof::core {
 
+size_t interned_count() {
+  size_t n = 0;
+  for (InternShard& shard : shards()) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    n += shard.strings.size();
+  }
+  return n;
+}
+
 uint16_t domain_id(std::string_view domain) {
   DomainTable& t = domains();
   std::lock_guard<std::mutex> lock(t.mu);

@@ -6,6 +6,7 @@
 #ifndef TRAINPROF_CORE_INTERN_H_
 #define TRAINPROF_CORE_INTERN_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -18,6 +19,10 @@ namespace trainprof::core {
 inline constexpr uint16_t kDomainOverflow = 0xffff;
 uint16_t domain_id(std::string_view domain);
 const char* domain_name(uint16_t id);  // nullptr for an unknown id
+
+// How many distinct names were interned in this process (tests: what
+// grows with a long run).
+size_t interned_count();
 
 // fork(): every table's lock is held across the call, so that a child finds
 // none locked by a thread it does not have.

@@ -39,6 +39,8 @@ void RawEncoder::reset() {
   id_by_pointer_.clear();
   id_by_content_.clear();
   id_by_domain_.clear();
+  id_by_step_.clear();
+  step_names_.clear();
 }
 
 void RawEncoder::file_header(const raw::FileHeader& header) {
@@ -54,7 +56,13 @@ uint32_t RawEncoder::string_id_uncached(const char* name) {
   }
   // Equal text behind another pointer (the same literal in two libraries)
   // shares one id. Names live for the process, so views stay valid.
-  std::string_view text(name);
+  uint32_t id = content_id(name);
+  id_by_pointer_.emplace(name, id);
+  cached = CachedId{name, id};
+  return id;
+}
+
+uint32_t RawEncoder::content_id(std::string_view text) {
   auto [content_it, inserted] = id_by_content_.emplace(text, next_string_id_);
   if (inserted) {
     ++next_string_id_;
@@ -63,9 +71,19 @@ uint32_t RawEncoder::string_id_uncached(const char* name) {
     append_bytes(new_strings_, text.data(), text.size());
     ++new_string_count_;
   }
-  id_by_pointer_.emplace(name, content_it->second);
-  cached = CachedId{name, content_it->second};
   return content_it->second;
+}
+
+// Steps are recorded under one name, their number beside it: a process
+// that steps for days would otherwise keep a string per step for its life.
+// The file has "ProfilerStep#N", made here, once per step and file.
+uint32_t RawEncoder::step_name_id(uint32_t step) {
+  auto it = id_by_step_.find(step);
+  if (it != id_by_step_.end()) return it->second;
+  step_names_.push_back(std::string(kStepNamePrefix) + std::to_string(step));
+  uint32_t id = content_id(step_names_.back());  // a deque: the text stays where it is
+  id_by_step_.emplace(step, id);
+  return id;
 }
 
 uint32_t RawEncoder::domain_string_id(uint16_t domain) {
@@ -169,6 +187,7 @@ size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count)
       case raw::EventKind::kStep:
         dur = e.t1 - e.t0;
         b = e.aux;
+        name = step_name_id(e.aux);
         break;
       case raw::EventKind::kMark: a = domain_string_id(e.domain); break;
       case raw::EventKind::kCounter: b = e.t1; break;

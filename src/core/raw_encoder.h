@@ -8,7 +8,9 @@
 #define TRAINPROF_CORE_RAW_ENCODER_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -56,6 +58,10 @@ class RawEncoder {
     return string_id_uncached(name);
   }
   uint32_t string_id_uncached(const char* name);
+  // The id of `text` (which outlives the encoder's file), a new string the first time.
+  uint32_t content_id(std::string_view text);
+  // The id of "ProfilerStep#<step>".
+  uint32_t step_name_id(uint32_t step);
   uint32_t domain_string_id(uint16_t domain);
   size_t begin_chunk(raw::ChunkType type, uint32_t tid);
   void end_chunk(size_t header_offset, uint32_t record_count);
@@ -88,6 +94,8 @@ class RawEncoder {
   std::unordered_map<const void*, uint32_t> id_by_pointer_;
   std::unordered_map<std::string_view, uint32_t> id_by_content_;
   std::vector<uint32_t> id_by_domain_;
+  std::unordered_map<uint32_t, uint32_t> id_by_step_;
+  std::deque<std::string> step_names_;  // the texts of id_by_step_, for this file
 };
 
 }  // namespace trainprof::core

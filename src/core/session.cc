@@ -578,10 +578,9 @@ void Session::release_recording_lock() {
 
 void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks) {
   if (!core::Flusher::instance().is_open()) return;  // a fork() child, or a run that failed
-  std::string name = "ProfilerStep#" + std::to_string(step_number);
   core::Event e{start_ticks,
                 end_ticks,
-                detail::intern(name),
+                core::kStepNamePrefix,
                 static_cast<uint8_t>(raw::EventKind::kStep),
                 0,
                 0,
