@@ -306,10 +306,11 @@ void check_dump_at_the_end(const std::string& mode, int signo, const std::string
   TempDir dir;
   std::map<std::string, std::string> env;
   if (from_env) {
-    env["TRAINPROF_OPTIONS"] = json{{"start", true},
-                                    {"output_path", dir.path()},
-                                    {"flight_recorder", {{"ring_mb", 8}, {"hang_timeout_s", 0}}}}
-                                   .dump();
+    env["TRAINPROF_OPTIONS"] =
+        json{{"start", true},
+             {"output_path", dir.path()},
+             {"flight_recorder", {{"ring_mb", 8}, {"hang_timeout_s", 0}, {"slow_step_factor", 0}}}}
+            .dump();
   }
   test::ProcessResult r =
       test::run_process({"/usr/bin/timeout", "-s", "KILL", "60", test::helper_path("flight_child"),

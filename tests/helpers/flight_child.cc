@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
     o.profiler.output_path = argv[1];
     o.ring_mb = 8;
     o.hang_timeout_s = 0;
+    o.slow_step_factor = 0;  // 2 ms steps on a loaded machine vary by more than 3x
     own = std::make_unique<trainprof::FlightRecorder>(o);
   }
   trainprof::FlightRecorder& recorder = own ? *own : *recorder_from_env;
