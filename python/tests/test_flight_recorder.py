@@ -120,14 +120,16 @@ def test_trainprof_run_flight_recorder_dumps_the_exception_that_ends_a_script(tm
     steps, analysed, when it fails."""
     script = write_script(tmp_path)
     out = tmp_path / "fine"
+    # 9 steps: the slow-step trigger waits for 10, whatever the machine's load.
     result = run(["-m", "trainprof", "run", "--flight-recorder", "--options", json.dumps({"output_path": str(out)}),
-                  str(script), "--steps", "12"])
+                  str(script), "--steps", "9"])
     assert result.returncode == 0, result.stderr
-    assert "[trainprof] flight recorder: 12 steps, 0 dumps" in result.stderr
+    assert "[trainprof] flight recorder: 9 steps, 0 dumps" in result.stderr
     assert not out.exists()  # not even the directory
 
     out = tmp_path / "failed"
-    result = run(["-m", "trainprof", "run", "--flight-recorder", "--options", json.dumps({"output_path": str(out)}),
+    options = {"output_path": str(out), "flight_recorder": {"slow_step_factor": 0}}  # only the exception dumps
+    result = run(["-m", "trainprof", "run", "--flight-recorder", "--options", json.dumps(options),
                   str(script), "--steps", "12", "--fail"])
     assert result.returncode == 1
     assert "ValueError: the script failed" in result.stderr  # the script's traceback, as before
@@ -145,7 +147,7 @@ def test_a_crash_of_a_script_under_trainprof_options_leaves_its_last_steps(tmp_p
     code: the process still dies of SIGSEGV, and its last steps are on disk."""
     script = write_script(tmp_path)
     out = tmp_path / "flight"
-    options = {"start": True, "output_path": str(out), "flight_recorder": {"ring_mb": 16}}
+    options = {"start": True, "output_path": str(out), "flight_recorder": {"ring_mb": 16, "slow_step_factor": 0}}
     result = run([str(script), "--steps", "12", "--segv"], env_options=json.dumps(options))
     assert result.returncode == -signal.SIGSEGV, result.stderr
     [dump] = run_dirs(out)
