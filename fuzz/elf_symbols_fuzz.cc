@@ -15,8 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint32_t tail = 0;
   if (size >= 4) std::memcpy(&tail, data + size - 4, 4);
   char frames[512];
-  std::snprintf(frames, sizeof(frames), "%s+0x0;%s+0x40;%s+0x1000;%s+0x%x;?+0x10", module.c_str(), module.c_str(),
-                module.c_str(), module.c_str(), tail);
+  std::snprintf(frames, sizeof(frames), "%s+0x0;%s+0x40;%s+0x1000;%s+0x%x;?+0x10", module.c_str(),
+                module.c_str(), module.c_str(), module.c_str(), tail);
   trainprof::analysis::Symbolizer symbolizer;  // a fresh module cache per input
   (void)symbolizer.symbolize(frames);
   return 0;

@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    trainprof::EnvOptions env = trainprof::parse_options_json(std::string_view(reinterpret_cast<const char*>(data), size));
+    trainprof::EnvOptions env =
+        trainprof::parse_options_json(std::string_view(reinterpret_cast<const char*>(data), size));
     env.options.validate();
   } catch (const std::invalid_argument&) {
   }

@@ -19,6 +19,7 @@ PACKAGES=(
   python3-venv python3-dev      # the Python package (scripts/python_env.sh: .venv, torch from PyPI)
   openmpi-bin libopenmpi-dev    # the MPI collector (libtrainprof_mpi, PMPI) and its multi-rank tests
   chromium                      # renders report.html in the tests (python/tests/test_report.py)
+  prometheus prometheus-node-exporter  # scrape the flight recorder's metrics in the tests
 )
 if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(python3-torch)

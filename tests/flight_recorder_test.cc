@@ -2,8 +2,11 @@
 // ring, writing a run directory only when a step is slow or a dump is asked for.
 #include "trainprof/flight_recorder.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +18,8 @@
 #include <thread>
 
 #include "core/intern.h"
+#include "core/recorder.h"
+#include "exporter/csv_reader.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
 
@@ -296,6 +301,116 @@ TEST(FlightRecorder, StepsKeepNoStringForTheLifeOfTheProcess) {
   }
   EXPECT_EQ(steps.size(), 20010u);
   EXPECT_EQ(steps.count("ProfilerStep#20009"), 1u);
+}
+
+// The answer of the endpoint at `url` (http://127.0.0.1:PORT/...) to `request`.
+std::string http_exchange(const std::string& url, const std::string& request) {
+  int port = std::stoi(url.substr(url.rfind(':') + 1));
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "connect failed";
+  }
+  if (send(fd, request.data(), request.size(), 0) < 0) return "send failed";
+  std::string answer;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;)
+    answer.append(buffer, static_cast<size_t>(n));
+  close(fd);
+  return answer;
+}
+
+// The value of the sample `name{labels}` in Prometheus' text format, or -1.
+double sample(const std::string& text, const std::string& name) {
+  size_t at = text.find("\n" + name + "{");
+  if (at == std::string::npos) return -1;
+  size_t value = text.find("} ", at);
+  return std::stod(text.substr(value + 2));
+}
+
+// Per-step health, always: each step's time, data wait and communication
+// in the dump (step_health.csv) and as metrics, in a file and at an
+// endpoint only this machine reaches.
+TEST(FlightRecorder, StepHealthIsKeptWrittenWithDumpsAndServedAsMetrics) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.slow_step_factor = 0;
+  o.profiler.data_process = true;
+  o.metrics_port = 0;
+  o.metrics_file = dir.path() + "/trainprof.prom";
+  o.metrics_interval_s = 0.05;
+  FlightRecorder recorder(o);
+  ASSERT_TRUE(recorder.recording());
+  std::string url = recorder.metrics_url();
+  ASSERT_EQ(url.rfind("http://127.0.0.1:", 0), 0u) << url;
+  for (int step = 0; step < 30; ++step) {
+    {
+      DataStage wait("DataLoader", "wait");  // the loop waits for its batch
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+    uint64_t t0 = detail::now_ticks();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    core::record_comm(t0, detail::now_ticks(), "allreduce", 0, static_cast<uint32_t>(step), 4096, nullptr, -1,
+                      0);
+    recorder.step();
+  }
+  std::string answer = http_exchange(url, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("Content-Type: text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_EQ(sample(answer, "trainprof_steps_total"), 30);
+  EXPECT_GE(sample(answer, "trainprof_data_wait_seconds_total"), 30 * 0.003);
+  EXPECT_GE(sample(answer, "trainprof_communication_seconds_total"), 30 * 0.002);
+  EXPECT_GE(sample(answer, "trainprof_step_seconds_total"), 30 * 0.005);
+  EXPECT_NE(answer.find("trainprof_steps_total{rank=\"0\",pid=\"" + std::to_string(getpid()) + "\"} 30\n"),
+            std::string::npos)
+      << answer;
+  EXPECT_EQ(http_exchange(url, "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(http_exchange(url, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+
+  FlightDump d = recorder.dump("health");
+  ASSERT_TRUE(d.error.empty()) << d.error;
+  exporter::CsvRows rows = exporter::read_csv_file(d.run_dir + "/step_health.csv");
+  ASSERT_EQ(rows.size(), 31u);
+  EXPECT_EQ(rows[0][0], "Step");
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], std::to_string(i - 1));
+    EXPECT_GE(std::stod(rows[i][3]), 3000.0) << "data wait, us";
+    EXPECT_GE(std::stod(rows[i][4]), 2000.0) << "communication, us";
+    EXPECT_GE(std::stod(rows[i][2]), std::stod(rows[i][3]) + std::stod(rows[i][4])) << "step time, us";
+  }
+  recorder.stop();
+  // The file: written atomically, readable by another user's node_exporter,
+  // with the last counts once the recorder stops.
+  struct stat st;
+  ASSERT_EQ(stat(o.metrics_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  std::string file = test::read_text(o.metrics_file);
+  EXPECT_EQ(sample(file, "trainprof_steps_total"), 30);
+  EXPECT_EQ(sample(file, "trainprof_flight_dumps_total"), 1);
+  EXPECT_EQ(recorder.metrics_url(), "");
+}
+
+// The metrics cannot be written or served: one message each, the training
+// and the recording go on.
+TEST(FlightRecorder, MetricsThatCannotBeWrittenOrServedAreOneMessage) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.metrics_file = dir.path() + "/no_such_directory/trainprof.prom";
+  o.metrics_interval_s = 0.01;
+  o.metrics_port = 0;
+  o.metrics_address = "not an address";
+  FlightRecorder recorder(o);
+  EXPECT_TRUE(recorder.recording());
+  EXPECT_EQ(recorder.metrics_url(), "");
+  for (int i = 0; i < 5; ++i) {
+    recorder.step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  }
+  EXPECT_TRUE(recorder.dump().error.empty());
 }
 
 // A program that ends badly (flight_child): the ring is dumped before the

@@ -69,6 +69,27 @@ struct FlightRecorderOptions {
   std::string dump_file;
   // Each dump is analysed (its outputs written) after it is written.
   bool analyse = true;
+  // Per-step health, always, without a trace: each step's time, the
+  // training loop's wait for data ("wait" data stages: profiler.data_process
+  // on), time in communication calls and the process's CPU time, kept for
+  // the last health_steps steps and written with each dump as
+  // step_health.csv (not with a crash's).
+  uint32_t health_steps = 1000;
+  // The health as metrics for Prometheus (text format 0.0.4; steps and
+  // seconds as counters, the last step, the median step and when the last
+  // step ended as gauges, dumps by trigger; labels rank and pid):
+  // - metrics_file: written every metrics_interval_s, atomically (a
+  //   temporary file renamed), mode 0644 so that node_exporter, which
+  //   often runs as another user, can read it: give a path ending in
+  //   ".prom" in the directory of its --collector.textfile.directory;
+  // - metrics_port >= 0: served at http://metrics_address:metrics_port/metrics
+  //   by a thread of the recorder (0: a port the system picks, see
+  //   metrics_url()). 127.0.0.1 by default: only a scraper on this machine
+  //   reaches it; "0.0.0.0" opens it to the network, unauthenticated.
+  std::string metrics_file;
+  double metrics_interval_s = 5.0;
+  int metrics_port = -1;  // -1: no endpoint
+  std::string metrics_address = "127.0.0.1";
 };
 
 // What one dump was.
@@ -106,6 +127,10 @@ class FlightRecorder {
   void wait_for_dumps();
   // Stops recording (idempotent); what the ring holds is discarded.
   void stop();
+  // Where the metrics are served ("http://127.0.0.1:PORT/metrics"), or "".
+  std::string metrics_url() const;
+  // The metrics now, in Prometheus' text format.
+  std::string metrics_text() const;
 
  private:
   struct State;

@@ -348,6 +348,12 @@ void bind_options(nb::module_& m) {
           d["dump_signal"] =
               f.dump_signal == 0 ? nb::object(nb::none()) : nb::object(nb::int_(f.dump_signal));
           d["dump_file"] = f.dump_file.empty() ? nb::object(nb::none()) : os_str(f.dump_file);
+          d["health_steps"] = f.health_steps;
+          d["metrics_file"] = f.metrics_file.empty() ? nb::object(nb::none()) : os_str(f.metrics_file);
+          d["metrics_interval_s"] = f.metrics_interval_s;
+          d["metrics_port"] =
+              f.metrics_port < 0 ? nb::object(nb::none()) : nb::object(nb::int_(f.metrics_port));
+          d["metrics_address"] = f.metrics_address;
           d["hang_timeout_s"] =
               f.hang_timeout_s == 0 ? nb::object(nb::none()) : nb::object(nb::float_(f.hang_timeout_s));
           flight = std::move(d);
@@ -426,7 +432,9 @@ void bind_flight_recorder(nb::module_& m) {
           "__init__",
           [](FlightRecorder* r, trainprof::ProfilerOptions options, uint32_t ring_mb, double slow_step_factor,
              uint32_t slow_step_window, uint32_t slow_step_min_steps, double cooldown_s, bool analyse,
-             int dump_signal, nb::handle dump_file, double hang_timeout_s, nb::handle hang_stacks_file) {
+             int dump_signal, nb::handle dump_file, double hang_timeout_s, nb::handle hang_stacks_file,
+             uint32_t health_steps, nb::handle metrics_file, double metrics_interval_s, int metrics_port,
+             const std::string& metrics_address) {
             trainprof::FlightRecorderOptions o;
             o.profiler = std::move(options);
             o.ring_mb = ring_mb;
@@ -439,12 +447,20 @@ void bind_flight_recorder(nb::module_& m) {
             o.hang_timeout_s = hang_timeout_s;
             if (!hang_stacks_file.is_none()) o.hang_stacks_file = os_path(hang_stacks_file);
             if (!dump_file.is_none()) o.dump_file = os_path(dump_file);
+            o.health_steps = health_steps;
+            if (!metrics_file.is_none()) o.metrics_file = os_path(metrics_file);
+            o.metrics_interval_s = metrics_interval_s;
+            o.metrics_port = metrics_port;
+            o.metrics_address = metrics_address;
             nb::gil_scoped_release release;
             new (r) FlightRecorder(std::move(o));
           },
           "options"_a, "ring_mb"_a, "slow_step_factor"_a, "slow_step_window"_a, "slow_step_min_steps"_a,
           "cooldown_s"_a, "analyse"_a, "dump_signal"_a, "dump_file"_a.none(), "hang_timeout_s"_a,
-          "hang_stacks_file"_a.none())
+          "hang_stacks_file"_a.none(), "health_steps"_a, "metrics_file"_a.none(), "metrics_interval_s"_a,
+          "metrics_port"_a, "metrics_address"_a)
+      .def("metrics_url", &FlightRecorder::metrics_url, ReleaseGil())
+      .def("metrics_text", &FlightRecorder::metrics_text, ReleaseGil())
       .def("recording", &FlightRecorder::recording, ReleaseGil())
       .def("step", &FlightRecorder::step, ReleaseGil())
       .def("step_num", &FlightRecorder::step_num, ReleaseGil())

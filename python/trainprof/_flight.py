@@ -53,6 +53,17 @@ class flight_recorder:
       ``trainprof analyse`` it later);
     - ``dump(reason)``.
 
+    Per-step health, always (no trace needed): each step's time, the loop's
+    wait for data (``data_process=True``: the DataLoader's ``wait``), time
+    in communication calls and the process's CPU time, for the last
+    ``health_steps`` steps, in every dump as ``step_health.csv``. As metrics
+    for Prometheus (text format; labels rank and pid): ``metrics_file``
+    (written every ``metrics_interval_s`` seconds, atomically, mode 0644:
+    a ``*.prom`` file in node_exporter's ``--collector.textfile.directory``)
+    and/or ``metrics_port`` (served at ``http://metrics_address:PORT/metrics``
+    by a thread of the recorder; 0: a free port, see ``metrics_url``;
+    ``metrics_address`` 127.0.0.1 by default: only this machine reaches it).
+
     Each dump is analysed (``analyse=True``) and its profiler_info.json and
     summary say what triggered it. Dumps are written on a thread of the
     recorder: ``step()`` only measures and compares. Use as a context
@@ -68,7 +79,9 @@ class flight_recorder:
                  record_shapes: bool = False, profile_memory: bool = False, with_stack: bool = False,
                  with_flops: bool = False, dump_signal: Optional[int] = signal.SIGUSR1,
                  dump_file: Union[str, "os.PathLike[str]", None] = None,
-                 hang_timeout_s: Optional[float] = 600.0) -> None:
+                 hang_timeout_s: Optional[float] = 600.0, data_process: bool = False, health_steps: int = 1000,
+                 metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
+                 metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1") -> None:
         from .profiler import _check_activities  # profiler imports the package's other modules
 
         options = _trainprof.ProfilerOptions()
@@ -78,9 +91,12 @@ class flight_recorder:
         options.profile_memory = check_bool("profile_memory", profile_memory)
         options.with_stack = check_bool("with_stack", with_stack)
         options.with_flops = check_bool("with_flops", with_flops)
+        options.data_process = check_bool("data_process", data_process)
         self._start(options, ring_mb=ring_mb, slow_step_factor=slow_step_factor, slow_step_window=slow_step_window,
                     slow_step_min_steps=slow_step_min_steps, cooldown_s=cooldown_s, analyse=analyse,
-                    dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s)
+                    dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s,
+                    health_steps=health_steps, metrics_file=metrics_file, metrics_interval_s=metrics_interval_s,
+                    metrics_port=metrics_port, metrics_address=metrics_address)
 
     @classmethod
     def _from_core_options(cls, options: _trainprof.ProfilerOptions, settings: dict[str, Any]) -> "flight_recorder":
@@ -94,7 +110,9 @@ class flight_recorder:
                slow_step_window: int = 50, slow_step_min_steps: int = 10, cooldown_s: float = 300.0,
                analyse: bool = True, dump_signal: Optional[int] = signal.SIGUSR1,
                dump_file: Union[str, "os.PathLike[str]", None] = None,
-               hang_timeout_s: Optional[float] = 600.0) -> None:
+               hang_timeout_s: Optional[float] = 600.0, health_steps: int = 1000,
+               metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
+               metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1") -> None:
         self._cpp: Optional[_trainprof.FlightRecorder] = None
         self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
         self._torch_flag = False
@@ -108,11 +126,20 @@ class flight_recorder:
                 _check_number("cooldown_s", cooldown_s, 0.0), check_bool("analyse", analyse),
                 0 if dump_signal is None else check_int("dump_signal", dump_signal, 1),
                 None if dump_file is None else check_path("dump_file", dump_file), hang_s)
+        if not isinstance(metrics_address, str):
+            raise TypeError(f"metrics_address must be a str (an IPv4 address), got {metrics_address!r}")
+        metrics = (check_int("health_steps", health_steps, 1),
+                   None if metrics_file is None else check_path("metrics_file", metrics_file),
+                   _check_number("metrics_interval_s", metrics_interval_s, 0.01),
+                   -1 if metrics_port is None else check_int("metrics_port", metrics_port, 0), metrics_address)
+        if metrics_port is not None and metrics_port > 65535:
+            raise ValueError(f"metrics_port must be in [0, 65535], got {metrics_port!r}")
         if hang_s > 0:
             fd, path = tempfile.mkstemp(prefix="trainprof_hang_stacks_", suffix=".txt")
             os.close(fd)
             self._stacks = open(path, "ab")  # appends: the recorder empties it after each hang
-        self._cpp = _trainprof.FlightRecorder(options, *args, None if self._stacks is None else self._stacks.name)
+        self._cpp = _trainprof.FlightRecorder(options, *args, None if self._stacks is None else self._stacks.name,
+                                              *metrics)
         if self._cpp.recording() and _trainprof.Activity.CPU in options.activities:
             # As a profile does: torch.compile's code annotates itself only while torch sees a profiler.
             _torch.profile_started()
@@ -139,6 +166,15 @@ class flight_recorder:
     def recording(self) -> bool:
         """Whether it records (False after stop(), or when it could not start: the log says why)."""
         return self._cpp is not None and self._cpp.recording()
+
+    @property
+    def metrics_url(self) -> Optional[str]:
+        """Where the metrics are served (``http://127.0.0.1:PORT/metrics``), or None."""
+        return (self._cpp.metrics_url() or None) if self._cpp is not None else None
+
+    def metrics_text(self) -> str:
+        """The step health now, in Prometheus' text format (what the endpoint and the file hold)."""
+        return self._cpp.metrics_text() if self._cpp is not None else ""
 
     @property
     def step_num(self) -> int:

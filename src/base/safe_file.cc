@@ -87,9 +87,14 @@ namespace {
 // A fresh temporary file in `dir_fd` holding `text`, closed; its name in
 // `tmp`. Returns "" or the error (the temporary is then gone).
 std::string write_temporary_at(int dir_fd, const std::string& name, const std::string& text,
-                               const std::string& display, std::string* tmp) {
+                               const std::string& display, std::string* tmp, unsigned mode = 0600) {
   UniqueFd fd(create_temporary_at(dir_fd, name, tmp));
   if (!fd.valid()) return "cannot create a temporary file for '" + display + "': " + std::strerror(errno);
+  if (mode != 0600 && ::fchmod(fd.get(), static_cast<mode_t>(mode)) != 0) {
+    std::string error = "cannot set the permissions of '" + display + "': " + std::strerror(errno);
+    unlinkat(dir_fd, tmp->c_str(), 0);
+    return error;
+  }
   if (write_all(fd.get(), text.data(), text.size()) < text.size() || ::close(fd.release()) != 0) {
     std::string error = "cannot write '" + display + "': " + std::strerror(errno);
     unlinkat(dir_fd, tmp->c_str(), 0);
@@ -101,9 +106,10 @@ std::string write_temporary_at(int dir_fd, const std::string& name, const std::s
 }  // namespace
 
 std::string write_file_atomically_at(int dir_fd, const std::string& name, const std::string& text,
-                                     const std::string& display) {
+                                     const std::string& display, unsigned mode) {
   std::string tmp;
-  if (std::string error = write_temporary_at(dir_fd, name, text, display, &tmp); !error.empty()) return error;
+  if (std::string error = write_temporary_at(dir_fd, name, text, display, &tmp, mode); !error.empty())
+    return error;
   // renameat replaces whatever is at `name` (a symlink itself, not its target).
   if (renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
     std::string error = "cannot rename a temporary file to '" + display + "': " + std::strerror(errno);

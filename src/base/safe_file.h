@@ -68,8 +68,10 @@ bool is_temporary_name(const std::string& name);
 
 // Writes `text` to `name` in `dir_fd` atomically (create_temporary_at, then
 // renameat). `display` names the file in messages. Returns "" or the error.
+// `mode`: the file's permissions (0644 for a file another user's program
+// reads, such as a metrics file).
 std::string write_file_atomically_at(int dir_fd, const std::string& name, const std::string& text,
-                                     const std::string& display);
+                                     const std::string& display, unsigned mode = 0600);
 // As write_file_atomically_at, but never replaces anything at `name`: when
 // something is there (it may have appeared meanwhile: another process
 // creating the same default file), nothing is written and *existed is set.

@@ -10,6 +10,7 @@
 #include "core/event.h"
 #include "core/intern.h"
 #include "core/recorder.h"
+#include "core/step_health.h"
 #include "trainprof/dataset.h"
 #include "trainprof/range.h"
 
@@ -47,6 +48,15 @@ bool intern_stage(std::string_view operation, std::string_view stage, std::strin
 
 void append_stage(const char* operation, uint16_t stage, uint16_t custom_info, uint64_t start,
                   uint64_t end) noexcept {
+  // The training loop waiting for a batch: the step health's data wait.
+  static const uint16_t wait_stage = [] {
+    try {
+      return core::domain_id("wait");
+    } catch (...) {
+      return core::kDomainOverflow;
+    }
+  }();
+  if (stage == wait_stage && end > start) core::add_data_wait_ticks(end - start);
   core::record_event_fields(start, end, operation, static_cast<uint8_t>(raw::EventKind::kDataStage), 0, stage,
                             custom_info);
 }

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -28,7 +29,9 @@
 #include "base/safe_file.h"
 #include "core/analysis_hook.h"
 #include "core/clock.h"
+#include "core/metrics_endpoint.h"
 #include "core/session.h"
+#include "core/step_health.h"
 #include "trainprof/range.h"
 
 namespace trainprof {
@@ -106,6 +109,8 @@ struct FlightRecorder::State {
   uint64_t step_start_ticks = 0;
   std::deque<uint64_t> recent_ns;  // the last slow_step_window step times
   uint64_t last_slow_dump_ns = 0;  // monotonic; 0: none yet
+  std::unique_ptr<core::HealthSeries> health;
+  core::HealthLabels labels;
 
   // The dumper thread and its queue.
   std::mutex dump_mu;
@@ -114,7 +119,11 @@ struct FlightRecorder::State {
   size_t in_progress = 0;
   bool stopping = false;
   std::vector<FlightDump> done;
+  std::map<std::string, uint64_t> dumps_by_trigger;
   std::thread dumper;
+  uint64_t last_metrics_write_ns = 0;  // monotonic, the recorder's thread's
+  bool metrics_write_failed = false;   // said once
+  std::unique_ptr<core::MetricsEndpoint> endpoint;
 
   int installed_signal = 0;            // the dump signal whose handler is ours
   uint64_t last_external_dump_ns = 0;  // monotonic, of the last signal or file dump
@@ -131,6 +140,9 @@ struct FlightRecorder::State {
   void check_requests();
   // No step for hang_timeout_s: one dump per hang.
   void check_hang();
+  // The metrics file, every metrics_interval_s.
+  void write_metrics_file();
+  std::string metrics_text();
   // The "flight_recorder" object of a dump at a signal that ends the process.
   std::string crash_trigger(int sig) const;
 };
@@ -182,6 +194,10 @@ FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
     return d;
   }
   std::vector<std::pair<std::string, std::string>> extra_files;
+  {
+    std::lock_guard<std::mutex> lock(step_mu);
+    if (health) extra_files.emplace_back("step_health.csv", health->csv());
+  }
   if (d.trigger == "hang" && !options.hang_stacks_file.empty()) {
     std::string stacks = take_hang_stacks();
     if (!stacks.empty()) extra_files.emplace_back("hang_stacks.txt", std::move(stacks));
@@ -193,6 +209,10 @@ FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
     return d;
   }
   base::log_info("flight recorder: " + d.reason + ": the last steps are in '" + d.run_dir + "'");
+  {
+    std::lock_guard<std::mutex> lock(dump_mu);
+    ++dumps_by_trigger[d.trigger];
+  }
   if (options.analyse) {
     AnalyseReport report = core::analyse_through_hook(d.run_dir, AnalyseOptions{});
     if (!report.error.empty())
@@ -240,6 +260,45 @@ void FlightRecorder::State::check_hang() {
                      {"timeout_s", options.hang_timeout_s}});
 }
 
+std::string FlightRecorder::State::metrics_text() {
+  std::unique_ptr<core::HealthSeries> series;
+  uint64_t median = 0;
+  {
+    std::lock_guard<std::mutex> lock(step_mu);
+    if (!health) return "";
+    series = std::make_unique<core::HealthSeries>(*health);
+    if (!recent_ns.empty()) median = median_of(recent_ns);
+  }
+  std::map<std::string, uint64_t> dumped;
+  {
+    std::lock_guard<std::mutex> lock(dump_mu);
+    dumped = dumps_by_trigger;
+  }
+  return core::prometheus_text(*series, labels, median, dumped);
+}
+
+void FlightRecorder::State::write_metrics_file() {
+  const std::string& path = options.metrics_file;
+  uint64_t now = detail::monotonic_now_ns();
+  if (path.empty() ||
+      (last_metrics_write_ns != 0 &&
+       now - last_metrics_write_ns < static_cast<uint64_t>(options.metrics_interval_s * 1e9))) {
+    return;
+  }
+  last_metrics_write_ns = now;
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  base::UniqueFd dir_fd(base::open_directory_at(AT_FDCWD, dir));
+  std::string error = dir_fd.valid()
+                          ? base::write_file_atomically_at(dir_fd.get(), name, metrics_text(), path, 0644)
+                          : "cannot open the directory '" + dir + "': " + std::strerror(errno);
+  if (!error.empty() && !metrics_write_failed) {
+    base::log_error("flight recorder: the metrics file: " + error + "; recording goes on (said once)");
+  }
+  metrics_write_failed = !error.empty();
+}
+
 void FlightRecorder::State::dumper_loop() {
   std::unique_lock<std::mutex> lock(dump_mu);
   for (;;) {
@@ -247,6 +306,9 @@ void FlightRecorder::State::dumper_loop() {
                              [&] { return stopping || !pending.empty(); })) {
       check_requests();
       check_hang();
+      lock.unlock();  // step() may queue a dump meanwhile
+      write_metrics_file();
+      lock.lock();
     }
     if (pending.empty()) return;  // stopping, nothing left
     nlohmann::json trigger = std::move(pending.front());
@@ -270,6 +332,21 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
   s.session = Session::open_ring(s.options.profiler, s.options.ring_mb, s.worker_name,
                                  [&s](int sig) { return s.crash_trigger(sig); });
   if (!s.session) return;  // said why
+  s.labels.rank = base::detect_rank().rank;
+  s.labels.pid = static_cast<long>(getpid());
+  s.health = std::make_unique<core::HealthSeries>(s.options.health_steps);
+  s.health->start();
+  if (s.options.metrics_port >= 0) {
+    std::string error;
+    auto endpoint = std::make_unique<core::MetricsEndpoint>(
+        s.options.metrics_address, s.options.metrics_port, [&s] { return s.metrics_text(); }, &error);
+    if (error.empty()) {
+      s.endpoint = std::move(endpoint);
+      base::log_info("flight recorder: metrics at " + s.endpoint->url());
+    } else {
+      base::log_error("flight recorder: " + error + "; recording goes on without the endpoint");
+    }
+  }
   g_terminated.store(false);
   g_previous_terminate = std::set_terminate(on_terminate);
   s.step_start_ticks = detail::now_ticks();
@@ -318,6 +395,7 @@ void FlightRecorder::step() {
       static_cast<uint64_t>(static_cast<double>(end - s.step_start_ticks) / core::ticks_per_ns());
   int64_t finished = s.step_num++;
   s.step_start_ticks = end;
+  s.health->on_step(finished, duration_ns);
   const FlightRecorderOptions& o = s.options;
   if (o.slow_step_factor > 0 && s.recent_ns.size() >= std::max<uint32_t>(o.slow_step_min_steps, 1)) {
     uint64_t median = median_of(s.recent_ns);
@@ -375,6 +453,16 @@ FlightDump FlightRecorder::dump(std::string_view reason, std::string_view trigge
   return d;
 }
 
+std::string FlightRecorder::metrics_url() const {
+  if (getpid() != state_->owner_pid) return "";
+  return state_->endpoint ? state_->endpoint->url() : "";
+}
+
+std::string FlightRecorder::metrics_text() const {
+  if (getpid() != state_->owner_pid) return "";
+  return state_->metrics_text();
+}
+
 std::vector<FlightDump> FlightRecorder::dumps() const {
   std::lock_guard<std::mutex> lock(state_->dump_mu);
   return state_->done;
@@ -403,6 +491,11 @@ void FlightRecorder::stop() {
       s.dump_cv.notify_all();
     }
     s.dumper.join();  // writes what was triggered first
+  }
+  s.endpoint.reset();  // before the state it reads goes
+  if (!s.options.metrics_file.empty()) {
+    s.last_metrics_write_ns = 0;  // the last steps' counts, whatever the interval
+    s.write_metrics_file();
   }
   if (std::get_terminate() == on_terminate) std::set_terminate(g_previous_terminate);
   if (s.installed_signal != 0) {  // after the join: the recorder's thread reads it

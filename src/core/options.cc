@@ -133,10 +133,20 @@ bool read_flight_recorder(const json& v, FlightRecorderOptions* o) {
       o->dump_file = value.get<std::string>();
     } else if (field == "analyse") {
       o->analyse = core::option_bool(value, key);
+    } else if (field == "health_steps") {
+      o->health_steps = flight_uint(value, key, 1, 1'000'000);
+    } else if (field == "metrics_file" || field == "metrics_address") {
+      if (!value.is_string()) core::bad_option(key, "must be a string, got " + value.dump());
+      (field == "metrics_file" ? o->metrics_file : o->metrics_address) = value.get<std::string>();
+    } else if (field == "metrics_interval_s") {
+      o->metrics_interval_s = flight_number(value, key, 0.01, 86400);
+    } else if (field == "metrics_port") {
+      o->metrics_port = static_cast<int>(flight_uint(value, key, 0, 65535));
     } else {
       core::bad_option(key,
                        "is unknown; known keys: ring_mb, slow_step_factor, slow_step_window, "
-                       "slow_step_min_steps, cooldown_s, hang_timeout_s, dump_signal, dump_file, analyse");
+                       "slow_step_min_steps, cooldown_s, hang_timeout_s, dump_signal, dump_file, analyse, "
+                       "health_steps, metrics_file, metrics_interval_s, metrics_port, metrics_address");
     }
   }
   return true;

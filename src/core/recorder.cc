@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/intern.h"
+#include "core/step_health.h"
 #include "trainprof/range.h"
 
 namespace trainprof::core {}  // namespace trainprof::core
@@ -351,6 +352,7 @@ void record_memory(uint64_t ticks, uint64_t address, int64_t bytes, uint64_t tot
 
 void record_comm(uint64_t t0, uint64_t t1, const char* name, uint8_t flags, uint32_t sequence, uint64_t bytes,
                  const char* group, int32_t peer, int32_t tag) noexcept {
+  if (t1 > t0) add_comm_ticks(t1 - t0);  // the step health's communication
   // Communication calls take microseconds: the plain pair path is enough.
   Event call{t0, t1, name, static_cast<uint8_t>(raw::EventKind::kComm), flags, 0, sequence};
   CommDetail detail{bytes, group, peer, tag, kCommDetailSlot, {}};

@@ -1,0 +1,132 @@
+// Copyright trainprof authors.
+#include "core/step_health.h"
+
+#include <time.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "core/clock.h"
+#include "trainprof/range.h"
+
+namespace trainprof::core {
+namespace {
+
+std::atomic<uint64_t> g_data_wait_ticks{0};
+std::atomic<uint64_t> g_comm_ticks{0};
+
+uint64_t ticks_to_ns(uint64_t ticks) {
+  return static_cast<uint64_t>(static_cast<double>(ticks) / ticks_per_ns());
+}
+
+uint64_t process_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void append_metric(std::string& out, const char* name, const char* type, const char* help,
+                   const std::string& labels, double value) {
+  char line[512];
+  std::snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n%s{%s} %.9g\n", name, help, name, type, name,
+                labels.c_str(), value);
+  out += line;
+}
+
+}  // namespace
+
+void add_data_wait_ticks(uint64_t ticks) noexcept {
+  g_data_wait_ticks.fetch_add(ticks, std::memory_order_relaxed);
+}
+
+void add_comm_ticks(uint64_t ticks) noexcept {
+  g_comm_ticks.fetch_add(ticks, std::memory_order_relaxed);
+}
+
+HealthSeries::HealthSeries(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+
+void HealthSeries::start() {
+  data_wait_ticks_at_ = g_data_wait_ticks.load(std::memory_order_relaxed);
+  comm_ticks_at_ = g_comm_ticks.load(std::memory_order_relaxed);
+  cpu_ns_at_ = process_cpu_ns();
+}
+
+const StepHealth& HealthSeries::on_step(int64_t step, uint64_t step_ns) {
+  uint64_t data_wait = g_data_wait_ticks.load(std::memory_order_relaxed);
+  uint64_t comm = g_comm_ticks.load(std::memory_order_relaxed);
+  uint64_t cpu = process_cpu_ns();
+  StepHealth h;
+  h.step = step;
+  h.end_realtime_ns = realtime_ns();
+  h.step_ns = step_ns;
+  h.data_wait_ns = ticks_to_ns(data_wait - data_wait_ticks_at_);
+  h.comm_ns = ticks_to_ns(comm - comm_ticks_at_);
+  h.cpu_ns = cpu - cpu_ns_at_;
+  data_wait_ticks_at_ = data_wait;
+  comm_ticks_at_ = comm;
+  cpu_ns_at_ = cpu;
+  totals_.step += 1;
+  totals_.end_realtime_ns = h.end_realtime_ns;
+  totals_.step_ns += h.step_ns;
+  totals_.data_wait_ns += h.data_wait_ns;
+  totals_.comm_ns += h.comm_ns;
+  totals_.cpu_ns += h.cpu_ns;
+  steps_.push_back(h);
+  if (steps_.size() > capacity_) steps_.pop_front();
+  return steps_.back();
+}
+
+std::string HealthSeries::csv() const {
+  std::string out = "Step,End Time (ns),Step Time (us),Data Wait (us),Communication (us),Process CPU (us)\n";
+  char row[192];
+  for (const StepHealth& h : steps_) {
+    std::snprintf(row, sizeof(row), "%lld,%llu,%.3f,%.3f,%.3f,%.3f\n", static_cast<long long>(h.step),
+                  static_cast<unsigned long long>(h.end_realtime_ns), static_cast<double>(h.step_ns) / 1e3,
+                  static_cast<double>(h.data_wait_ns) / 1e3, static_cast<double>(h.comm_ns) / 1e3,
+                  static_cast<double>(h.cpu_ns) / 1e3);
+    out += row;
+  }
+  return out;
+}
+
+std::string prometheus_text(const HealthSeries& series, const HealthLabels& labels, uint64_t median_step_ns,
+                            const std::map<std::string, uint64_t>& dumps_by_trigger) {
+  std::string l = "rank=\"" + std::to_string(labels.rank) + "\",pid=\"" + std::to_string(labels.pid) + "\"";
+  const StepHealth& t = series.totals();
+  StepHealth last = series.steps().empty() ? StepHealth{} : series.steps().back();
+  std::string out;
+  append_metric(out, "trainprof_steps_total", "counter", "Training steps ended.", l,
+                static_cast<double>(t.step));
+  append_metric(out, "trainprof_step_seconds_total", "counter", "Time in training steps.", l,
+                static_cast<double>(t.step_ns) / 1e9);
+  append_metric(out, "trainprof_data_wait_seconds_total", "counter",
+                "Time the training loop waited for data, within steps.", l,
+                static_cast<double>(t.data_wait_ns) / 1e9);
+  append_metric(out, "trainprof_communication_seconds_total", "counter",
+                "Time in communication calls (collectives, point-to-point).", l,
+                static_cast<double>(t.comm_ns) / 1e9);
+  append_metric(out, "trainprof_cpu_seconds_total", "counter",
+                "CPU time of the training process, within steps.", l, static_cast<double>(t.cpu_ns) / 1e9);
+  append_metric(out, "trainprof_last_step_seconds", "gauge", "Duration of the last step.", l,
+                static_cast<double>(last.step_ns) / 1e9);
+  append_metric(out, "trainprof_median_step_seconds", "gauge", "Median step of the slow-step window.", l,
+                static_cast<double>(median_step_ns) / 1e9);
+  append_metric(out, "trainprof_last_step_end_timestamp_seconds", "gauge",
+                "When the last step ended (Unix time; its age is how long no step ended).", l,
+                static_cast<double>(t.end_realtime_ns) / 1e9);
+  out +=
+      "# HELP trainprof_flight_dumps_total Runs the flight recorder wrote, by trigger.\n"
+      "# TYPE trainprof_flight_dumps_total counter\n";
+  for (const auto& [trigger, n] : dumps_by_trigger) {
+    out += "trainprof_flight_dumps_total{" + l + ",trigger=\"" + trigger + "\"} " + std::to_string(n) + "\n";
+  }
+  return out;
+}
+
+}  // namespace trainprof::core

@@ -1,0 +1,70 @@
+// Copyright trainprof authors. Per-step health, without a trace: how long
+// each step took, how much of it the training loop waited for data, spent
+// in communication calls, and how much CPU the process used, kept for the
+// last steps and summed, for the flight recorder's dumps (step_health.csv)
+// and for monitoring systems (Prometheus' text format).
+#ifndef TRAINPROF_CORE_STEP_HEALTH_H_
+#define TRAINPROF_CORE_STEP_HEALTH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+
+namespace trainprof::core {
+
+// The recording paths add to these as they record, whoever listens (relaxed
+// atomics, a few nanoseconds): the training loop's waits for data ("wait"
+// data stages) and communication calls, in ticks.
+void add_data_wait_ticks(uint64_t ticks) noexcept;
+void add_comm_ticks(uint64_t ticks) noexcept;
+
+struct StepHealth {
+  int64_t step = 0;
+  uint64_t end_realtime_ns = 0;  // when it ended, Unix time
+  uint64_t step_ns = 0;
+  uint64_t data_wait_ns = 0;  // the loop waiting for a batch
+  uint64_t comm_ns = 0;       // in collectives and point-to-point calls
+  uint64_t cpu_ns = 0;        // the process's CPU time, all its threads
+};
+
+// The last `capacity` steps' health and the totals since start(). Not
+// thread-safe: its owner (the flight recorder) locks around it.
+class HealthSeries {
+ public:
+  explicit HealthSeries(size_t capacity);
+  // The counters now are the first step's start.
+  void start();
+  // A step ended after `step_ns`: its health is what the counters gained since the last.
+  const StepHealth& on_step(int64_t step, uint64_t step_ns);
+
+  const std::deque<StepHealth>& steps() const { return steps_; }
+  const StepHealth& totals() const { return totals_; }  // step: how many steps
+  // step_health.csv: a header, then a row per kept step, oldest first.
+  std::string csv() const;
+
+ private:
+  size_t capacity_;
+  std::deque<StepHealth> steps_;
+  StepHealth totals_;
+  uint64_t data_wait_ticks_at_ = 0, comm_ticks_at_ = 0, cpu_ns_at_ = 0;
+};
+
+// What the metrics say besides the series.
+struct HealthLabels {
+  int rank = 0;
+  long pid = 0;
+};
+
+// Prometheus' text exposition format (0.0.4) of `series`: counters of
+// steps and of seconds (step, data wait, communication, CPU: rate() of one
+// over the steps' is its share), the last step as gauges, the median step
+// of the slow-step window, when the last step ended (a hang shows as its
+// age), and the dumps written by trigger.
+std::string prometheus_text(const HealthSeries& series, const HealthLabels& labels, uint64_t median_step_ns,
+                            const std::map<std::string, uint64_t>& dumps_by_trigger);
+
+}  // namespace trainprof::core
+
+#endif  // TRAINPROF_CORE_STEP_HEALTH_H_
