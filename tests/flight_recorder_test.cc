@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -222,6 +223,43 @@ TEST(FlightRecorder, AHangIsDumpedOncePerHang) {
 }
 
 // A dump that cannot be written is one message; the recorder goes on.
+// A thread stuck in a call of a shared library (the C library's sleep, as
+// a collective would be in a communication library's): a hang's dump shows
+// it by name in the thread's native stack; the other threads are there too.
+TEST(FlightRecorder, AHangsDumpHoldsEveryThreadsNativeStack) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.slow_step_factor = 0;
+  o.hang_timeout_s = 0.3;
+  FlightRecorder recorder(o);
+  std::atomic<bool> stop{false};
+  std::thread waiting([&] {
+    pthread_setname_np(pthread_self(), "stuck_peer");
+    while (!stop.load()) sleep(1);  // the libc call it is stuck in
+  });
+  for (int i = 0; i < 3; ++i) recorder.step();
+  for (int waited = 0; recorder.dumps().empty() && waited < 100; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  recorder.wait_for_dumps();
+  stop.store(true);
+  waiting.join();
+  std::vector<FlightDump> dumps = recorder.dumps();
+  ASSERT_EQ(dumps.size(), 1u);
+  ASSERT_EQ(dumps[0].trigger, "hang");
+  std::string stacks = test::read_text(dumps[0].run_dir + "/native_stacks.txt");
+  size_t stuck = stacks.find("(stuck_peer):\n");
+  ASSERT_NE(stuck, std::string::npos) << stacks;
+  size_t next = stacks.find("\nthread ", stuck);
+  std::string section = stacks.substr(stuck, next == std::string::npos ? std::string::npos : next - stuck);
+  EXPECT_NE(section.find("sleep"), std::string::npos) << section;  // clock_nanosleep, nanosleep or sleep
+  EXPECT_NE(stacks.find("(trainprof-flush):"), std::string::npos) << stacks;
+  EXPECT_NE(stacks.find("(trainprof::core::Flusher::run()+0x"), std::string::npos) << "demangled:\n"
+                                                                                   << stacks;
+  EXPECT_NE(stacks.find("thread " + std::to_string(gettid()) + " "), std::string::npos)
+      << "the test's own thread";
+}
+
 TEST(FlightRecorder, ADumpThatCannotBeWrittenLeavesTheRecorderRecording) {
   TempDir dir;
   FlightRecorderOptions o = options_in(dir);

@@ -13,7 +13,7 @@
 //
 // "flight_recorder": true (or an object of FlightRecorderOptions' fields:
 // ring_mb, slow_step_factor, slow_step_window, slow_step_min_steps,
-// cooldown_s, hang_timeout_s, dump_signal, dump_file, analyse, health_steps,
+// cooldown_s, hang_timeout_s, hang_native_stacks, dump_signal, dump_file, analyse, health_steps,
 // metrics_file, metrics_interval_s, metrics_port, metrics_address) starts a
 // FlightRecorder instead: always recording into memory, dumping runs under
 // output_path when a step is slow, the process hangs, crashes or is asked

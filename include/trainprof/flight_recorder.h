@@ -61,6 +61,12 @@ struct FlightRecorderOptions {
   // which needs no GIL); a hang's dump holds its text as hang_stacks.txt
   // (waiting up to 1 s for it), and the file is emptied for the next hang.
   std::string hang_stacks_file;
+  // A hang's dump also holds every thread's native stack (native_stacks.txt:
+  // each thread is signalled in turn and writes its backtrace, functions
+  // exported by shared libraries by name, such as a communication
+  // library's collective, the rest as file(+offset)). A thread that blocks
+  // signals, or is in the kernel, is listed as such.
+  bool hang_native_stacks = true;
   // A dump on request from outside the process: this signal (kill -USR1
   // PID; 0: none), or this file appearing (touch it; it is removed when the
   // dump is written; "": none). Both are looked at every 100 ms, and served

@@ -108,6 +108,11 @@ def test_a_hang_is_dumped_with_every_threads_python_stack(trainer: Trainer, tmp_
     stacks = (Path(dumps[0].run_dir) / "hang_stacks.txt").read_text()
     # faulthandler's format: the stuck thread's frames, innermost first, this test among them.
     assert "stuck_in_collective" in stacks and "test_a_hang_is_dumped_with_every_threads_python_stack" in stacks
+    # And the native stacks: the main thread is in the C library's sleep (where a collective would be in its library's).
+    native = (Path(dumps[0].run_dir) / "native_stacks.txt").read_text()
+    main_thread = native[native.index(f"thread {os.getpid()} "):]
+    main_thread = main_thread[:main_thread.find("\nthread ") if "\nthread " in main_thread else None]
+    assert "clock_nanosleep" in main_thread, native
 
 
 def flight_info(run_dir: Path) -> dict:

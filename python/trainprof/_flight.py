@@ -40,7 +40,11 @@ class flight_recorder:
       once per hang, armed by the first step; the dump holds every thread's
       Python stack at that time (hang_stacks.txt, written by faulthandler's
       watchdog thread, which needs no GIL: a thread stuck holding it is
-      shown too). This uses ``faulthandler.dump_traceback_later``, which is
+      shown too), and every thread's native stack (native_stacks.txt: each
+      thread is sent a signal in turn and writes its backtrace, functions of
+      shared libraries by name: a collective of a communication library
+      shows; ``hang_native_stacks=False``: not taken). This uses
+      ``faulthandler.dump_traceback_later``, which is
       one per process: a program that uses it itself should pass
       ``hang_timeout_s=None``;
     - a request from outside: the signal ``dump_signal`` (SIGUSR1 by
@@ -81,7 +85,8 @@ class flight_recorder:
                  dump_file: Union[str, "os.PathLike[str]", None] = None,
                  hang_timeout_s: Optional[float] = 600.0, data_process: bool = False, health_steps: int = 1000,
                  metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
-                 metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1") -> None:
+                 metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1",
+                 hang_native_stacks: bool = True) -> None:
         from .profiler import _check_activities  # profiler imports the package's other modules
 
         options = _trainprof.ProfilerOptions()
@@ -96,7 +101,8 @@ class flight_recorder:
                     slow_step_min_steps=slow_step_min_steps, cooldown_s=cooldown_s, analyse=analyse,
                     dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s,
                     health_steps=health_steps, metrics_file=metrics_file, metrics_interval_s=metrics_interval_s,
-                    metrics_port=metrics_port, metrics_address=metrics_address)
+                    metrics_port=metrics_port, metrics_address=metrics_address,
+                    hang_native_stacks=hang_native_stacks)
 
     @classmethod
     def _from_core_options(cls, options: _trainprof.ProfilerOptions, settings: dict[str, Any]) -> "flight_recorder":
@@ -112,7 +118,8 @@ class flight_recorder:
                dump_file: Union[str, "os.PathLike[str]", None] = None,
                hang_timeout_s: Optional[float] = 600.0, health_steps: int = 1000,
                metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
-               metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1") -> None:
+               metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1",
+               hang_native_stacks: bool = True) -> None:
         self._cpp: Optional[_trainprof.FlightRecorder] = None
         self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
         self._torch_flag = False
@@ -131,7 +138,8 @@ class flight_recorder:
         metrics = (check_int("health_steps", health_steps, 1),
                    None if metrics_file is None else check_path("metrics_file", metrics_file),
                    _check_number("metrics_interval_s", metrics_interval_s, 0.01),
-                   -1 if metrics_port is None else check_int("metrics_port", metrics_port, 0), metrics_address)
+                   -1 if metrics_port is None else check_int("metrics_port", metrics_port, 0), metrics_address,
+                   check_bool("hang_native_stacks", hang_native_stacks))
         if metrics_port is not None and metrics_port > 65535:
             raise ValueError(f"metrics_port must be in [0, 65535], got {metrics_port!r}")
         if hang_s > 0:

@@ -32,6 +32,7 @@
 #include "core/metrics_endpoint.h"
 #include "core/session.h"
 #include "core/step_health.h"
+#include "core/thread_stacks.h"
 #include "trainprof/range.h"
 
 namespace trainprof {
@@ -198,6 +199,10 @@ FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
     std::lock_guard<std::mutex> lock(step_mu);
     if (health) extra_files.emplace_back("step_health.csv", health->csv());
   }
+  if (d.trigger == "hang" && options.hang_native_stacks) {
+    std::string stacks = core::take_thread_stacks();
+    if (!stacks.empty()) extra_files.emplace_back("native_stacks.txt", std::move(stacks));
+  }
   if (d.trigger == "hang" && !options.hang_stacks_file.empty()) {
     std::string stacks = take_hang_stacks();
     if (!stacks.empty()) extra_files.emplace_back("hang_stacks.txt", std::move(stacks));
@@ -334,6 +339,7 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
   if (!s.session) return;  // said why
   s.labels.rank = base::detect_rank().rank;
   s.labels.pid = static_cast<long>(getpid());
+  if (s.options.hang_native_stacks && s.options.hang_timeout_s > 0) core::prepare_thread_stacks();
   s.health = std::make_unique<core::HealthSeries>(s.options.health_steps);
   s.health->start();
   if (s.options.metrics_port >= 0) {

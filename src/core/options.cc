@@ -133,6 +133,8 @@ bool read_flight_recorder(const json& v, FlightRecorderOptions* o) {
       o->dump_file = value.get<std::string>();
     } else if (field == "analyse") {
       o->analyse = core::option_bool(value, key);
+    } else if (field == "hang_native_stacks") {
+      o->hang_native_stacks = core::option_bool(value, key);
     } else if (field == "health_steps") {
       o->health_steps = flight_uint(value, key, 1, 1'000'000);
     } else if (field == "metrics_file" || field == "metrics_address") {
@@ -146,7 +148,8 @@ bool read_flight_recorder(const json& v, FlightRecorderOptions* o) {
       core::bad_option(key,
                        "is unknown; known keys: ring_mb, slow_step_factor, slow_step_window, "
                        "slow_step_min_steps, cooldown_s, hang_timeout_s, dump_signal, dump_file, analyse, "
-                       "health_steps, metrics_file, metrics_interval_s, metrics_port, metrics_address");
+                       "hang_native_stacks, health_steps, metrics_file, metrics_interval_s, metrics_port, "
+                       "metrics_address");
     }
   }
   return true;
