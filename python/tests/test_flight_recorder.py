@@ -167,3 +167,30 @@ def test_a_crash_of_a_script_under_trainprof_options_leaves_its_last_steps(tmp_p
     summary = subprocess.run([sys.executable, "-m", "trainprof", "summary", str(dump)], capture_output=True,
                              text=True, timeout=120)
     assert "flight recorder: SIGSEGV (a crash) during step 12" in summary.stdout
+
+
+def test_a_fork_child_stepping_leaves_the_parents_recorder_alone(tmp_path: Path) -> None:
+    """A child of fork() (a worker made by hand) that steps and stops the
+    recorder it inherited: no dump, no watchdog of its own on the parent's
+    hang-stacks file, which stays the parent's."""
+    with trainprof.flight_recorder(tmp_path / "flight", ring_mb=8, analyse=False, hang_timeout_s=30) as recorder:
+        recorder.step()
+        stacks_file = recorder._stacks.name
+        pid = os.fork()
+        if pid == 0:  # the child: whatever happens, it leaves through os._exit
+            code = 0
+            try:
+                for _ in range(3):
+                    recorder.step()
+                code = 3 if recorder.dump("from the child") is not None else 0
+                recorder.stop()
+            except BaseException:
+                code = 4
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+        assert os.path.exists(stacks_file)  # the child did not remove the parent's file
+        assert recorder.recording
+        recorder.step()
+        assert recorder.dump("from the parent") is not None
+    assert len(run_dirs(tmp_path / "flight")) == 1

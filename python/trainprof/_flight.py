@@ -124,6 +124,7 @@ class flight_recorder:
         self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
         self._torch_flag = False
         self._previous_excepthook: Optional[Any] = None
+        self._pid = os.getpid()
         hang_s = 0.0 if hang_timeout_s is None else _check_number("hang_timeout_s", hang_timeout_s, 0.0)
         self._hang_s = hang_s
         self._stacks_armed_at = 0.0
@@ -195,7 +196,9 @@ class flight_recorder:
             self._cpp.step()
             if self._torch_flag:
                 _torch.profile_stepped()
-            if self._stacks is not None:
+            # A fork() child records nothing of its parent's recorder (the
+            # C++ side says so); it must not arm faulthandler on the parent's file either.
+            if self._stacks is not None and os.getpid() == self._pid:
                 self._arm_hang_stacks()
 
     def _arm_hang_stacks(self) -> None:
@@ -240,9 +243,10 @@ class flight_recorder:
                 sys.excepthook = self._previous_excepthook
             self._previous_excepthook = None
         if self._stacks is not None:
-            faulthandler.cancel_dump_traceback_later()
+            if os.getpid() == self._pid:  # a fork() child leaves the parent's file and watchdog alone
+                faulthandler.cancel_dump_traceback_later()
+                os.unlink(self._stacks.name)
             self._stacks.close()
-            os.unlink(self._stacks.name)
             self._stacks = None
         if self._torch_flag:
             self._torch_flag = False
