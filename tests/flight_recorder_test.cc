@@ -278,28 +278,35 @@ TEST(FlightRecorder, ADumpThatCannotBeWrittenLeavesTheRecorderRecording) {
 
 // A fork() child (a data-loader worker) neither records nor dumps into its
 // parent's ring, and ends cleanly; the parent's recorder goes on.
+std::string http_exchange(const std::string& url, const std::string& request);
+
 TEST(FlightRecorder, AForkChildLeavesTheParentsRecorderAlone) {
   TempDir dir;
   FlightRecorderOptions o = options_in(dir);
   o.analyse = false;
-  FlightRecorder recorder(o);
-  recorder.step();
+  o.metrics_port = 0;  // a thread and a wake-up descriptor the child must leave alone
+  auto recorder = std::make_unique<FlightRecorder>(o);
+  recorder->step();
   pid_t child = fork();
   if (child == 0) {
-    recorder.step();
-    FlightDump d = recorder.dump("from the child");
-    recorder.wait_for_dumps();
-    recorder.stop();
+    recorder->step();
+    FlightDump d = recorder->dump("from the child");
+    recorder->wait_for_dumps();
+    recorder->stop();
+    recorder.reset();  // destroyed in the child, as at a normal exit
     _exit(d.run_dir.empty() && !d.error.empty() ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(test::run_dirs(dir.path()).empty());
-  recorder.step();
-  FlightDump d = recorder.dump("from the parent");
+  recorder->step();
+  FlightDump d = recorder->dump("from the parent");
   EXPECT_TRUE(d.error.empty()) << d.error;
-  EXPECT_EQ(recorder.step_num(), 2);
+  EXPECT_EQ(recorder->step_num(), 2);
+  // The parent's endpoint still answers.
+  std::string answer = http_exchange(recorder->metrics_url(), "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK", 0), 0u) << answer;
 }
 
 // One profiler records at a time: a flight recorder next to a running

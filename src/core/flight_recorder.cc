@@ -487,6 +487,12 @@ void FlightRecorder::stop() {
     // A fork() child: the recorder thread and the ring are the parent's.
     // The thread's handle names no thread here: forgotten, not joined.
     new (&s.dumper) std::thread();
+    // So is the metrics endpoint's thread (and its wake-up descriptor is
+    // shared with the parent): the endpoint is forgotten, not ended.
+    (void)s.endpoint.release();
+    // The parent's recorder thread waited on this condition variable at the
+    // fork: its count of waiters would make the destructor wait forever.
+    new (&s.dump_cv) std::condition_variable();
     s.session.reset();  // the child's only thread: no lock (one may be held by the parent's threads)
     return;
   }
