@@ -266,12 +266,13 @@ void FlightRecorder::State::check_hang() {
 }
 
 std::string FlightRecorder::State::metrics_text() {
-  std::unique_ptr<core::HealthSeries> series;
+  core::StepHealth totals, last;
   uint64_t median = 0;
   {
-    std::lock_guard<std::mutex> lock(step_mu);
+    std::lock_guard<std::mutex> lock(step_mu);  // the training thread's: only what the text needs is copied
     if (!health) return "";
-    series = std::make_unique<core::HealthSeries>(*health);
+    totals = health->totals();
+    last = health->last();
     if (!recent_ns.empty()) median = median_of(recent_ns);
   }
   std::map<std::string, uint64_t> dumped;
@@ -279,7 +280,7 @@ std::string FlightRecorder::State::metrics_text() {
     std::lock_guard<std::mutex> lock(dump_mu);
     dumped = dumps_by_trigger;
   }
-  return core::prometheus_text(*series, labels, median, dumped);
+  return core::prometheus_text(totals, last, labels, median, dumped);
 }
 
 void FlightRecorder::State::write_metrics_file() {

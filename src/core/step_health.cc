@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "core/clock.h"
-#include "trainprof/range.h"
+#include "trainprof/frontend.h"
 
 namespace trainprof::core {
 namespace {
@@ -22,12 +22,6 @@ uint64_t ticks_to_ns(uint64_t ticks) {
 uint64_t process_cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
@@ -63,7 +57,7 @@ const StepHealth& HealthSeries::on_step(int64_t step, uint64_t step_ns) {
   uint64_t cpu = process_cpu_ns();
   StepHealth h;
   h.step = step;
-  h.end_realtime_ns = realtime_ns();
+  h.end_realtime_ns = detail::realtime_now_ns();
   h.step_ns = step_ns;
   h.data_wait_ns = ticks_to_ns(data_wait - data_wait_ticks_at_);
   h.comm_ns = ticks_to_ns(comm - comm_ticks_at_);
@@ -95,11 +89,10 @@ std::string HealthSeries::csv() const {
   return out;
 }
 
-std::string prometheus_text(const HealthSeries& series, const HealthLabels& labels, uint64_t median_step_ns,
+std::string prometheus_text(const StepHealth& t, const StepHealth& last, const HealthLabels& labels,
+                            uint64_t median_step_ns,
                             const std::map<std::string, uint64_t>& dumps_by_trigger) {
   std::string l = "rank=\"" + std::to_string(labels.rank) + "\",pid=\"" + std::to_string(labels.pid) + "\"";
-  const StepHealth& t = series.totals();
-  StepHealth last = series.steps().empty() ? StepHealth{} : series.steps().back();
   std::string out;
   append_metric(out, "trainprof_steps_total", "counter", "Training steps ended.", l,
                 static_cast<double>(t.step));

@@ -41,6 +41,8 @@ class HealthSeries {
 
   const std::deque<StepHealth>& steps() const { return steps_; }
   const StepHealth& totals() const { return totals_; }  // step: how many steps
+  // The last step's health (zeros before the first).
+  StepHealth last() const { return steps_.empty() ? StepHealth{} : steps_.back(); }
   // step_health.csv: a header, then a row per kept step, oldest first.
   std::string csv() const;
 
@@ -57,13 +59,13 @@ struct HealthLabels {
   long pid = 0;
 };
 
-// Prometheus' text exposition format (0.0.4) of `series`: counters of
-// steps and of seconds (step, data wait, communication, CPU: rate() of one
-// over the steps' is its share), the last step as gauges, the median step
-// of the slow-step window, when the last step ended (a hang shows as its
-// age), and the dumps written by trigger.
-std::string prometheus_text(const HealthSeries& series, const HealthLabels& labels, uint64_t median_step_ns,
-                            const std::map<std::string, uint64_t>& dumps_by_trigger);
+// Prometheus' text exposition format (0.0.4) of a series' `totals` and
+// `last` step: counters of steps and of seconds (step, data wait,
+// communication, CPU: rate() of one over the steps' is its share), the last
+// step as gauges, the median step of the slow-step window, when the last
+// step ended (a hang shows as its age), and the dumps written by trigger.
+std::string prometheus_text(const StepHealth& totals, const StepHealth& last, const HealthLabels& labels,
+                            uint64_t median_step_ns, const std::map<std::string, uint64_t>& dumps_by_trigger);
 
 }  // namespace trainprof::core
 

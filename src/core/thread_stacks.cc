@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "base/safe_file.h"
 #include "base/write_all.h"
+#include "core/recorder.h"
 
 namespace trainprof::core {
 namespace {
@@ -35,15 +36,11 @@ std::atomic<int> g_out_fd{-1};      // where the handler writes
 std::atomic<pid_t> g_asked_tid{0};  // the thread asked now: a late answer of another is not written
 std::atomic<pid_t> g_answered_tid{0};
 
-pid_t current_tid() {
-  return static_cast<pid_t>(syscall(SYS_gettid));
-}
-
 // Async-signal-safe: backtrace() (its unwinder loaded beforehand),
 // backtrace_symbols_fd() (no allocation), atomics.
 void on_stack_signal(int) {
   int saved_errno = errno;
-  pid_t self = current_tid();
+  auto self = static_cast<pid_t>(current_tid());
   int fd = g_out_fd.load();
   if (fd >= 0 && g_asked_tid.load() == self) {
     void* frames[kMaxFrames];
@@ -162,7 +159,7 @@ std::string take_thread_stacks() {
   }
   lseek(out, 0, SEEK_SET);
   g_out_fd.store(out);
-  pid_t self = current_tid();
+  auto self = static_cast<pid_t>(current_tid());
   for (pid_t tid : thread_ids()) {
     if (tid == self) continue;
     std::string header = "thread " + std::to_string(tid) + " (" + thread_name(tid) + "):\n";
