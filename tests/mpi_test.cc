@@ -339,8 +339,8 @@ TEST_F(MpiTest, TimelineShowsCommunicationTracks) {
 }
 
 // The straggler program on kRanks ranks: each rank's run under `dir`.
-void run_straggler(const test::TempDir& dir, int slow_rank, const std::string& cause, int steps,
-                   const std::string& extra = "") {
+// `helper` with `args` on kRanks ranks under mpirun; they must succeed.
+void run_ranks(const std::string& helper, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {TRAINPROF_TEST_MPIEXEC,
                                    "--oversubscribe",
                                    "--allow-run-as-root",
@@ -349,14 +349,17 @@ void run_straggler(const test::TempDir& dir, int slow_rank, const std::string& c
                                    "--mca",
                                    "btl",
                                    "self,vader",
-                                   test::helper_path("mpi_straggler_child"),
-                                   dir.path(),
-                                   std::to_string(slow_rank),
-                                   cause,
-                                   std::to_string(steps)};
-  if (!extra.empty()) argv.push_back(extra);
+                                   test::helper_path(helper)};
+  argv.insert(argv.end(), args.begin(), args.end());
   test::ProcessResult p = test::run_process(argv, {{"OMPI_MCA_mpi_yield_when_idle", "1"}});
   ASSERT_EQ(p.exit_code, 0) << p.output;
+}
+
+void run_straggler(const test::TempDir& dir, int slow_rank, const std::string& cause, int steps,
+                   const std::string& extra = "") {
+  std::vector<std::string> args = {dir.path(), std::to_string(slow_rank), cause, std::to_string(steps)};
+  if (!extra.empty()) args.push_back(extra);
+  run_ranks("mpi_straggler_child", args);
 }
 
 // A ring of transfers besides the allreduce: every rank's communication.json
@@ -775,6 +778,82 @@ TEST(MpiCluster, RefusesADirectoryWithoutCommunication) {
   ClusterReport r = cluster(dir.path());
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.error.find("no run directory"), std::string::npos) << r.error;
+}
+
+// The flight recorder on every rank of a job (tests/helpers/mpi_flight_child.cc).
+void run_flight(const test::TempDir& dir, const std::string& mode, int rank, int steps) {
+  run_ranks("mpi_flight_child", {dir.path(), mode, std::to_string(rank), std::to_string(steps)});
+}
+
+// The incident directories under `dir`.
+std::vector<std::string> incident_dirs(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().starts_with("flight_incident_")) found.push_back(e.path().string());
+  }
+  return found;
+}
+
+// One rank of four never enters the 30th allreduce: every rank's recorder
+// dumps once, into one incident, within the hang timeout (2 s) and 2 s more
+// of the last step, and the cluster report names the collective, the
+// missing rank and where that rank was.
+TEST(MpiFlightRecorder, AHangIsDumpedByEveryRankAndTheMissingRankNamed) {
+  test::TempDir dir;
+  run_flight(dir, "hang", 3, 32);
+  std::vector<std::string> incidents = incident_dirs(dir.path());
+  ASSERT_EQ(incidents.size(), 1u);
+  EXPECT_TRUE(incidents[0].ends_with("_hang_29")) << incidents[0];
+  std::vector<std::string> runs = find_run_directories(dir.path());
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kRanks)) << "one dump per rank, all in the incident";
+  std::set<int> ranks;
+  int announcers = 0;
+  for (const std::string& run : runs) {
+    EXPECT_EQ(run.rfind(incidents[0] + "/", 0), 0u) << run;
+    nlohmann::json info = nlohmann::json::parse(test::read_text(run + "/profiler_info.json"));
+    const nlohmann::json& f = info["flight_recorder"];
+    ranks.insert(info["rank"].get<int>());
+    EXPECT_EQ(f["trigger"], "hang") << f.dump();
+    EXPECT_EQ(f["incident"]["key"], "hang_29") << f.dump();
+    if (f["incident"]["announced_by"] == info["rank"]) ++announcers;
+    EXPECT_LT(f["since_last_step_ns"].get<uint64_t>(), 4'000'000'000u) << f.dump();
+    EXPECT_TRUE(std::filesystem::exists(run + "/native_stacks.txt")) << run;
+    EXPECT_TRUE(std::filesystem::exists(run + "/PROFILER_OUTPUT/trace_view.json")) << run;
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(announcers, 1);
+  std::string report = test::read_text(incidents[0] + "/cluster_analysis_output/straggler_report.txt");
+  EXPECT_EQ(report.rfind("Flight recorder incident 'hang_29': hang, announced by rank ", 0), 0u) << report;
+  EXPECT_NE(report.find("Dumped: 4 of 4 ranks (0, 1, 2, 3)."), std::string::npos) << report;
+  EXPECT_NE(report.find("Stuck collective: MPI_Allreduce #29 of group '"), std::string::npos) << report;
+  EXPECT_NE(report.find("rank(s) 0, 1, 2 entered it and wait inside; rank(s) 3 never entered it."),
+            std::string::npos)
+      << report;
+  size_t rank3 = report.find("Rank 3 (last collective entered in the group: #28) was at:");
+  ASSERT_NE(rank3, std::string::npos) << report;
+  EXPECT_NE(report.find("nanosleep", rank3), std::string::npos) << "rank 3 sleeps\n" << report;
+  nlohmann::json j =
+      nlohmann::json::parse(test::read_text(incidents[0] + "/cluster_analysis_output/cluster_analysis.json"));
+  ASSERT_EQ(j["incident"]["stuck_collectives"].size(), 1u) << j["incident"].dump();
+  EXPECT_EQ(j["incident"]["stuck_collectives"][0]["missing"], nlohmann::json::array({3}));
+  EXPECT_EQ(j["incident"]["stuck_collectives"][0]["sequence"], 29);
+}
+
+// One rank computes 300 ms longer in step 20: its slow step, and the others'
+// (they waited for it), are one incident of all ranks, whose cluster
+// analysis names that rank the straggler, in compute.
+TEST(MpiFlightRecorder, ASlowStepIsOneIncidentWhoseStragglerIsNamed) {
+  test::TempDir dir;
+  run_flight(dir, "slow", 2, 26);
+  std::vector<std::string> incidents = incident_dirs(dir.path());
+  ASSERT_EQ(incidents.size(), 1u);
+  EXPECT_TRUE(incidents[0].ends_with("_slow_step_20")) << incidents[0];
+  ASSERT_EQ(find_run_directories(dir.path()).size(), static_cast<size_t>(kRanks));
+  std::string report = test::read_text(incidents[0] + "/cluster_analysis_output/straggler_report.txt");
+  EXPECT_NE(report.find("Flight recorder incident 'slow_step_20': slow_step"), std::string::npos) << report;
+  EXPECT_NE(report.find("Straggler: rank 2."), std::string::npos) << report;
+  EXPECT_NE(report.find("Cause: compute."), std::string::npos) << report;
+  EXPECT_EQ(report.find("Stuck collective"), std::string::npos) << report;
 }
 
 }  // namespace

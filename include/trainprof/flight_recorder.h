@@ -96,6 +96,23 @@ struct FlightRecorderOptions {
   double metrics_interval_s = 5.0;
   int metrics_port = -1;  // -1: no endpoint
   std::string metrics_address = "127.0.0.1";
+  // All ranks dump the same steps: in a job of several ranks (the world
+  // size from the communication runtime or the launcher's environment),
+  // a rank's dump is announced to the others under output_path, which every
+  // rank must see (one machine or a shared file system). Every rank with a
+  // recorder then dumps at once (polled every 100 ms) into one directory
+  // flight_incident_{stamp}_{trigger}_{step}/, each dump saying which rank
+  // announced it and why, and the last rank to finish runs the cluster
+  // analysis there (cluster_analysis_output/): the straggler of the
+  // incident's steps, and for a hang the collective some ranks entered and
+  // others did not, the missing ranks and their stacks (the collectives of
+  // torch.distributed are followed with profiler.profile_communication or
+  // record_shapes, MPI's always). Ranks that trigger alike (all ranks of a
+  // hung job) join the first one's incident. When a rank never dumps, the
+  // announcer runs the cluster analysis after incident_wait_s on what is
+  // there. false: each rank dumps on its own triggers only.
+  bool all_ranks = true;
+  double incident_wait_s = 60.0;
 };
 
 // What one dump was.

@@ -308,6 +308,7 @@ void bind_options(nb::module_& m) {
       .def_rw("sync_enable", &ProfilerOptions::sync_enable)
       .def_rw("with_flops", &ProfilerOptions::with_flops)
       .def_rw("data_process", &ProfilerOptions::data_process)
+      .def_rw("profile_communication", &ProfilerOptions::profile_communication)
       .def_rw("profiler_level", &ProfilerOptions::profiler_level)
       .def_rw("mstx_domain_include", &ProfilerOptions::mstx_domain_include)
       .def_rw("mstx_domain_exclude", &ProfilerOptions::mstx_domain_exclude)
@@ -355,6 +356,8 @@ void bind_options(nb::module_& m) {
               f.metrics_port < 0 ? nb::object(nb::none()) : nb::object(nb::int_(f.metrics_port));
           d["metrics_address"] = f.metrics_address;
           d["hang_native_stacks"] = f.hang_native_stacks;
+          d["all_ranks"] = f.all_ranks;
+          d["incident_wait_s"] = f.incident_wait_s;
           d["hang_timeout_s"] =
               f.hang_timeout_s == 0 ? nb::object(nb::none()) : nb::object(nb::float_(f.hang_timeout_s));
           flight = std::move(d);
@@ -435,7 +438,8 @@ void bind_flight_recorder(nb::module_& m) {
              uint32_t slow_step_window, uint32_t slow_step_min_steps, double cooldown_s, bool analyse,
              int dump_signal, nb::handle dump_file, double hang_timeout_s, nb::handle hang_stacks_file,
              uint32_t health_steps, nb::handle metrics_file, double metrics_interval_s, int metrics_port,
-             const std::string& metrics_address, bool hang_native_stacks) {
+             const std::string& metrics_address, bool hang_native_stacks, bool all_ranks,
+             double incident_wait_s) {
             trainprof::FlightRecorderOptions o;
             o.profiler = std::move(options);
             o.ring_mb = ring_mb;
@@ -454,13 +458,15 @@ void bind_flight_recorder(nb::module_& m) {
             o.metrics_port = metrics_port;
             o.metrics_address = metrics_address;
             o.hang_native_stacks = hang_native_stacks;
+            o.all_ranks = all_ranks;
+            o.incident_wait_s = incident_wait_s;
             nb::gil_scoped_release release;
             new (r) FlightRecorder(std::move(o));
           },
           "options"_a, "ring_mb"_a, "slow_step_factor"_a, "slow_step_window"_a, "slow_step_min_steps"_a,
           "cooldown_s"_a, "analyse"_a, "dump_signal"_a, "dump_file"_a.none(), "hang_timeout_s"_a,
           "hang_stacks_file"_a.none(), "health_steps"_a, "metrics_file"_a.none(), "metrics_interval_s"_a,
-          "metrics_port"_a, "metrics_address"_a, "hang_native_stacks"_a)
+          "metrics_port"_a, "metrics_address"_a, "hang_native_stacks"_a, "all_ranks"_a, "incident_wait_s"_a)
       .def("metrics_url", &FlightRecorder::metrics_url, ReleaseGil())
       .def("metrics_text", &FlightRecorder::metrics_text, ReleaseGil())
       .def("recording", &FlightRecorder::recording, ReleaseGil())

@@ -68,6 +68,18 @@ class flight_recorder:
     by a thread of the recorder; 0: a free port, see ``metrics_url``;
     ``metrics_address`` 127.0.0.1 by default: only this machine reaches it).
 
+    All ranks dump the same steps (``all_ranks=True``, in a job of several
+    ranks: ``WORLD_SIZE`` or MPI's launcher): a rank's dump is announced
+    under ``dir_name``, which every rank must see (one machine or a shared
+    file system), and every rank's recorder dumps too, into one directory
+    ``flight_incident_{stamp}_{trigger}_{step}/`` (a slow step once each
+    rank has finished it). The last rank to finish runs the cluster
+    analysis there: the straggler, and for a hang the collective some
+    ranks entered and others never did, with the missing ranks' stacks
+    (torch.distributed's collectives are followed with
+    ``profile_communication=True``). A rank that never dumps is waited for
+    ``incident_wait_s`` seconds by the rank that announced.
+
     Each dump is analysed (``analyse=True``) and its profiler_info.json and
     summary say what triggered it. Dumps are written on a thread of the
     recorder: ``step()`` only measures and compares. Use as a context
@@ -86,7 +98,8 @@ class flight_recorder:
                  hang_timeout_s: Optional[float] = 600.0, data_process: bool = False, health_steps: int = 1000,
                  metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
                  metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1",
-                 hang_native_stacks: bool = True) -> None:
+                 hang_native_stacks: bool = True, profile_communication: bool = False, all_ranks: bool = True,
+                 incident_wait_s: float = 60.0) -> None:
         from .profiler import _check_activities  # profiler imports the package's other modules
 
         options = _trainprof.ProfilerOptions()
@@ -97,12 +110,13 @@ class flight_recorder:
         options.with_stack = check_bool("with_stack", with_stack)
         options.with_flops = check_bool("with_flops", with_flops)
         options.data_process = check_bool("data_process", data_process)
+        options.profile_communication = check_bool("profile_communication", profile_communication)
         self._start(options, ring_mb=ring_mb, slow_step_factor=slow_step_factor, slow_step_window=slow_step_window,
                     slow_step_min_steps=slow_step_min_steps, cooldown_s=cooldown_s, analyse=analyse,
                     dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s,
                     health_steps=health_steps, metrics_file=metrics_file, metrics_interval_s=metrics_interval_s,
                     metrics_port=metrics_port, metrics_address=metrics_address,
-                    hang_native_stacks=hang_native_stacks)
+                    hang_native_stacks=hang_native_stacks, all_ranks=all_ranks, incident_wait_s=incident_wait_s)
 
     @classmethod
     def _from_core_options(cls, options: _trainprof.ProfilerOptions, settings: dict[str, Any]) -> "flight_recorder":
@@ -119,7 +133,7 @@ class flight_recorder:
                hang_timeout_s: Optional[float] = 600.0, health_steps: int = 1000,
                metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
                metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1",
-               hang_native_stacks: bool = True) -> None:
+               hang_native_stacks: bool = True, all_ranks: bool = True, incident_wait_s: float = 60.0) -> None:
         self._cpp: Optional[_trainprof.FlightRecorder] = None
         self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
         self._torch_flag = False
@@ -140,7 +154,8 @@ class flight_recorder:
                    None if metrics_file is None else check_path("metrics_file", metrics_file),
                    _check_number("metrics_interval_s", metrics_interval_s, 0.01),
                    -1 if metrics_port is None else check_int("metrics_port", metrics_port, 0), metrics_address,
-                   check_bool("hang_native_stacks", hang_native_stacks))
+                   check_bool("hang_native_stacks", hang_native_stacks), check_bool("all_ranks", all_ranks),
+                   _check_number("incident_wait_s", incident_wait_s, 0.0))
         if metrics_port is not None and metrics_port > 65535:
             raise ValueError(f"metrics_port must be in [0, 65535], got {metrics_port!r}")
         if hang_s > 0:

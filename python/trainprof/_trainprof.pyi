@@ -54,6 +54,7 @@ class ProfilerOptions:
     sync_enable: bool
     with_flops: bool
     data_process: bool
+    profile_communication: bool
     profiler_level: ProfilerLevel
     mstx_domain_include: list[str]
     mstx_domain_exclude: list[str]
@@ -182,7 +183,8 @@ class FlightRecorder:
                  dump_file: Union[str, bytes, os.PathLike[str], None], hang_timeout_s: float,
                  hang_stacks_file: Union[str, bytes, os.PathLike[str], None], health_steps: int,
                  metrics_file: Union[str, bytes, os.PathLike[str], None], metrics_interval_s: float,
-                 metrics_port: int, metrics_address: str, hang_native_stacks: bool) -> None: ...
+                 metrics_port: int, metrics_address: str, hang_native_stacks: bool, all_ranks: bool,
+                 incident_wait_s: float) -> None: ...
     def metrics_url(self) -> str: ...
     def metrics_text(self) -> str: ...
     def recording(self) -> bool: ...

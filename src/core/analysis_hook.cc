@@ -13,7 +13,24 @@ std::atomic<AnalyseFunction>& registered() {
   return analyse;
 }
 
+std::atomic<ClusterFunction>& registered_cluster() {
+  static std::atomic<ClusterFunction> cluster{nullptr};
+  return cluster;
+}
+
 }  // namespace
+
+void register_cluster(ClusterFunction cluster) {
+  registered_cluster().store(cluster, std::memory_order_release);
+}
+
+ClusterReport cluster_through_hook(const std::string& path) {
+  ClusterFunction cluster = registered_cluster().load(std::memory_order_acquire);
+  if (cluster != nullptr) return cluster(path, AnalyseOptions{}, ClusterOptions{});
+  ClusterReport report;
+  report.error = "the cluster analysis is not part of this build: run `trainprof cluster " + path + "`";
+  return report;
+}
 
 void register_analysis(AnalyseFunction analyse) {
   registered().store(analyse, std::memory_order_release);

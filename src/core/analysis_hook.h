@@ -20,6 +20,13 @@ void register_analysis(AnalyseFunction analyse);
 // the analysis is not part of this build.
 AnalyseReport analyse_through_hook(const std::string& path, const AnalyseOptions& options);
 
+// The same for the cluster pass (trainprof::cluster), which a flight
+// recorder runs on the dumps of all ranks.
+using ClusterFunction = ClusterReport (*)(const std::string& path, const AnalyseOptions& options,
+                                          const ClusterOptions& cluster_options);
+void register_cluster(ClusterFunction cluster);
+ClusterReport cluster_through_hook(const std::string& path);
+
 }  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_ANALYSIS_HOOK_H_

@@ -22,6 +22,8 @@
 #include <mutex>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "base/log.h"
@@ -29,6 +31,8 @@
 #include "base/safe_file.h"
 #include "core/analysis_hook.h"
 #include "core/clock.h"
+#include "core/comm_progress.h"
+#include "core/flight_incident.h"
 #include "core/metrics_endpoint.h"
 #include "core/session.h"
 #include "core/step_health.h"
@@ -90,6 +94,7 @@ std::string signal_name(int sig) {
 }
 
 constexpr uint64_t kExternalDumpIntervalNs = 1'000'000'000;
+constexpr uint64_t kSlowStepJoinWaitNs = 10'000'000'000;
 
 std::string format_ms(uint64_t ns) {
   char text[32];
@@ -126,15 +131,43 @@ struct FlightRecorder::State {
   bool metrics_write_failed = false;   // said once
   std::unique_ptr<core::MetricsEndpoint> endpoint;
 
-  int installed_signal = 0;            // the dump signal whose handler is ours
-  uint64_t last_external_dump_ns = 0;  // monotonic, of the last signal or file dump
+  int installed_signal = 0;                        // the dump signal whose handler is ours
+  std::atomic<uint64_t> last_external_dump_ns{0};  // monotonic, of the last signal or file dump
   // The hang watchdog: when the last step ended (monotonic ns, 0: no step
   // yet) and its number, written by step(), read by the recorder's thread.
   std::atomic<uint64_t> last_step_end_ns{0};
   std::atomic<int64_t> steps_ended{0};
-  int64_t hang_dumped_after = -1;  // steps_ended when the last hang dump fired
+  std::atomic<int64_t> hang_dumped_after{-1};  // steps_ended when the last hang dump fired
 
-  FlightDump write_dump(const nlohmann::json& trigger);
+  // All ranks (options.all_ranks): the board where they meet, made once the
+  // world has several ranks; what this rank took part in; the incidents it
+  // announced whose cluster pass it runs when a rank never dumps.
+  std::mutex incident_mu;
+  std::unique_ptr<core::IncidentBoard> board;
+  int rank = 0;
+  int world_size = 1;
+  std::set<std::string> incidents_taken;
+  std::vector<std::pair<core::Incident, uint64_t>> awaiting_cluster;  // with its deadline, monotonic ns
+  // Peers' slow-step incidents whose step this rank has not finished yet
+  // (the recorder's thread's own).
+  std::vector<std::pair<core::Incident, uint64_t>> deferred;  // with its deadline, monotonic ns
+
+  // nullopt: the trigger is one this rank dumped already, in an incident of all ranks.
+  std::optional<FlightDump> write_dump(nlohmann::json trigger);
+  // Under incident_mu: the board, once the world has several ranks.
+  void update_board();
+  // Which incident a dump belongs to; sets `incident` and rewrites `trigger`
+  // (a peer's incident says who announced it). kLocal: this rank alone.
+  enum class Part { kLocal, kIncident, kSkip };
+  Part join_incident(nlohmann::json* trigger, core::Incident* incident);
+  // A peer's incident served this rank's own trigger of the same kind.
+  void absorb(const std::string& trigger_name);
+  // Incidents other ranks announced, queued as dumps.
+  void poll_incidents();
+  // After this rank's dump of an incident: the cluster pass when it is the last.
+  void incident_dumped(const core::Incident& incident);
+  void check_awaiting_cluster(bool stopping);
+  void run_cluster(const core::Incident& incident, const std::string& why);
   std::string take_hang_stacks();
   void dumper_loop();
   // The signal's or the file's request, when one came.
@@ -181,7 +214,23 @@ std::string FlightRecorder::State::take_hang_stacks() {
   return text;
 }
 
-FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
+std::optional<FlightDump> FlightRecorder::State::write_dump(nlohmann::json trigger) {
+  core::Incident incident;
+  Part part = join_incident(&trigger, &incident);
+  if (part == Part::kSkip) return std::nullopt;
+  if (uint64_t last = last_step_end_ns.load(); last != 0)
+    trigger["since_last_step_ns"] = detail::monotonic_now_ns() - last;
+  if (std::vector<core::GroupProgress> groups = core::comm_progress(); !groups.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const core::GroupProgress& g : groups) {
+      list.push_back({{"group", g.group},
+                      {"entered", g.entered},
+                      {"entered_name", g.entered_name},
+                      {"entered_realtime_ns", g.entered_realtime_ns},
+                      {"returned", g.returned}});
+    }
+    trigger["collectives"] = std::move(list);
+  }
   FlightDump d;
   d.trigger = trigger.value("trigger", "");
   d.reason = trigger.value("reason", "");
@@ -207,7 +256,8 @@ FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
     std::string stacks = take_hang_stacks();
     if (!stacks.empty()) extra_files.emplace_back("hang_stacks.txt", std::move(stacks));
   }
-  d.run_dir = recording->dump(trigger.dump(), &d.error, extra_files);
+  d.run_dir = recording->dump(trigger.dump(), &d.error, extra_files,
+                              part == Part::kIncident ? incident.dir : std::string());
   if (d.run_dir.empty()) {
     base::log_error("flight recorder: the dump for '" + d.reason + "' could not be written: " + d.error +
                     "; recording goes on");
@@ -223,7 +273,182 @@ FlightDump FlightRecorder::State::write_dump(const nlohmann::json& trigger) {
     if (!report.error.empty())
       base::log_warning("flight recorder: analysing '" + d.run_dir + "': " + report.error);
   }
+  if (part == Part::kIncident) incident_dumped(incident);
   return d;
+}
+
+void FlightRecorder::State::update_board() {
+  if (board || !options.all_ranks) return;
+  base::RankInfo info = base::detect_rank();
+  if (info.world_size <= 1) return;
+  rank = info.rank;
+  world_size = info.world_size;
+  board = std::make_unique<core::IncidentBoard>(options.profiler.output_path, rank);
+}
+
+FlightRecorder::State::Part FlightRecorder::State::join_incident(nlohmann::json* trigger,
+                                                                 core::Incident* incident) {
+  std::lock_guard<std::mutex> lock(incident_mu);
+  update_board();
+  if (!board) return Part::kLocal;
+  auto joined = trigger->find("join");
+  if (joined != trigger->end()) {  // a peer's, from poll_incidents()
+    incident->key = joined->value("key", "");
+    incident->dir = joined->value("dir", "");
+    incident->announced_by = joined->value("announced_by", -1);
+    incident->trigger = joined->value("trigger", nlohmann::json::object());
+    trigger->erase("join");
+  } else {
+    std::string key = core::IncidentBoard::key_of(*trigger);
+    if (incidents_taken.count(key) != 0) {
+      // Automatic triggers that fire alike on every rank are dumped once per
+      // incident; a request asked twice in a step is a second incident.
+      std::string name = trigger->value("trigger", "");
+      if (name == "slow_step" || name == "hang") return Part::kSkip;
+      int n = 1;
+      while (incidents_taken.count(key + "." + std::to_string(n)) != 0) ++n;
+      key += "." + std::to_string(n);
+    }
+    std::string error;
+    if (!board->announce(key, *trigger, incident, &error)) {
+      base::log_warning("flight recorder: the other ranks cannot be told of this dump (" + error +
+                        "); this rank dumps on its own");
+      return Part::kLocal;
+    }
+  }
+  if (!incidents_taken.insert(incident->key).second) return Part::kSkip;
+  if (incident->announced_by != rank) {
+    std::string theirs = incident->trigger.value("trigger", "");
+    absorb(theirs);
+    (*trigger)["trigger"] = theirs;
+    (*trigger)["reason"] =
+        "rank " + std::to_string(incident->announced_by) + ": " + incident->trigger.value("reason", "");
+    (*trigger)["step"] = steps_ended.load();
+  }
+  (*trigger)["incident"] = {{"key", incident->key},
+                            {"dir", incident->dir},
+                            {"announced_by", incident->announced_by},
+                            {"step", incident->trigger.value("step", nlohmann::json())},
+                            {"rank", rank},
+                            {"world_size", world_size}};
+  return Part::kIncident;
+}
+
+void FlightRecorder::State::absorb(const std::string& trigger_name) {
+  uint64_t now = detail::monotonic_now_ns();
+  if (trigger_name == "slow_step") {
+    std::lock_guard<std::mutex> lock(step_mu);
+    last_slow_dump_ns = now;
+  } else if (trigger_name == "hang") {
+    hang_dumped_after.store(steps_ended.load());
+  } else if (trigger_name == "signal" || trigger_name == "file") {
+    // A request sent to every rank (kill -USR1 to all of them) is one incident.
+    last_external_dump_ns.store(now);
+    g_dump_signalled.store(false);
+    if (!options.dump_file.empty()) ::unlink(options.dump_file.c_str());
+  }
+}
+
+void FlightRecorder::State::poll_incidents() {
+  std::vector<core::Incident> fresh;
+  {
+    std::lock_guard<std::mutex> lock(incident_mu);
+    update_board();
+    if (!board) return;
+    for (core::Incident& incident : board->poll()) {
+      if (incidents_taken.count(incident.key) == 0) fresh.push_back(std::move(incident));
+    }
+  }
+  // A slow step is dumped by every rank once it finished that step too (it
+  // waited in it for the slow rank): then every dump holds the step whole.
+  // A rank that does not finish it within kSlowStepJoinWaitNs dumps anyway.
+  uint64_t now = detail::monotonic_now_ns();
+  auto slow = std::stable_partition(fresh.begin(), fresh.end(), [](const core::Incident& i) {
+    return i.trigger.value("trigger", "") != "slow_step";
+  });
+  for (auto it = slow; it != fresh.end(); ++it)
+    deferred.emplace_back(std::move(*it), now + kSlowStepJoinWaitNs);
+  fresh.erase(slow, fresh.end());
+  int64_t finished = steps_ended.load();
+  for (auto it = deferred.begin(); it != deferred.end();) {
+    int64_t step = it->first.trigger.value("step", int64_t{-1});
+    if (finished > step || now >= it->second) {
+      fresh.push_back(std::move(it->first));
+      it = deferred.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (fresh.empty()) return;
+  std::lock_guard<std::mutex> lock(dump_mu);
+  for (const core::Incident& incident : fresh) {
+    pending.push_back({{"trigger", incident.trigger.value("trigger", "")},
+                       {"reason", incident.trigger.value("reason", "")},
+                       {"join",
+                        {{"key", incident.key},
+                         {"dir", incident.dir},
+                         {"announced_by", incident.announced_by},
+                         {"trigger", incident.trigger}}}});
+  }
+}
+
+void FlightRecorder::State::incident_dumped(const core::Incident& incident) {
+  bool last;
+  {
+    std::lock_guard<std::mutex> lock(incident_mu);
+    last = board->mark_dumped(incident, world_size);
+    if (!last && incident.announced_by == rank) {
+      uint64_t wait_ns = static_cast<uint64_t>(std::max(options.incident_wait_s, 0.0) * 1e9);
+      awaiting_cluster.emplace_back(incident, detail::monotonic_now_ns() + wait_ns);
+    }
+  }
+  if (last) run_cluster(incident, "all " + std::to_string(world_size) + " ranks dumped");
+}
+
+void FlightRecorder::State::check_awaiting_cluster(bool stopping) {
+  std::vector<core::Incident> due;
+  {
+    std::lock_guard<std::mutex> lock(incident_mu);
+    uint64_t now = detail::monotonic_now_ns();
+    for (auto it = awaiting_cluster.begin(); it != awaiting_cluster.end();) {
+      if (now >= it->second || stopping) {
+        due.push_back(std::move(it->first));
+        it = awaiting_cluster.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const core::Incident& incident : due) {
+    std::vector<int> dumped = core::IncidentBoard::dumped_ranks(incident);
+    if (static_cast<int>(dumped.size()) >= world_size) continue;  // the last rank ran it
+    if (stopping) {
+      base::log_warning("flight recorder: only " + std::to_string(dumped.size()) + " of " +
+                        std::to_string(world_size) + " ranks dumped '" + incident.dir +
+                        "' when this recorder stopped: run `trainprof cluster " + incident.dir +
+                        "` once they have");
+      continue;
+    }
+    if (!core::IncidentBoard::claim_cluster(incident)) continue;
+    run_cluster(incident, std::to_string(dumped.size()) + " of " + std::to_string(world_size) +
+                              " ranks dumped within " +
+                              format_ms(static_cast<uint64_t>(options.incident_wait_s * 1e9)));
+  }
+}
+
+void FlightRecorder::State::run_cluster(const core::Incident& incident, const std::string& why) {
+  if (!options.analyse) return;
+  ClusterReport report = core::cluster_through_hook(incident.dir);
+  if (!report.ok()) {
+    base::log_warning("flight recorder: the cluster analysis of '" + incident.dir + "' (" + why +
+                      "): " + report.error);
+    return;
+  }
+  std::string straggler = report.straggler >= 0 ? "; straggler: rank " + std::to_string(report.straggler) +
+                                                      " (" + report.cause + ")"
+                                                : "";
+  base::log_info("flight recorder: " + why + "; the cluster analysis is in '" + report.output_dir + "'" +
+                 straggler);
 }
 
 void FlightRecorder::State::check_requests() {
@@ -235,8 +460,9 @@ void FlightRecorder::State::check_requests() {
   // dump a second at most, each writing the whole ring: the requests that
   // come within a second of a dump wait for the next, as one.
   uint64_t now = detail::monotonic_now_ns();
-  if (last_external_dump_ns != 0 && now - last_external_dump_ns < kExternalDumpIntervalNs) return;
-  last_external_dump_ns = now;
+  uint64_t last = last_external_dump_ns.load();
+  if (last != 0 && now - last < kExternalDumpIntervalNs) return;
+  last_external_dump_ns.store(now);
   if (signalled) g_dump_signalled.store(false);
   if (touched && !signalled) ::unlink(options.dump_file.c_str());  // one touch, one dump
   if (signalled) {
@@ -250,11 +476,11 @@ void FlightRecorder::State::check_hang() {
   uint64_t last = last_step_end_ns.load();
   if (options.hang_timeout_s <= 0 || last == 0) return;
   int64_t ended = steps_ended.load();
-  if (ended == hang_dumped_after) return;  // this hang was dumped; the next step re-arms
+  if (ended == hang_dumped_after.load()) return;  // this hang was dumped; the next step re-arms
   uint64_t now = detail::monotonic_now_ns();
   double waited_s = static_cast<double>(now - last) / 1e9;
   if (waited_s < options.hang_timeout_s) return;
-  hang_dumped_after = ended;
+  hang_dumped_after.store(ended);
   char waited[32];
   std::snprintf(waited, sizeof(waited), "%.1f s", waited_s);
   pending.push_back({{"trigger", "hang"},
@@ -314,16 +540,22 @@ void FlightRecorder::State::dumper_loop() {
       check_hang();
       lock.unlock();  // step() may queue a dump meanwhile
       write_metrics_file();
+      poll_incidents();
+      check_awaiting_cluster(/*stopping=*/false);
       lock.lock();
     }
-    if (pending.empty()) return;  // stopping, nothing left
+    if (pending.empty()) {  // stopping, nothing left
+      lock.unlock();
+      check_awaiting_cluster(/*stopping=*/true);
+      return;
+    }
     nlohmann::json trigger = std::move(pending.front());
     pending.pop_front();
     ++in_progress;
     lock.unlock();
-    FlightDump d = write_dump(trigger);
+    std::optional<FlightDump> d = write_dump(std::move(trigger));
     lock.lock();
-    done.push_back(std::move(d));
+    if (d) done.push_back(std::move(*d));
     --in_progress;
     dump_cv.notify_all();
   }
@@ -454,10 +686,14 @@ FlightDump FlightRecorder::dump(std::string_view reason, std::string_view trigge
     }
     trigger["step"] = s.step_num;  // the step under way
   }
-  FlightDump d = s.write_dump(trigger);
+  std::optional<FlightDump> d = s.write_dump(std::move(trigger));
+  if (!d) {  // an automatic trigger's name given to dump(), and dumped already
+    refused.error = "this rank dumped this incident already";
+    return refused;
+  }
   std::lock_guard<std::mutex> lock(s.dump_mu);
-  s.done.push_back(d);
-  return d;
+  s.done.push_back(*d);
+  return *d;
 }
 
 std::string FlightRecorder::metrics_url() const {

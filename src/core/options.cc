@@ -144,12 +144,16 @@ bool read_flight_recorder(const json& v, FlightRecorderOptions* o) {
       o->metrics_interval_s = flight_number(value, key, 0.01, 86400);
     } else if (field == "metrics_port") {
       o->metrics_port = static_cast<int>(flight_uint(value, key, 0, 65535));
+    } else if (field == "all_ranks") {
+      o->all_ranks = core::option_bool(value, key);
+    } else if (field == "incident_wait_s") {
+      o->incident_wait_s = flight_number(value, key, 0, 86400);
     } else {
       core::bad_option(key,
                        "is unknown; known keys: ring_mb, slow_step_factor, slow_step_window, "
                        "slow_step_min_steps, cooldown_s, hang_timeout_s, dump_signal, dump_file, analyse, "
                        "hang_native_stacks, health_steps, metrics_file, metrics_interval_s, metrics_port, "
-                       "metrics_address");
+                       "metrics_address, all_ranks, incident_wait_s");
     }
   }
   return true;

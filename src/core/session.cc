@@ -332,13 +332,14 @@ std::shared_ptr<Session> Session::open_ring(const ProfilerOptions& options, uint
 }
 
 std::string Session::dump(const std::string& flight_recorder_json, std::string* error,
-                          const std::vector<std::pair<std::string, std::string>>& extra_files) {
+                          const std::vector<std::pair<std::string, std::string>>& extra_files,
+                          const std::string& parent_dir) {
   if (pid_ != getpid()) {
     *error = "a fork() child does not write its parent's flight recorder";
     return "";
   }
   std::lock_guard<std::mutex> lock(mu_);
-  return dump_locked(flight_recorder_json, error, extra_files);
+  return dump_locked(flight_recorder_json, error, extra_files, parent_dir);
 }
 
 void Session::dump_on_signal() {
@@ -367,7 +368,8 @@ void Session::dump_on_signal() {
 }
 
 std::string Session::dump_locked(const std::string& flight_recorder_json, std::string* error,
-                                 const std::vector<std::pair<std::string, std::string>>& extra_files) {
+                                 const std::vector<std::pair<std::string, std::string>>& extra_files,
+                                 const std::string& parent_dir) {
   if (!ring_ || closed_ || !opened_) {
     *error = "the flight recorder is not recording";
     return "";
@@ -383,7 +385,7 @@ std::string Session::dump_locked(const std::string& flight_recorder_json, std::s
   run.options_json_ = options_json_;
   run.anchor_ = anchor_;
   run.start_monotonic_ns_ = start_monotonic_ns_;
-  base::UniqueFd fd = run.create_run(output_path_, prefix_, error);
+  base::UniqueFd fd = run.create_run(parent_dir.empty() ? output_path_ : parent_dir, prefix_, error);
   core::FlushStats st;
   if (fd.valid()) {
     st = core::Flusher::instance().dump_ring(fd.get(), run.raw_path_);

@@ -46,9 +46,11 @@ class Session {
   // from which the dump is complete added. Returns the run directory, or ""
   // with `error` (nothing is left of a run that could not be written).
   // `extra_files` (name, content) are written beside profiler_info.json; one
-  // that cannot be is a warning, not a failed dump.
+  // that cannot be is a warning, not a failed dump. `parent_dir`: where the
+  // run goes instead of output_path (an incident of all ranks).
   std::string dump(const std::string& flight_recorder_json, std::string* error,
-                   const std::vector<std::pair<std::string, std::string>>& extra_files = {});
+                   const std::vector<std::pair<std::string, std::string>>& extra_files = {},
+                   const std::string& parent_dir = "");
   ~Session();
 
   // Idempotent; `reason` goes into profiler_info.json ("stop", "exit", ...).
@@ -75,7 +77,8 @@ class Session {
   base::UniqueFd create_run(const std::string& output_path, const std::string& prefix, std::string* error);
   // dump() with mu_ held.
   std::string dump_locked(const std::string& flight_recorder_json, std::string* error,
-                          const std::vector<std::pair<std::string, std::string>>& extra_files);
+                          const std::vector<std::pair<std::string, std::string>>& extra_files,
+                          const std::string& parent_dir = "");
   // On the flusher thread, after a signal's flush: a ring session's crash dump.
   void dump_on_signal();
   // What open() and open_ring() share: identity, buffers. False after logging.

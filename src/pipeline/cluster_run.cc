@@ -15,9 +15,11 @@
 
 #include "analysis/cluster.h"
 #include "analysis/collective_numbering.h"
+#include "analysis/incident_report.h"
 #include "analysis/rank_summary.h"
 #include "base/json_limits.h"
 #include "base/safe_file.h"
+#include "core/analysis_hook.h"
 #include "exporter/cluster_trace.h"
 #include "exporter/communication_json.h"
 #include "exporter/csv_tables.h"
@@ -220,6 +222,55 @@ std::string export_msprof(const std::string& dir, const std::vector<analysis::Ra
   return "";
 }
 
+// {path}/cluster_analysis_output, made and opened (report->output_dir set),
+// or an invalid descriptor with report->error set.
+base::UniqueFd open_output_dir(const std::string& path, ClusterReport* report) {
+  base::UniqueFd parent(base::open_directory_at(AT_FDCWD, path));
+  std::string error;
+  report->output_dir = (fs::path(path) / kClusterDirName).string();
+  base::UniqueFd out(parent.valid()
+                         ? base::make_directory_at(parent.get(), kClusterDirName, report->output_dir, &error)
+                         : -1);
+  if (!out.valid()) {
+    report->error = "cannot write the cluster outputs: " +
+                    (error.empty() ? "cannot open '" + path + "' as a directory" : error);
+  }
+  return out;
+}
+
+// The ranks' dumps of a flight recorder incident among `runs` (none: not one).
+std::vector<analysis::IncidentRank> incident_ranks(const std::vector<std::string>& runs) {
+  std::vector<analysis::IncidentRank> ranks;
+  for (const std::string& run : runs) {
+    json info = json_file(run + "/profiler_info.json");
+    auto flight = info.find("flight_recorder");
+    analysis::IncidentRank r;
+    if (flight == info.end() || !analysis::parse_incident_rank(*flight, &r)) continue;
+    r.rank = info.value("rank", 0);
+    r.pid = info.value("pid", int64_t{0});
+    r.run_dir = run;
+    r.python_stacks = base::read_regular_file_at(AT_FDCWD, run + "/hang_stacks.txt", /*follow=*/false);
+    r.native_stacks = base::read_regular_file_at(AT_FDCWD, run + "/native_stacks.txt", /*follow=*/false);
+    ranks.push_back(std::move(r));
+  }
+  return ranks;
+}
+
+// Writes an incident's report alone, when no rank's run has communication to match.
+ClusterReport incident_only(const std::string& path, const std::string& text, const json& incident,
+                            ClusterReport report) {
+  base::UniqueFd out = open_output_dir(path, &report);
+  if (!out.valid()) return report;
+  report.text = text + "No rank recorded communication: no collective to match.\n";
+  for (const auto& [name, content] :
+       {std::pair<const char*, std::string>{"straggler_report.txt", report.text},
+        {"cluster_analysis.json", base::json_text(json{{"incident", incident}}, 1) + "\n"}}) {
+    std::string e = base::write_file_atomically_at(out.get(), name, content, report.output_dir + "/" + name);
+    if (!e.empty() && report.error.empty()) report.error = e;
+  }
+  return report;
+}
+
 ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& options,
                                 const ClusterOptions& cluster_options) {
   ClusterReport report;
@@ -228,6 +279,9 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     report.error = "no run directory (*_trainprof) at or below '" + path + "'";
     return report;
   }
+  std::vector<analysis::IncidentRank> incident = incident_ranks(runs);
+  analysis::IncidentReport incident_summary = analysis::incident_report(incident);
+  std::string incident_text = incident.empty() ? "" : analysis::incident_text(incident_summary, incident);
   bool all_analysed = true;
   for (const std::string& run : runs) all_analysed = all_analysed && analysed(run);
   if (!all_analysed && !cluster_options.analyse_missing) {
@@ -275,6 +329,9 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
       merge_into(it->second, std::move(s));
     }
   }
+  if (by_rank.empty() && !incident.empty()) {
+    return incident_only(path, incident_text, analysis::incident_json(incident_summary), std::move(report));
+  }
   if (by_rank.empty()) {
     report.error = "no run at or below '" + path + "' recorded communication (MPI through libtrainprof_mpi)";
     return report;
@@ -293,29 +350,24 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   r.numbering = analysis::numbering_text(numbering);
   std::vector<analysis::CommTiming> timings = analysis::comm_timings(ranks);
   std::vector<analysis::LinkBandwidth> links = analysis::link_bandwidths(timings);
-  report.text = analysis::straggler_text(r) + analysis::links_text(links);
+  report.text = incident_text + analysis::straggler_text(r) + analysis::links_text(links);
   report.straggler = r.straggler;
   report.cause = r.cause;
   report.missing_ranks = r.missing_ranks;
 
-  base::UniqueFd parent(base::open_directory_at(AT_FDCWD, path));
-  std::string error;
-  report.output_dir = (fs::path(path) / kClusterDirName).string();
-  base::UniqueFd out(parent.valid()
-                         ? base::make_directory_at(parent.get(), kClusterDirName, report.output_dir, &error)
-                         : -1);
-  if (!out.valid()) {
-    report.error = "cannot write the cluster outputs: " +
-                   (error.empty() ? "cannot open '" + path + "' as a directory" : error);
-    return report;
-  }
+  base::UniqueFd out = open_output_dir(path, &report);
+  if (!out.valid()) return report;
   // The small outputs, made and written one at a time; the communication
   // tables below are written as they are made (hundreds of MB at 1,024 ranks).
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
       {"straggler_report.txt", [&report] { return report.text; }},
       {"cluster_step_trace_time.csv", [&ranks] { return exporter::cluster_step_trace_csv(ranks); }},
       {"cluster_analysis.json",
-       [&r, &numbering, &links] { return base::json_text(report_json(r, numbering, links), 1) + "\n"; }},
+       [&] {
+         json j = report_json(r, numbering, links);
+         if (!incident.empty()) j["incident"] = analysis::incident_json(incident_summary);
+         return base::json_text(j, 1) + "\n";
+       }},
   };
   for (const auto& [name, make] : outputs) {
     std::string e = base::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);
@@ -355,5 +407,10 @@ ClusterReport cluster(const std::string& path, const AnalyseOptions& options,
     return report;
   }
 }
+
+namespace {
+// A flight recorder runs the cluster pass on its incidents through this.
+[[maybe_unused]] const bool kClusterRegistered = (core::register_cluster(&cluster), true);
+}  // namespace
 
 }  // namespace trainprof

@@ -26,24 +26,12 @@
 #include <thread>
 #include <vector>
 
+#include "busy.h"
 #include "trainprof/dataset.h"
 #include "trainprof/profiler.h"
 #include "trainprof/range.h"
 
-namespace {
-
-// Busy for `ms` of this thread's CPU time (a sleeping rank would not load the host).
-void compute(double ms) {
-  timespec start{}, now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
-  volatile double x = 1;
-  do {
-    for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  } while ((now.tv_sec - start.tv_sec) * 1e3 + (now.tv_nsec - start.tv_nsec) / 1e6 < ms);
-}
-
-}  // namespace
+using trainprof::test::compute;
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

@@ -33,6 +33,7 @@
 #include "core/clock.h"
 #include "core/clock_sync.h"
 #include "core/collector.h"
+#include "core/comm_progress.h"
 #include "core/event.h"
 #include "core/intern.h"
 #include "core/recorder.h"
@@ -401,14 +402,18 @@ inline uint64_t start_ticks() noexcept {
 class Collective {
  public:
   // The clock is read only while a run records (0: it did not at the start).
-  explicit Collective(MPI_Comm comm) : state_(state_of(comm)), t0_(start_ticks()) {
+  // `name` is the call's (a literal); the flight recorder's hang report
+  // learns from it which collective a rank entered and never left.
+  Collective(MPI_Comm comm, const char* name) : state_(state_of(comm)), t0_(start_ticks()) {
     sequence_ = state_ != nullptr ? state_->sequence.fetch_add(1, std::memory_order_relaxed)
                                   : core::kNoSequenceNumber;
     group_ = state_ != nullptr ? state_->group : nullptr;
+    if (group_ != nullptr) core::collective_entered(group_, sequence_, name);
   }
 
   template <typename Bytes>
   void done(const char* name, uint8_t flags, Bytes bytes, int root, MPI_Request* request = nullptr) const {
+    if (group_ != nullptr) core::collective_returned(group_, sequence_);
     if (t0_ == 0 || !detail::host_recording()) return;
     uint64_t end = detail::now_ticks();
     uint64_t size = bytes();
@@ -637,14 +642,14 @@ int MPI_Finalize(void) {
 #define TRAINPROF_UNPARENTHESIZED(...) __VA_ARGS__
 #define TRAINPROF_MPI_COLLECTIVE_WRAPPERS(name, iname, params, args, bytes, root) \
   int MPI_##name(TRAINPROF_UNPARENTHESIZED params) {                              \
-    Collective c(comm);                                                           \
+    Collective c(comm, "MPI_" #name);                                             \
     int rc = PMPI_##name(TRAINPROF_UNPARENTHESIZED args);                         \
     c.done(                                                                       \
         "MPI_" #name, 0, [&] { return bytes; }, root);                            \
     return rc;                                                                    \
   }                                                                               \
   int MPI_##iname(TRAINPROF_UNPARENTHESIZED params, MPI_Request* request) {       \
-    Collective c(comm);                                                           \
+    Collective c(comm, "MPI_" #iname);                                            \
     int rc = PMPI_##iname(TRAINPROF_UNPARENTHESIZED args, request);               \
     c.done(                                                                       \
         "MPI_" #iname, kNonblocking, [&] { return bytes; }, root, request);       \
@@ -838,7 +843,7 @@ int MPI_Request_free(MPI_Request* request) {
 // communicator itself); each new one becomes a group.
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
-  Collective c(comm);
+  Collective c(comm, "MPI_Comm_split");
   int rc = PMPI_Comm_split(comm, color, key, newcomm);
   if (rc == MPI_SUCCESS) follow(*newcomm, "MPI_Comm_split");
   c.done(
@@ -847,7 +852,7 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
 }
 
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm) {
-  Collective c(comm);
+  Collective c(comm, "MPI_Comm_split_type");
   int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
   if (rc == MPI_SUCCESS) follow(*newcomm, "MPI_Comm_split_type");
   c.done(
@@ -856,7 +861,7 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, M
 }
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
-  Collective c(comm);
+  Collective c(comm, "MPI_Comm_dup");
   int rc = PMPI_Comm_dup(comm, newcomm);
   if (rc == MPI_SUCCESS) follow(*newcomm, "MPI_Comm_dup");
   c.done(
@@ -865,7 +870,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
 }
 
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
-  Collective c(comm);
+  Collective c(comm, "MPI_Comm_create");
   int rc = PMPI_Comm_create(comm, group, newcomm);
   if (rc == MPI_SUCCESS) follow(*newcomm, "MPI_Comm_create");
   c.done(
@@ -875,7 +880,7 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
 
 int MPI_Comm_free(MPI_Comm* comm) {
   if (comm == nullptr) return PMPI_Comm_free(comm);
-  Collective c(*comm);  // the state lives until PMPI_Comm_free deletes its attribute
+  Collective c(*comm, "MPI_Comm_free");  // the state lives until PMPI_Comm_free deletes its attribute
   int rc = PMPI_Comm_free(comm);
   c.done(
       "MPI_Comm_free", kManagement, [] { return uint64_t{0}; }, -1);

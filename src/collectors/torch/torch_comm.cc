@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "base/run_directory.h"
 #include "core/clock.h"
+#include "core/comm_progress.h"
 #include "core/event.h"
 #include "core/recorder.h"
 #include "raw/format.h"
@@ -246,6 +247,7 @@ void call_started(const char* name, const at::RecordFunction& fn, uint64_t ticks
   p.tag = static_cast<int32_t>(int_at(l.tag));
   if (p.flags & raw::kCommCollective) {
     p.sequence = g_sequences[group]++;
+    core::collective_entered(p.group, p.sequence, p.label);
     // An asynchronous collective is in flight while the caller goes on (a
     // DDP bucket during the backward pass); a synchronous one blocks it.
     bool async = l.async >= 0 && static_cast<size_t>(l.async) < inputs.size() &&
@@ -295,6 +297,7 @@ void work_started(const char* name, const at::RecordFunction& fn) {
 }
 
 void write(const Pending& p, uint64_t end_ticks) {
+  if (p.flags & raw::kCommCollective) core::collective_returned(p.group, p.sequence);
   if (!detail::host_recording()) return;
   core::record_comm(p.call_ticks, end_ticks, p.label, p.flags, p.sequence, p.bytes, p.group, p.peer, p.tag);
 }
