@@ -400,3 +400,61 @@ def test_ranks_that_start_profiling_at_different_steps_match_every_collective(tm
     assert "Straggler: rank 2." in result.stdout, result.stdout
     analysis = json.loads((out / "cluster_analysis_output" / "cluster_analysis.json").read_text())
     assert [(s["rank"], s["offset"]) for s in analysis["numbering"]["shifted"]] == [(1, 1), (2, 2), (3, 3)]
+
+
+# Four ranks under the flight recorder; rank 3 never enters the 30th
+# allreduce (step 29) for 12 s while the others wait inside it.
+HANG = textwrap.dedent("""
+    import os, sys, time, torch, torch.distributed as dist, trainprof
+    rank, out = int(os.environ["RANK"]), sys.argv[1]
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    model = torch.nn.Linear(16, 16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def busy_elsewhere():  # where the hung rank is: its stack in the report names this
+        time.sleep(12)
+
+    with trainprof.flight_recorder(out, ring_mb=16, hang_timeout_s=2, slow_step_factor=0, dump_signal=None,
+                                   profile_communication=True) as recorder:
+        for step in range(32):
+            optimizer.zero_grad()
+            model(torch.randn(8, 16)).sum().backward()
+            grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+            if rank == 3 and step == 29:
+                busy_elsewhere()
+            dist.all_reduce(grads)  # one collective per step: #29 in step 29
+            optimizer.step()
+            recorder.step()
+    dist.destroy_process_group()
+""")
+
+
+def test_a_hang_of_one_gloo_rank_is_dumped_by_all_and_the_missing_rank_named(tmp_path: Path) -> None:
+    script = tmp_path / "hang.py"
+    script.write_text(HANG)
+    out = tmp_path / "flight"
+    run_ranks(script, out, 4)
+    incidents = list(out.glob("flight_incident_*"))
+    assert [p.name.endswith("_hang_29") for p in incidents] == [True], incidents
+    runs = sorted(out.rglob("*_trainprof"))
+    assert len(runs) == 4 and all(r.parent == incidents[0] for r in runs), runs  # one dump per rank, together
+    ranks = set()
+    for run in runs:
+        info = json.loads((run / "profiler_info.json").read_text())
+        fired = info["flight_recorder"]
+        ranks.add(info["rank"])
+        assert fired["trigger"] == "hang" and fired["incident"]["key"] == "hang_29", fired
+        assert fired["since_last_step_ns"] < 4e9, fired  # the hang timeout and 2 s
+        assert (run / "hang_stacks.txt").exists() and (run / "native_stacks.txt").exists()
+    assert ranks == {0, 1, 2, 3}
+    report = (incidents[0] / "cluster_analysis_output" / "straggler_report.txt").read_text()
+    assert report.startswith("Flight recorder incident 'hang_29': hang, announced by rank "), report
+    assert "Stuck collective: allreduce #29 of group '0': rank(s) 0, 1, 2 entered it and wait inside; " \
+           "rank(s) 3 never entered it." in report, report
+    # The ranks' clocks aligned (rank 1's is shifted here), every collective before the hung one matched.
+    assert "Cluster: 4 of 4 ranks, 29 collectives matched across their groups." in report, report
+    rank3 = report.index("Rank 3 (last collective entered in the group: #28) was at:")
+    assert "in busy_elsewhere" in report[rank3:], report
+    incident = json.loads((incidents[0] / "cluster_analysis_output" / "cluster_analysis.json").read_text())["incident"]
+    assert incident["stuck_collectives"][0]["missing"] == [3], incident

@@ -13,7 +13,7 @@ import tempfile
 import time
 from typing import Any, Iterable, Optional, Union
 
-from . import _torch, _trainprof
+from . import _distributed, _torch, _trainprof
 from ._validate import check_bool, check_int, check_path
 
 _log = logging.getLogger("trainprof")
@@ -158,6 +158,10 @@ class flight_recorder:
                    _check_number("incident_wait_s", incident_wait_s, 0.0))
         if metrics_port is not None and metrics_port > 65535:
             raise ValueError(f"metrics_port must be in [0, 65535], got {metrics_port!r}")
+        # The rank, the groups' members and the clock's offset to rank 0 (in
+        # the background), as a profile has them: the cluster pass of an
+        # incident of all ranks needs them.
+        _distributed.sync()
         if hang_s > 0:
             fd, path = tempfile.mkstemp(prefix="trainprof_hang_stacks_", suffix=".txt")
             os.close(fd)
@@ -208,6 +212,7 @@ class flight_recorder:
     def step(self) -> None:
         """Ends the current step (``ProfilerStep#N``) and checks it against the slow-step trigger."""
         if self._cpp is not None:
+            _distributed.sync()  # torch.distributed initialized after the recorder started, new groups
             self._cpp.step()
             if self._torch_flag:
                 _torch.profile_stepped()
