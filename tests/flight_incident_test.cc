@@ -4,6 +4,7 @@
 // boards), and the incident's report (analysis/incident_report.h). The real
 // jobs are in tests/mpi_test.cc (MPI) and python/tests/test_distributed.py (Gloo).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "analysis/incident_report.h"
+#include "core/clock.h"
 #include "core/flight_incident.h"
 #include "test_util.h"
 #include "trainprof/analyse.h"
@@ -47,7 +49,8 @@ bool eventually_exists(const std::string& path) {
 // mark its dump claims the cluster pass, once.
 TEST(IncidentBoard, TheFirstAnnouncementWinsAndTheLastDumpClaimsTheClusterPass) {
   TempDir dir;
-  core::IncidentBoard rank0(dir.path(), 0), rank1(dir.path(), 1), rank2(dir.path(), 2);
+  uint64_t start = detail::realtime_now_ns();
+  core::IncidentBoard rank0(dir.path(), 0, start), rank1(dir.path(), 1, start), rank2(dir.path(), 2, start);
   json trigger = {{"trigger", "hang"}, {"reason", "no step ended"}, {"step", 29}};
   EXPECT_EQ(core::IncidentBoard::key_of(trigger), "hang_29");
   EXPECT_EQ(core::IncidentBoard::key_of({{"trigger", "../odd name"}, {"step", 3}}), "___odd_name_3");
@@ -65,8 +68,10 @@ TEST(IncidentBoard, TheFirstAnnouncementWinsAndTheLastDumpClaimsTheClusterPass) 
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].key, "hang_29");
   EXPECT_TRUE(rank2.poll().empty()) << "once";
-  core::IncidentBoard later(dir.path(), 3);
-  EXPECT_TRUE(later.poll().empty()) << "an incident from before the board is old";
+  core::IncidentBoard later(dir.path(), 3, detail::realtime_now_ns() + 1'000'000'000);
+  EXPECT_TRUE(later.poll().empty()) << "an incident from before the recorder started is old";
+  core::IncidentBoard made_late(dir.path(), 3, start);
+  EXPECT_EQ(made_late.poll().size(), 1u) << "a board made after its recorder started misses nothing";
 
   EXPECT_FALSE(rank0.mark_dumped(first, 3));
   EXPECT_FALSE(rank1.mark_dumped(first, 3));
@@ -80,7 +85,7 @@ TEST(IncidentBoard, TheFirstAnnouncementWinsAndTheLastDumpClaimsTheClusterPass) 
 // its own, with a message.
 TEST(IncidentBoard, PlantedAnnouncementsAndLinksAreNotFollowed) {
   TempDir dir, elsewhere;
-  core::IncidentBoard board(dir.path(), 1);
+  core::IncidentBoard board(dir.path(), 1, 0);
   ASSERT_EQ(::mkdir(dir.sub(".flight_incidents").c_str(), 0700), 0);
   test::write_bytes(dir.sub(".flight_incidents/hang_1"), R"({"dir": "../../tmp", "rank": 0})");
   test::write_bytes(dir.sub(".flight_incidents/hang_2"), "not json");
@@ -121,7 +126,7 @@ TEST(FlightRecorder, AnnouncesAndJoinsTheIncidentsOfItsRanks) {
   o.slow_step_factor = 0;
   o.incident_wait_s = 0.5;
   FlightRecorder recorder(o);
-  core::IncidentBoard rank1(dir.path(), 1);
+  core::IncidentBoard rank1(dir.path(), 1, 0);
   recorder.step();
   FlightDump mine = recorder.dump("checkpoint looked wrong");
   ASSERT_FALSE(mine.run_dir.empty()) << mine.error;
@@ -157,6 +162,57 @@ TEST(FlightRecorder, AnnouncesAndJoinsTheIncidentsOfItsRanks) {
   EXPECT_EQ(f["incident"]["announced_by"], 1);
   EXPECT_EQ(f["incident"]["key"], "slow_step_3");
   EXPECT_EQ(f["step"], 4) << "the step under way here";
+  recorder.stop();
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+}
+
+// A rank that crashes announces it from its crash dump: the other ranks dump
+// too, into its incident, and one of them runs the cluster pass once the
+// crashed rank's dump is there.
+TEST(FlightRecorder, ACrashOfOneRankIsDumpedByTheOthersToo) {
+#ifdef TRAINPROF_TEST_SANITIZED
+  GTEST_SKIP() << "the sanitizers report faults themselves";
+#endif
+  TempDir dir;
+  ::setenv("RANK", "0", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  FlightRecorderOptions o;
+  o.profiler.output_path = dir.path();
+  o.ring_mb = 8;
+  o.slow_step_factor = 0;
+  o.hang_timeout_s = 0;
+  FlightRecorder recorder(o);
+  recorder.step();
+  test::ProcessResult crashed = test::run_process(
+      {"/usr/bin/timeout", "-s", "KILL", "60", test::helper_path("flight_child"), dir.path(), "segv"},
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  ASSERT_EQ(crashed.term_signal, SIGSEGV) << crashed.output;
+  std::vector<std::string> incidents = incident_dirs(dir.path());
+  ASSERT_EQ(incidents.size(), 1u);
+  EXPECT_TRUE(incidents[0].ends_with("_crash_30")) << incidents[0];
+  std::string report_file = incidents[0] + "/cluster_analysis_output/straggler_report.txt";
+  if (!eventually_exists(report_file)) {
+    (void)std::system(("find " + dir.path() + " -maxdepth 3 | sort >&2").c_str());
+    FAIL() << crashed.output;
+  }
+  std::string report = test::read_text(report_file);
+  EXPECT_EQ(report.rfind(
+                "Flight recorder incident 'crash_30': crash, announced by rank 1: SIGSEGV (a crash) during "
+                "step 30\nDumped: 2 of 2 ranks (0, 1).\n",
+                0),
+            0u)
+      << report;
+  std::vector<std::string> runs = find_run_directories(incidents[0]);
+  ASSERT_EQ(runs.size(), 2u);
+  for (const std::string& run : runs) {
+    json info = json::parse(test::read_text(run + "/profiler_info.json"));
+    if (info["rank"] == 0) {
+      EXPECT_EQ(info["flight_recorder"]["reason"], "rank 1: SIGSEGV (a crash) during step 30");
+    } else {
+      EXPECT_EQ(info["flight_recorder"]["signal"], "SIGSEGV");
+    }
+  }
   recorder.stop();
   ::unsetenv("RANK");
   ::unsetenv("WORLD_SIZE");

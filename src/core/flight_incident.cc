@@ -66,11 +66,19 @@ bool create_exclusively(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
-IncidentBoard::IncidentBoard(const std::string& output_path, int rank)
+IncidentBoard::IncidentBoard(const std::string& output_path, int rank, uint64_t since_realtime_ns)
     : output_path_(base::absolute_path(output_path)),
       incidents_dir_(output_path_ + "/" + kIncidentsDirName),
       rank_(rank) {
-  for (std::string& name : list_directory(incidents_dir_)) seen_.insert(std::move(name));
+  // The board may be made a while after its recorder started (once the
+  // world's size is known): an announcement made since is not old.
+  for (std::string& name : list_directory(incidents_dir_)) {
+    struct stat st {};
+    if (::stat((incidents_dir_ + "/" + name).c_str(), &st) != 0) continue;
+    uint64_t made = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ull +
+                    static_cast<uint64_t>(st.st_mtim.tv_nsec);
+    if (made < since_realtime_ns) seen_.insert(std::move(name));
+  }
 }
 
 std::string IncidentBoard::key_of(const nlohmann::json& trigger) {
@@ -157,8 +165,12 @@ std::vector<Incident> IncidentBoard::poll() {
   return fresh;
 }
 
-bool IncidentBoard::mark_dumped(const Incident& incident, int world_size) {
+void IncidentBoard::note_dumped(const Incident& incident) {
   create_exclusively(incident.dir, ".rank_" + std::to_string(rank_) + ".dumped");
+}
+
+bool IncidentBoard::mark_dumped(const Incident& incident, int world_size) {
+  note_dumped(incident);
   if (static_cast<int>(dumped_ranks(incident).size()) < world_size) return false;
   return claim_cluster(incident);
 }

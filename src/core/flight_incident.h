@@ -38,8 +38,9 @@ struct Incident {
 class IncidentBoard {
  public:
   // `output_path`: where the recorders dump; `rank`: this process's.
-  // Announcements already there are old: poll() never returns them.
-  IncidentBoard(const std::string& output_path, int rank);
+  // Announcements already there and made before `since_realtime_ns` (the
+  // recorder's start, Unix time) are old: poll() never returns them.
+  IncidentBoard(const std::string& output_path, int rank, uint64_t since_realtime_ns);
 
   // The key of `trigger` ("{trigger}_{step}", made safe as a file name).
   static std::string key_of(const nlohmann::json& trigger);
@@ -56,7 +57,9 @@ class IncidentBoard {
   // which it took part in).
   std::vector<Incident> poll();
 
-  // Notes this rank's dump of `incident` as written. True when, with it,
+  // Notes this rank's dump of `incident` as written.
+  void note_dumped(const Incident& incident);
+  // The same; true when, with it,
   // `world_size` ranks have, and this call claimed the cluster pass.
   bool mark_dumped(const Incident& incident, int world_size);
   // Claims the cluster pass for the caller: false when a rank has already.

@@ -107,6 +107,7 @@ std::string format_ms(uint64_t ns) {
 struct FlightRecorder::State {
   FlightRecorderOptions options;
   pid_t owner_pid = 0;  // a fork() child has no recorder thread and records nothing
+  uint64_t started_realtime_ns = 0;
   std::shared_ptr<Session> session;
   std::string worker_name;
 
@@ -168,6 +169,8 @@ struct FlightRecorder::State {
   void incident_dumped(const core::Incident& incident);
   void check_awaiting_cluster(bool stopping);
   void run_cluster(const core::Incident& incident, const std::string& why);
+  // The "incident" object of a dump's flight_recorder.
+  nlohmann::json incident_json(const core::Incident& incident) const;
   std::string take_hang_stacks();
   void dumper_loop();
   // The signal's or the file's request, when one came.
@@ -177,11 +180,14 @@ struct FlightRecorder::State {
   // The metrics file, every metrics_interval_s.
   void write_metrics_file();
   std::string metrics_text();
-  // The "flight_recorder" object of a dump at a signal that ends the process.
-  std::string crash_trigger(int sig) const;
+  // The "flight_recorder" object of a dump at a signal that ends the
+  // process, announced to the other ranks (then crash_incident is set).
+  Session::CrashDump crash_trigger(int sig);
+  std::optional<core::Incident> crash_incident;
+  void crash_dumped(const std::string& run_dir);
 };
 
-std::string FlightRecorder::State::crash_trigger(int sig) const {
+Session::CrashDump FlightRecorder::State::crash_trigger(int sig) {
   int64_t step = steps_ended.load();
   nlohmann::json t = {{"signal", signal_name(sig)}, {"step", step}};
   std::string during = " during step " + std::to_string(step);
@@ -195,7 +201,39 @@ std::string FlightRecorder::State::crash_trigger(int sig) const {
     t["trigger"] = "crash";
     t["reason"] = signal_name(sig) + " (a crash)" + during;
   }
-  return t.dump();
+  // The other ranks dump too. The crashed thread may hold the lock (it
+  // crashed announcing): then this rank dumps alone.
+  std::unique_lock<std::mutex> lock(incident_mu, std::try_to_lock);
+  if (!lock.owns_lock()) return {t.dump(), ""};
+  update_board();
+  if (!board) return {t.dump(), ""};
+  // Ended because another rank's crash ended the job (its launcher's
+  // SIGTERM): this dump belongs to that rank's incident, not a new one.
+  core::Incident incident;
+  for (core::Incident& fresh : board->poll()) {
+    if (incidents_taken.count(fresh.key) == 0) incident = std::move(fresh);
+  }
+  std::string error;
+  if (incident.key.empty() && !board->announce(core::IncidentBoard::key_of(t), t, &incident, &error)) {
+    return {t.dump(), ""};
+  }
+  t["incident"] = incident_json(incident);
+  crash_incident = incident;
+  return {t.dump(), incident.dir};
+}
+
+void FlightRecorder::State::crash_dumped(const std::string& run_dir) {
+  // The cluster pass is left to the other ranks: this process is ending.
+  if (crash_incident && !run_dir.empty()) board->note_dumped(*crash_incident);
+}
+
+nlohmann::json FlightRecorder::State::incident_json(const core::Incident& incident) const {
+  return {{"key", incident.key},
+          {"dir", incident.dir},
+          {"announced_by", incident.announced_by},
+          {"step", incident.trigger.value("step", nlohmann::json())},
+          {"rank", rank},
+          {"world_size", world_size}};
 }
 
 // The hang stacks file's text, once its writer has written it (up to 1 s);
@@ -283,7 +321,7 @@ void FlightRecorder::State::update_board() {
   if (info.world_size <= 1) return;
   rank = info.rank;
   world_size = info.world_size;
-  board = std::make_unique<core::IncidentBoard>(options.profiler.output_path, rank);
+  board = std::make_unique<core::IncidentBoard>(options.profiler.output_path, rank, started_realtime_ns);
 }
 
 FlightRecorder::State::Part FlightRecorder::State::join_incident(nlohmann::json* trigger,
@@ -325,12 +363,7 @@ FlightRecorder::State::Part FlightRecorder::State::join_incident(nlohmann::json*
         "rank " + std::to_string(incident->announced_by) + ": " + incident->trigger.value("reason", "");
     (*trigger)["step"] = steps_ended.load();
   }
-  (*trigger)["incident"] = {{"key", incident->key},
-                            {"dir", incident->dir},
-                            {"announced_by", incident->announced_by},
-                            {"step", incident->trigger.value("step", nlohmann::json())},
-                            {"rank", rank},
-                            {"world_size", world_size}};
+  (*trigger)["incident"] = incident_json(*incident);
   return Part::kIncident;
 }
 
@@ -397,7 +430,9 @@ void FlightRecorder::State::incident_dumped(const core::Incident& incident) {
   {
     std::lock_guard<std::mutex> lock(incident_mu);
     last = board->mark_dumped(incident, world_size);
-    if (!last && incident.announced_by == rank) {
+    // Watched until every rank has dumped (a crashed rank's dump may come
+    // last, and its process cannot run the pass), or incident_wait_s.
+    if (!last) {
       uint64_t wait_ns = static_cast<uint64_t>(std::max(options.incident_wait_s, 0.0) * 1e9);
       awaiting_cluster.emplace_back(incident, detail::monotonic_now_ns() + wait_ns);
     }
@@ -406,34 +441,34 @@ void FlightRecorder::State::incident_dumped(const core::Incident& incident) {
 }
 
 void FlightRecorder::State::check_awaiting_cluster(bool stopping) {
-  std::vector<core::Incident> due;
+  // (incident, what to say): the passes this rank claimed.
+  std::vector<std::pair<core::Incident, std::string>> claimed;
   {
     std::lock_guard<std::mutex> lock(incident_mu);
     uint64_t now = detail::monotonic_now_ns();
     for (auto it = awaiting_cluster.begin(); it != awaiting_cluster.end();) {
-      if (now >= it->second || stopping) {
-        due.push_back(std::move(it->first));
-        it = awaiting_cluster.erase(it);
-      } else {
+      const core::Incident& incident = it->first;
+      auto dumped = static_cast<int>(core::IncidentBoard::dumped_ranks(incident).size());
+      std::string counted = std::to_string(dumped) + " of " + std::to_string(world_size) + " ranks dumped";
+      if (dumped >= world_size) {
+        if (core::IncidentBoard::claim_cluster(incident)) claimed.emplace_back(incident, "all " + counted);
+      } else if (stopping) {
+        if (incident.announced_by == rank) {
+          base::log_warning("flight recorder: " + counted + " '" + incident.dir +
+                            "' when this recorder stopped: run `trainprof cluster " + incident.dir +
+                            "` once they have");
+        }
+      } else if (now < it->second) {
         ++it;
+        continue;  // waited for
+      } else if (core::IncidentBoard::claim_cluster(incident)) {
+        std::string waited = format_ms(static_cast<uint64_t>(options.incident_wait_s * 1e9));
+        claimed.emplace_back(incident, counted + " within " + waited);
       }
+      it = awaiting_cluster.erase(it);
     }
   }
-  for (const core::Incident& incident : due) {
-    std::vector<int> dumped = core::IncidentBoard::dumped_ranks(incident);
-    if (static_cast<int>(dumped.size()) >= world_size) continue;  // the last rank ran it
-    if (stopping) {
-      base::log_warning("flight recorder: only " + std::to_string(dumped.size()) + " of " +
-                        std::to_string(world_size) + " ranks dumped '" + incident.dir +
-                        "' when this recorder stopped: run `trainprof cluster " + incident.dir +
-                        "` once they have");
-      continue;
-    }
-    if (!core::IncidentBoard::claim_cluster(incident)) continue;
-    run_cluster(incident, std::to_string(dumped.size()) + " of " + std::to_string(world_size) +
-                              " ranks dumped within " +
-                              format_ms(static_cast<uint64_t>(options.incident_wait_s * 1e9)));
-  }
+  for (const auto& [incident, why] : claimed) run_cluster(incident, why);
 }
 
 void FlightRecorder::State::run_cluster(const core::Incident& incident, const std::string& why) {
@@ -566,9 +601,11 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
   s.options = std::move(options);
   s.options.slow_step_window = std::max<uint32_t>(s.options.slow_step_window, 1);
   s.owner_pid = getpid();
+  s.started_realtime_ns = detail::realtime_now_ns();
   s.worker_name = base::host_name() + "_" + std::to_string(getpid());
-  s.session = Session::open_ring(s.options.profiler, s.options.ring_mb, s.worker_name,
-                                 [&s](int sig) { return s.crash_trigger(sig); });
+  s.session = Session::open_ring(
+      s.options.profiler, s.options.ring_mb, s.worker_name, [&s](int sig) { return s.crash_trigger(sig); },
+      [&s](const std::string& run_dir) { s.crash_dumped(run_dir); });
   if (!s.session) return;  // said why
   s.labels.rank = base::detect_rank().rank;
   s.labels.pid = static_cast<long>(getpid());

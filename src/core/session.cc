@@ -303,7 +303,8 @@ std::shared_ptr<Session> Session::open(const ProfilerOptions& options, const std
 }
 
 std::shared_ptr<Session> Session::open_ring(const ProfilerOptions& options, uint32_t ring_mb,
-                                            const std::string& prefix, CrashTrigger crash_trigger) {
+                                            const std::string& prefix, CrashTrigger crash_trigger,
+                                            CrashDumped crash_dumped) {
   std::lock_guard<std::mutex> lock(g_open_mu);
   if (auto other = open_session()) {
     base::log_error("another profiler is already recording" +
@@ -318,6 +319,7 @@ std::shared_ptr<Session> Session::open_ring(const ProfilerOptions& options, uint
   s->output_path_ = options.output_path;
   s->prefix_ = prefix;
   s->crash_trigger_ = std::move(crash_trigger);
+  s->crash_dumped_ = std::move(crash_dumped);
   s->anchor_ = core::take_anchor();
   s->start_monotonic_ns_ = s->anchor_.monotonic_ns;
   install_process_hooks();
@@ -345,7 +347,7 @@ std::string Session::dump(const std::string& flight_recorder_json, std::string* 
 void Session::dump_on_signal() {
   int sig = core::Flusher::instance().last_signal();
   if (!signal_ends_process(sig)) return;  // the program goes on (and may dump itself)
-  std::string trigger = crash_trigger_ ? crash_trigger_(sig) : "{}";
+  CrashDump crash = crash_trigger_ ? crash_trigger_(sig) : CrashDump{"{}", ""};
   // The thread that got the signal may hold mu_ (a dump under way, a
   // close): the wait is bounded, and the signal handler's own bound (2 s)
   // ends the process anyway.
@@ -359,12 +361,13 @@ void Session::dump_on_signal() {
     nanosleep(&one_ms, nullptr);
   }
   std::string error;
-  std::string dir = dump_locked(trigger, &error, {});
+  std::string dir = dump_locked(crash.trigger_json, &error, {}, crash.parent_dir);
   if (dir.empty()) {
     base::log_error("flight recorder: the ring could not be dumped at the signal: " + error);
   } else {
     base::log_info("flight recorder: the last steps before the signal are in '" + dir + "'");
   }
+  if (crash_dumped_) crash_dumped_(dir);
 }
 
 std::string Session::dump_locked(const std::string& flight_recorder_json, std::string* error,

@@ -36,10 +36,18 @@ class Session {
   // A signal that ends the process (a crash, or one whose action is the
   // default) dumps the ring first, from the flusher thread, with the
   // "flight_recorder" object that `crash_trigger(signal)` returns (JSON
-  // text; it must take no lock the crashed thread may hold).
-  using CrashTrigger = std::function<std::string(int signal)>;
+  // text; it must not wait for a lock the crashed thread may hold), under
+  // its parent_dir ("": output_path), and tells `crash_dumped` where the
+  // run went ("" when it could not be written).
+  struct CrashDump {
+    std::string trigger_json;
+    std::string parent_dir;
+  };
+  using CrashTrigger = std::function<CrashDump(int signal)>;
+  using CrashDumped = std::function<void(const std::string& run_dir)>;
   static std::shared_ptr<Session> open_ring(const ProfilerOptions& options, uint32_t ring_mb,
-                                            const std::string& prefix, CrashTrigger crash_trigger);
+                                            const std::string& prefix, CrashTrigger crash_trigger,
+                                            CrashDumped crash_dumped);
   // Ring sessions: writes what the ring holds as a new run directory under
   // the options' output_path, its profiler_info.json holding
   // `flight_recorder_json` (an object) as "flight_recorder", with the time
@@ -93,6 +101,7 @@ class Session {
   bool ring_ = false;
   std::string output_path_;  // ring sessions: where dumps go
   CrashTrigger crash_trigger_;
+  CrashDumped crash_dumped_;
   std::string prefix_;
   std::string run_dir_;
   base::UniqueFd run_fd_;          // the run directory, open for the session's life
