@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What the always-on flight recorder costs the Python demo's training, A/B in one process.
 
-    .venv/bin/python bench/flight_recorder_cost.py [--rounds 10] [--steps 40] [--workers 2] [--json OUT]
+    .venv/bin/python bench/flight_recorder_cost.py [--rounds 10] [--steps 40] [--workers 2]
+        [--sample-operators N] [--json OUT]
 
 The demo's CNN, data and DataLoader (examples/python/fashion_mnist.py), the
 same training loop, in blocks of ``--steps`` steps: off (no recorder), then
@@ -12,7 +13,8 @@ swapped every round so that the machine's drift hits both alike. The first
 5 steps of a block are not timed (the recorder's start, the loader's
 restart). Per block: the median step's wall time and the training thread's
 CPU time per step; "added" is on / off - 1 within a round, then the median
-over rounds (and its range).
+over rounds (and its range). With ``--sample-operators N``, a third block
+per round records with ``sample_operators=N`` ("sampled"), in the rotation.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--fixed-batch", action="store_true",
                         help="train on one batch over and over: the steps' work is the same, only the machine varies")
+    parser.add_argument("--sample-operators", type=int, default=1,
+                        help="also measure the recorder sampling about 1 operator call in N")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -85,21 +89,29 @@ def main() -> int:
     out = tempfile.mkdtemp(prefix="trainprof_flight_cost_")
     run_block(model, optimizer, batches, 20, None)  # the loader's workers and the allocator settle
 
-    wall_added, cpu_added, rows = [], [], []
+    configs = ["off", "on"] + (["sampled"] if args.sample_operators > 1 else [])
+    wall_added, cpu_added, sampled_wall, sampled_cpu, rows = [], [], [], [], []
     for r in range(args.rounds):
         result = {}
-        for config in (("off", "on") if r % 2 == 0 else ("on", "off")):
-            recorder = trainprof.flight_recorder(out, analyse=False) if config == "on" else None
+        for config in configs[r % len(configs):] + configs[:r % len(configs)]:
+            recorder = None
+            if config != "off":
+                recorder = trainprof.flight_recorder(
+                    out, analyse=False, sample_operators=args.sample_operators if config == "sampled" else 1)
             result[config] = run_block(model, optimizer, batches, args.steps, recorder)
             if recorder is not None:
-                dumps = len(recorder.dumps())
+                result["dumps"] = result.get("dumps", 0) + len(recorder.dumps())
                 recorder.stop()
-                result["dumps"] = dumps
         wall_added.append(result["on"][0] / result["off"][0] - 1)
         cpu_added.append(result["on"][1] / result["off"][1] - 1)
+        sampled = ""
+        if "sampled" in result:
+            sampled_wall.append(result["sampled"][0] / result["off"][0] - 1)
+            sampled_cpu.append(result["sampled"][1] / result["off"][1] - 1)
+            sampled = f"; sampled {result['sampled'][0] * 1e3:.2f} ms ({sampled_wall[-1]:+.2%})"
         rows.append(result)
         print(f"round {r}: step off {result['off'][0] * 1e3:.2f} ms, on {result['on'][0] * 1e3:.2f} ms "
-              f"({wall_added[-1]:+.2%}); training thread CPU off {result['off'][1] * 1e3:.2f} ms, "
+              f"({wall_added[-1]:+.2%}){sampled}; training thread CPU off {result['off'][1] * 1e3:.2f} ms, "
               f"on {result['on'][1] * 1e3:.2f} ms ({cpu_added[-1]:+.2%}); dumps {result.get('dumps', 0)}",
               flush=True)
     summary = {
@@ -109,11 +121,20 @@ def main() -> int:
         "step_ms_off_median": statistics.median(r["off"][0] for r in rows) * 1e3,
         "rounds": args.rounds, "steps": args.steps, "workers": args.workers, "fixed_batch": args.fixed_batch,
     }
+    if sampled_wall:
+        summary.update({"sample_operators": args.sample_operators,
+                        "sampled_wall_added_median": statistics.median(sampled_wall),
+                        "sampled_wall_added_min": min(sampled_wall), "sampled_wall_added_max": max(sampled_wall),
+                        "sampled_cpu_added_median": statistics.median(sampled_cpu)})
     print(f"added to the step (wall, median over {args.rounds} rounds): {summary['wall_added_median']:+.2%} "
           f"(rounds {summary['wall_added_min']:+.2%} to {summary['wall_added_max']:+.2%}); "
           f"training thread CPU: {summary['cpu_added_median']:+.2%} "
           f"({summary['cpu_added_min']:+.2%} to {summary['cpu_added_max']:+.2%}); "
           f"step {summary['step_ms_off_median']:.2f} ms without the recorder")
+    if sampled_wall:
+        print(f"sampling 1 operator call in {args.sample_operators}: {summary['sampled_wall_added_median']:+.2%} "
+              f"(rounds {summary['sampled_wall_added_min']:+.2%} to {summary['sampled_wall_added_max']:+.2%}); "
+              f"training thread CPU: {summary['sampled_cpu_added_median']:+.2%}")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "rounds": rows}, indent=2))
     return 0

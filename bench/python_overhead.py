@@ -129,6 +129,12 @@ def ours(out: str, **settings: bool) -> Callable[[], Any]:
                                      **settings)
 
 
+def flight(out: str, sample_operators: int) -> Callable[[], Any]:
+    # The always-on recorder, its triggers off (a dump would cost the round).
+    return lambda: trainprof.flight_recorder(out, analyse=False, slow_step_factor=0, hang_timeout_s=None,
+                                             dump_signal=None, sample_operators=sample_operators)
+
+
 def configurations(out: str) -> dict[str, Callable[[], Any]]:
     return {
         "none": contextlib.nullcontext,
@@ -144,6 +150,10 @@ def configurations(out: str) -> dict[str, Callable[[], Any]]:
         "trainprof_shapes_mem": ours(out, record_shapes=True, profile_memory=True),
         "trainprof_stack": ours(out, with_stack=True),
         "trainprof_modules": ours(out, with_modules=True),
+        "flight": flight(out, 1),
+        "flight_sampled10": flight(out, 10),
+        "flight_sampled100": flight(out, 100),
+        "flight_sampled1000": flight(out, 1000),
     }
 
 

@@ -421,6 +421,34 @@ TEST(TorchCollector, WithStackShowsTheCallingCode) {
   EXPECT_TRUE(found);
 }
 
+// sample_operators = 10: about one aten::add call in 10 is recorded (2000
+// calls: 200 expected, 13 the standard deviation), and op_statistic.csv's
+// count is the recorded calls x 10, which the summary says.
+TEST(TorchCollector, SampleOperatorsRecordsAFractionAndScalesTheStatistics) {
+  test::TempDir dir;
+  torch::Tensor a = torch::ones({4}), b = torch::ones({4});
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.sample_operators = 10;
+  Profiler prof(o);
+  for (int i = 0; i < 2000; ++i) a = torch::add(a, b);
+  prof.step();
+  prof.stop();
+  std::string run = prof.last_run().run_dir;
+  json trace = analysed_trace(run);
+  int recorded = 0;
+  for (const json& e : trace["traceEvents"])
+    recorded += e.value("cat", "") == "cpu_op" && e["name"] == "aten::add";
+  EXPECT_GE(recorded, 100);
+  EXPECT_LE(recorded, 320);
+  std::string stats = test::read_text(run + "/PROFILER_OUTPUT/op_statistic.csv");
+  EXPECT_NE(stats.find("\naten::add,HOST," + std::to_string(recorded * 10) + ","), std::string::npos)
+      << recorded << "\n"
+      << stats;
+  std::string summary = summarize_run(run);
+  EXPECT_NE(summary.find("operators sampled: about 1 call in 10 recorded"), std::string::npos) << summary;
+}
+
 TEST(TorchCollector, NothingIsRecordedWithProfilerLevelNone) {
   test::TempDir dir;
   Training training;

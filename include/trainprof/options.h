@@ -70,6 +70,13 @@ struct ProfilerOptions {
   // summary line naming the steps the host was saturated in. Empty: off.
   std::set<HostSystem> host_sys;
   uint32_t host_sys_interval_ms = 50;  // [1, 60000]
+  // About one framework operator call in sample_operators is recorded
+  // (LibTorch's RecordFunction sampling, probability 1/N, a call's start
+  // and end together); 1: every call. For always-on recording where
+  // operators are too many to record each: the analysis scales the
+  // operators' counts and times by N, and the outputs say they are
+  // sampled. Ranges, steps, memory and communication are not sampled.
+  uint32_t sample_operators = 1;  // [1, 1000000]
 
   // Remove raw data after a successful analysis.
   bool data_simplification = false;

@@ -317,6 +317,7 @@ void bind_options(nb::module_& m) {
       .def_rw("export_db", &ProfilerOptions::export_db)
       .def_rw("host_sys", &ProfilerOptions::host_sys)
       .def_rw("host_sys_interval_ms", &ProfilerOptions::host_sys_interval_ms)
+      .def_rw("sample_operators", &ProfilerOptions::sample_operators)
       .def(
           "set_on_trace_ready",
           [](ProfilerOptions& o, nb::object callable) {

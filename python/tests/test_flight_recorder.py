@@ -194,3 +194,23 @@ def test_a_fork_child_stepping_leaves_the_parents_recorder_alone(tmp_path: Path)
         recorder.step()
         assert recorder.dump("from the parent") is not None
     assert len(run_dirs(tmp_path / "flight")) == 1
+
+
+def test_sampled_operators_are_scaled_and_said_to_be_sampled(trainer: Trainer, tmp_path: Path) -> None:
+    """``sample_operators=5``: about one operator call in 5 is in the dump,
+    op_statistic.csv counts them x 5, and the summary says so."""
+    with trainprof.flight_recorder(tmp_path / "flight", ring_mb=16, slow_step_factor=0, hang_timeout_s=None,
+                                   sample_operators=5) as recorder:
+        for i in range(80):
+            trainer.train_step(i)
+            recorder.step()
+        run = Path(recorder.dump("sampled"))
+    # 80 conv2d calls: about 16 of them recorded (80 x 1/5; none: 0.8^80, 2e-8), each counted 5 times.
+    trace = json.loads((run / "PROFILER_OUTPUT" / "trace_view.json").read_text())
+    recorded = sum(1 for e in trace["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == "aten::conv2d")
+    assert 0 < recorded < 80
+    assert int(op_statistic(run)["aten::conv2d"]["Count"]) == 5 * recorded
+    summary = trainprof.summary(str(run))
+    assert "  operators sampled: about 1 call in 5 recorded" in summary, summary
+    with pytest.raises(ValueError, match="sample_operators"):
+        trainprof.flight_recorder(tmp_path / "x", sample_operators=0)

@@ -80,6 +80,10 @@ class flight_recorder:
     ``profile_communication=True``). A rank that never dumps is waited for
     ``incident_wait_s`` seconds by the rank that announced.
 
+    Operators cost the most to record: ``sample_operators=N`` records about
+    one operator call in N (LibTorch's sampling), and the dumps' operator
+    statistics are scaled by N and said to be sampled.
+
     Each dump is analysed (``analyse=True``) and its profiler_info.json and
     summary say what triggered it. Dumps are written on a thread of the
     recorder: ``step()`` only measures and compares. Use as a context
@@ -99,7 +103,7 @@ class flight_recorder:
                  metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
                  metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1",
                  hang_native_stacks: bool = True, profile_communication: bool = False, all_ranks: bool = True,
-                 incident_wait_s: float = 60.0) -> None:
+                 incident_wait_s: float = 60.0, sample_operators: int = 1) -> None:
         from .profiler import _check_activities  # profiler imports the package's other modules
 
         options = _trainprof.ProfilerOptions()
@@ -111,6 +115,7 @@ class flight_recorder:
         options.with_flops = check_bool("with_flops", with_flops)
         options.data_process = check_bool("data_process", data_process)
         options.profile_communication = check_bool("profile_communication", profile_communication)
+        options.sample_operators = check_int("sample_operators", sample_operators, 1)
         self._start(options, ring_mb=ring_mb, slow_step_factor=slow_step_factor, slow_step_window=slow_step_window,
                     slow_step_min_steps=slow_step_min_steps, cooldown_s=cooldown_s, analyse=analyse,
                     dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s,

@@ -245,6 +245,11 @@ class _ExperimentalConfig:
             ``host_{cpu,mem,disk,network}_usage.csv``, and the summary names
             the steps in which the host CPU was saturated.
         host_sys_interval_ms: how often the host is sampled (default 50).
+        sample_operators: about one operator call in this many is recorded
+            (LibTorch's RecordFunction sampling; default 1: all). The
+            analysis scales operators' counts and times by it, and the
+            summary says they are sampled: for always-on recording where
+            recording every operator costs too much.
     """
 
     def __init__(self, profiler_level: ProfilerLevel = ProfilerLevel.Level0, mstx: bool = False,
@@ -252,7 +257,7 @@ class _ExperimentalConfig:
                  mstx_domain_exclude: Optional[Sequence[str]] = None, data_simplification: bool = False,
                  export_type: Optional[Sequence[Union[ExportType, str]]] = None,
                  host_sys: Optional[Sequence[Union[HostSystem, str]]] = None,
-                 host_sys_interval_ms: int = 50) -> None:
+                 host_sys_interval_ms: int = 50, sample_operators: int = 1) -> None:
         if not isinstance(profiler_level, ProfilerLevel):
             raise TypeError(f"profiler_level must be a trainprof.ProfilerLevel, got {profiler_level!r}")
         self.profiler_level = profiler_level
@@ -269,6 +274,9 @@ class _ExperimentalConfig:
         self.host_sys_interval_ms = check_int("host_sys_interval_ms", host_sys_interval_ms, 1)
         if self.host_sys_interval_ms > 60000:
             raise ValueError(f"host_sys_interval_ms must be <= 60000, got {host_sys_interval_ms}")
+        self.sample_operators = check_int("sample_operators", sample_operators, 1)
+        if self.sample_operators > 1000000:
+            raise ValueError(f"sample_operators must be <= 1000000, got {sample_operators}")
 
 
 def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) -> list[ExportType]:
@@ -743,3 +751,4 @@ def _apply_experimental_config(options: _trainprof.ProfilerOptions, config: Any)
     options.export_db = ExportType.Db in config.export_type
     options.host_sys = {_HOST_SYSTEM[part] for part in config.host_sys}
     options.host_sys_interval_ms = config.host_sys_interval_ms
+    options.sample_operators = config.sample_operators

@@ -31,6 +31,17 @@ void finish_totals(const TraceModel& m, std::vector<SliceTotals>* by_key) {
     if (m.keys[k].inputs != 0) t.flops = t.count * input_flops(m, m.keys[k].inputs);
     t.device_self_ns = k < m.device_self_by_key.size() ? m.device_self_by_key[k] : 0;
     t.device_total_ns = k < m.device_total_by_key.size() ? m.device_total_by_key[k] : 0;
+    if (m.keys[k].is_op && m.operator_sampling > 1) {
+      // About one call in N was recorded: the estimate of all calls. Each
+      // call's own time (min, max, mean) is as recorded.
+      uint64_t n = m.operator_sampling;
+      t.count *= n;
+      t.total_ns *= n;
+      t.self_ns *= n;
+      t.flops *= n;
+      t.device_self_ns *= n;
+      t.device_total_ns *= n;
+    }
   }
 }
 

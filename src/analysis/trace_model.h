@@ -243,6 +243,9 @@ struct TraceModel {
   // (profiler_info.json's clock_sync.exchanges); "" when none is.
   std::string clock_problem;
   bool closed_cleanly = true;     // every raw file ended with its final flush
+  // About one operator call in this many was recorded (the run's
+  // sample_operators): operators' counts and times are scaled by it.
+  uint32_t operator_sampling = 1;
   std::string stop_reason;        // profiler_info.json's ("" when the run has none: killed before)
   std::string io_error;           // profiler_info.json's: the write the disk refused ("": none)
   uint64_t events_lost = 0;       // recorded, then refused by the disk (profiler_info.json's)

@@ -162,6 +162,13 @@ void read_run_end(const json& info, analysis::TraceModel& model) {
   if (auto lost = info.find("events_lost"); lost != info.end() && lost->is_number_unsigned()) {
     model.events_lost = lost->get<uint64_t>();
   }
+  if (auto options = info.find("options"); options != info.end() && options->is_object()) {
+    auto n = options->find("sample_operators");
+    if (n != options->end() && n->is_number_unsigned() && n->get<uint64_t>() >= 1 &&
+        n->get<uint64_t>() <= 1'000'000) {
+      model.operator_sampling = static_cast<uint32_t>(n->get<uint64_t>());
+    }
+  }
 }
 
 // The clock alignment measured ("clock_sync": libtrainprof_mpi, or the

@@ -132,6 +132,20 @@ void append_trigger(std::string& text, const fs::path& out) {
   text += "  flight recorder: " + reason->get<std::string>() + "\n";
 }
 
+// Operators sampled (sample_operators): their statistics are estimates.
+void append_sampling(std::string& text, const fs::path& out) {
+  std::string info_text =
+      base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
+  nlohmann::json info;
+  if (!base::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;
+  auto options = info.find("options");
+  if (options == info.end() || !options->is_object()) return;
+  uint64_t n = options->value("sample_operators", uint64_t{1});
+  if (n <= 1) return;
+  text += "  operators sampled: about 1 call in " + std::to_string(n) + " recorded; their counts and times " +
+          "below are the recorded ones x " + std::to_string(n) + "\n";
+}
+
 // The host sampler's verdict (host_sys), from the output's profiler_info.json.
 void append_host(std::string& text, const fs::path& out) {
   std::string info_text =
@@ -220,7 +234,11 @@ void append_step_table(std::string& text, const std::vector<std::vector<std::str
     const auto& r = steps[i];
     if (r.size() < 10) continue;
     // Data Wait (column 10) is absent from tables written before it.
-    StepRow row{r[0], 0, number(r[1]) / 1e3, r.size() > 10 ? number(r[10]) / 1e3 : 0, number(r[5]) / 1e3,
+    StepRow row{r[0],
+                0,
+                number(r[1]) / 1e3,
+                r.size() > 10 ? number(r[10]) / 1e3 : 0,
+                number(r[5]) / 1e3,
                 number(r[9]) / 1e3};
     row.total = row.computing + number(r[2]) / 1e3 + row.data_wait + row.free;
     rows.push_back(row);
@@ -228,21 +246,22 @@ void append_step_table(std::string& text, const std::vector<std::vector<std::str
   std::vector<StepRow> shown = rows;
   if (rows.size() > kAllStepsShown) {
     std::vector<StepRow> by_time = rows;
-    std::sort(by_time.begin(), by_time.end(), [](const StepRow& a, const StepRow& b) { return a.total < b.total; });
+    std::sort(by_time.begin(), by_time.end(),
+              [](const StepRow& a, const StepRow& b) { return a.total < b.total; });
     StepRow median = by_time[by_time.size() / 2];
     median.step = "median";
     shown.assign(by_time.end() - kSlowestShown, by_time.end());
     std::sort(shown.begin(), shown.end(),
               [](const StepRow& a, const StepRow& b) { return number(a.step) < number(b.step); });
     shown.insert(shown.begin(), median);
-    append(text, "  the median and the %zu slowest of %zu steps (every step: step_trace_time.csv)\n", kSlowestShown,
-           rows.size());
+    append(text, "  the median and the %zu slowest of %zu steps (every step: step_trace_time.csv)\n",
+           kSlowestShown, rows.size());
   }
   append(text, "  step      step ms   computing ms   data wait ms    free ms   preparing ms%s\n",
          peaks.empty() ? "" : "   peak memory MB");
   for (const StepRow& r : shown) {
-    append(text, "  %-6s %10.3f %14.3f %14.3f %10.3f %14.3f", r.step.c_str(), r.total, r.computing, r.data_wait,
-           r.free, r.preparing);
+    append(text, "  %-6s %10.3f %14.3f %14.3f %10.3f %14.3f", r.step.c_str(), r.total, r.computing,
+           r.data_wait, r.free, r.preparing);
     if (auto peak = peaks.find(r.step); peak != peaks.end()) append(text, " %18.1f", peak->second);
     append(text, "\n");
   }
@@ -261,6 +280,7 @@ std::string summarize_run(const std::string& run_dir) {
     return text;
   }
   append_trigger(text, out);
+  append_sampling(text, out);
   std::vector<NameTotal> rows =
       totals_by_name(exporter::read_csv_file((out / "operator_details.csv").string()));
   double self_sum = 0;

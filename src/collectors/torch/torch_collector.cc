@@ -519,6 +519,9 @@ class TorchCollector final : public core::Collector {
       at::RecordFunctionCallback cb(&on_operator_start,
                                     synchronized ? &on_operator_end_synchronized : &on_operator_end);
       cb.needsInputs(inputs);
+      // LibTorch draws which calls run the callbacks (a per-thread countdown
+      // for low probabilities): a call not drawn costs nearly nothing.
+      if (options.sample_operators > 1) cb.samplingProb(1.0 / options.sample_operators);
       if (!all_scopes) {
         cb.scopes(
             {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
