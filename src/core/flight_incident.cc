@@ -23,6 +23,7 @@ namespace {
 constexpr const char* kIncidentsDirName = ".flight_incidents";
 constexpr const char* kClusterClaimName = ".cluster";
 constexpr size_t kMaxKeyLength = 64;
+constexpr uint64_t kClockSlackNs = 1'000'000'000;
 
 // The names in `dir` (not "." and ".."; temporaries left out); empty when it cannot be read.
 std::vector<std::string> list_directory(const std::string& dir) {
@@ -70,14 +71,14 @@ IncidentBoard::IncidentBoard(const std::string& output_path, int rank, uint64_t 
     : output_path_(base::absolute_path(output_path)),
       incidents_dir_(output_path_ + "/" + kIncidentsDirName),
       rank_(rank) {
-  // The board may be made a while after its recorder started (once the
-  // world's size is known): an announcement made since is not old.
   for (std::string& name : list_directory(incidents_dir_)) {
     struct stat st {};
-    if (::stat((incidents_dir_ + "/" + name).c_str(), &st) != 0) continue;
-    uint64_t made = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ull +
-                    static_cast<uint64_t>(st.st_mtim.tv_nsec);
-    if (made < since_realtime_ns) seen_.insert(std::move(name));
+    if (since_realtime_ns != 0 && ::stat((incidents_dir_ + "/" + name).c_str(), &st) == 0) {
+      uint64_t made = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ull +
+                      static_cast<uint64_t>(st.st_mtim.tv_nsec);
+      if (made + kClockSlackNs >= since_realtime_ns) continue;  // made since its recorder started
+    }
+    seen_.insert(std::move(name));
   }
 }
 

@@ -38,8 +38,11 @@ struct Incident {
 class IncidentBoard {
  public:
   // `output_path`: where the recorders dump; `rank`: this process's.
-  // Announcements already there and made before `since_realtime_ns` (the
-  // recorder's start, Unix time) are old: poll() never returns them.
+  // Old announcements, which poll() never returns: with `since_realtime_ns`
+  // 0 (a board made as its recorder starts), all those already there; else
+  // (a board made later, once the world's size is known) those made over a
+  // second before since_realtime_ns, the recorder's start (Unix time): a
+  // file's time comes from a coarse clock, or from a file server's.
   IncidentBoard(const std::string& output_path, int rank, uint64_t since_realtime_ns);
 
   // The key of `trigger` ("{trigger}_{step}", made safe as a file name).

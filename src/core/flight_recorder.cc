@@ -155,8 +155,9 @@ struct FlightRecorder::State {
 
   // nullopt: the trigger is one this rank dumped already, in an incident of all ranks.
   std::optional<FlightDump> write_dump(nlohmann::json trigger);
-  // Under incident_mu: the board, once the world has several ranks.
-  void update_board();
+  // Under incident_mu: the board, once the world has several ranks
+  // (`at_start`: as the recorder starts, when the launcher said so).
+  void update_board(bool at_start = false);
   // Which incident a dump belongs to; sets `incident` and rewrites `trigger`
   // (a peer's incident says who announced it). kLocal: this rank alone.
   enum class Part { kLocal, kIncident, kSkip };
@@ -315,13 +316,14 @@ std::optional<FlightDump> FlightRecorder::State::write_dump(nlohmann::json trigg
   return d;
 }
 
-void FlightRecorder::State::update_board() {
+void FlightRecorder::State::update_board(bool at_start) {
   if (board || !options.all_ranks) return;
   base::RankInfo info = base::detect_rank();
   if (info.world_size <= 1) return;
   rank = info.rank;
   world_size = info.world_size;
-  board = std::make_unique<core::IncidentBoard>(options.profiler.output_path, rank, started_realtime_ns);
+  board = std::make_unique<core::IncidentBoard>(options.profiler.output_path, rank,
+                                                at_start ? 0 : started_realtime_ns);
 }
 
 FlightRecorder::State::Part FlightRecorder::State::join_incident(nlohmann::json* trigger,
@@ -608,6 +610,10 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
       [&s](const std::string& run_dir) { s.crash_dumped(run_dir); });
   if (!s.session) return;  // said why
   s.labels.rank = base::detect_rank().rank;
+  {
+    std::lock_guard<std::mutex> lock(s.incident_mu);
+    s.update_board(/*at_start=*/true);
+  }
   s.labels.pid = static_cast<long>(getpid());
   if (s.options.hang_native_stacks && s.options.hang_timeout_s > 0) core::prepare_thread_stacks();
   s.health = std::make_unique<core::HealthSeries>(s.options.health_steps);
