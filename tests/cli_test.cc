@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -82,6 +84,70 @@ TEST(Cli, AnalyseAndSummary) {
   // Steps 1 and 2 only.
   EXPECT_NE(r.output.find("\n  1 "), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("\n  3 "), std::string::npos) << r.output;
+}
+
+// Two runs of 5 steps: B's "compute" range sleeps 10 ms a step instead of
+// 1 ms and B has an "extra" range. `trainprof diff` puts compute first,
+// with the step's change, lists extra as only in B, and writes the CSV.
+std::string record_variant(const std::string& dir, int compute_ms, bool extra) {
+  ProfilerOptions o;
+  o.output_path = dir;
+  Profiler prof(o);
+  for (int s = 0; s < 5; ++s) {
+    {
+      TRAINPROF_RANGE("compute");
+      std::this_thread::sleep_for(std::chrono::milliseconds(compute_ms));
+    }
+    if (extra) {
+      TRAINPROF_RANGE("extra");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    prof.step();
+  }
+  prof.stop();
+  return prof.last_run().run_dir;
+}
+
+TEST(Cli, DiffRanksWhatChangedTheStep) {
+  TempDir a_dir, b_dir, out;
+  std::string a = record_variant(a_dir.path(), 1, false), b = record_variant(b_dir.path(), 10, true);
+  DiffReport d = diff_runs(a, b);  // analyses both
+  ASSERT_TRUE(d.ok()) << d.error;
+  EXPECT_EQ(d.steps_a, 5);
+  EXPECT_EQ(d.steps_b, 5);
+  ASSERT_GE(d.rows.size(), 2u);
+  EXPECT_EQ(d.rows[0].name, "compute");
+  EXPECT_EQ(d.rows[0].status, "both");
+  EXPECT_GT(d.rows[0].delta_us(), 5000) << d.text;
+  EXPECT_GT(d.step_us_b - d.step_us_a, 5000) << d.text;
+  EXPECT_EQ(d.rows[0].calls_a, 1.0);
+  EXPECT_EQ(d.rows[0].calls_b, 1.0);
+  auto extra = std::find_if(d.rows.begin(), d.rows.end(), [](const DiffRow& r) { return r.name == "extra"; });
+  ASSERT_NE(extra, d.rows.end());
+  EXPECT_EQ(extra->status, "added");
+
+  std::string csv = out.sub("diff.csv");
+  auto r = run({"diff", a, b, "--csv", csv});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  size_t changed = r.output.find("what changed per step");
+  ASSERT_NE(changed, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("compute (host)", changed), std::string::npos) << r.output;
+  EXPECT_LT(r.output.find("compute (host)", changed), r.output.find("extra (host)", changed)) << r.output;
+  EXPECT_NE(r.output.find("only in B: extra (host)"), std::string::npos) << r.output;
+  std::string table = test::read_text(csv);
+  EXPECT_EQ(table.rfind("Name,Where,Status,Calls per Step A,", 0), 0u) << table;
+  EXPECT_NE(table.find("\r\ncompute,host,both,1.000,1.000,"), std::string::npos) << table;
+
+  EXPECT_EQ(run({"diff", a}).exit_code, 2);
+  r = run({"diff", a, out.sub("missing")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("missing"), std::string::npos) << r.output;
+  TempDir two;
+  record_variant(two.path(), 1, false);
+  record_variant(two.path(), 1, false);
+  r = run({"diff", a, two.path()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("is not one run directory (2 runs at or below it)"), std::string::npos) << r.output;
 }
 
 TEST(Cli, FailuresAreListedAndExitOne) {

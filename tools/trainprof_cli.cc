@@ -22,6 +22,7 @@
 
 #include "analyse_mpi.h"
 #include "trainprof/analyse.h"
+#include "trainprof/diff.h"
 #include "trainprof/profiler.h"
 
 namespace {
@@ -38,6 +39,7 @@ const char* kMainHelp =
     "  summary PATH   print what an analysed run shows: top ranges, steps, outputs\n"
     "  cluster PATH   match the collectives of several ranks' runs, name the straggler\n"
     "  report PATH    write report.html: the analysed runs on one self-contained page\n"
+    "  diff A B       compare two runs per step: what changed the step time\n"
     "  options        list the profiler's options: name, type, default, range, meaning\n"
     "\n"
     "options:\n"
@@ -303,6 +305,51 @@ int cmd_summary(const std::vector<std::string>& args) {
 }
 
 // ---------------------------------------------------------------------------
+// diff
+
+const char* kDiffHelp =
+    "usage: trainprof diff RUN_A RUN_B [--csv FILE]\n"
+    "\n"
+    "Compares two runs per step (each analysed first when it is not): the mean\n"
+    "step and its parts (computing, communication not overlapped, data wait,\n"
+    "free), then every host operator and range (by self time) and every GPU\n"
+    "kernel, copy and set whose time per step changed, largest change first;\n"
+    "what is only in one run, and input shapes (record_shapes) seen in one only.\n"
+    "\n"
+    "options:\n"
+    "  --csv FILE     also write every row as CSV (docs/OUTPUTS.md, diff.csv)\n"
+    "\n"
+    "exit status: 0 compared, 1 a run missing or not analysable, 2 bad usage\n";
+
+int cmd_diff(const std::vector<std::string>& args) {
+  std::vector<std::string> runs;
+  std::string csv;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kDiffHelp, stdout);
+      return kOk;
+    }
+    if (a == "--csv") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) return usage_error("--csv needs a file", kDiffHelp);
+      csv = args[++i];
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') return usage_error("unknown option '" + a + "'", kDiffHelp);
+    runs.push_back(a);
+  }
+  if (runs.size() != 2) return usage_error("diff needs two runs, RUN_A and RUN_B", kDiffHelp);
+  trainprof::DiffReport d = trainprof::diff_runs(runs[0], runs[1], csv);
+  std::fputs(d.text.c_str(), stdout);
+  if (!d.ok()) {
+    std::fprintf(stderr, "trainprof: %s\n", d.error.c_str());
+    return kFailed;
+  }
+  if (!csv.empty()) std::printf("every row: %s\n", csv.c_str());
+  return kOk;
+}
+
+// ---------------------------------------------------------------------------
 // cluster
 
 int cmd_cluster(const std::vector<std::string>& args) {
@@ -447,6 +494,7 @@ int run_command(int argc, char** argv) {
   if (cmd == "summary") return cmd_summary(rest);
   if (cmd == "cluster") return cmd_cluster(rest);
   if (cmd == "report") return cmd_report(rest);
+  if (cmd == "diff") return cmd_diff(rest);
   if (cmd == "options") return cmd_options(rest);
   return usage_error("unknown command '" + cmd + "'", kMainHelp);
 }

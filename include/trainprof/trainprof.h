@@ -5,6 +5,7 @@
 #include "trainprof/analyse.h"
 #include "trainprof/call_events.h"
 #include "trainprof/dataset.h"
+#include "trainprof/diff.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
 #include "trainprof/flight_recorder.h"

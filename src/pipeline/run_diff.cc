@@ -1,0 +1,285 @@
+// Copyright trainprof authors. trainprof::diff_runs (include/trainprof/diff.h):
+// each run's PROFILER_OUTPUT tables read back, summed per step, and compared.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "base/safe_file.h"
+#include "exporter/csv_reader.h"
+#include "exporter/text_format.h"
+#include "trainprof/analyse.h"
+#include "trainprof/diff.h"
+
+namespace trainprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kRowsShown = 15;
+constexpr size_t kNamesShown = 8;
+// The step's parts, as step_trace_time.csv names them, and as said here.
+constexpr std::pair<const char*, const char*> kParts[] = {
+    {"Computing", "computing"},
+    {"Communication(Not Overlapped)", "communication not overlapped"},
+    {"Data Wait", "data wait"},
+    {"Free", "free"},
+};
+
+// What one run's tables hold, summed over its steps.
+struct RunTables {
+  int steps = 0;
+  double step_us = 0;
+  std::map<std::string, double> parts;
+  std::map<std::pair<std::string, std::string>, std::pair<double, double>> rows;  // (where, name): calls, us
+  std::map<std::string, std::set<std::string>> shapes;                            // host name: input shapes
+};
+
+int column(const std::vector<std::string>& header, const std::string& name) {
+  auto it = std::find(header.begin(), header.end(), name);
+  return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+}
+
+double number(const std::vector<std::string>& row, int col) {
+  if (col < 0 || static_cast<size_t>(col) >= row.size()) return 0;
+  double v = std::strtod(row[static_cast<size_t>(col)].c_str(), nullptr);
+  return std::isfinite(v) ? v : 0;
+}
+
+// A table of the run's PROFILER_OUTPUT with the columns `needed`; "" or why not.
+std::string read_table(const std::string& run, const char* file, std::initializer_list<const char*> needed,
+                       exporter::CsvRows* rows) {
+  std::string path = run + "/PROFILER_OUTPUT/" + file;
+  *rows = exporter::read_csv_file(path);
+  if (rows->empty()) return "cannot read '" + path + "'";
+  for (const char* name : needed) {
+    if (column(rows->front(), name) < 0) return "'" + path + "' has no column '" + name + "'";
+  }
+  return "";
+}
+
+std::string load(const std::string& run, RunTables* t) {
+  std::vector<std::string> runs = find_run_directories(run);
+  if (runs.empty()) return no_run_directory_error(run);
+  if (runs.size() != 1 || fs::path(runs[0]) != fs::path(run)) {
+    return "'" + run + "' is not one run directory (" + std::to_string(runs.size()) +
+           " runs at or below it): give the run to compare";
+  }
+  std::error_code ec;
+  if (!fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "operator_details.csv", ec)) {
+    AnalyseReport a = analyse(run);
+    if (!a.ok()) {
+      return "cannot analyse '" + run + "': " + (a.runs.empty() ? a.error : a.runs[0].error);
+    }
+  }
+  exporter::CsvRows steps, ops, stats;
+  std::string error = read_table(run, "step_trace_time.csv", {"Step", "Computing", "Free"}, &steps);
+  if (error.empty())
+    error = read_table(run, "operator_details.csv", {"Name", "Host Self Duration(us)", "Calls"}, &ops);
+  if (error.empty())
+    error = read_table(run, "op_statistic.csv", {"OP Type", "Core Type", "Count", "Total Time(us)"}, &stats);
+  if (!error.empty()) return error;
+  const std::vector<std::string>& sh = steps.front();
+  std::vector<double> durations;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    double us = 0;
+    for (const auto& [column_name, said] : kParts) us += number(steps[i], column(sh, column_name));
+    durations.push_back(us);
+  }
+  // The step open when recording stopped (from the last step() to stop())
+  // is a sliver of one: left out when under half the others' median.
+  size_t counted = durations.size();
+  if (counted > 1) {
+    std::vector<double> others(durations.begin(), durations.end() - 1);
+    std::nth_element(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(others.size() / 2),
+                     others.end());
+    if (durations.back() < 0.5 * others[others.size() / 2]) --counted;
+  }
+  for (size_t i = 1; i <= counted; ++i) {
+    ++t->steps;
+    for (const auto& [column_name, said] : kParts) {
+      double us = number(steps[i], column(sh, column_name));
+      t->parts[said] += us;
+      t->step_us += us;
+    }
+  }
+  if (t->steps == 0)
+    return "'" + run + "' has no steps (ProfilerStep): mark them with step() to compare per step";
+  const std::vector<std::string>& oh = ops.front();
+  int name = column(oh, "Name"), self = column(oh, "Host Self Duration(us)"), calls = column(oh, "Calls"),
+      shapes = column(oh, "Input Shapes");
+  for (size_t i = 1; i < ops.size(); ++i) {
+    if (static_cast<size_t>(name) >= ops[i].size()) continue;
+    auto& [c, us] = t->rows[{"host", ops[i][static_cast<size_t>(name)]}];
+    c += number(ops[i], calls);
+    us += number(ops[i], self);
+    if (shapes >= 0 && static_cast<size_t>(shapes) < ops[i].size() &&
+        !ops[i][static_cast<size_t>(shapes)].empty())
+      t->shapes[ops[i][static_cast<size_t>(name)]].insert(ops[i][static_cast<size_t>(shapes)]);
+  }
+  const std::vector<std::string>& st = stats.front();
+  int type = column(st, "OP Type"), core = column(st, "Core Type"), count = column(st, "Count"),
+      total = column(st, "Total Time(us)");
+  for (size_t i = 1; i < stats.size(); ++i) {
+    if (static_cast<size_t>(std::max(type, core)) >= stats[i].size() ||
+        stats[i][static_cast<size_t>(core)] != "GPU")
+      continue;
+    auto& [c, us] = t->rows[{"gpu", stats[i][static_cast<size_t>(type)]}];
+    c += number(stats[i], count);
+    us += number(stats[i], total);
+  }
+  return "";
+}
+
+// The members of `a` not in `b`, "; "-joined, at most 3.
+std::string only_in(const std::set<std::string>& a, const std::set<std::string>& b) {
+  std::string out;
+  int shown = 0;
+  for (const std::string& s : a) {
+    if (b.count(s) != 0) continue;
+    if (shown++ == 3) return out + "; ...";
+    out += (out.empty() ? "" : "; ") + s;
+  }
+  return out;
+}
+
+std::string ms(double us) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f ms", us / 1e3);
+  return text;
+}
+
+std::string signed_ms(double us) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%+.3f ms", us / 1e3);
+  return text;
+}
+
+std::string report_text(const DiffReport& d) {
+  std::string out = "A: " + d.run_a + " (" + std::to_string(d.steps_a) + " steps)\nB: " + d.run_b + " (" +
+                    std::to_string(d.steps_b) + " steps)\n";
+  double change = d.step_us_b - d.step_us_a;
+  char pct[32] = "";
+  if (d.step_us_a > 0) std::snprintf(pct, sizeof(pct), " (%+.1f %%)", 100.0 * change / d.step_us_a);
+  out += "step: A " + ms(d.step_us_a) + ", B " + ms(d.step_us_b) + ": " + signed_ms(change) + pct + "\n";
+  for (const auto& [part, ab] : d.parts) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "  %-30s A %12s  B %12s  %s\n", part.c_str(), ms(ab.first).c_str(),
+                  ms(ab.second).c_str(), signed_ms(ab.second - ab.first).c_str());
+    out += line;
+  }
+  out += "what changed per step (host: self time; gpu: kernels, copies, sets), largest first:\n";
+  size_t shown = 0;
+  for (const DiffRow& r : d.rows) {
+    if (shown == kRowsShown) break;
+    if (r.delta_us() == 0) continue;
+    ++shown;
+    char line[512];
+    std::snprintf(line, sizeof(line), "  %12s  %s (%s)  %s -> %s, calls %.1f -> %.1f%s\n",
+                  signed_ms(r.delta_us()).c_str(), r.name.c_str(), r.where.c_str(), ms(r.us_a).c_str(),
+                  ms(r.us_b).c_str(), r.calls_a, r.calls_b,
+                  r.status == "both" ? "" : (r.status == "added" ? ", only in B" : ", only in A"));
+    out += line;
+  }
+  if (shown == 0) out += "  nothing\n";
+  for (const char* status : {"added", "removed"}) {
+    std::vector<std::string> names;
+    for (const DiffRow& r : d.rows)
+      if (r.status == status) names.push_back(r.name + " (" + r.where + ")");
+    if (names.empty()) continue;
+    out += std::string(status == std::string("added") ? "only in B: " : "only in A: ");
+    for (size_t i = 0; i < names.size() && i < kNamesShown; ++i) out += (i ? ", " : "") + names[i];
+    if (names.size() > kNamesShown) out += ", ... (" + std::to_string(names.size()) + ")";
+    out += "\n";
+  }
+  for (const DiffRow& r : d.rows) {
+    if (r.shapes_only_a.empty() && r.shapes_only_b.empty()) continue;
+    out += "input shapes of " + r.name + ": only in A [" + r.shapes_only_a + "], only in B [" +
+           r.shapes_only_b + "]\n";
+  }
+  return out;
+}
+
+std::string report_csv(const DiffReport& d) {
+  std::string csv =
+      "Name,Where,Status,Calls per Step A,Calls per Step B,Time per Step A(us),Time per Step B(us),"
+      "Change per Step(us),Input Shapes Only in A,Input Shapes Only in B\r\n";
+  for (const DiffRow& r : d.rows) {
+    exporter::append_csv_field(csv, r.name);
+    csv += "," + r.where + "," + r.status + ",";
+    for (double v : {r.calls_a, r.calls_b, r.us_a, r.us_b, r.delta_us()}) {
+      exporter::append_fixed(csv, v, 3);
+      csv += ",";
+    }
+    exporter::append_csv_field(csv, r.shapes_only_a);
+    csv += ",";
+    exporter::append_csv_field(csv, r.shapes_only_b);
+    csv += "\r\n";
+  }
+  return csv;
+}
+
+}  // namespace
+
+DiffReport diff_runs(const std::string& run_a, const std::string& run_b, const std::string& csv_file) {
+  DiffReport d;
+  d.run_a = run_a;
+  d.run_b = run_b;
+  RunTables a, b;
+  std::string error = load(run_a, &a);
+  if (error.empty()) error = load(run_b, &b);
+  if (!error.empty()) {
+    d.error = error;
+    return d;
+  }
+  d.steps_a = a.steps;
+  d.steps_b = b.steps;
+  d.step_us_a = a.step_us / a.steps;
+  d.step_us_b = b.step_us / b.steps;
+  for (const auto& [column_name, said] : kParts)
+    d.parts.push_back({said, {a.parts[said] / a.steps, b.parts[said] / b.steps}});
+  std::set<std::pair<std::string, std::string>> keys;
+  for (const auto& [key, v] : a.rows) keys.insert(key);
+  for (const auto& [key, v] : b.rows) keys.insert(key);
+  for (const auto& key : keys) {
+    DiffRow r;
+    r.where = key.first;
+    r.name = key.second;
+    auto in_a = a.rows.find(key), in_b = b.rows.find(key);
+    if (in_a != a.rows.end()) {
+      r.calls_a = in_a->second.first / a.steps;
+      r.us_a = in_a->second.second / a.steps;
+    }
+    if (in_b != b.rows.end()) {
+      r.calls_b = in_b->second.first / b.steps;
+      r.us_b = in_b->second.second / b.steps;
+    }
+    r.status = in_a == a.rows.end() ? "added" : (in_b == b.rows.end() ? "removed" : "both");
+    if (r.where == "host" && r.status == "both") {
+      r.shapes_only_a = only_in(a.shapes[r.name], b.shapes[r.name]);
+      r.shapes_only_b = only_in(b.shapes[r.name], a.shapes[r.name]);
+    }
+    d.rows.push_back(std::move(r));
+  }
+  std::stable_sort(d.rows.begin(), d.rows.end(), [](const DiffRow& x, const DiffRow& y) {
+    return std::fabs(x.delta_us()) > std::fabs(y.delta_us());
+  });
+  d.text = report_text(d);
+  d.csv = report_csv(d);
+  if (!csv_file.empty()) {
+    fs::path p(csv_file);
+    std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    base::UniqueFd dir_fd(base::open_directory_at(AT_FDCWD, dir));
+    d.error = dir_fd.valid()
+                  ? base::write_file_atomically_at(dir_fd.get(), p.filename().string(), d.csv, csv_file, 0644)
+                  : "cannot open the directory '" + dir + "' for '" + csv_file + "'";
+  }
+  return d;
+}
+
+}  // namespace trainprof
