@@ -255,6 +255,9 @@ TEST(IncidentReport, NamesTheCollectiveSomeRanksEnteredAndTheOthersDidNot) {
       std::string::npos)
       << text;
   EXPECT_EQ(text.find("thread 101"), std::string::npos) << "only its main thread" << text;
+  // The same progress in a slow step's incident: the ranks were moving, nobody is stuck.
+  for (analysis::IncidentRank& rank : ranks) rank.trigger = "slow_step";
+  EXPECT_TRUE(analysis::incident_report(ranks).stuck.empty());
 }
 
 }  // namespace

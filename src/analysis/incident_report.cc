@@ -81,6 +81,9 @@ IncidentReport incident_report(const std::vector<IncidentRank>& ranks) {
   for (int rank = 0; rank < report.world_size; ++rank) {
     if (dumped.count(rank) == 0) report.not_dumped.push_back(rank);
   }
+  // Only a hung job stands still: in any other incident the ranks go on
+  // while they dump, and one a collective ahead of the others is not stuck.
+  if (report.trigger != "hang") return report;
   // Per group: each member's progress.
   std::map<std::string, std::map<int, const IncidentRank::Group*>> by_group;
   for (const IncidentRank& r : ranks) {

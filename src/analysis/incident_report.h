@@ -7,7 +7,9 @@
 // entered, the last returned). Members call a group's collectives in the
 // same order, so the highest sequence entered in a group is one collective:
 // the ranks inside it (entered, not returned) wait for the members that
-// never entered it, which are the ranks to look at.
+// never entered it, which are the ranks to look at. Only in a hang: in any
+// other incident the ranks go on while they dump, and their progress
+// differs by the moment each one dumped.
 #ifndef TRAINPROF_ANALYSIS_INCIDENT_REPORT_H_
 #define TRAINPROF_ANALYSIS_INCIDENT_REPORT_H_
 
