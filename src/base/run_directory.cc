@@ -86,7 +86,7 @@ std::string host_name() {
   return buf;
 }
 
-std::string run_directory_name(const std::string& prefix, uint64_t realtime_ns) {
+std::string local_stamp(uint64_t realtime_ns) {
   time_t secs = static_cast<time_t>(realtime_ns / 1000000000ull);
   unsigned millis = static_cast<unsigned>((realtime_ns / 1000000ull) % 1000);
   tm local{};
@@ -94,7 +94,11 @@ std::string run_directory_name(const std::string& prefix, uint64_t realtime_ns) 
   char stamp[64];
   std::snprintf(stamp, sizeof(stamp), "%04d%02d%02d%02d%02d%02d%03u", local.tm_year + 1900, local.tm_mon + 1,
                 local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec, millis);
-  return prefix + "_" + stamp + "_trainprof";
+  return stamp;
+}
+
+std::string run_directory_name(const std::string& prefix, uint64_t realtime_ns) {
+  return prefix + "_" + local_stamp(realtime_ns) + "_trainprof";
 }
 
 std::string absolute_path(const std::string& path) {

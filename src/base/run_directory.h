@@ -23,7 +23,10 @@ RankInfo detect_rank();
 
 std::string host_name();
 
-// "{prefix}_{yyyymmddHHMMSSmmm}_trainprof" for `realtime_ns`.
+// "yyyymmddHHMMSSmmm", local time, for `realtime_ns`.
+std::string local_stamp(uint64_t realtime_ns);
+
+// "{prefix}_{local_stamp}_trainprof" for `realtime_ns`.
 std::string run_directory_name(const std::string& prefix, uint64_t realtime_ns);
 
 // `path` made absolute against the current directory now, so that a later

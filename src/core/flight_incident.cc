@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 
 #include "base/json_limits.h"
 #include "base/run_directory.h"
@@ -42,18 +41,6 @@ std::vector<std::string> list_directory(const std::string& dir) {
   }
   closedir(d);
   return names;
-}
-
-std::string local_stamp() {
-  uint64_t now = detail::realtime_now_ns();
-  time_t secs = static_cast<time_t>(now / 1'000'000'000ull);
-  tm local{};
-  localtime_r(&secs, &local);
-  char text[64];
-  std::snprintf(text, sizeof(text), "%04d%02d%02d%02d%02d%02d%03u", local.tm_year + 1900, local.tm_mon + 1,
-                local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec,
-                static_cast<unsigned>((now / 1'000'000ull) % 1000));
-  return text;
 }
 
 // Creates `name` in `dir` exclusively (never through a link). False when it was there, or cannot be made.
@@ -111,11 +98,6 @@ bool IncidentBoard::read_announcement(const std::string& key, Incident* incident
   return true;
 }
 
-bool IncidentBoard::announced(const std::string& key) const {
-  struct stat st;
-  return ::stat((incidents_dir_ + "/" + key).c_str(), &st) == 0;
-}
-
 bool IncidentBoard::announce(const std::string& key, const nlohmann::json& trigger, Incident* incident,
                              std::string* error) {
   seen_.insert(key);
@@ -125,7 +107,7 @@ bool IncidentBoard::announce(const std::string& key, const nlohmann::json& trigg
   base::UniqueFd incidents(base::make_directory_at(AT_FDCWD, incidents_dir_, incidents_dir_, error));
   if (!incidents.valid()) return false;
   // The directory first, then the announcement: a rank that reads it finds the directory.
-  std::string dir_name = "flight_incident_" + local_stamp() + "_" + key;
+  std::string dir_name = "flight_incident_" + base::local_stamp(detail::realtime_now_ns()) + "_" + key;
   std::string dir = output_path_ + "/" + dir_name;
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     *error = "cannot create '" + dir + "': " + std::strerror(errno);

@@ -53,8 +53,6 @@ class IncidentBoard {
   // False, with `error`, when nothing could be made.
   bool announce(const std::string& key, const nlohmann::json& trigger, Incident* incident,
                 std::string* error);
-  // Whether `key` is announced already.
-  bool announced(const std::string& key) const;
 
   // Incidents announced since the last poll (by any rank; the caller knows
   // which it took part in).
