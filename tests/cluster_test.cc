@@ -344,6 +344,10 @@ TEST(Cluster, MissingRanksAndUnmatchedCollectivesAreCounted) {
   EXPECT_EQ(r.unmatched, 5u);
   std::string text = straggler_text(r);
   EXPECT_NE(text.find("Missing: rank(s) 1 "), std::string::npos) << text;
+  // Gaps before the first rank there and after the last, in a larger world.
+  ranks.erase(ranks.begin());  // ranks 2 and 3 remain
+  for (RankSummary& s : ranks) s.world_size = 6;
+  EXPECT_EQ(find_straggler(ranks).missing_ranks, (std::vector<int>{0, 1, 4, 5}));
 }
 
 TEST(Cluster, RanksThatEndedAbnormallyOrEarlyAreNamed) {
@@ -411,6 +415,12 @@ TEST(RankSummary, DamagedSummariesAreRefusedWithAReason) {
   std::string outside = ok;
   outside.replace(outside.find("\"rank\":0"), 8, "\"rank\":5");
   EXPECT_NE(parse_rank_summary(outside, &s).find("outside the world"), std::string::npos);
+  // A world size no job has would make the cluster pass list billions of
+  // missing ranks (fuzzing found it taking minutes).
+  std::string huge = ok;
+  huge.replace(huge.find("\"world_size\":2"), 14, "\"world_size\":2000000000");
+  EXPECT_NE(parse_rank_summary(huge, &s).find("over 2^24"), std::string::npos)
+      << parse_rank_summary(huge, &s);
   std::string bad_group = ok;
   bad_group.replace(bad_group.find("[0,1,\"MPI_Allreduce\""), 3, "[7,");
   EXPECT_NE(parse_rank_summary(bad_group, &s).find("group 7"), std::string::npos)
@@ -525,6 +535,30 @@ TEST(CommunicationJson, EachMembersCollectiveWaitIsTheLastArrivalMinusItsOwn) {
       EXPECT_DOUBLE_EQ(time->at("Transit Time(ms)").get<double>(), 45.0) << rank;
     }
   }
+}
+
+TEST(CommunicationJson, GroupNamesHoldingTheKeysSeparatorsAreTheirOwnGroups) {
+  // A process group may be named anything: "a@b-total@c" holds the '@' that
+  // ends a matrix key's operation and the "-total" that marks a sum. The
+  // cluster matrix still finds the group (it threw before) and sums only the
+  // totals.
+  std::vector<RankSummary> ranks = world(2, 1, [](int rank, int) { return 10.0 + 20.0 * rank; });
+  for (RankSummary& s : ranks) {
+    s.host = "node";
+    s.groups[0].name = "a@b-total@c";
+  }
+  std::vector<CommTiming> all = comm_timings(ranks);
+  ASSERT_EQ(all.size(), 2u);
+  nlohmann::json cluster = nlohmann::json::parse(exporter::cluster_communication_matrix_json(all));
+  const nlohmann::json& step = cluster.at("(0, 1)").at("step0");
+  ASSERT_TRUE(step.contains("Total Op Info@a@b-total@c")) << step.dump();
+  EXPECT_TRUE(step.contains("allreduce-top1@a@b-total@c"));
+  // Both ranks' own links, summed once from the "-total" entry alone.
+  EXPECT_DOUBLE_EQ(step.at("Total Op Info@a@b-total@c").at("0-0").at("Transit Size(MB)").get<double>(),
+                   step.at("allreduce-total@a@b-total@c").at("0-0").at("Transit Size(MB)").get<double>());
+  std::vector<const CommTiming*> rank0{&all[0]};
+  nlohmann::json own = nlohmann::json::parse(exporter::rank_communication_matrix_json(rank0));
+  EXPECT_TRUE(own.at("step0").at("collective").contains("allreduce-top1@a@b-total@c"));
 }
 
 TEST(Cluster, ALinkFarBelowItsLikeIsSlow) {

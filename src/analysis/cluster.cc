@@ -311,9 +311,13 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     r.clock_error_ns = std::max(r.clock_error_ns, s->clock_error_ns);
     if (!s->clock_problem.empty()) r.clock_problems.emplace_back(rank, s->clock_problem);
   }
-  for (int k = 0; k < r.world_size; ++k) {
-    if (by_rank.count(k) == 0) r.missing_ranks.push_back(k);
+  // The gaps between the ranks there (sorted), without a lookup per rank of the world.
+  int next = 0;
+  for (const auto& [rank, s] : by_rank) {
+    for (; next < std::min(rank, r.world_size); ++next) r.missing_ranks.push_back(next);
+    next = std::max(next, rank + 1);
   }
+  for (; next < r.world_size; ++next) r.missing_ranks.push_back(next);
   for (const auto& [rank, s] : by_rank) {
     if (s->end == "killed") r.killed_ranks.push_back(rank);
     if (s->end == "signal") r.signaled_ranks.push_back(rank);

@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "base/run_directory.h"
+
 namespace trainprof::analysis {
 namespace {
 
@@ -51,7 +53,9 @@ bool parse_incident_rank(const nlohmann::json& flight, IncidentRank* r) {
   r->reason = text(flight, "reason");
   r->key = text(*incident, "key");
   r->announced_by = static_cast<int>(integer(*incident, "announced_by", -1));
-  r->world_size = static_cast<int>(integer(*incident, "world_size", 1));
+  // A damaged world size is left out rather than listed rank by rank.
+  int64_t world_size = integer(*incident, "world_size", 1);
+  r->world_size = world_size >= 1 && world_size <= base::kMaxWorldSize ? static_cast<int>(world_size) : 1;
   r->groups.clear();
   auto groups = flight.find("collectives");
   if (groups != flight.end() && groups->is_array()) {

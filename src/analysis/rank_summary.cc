@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "base/json_limits.h"
+#include "base/run_directory.h"
 #include "raw/format.h"
 
 namespace trainprof::analysis {
@@ -214,6 +215,8 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
       s.data_wait_separate = j.at("data_wait_separate").get<bool>();
     }
     if (s.rank < 0 || s.world_size <= s.rank) return "rank " + std::to_string(s.rank) + " outside the world";
+    if (s.world_size > base::kMaxWorldSize)
+      return "world size " + std::to_string(s.world_size) + " over 2^24";
     for (const json& st : j.at("steps")) {
       RankStep step;
       StepTraceRow& r = step.row;

@@ -25,7 +25,7 @@ bool parse_int(const char* text, int* out) {
   if (text == nullptr || *text == '\0') return false;
   char* end = nullptr;
   long v = std::strtol(text, &end, 10);
-  if (*end != '\0' || v < 0 || v > 1000000000) return false;
+  if (*end != '\0' || v < 0 || v > kMaxWorldSize) return false;
   *out = static_cast<int>(v);
   return true;
 }
@@ -41,7 +41,7 @@ std::atomic<const char*> g_runtime_source{nullptr};
 namespace trainprof::detail {
 
 void set_runtime_rank(int rank, int world_size, const char* source) noexcept {
-  if (rank < 0 || world_size <= rank) return;
+  if (rank < 0 || world_size <= rank || world_size > base::kMaxWorldSize) return;
   base::g_runtime_source.store(source, std::memory_order_relaxed);
   base::g_runtime_rank.store(static_cast<uint64_t>(static_cast<uint32_t>(rank)) |
                                  static_cast<uint64_t>(static_cast<uint32_t>(world_size)) << 32,

@@ -12,6 +12,12 @@ namespace trainprof::base {
 // Rank and world size: those a communication runtime gave
 // (set_runtime_rank), else from the launcher's environment: RANK/WORLD_SIZE,
 // OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS (first found).
+// The largest world a rank, a rank summary or an incident may name (16.7 M
+// ranks, far above any job run today): what reads a world size from outside
+// bytes refuses more, so a damaged file cannot make it list billions of
+// missing ranks.
+constexpr int kMaxWorldSize = 1 << 24;
+
 struct RankInfo {
   int rank = 0;
   int world_size = 1;

@@ -208,8 +208,17 @@ std::string op_type(const std::string& operation) {
   return type;
 }
 
-// A rank's matrix entries: (step, kind, key) -> links within the group.
-using RankMatrix = std::map<std::tuple<std::string, std::string, std::string>, Links>;
+// One matrix entry's links within its group. The group and whether it sums
+// the instances are kept beside the key: names may hold '@' or "-total",
+// so the key text cannot be parsed back.
+struct MatrixEntry {
+  std::string group;
+  bool total = false;
+  Links links;
+};
+
+// A rank's matrix entries: (step, kind, key) -> its entry.
+using RankMatrix = std::map<std::tuple<std::string, std::string, std::string>, MatrixEntry>;
 
 RankMatrix rank_matrix(const std::vector<const CommTiming*>& mine) {
   // (step, kind, type, group) -> instances, each with its bandwidth.
@@ -231,7 +240,8 @@ RankMatrix rank_matrix(const std::vector<const CommTiming*>& mine) {
     if (n >= 2) picks.emplace_back("bottom2", n - 2);
     if (n >= 3) picks.emplace_back("bottom3", n - 3);
     for (const auto& [label, index] : picks)
-      out[{step, kind_name, type + "-" + label + "@" + group}] = list[index].second;
+      out[{step, kind_name, type + "-" + label + "@" + group}] =
+          MatrixEntry{group, false, list[index].second};
     Links total;
     for (const auto& [bandwidth, links] : list) {
       for (const auto& [ends, link] : links) {
@@ -242,13 +252,9 @@ RankMatrix rank_matrix(const std::vector<const CommTiming*>& mine) {
     }
     for (auto& [ends, link] : total)
       link.transport = list.front().second.count(ends) ? list.front().second.at(ends).transport : "LOCAL";
-    out[{step, kind_name, type + "-total@" + group}] = total;
+    out[{step, kind_name, type + "-total@" + group}] = MatrixEntry{group, true, std::move(total)};
   }
   return out;
-}
-
-bool is_total(const std::string& key) {
-  return key.find("-total@") != std::string::npos;
 }
 
 // Per (group, kind), the tuple text of the ranks with operations of that
@@ -278,11 +284,11 @@ std::string rank_communication_json(const std::vector<const CommTiming*>& mine) 
 
 std::string rank_communication_matrix_json(const std::vector<const CommTiming*>& mine) {
   json out = json::object();
-  for (const auto& [key, links] : rank_matrix(mine)) {
+  for (const auto& [key, entry] : rank_matrix(mine)) {
     const auto& [step_name, kind_name, op] = key;
     json& step = out[step_name];
     if (!step.contains("collective")) step = {{"collective", json::object()}, {"p2p", json::object()}};
-    step[kind_name][op] = links_json(links, !is_total(op));
+    step[kind_name][op] = links_json(entry.links, !entry.total);
   }
   return base::json_text(out, 1) + "\n";
 }
@@ -370,18 +376,19 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
     any_of_group.emplace(t.group, &t);
   }
   // (tuple, step, key) -> links in world ranks, summed over the ranks.
-  std::map<std::tuple<std::string, std::string, std::string>, Links> merged;
+  std::map<std::tuple<std::string, std::string, std::string>, MatrixEntry> merged;
   for (const auto& [rank, mine] : by_rank) {
-    for (const auto& [key, links] : rank_matrix(mine)) {
+    for (const auto& [key, entry] : rank_matrix(mine)) {
       const auto& [step, kind_name, op] = key;
-      std::string group = op.substr(op.rfind('@') + 1);
-      const std::vector<int32_t>& world = *any_of_group.at(group)->group_ranks;
+      const std::vector<int32_t>& world = *any_of_group.at(entry.group)->group_ranks;
       auto global = [&world](int local) {
         return local >= 0 && local < static_cast<int>(world.size()) ? world[local] : local;
       };
-      Links& into = merged[{tuples.at({group, kind_name}), step, op}];
-      for (const auto& [ends, link] : links) {
-        Link& sum = into[{global(ends.first), global(ends.second)}];
+      MatrixEntry& into = merged[{tuples.at({entry.group, kind_name}), step, op}];
+      into.group = entry.group;
+      into.total = entry.total;
+      for (const auto& [ends, link] : entry.links) {
+        Link& sum = into.links[{global(ends.first), global(ends.second)}];
         sum.transport = link.transport;
         sum.op_name = link.op_name;
         sum.mb += link.mb;
@@ -400,7 +407,7 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
   out += "{";
   const std::string* tuple_now = nullptr;
   const std::string* step_now = nullptr;
-  for (const auto& [key, links] : merged) {
+  for (const auto& [key, entry] : merged) {
     const auto& [tuple, step, op] = key;
     bool new_tuple = tuple_now == nullptr || tuple != *tuple_now;
     bool new_step = new_tuple || step != *step_now;
@@ -412,12 +419,12 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
     if (new_tuple) out += "\n" + quoted(tuple) + ": {";
     if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + quoted(step) + ": {";
     out += std::string(new_step ? "" : ",") + "\n  " + quoted(op) + ": " +
-           base::json_text(links_json(links, true));
+           base::json_text(links_json(entry.links, true));
     tuple_now = &tuple;
     step_now = &step;
-    if (is_total(op)) {
-      Links& total = totals[op.substr(op.rfind('@') + 1)];
-      for (const auto& [ends, link] : links) {
+    if (entry.total) {
+      Links& total = totals[entry.group];
+      for (const auto& [ends, link] : entry.links) {
         Link& sum = total[ends];
         sum.transport = link.transport;
         sum.op_name = link.op_name;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -33,10 +34,14 @@ std::string shorten(const std::string& s, size_t width) {
   return one_line.size() <= width ? one_line : one_line.substr(0, width - 3) + "...";
 }
 
-template <typename... Args>
-void append(std::string& out, const char* format, Args... args) {
+// printf's checks apply to every call (the format attribute), which a
+// variadic template would lose.
+[[gnu::format(printf, 2, 3)]] void append(std::string& out, const char* format, ...) {
   char line[512];
-  std::snprintf(line, sizeof(line), format, args...);
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof(line), format, args);
+  va_end(args);
   out += line;
 }
 
