@@ -9,7 +9,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "test_util.h"
@@ -148,6 +150,67 @@ TEST(Cli, DiffRanksWhatChangedTheStep) {
   r = run({"diff", a, two.path()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("is not one run directory (2 runs at or below it)"), std::string::npos) << r.output;
+}
+
+// A recorded loop whose step waits 2 ms for a batch, computes 8 ms in a
+// range, and does a little outside every range: its critical path is those
+// three, in that order, and covers each step.
+TEST(Cli, TheCriticalPathOfEachStepIsWrittenAndSummarized) {
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  o.data_process = true;
+  Profiler prof(o);
+  for (int s = 0; s < 4; ++s) {
+    {
+      DataStage wait("loader", kStageLoaderWait);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    {
+      TRAINPROF_RANGE("compute");
+      std::this_thread::sleep_for(std::chrono::milliseconds(8));
+    }
+    prof.step();
+  }
+  prof.stop();
+  std::string run_dir = prof.last_run().run_dir;
+  auto r = run({"analyse", run_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string table = test::read_text(run_dir + "/PROFILER_OUTPUT/critical_path.csv");
+  ASSERT_EQ(
+      table.rfind(
+          "Step,Kind,Name,Thread Id,Device Id,Stream Id,Start Time(us),Duration(us),Step Share(%)\r\n", 0),
+      0u)
+      << table;
+  std::map<std::string, double> share_of_step;       // step -> summed share
+  std::map<std::string, std::string> kinds_of_step;  // step -> its kinds in order
+  std::istringstream lines(table);
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f;
+    std::istringstream fields(line);
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 9u) << line;
+    share_of_step[f[0]] += std::stod(f[8]);
+    if (f[1] == "host untracked") continue;  // between the two: the loop's own few microseconds
+    std::string& kinds = kinds_of_step[f[0]];
+    std::string kind = f[1] + (f[2].empty() ? "" : ":" + f[2]);
+    if (kinds.rfind(kind) == std::string::npos || kinds.rfind(kind) + kind.size() != kinds.size())
+      kinds += (kinds.empty() ? "" : " ") + kind;
+  }
+  ASSERT_GE(share_of_step.size(), 3u) << table;
+  for (const std::string step :
+       {"1", "2"}) {  // whole steps: the first began at start(), one is open at stop()
+    double share = share_of_step[step];
+    EXPECT_NEAR(share, 100.0, 0.05) << "step " << step << " is covered once\n" << table;
+    EXPECT_EQ(kinds_of_step[step], "data wait:loader host:compute");
+  }
+  r = run({"summary", run_dir});
+  EXPECT_NE(r.output.find("critical path (what decided the steps' length, critical_path.csv): host "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("longest on it: compute (host)"), std::string::npos) << r.output;
 }
 
 TEST(Cli, FailuresAreListedAndExitOne) {

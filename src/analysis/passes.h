@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -206,6 +207,10 @@ class StepTraceAccumulator {
 
 // The whole model as one window.
 std::vector<StepTraceRow> step_trace(const TraceModel& model);
+
+// torch's DataLoader wraps each fetch of a batch in a range of this name:
+// the loop waiting for data.
+bool is_data_loader_fetch(std::string_view name);
 
 // Length of the union of [start, end) intervals added in start order, kept
 // as it goes (no list of intervals: a step can hold millions).

@@ -30,6 +30,11 @@
 
 namespace trainprof::analysis {
 
+bool is_data_loader_fetch(std::string_view name) {
+  // "enumerate(DataLoader)#<its iterator class>.__next__"
+  return name.starts_with("enumerate(DataLoader)#");
+}
+
 void UnionLength::add(uint64_t start, uint64_t end) {
   if (open_ && start <= end_) {
     end_ = std::max(end_, end);
@@ -114,10 +119,6 @@ Intervals clipped(const Intervals& a, uint64_t start, uint64_t end) {
   return out;
 }
 
-// torch's DataLoader wraps each fetch of a batch in a range named
-// "enumerate(DataLoader)#<its iterator class>.__next__".
-constexpr std::string_view kDataLoaderFetchPrefix = "enumerate(DataLoader)#";
-
 // The loop's waits for data overlapping [start, end), joined, in start
 // order: the data stages marked as a wait (the LibTorch loader wrapper's,
 // Python's DataLoader stages, any a user marks so) and torch's DataLoader
@@ -131,7 +132,7 @@ Intervals data_waits(const TraceModel& m, uint64_t start, uint64_t end) {
   std::vector<bool> fetch(m.keys.size());
   bool any_fetch = false;
   for (size_t k = 0; k < m.keys.size(); ++k) {
-    fetch[k] = !m.keys[k].is_step && m.name(m.keys[k].name).starts_with(kDataLoaderFetchPrefix);
+    fetch[k] = !m.keys[k].is_step && is_data_loader_fetch(m.name(m.keys[k].name));
     any_fetch = any_fetch || fetch[k];
   }
   for (const ThreadSlices& t : m.threads) {

@@ -199,6 +199,30 @@ std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& row
   return csv.commit();
 }
 
+std::string write_critical_path(const analysis::TraceModel& model,
+                                const std::vector<analysis::PathSegment>& path, const OutputPath& path_file) {
+  CsvBuilder csv(path_file);
+  header(csv, {"Step", "Kind", "Name", "Thread Id", "Device Id", "Stream Id", "Start Time(us)",
+               "Duration(us)", "Step Share(%)"});
+  std::map<int64_t, uint64_t> step_ns;
+  for (const analysis::StepWindow& w : model.steps) step_ns[w.number] = w.end_ns - w.start_ns;
+  const auto offset = static_cast<uint64_t>(model.realtime_offset_ns);
+  for (const analysis::PathSegment& s : path) {
+    uint64_t length = step_ns.count(s.step) ? step_ns[s.step] : 0;
+    csv.field(std::to_string(s.step))
+        .field(analysis::path_kind_name(s.kind))
+        .field(model.name(s.name))
+        .field(s.tid != 0 ? std::to_string(s.tid) : std::string())
+        .field(s.device >= 0 ? std::to_string(s.device) : std::string())
+        .field(s.device >= 0 ? std::to_string(s.stream) : std::string())
+        .us(s.start_ns + offset)
+        .us(s.dur_ns)
+        .fixed(length > 0 ? 100.0 * static_cast<double>(s.dur_ns) / static_cast<double>(length) : 0.0, 3);
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
 // Memory sizes: MB = 2^20 bytes (6 decimals, about a byte), KB = 1024 bytes.
 constexpr double kBytesPerMB = 1024.0 * 1024.0;
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/critical_path.h"
 #include "analysis/gpu_kernels.h"
 #include "analysis/host_usage.h"
 #include "analysis/memory.h"
@@ -23,6 +24,10 @@ std::string write_dataset(const std::vector<analysis::DatasetRow>& rows, const O
 std::string write_kernel_details(const std::vector<analysis::KernelRow>& rows, int64_t realtime_offset_ns,
                                  const OutputPath& path);
 std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& rows, const OutputPath& path);
+// critical_path.csv: each step's path, a row per segment in time order
+// (start: realtime us; share: of the step's length).
+std::string write_critical_path(const analysis::TraceModel& model,
+                                const std::vector<analysis::PathSegment>& path, const OutputPath& path_file);
 // memory_record.csv and operator_memory.csv (profile_memory).
 std::string write_memory_record(const analysis::TraceModel& model, const OutputPath& path);
 std::string write_operator_memory(const analysis::TraceModel& model, const analysis::MemoryMatch& match,

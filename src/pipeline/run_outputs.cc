@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "analysis/critical_path.h"
 #include "analysis/gpu_kernels.h"
 #include "analysis/gpu_launches.h"
 #include "analysis/host_usage.h"
@@ -110,6 +111,7 @@ class WindowPasses {
     launches_.add_window(m);
     analysis::add_totals(m, &totals_);
     steps_.add_window(m, w.start_ns, w.end_ns);
+    path_.add_window(m);
     size_t first_report = next_report_;
     while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
     analysis::memory_operators(m, first_report, next_report_, &memory_names_);
@@ -125,16 +127,20 @@ class WindowPasses {
     analysis::finish_totals(m, &totals_);
     steps_.use_device_time(m);
     step_rows_ = steps_.finish();
+    path_segments_ = path_.finish(m);
   }
 
   const std::vector<analysis::SliceTotals>& totals() const { return totals_; }
   const std::vector<analysis::StepTraceRow>& step_rows() const { return step_rows_; }
   const std::vector<uint32_t>& memory_names() const { return memory_names_; }
+  const std::vector<analysis::PathSegment>& critical_path() const { return path_segments_; }
 
  private:
   analysis::SelfTimeAccumulator self_;
   analysis::LaunchAttribution launches_;
   analysis::StepTraceAccumulator steps_;
+  analysis::CriticalPathAccumulator path_;
+  std::vector<analysis::PathSegment> path_segments_;
   exporter::ChromeTraceWriter* trace_;
   exporter::PerfettoTraceWriter* perfetto_;
   exporter::DatabaseWriter* database_;
@@ -204,6 +210,11 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
     note(exporter::write_operator_details(analysis::operator_details(model, passes.totals()),
                                           out.file("operator_details.csv")));
     note(exporter::write_step_trace_time(passes.step_rows(), out.file("step_trace_time.csv")));
+    if (!passes.critical_path().empty()) {
+      note(exporter::write_critical_path(model, passes.critical_path(), out.file("critical_path.csv")));
+    } else {
+      unlinkat(out.fd, "critical_path.csv", 0);  // of an earlier analysis
+    }
     if (!model.data_stages.empty()) {
       note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
     } else {

@@ -272,6 +272,47 @@ void append_step_table(std::string& text, const std::vector<std::vector<std::str
   }
 }
 
+// What decided the steps' length: critical_path.csv summed over the steps,
+// per kind and the longest names on it.
+void append_critical_path(std::string& text, const fs::path& out) {
+  auto rows = exporter::read_csv_file((out / "critical_path.csv").string());
+  std::map<std::string, double> by_kind;
+  std::map<std::pair<std::string, std::string>, double> by_name;
+  double total = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i].size() < 8) continue;
+    double us = number(rows[i][7]);
+    by_kind[rows[i][1]] += us;
+    if (!rows[i][2].empty()) by_name[{rows[i][2], rows[i][1]}] += us;
+    total += us;
+  }
+  if (total <= 0) return;
+  auto largest_first = [](const auto& map) {
+    std::vector<std::pair<double, typename std::decay_t<decltype(map)>::key_type>> v;
+    for (const auto& [key, us] : map) v.emplace_back(us, key);
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    return v;
+  };
+  std::string kinds;
+  for (const auto& [us, kind] : largest_first(by_kind)) {
+    char part[64];
+    std::snprintf(part, sizeof(part), "%s%s %.1f %%", kinds.empty() ? "" : ", ", kind.c_str(),
+                  100.0 * us / total);
+    kinds += part;
+  }
+  append(text, "  critical path (what decided the steps' length, critical_path.csv): %s\n", kinds.c_str());
+  std::string names;
+  size_t shown = 0;
+  for (const auto& [us, key] : largest_first(by_name)) {
+    if (shown++ == 5) break;
+    char part[160];
+    std::snprintf(part, sizeof(part), "%s%s (%s) %.1f %%", names.empty() ? "" : ", ",
+                  shorten(key.first, 48).c_str(), key.second.c_str(), 100.0 * us / total);
+    names += part;
+  }
+  if (!names.empty()) append(text, "    longest on it: %s\n", names.c_str());
+}
+
 }  // namespace
 
 std::string summarize_run(const std::string& run_dir) {
@@ -305,16 +346,18 @@ std::string summarize_run(const std::string& run_dir) {
   if (steps.size() > 1) {
     if (gpu) append(text, "  (computing and free: the GPU's busy and idle time)\n");
     append_step_table(text, steps, peaks);
+    append_critical_path(text, out);
   } else {
     append(text, "  no steps recorded (call Profiler::step() once per training step)\n");
   }
   append_data_pipeline(text, out);
   append_host(text, out);
   std::string outputs;
-  for (const char* f : {"trace_view.json", "trace_view.pftrace", "op_statistic.csv", "operator_details.csv",
-                        "step_trace_time.csv", "dataset.csv", "memory_record.csv", "operator_memory.csv",
-                        "host_cpu_usage.csv", "host_mem_usage.csv", "host_disk_usage.csv",
-                        "host_network_usage.csv", "kernel_details.csv", "trainprof.db", "report.html"}) {
+  for (const char* f :
+       {"trace_view.json", "trace_view.pftrace", "op_statistic.csv", "operator_details.csv",
+        "step_trace_time.csv", "critical_path.csv", "dataset.csv", "memory_record.csv", "operator_memory.csv",
+        "host_cpu_usage.csv", "host_mem_usage.csv", "host_disk_usage.csv", "host_network_usage.csv",
+        "kernel_details.csv", "trainprof.db", "report.html"}) {
     if (fs::exists(out / f, ec)) outputs += std::string(outputs.empty() ? "" : ", ") + f;
   }
   append(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());
