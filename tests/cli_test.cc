@@ -206,6 +206,19 @@ TEST(Cli, TheCriticalPathOfEachStepIsWrittenAndSummarized) {
     EXPECT_NEAR(share, 100.0, 0.05) << "step " << step << " is covered once\n" << table;
     EXPECT_EQ(kinds_of_step[step], "data wait:loader host:compute");
   }
+  // The timeline's track of the path.
+  nlohmann::json trace = nlohmann::json::parse(test::read_text(run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+  bool track = false;
+  size_t compute_segments = 0;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name" &&
+        e.at("args").value("name", "") == "Critical path")
+      track = true;
+    if (e.value("cat", "") == "critical_path" && e.value("name", "") == "host: compute") ++compute_segments;
+  }
+  EXPECT_TRUE(track);
+  EXPECT_GE(compute_segments, 3u);  // one a step at least
+
   r = run({"summary", run_dir});
   EXPECT_NE(r.output.find("critical path (what decided the steps' length, critical_path.csv): host "),
             std::string::npos)

@@ -67,6 +67,8 @@ uint32_t comm_flight_track(uint32_t tid) {
 // runtime and driver calls on their calling thread, or, when that thread
 // recorded nothing else, and synchronizations, on one host track.
 constexpr uint32_t kGpuHostTrack = 0x08000000u;
+// The steps' critical path (analysis/critical_path.h), on a track of its own.
+constexpr uint32_t kCriticalPathTrack = 0x04000000u;
 uint32_t gpu_host_track(const analysis::GpuActivity& a) {
   return a.kind == raw::EventKind::kGpuApi && a.thread != 0 ? a.thread : kGpuHostTrack;
 }
@@ -159,6 +161,49 @@ class TraceWriter {
       case ItemType::kGpuFlowEnd: gpu_flow(m_.gpu[it.index], false); break;
     }
   }
+
+  // The critical path's track, and a flow arrow (cat "critical_path") from
+  // each segment to the next wherever the path moves to another thread or
+  // stream, bound to the slices on their own tracks.
+  void critical_path(const std::vector<analysis::PathSegment>& path) {
+    metadata("thread_name", kCriticalPathTrack, "name", "Critical path", 0, false);
+    metadata("thread_sort_index", kCriticalPathTrack, "sort_index", {}, -1, true);
+    int64_t flow_id = 0;
+    for (size_t i = 0; i < path.size(); ++i) {
+      const analysis::PathSegment& s = path[i];
+      std::string name = analysis::path_kind_name(s.kind);
+      if (s.name != 0) name += ": " + m_.name(s.name);
+      std::string json_name;
+      append_json_string(json_name, name);
+      event_head("X", "critical_path", nullptr, json_name, kCriticalPathTrack, s.start_ns);
+      key("dur");
+      append_us(buf_, static_cast<int64_t>(s.dur_ns));
+      key("args");
+      buf_ += '{';
+      key("Step", true);
+      append_int(buf_, s.step);
+      str("Kind", analysis::path_kind_name(s.kind));
+      buf_ += '}';
+      end_event();
+      if (i == 0 || path[i - 1].step != s.step || same_place(path[i - 1], s)) continue;
+      const analysis::PathSegment& before = path[i - 1];
+      ++flow_id;
+      event_head("s", "critical_path", nullptr, "\"critical_path\"", place_track(before), before.start_ns,
+                 before.device >= 0 ? before.device : -1);
+      num("id", flow_id);
+      end_event();
+      event_head("f", "critical_path", nullptr, "\"critical_path\"", place_track(s), s.start_ns,
+                 s.device >= 0 ? s.device : -1);
+      num("id", flow_id);
+      str("bp", "e");
+      end_event();
+    }
+  }
+  static bool same_place(const analysis::PathSegment& a, const analysis::PathSegment& b) {
+    return a.device == b.device && (a.device >= 0 ? a.stream == b.stream : a.tid == b.tid);
+  }
+  // A segment's own track: its stream in its device's process, or its thread.
+  static uint32_t place_track(const analysis::PathSegment& s) { return s.device >= 0 ? s.stream : s.tid; }
 
  private:
   // Slices are nearly every event: written from fragments built once per key.
@@ -750,10 +795,24 @@ void ChromeTraceWriter::add_window(const TraceModel& m, uint64_t end_ns) {
   }
 }
 
-ChromeTraceResult ChromeTraceWriter::finish() {
+ChromeTraceResult ChromeTraceWriter::finish(const std::vector<analysis::PathSegment>& critical_path) {
   State& st = *state_;
   st.write_others(std::numeric_limits<uint64_t>::max());
-  if (st.over) st.cut();
+  if (st.over) {
+    st.cut();
+  } else if (!critical_path.empty()) {
+    // About 300 bytes a segment with its flow: left out whole rather than cut.
+    if (st.out.offset() + st.writer.buffer().size() + 300 * critical_path.size() + State::kClosingReserve <=
+        st.size_limit) {
+      st.writer.critical_path(critical_path);
+      st.out.drain(st.writer.buffer());
+    } else {
+      st.result.cut_warning =
+          "trace_view.json: the critical path track was left out: it would pass the size limit "
+          "of " +
+          limit_text(st.size_limit) + " (critical_path.csv holds it)";
+    }
+  }
   std::string& buf = st.writer.buffer();
   buf += "\n]}\n";
   st.result.bytes = st.out.offset() + buf.size();

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "analysis/critical_path.h"
 #include "analysis/trace_model.h"
 #include "exporter/output_file.h"
 
@@ -36,8 +37,12 @@ class ChromeTraceWriter {
 
   // The window's own slices, and the other events that start before `end_ns`.
   void add_window(const analysis::TraceModel& model, uint64_t end_ns);
-  // The remaining events, the cut when the limit was reached; commits the file.
-  ChromeTraceResult finish();
+  // The remaining events, the cut when the limit was reached, and unless
+  // cut the steps' critical path (analysis/critical_path.h): a "Critical
+  // path" track of its segments, with a flow arrow on the threads' and
+  // streams' own tracks wherever the path moves between them; commits the
+  // file.
+  ChromeTraceResult finish(const std::vector<analysis::PathSegment>& critical_path = {});
 
  private:
   struct State;

@@ -201,7 +201,7 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
     }
   }
   if (trace) {
-    exporter::ChromeTraceResult trace_result = trace->finish();
+    exporter::ChromeTraceResult trace_result = trace->finish(passes.critical_path());
     if (!trace_result.cut_warning.empty()) add_warning(r, trace_result.cut_warning);
     note(trace_result.error);
   }
