@@ -343,14 +343,20 @@ TEST(Analysis, StepSelection) {
   RunAnalysis r = analyse_one(run, with_steps({2, 3}));
   ASSERT_TRUE(r.ok) << r.error;
   std::set<std::string> names;
+  std::set<int> path_steps;
   std::vector<double> losses;
   json trace = read_json(out(run, "trace_view.json"));  // must outlive the loop
   for (const json& e : trace["traceEvents"]) {
     if (e["ph"] == "C" && e["name"] == "loss") losses.push_back(e["args"].begin()->get<double>());
-    if (e["ph"] != "M" && e["ph"] != "C" && e.value("cat", "") != "dataset") names.insert(e["name"]);
+    if (e["ph"] != "M" && e["ph"] != "C" && e.value("cat", "") != "dataset" &&
+        e.value("cat", "") != "critical_path")
+      names.insert(e["name"]);
+    if (e.value("cat", "") == "critical_path" && e["ph"] == "X")
+      path_steps.insert(e["args"]["Step"].get<int>());
   }
   EXPECT_EQ(names, (std::set<std::string>{"ProfilerStep#2", "ProfilerStep#3", "step_2", "step_3", "work",
                                           "mark_2", "mark_3"}));
+  EXPECT_EQ(path_steps, (std::set<int>{2, 3}));    // the critical path of the chosen steps alone
   EXPECT_EQ(losses, (std::vector<double>{2, 3}));  // the scan's events are narrowed too
   EXPECT_EQ(by_name(read_csv(out(run, "dataset.csv")))["loader"][2], "2");  // Occurrences
   auto steps = read_csv(out(run, "step_trace_time.csv"));
