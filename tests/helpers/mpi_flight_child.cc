@@ -38,8 +38,10 @@ int main(int argc, char** argv) {
   trainprof::FlightRecorderOptions options;
   options.profiler.output_path = argv[1];
   options.hang_timeout_s = hang ? 2.0 : 0.0;
-  // The hung step is slow too once it ends: not a second incident here.
-  options.slow_step_factor = hang ? 0.0 : 3.0;
+  // The hung step is slow too once it ends: not a second incident here. The
+  // planted slow step is 150x the median; 25x keeps the scheduler's stalls
+  // of four busy ranks on two cores (tens of ms) from making another.
+  options.slow_step_factor = hang ? 0.0 : 25.0;
   options.dump_signal = 0;
   trainprof::FlightRecorder recorder(options);
   PMPI_Barrier(MPI_COMM_WORLD);  // lined up, unseen by the collector
