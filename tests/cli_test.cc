@@ -226,6 +226,74 @@ TEST(Cli, TheCriticalPathOfEachStepIsWrittenAndSummarized) {
   EXPECT_NE(r.output.find("longest on it: compute (host)"), std::string::npos) << r.output;
 }
 
+// Eight steps of: a wait for a batch of `wait_ms`, then "forward" holding
+// "op" (`op_ms`) and 2 ms more.
+std::string record_loop(const std::string& dir, int wait_ms, int op_ms) {
+  ProfilerOptions o;
+  o.output_path = dir;
+  o.data_process = true;
+  Profiler prof(o);
+  for (int s = 0; s < 8; ++s) {
+    if (wait_ms > 0) {
+      DataStage wait("loader", kStageLoaderWait);
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    }
+    {
+      TRAINPROF_RANGE("forward");
+      {
+        TRAINPROF_RANGE("op");
+        std::this_thread::sleep_for(std::chrono::milliseconds(op_ms));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    prof.step();
+  }
+  prof.stop();
+  return prof.last_run().run_dir;
+}
+
+// Each estimate against the run that makes the change for real: the loader
+// made instant, the operator (inside "forward") made twice as fast. The
+// median steps agree within 10 %.
+TEST(Cli, WhatIfEstimatesMatchTheRealChangeWithinTenPercent) {
+  TempDir dir;
+  std::string recorded = record_loop(dir.sub("a"), 4, 6);
+  WhatIfRequest hide;
+  hide.hide_data_wait = true;
+  WhatIfReport estimate = estimate_what_if(recorded, hide);
+  ASSERT_TRUE(estimate.ok()) << estimate.error;
+  EXPECT_EQ(estimate.change, "data wait hidden");
+  EXPECT_GE(estimate.steps_counted, 6u) << estimate.text;
+  WhatIfReport real =
+      estimate_what_if(record_loop(dir.sub("b"), 0, 6), hide);  // nothing to hide: as recorded
+  ASSERT_TRUE(real.ok()) << real.error;
+  EXPECT_NEAR(estimate.estimated_step_ms, real.median_step_ms, 0.1 * real.median_step_ms)
+      << estimate.text << real.text;
+  EXPECT_LT(estimate.estimated_step_ms, estimate.median_step_ms - 3.0) << estimate.text;
+
+  WhatIfRequest op;
+  op.faster = "op";
+  op.speedup = 2;
+  estimate = estimate_what_if(recorded, op);
+  ASSERT_TRUE(estimate.ok()) << estimate.error;
+  real = estimate_what_if(record_loop(dir.sub("c"), 4, 3), hide);
+  ASSERT_TRUE(real.ok()) << real.error;
+  EXPECT_NEAR(estimate.estimated_step_ms, real.median_step_ms, 0.1 * real.median_step_ms)
+      << estimate.text << real.text;
+  EXPECT_LT(estimate.estimated_step_ms, estimate.median_step_ms - 2.0) << estimate.text;
+
+  auto r = run({"whatif", recorded, "--faster", "op", "--speedup", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("what if op 3x faster:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("median step ("), std::string::npos) << r.output;
+  EXPECT_EQ(run({"whatif", recorded}).exit_code, 2);  // no change named
+  EXPECT_EQ(run({"whatif", recorded, "--faster", "op", "--speedup", "0"}).exit_code, 2);
+  EXPECT_EQ(run({"whatif", recorded, "--speedup", "2"}).exit_code, 2);
+  r = run({"whatif", dir.sub("missing"), "--hide-data-wait"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("holds no raw data"), std::string::npos) << r.output;
+}
+
 TEST(Cli, FailuresAreListedAndExitOne) {
   TempDir dir;
   record_run(dir.sub("runs"), 2);

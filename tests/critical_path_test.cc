@@ -12,6 +12,7 @@
 #include "analysis/critical_path.h"
 #include "analysis/timeline.h"
 #include "analysis/trace_model.h"
+#include "analysis/what_if.h"
 
 namespace trainprof::analysis {
 namespace {
@@ -167,6 +168,75 @@ TEST(CriticalPath, DataWaitsAndCommunicationAreTheirOwnKinds) {
                 "1 data wait loader [1100, 1400) thread 1",
                 "1 host compute [1400, 2000) thread 1",
             }));
+}
+
+// The re-timing, on the same steps: with no change every step keeps its
+// length; a change moves the step's end by what the dependencies let through.
+uint64_t estimate(const TraceModel& m, const WhatIf& change, const std::string& focus = "") {
+  CriticalPathAccumulator paths;
+  paths.set_focus(focus);
+  paths.add_window(m);
+  std::vector<StepEstimate> steps = what_if(m, paths, change);
+  EXPECT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps.empty() ? 0 : steps[0].recorded_ns, 1000u);
+  return steps.empty() ? 0 : steps[0].estimated_ns;
+}
+
+WhatIf faster(const std::string& name, double k) {
+  WhatIf w;
+  w.faster = name;
+  w.speedup = k;
+  return w;
+}
+
+TEST(WhatIf, WithNoChangeEveryStepKeepsItsLength) {
+  for (bool autograd : {true, false}) EXPECT_EQ(estimate(gpu_step(autograd), WhatIf{}), 1000u) << autograd;
+}
+
+TEST(WhatIf, AKernelOnThePathMovesTheStepsEndOneOffItDoesNot) {
+  // K3 (200 ns, waited for by the sync) twice as fast: the sync returns 100
+  // ns sooner. K1 (off the path, ends at 500) twice as fast: nothing.
+  EXPECT_EQ(estimate(gpu_step(true), faster("K3", 2)), 900u);
+  EXPECT_EQ(estimate(gpu_step(true), faster("K1", 2)), 1000u);
+  // Without thread 2, K1 and K2 are the path. K1 twice as fast runs
+  // [120, 310); K2, launched at 350, no longer queues: [350, 450); the sync
+  // took 305 ns after K2 ended and still does: it returns at 755, 150 sooner.
+  EXPECT_EQ(estimate(gpu_step(false), faster("K1", 2)), 850u);
+  // "forward" twice as fast ends at 150 and launches K1 at 50 (K1: [70,
+  // 450)); "optimizer" runs [150, 250) and launches K2 at 200, which queues
+  // behind K1 until 450; the sync, from 250, returns 305 after K2's end (550).
+  EXPECT_EQ(estimate(gpu_step(false), faster("forward", 2)), 950u);
+}
+
+TEST(WhatIf, DataWaitsCommunicationAndANestedOperator) {
+  TraceModel m;
+  m.strings = {"",        "ProfilerStep#0", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+               "compute", "MPI_Allreduce",  "aten::mm"};
+  auto range = [&m](uint32_t name, uint64_t start, uint64_t end, bool step = false) {
+    m.add_slice(make_slice(start, end - start, m.key_of({.tid = 1, .name = name, .is_step = step})));
+  };
+  // A fetch [0, 200), compute [200, 700) holding aten::mm [300, 500), an
+  // allreduce [700, 900), untracked [900, 1000).
+  range(1, 0, 1000, true);
+  range(2, 0, 200);
+  range(3, 200, 700);
+  range(5, 300, 500);
+  m.comm_calls.push_back(CommCall{700, 900, 8, 1, 4, 0, raw::kCommCollective, 0, -1, -1});
+  m.steps = {{0, 0, 1000}};
+  order_timeline(m);
+  WhatIf hidden;
+  hidden.hide_data_wait = true;
+  EXPECT_EQ(estimate(m, hidden), 800u);
+  WhatIf overlapped;
+  overlapped.overlap_communication = true;
+  EXPECT_EQ(estimate(m, overlapped), 800u);
+  hidden.overlap_communication = true;
+  EXPECT_EQ(estimate(m, hidden), 600u);
+  EXPECT_EQ(what_if_label(hidden), "data wait hidden, communication overlapped");
+  // aten::mm is inside "compute": found only with it as the focus.
+  EXPECT_EQ(estimate(m, faster("aten::mm", 2), "aten::mm"), 900u);
+  EXPECT_EQ(estimate(m, faster("aten::mm", 4), "aten::mm"), 850u);
+  EXPECT_EQ(estimate(m, faster("compute", 5)), 600u);
 }
 
 }  // namespace

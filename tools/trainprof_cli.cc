@@ -24,6 +24,7 @@
 #include "trainprof/analyse.h"
 #include "trainprof/diff.h"
 #include "trainprof/profiler.h"
+#include "trainprof/what_if.h"
 
 namespace {
 
@@ -40,6 +41,7 @@ const char* kMainHelp =
     "  cluster PATH   match the collectives of several ranks' runs, name the straggler\n"
     "  report PATH    write report.html: the analysed runs on one self-contained page\n"
     "  diff A B       compare two runs per step: what changed the step time\n"
+    "  whatif RUN     estimate the step time with some work made shorter\n"
     "  options        list the profiler's options: name, type, default, range, meaning\n"
     "\n"
     "options:\n"
@@ -350,6 +352,76 @@ int cmd_diff(const std::vector<std::string>& args) {
 }
 
 // ---------------------------------------------------------------------------
+// whatif
+
+const char* kWhatIfHelp =
+    "usage: trainprof whatif RUN [--hide-data-wait] [--overlap-communication]\n"
+    "                            [--faster NAME [--speedup K]]\n"
+    "\n"
+    "Estimates each step's time with some of its work made shorter, re-timed\n"
+    "through the dependencies its critical path follows (critical_path.csv):\n"
+    "each thread's order, launches, stream order and synchronizations. Work\n"
+    "off the critical path saves nothing; the rest of the step is held as\n"
+    "recorded. Reads the run's raw data.\n"
+    "\n"
+    "options:\n"
+    "  --hide-data-wait          the loop never waits for a batch\n"
+    "  --overlap-communication   communication costs the step nothing\n"
+    "  --faster NAME             every range, operator or kernel named NAME ...\n"
+    "  --speedup K               ... runs K times faster (default 2)\n"
+    "\n"
+    "exit status: 0 estimated, 1 the run missing or not readable, 2 bad usage\n";
+
+int cmd_whatif(const std::vector<std::string>& args) {
+  trainprof::WhatIfRequest request;
+  std::string run;
+  bool speedup_given = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kWhatIfHelp, stdout);
+      return kOk;
+    }
+    if (a == "--hide-data-wait") {
+      request.hide_data_wait = true;
+    } else if (a == "--overlap-communication") {
+      request.overlap_communication = true;
+    } else if (a == "--faster") {
+      if (i + 1 >= args.size() || args[i + 1].empty())
+        return usage_error("--faster needs a name", kWhatIfHelp);
+      request.faster = args[++i];
+    } else if (a == "--speedup") {
+      char* end = nullptr;
+      double k = i + 1 < args.size() ? std::strtod(args[i + 1].c_str(), &end) : 0.0;
+      if (i + 1 >= args.size() || end == args[i + 1].c_str() || *end != '\0' || !(k > 0) || k > 1e9)
+        return usage_error("--speedup needs a number above 0 (2: twice as fast)", kWhatIfHelp);
+      request.speedup = k;
+      speedup_given = true;
+      ++i;
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error("unknown option '" + a + "'", kWhatIfHelp);
+    } else if (run.empty()) {
+      run = a;
+    } else {
+      return usage_error("whatif takes one run", kWhatIfHelp);
+    }
+  }
+  if (run.empty()) return usage_error("whatif needs a run", kWhatIfHelp);
+  if (speedup_given && request.faster.empty())
+    return usage_error("--speedup needs --faster NAME", kWhatIfHelp);
+  if (!request.hide_data_wait && !request.overlap_communication && request.faster.empty())
+    return usage_error("say what changes: --hide-data-wait, --overlap-communication or --faster NAME",
+                       kWhatIfHelp);
+  trainprof::WhatIfReport r = trainprof::estimate_what_if(run, request);
+  if (!r.ok()) {
+    std::fprintf(stderr, "trainprof: %s\n", r.error.c_str());
+    return kFailed;
+  }
+  std::fputs(r.text.c_str(), stdout);
+  return kOk;
+}
+
+// ---------------------------------------------------------------------------
 // cluster
 
 int cmd_cluster(const std::vector<std::string>& args) {
@@ -495,6 +567,7 @@ int run_command(int argc, char** argv) {
   if (cmd == "cluster") return cmd_cluster(rest);
   if (cmd == "report") return cmd_report(rest);
   if (cmd == "diff") return cmd_diff(rest);
+  if (cmd == "whatif") return cmd_whatif(rest);
   if (cmd == "options") return cmd_options(rest);
   return usage_error("unknown command '" + cmd + "'", kMainHelp);
 }

@@ -7,105 +7,94 @@
 #include <unordered_map>
 
 #include "analysis/passes.h"
+#include "analysis/path_graph.h"
 #include "trainprof/dataset.h"
 
 namespace trainprof::analysis {
-namespace {
 
-// A host call that returns only when the device has done something: a
-// synchronization, or a copy that is not asynchronous.
 bool is_blocking_call(std::string_view name) {
   if (name.find("Synchronize") != std::string_view::npos) return true;
   bool copy = name.starts_with("cudaMemcpy") || name.starts_with("cuMemcpy");
   return copy && name.find("Async") == std::string_view::npos;
 }
 
-// Time on a host thread that is not the range around it: a wait for data, a
-// communication call, or a call blocked on the device (`device`: the
-// activity it waited for, -1 for none).
-struct Special {
-  uint64_t start_ns;
-  uint64_t end_ns;
-  PathKind kind;
-  uint32_t name;
-  int64_t device = -1;
-};
-
-struct ThreadView {
-  const std::vector<CriticalPathAccumulator::Range>* ranges = nullptr;
-  std::vector<Special> specials;  // in start order
-};
-
-// The last element of `v` (in start order) that starts before `t`, or null.
-template <typename T>
-const T* last_before(const std::vector<T>& v, uint64_t t) {
-  auto it = std::partition_point(v.begin(), v.end(), [t](const T& x) { return x.start_ns < t; });
-  return it == v.begin() ? nullptr : &*(it - 1);
-}
-
-// What the walk reads: the model's device activities per stream, launches
-// by correlation, and every thread's ranges and special times.
-class PathGraph {
- public:
-  PathGraph(const TraceModel& m,
-            const std::map<uint32_t, std::vector<CriticalPathAccumulator::Range>>& ranges)
-      : m_(m) {
-    std::vector<size_t> by_end;
-    std::unordered_map<uint32_t, size_t> device_by_correlation;
-    for (size_t i = 0; i < m.gpu.size(); ++i) {
-      const GpuActivity& a = m.gpu[i];
-      if (is_device_activity(a)) {
-        auto& lane = lanes_[{a.device, a.stream}];
-        position_[i] = {&lane, lane.size()};
-        lane.push_back(i);  // model.gpu is in start order
-        by_end.push_back(i);
-        if (a.correlation != 0) device_by_correlation.emplace(a.correlation, i);
-      } else if (a.kind == raw::EventKind::kGpuApi && a.correlation != 0) {
-        launch_by_correlation_.emplace(a.correlation, i);
-      }
-    }
-    std::stable_sort(by_end.begin(), by_end.end(),
-                     [&m](size_t a, size_t b) { return m.gpu[a].end_ns < m.gpu[b].end_ns; });
-    for (const auto& [tid, list] : ranges) threads_[tid].ranges = &list;
-    for (size_t i = 0; i < m.gpu.size(); ++i) {
-      const GpuActivity& a = m.gpu[i];
-      if (a.kind != raw::EventKind::kGpuApi || a.thread == 0 || !is_blocking_call(m.name(a.name))) continue;
-      // Its own copy when it has one, else the device activity that ended
-      // last before it returned.
-      int64_t device = -1;
-      if (auto own = device_by_correlation.find(a.correlation); own != device_by_correlation.end()) {
-        device = static_cast<int64_t>(own->second);
-      } else {
-        auto it = std::partition_point(by_end.begin(), by_end.end(),
-                                       [&m, &a](size_t d) { return m.gpu[d].end_ns <= a.end_ns; });
-        if (it != by_end.begin()) device = static_cast<int64_t>(*(it - 1));
-      }
-      threads_[a.thread].specials.push_back({a.start_ns, a.end_ns, PathKind::kSync, a.name, device});
-    }
-    for (const DataStageSlice& d : m.data_stages) {
-      if (m.name(d.stage) == kStageLoaderWait)
-        threads_[d.tid].specials.push_back(
-            {d.start_ns, d.start_ns + d.dur_ns, PathKind::kDataWait, d.operation});
-    }
-    for (const CommCall& c : m.comm_calls) {
-      if ((c.flags & raw::kCommCompletion) == 0)  // a span from post to completion is no call
-        threads_[c.tid].specials.push_back({c.start_ns, c.end_ns, PathKind::kCommunication, c.name});
-    }
-    for (auto& [tid, view] : threads_) {
-      std::stable_sort(view.specials.begin(), view.specials.end(),
-                       [](const Special& a, const Special& b) { return a.start_ns < b.start_ns; });
+PathGraph::PathGraph(const TraceModel& m,
+                     const std::map<uint32_t, std::vector<CriticalPathAccumulator::Range>>& ranges)
+    : m_(m) {
+  std::vector<size_t> by_end;
+  std::unordered_map<uint32_t, size_t> device_by_correlation;
+  for (size_t i = 0; i < m.gpu.size(); ++i) {
+    const GpuActivity& a = m.gpu[i];
+    if (is_device_activity(a)) {
+      auto& lane = lanes_[{a.device, a.stream}];
+      position_[i] = {&lane, lane.size()};
+      lane.push_back(i);  // model.gpu is in start order
+      by_end.push_back(i);
+      if (a.correlation != 0) device_by_correlation.emplace(a.correlation, i);
+    } else if (a.kind == raw::EventKind::kGpuApi && a.correlation != 0) {
+      launch_by_correlation_.emplace(a.correlation, i);
     }
   }
+  std::stable_sort(by_end.begin(), by_end.end(),
+                   [&m](size_t a, size_t b) { return m.gpu[a].end_ns < m.gpu[b].end_ns; });
+  for (const auto& [tid, list] : ranges) threads_[tid].ranges = &list;
+  for (const GpuActivity& a : m.gpu) {
+    if (a.kind != raw::EventKind::kGpuApi || a.thread == 0 || !is_blocking_call(m.name(a.name))) continue;
+    // Its own copy when it has one, else the device activity that ended
+    // last before it returned.
+    int64_t device = -1;
+    if (auto own = device_by_correlation.find(a.correlation); own != device_by_correlation.end()) {
+      device = static_cast<int64_t>(own->second);
+    } else {
+      auto it = std::partition_point(by_end.begin(), by_end.end(),
+                                     [&m, &a](size_t d) { return m.gpu[d].end_ns <= a.end_ns; });
+      if (it != by_end.begin()) device = static_cast<int64_t>(*(it - 1));
+    }
+    threads_[a.thread].specials.push_back({a.start_ns, a.end_ns, PathKind::kSync, a.name, device});
+  }
+  for (const DataStageSlice& d : m.data_stages) {
+    if (m.name(d.stage) == kStageLoaderWait)
+      threads_[d.tid].specials.push_back(
+          {d.start_ns, d.start_ns + d.dur_ns, PathKind::kDataWait, d.operation});
+  }
+  for (const CommCall& c : m.comm_calls) {
+    if ((c.flags & raw::kCommCompletion) == 0)  // a span from post to completion is no call
+      threads_[c.tid].specials.push_back({c.start_ns, c.end_ns, PathKind::kCommunication, c.name});
+  }
+  for (auto& [tid, view] : threads_) {
+    std::stable_sort(view.specials.begin(), view.specials.end(),
+                     [](const SpecialTime& a, const SpecialTime& b) { return a.start_ns < b.start_ns; });
+  }
+}
+
+const ThreadTimes* PathGraph::thread(uint32_t tid) const {
+  auto it = threads_.find(tid);
+  return it != threads_.end() ? &it->second : nullptr;
+}
+
+int64_t PathGraph::before_on_stream(size_t index) const {
+  auto it = position_.find(index);
+  if (it == position_.end() || it->second.index == 0) return -1;
+  return static_cast<int64_t>((*it->second.lane)[it->second.index - 1]);
+}
+
+const GpuActivity* PathGraph::launch_of(const GpuActivity& a) const {
+  auto it = launch_by_correlation_.find(a.correlation);
+  return it != launch_by_correlation_.end() ? &m_.gpu[it->second] : nullptr;
+}
+
+namespace {
+
+// Walks one step back from its end (analysis/critical_path.h).
+class PathWalk {
+ public:
+  explicit PathWalk(const PathGraph& graph) : g_(graph), m_(graph.model()) {}
 
   // The segments of the step [start_ns, end_ns) that ran on `step_tid`.
   void walk(int64_t step, uint64_t start_ns, uint64_t end_ns, uint32_t step_tid,
             std::vector<PathSegment>* out);
 
  private:
-  struct Position {
-    const std::vector<size_t>* lane;
-    size_t index;
-  };
   // The walk's place: a host thread, or a device activity (device >= 0).
   struct Place {
     uint32_t tid = 0;
@@ -113,7 +102,7 @@ class PathGraph {
   };
 
   // One step back on a host thread from `t`; returns the new time.
-  uint64_t back_on_host(const ThreadView* view, uint32_t tid, uint64_t t, uint64_t floor, bool step_thread,
+  uint64_t back_on_host(const ThreadTimes* view, uint32_t tid, uint64_t t, uint64_t floor, bool step_thread,
                         Place* place);
   uint64_t back_on_device(size_t index, uint64_t t, uint64_t floor, uint32_t step_tid, Place* place);
   void emit(PathKind kind, uint32_t name, uint32_t tid, const GpuActivity* on, uint64_t start, uint64_t end) {
@@ -129,25 +118,22 @@ class PathGraph {
     }
     s.start_ns = start;
     s.dur_ns = end - start;
-    steps_segments_.push_back(s);
+    segments_.push_back(s);
   }
 
+  const PathGraph& g_;
   const TraceModel& m_;
-  std::map<std::pair<int32_t, uint32_t>, std::vector<size_t>> lanes_;  // (device, stream) -> activities
-  std::unordered_map<size_t, Position> position_;
-  std::unordered_map<uint32_t, size_t> launch_by_correlation_;
-  std::map<uint32_t, ThreadView> threads_;
   int64_t step_ = 0;
-  std::vector<PathSegment> steps_segments_;  // the step's, last first
+  std::vector<PathSegment> segments_;  // the step's, last first
 };
 
-uint64_t PathGraph::back_on_host(const ThreadView* view, uint32_t tid, uint64_t t, uint64_t floor,
-                                 bool step_thread, Place* place) {
+uint64_t PathWalk::back_on_host(const ThreadTimes* view, uint32_t tid, uint64_t t, uint64_t floor,
+                                bool step_thread, Place* place) {
   static const std::vector<CriticalPathAccumulator::Range> kNone;
-  static const std::vector<Special> kNoSpecials;
+  static const std::vector<SpecialTime> kNoSpecials;
   const auto& ranges = view != nullptr && view->ranges != nullptr ? *view->ranges : kNone;
   const auto& specials = view != nullptr ? view->specials : kNoSpecials;
-  const Special* special = last_before(specials, t);
+  const SpecialTime* special = last_before(specials, t);
   if (special != nullptr && special->end_ns >= t) {  // inside it
     uint64_t begin = std::max(special->start_ns, floor);
     if (special->kind == PathKind::kSync && special->device >= 0) {
@@ -178,22 +164,19 @@ uint64_t PathGraph::back_on_host(const ThreadView* view, uint32_t tid, uint64_t 
   return begin;
 }
 
-uint64_t PathGraph::back_on_device(size_t index, uint64_t t, uint64_t floor, uint32_t step_tid,
-                                   Place* place) {
+uint64_t PathWalk::back_on_device(size_t index, uint64_t t, uint64_t floor, uint32_t step_tid, Place* place) {
   const GpuActivity& a = m_.gpu[index];
   uint64_t start = std::max(a.start_ns, floor);
   emit(PathKind::kDevice, a.name, 0, &a, start, std::min(t, a.end_ns));
   if (a.start_ns <= floor) return floor;
   // Held by the activity before it on its stream, or by its launch: the later.
-  const Position& at = position_.at(index);
-  const GpuActivity* before = at.index > 0 ? &m_.gpu[(*at.lane)[at.index - 1]] : nullptr;
-  auto launch_it = launch_by_correlation_.find(a.correlation);
-  const GpuActivity* launch =
-      launch_it != launch_by_correlation_.end() ? &m_.gpu[launch_it->second] : nullptr;
+  int64_t before_index = g_.before_on_stream(index);
+  const GpuActivity* before = before_index >= 0 ? &m_.gpu[static_cast<size_t>(before_index)] : nullptr;
+  const GpuActivity* launch = g_.launch_of(a);
   if (before != nullptr && (launch == nullptr || before->end_ns >= launch->start_ns)) {
     uint64_t ready = std::max(std::min(before->end_ns, a.start_ns), floor);
     emit(PathKind::kDeviceQueue, 0, 0, &a, ready, a.start_ns);
-    place->device = static_cast<int64_t>((*at.lane)[at.index - 1]);
+    place->device = before_index;
     return ready;
   }
   if (launch != nullptr) {
@@ -206,10 +189,10 @@ uint64_t PathGraph::back_on_device(size_t index, uint64_t t, uint64_t floor, uin
   return a.start_ns;
 }
 
-void PathGraph::walk(int64_t step, uint64_t start_ns, uint64_t end_ns, uint32_t step_tid,
-                     std::vector<PathSegment>* out) {
+void PathWalk::walk(int64_t step, uint64_t start_ns, uint64_t end_ns, uint32_t step_tid,
+                    std::vector<PathSegment>* out) {
   step_ = step;
-  steps_segments_.clear();
+  segments_.clear();
   Place place{step_tid, -1};
   uint64_t t = end_ns;
   // Each turn moves back in time or hands over once; the bound is a guard.
@@ -221,12 +204,10 @@ void PathGraph::walk(int64_t step, uint64_t start_ns, uint64_t end_ns, uint32_t 
       continue;
     }
     if (place.tid == 0) place.tid = step_tid;
-    auto view = threads_.find(place.tid);
-    t = back_on_host(view != threads_.end() ? &view->second : nullptr, place.tid, t, start_ns,
-                     place.tid == step_tid, &place);
+    t = back_on_host(g_.thread(place.tid), place.tid, t, start_ns, place.tid == step_tid, &place);
   }
   // Last first -> time order, neighbours of one kind, name and place joined.
-  for (auto it = steps_segments_.rbegin(); it != steps_segments_.rend(); ++it) {
+  for (auto it = segments_.rbegin(); it != segments_.rend(); ++it) {
     if (!out->empty()) {
       PathSegment& last = out->back();
       if (last.step == it->step && last.kind == it->kind && last.name == it->name && last.tid == it->tid &&
@@ -259,29 +240,39 @@ const char* path_kind_name(PathKind kind) {
 void CriticalPathAccumulator::add_window(const TraceModel& model) {
   for (const ThreadSlices& thread : model.threads) {
     uint64_t& open_end = open_end_[thread.tid];
-    std::vector<Range>* list = nullptr;
+    std::vector<Range>& list = outermost_[thread.tid];
     for (size_t i = thread.first_own; i < thread.slices.size(); ++i) {
       const Slice& s = thread.slices[i];
       if (model.is_step(s)) {
         step_thread_.emplace(model.step_number(s), thread.tid);
         continue;
       }
-      if (s.start_ns < open_end) continue;  // inside the open outermost range
-      if (list == nullptr) list = &outermost_[thread.tid];
+      bool focus = !focus_.empty() && model.name(model.name_id(s)) == focus_;
+      if (s.start_ns < open_end) {  // inside the open outermost range
+        uint64_t& focus_end = focus_end_[thread.tid];
+        if (focus && s.start_ns >= focus_end && !list.empty()) {
+          list.back().focus_ns += std::min(model.end(s), list.back().end_ns) - s.start_ns;
+          focus_end = model.end(s);
+        }
+        continue;
+      }
       uint32_t name = model.name_id(s);
-      list->push_back({s.start_ns, model.end(s), name, is_data_loader_fetch(model.name(name))});
+      list.push_back({s.start_ns, model.end(s), name, is_data_loader_fetch(model.name(name)),
+                      focus ? model.duration(s) : 0});
       open_end = model.end(s);
+      if (focus) focus_end_[thread.tid] = open_end;
     }
   }
 }
 
 std::vector<PathSegment> CriticalPathAccumulator::finish(const TraceModel& model) const {
   PathGraph graph(model, outermost_);
+  PathWalk walk(graph);
   std::vector<PathSegment> out;
   for (const StepWindow& w : model.steps) {
     auto tid = step_thread_.find(w.number);
     if (tid == step_thread_.end() || w.end_ns <= w.start_ns) continue;  // not a step of this selection
-    graph.walk(w.number, w.start_ns, w.end_ns, tid->second, &out);
+    walk.walk(w.number, w.start_ns, w.end_ns, tid->second, &out);
   }
   return out;
 }

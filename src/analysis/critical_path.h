@@ -56,6 +56,10 @@ struct PathSegment {
 // GPU activities, data stages and communication calls come from the scan.
 class CriticalPathAccumulator {
  public:
+  // Also sums, per outermost range, the time of the slices named `focus`
+  // in it (the outermost of them), for a what-if on an operator that runs
+  // inside other ranges (analysis/what_if.h). Call before the first window.
+  void set_focus(std::string focus) { focus_ = std::move(focus); }
   void add_window(const TraceModel& model);
   // Every step's segments, in step order, each step's in time order.
   std::vector<PathSegment> finish(const TraceModel& model) const;
@@ -64,10 +68,15 @@ class CriticalPathAccumulator {
     uint64_t start_ns;
     uint64_t end_ns;
     uint32_t name;
-    bool data_wait;  // torch's DataLoader fetch
+    bool data_wait;     // torch's DataLoader fetch
+    uint64_t focus_ns;  // of the slices named as the focus in it (all of it when it is one)
   };
+  const std::map<uint32_t, std::vector<Range>>& ranges() const { return outermost_; }
+  const std::map<int64_t, uint32_t>& step_threads() const { return step_thread_; }
 
  private:
+  std::string focus_;
+  std::map<uint32_t, uint64_t> focus_end_;            // per thread: the open focus slice's end
   std::map<uint32_t, std::vector<Range>> outermost_;  // by thread, in start order
   std::map<uint32_t, uint64_t> open_end_;             // per thread: the open outermost range's end
   std::map<int64_t, uint32_t> step_thread_;

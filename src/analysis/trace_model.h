@@ -242,7 +242,7 @@ struct TraceModel {
   // the reference rank still running when the run was analysed, or failed
   // (profiler_info.json's clock_sync.exchanges); "" when none is.
   std::string clock_problem;
-  bool closed_cleanly = true;     // every raw file ended with its final flush
+  bool closed_cleanly = true;  // every raw file ended with its final flush
   // About one operator call in this many was recorded (the run's
   // sample_operators): operators' counts and times are scaled by it.
   uint32_t operator_sampling = 1;

@@ -14,6 +14,7 @@
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/rank_summary.h"
+#include "analysis/what_if.h"
 #include "base/safe_file.h"
 #include "exporter/chrome_trace.h"
 #include "exporter/csv_tables.h"
@@ -92,6 +93,44 @@ std::string write_host_outputs(const analysis::TraceModel& model, const OutputDi
   return errors;
 }
 
+// The what-if estimates every analysis makes (analysis/what_if.h): the
+// loop's data waits hidden and its communication overlapped when they are on
+// the critical path, and the longest named range or device activity on it
+// twice as fast. The "what_if" array of profiler_info.json's analysis.
+json what_if_estimates(const analysis::TraceModel& model, const analysis::CriticalPathAccumulator& paths,
+                       const std::vector<analysis::PathSegment>& path) {
+  std::vector<analysis::WhatIf> changes;
+  auto on_path = [&path](analysis::PathKind kind) {
+    return std::any_of(path.begin(), path.end(),
+                       [kind](const analysis::PathSegment& s) { return s.kind == kind; });
+  };
+  analysis::WhatIf change;
+  change.hide_data_wait = true;
+  if (on_path(analysis::PathKind::kDataWait)) changes.push_back(change);
+  change = analysis::WhatIf();
+  change.overlap_communication = true;
+  if (on_path(analysis::PathKind::kCommunication)) changes.push_back(change);
+  for (const analysis::PathShare& s : analysis::path_shares(path)) {
+    if (s.name == 0 || (s.kind != analysis::PathKind::kHost && s.kind != analysis::PathKind::kDevice))
+      continue;
+    change = analysis::WhatIf();
+    change.faster = model.name(s.name);
+    change.speedup = 2.0;
+    changes.push_back(change);
+    break;
+  }
+  json out = json::array();
+  for (const analysis::WhatIf& change : changes) {
+    analysis::WhatIfSummary s = analysis::summarize_what_if(analysis::what_if(model, paths, change));
+    if (s.steps == 0) continue;
+    out.push_back({{"change", analysis::what_if_label(change)},
+                   {"steps", s.steps},
+                   {"median_step_ms", s.recorded_ms},
+                   {"estimated_step_ms", s.estimated_ms}});
+  }
+  return out;
+}
+
 // What the passes collect over the windows of a run (analysis/run_loader.h).
 class WindowPasses {
  public:
@@ -134,6 +173,7 @@ class WindowPasses {
   const std::vector<analysis::StepTraceRow>& step_rows() const { return step_rows_; }
   const std::vector<uint32_t>& memory_names() const { return memory_names_; }
   const std::vector<analysis::PathSegment>& critical_path() const { return path_segments_; }
+  const analysis::CriticalPathAccumulator& paths() const { return path_; }
 
  private:
   analysis::SelfTimeAccumulator self_;
@@ -231,6 +271,8 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   if (options.export_text) note(write_memory_outputs(model, passes.memory_names(), out, &memory));
   if (!memory.is_null()) (*extra)["memory"] = memory;
   if (options.export_text) note(write_host_outputs(model, out, extra));
+  if (!passes.critical_path().empty())
+    (*extra)["what_if"] = what_if_estimates(model, passes.paths(), passes.critical_path());
   if (!model.comm_calls.empty()) {
     note(base::write_file_atomically_at(
         out.fd, "rank_summary.json",

@@ -313,6 +313,26 @@ void append_critical_path(std::string& text, const fs::path& out) {
   if (!names.empty()) append(text, "    longest on it: %s\n", names.c_str());
 }
 
+// The what-if estimates of the analysis (profiler_info.json's).
+void append_what_if(std::string& text, const fs::path& out) {
+  std::string info_text =
+      base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
+  nlohmann::json info;
+  if (!base::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;
+  auto a = info.find("analysis");
+  if (a == info.end() || !a->is_object()) return;
+  auto w = a->find("what_if");
+  if (w == a->end() || !w->is_array() || w->empty()) return;
+  for (const nlohmann::json& e : *w) {
+    if (!e.is_object()) continue;
+    double recorded = e.value("median_step_ms", 0.0), estimated = e.value("estimated_step_ms", 0.0);
+    if (recorded <= 0) continue;
+    append(text, "  what if %s: median step %.3f ms -> %.3f ms (%+.1f %%)\n",
+           shorten(e.value("change", std::string()), 60).c_str(), recorded, estimated,
+           100.0 * (estimated - recorded) / recorded);
+  }
+}
+
 }  // namespace
 
 std::string summarize_run(const std::string& run_dir) {
@@ -347,6 +367,7 @@ std::string summarize_run(const std::string& run_dir) {
     if (gpu) append(text, "  (computing and free: the GPU's busy and idle time)\n");
     append_step_table(text, steps, peaks);
     append_critical_path(text, out);
+    append_what_if(text, out);
   } else {
     append(text, "  no steps recorded (call Profiler::step() once per training step)\n");
   }

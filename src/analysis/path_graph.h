@@ -1,0 +1,85 @@
+// Copyright trainprof authors. What the critical path (analysis/
+// critical_path.h) and its what-if re-timing (analysis/what_if.h) read of a
+// run: each thread's outermost ranges and its times that are not the range
+// around them (waits for data, communication calls, calls blocked on the
+// device), each stream's activities in order, and each activity's launch.
+// Internal to those two.
+#ifndef TRAINPROF_ANALYSIS_PATH_GRAPH_H_
+#define TRAINPROF_ANALYSIS_PATH_GRAPH_H_
+
+#include <cstdint>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "analysis/critical_path.h"
+#include "analysis/trace_model.h"
+
+namespace trainprof::analysis {
+
+// A host call that returns only when the device has done something: a
+// synchronization, or a copy that is not asynchronous.
+bool is_blocking_call(std::string_view name);
+
+// Time on a host thread that is not the range around it: a wait for data, a
+// communication call, or a call blocked on the device (`device`: the
+// activity it waited for, -1 for none).
+struct SpecialTime {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  PathKind kind;
+  uint32_t name;
+  int64_t device = -1;
+};
+
+struct ThreadTimes {
+  const std::vector<CriticalPathAccumulator::Range>* ranges = nullptr;  // outermost, in start order
+  std::vector<SpecialTime> specials;                                    // in start order
+};
+
+// The last element of `v` (in start order) that starts before `t`, or null.
+template <typename T>
+const T* last_before(const std::vector<T>& v, uint64_t t) {
+  size_t lo = 0, hi = v.size();
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (v[mid].start_ns < t) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo == 0 ? nullptr : &v[lo - 1];
+}
+
+class PathGraph {
+ public:
+  PathGraph(const TraceModel& m,
+            const std::map<uint32_t, std::vector<CriticalPathAccumulator::Range>>& ranges);
+
+  const TraceModel& model() const { return m_; }
+  // The times of thread `tid`, null when it has none.
+  const ThreadTimes* thread(uint32_t tid) const;
+  const std::map<uint32_t, ThreadTimes>& threads() const { return threads_; }
+  // The device activity before model.gpu[index] on its stream (an index into
+  // model.gpu), -1 for none; and the call that launched it, null for none.
+  int64_t before_on_stream(size_t index) const;
+  const GpuActivity* launch_of(const GpuActivity& a) const;
+
+ private:
+  struct Position {
+    const std::vector<size_t>* lane;
+    size_t index;
+  };
+  const TraceModel& m_;
+  std::map<std::pair<int32_t, uint32_t>, std::vector<size_t>> lanes_;  // (device, stream) -> activities
+  std::unordered_map<size_t, Position> position_;
+  std::unordered_map<uint32_t, size_t> launch_by_correlation_;
+  std::map<uint32_t, ThreadTimes> threads_;
+};
+
+}  // namespace trainprof::analysis
+
+#endif  // TRAINPROF_ANALYSIS_PATH_GRAPH_H_
