@@ -246,6 +246,20 @@ int main(int argc, char** argv) {
       static_cast<double>(events) / singles[0].cpu_s / 1e6, rounds, one.max_rss_mb,
       2.0 * static_cast<double>(raw) / (1 << 20) + 100);
 
+  // The critical path and its what-if estimates: the same run with and
+  // without them, alternated; the median of the pairs' CPU ratios.
+  std::vector<double> path_ratios;
+  for (int r = 0; r < rounds; ++r) {
+    ChildCost without = measure_cli({run, "--no-critical-path"});
+    ChildCost with = measure_cli({run});
+    if (without.ok && with.ok && without.cpu_s > 0) path_ratios.push_back(with.cpu_s / without.cpu_s);
+  }
+  if (!path_ratios.empty()) {
+    std::sort(path_ratios.begin(), path_ratios.end());
+    std::printf("  critical path + what-if: analysis CPU with / without, median of %zu pairs %.3fx (%.3f-%.3f)\n",
+                path_ratios.size(), path_ratios[path_ratios.size() / 2], path_ratios.front(), path_ratios.back());
+  }
+
   std::printf("RESULT single_wall_s=%.3f events=%llu\n", one.wall_s, static_cast<unsigned long long>(events));
   if (!ranks) {
     if (!keep) fs::remove_all(dir);

@@ -1456,7 +1456,8 @@ std::string record_windowed_run(const std::string& dir, bool steps) {
 }
 
 constexpr const char* kOutputFiles[] = {"trace_view.json",     "op_statistic.csv",  "operator_details.csv",
-                                        "step_trace_time.csv", "memory_record.csv", "operator_memory.csv"};
+                                        "step_trace_time.csv", "memory_record.csv", "operator_memory.csv",
+                                        "critical_path.csv"};
 
 // Every output of `run` analysed with `options`, by file name.
 std::map<std::string, std::string> outputs_with(const std::string& run, AnalyseOptions options,
@@ -1471,6 +1472,7 @@ std::map<std::string, std::string> outputs_with(const std::string& run, AnalyseO
   json info = read_json(out(run, "profiler_info.json"));
   *windows = info["analysis"]["windows"].get<uint64_t>();
   files["slices"] = info["analysis"]["slices"].dump();
+  files["what_if"] = info["analysis"]["what_if"].dump();
   return files;
 }
 

@@ -179,7 +179,8 @@ TEST(Cli, TheCriticalPathOfEachStepIsWrittenAndSummarized) {
   std::string table = test::read_text(run_dir + "/PROFILER_OUTPUT/critical_path.csv");
   ASSERT_EQ(
       table.rfind(
-          "Step,Kind,Name,Thread Id,Device Id,Stream Id,Start Time(us),Duration(us),Step Share(%)\r\n", 0),
+          "Step,Kind,Name,Thread Id,Device Id,Stream Id,Start Time(us),Duration(us),Step Share(%),Count\r\n",
+          0),
       0u)
       << table;
   std::map<std::string, double> share_of_step;       // step -> summed share
@@ -191,7 +192,7 @@ TEST(Cli, TheCriticalPathOfEachStepIsWrittenAndSummarized) {
     std::vector<std::string> f;
     std::istringstream fields(line);
     for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 9u) << line;
+    ASSERT_EQ(f.size(), 10u) << line;
     share_of_step[f[0]] += std::stod(f[8]);
     if (f[1] == "host untracked") continue;  // between the two: the loop's own few microseconds
     std::string& kinds = kinds_of_step[f[0]];

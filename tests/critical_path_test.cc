@@ -170,13 +170,28 @@ TEST(CriticalPath, DataWaitsAndCommunicationAreTheirOwnKinds) {
             }));
 }
 
+TEST(CriticalPath, ARunOfSmallRangesIsOneRowAndItsGapsAnother) {
+  TraceModel m;
+  m.strings = {"", "ProfilerStep#0", "layer"};
+  m.add_slice(make_slice(0, 1000, m.key_of({.tid = 1, .name = 1, .is_step = true})));
+  for (uint64_t i = 0; i < 10; ++i) m.add_slice(make_slice(100 * i, 90, m.key_of({.tid = 1, .name = 2})));
+  m.steps = {{0, 0, 1000}};
+  order_timeline(m);
+  std::vector<PathSegment> path = critical_path(m);
+  ASSERT_EQ(path.size(), 2u);
+  EXPECT_EQ(path[0].kind, PathKind::kHost);
+  EXPECT_EQ(path[0].count, 10u);
+  EXPECT_EQ(path[0].dur_ns, 900u);
+  EXPECT_EQ(path[0].span_ns, 990u);
+  EXPECT_EQ(path[1].kind, PathKind::kHostUntracked);
+  EXPECT_EQ(path[1].count, 10u);  // nine gaps between, one after
+  EXPECT_EQ(path[1].dur_ns, 100u);
+}
+
 // The re-timing, on the same steps: with no change every step keeps its
 // length; a change moves the step's end by what the dependencies let through.
 uint64_t estimate(const TraceModel& m, const WhatIf& change, const std::string& focus = "") {
-  CriticalPathAccumulator paths;
-  paths.set_focus(focus);
-  paths.add_window(m);
-  std::vector<StepEstimate> steps = what_if(m, paths, change);
+  std::vector<StepEstimate> steps = what_if(m, change, focus);
   EXPECT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps.empty() ? 0 : steps[0].recorded_ns, 1000u);
   return steps.empty() ? 0 : steps[0].estimated_ns;

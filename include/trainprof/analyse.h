@@ -36,6 +36,9 @@ struct AnalyseOptions {
   // (Perfetto's protobuf trace, about a tenth of its size, never cut).
   bool trace_json = true;
   bool trace_perfetto = true;
+  // Each step's critical path (critical_path.csv, the timeline's track) and
+  // the what-if estimates made from it; false leaves them out.
+  bool critical_path = true;
   // Runs analysed at once; 0 means cores / 2, at least 1.
   int max_workers = 0;
   // trace_view.json is cut at a whole step so that it stays under this size.

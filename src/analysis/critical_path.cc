@@ -2,6 +2,7 @@
 #include "analysis/critical_path.h"
 
 #include <algorithm>
+#include <memory>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
@@ -18,9 +19,7 @@ bool is_blocking_call(std::string_view name) {
   return copy && name.find("Async") == std::string_view::npos;
 }
 
-PathGraph::PathGraph(const TraceModel& m,
-                     const std::map<uint32_t, std::vector<CriticalPathAccumulator::Range>>& ranges)
-    : m_(m) {
+PathGraph::PathGraph(const TraceModel& m, const Ranges& ranges) : m_(m), ranges_(ranges) {
   std::vector<size_t> by_end;
   std::unordered_map<uint32_t, size_t> device_by_correlation;
   for (size_t i = 0; i < m.gpu.size(); ++i) {
@@ -37,7 +36,6 @@ PathGraph::PathGraph(const TraceModel& m,
   }
   std::stable_sort(by_end.begin(), by_end.end(),
                    [&m](size_t a, size_t b) { return m.gpu[a].end_ns < m.gpu[b].end_ns; });
-  for (const auto& [tid, list] : ranges) threads_[tid].ranges = &list;
   for (const GpuActivity& a : m.gpu) {
     if (a.kind != raw::EventKind::kGpuApi || a.thread == 0 || !is_blocking_call(m.name(a.name))) continue;
     // Its own copy when it has one, else the device activity that ended
@@ -50,26 +48,43 @@ PathGraph::PathGraph(const TraceModel& m,
                                      [&m, &a](size_t d) { return m.gpu[d].end_ns <= a.end_ns; });
       if (it != by_end.begin()) device = static_cast<int64_t>(*(it - 1));
     }
-    threads_[a.thread].specials.push_back({a.start_ns, a.end_ns, PathKind::kSync, a.name, device});
+    specials_[a.thread].push_back({a.start_ns, a.end_ns, PathKind::kSync, a.name, device});
   }
   for (const DataStageSlice& d : m.data_stages) {
     if (m.name(d.stage) == kStageLoaderWait)
-      threads_[d.tid].specials.push_back(
-          {d.start_ns, d.start_ns + d.dur_ns, PathKind::kDataWait, d.operation});
+      specials_[d.tid].push_back({d.start_ns, d.start_ns + d.dur_ns, PathKind::kDataWait, d.operation});
   }
   for (const CommCall& c : m.comm_calls) {
     if ((c.flags & raw::kCommCompletion) == 0)  // a span from post to completion is no call
-      threads_[c.tid].specials.push_back({c.start_ns, c.end_ns, PathKind::kCommunication, c.name});
+      specials_[c.tid].push_back({c.start_ns, c.end_ns, PathKind::kCommunication, c.name});
   }
-  for (auto& [tid, view] : threads_) {
-    std::stable_sort(view.specials.begin(), view.specials.end(),
+  for (auto& [tid, specials] : specials_) {
+    std::stable_sort(specials.begin(), specials.end(),
                      [](const SpecialTime& a, const SpecialTime& b) { return a.start_ns < b.start_ns; });
   }
 }
 
-const ThreadTimes* PathGraph::thread(uint32_t tid) const {
-  auto it = threads_.find(tid);
-  return it != threads_.end() ? &it->second : nullptr;
+const std::vector<CriticalPathAccumulator::Range>& PathGraph::ranges_of(uint32_t tid) const {
+  static const std::vector<CriticalPathAccumulator::Range> kNone;
+  auto it = ranges_.find(tid);
+  return it != ranges_.end() ? it->second : kNone;
+}
+
+const std::vector<SpecialTime>& PathGraph::specials_of(uint32_t tid) const {
+  static const std::vector<SpecialTime> kNone;
+  auto it = specials_.find(tid);
+  return it != specials_.end() ? it->second : kNone;
+}
+
+std::vector<uint32_t> PathGraph::thread_ids() const {
+  std::vector<uint32_t> out;
+  for (const auto& [tid, list] : ranges_) {
+    if (!list.empty()) out.push_back(tid);
+  }
+  for (const auto& [tid, list] : specials_) out.push_back(tid);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 int64_t PathGraph::before_on_stream(size_t index) const {
@@ -84,6 +99,46 @@ const GpuActivity* PathGraph::launch_of(const GpuActivity& a) const {
 }
 
 namespace {
+
+// The same work in the same place.
+bool alike(const PathSegment& a, const PathSegment& b) {
+  return a.step == b.step && a.kind == b.kind && a.name == b.name && a.tid == b.tid && a.device == b.device &&
+         a.stream == b.stream;
+}
+
+// Appends `s` (next in time) to `out`: joined to the row before when alike
+// and adjacent; folded into the run two rows back when only a row of untracked
+// time on its thread lies between (that row sums the gaps).
+void fold(PathSegment s, std::vector<PathSegment>* out) {
+  s.span_ns = s.dur_ns;
+  s.count = 1;
+  if (!out->empty()) {
+    PathSegment& last = out->back();
+    if (alike(last, s) && last.start_ns + last.span_ns == s.start_ns) {
+      last.dur_ns += s.dur_ns;
+      last.span_ns += s.dur_ns;
+      return;
+    }
+  }
+  if (out->size() >= 2) {
+    PathSegment& run = (*out)[out->size() - 2];
+    PathSegment& gap = out->back();
+    bool gap_row = gap.kind == PathKind::kHostUntracked && gap.step == s.step && gap.tid == run.tid;
+    if (gap_row && alike(run, s) && run.kind != PathKind::kHostUntracked) {
+      run.dur_ns += s.dur_ns;
+      run.span_ns = s.start_ns + s.dur_ns - run.start_ns;
+      ++run.count;
+      return;
+    }
+    if (gap_row && alike(gap, s) && run.count > 1) {  // a gap of the run
+      gap.dur_ns += s.dur_ns;
+      gap.span_ns = s.start_ns + s.dur_ns - gap.start_ns;
+      ++gap.count;
+      return;
+    }
+  }
+  out->push_back(s);
+}
 
 // Walks one step back from its end (analysis/critical_path.h).
 class PathWalk {
@@ -102,8 +157,7 @@ class PathWalk {
   };
 
   // One step back on a host thread from `t`; returns the new time.
-  uint64_t back_on_host(const ThreadTimes* view, uint32_t tid, uint64_t t, uint64_t floor, bool step_thread,
-                        Place* place);
+  uint64_t back_on_host(uint32_t tid, uint64_t t, uint64_t floor, bool step_thread, Place* place);
   uint64_t back_on_device(size_t index, uint64_t t, uint64_t floor, uint32_t step_tid, Place* place);
   void emit(PathKind kind, uint32_t name, uint32_t tid, const GpuActivity* on, uint64_t start, uint64_t end) {
     if (end <= start) return;
@@ -127,12 +181,9 @@ class PathWalk {
   std::vector<PathSegment> segments_;  // the step's, last first
 };
 
-uint64_t PathWalk::back_on_host(const ThreadTimes* view, uint32_t tid, uint64_t t, uint64_t floor,
-                                bool step_thread, Place* place) {
-  static const std::vector<CriticalPathAccumulator::Range> kNone;
-  static const std::vector<SpecialTime> kNoSpecials;
-  const auto& ranges = view != nullptr && view->ranges != nullptr ? *view->ranges : kNone;
-  const auto& specials = view != nullptr ? view->specials : kNoSpecials;
+uint64_t PathWalk::back_on_host(uint32_t tid, uint64_t t, uint64_t floor, bool step_thread, Place* place) {
+  const auto& ranges = g_.ranges_of(tid);
+  const auto& specials = g_.specials_of(tid);
   const SpecialTime* special = last_before(specials, t);
   if (special != nullptr && special->end_ns >= t) {  // inside it
     uint64_t begin = std::max(special->start_ns, floor);
@@ -204,21 +255,10 @@ void PathWalk::walk(int64_t step, uint64_t start_ns, uint64_t end_ns, uint32_t s
       continue;
     }
     if (place.tid == 0) place.tid = step_tid;
-    t = back_on_host(g_.thread(place.tid), place.tid, t, start_ns, place.tid == step_tid, &place);
+    t = back_on_host(place.tid, t, start_ns, place.tid == step_tid, &place);
   }
-  // Last first -> time order, neighbours of one kind, name and place joined.
-  for (auto it = segments_.rbegin(); it != segments_.rend(); ++it) {
-    if (!out->empty()) {
-      PathSegment& last = out->back();
-      if (last.step == it->step && last.kind == it->kind && last.name == it->name && last.tid == it->tid &&
-          last.device == it->device && last.stream == it->stream &&
-          last.start_ns + last.dur_ns == it->start_ns) {
-        last.dur_ns += it->dur_ns;
-        continue;
-      }
-    }
-    out->push_back(*it);
-  }
+  // Last first -> time order, neighbours alike joined, runs folded.
+  for (auto it = segments_.rbegin(); it != segments_.rend(); ++it) fold(*it, out);
 }
 
 }  // namespace
@@ -237,7 +277,10 @@ const char* path_kind_name(PathKind kind) {
   return "host";
 }
 
-void CriticalPathAccumulator::add_window(const TraceModel& model) {
+CriticalPathAccumulator::CriticalPathAccumulator() = default;
+CriticalPathAccumulator::~CriticalPathAccumulator() = default;
+
+void CriticalPathAccumulator::add_window(const TraceModel& model, uint64_t window_end_ns) {
   for (const ThreadSlices& thread : model.threads) {
     uint64_t& open_end = open_end_[thread.tid];
     std::vector<Range>& list = outermost_[thread.tid];
@@ -263,23 +306,54 @@ void CriticalPathAccumulator::add_window(const TraceModel& model) {
       if (focus) focus_end_[thread.tid] = open_end;
     }
   }
+  walk_steps(model, window_end_ns);
 }
 
-std::vector<PathSegment> CriticalPathAccumulator::finish(const TraceModel& model) const {
-  PathGraph graph(model, outermost_);
-  PathWalk walk(graph);
-  std::vector<PathSegment> out;
-  for (const StepWindow& w : model.steps) {
-    auto tid = step_thread_.find(w.number);
-    if (tid == step_thread_.end() || w.end_ns <= w.start_ns) continue;  // not a step of this selection
-    walk.walk(w.number, w.start_ns, w.end_ns, tid->second, &out);
+void CriticalPathAccumulator::walk_steps(const TraceModel& model, uint64_t until_ns) {
+  if (!steps_known_) {  // the scan's steps and activities are complete once windows come
+    steps_known_ = true;
+    for (const StepWindow& w : model.steps) {
+      if (w.end_ns > w.start_ns) by_end_.push_back(w);
+    }
+    std::stable_sort(by_end_.begin(), by_end_.end(),
+                     [](const StepWindow& a, const StepWindow& b) { return a.end_ns < b.end_ns; });
+    std::reverse(by_end_.begin(), by_end_.end());  // the next to walk last
+    graph_ = std::make_unique<PathGraph>(model, outermost_);
   }
+  PathWalk walk(*graph_);
+  while (!by_end_.empty() && by_end_.back().end_ns <= until_ns) {
+    StepWindow w = by_end_.back();
+    by_end_.pop_back();
+    auto tid = step_thread_.find(w.number);
+    if (tid == step_thread_.end()) continue;  // not a step of this selection
+    std::vector<PathSegment> rows;
+    walk.walk(w.number, w.start_ns, w.end_ns, tid->second, &rows);
+    for (StepObserver* o : observers_) o->step(*graph_, w, tid->second, rows);
+    walked_.emplace_back(w.number, std::move(rows));
+  }
+  // What no step left can reach.
+  uint64_t keep_from = UINT64_MAX;
+  for (const StepWindow& w : by_end_) keep_from = std::min(keep_from, w.start_ns);
+  for (auto& [tid, list] : outermost_) {
+    auto reached = std::partition_point(list.begin(), list.end(),
+                                        [keep_from](const Range& r) { return r.end_ns <= keep_from; });
+    list.erase(list.begin(), reached);
+  }
+}
+
+std::vector<PathSegment> CriticalPathAccumulator::finish(const TraceModel& model) {
+  walk_steps(model, UINT64_MAX);
+  std::stable_sort(walked_.begin(), walked_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<PathSegment> out;
+  for (auto& [step, rows] : walked_) out.insert(out.end(), rows.begin(), rows.end());
+  walked_.clear();
   return out;
 }
 
 std::vector<PathSegment> critical_path(const TraceModel& model) {
   CriticalPathAccumulator a;
-  a.add_window(model);
+  a.add_window(model, UINT64_MAX);
   return a.finish(model);
 }
 

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ enum class PathKind : uint8_t {
 // "device", "device queue".
 const char* path_kind_name(PathKind kind);
 
+// One row of the path: a segment, or a run of `count` alike segments (the
+// same range on the same thread, one after another with only untracked host
+// time between them, which is the next row: `host untracked`, its count the
+// gaps), so that a step of thousands of small ranges stays a few rows.
 struct PathSegment {
   int64_t step = 0;
   PathKind kind = PathKind::kHost;
@@ -48,21 +53,44 @@ struct PathSegment {
   int32_t device = -1;
   uint32_t stream = 0;
   uint64_t start_ns = 0;
-  uint64_t dur_ns = 0;
+  uint64_t dur_ns = 0;   // the time on the path (of a run: its segments' sum)
+  uint64_t span_ns = 0;  // from start to the end of its last segment
+  uint32_t count = 1;
+};
+
+class PathGraph;  // analysis/path_graph.h
+
+// Told of each step once its path is known, with what the path followed.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  virtual void step(const PathGraph& graph, const StepWindow& step, uint32_t step_tid,
+                    const std::vector<PathSegment>& path) = 0;
 };
 
 // Collects what the walk needs as the windows pass (analysis/run_loader.h):
-// each thread's outermost ranges and the thread of each step. The model's
+// each thread's outermost ranges and the thread of each step; the model's
 // GPU activities, data stages and communication calls come from the scan.
+// Each step is walked as soon as the windows reach its end, and the ranges
+// no later step can reach are let go: memory follows the steps open at once,
+// not the run.
 class CriticalPathAccumulator {
  public:
+  CriticalPathAccumulator();
+  ~CriticalPathAccumulator();
+  CriticalPathAccumulator(const CriticalPathAccumulator&) = delete;
+  CriticalPathAccumulator& operator=(const CriticalPathAccumulator&) = delete;
+
   // Also sums, per outermost range, the time of the slices named `focus`
   // in it (the outermost of them), for a what-if on an operator that runs
   // inside other ranges (analysis/what_if.h). Call before the first window.
   void set_focus(std::string focus) { focus_ = std::move(focus); }
-  void add_window(const TraceModel& model);
-  // Every step's segments, in step order, each step's in time order.
-  std::vector<PathSegment> finish(const TraceModel& model) const;
+  // Told of every step, in the order their ends are reached. Not owned.
+  void add_observer(StepObserver* observer) { observers_.push_back(observer); }
+  // The window's own slices; then every step that ended by `window_end_ns`.
+  void add_window(const TraceModel& model, uint64_t window_end_ns);
+  // The steps left; every step's rows, in step order, each step's in time order.
+  std::vector<PathSegment> finish(const TraceModel& model);
 
   struct Range {
     uint64_t start_ns;
@@ -71,15 +99,22 @@ class CriticalPathAccumulator {
     bool data_wait;     // torch's DataLoader fetch
     uint64_t focus_ns;  // of the slices named as the focus in it (all of it when it is one)
   };
+  // Each thread's outermost ranges that a step not yet walked may reach.
   const std::map<uint32_t, std::vector<Range>>& ranges() const { return outermost_; }
-  const std::map<int64_t, uint32_t>& step_threads() const { return step_thread_; }
 
  private:
+  void walk_steps(const TraceModel& model, uint64_t until_ns);
+
   std::string focus_;
+  std::vector<StepObserver*> observers_;
   std::map<uint32_t, uint64_t> focus_end_;            // per thread: the open focus slice's end
   std::map<uint32_t, std::vector<Range>> outermost_;  // by thread, in start order
   std::map<uint32_t, uint64_t> open_end_;             // per thread: the open outermost range's end
   std::map<int64_t, uint32_t> step_thread_;
+  std::vector<StepWindow> by_end_;  // the steps not walked yet, by end
+  bool steps_known_ = false;
+  std::unique_ptr<PathGraph> graph_;
+  std::vector<std::pair<int64_t, std::vector<PathSegment>>> walked_;  // per step
 };
 
 // The whole model as one window.

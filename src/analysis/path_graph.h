@@ -34,11 +34,6 @@ struct SpecialTime {
   int64_t device = -1;
 };
 
-struct ThreadTimes {
-  const std::vector<CriticalPathAccumulator::Range>* ranges = nullptr;  // outermost, in start order
-  std::vector<SpecialTime> specials;                                    // in start order
-};
-
 // The last element of `v` (in start order) that starts before `t`, or null.
 template <typename T>
 const T* last_before(const std::vector<T>& v, uint64_t t) {
@@ -54,15 +49,19 @@ const T* last_before(const std::vector<T>& v, uint64_t t) {
   return lo == 0 ? nullptr : &v[lo - 1];
 }
 
+// Built once the scan is complete; reads the ranges as the accumulator
+// holds them at each use.
 class PathGraph {
  public:
-  PathGraph(const TraceModel& m,
-            const std::map<uint32_t, std::vector<CriticalPathAccumulator::Range>>& ranges);
+  using Ranges = std::map<uint32_t, std::vector<CriticalPathAccumulator::Range>>;
+  PathGraph(const TraceModel& m, const Ranges& ranges);
 
   const TraceModel& model() const { return m_; }
-  // The times of thread `tid`, null when it has none.
-  const ThreadTimes* thread(uint32_t tid) const;
-  const std::map<uint32_t, ThreadTimes>& threads() const { return threads_; }
+  // Thread `tid`'s outermost ranges and special times, each in start order.
+  const std::vector<CriticalPathAccumulator::Range>& ranges_of(uint32_t tid) const;
+  const std::vector<SpecialTime>& specials_of(uint32_t tid) const;
+  // Every thread with ranges or special times.
+  std::vector<uint32_t> thread_ids() const;
   // The device activity before model.gpu[index] on its stream (an index into
   // model.gpu), -1 for none; and the call that launched it, null for none.
   int64_t before_on_stream(size_t index) const;
@@ -77,7 +76,8 @@ class PathGraph {
   std::map<std::pair<int32_t, uint32_t>, std::vector<size_t>> lanes_;  // (device, stream) -> activities
   std::unordered_map<size_t, Position> position_;
   std::unordered_map<uint32_t, size_t> launch_by_correlation_;
-  std::map<uint32_t, ThreadTimes> threads_;
+  const Ranges& ranges_;
+  std::map<uint32_t, std::vector<SpecialTime>> specials_;
 };
 
 }  // namespace trainprof::analysis

@@ -26,11 +26,10 @@ struct Piece {
 // Thread `tid`'s pieces in [begin, end): its special times, and between them
 // the parts of its outermost ranges; on the step's thread the rest is
 // untracked host time, on others idle time (no piece).
-std::vector<Piece> thread_pieces(const TraceModel& m, const ThreadTimes& times, uint64_t begin, uint64_t end,
+std::vector<Piece> thread_pieces(const std::vector<CriticalPathAccumulator::Range>& ranges,
+                                 const std::vector<SpecialTime>& specials, uint64_t begin, uint64_t end,
                                  bool step_thread) {
   std::vector<Piece> out;
-  static const std::vector<CriticalPathAccumulator::Range> kNone;
-  const auto& ranges = times.ranges != nullptr ? *times.ranges : kNone;
   // Outermost ranges do not overlap: their ends are in order too.
   auto range =
       std::partition_point(ranges.begin(), ranges.end(),
@@ -53,7 +52,7 @@ std::vector<Piece> thread_pieces(const TraceModel& m, const ThreadTimes& times, 
     if (step_thread && to > cursor) out.push_back({cursor, to, PathKind::kHostUntracked, 0, -1, 0});
   };
   uint64_t cursor = begin;
-  for (const SpecialTime& sp : times.specials) {
+  for (const SpecialTime& sp : specials) {
     if (sp.start_ns >= end) break;
     uint64_t s = std::max(sp.start_ns, cursor), e = std::min(sp.end_ns, end);
     if (e <= s) continue;
@@ -62,17 +61,14 @@ std::vector<Piece> thread_pieces(const TraceModel& m, const ThreadTimes& times, 
     cursor = e;
   }
   fill(cursor, end);
-  (void)m;
   return out;
 }
 
 class Retimer {
  public:
-  Retimer(const PathGraph& graph, const WhatIf& change) : g_(graph), m_(graph.model()), change_(change) {
-    for (uint32_t id = 0; id < m_.strings.size() && !change.faster.empty(); ++id) {
-      if (m_.strings[id] == change.faster) faster_ids_.push_back(id);
-    }
-  }
+  // `faster_ids`: the string ids of change.faster.
+  Retimer(const PathGraph& graph, const WhatIf& change, const std::vector<uint32_t>& faster_ids)
+      : g_(graph), m_(graph.model()), change_(change), faster_ids_(faster_ids) {}
 
   uint64_t step_length(uint64_t start, uint64_t end, uint32_t step_tid);
 
@@ -116,7 +112,7 @@ class Retimer {
   const PathGraph& g_;
   const TraceModel& m_;
   const WhatIf& change_;
-  std::vector<uint32_t> faster_ids_;
+  const std::vector<uint32_t>& faster_ids_;
   uint32_t step_tid_ = 0;
   std::map<uint32_t, std::vector<Piece>> pieces_;
   std::unordered_map<size_t, Device> devices_;
@@ -183,8 +179,9 @@ uint64_t Retimer::step_length(uint64_t start, uint64_t end, uint32_t step_tid) {
   step_tid_ = step_tid;
   pieces_.clear();
   devices_.clear();
-  for (const auto& [tid, times] : g_.threads()) {
-    std::vector<Piece> list = thread_pieces(m_, times, start, end, tid == step_tid);
+  for (uint32_t tid : g_.thread_ids()) {
+    std::vector<Piece> list =
+        thread_pieces(g_.ranges_of(tid), g_.specials_of(tid), start, end, tid == step_tid);
     if (!list.empty()) pieces_[tid] = std::move(list);
   }
   if (pieces_.count(step_tid) == 0) pieces_[step_tid] = {{start, end, PathKind::kHostUntracked, 0, -1, 0}};
@@ -244,16 +241,43 @@ std::string what_if_label(const WhatIf& change) {
   return out.empty() ? "as recorded" : out;
 }
 
-std::vector<StepEstimate> what_if(const TraceModel& model, const CriticalPathAccumulator& paths,
-                                  const WhatIf& change) {
-  PathGraph graph(model, paths.ranges());
-  Retimer retimer(graph, change);
-  std::vector<StepEstimate> out;
-  for (const StepWindow& w : model.steps) {
-    auto tid = paths.step_threads().find(w.number);
-    if (tid == paths.step_threads().end() || w.end_ns <= w.start_ns) continue;
-    out.push_back({w.number, w.end_ns - w.start_ns, retimer.step_length(w.start_ns, w.end_ns, tid->second)});
+WhatIfObserver::WhatIfObserver(WhatIf change, bool pick_longest)
+    : change_(std::move(change)), pick_longest_(pick_longest) {}
+
+void WhatIfObserver::step(const PathGraph& graph, const StepWindow& step, uint32_t step_tid,
+                          const std::vector<PathSegment>& path) {
+  const TraceModel& m = graph.model();
+  if (pick_longest_) {  // the longest named range or device activity on this first step's path
+    pick_longest_ = false;
+    for (const PathShare& s : path_shares(path)) {
+      if (s.name == 0 || (s.kind != PathKind::kHost && s.kind != PathKind::kDevice)) continue;
+      change_.faster = m.name(s.name);
+      change_.speedup = 2.0;
+      break;
+    }
+    if (change_.faster.empty()) return;  // nothing to make faster: no estimate
   }
+  if (!faster_known_) {
+    faster_known_ = true;
+    for (uint32_t id = 0; id < m.strings.size() && !change_.faster.empty(); ++id) {
+      if (m.strings[id] == change_.faster) faster_ids_.push_back(id);
+    }
+  }
+  Retimer retimer(graph, change_, faster_ids_);
+  estimates_.push_back(
+      {step.number, step.end_ns - step.start_ns, retimer.step_length(step.start_ns, step.end_ns, step_tid)});
+}
+
+std::vector<StepEstimate> what_if(const TraceModel& model, const WhatIf& change, const std::string& focus) {
+  CriticalPathAccumulator paths;
+  paths.set_focus(focus);
+  WhatIfObserver observer(change);
+  paths.add_observer(&observer);
+  paths.add_window(model, UINT64_MAX);
+  paths.finish(model);
+  std::vector<StepEstimate> out = observer.estimates();
+  std::stable_sort(out.begin(), out.end(),
+                   [](const StepEstimate& a, const StepEstimate& b) { return a.step < b.step; });
   return out;
 }
 

@@ -43,9 +43,31 @@ struct StepEstimate {
   uint64_t estimated_ns;
 };
 
-// Every step the accumulator saw, re-timed with `change`, in step order.
-std::vector<StepEstimate> what_if(const TraceModel& model, const CriticalPathAccumulator& paths,
-                                  const WhatIf& change);
+// Re-times each step the accumulator walks (add it with add_observer).
+class WhatIfObserver : public StepObserver {
+ public:
+  // `pick_longest`: the change is the longest named range or device
+  // activity on the first step's path made twice as fast (no estimate when
+  // that path names none).
+  explicit WhatIfObserver(WhatIf change, bool pick_longest = false);
+  void step(const PathGraph& graph, const StepWindow& step, uint32_t step_tid,
+            const std::vector<PathSegment>& path) override;
+  const WhatIf& change() const { return change_; }
+  // In the order the steps were walked (their ends).
+  const std::vector<StepEstimate>& estimates() const { return estimates_; }
+
+ private:
+  WhatIf change_;
+  bool pick_longest_;
+  bool faster_known_ = false;
+  std::vector<uint32_t> faster_ids_;  // the string ids of change_.faster
+  std::vector<StepEstimate> estimates_;
+};
+
+// The whole model as one window (its accumulator's focus: `focus`), in
+// step order.
+std::vector<StepEstimate> what_if(const TraceModel& model, const WhatIf& change,
+                                  const std::string& focus = "");
 
 // The median step, recorded and estimated (steps under half the median
 // recorded length, as the one open at stop(), left out).

@@ -203,7 +203,7 @@ std::string write_critical_path(const analysis::TraceModel& model,
                                 const std::vector<analysis::PathSegment>& path, const OutputPath& path_file) {
   CsvBuilder csv(path_file);
   header(csv, {"Step", "Kind", "Name", "Thread Id", "Device Id", "Stream Id", "Start Time(us)",
-               "Duration(us)", "Step Share(%)"});
+               "Duration(us)", "Step Share(%)", "Count"});
   std::map<int64_t, uint64_t> step_ns;
   for (const analysis::StepWindow& w : model.steps) step_ns[w.number] = w.end_ns - w.start_ns;
   const auto offset = static_cast<uint64_t>(model.realtime_offset_ns);
@@ -217,7 +217,8 @@ std::string write_critical_path(const analysis::TraceModel& model,
         .field(s.device >= 0 ? std::to_string(s.stream) : std::string())
         .us(s.start_ns + offset)
         .us(s.dur_ns)
-        .fixed(length > 0 ? 100.0 * static_cast<double>(s.dur_ns) / static_cast<double>(length) : 0.0, 3);
+        .fixed(length > 0 ? 100.0 * static_cast<double>(s.dur_ns) / static_cast<double>(length) : 0.0, 3)
+        .count(s.count);
     csv.end_row();
   }
   return csv.commit();

@@ -94,36 +94,23 @@ std::string write_host_outputs(const analysis::TraceModel& model, const OutputDi
 }
 
 // The what-if estimates every analysis makes (analysis/what_if.h): the
-// loop's data waits hidden and its communication overlapped when they are on
-// the critical path, and the longest named range or device activity on it
-// twice as fast. The "what_if" array of profiler_info.json's analysis.
-json what_if_estimates(const analysis::TraceModel& model, const analysis::CriticalPathAccumulator& paths,
+// loop's data waits hidden, its communication overlapped, and the longest
+// named range or device activity on the first step's critical path twice as
+// fast. The "what_if" array of profiler_info.json's analysis: those whose
+// kind is on the path.
+json what_if_estimates(const std::vector<analysis::WhatIfObserver>& observers,
                        const std::vector<analysis::PathSegment>& path) {
-  std::vector<analysis::WhatIf> changes;
   auto on_path = [&path](analysis::PathKind kind) {
     return std::any_of(path.begin(), path.end(),
                        [kind](const analysis::PathSegment& s) { return s.kind == kind; });
   };
-  analysis::WhatIf change;
-  change.hide_data_wait = true;
-  if (on_path(analysis::PathKind::kDataWait)) changes.push_back(change);
-  change = analysis::WhatIf();
-  change.overlap_communication = true;
-  if (on_path(analysis::PathKind::kCommunication)) changes.push_back(change);
-  for (const analysis::PathShare& s : analysis::path_shares(path)) {
-    if (s.name == 0 || (s.kind != analysis::PathKind::kHost && s.kind != analysis::PathKind::kDevice))
-      continue;
-    change = analysis::WhatIf();
-    change.faster = model.name(s.name);
-    change.speedup = 2.0;
-    changes.push_back(change);
-    break;
-  }
   json out = json::array();
-  for (const analysis::WhatIf& change : changes) {
-    analysis::WhatIfSummary s = analysis::summarize_what_if(analysis::what_if(model, paths, change));
+  for (const analysis::WhatIfObserver& o : observers) {
+    if (o.change().hide_data_wait && !on_path(analysis::PathKind::kDataWait)) continue;
+    if (o.change().overlap_communication && !on_path(analysis::PathKind::kCommunication)) continue;
+    analysis::WhatIfSummary s = analysis::summarize_what_if(o.estimates());
     if (s.steps == 0) continue;
-    out.push_back({{"change", analysis::what_if_label(change)},
+    out.push_back({{"change", analysis::what_if_label(o.change())},
                    {"steps", s.steps},
                    {"median_step_ms", s.recorded_ms},
                    {"estimated_step_ms", s.estimated_ms}});
@@ -131,26 +118,45 @@ json what_if_estimates(const analysis::TraceModel& model, const analysis::Critic
   return out;
 }
 
+// The default changes, in the order the summary gives them.
+std::vector<analysis::WhatIfObserver> default_what_ifs() {
+  std::vector<analysis::WhatIfObserver> out;
+  analysis::WhatIf change;
+  change.hide_data_wait = true;
+  out.emplace_back(change);
+  change = analysis::WhatIf();
+  change.overlap_communication = true;
+  out.emplace_back(change);
+  out.emplace_back(analysis::WhatIf(), /*pick_longest=*/true);
+  return out;
+}
+
 // What the passes collect over the windows of a run (analysis/run_loader.h).
 class WindowPasses {
  public:
   // `trace`, `database`: the outputs fed window by window; null: not written.
+  // `critical_path`: the critical path's accumulator runs.
   WindowPasses(const analysis::TraceModel& m, exporter::ChromeTraceWriter* trace,
-               exporter::PerfettoTraceWriter* perfetto, exporter::DatabaseWriter* database)
-      : self_(m),
+               exporter::PerfettoTraceWriter* perfetto, exporter::DatabaseWriter* database,
+               bool critical_path)
+      : critical_path_(critical_path),
+        what_ifs_(default_what_ifs()),
+        self_(m),
         launches_(m),
         steps_(m),
         trace_(trace),
         perfetto_(perfetto),
         database_(database),
-        memory_names_(m.memory.size(), 0) {}
+        memory_names_(m.memory.size(), 0) {
+    for (analysis::WhatIfObserver& o : what_ifs_) path_.add_observer(&o);
+  }
 
   void add(const analysis::TraceModel& m, const analysis::Window& w) {
     self_.add_window(m);
     launches_.add_window(m);
     analysis::add_totals(m, &totals_);
     steps_.add_window(m, w.start_ns, w.end_ns);
-    path_.add_window(m);
+    if (critical_path_) path_.add_window(m, w.end_ns);
     size_t first_report = next_report_;
     while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
     analysis::memory_operators(m, first_report, next_report_, &memory_names_);
@@ -166,16 +172,18 @@ class WindowPasses {
     analysis::finish_totals(m, &totals_);
     steps_.use_device_time(m);
     step_rows_ = steps_.finish();
-    path_segments_ = path_.finish(m);
+    if (critical_path_) path_segments_ = path_.finish(m);
   }
 
   const std::vector<analysis::SliceTotals>& totals() const { return totals_; }
   const std::vector<analysis::StepTraceRow>& step_rows() const { return step_rows_; }
   const std::vector<uint32_t>& memory_names() const { return memory_names_; }
   const std::vector<analysis::PathSegment>& critical_path() const { return path_segments_; }
-  const analysis::CriticalPathAccumulator& paths() const { return path_; }
+  const std::vector<analysis::WhatIfObserver>& what_ifs() const { return what_ifs_; }
 
  private:
+  bool critical_path_;
+  std::vector<analysis::WhatIfObserver> what_ifs_;  // told of each step by path_
   analysis::SelfTimeAccumulator self_;
   analysis::LaunchAttribution launches_;
   analysis::StepTraceAccumulator steps_;
@@ -210,7 +218,7 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   std::optional<exporter::DatabaseWriter> database;
   if (options.export_db) database.emplace(out.file(kDatabaseName));
   WindowPasses passes(model, trace ? &*trace : nullptr, perfetto ? &*perfetto : nullptr,
-                      database ? &*database : nullptr);
+                      database ? &*database : nullptr, options.critical_path);
   std::string error;
   uint64_t window = options.window_slices > 0 ? options.window_slices : UINT64_MAX;
   if (!loader.load(
@@ -272,7 +280,7 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   if (!memory.is_null()) (*extra)["memory"] = memory;
   if (options.export_text) note(write_host_outputs(model, out, extra));
   if (!passes.critical_path().empty())
-    (*extra)["what_if"] = what_if_estimates(model, passes.paths(), passes.critical_path());
+    (*extra)["what_if"] = what_if_estimates(passes.what_ifs(), passes.critical_path());
   if (!model.comm_calls.empty()) {
     note(base::write_file_atomically_at(
         out.fd, "rank_summary.json",

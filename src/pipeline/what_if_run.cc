@@ -3,6 +3,7 @@
 // into the critical path's accumulator (with the named operator as its focus,
 // so that one inside other ranges counts), then every step re-timed.
 #include <sys/stat.h>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -60,9 +61,15 @@ WhatIfReport estimate_what_if(const std::string& run_dir, const WhatIfRequest& r
   if (!loader.scan(run_dir, &model, &out.error)) return out;
   analysis::CriticalPathAccumulator paths;
   paths.set_focus(request.faster);
-  auto add = [&paths](analysis::TraceModel& m, const analysis::Window&) { paths.add_window(m); };
+  analysis::WhatIfObserver observer(change);
+  paths.add_observer(&observer);
+  auto add = [&paths](analysis::TraceModel& m, const analysis::Window& w) { paths.add_window(m, w.end_ns); };
   if (!loader.load(&model, loader.plan_windows(AnalyseOptions{}.window_slices), add, &out.error)) return out;
-  std::vector<analysis::StepEstimate> steps = analysis::what_if(model, paths, change);
+  paths.finish(model);
+  std::vector<analysis::StepEstimate> steps = observer.estimates();
+  std::stable_sort(
+      steps.begin(), steps.end(),
+      [](const analysis::StepEstimate& a, const analysis::StepEstimate& b) { return a.step < b.step; });
   if (steps.empty()) {
     out.error = "'" + run_dir + "' recorded no step (call Profiler::step() once per training step)";
     return out;
