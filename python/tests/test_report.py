@@ -113,6 +113,11 @@ def test_the_rendered_page_shows_the_csv_figures_and_logs_nothing(run: Path) -> 
     peak = max(memory[1:], key=lambda row: float(row[column]))[column]
     assert dom.elements["memory-peak"]["data-peak-mb"] == peak
     assert dom.elements["timeline"]  # the slowest step's timeline is drawn
+    # The slowest step's critical path, its rows as critical_path.csv has them.
+    slowest = dom.elements["critical-path-title"]["data-step"]
+    path = read_csv(out / "critical_path.csv")
+    assert dom.tables["critical-path-table"] == [path[0]] + [row for row in path[1:] if row[0] == slowest]
+    assert dom.elements["what-if"] is not None
     assert rendered.stdout.count("<rect") > 20
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "report.png"

@@ -250,6 +250,41 @@ std::string timeline_chart(const std::vector<TimelineSlice>& slices) {
          " ms; hover for names (trace_view.pftrace or trace_view.json has them all).</p>\n";
 }
 
+// The slowest step's critical path (critical_path.csv's rows of it) and the
+// analysis's what-if estimates.
+std::string critical_path_section(const fs::path& out, const std::string& slowest, const json& info) {
+  std::string html;
+  CsvRows path = exporter::read_csv_file((out / "critical_path.csv").string());
+  if (path.size() > 1 && !slowest.empty()) {
+    CsvRows rows = {path[0]};
+    for (size_t r = 1; r < path.size(); ++r) {
+      if (!path[r].empty() && path[r][0] == slowest) rows.push_back(path[r]);
+    }
+    if (rows.size() > 1) {
+      html += "<h3 class=\"critical-path-title\" data-step=\"" + escape(slowest) +
+              "\">Critical path of step " + escape(slowest) +
+              " (the slowest): the chain of work that decided its length</h3>\n" +
+              table(rows, "critical-path-table", 200);
+    }
+  }
+  const json* what_if = nullptr;
+  if (info.is_object() && info.contains("analysis") && info["analysis"].is_object() &&
+      info["analysis"].contains("what_if") && info["analysis"]["what_if"].is_array())
+    what_if = &info["analysis"]["what_if"];
+  if (what_if != nullptr && !what_if->empty()) {
+    html += "<h3>What if (re-timed through the critical path)</h3>\n<ul class=\"what-if\">";
+    for (const json& e : *what_if) {
+      if (!e.is_object()) continue;
+      double recorded = e.value("median_step_ms", 0.0), estimated = e.value("estimated_step_ms", 0.0);
+      html += "<li data-estimated-ms=\"" + fmt(estimated, 3) + "\">" +
+              escape(e.value("change", std::string())) + ": median step " + fmt(recorded, 3) + " ms &rarr; " +
+              fmt(estimated, 3) + " ms</li>";
+    }
+    html += "</ul>\n";
+  }
+  return html;
+}
+
 std::string run_section(const std::string& run_dir, size_t index) {
   fs::path out = fs::path(run_dir) / "PROFILER_OUTPUT";
   std::string name = fs::path(run_dir).filename().string();
@@ -273,6 +308,7 @@ std::string run_section(const std::string& run_dir, size_t index) {
       if (t > longest) longest = t, slowest = steps[r][0];
     }
   }
+  html += critical_path_section(out, slowest, info);
   CsvRows ops = exporter::read_csv_file((out / "op_statistic.csv").string());
   if (ops.size() > 1) {
     html += "<h3>Top operators and ranges (by total time; click a column to sort)</h3>\n" +

@@ -328,7 +328,7 @@ void append_what_if(std::string& text, const fs::path& out) {
     double recorded = e.value("median_step_ms", 0.0), estimated = e.value("estimated_step_ms", 0.0);
     if (recorded <= 0) continue;
     append(text, "  what if %s: median step %.3f ms -> %.3f ms (%+.1f %%)\n",
-           shorten(e.value("change", std::string()), 60).c_str(), recorded, estimated,
+           shorten(e.value("change", std::string()), 80).c_str(), recorded, estimated,
            100.0 * (estimated - recorded) / recorded);
   }
 }
