@@ -42,12 +42,14 @@ class Decoded:
         self.tracks: dict[int, pb.TrackDescriptor] = {}
         self.slices: list[tuple[int, str, int, int, int]] = []  # tid, name, start, end, depth
         self.counters: collections.Counter = collections.Counter()  # track name -> values
+        self.global_slices: list[tuple[str, str, int, int]] = []  # track name, name, start, end
         self.flows_out: list[int] = []
         self.flows_in: list[int] = []
         names: dict[tuple[int, int], str] = {}
         clocks: dict[int, int] = {}  # sequence -> its incremental clock's last value
         defaults: dict[int, int] = {}  # sequence -> default track
         open_by_seq: dict[int, list[tuple[int, str, int]]] = collections.defaultdict(list)
+        open_by_track: dict[int, list[tuple[str, int]]] = collections.defaultdict(list)
         events = []
         for p in packets:
             seq = p.trusted_packet_sequence_id
@@ -83,6 +85,11 @@ class Decoded:
                 t, n, start = open_by_seq[seq].pop()
                 assert ts >= start
                 self.slices.append((self.tracks[t].thread.tid, n, start, ts, len(open_by_seq[seq])))
+            elif kind == BEGIN:  # the process's own tracks: absolute times
+                open_by_track[track].append((name, ts))
+            elif kind == END:
+                n, start = open_by_track[track].pop()
+                self.global_slices.append((self.tracks[track].name, n, start, ts))
             elif kind == COUNTER:
                 self.counters[self.tracks[track].name] += 1
         assert all(not stack for stack in open_by_seq.values()), "slices left open"
@@ -123,6 +130,15 @@ def test_the_protobuf_trace_has_the_json_traces_slices_tracks_counters_and_flows
     json_flows = sum(1 for e in events if e.get("cat") == "fwdbwd" and e.get("ph") == "s")
     assert json_flows > 0
     assert sorted(decoded.flows_out) == sorted(decoded.flows_in) and len(decoded.flows_out) == json_flows
+
+
+def test_the_critical_path_track_is_the_json_traces(run: Path) -> None:
+    decoded = Decoded(run / "PROFILER_OUTPUT" / "trace_view.pftrace")
+    ours = sorted((name, start, end) for track, name, start, end in decoded.global_slices if track == "Critical path")
+    json_path = sorted((e["name"], round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
+                       for e in trace_events(run) if e.get("cat") == "critical_path" and e.get("ph") == "X")
+    assert len(ours) >= 60  # a row a step at least
+    assert ours == json_path
 
 
 def test_a_run_cut_in_the_json_trace_is_whole_in_the_protobuf_trace(run: Path) -> None:

@@ -169,15 +169,19 @@ class TraceWriter {
     metadata("thread_name", kCriticalPathTrack, "name", "Critical path", 0, false);
     metadata("thread_sort_index", kCriticalPathTrack, "sort_index", {}, -1, true);
     int64_t flow_id = 0;
-    for (size_t i = 0; i < path.size(); ++i) {
-      const analysis::PathSegment& s = path[i];
+    const analysis::PathSegment* drawn = nullptr;  // the last row drawn
+    for (const analysis::PathSegment& s : path) {
+      // A run's gaps (the row after it) lie inside its span: drawn with it.
+      if (drawn != nullptr && drawn->step == s.step && s.start_ns < drawn->start_ns + drawn->span_ns)
+        continue;
       std::string name = analysis::path_kind_name(s.kind);
       if (s.name != 0) name += ": " + m_.name(s.name);
+      if (s.count > 1) name += " (x" + std::to_string(s.count) + ")";
       std::string json_name;
       append_json_string(json_name, name);
       event_head("X", "critical_path", nullptr, json_name, kCriticalPathTrack, s.start_ns);
       key("dur");
-      append_us(buf_, static_cast<int64_t>(s.dur_ns));
+      append_us(buf_, static_cast<int64_t>(s.span_ns));
       key("args");
       buf_ += '{';
       key("Step", true);
@@ -185,11 +189,12 @@ class TraceWriter {
       str("Kind", analysis::path_kind_name(s.kind));
       buf_ += '}';
       end_event();
-      if (i == 0 || path[i - 1].step != s.step || same_place(path[i - 1], s)) continue;
-      const analysis::PathSegment& before = path[i - 1];
+      const analysis::PathSegment* before = drawn;
+      drawn = &s;
+      if (before == nullptr || before->step != s.step || same_place(*before, s)) continue;
       ++flow_id;
-      event_head("s", "critical_path", nullptr, "\"critical_path\"", place_track(before), before.start_ns,
-                 before.device >= 0 ? before.device : -1);
+      event_head("s", "critical_path", nullptr, "\"critical_path\"", place_track(*before), before->start_ns,
+                 before->device >= 0 ? before->device : -1);
       num("id", flow_id);
       end_event();
       event_head("f", "critical_path", nullptr, "\"critical_path\"", place_track(s), s.start_ns,
@@ -199,6 +204,7 @@ class TraceWriter {
       end_event();
     }
   }
+
   static bool same_place(const analysis::PathSegment& a, const analysis::PathSegment& b) {
     return a.device == b.device && (a.device >= 0 ? a.stream == b.stream : a.tid == b.tid);
   }

@@ -554,10 +554,21 @@ void PerfettoTraceWriter::add_window(const TraceModel& m, uint64_t end_ns) {
   for (const analysis::ThreadSlices& t : m.threads) state_->thread_slices(m, t, end_ns);
 }
 
-PerfettoTraceResult PerfettoTraceWriter::finish(const TraceModel& m) {
+PerfettoTraceResult PerfettoTraceWriter::finish(const TraceModel& m,
+                                                const std::vector<analysis::PathSegment>& critical_path) {
   State& st = *state_;
   for (auto& [tid, s] : st.sequences) st.end_until(m, s, std::numeric_limits<uint64_t>::max());
   st.others(m);
+  const analysis::PathSegment* drawn = nullptr;
+  for (const analysis::PathSegment& s : critical_path) {
+    // A run's gaps (the row after it) lie inside its span: drawn with it.
+    if (drawn != nullptr && drawn->step == s.step && s.start_ns < drawn->start_ns + drawn->span_ns) continue;
+    std::string name = analysis::path_kind_name(s.kind);
+    if (s.name != 0) name += ": " + m.name(s.name);
+    if (s.count > 1) name += " (x" + std::to_string(s.count) + ")";
+    st.global_slice(st.lane_track(m, 0, "Critical path", 0), s.start_ns, s.start_ns + s.span_ns, name);
+    drawn = &s;
+  }
   st.gpu(m);
   st.flush_packets();
   st.result.bytes = st.out.offset() + st.buf.size();

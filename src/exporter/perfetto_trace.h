@@ -24,7 +24,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "analysis/critical_path.h"
 #include "analysis/trace_model.h"
 #include "exporter/output_file.h"
 
@@ -53,7 +55,11 @@ class PerfettoTraceWriter {
   // The window's own slices; slices still open at `end_ns` end in a later window.
   void add_window(const analysis::TraceModel& model, uint64_t end_ns);
   // The events the model holds whole, the open slices' ends; commits the file.
-  PerfettoTraceResult finish(const analysis::TraceModel& model);
+  // With the steps' critical path (analysis/critical_path.h) on a
+  // "Critical path" track of the process: a slice per row (a run over its
+  // span), as trace_view.json draws it.
+  PerfettoTraceResult finish(const analysis::TraceModel& model,
+                             const std::vector<analysis::PathSegment>& critical_path = {});
 
  private:
   struct State;

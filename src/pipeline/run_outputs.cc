@@ -240,7 +240,7 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
     unlinkat(out.fd, kDatabaseName, 0);  // of an earlier analysis
   }
   if (perfetto) {
-    exporter::PerfettoTraceResult result = perfetto->finish(model);
+    exporter::PerfettoTraceResult result = perfetto->finish(model, passes.critical_path());
     note(result.error);
     if (result.clamped_slices > 0) {
       add_warning(
