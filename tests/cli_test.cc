@@ -225,6 +225,17 @@ TEST(Cli, TheCriticalPathOfEachStepIsWrittenAndSummarized) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("longest on it: compute (host)"), std::string::npos) << r.output;
+  // The default what-ifs: the data wait (on the path) hidden, the longest
+  // name on it twice as fast; no communication to overlap.
+  EXPECT_NE(r.output.find("what if data wait hidden: median step "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("what if compute 2x faster: median step "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("communication overlapped"), std::string::npos) << r.output;
+  nlohmann::json info =
+      nlohmann::json::parse(test::read_text(run_dir + "/PROFILER_OUTPUT/profiler_info.json"));
+  const nlohmann::json& what_if = info["analysis"]["what_if"];
+  ASSERT_EQ(what_if.size(), 2u) << what_if.dump();
+  for (const nlohmann::json& w : what_if)
+    EXPECT_LT(w["estimated_step_ms"].get<double>(), w["median_step_ms"].get<double>()) << w.dump();
 }
 
 // Eight steps of: a wait for a batch of `wait_ms`, then "forward" holding
