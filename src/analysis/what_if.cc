@@ -241,8 +241,8 @@ std::string what_if_label(const WhatIf& change) {
   return out.empty() ? "as recorded" : out;
 }
 
-WhatIfObserver::WhatIfObserver(WhatIf change, bool pick_longest)
-    : change_(std::move(change)), pick_longest_(pick_longest) {}
+WhatIfObserver::WhatIfObserver(WhatIf change, bool pick_longest, bool focused)
+    : change_(std::move(change)), pick_longest_(pick_longest), focused_(focused) {}
 
 void WhatIfObserver::step(const PathGraph& graph, const StepWindow& step, uint32_t step_tid,
                           const std::vector<PathSegment>& path) {
@@ -263,6 +263,21 @@ void WhatIfObserver::step(const PathGraph& graph, const StepWindow& step, uint32
       if (m.strings[id] == change_.faster) faster_ids_.push_back(id);
     }
   }
+  // Work off the path cannot shorten the step: when the change touches
+  // nothing on it (an operator inside other ranges excepted: the path names
+  // only the outermost), the step stays as recorded without re-timing it.
+  bool touches = std::any_of(path.begin(), path.end(), [this](const PathSegment& s) {
+    return (change_.hide_data_wait && s.kind == PathKind::kDataWait) ||
+           (change_.overlap_communication &&
+            (s.kind == PathKind::kCommunication || s.kind == PathKind::kDevice)) ||
+           (!change_.faster.empty() &&
+            std::find(faster_ids_.begin(), faster_ids_.end(), s.name) != faster_ids_.end());
+  });
+  bool any = change_.hide_data_wait || change_.overlap_communication || !change_.faster.empty();
+  if (any && !touches && !focused_) {
+    estimates_.push_back({step.number, step.end_ns - step.start_ns, step.end_ns - step.start_ns});
+    return;
+  }
   Retimer retimer(graph, change_, faster_ids_);
   estimates_.push_back(
       {step.number, step.end_ns - step.start_ns, retimer.step_length(step.start_ns, step.end_ns, step_tid)});
@@ -271,7 +286,7 @@ void WhatIfObserver::step(const PathGraph& graph, const StepWindow& step, uint32
 std::vector<StepEstimate> what_if(const TraceModel& model, const WhatIf& change, const std::string& focus) {
   CriticalPathAccumulator paths;
   paths.set_focus(focus);
-  WhatIfObserver observer(change);
+  WhatIfObserver observer(change, false, !focus.empty());
   paths.add_observer(&observer);
   paths.add_window(model, UINT64_MAX);
   paths.finish(model);

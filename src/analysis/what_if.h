@@ -48,8 +48,10 @@ class WhatIfObserver : public StepObserver {
  public:
   // `pick_longest`: the change is the longest named range or device
   // activity on the first step's path made twice as fast (no estimate when
-  // that path names none).
-  explicit WhatIfObserver(WhatIf change, bool pick_longest = false);
+  // that path names none). `focused`: the accumulator's focus is
+  // change.faster (it may run inside the path's ranges). A step whose path
+  // the change does not touch keeps its length without being re-timed.
+  explicit WhatIfObserver(WhatIf change, bool pick_longest = false, bool focused = false);
   void step(const PathGraph& graph, const StepWindow& step, uint32_t step_tid,
             const std::vector<PathSegment>& path) override;
   const WhatIf& change() const { return change_; }
@@ -59,6 +61,7 @@ class WhatIfObserver : public StepObserver {
  private:
   WhatIf change_;
   bool pick_longest_;
+  bool focused_;
   bool faster_known_ = false;
   std::vector<uint32_t> faster_ids_;  // the string ids of change_.faster
   std::vector<StepEstimate> estimates_;

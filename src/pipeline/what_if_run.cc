@@ -61,7 +61,7 @@ WhatIfReport estimate_what_if(const std::string& run_dir, const WhatIfRequest& r
   if (!loader.scan(run_dir, &model, &out.error)) return out;
   analysis::CriticalPathAccumulator paths;
   paths.set_focus(request.faster);
-  analysis::WhatIfObserver observer(change);
+  analysis::WhatIfObserver observer(change, false, !request.faster.empty());
   paths.add_observer(&observer);
   auto add = [&paths](analysis::TraceModel& m, const analysis::Window& w) { paths.add_window(m, w.end_ns); };
   if (!loader.load(&model, loader.plan_windows(AnalyseOptions{}.window_slices), add, &out.error)) return out;
