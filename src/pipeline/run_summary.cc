@@ -71,17 +71,24 @@ std::vector<NameTotal> totals_by_name(const std::vector<std::vector<std::string>
   return rows;
 }
 
+// The output's profiler_info.json (`file`), parsed once for every part of
+// the summary that reads it; null when it is not a JSON object.
+nlohmann::json read_output_info(const std::string& file) {
+  std::string text = base::read_regular_file_at(AT_FDCWD, file, /*follow=*/false);
+  nlohmann::json info;
+  if (!base::parse_json_limited(text, &info).empty() || !info.is_object()) return nullptr;
+  return info;
+}
+
 // Peak allocated memory per step (the largest over devices), from the
-// output's profiler_info.json, when the run recorded memory. The file is
+// output's profiler_info.json (`info`, read from `file`), when the run recorded memory. The file is
 // checked, not trusted: what is malformed in it gives `problem` (naming the
 // file and the field) and no peaks.
-std::map<std::string, double> peak_memory_mb(const fs::path& out, std::string* problem) {
+std::map<std::string, double> peak_memory_mb(const nlohmann::json& info, const std::string& file,
+                                             std::string* problem) {
   using nlohmann::json;
   std::map<std::string, double> peaks;
-  std::string file = (out / "profiler_info.json").string();
-  std::string text = base::read_regular_file_at(AT_FDCWD, file, /*follow=*/false);
-  json info;
-  if (!base::parse_json_limited(text, &info).empty() || !info.is_object()) {
+  if (!info.is_object()) {
     *problem = "'" + file + "' is not a JSON object";
     return peaks;
   }
@@ -125,11 +132,8 @@ std::string step_list(const nlohmann::json& steps) {
 
 // What made a flight recorder write the run, from the output's
 // profiler_info.json: said first, it is why the run exists.
-void append_trigger(std::string& text, const fs::path& out) {
-  std::string info_text =
-      base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
-  nlohmann::json info;
-  if (!base::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;  // said below
+void append_trigger(std::string& text, const nlohmann::json& info) {
+  if (!info.is_object()) return;  // said with the peaks
   auto flight = info.find("flight_recorder");
   if (flight == info.end() || !flight->is_object()) return;
   auto reason = flight->find("reason");
@@ -138,11 +142,8 @@ void append_trigger(std::string& text, const fs::path& out) {
 }
 
 // Operators sampled (sample_operators): their statistics are estimates.
-void append_sampling(std::string& text, const fs::path& out) {
-  std::string info_text =
-      base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
-  nlohmann::json info;
-  if (!base::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;
+void append_sampling(std::string& text, const nlohmann::json& info) {
+  if (!info.is_object()) return;  // said with the peaks
   auto options = info.find("options");
   if (options == info.end() || !options->is_object()) return;
   uint64_t n = options->value("sample_operators", uint64_t{1});
@@ -152,11 +153,8 @@ void append_sampling(std::string& text, const fs::path& out) {
 }
 
 // The host sampler's verdict (host_sys), from the output's profiler_info.json.
-void append_host(std::string& text, const fs::path& out) {
-  std::string info_text =
-      base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
-  nlohmann::json info;
-  if (!base::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;  // said above
+void append_host(std::string& text, const nlohmann::json& info) {
+  if (!info.is_object()) return;  // said with the peaks
   const nlohmann::json* host = nullptr;
   if (auto a = info.find("analysis"); a != info.end() && a->is_object()) {
     if (auto h = a->find("host"); h != a->end() && h->is_object()) host = &*h;
@@ -314,11 +312,8 @@ void append_critical_path(std::string& text, const fs::path& out) {
 }
 
 // The what-if estimates of the analysis (profiler_info.json's).
-void append_what_if(std::string& text, const fs::path& out) {
-  std::string info_text =
-      base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), /*follow=*/false);
-  nlohmann::json info;
-  if (!base::parse_json_limited(info_text, &info).empty() || !info.is_object()) return;
+void append_what_if(std::string& text, const nlohmann::json& info) {
+  if (!info.is_object()) return;  // said with the peaks
   auto a = info.find("analysis");
   if (a == info.end() || !a->is_object()) return;
   auto w = a->find("what_if");
@@ -345,8 +340,10 @@ std::string summarize_run(const std::string& run_dir) {
     append(text, "  not analysed yet: trainprof analyse %s\n", base::shell_quote(run_dir).c_str());
     return text;
   }
-  append_trigger(text, out);
-  append_sampling(text, out);
+  std::string info_file = (out / "profiler_info.json").string();
+  nlohmann::json info = read_output_info(info_file);
+  append_trigger(text, info);
+  append_sampling(text, info);
   std::vector<NameTotal> rows =
       totals_by_name(exporter::read_csv_file((out / "operator_details.csv").string()));
   double self_sum = 0;
@@ -361,18 +358,18 @@ std::string summarize_run(const std::string& run_dir) {
   bool gpu = append_gpu_top(text, out);
   auto steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
   std::string info_problem;
-  std::map<std::string, double> peaks = peak_memory_mb(out, &info_problem);
+  std::map<std::string, double> peaks = peak_memory_mb(info, info_file, &info_problem);
   if (!info_problem.empty()) text += "  warning: " + info_problem + "; peak memory is not shown\n";
   if (steps.size() > 1) {
     if (gpu) append(text, "  (computing and free: the GPU's busy and idle time)\n");
     append_step_table(text, steps, peaks);
     append_critical_path(text, out);
-    append_what_if(text, out);
+    append_what_if(text, info);
   } else {
     append(text, "  no steps recorded (call Profiler::step() once per training step)\n");
   }
   append_data_pipeline(text, out);
-  append_host(text, out);
+  append_host(text, info);
   std::string outputs;
   for (const char* f :
        {"trace_view.json", "trace_view.pftrace", "op_statistic.csv", "operator_details.csv",
