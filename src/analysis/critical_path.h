@@ -99,8 +99,6 @@ class CriticalPathAccumulator {
     bool data_wait;     // torch's DataLoader fetch
     uint64_t focus_ns;  // of the slices named as the focus in it (all of it when it is one)
   };
-  // Each thread's outermost ranges that a step not yet walked may reach.
-  const std::map<uint32_t, std::vector<Range>>& ranges() const { return outermost_; }
 
  private:
   void walk_steps(const TraceModel& model, uint64_t until_ns);
