@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/advisor.h"
 #include "analysis/cluster.h"
 #include "analysis/collective_numbering.h"
 #include "analysis/rank_summary.h"
@@ -65,6 +66,13 @@ TEST(Cluster, WaitsAreTheLastArrivalMinusEachOwn) {
   EXPECT_EQ(r.straggler_steps, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(r.cause, "compute");
   EXPECT_DOUBLE_EQ(r.excess_computing_ns, 40.0 * kMs);
+  // The advisor's finding: each other rank waited 40 ms for it per step.
+  std::vector<Finding> advice = advise_cluster(r, {});
+  ASSERT_EQ(advice.size(), 1u);
+  EXPECT_EQ(advice[0].rule, "straggler");
+  EXPECT_EQ(advice[0].rank, 2);
+  EXPECT_DOUBLE_EQ(advice[0].saving_ms, 40.0);
+  EXPECT_NE(advice[0].change.find("a slower or throttled device"), std::string::npos) << advice[0].change;
 }
 
 TEST(Cluster, NoStragglerWhenRanksTakeTurns) {
@@ -74,6 +82,7 @@ TEST(Cluster, NoStragglerWhenRanksTakeTurns) {
   EXPECT_GT(r.total_wait_ns, 0u);
   EXPECT_EQ(r.straggler, -1);
   EXPECT_NE(straggler_text(r).find("No straggler"), std::string::npos);
+  EXPECT_TRUE(advise_cluster(r, {}).empty());
 }
 
 TEST(Cluster, DataWaitIsTheCauseWhenTheLateRankWaitedForData) {
@@ -586,6 +595,12 @@ TEST(Cluster, ALinkFarBelowItsLikeIsSlow) {
   EXPECT_NEAR(transfers[0].gb_per_s, 0.8, 1e-9);
   EXPECT_FALSE(transfers[1].slow);
   EXPECT_NE(links_text(links).find("SLOW 2->3"), std::string::npos) << links_text(links);
+  // The advisor names that link, and no other.
+  std::vector<Finding> advice = advise_cluster(find_straggler(ranks), links);
+  ASSERT_EQ(advice.size(), 1u);
+  EXPECT_EQ(advice[0].rule, "slow_link");
+  EXPECT_EQ(advice[0].title, "the link from rank 2 to rank 3 is slow");
+  EXPECT_NE(advice[0].evidence.find("0.800 GB/s over 2 operations"), std::string::npos) << advice[0].evidence;
 }
 
 TEST(Cluster, ALinkWhoseTransfersOnlyWaitedStaysAndIsMarked) {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -954,6 +955,76 @@ TEST_F(CuptiAnalysis, DriverAllocationsBelongToTheOperatorThatMadeThem) {
   EXPECT_EQ(blocks[1][0], "aten::empty");
   EXPECT_EQ(blocks[1][1], "1024.000");
   EXPECT_EQ(blocks[1][9], "CUDA:0 driver");
+}
+
+// ---------------------------------------------------------------------------
+// The advisor's GPU rules (docs/ADVICE.md) on records made by hand.
+
+// Three steps of 20 ms after the GPU clock's origin on this thread; `plant`
+// adds each step's GPU activity (given the step's start on CUPTI's clock and
+// a correlation id to use). The run is advised.
+AdviceReport record_and_advise(const std::string& dir, const cupti::CuptiLibrary& lib,
+                               const std::function<void(ActivityBuffer&, uint64_t, uint32_t)>& plant) {
+  constexpr uint64_t kMs = 1'000'000;
+  ProfilerOptions o;
+  o.output_path = dir;
+  Profiler prof(o);
+  GpuClockFromNow time;
+  ActivityBuffer buffer;
+  for (uint32_t s = 0; s < 3; ++s) {
+    plant(buffer, kGpu0 + s * 20 * kMs, s + 1);
+    time.spin_until_ms(20 * (s + 1));
+    if (s < 2) prof.step();  // the last step ends at stop()
+  }
+  cupti::ActivityTranslator translator(&time.clock, lib.get_callback_name);
+  cupti::record_buffer(buffer.data(), buffer.size(), lib.get_next_record, translator);
+  prof.stop();
+  return advise(prof.last_run().run_dir);
+}
+
+std::vector<std::string> rules_of(const AdviceReport& a) {
+  std::vector<std::string> out;
+  for (const Advice& f : a.findings) out.push_back(f.rule);
+  return out;
+}
+
+// A kernel launched at `from` that runs until `to` (ms into the step).
+void busy(ActivityBuffer& buffer, uint64_t step, uint32_t correlation, double from, double to) {
+  auto ns = [step](double ms) { return step + static_cast<uint64_t>(ms * 1e6); };
+  add_launch(buffer, correlation, ns(from - 0.05));
+  add_kernel(buffer, "_Z4stepv", correlation, 7, ns(from), ns(to));
+}
+
+TEST_F(CuptiAnalysis, AdvisorNamesAGpuIdleWhileTheHostPrepares) {
+  TempDir dir;
+  AdviceReport a = record_and_advise(dir.path(), *lib, [](ActivityBuffer& b, uint64_t step, uint32_t c) {
+    busy(b, step, c, 1, 3);  // 2 ms of 20
+  });
+  ASSERT_TRUE(a.ok()) << a.error;
+  ASSERT_FALSE(a.findings.empty()) << a.text;
+  EXPECT_EQ(a.findings[0].rule, "device_idle") << a.text;
+  EXPECT_GT(a.findings[0].saving_ms, 10) << a.text;
+}
+
+TEST_F(CuptiAnalysis, AdvisorNamesSynchronizationsInsideTheStep) {
+  TempDir dir;
+  AdviceReport a = record_and_advise(dir.path(), *lib, [](ActivityBuffer& b, uint64_t step, uint32_t c) {
+    busy(b, step, c, 0.2, 19.8);
+    add_call(b, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, 100 + c,
+             step + 300'000, 19'400'000);
+  });
+  ASSERT_TRUE(a.ok()) << a.error;
+  ASSERT_FALSE(a.findings.empty()) << a.text;
+  EXPECT_EQ(a.findings[0].rule, "sync_in_step") << a.text;
+  EXPECT_NE(a.findings[0].evidence.find("cudaStreamSynchronize: 3 calls"), std::string::npos) << a.text;
+}
+
+TEST_F(CuptiAnalysis, AdvisorIsSilentOnABusyGpu) {
+  TempDir dir;
+  AdviceReport a = record_and_advise(
+      dir.path(), *lib, [](ActivityBuffer& b, uint64_t step, uint32_t c) { busy(b, step, c, 0.2, 19.8); });
+  ASSERT_TRUE(a.ok()) << a.error;
+  EXPECT_EQ(rules_of(a), std::vector<std::string>{}) << a.text;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "raw/format.h"
 #include "raw/raw_reader.h"
 #include "test_util.h"
+#include "trainprof/advise.h"
 #include "trainprof/analyse.h"
 
 namespace trainprof {
@@ -535,6 +536,14 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   EXPECT_TRUE(r.missing_ranks.empty());
   EXPECT_NE(r.text.find("Straggler: rank 2."), std::string::npos) << r.text;
   EXPECT_EQ(test::read_text(r.output_dir + "/straggler_report.txt"), r.text);
+  // The advisor names it first, ahead of the other ranks' exposed
+  // communication (their wait for it).
+  AdviceReport advice = advise(dir.path());
+  ASSERT_TRUE(advice.ok()) << advice.error;
+  ASSERT_FALSE(advice.findings.empty()) << advice.text;
+  EXPECT_EQ(advice.findings[0].rule, "straggler") << advice.text;
+  EXPECT_EQ(advice.findings[0].ranks, std::vector<int>{2}) << advice.text;
+  EXPECT_NE(advice.findings[0].evidence.find("cause: compute"), std::string::npos) << advice.text;
   // Every rank's steps, one row each, in msprof-analyze's cluster layout.
   std::string csv = test::read_text(r.output_dir + "/cluster_step_trace_time.csv");
   EXPECT_EQ(csv.rfind("Step,Type,Index,Computing,", 0), 0u) << csv;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "analyse_mpi.h"
+#include "trainprof/advise.h"
 #include "trainprof/analyse.h"
 #include "trainprof/diff.h"
 #include "trainprof/profiler.h"
@@ -42,6 +43,7 @@ const char* kMainHelp =
     "  report PATH    write report.html: the analysed runs on one self-contained page\n"
     "  diff A B       compare two runs per step: what changed the step time\n"
     "  whatif RUN     estimate the step time with some work made shorter\n"
+    "  advise PATH    what to change, the largest saving first, with its evidence\n"
     "  options        list the profiler's options: name, type, default, range, meaning\n"
     "\n"
     "options:\n"
@@ -356,6 +358,54 @@ int cmd_diff(const std::vector<std::string>& args) {
 }
 
 // ---------------------------------------------------------------------------
+// advise
+
+const char* kAdviseHelp =
+    "usage: trainprof advise PATH [--json]\n"
+    "\n"
+    "What to change, from fixed rules over the analysis (docs/ADVICE.md: each rule,\n"
+    "its threshold and why): each finding with its evidence, what the change\n"
+    "would save per step (re-timed, or bounded by the time the problem takes) and\n"
+    "the change itself, the largest saving first. PATH is a run (analysed first\n"
+    "when it is not) or a directory of runs: several ranks' runs also get the\n"
+    "cluster's findings (the straggler, slow links).\n"
+    "\n"
+    "options:\n"
+    "  --json         print the findings as a JSON array\n"
+    "\n"
+    "exit status: 0 advised (findings or none), 1 no run or nothing analysable, 2 bad usage\n";
+
+int cmd_advise(const std::vector<std::string>& args) {
+  std::vector<std::string> paths;
+  bool as_json = false;
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::fputs(kAdviseHelp, stdout);
+      return kOk;
+    }
+    if (a == "--json") {
+      as_json = true;
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') return usage_error("unknown option '" + a + "'", kAdviseHelp);
+    paths.push_back(a);
+  }
+  if (paths.size() != 1) return usage_error("advise needs one PATH", kAdviseHelp);
+  trainprof::AdviceReport a = trainprof::advise(paths[0]);
+  for (const std::string& w : a.warnings) std::fprintf(stderr, "trainprof: warning: %s\n", w.c_str());
+  if (!a.ok()) {
+    std::fprintf(stderr, "trainprof: %s\n", a.error.c_str());
+    return kFailed;
+  }
+  if (!as_json) {
+    std::fputs(a.text.c_str(), stdout);
+    return kOk;
+  }
+  std::fputs(a.json.c_str(), stdout);
+  return kOk;
+}
+
+// ---------------------------------------------------------------------------
 // whatif
 
 const char* kWhatIfHelp =
@@ -572,6 +622,7 @@ int run_command(int argc, char** argv) {
   if (cmd == "report") return cmd_report(rest);
   if (cmd == "diff") return cmd_diff(rest);
   if (cmd == "whatif") return cmd_whatif(rest);
+  if (cmd == "advise") return cmd_advise(rest);
   if (cmd == "options") return cmd_options(rest);
   return usage_error("unknown command '" + cmd + "'", kMainHelp);
 }

@@ -6,6 +6,7 @@
 #include "trainprof/call_events.h"
 #include "trainprof/dataset.h"
 #include "trainprof/diff.h"
+#include "trainprof/advise.h"
 #include "trainprof/what_if.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainprof/advise.h"
 #include "trainprof/analyse.h"
 #include "trainprof/call_events.h"
 #include "trainprof/dataset.h"
@@ -640,6 +641,20 @@ void bind_analysis(nb::module_& m) {
         return trainprof::call_events(path, {.include_steps = include_steps});
       },
       "run_dir"_a, "include_steps"_a = true);
+  // The findings as JSON text (parsed in Python), the error, the warnings.
+  m.def(
+      "advise",
+      [](nb::handle path) {
+        std::string bytes = os_path(path);
+        trainprof::AdviceReport a;
+        {
+          nb::gil_scoped_release release;
+          a = trainprof::advise(bytes);
+        }
+        return nb::make_tuple(report_text(a.json), report_text(a.error), report_texts(a.warnings),
+                              report_text(a.text));
+      },
+      "path"_a);
   m.def(
       "summarize_run",
       [](nb::handle run_dir) {

@@ -41,7 +41,7 @@ from ._flight import flight_recorder
 from ._ranges import record_function
 from . import _trainprof as _trainprof_core
 from ._trainprof import version as _core_version
-from .analysis import analyse, summary
+from .analysis import advise, analyse, summary
 from .profiler import (
     ExportType,
     HostSystem,
@@ -64,6 +64,7 @@ __all__ = [
     "ProfilerActivity",
     "ProfilerLevel",
     "_ExperimentalConfig",
+    "advise",
     "analyse",
     "flight_recorder",
     "mstx",

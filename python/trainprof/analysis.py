@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any, Optional, Sequence, Union
@@ -85,6 +86,29 @@ def summary(profiler_path: Union[str, "os.PathLike[str]"]) -> str:
     if not runs:
         raise ValueError(f"profiler_path: {_trainprof.no_run_directory_error(path)}")
     return "".join(_trainprof.summarize_run(run) for run in runs)
+
+
+def advise(profiler_path: Union[str, "os.PathLike[str]"]) -> list[dict[str, Any]]:
+    """What ``trainprof advise PATH`` finds: what to change, the largest
+    saving first. Each finding is a dict with ``rule``, ``title``,
+    ``evidence``, ``change``, ``step_ms`` (the median step), ``saving_ms``
+    (per step; -1 when not estimated), ``saving_basis`` ("re-timed: ..." or
+    "at most: ..."), ``ranks`` and ``run``; the rules are in docs/ADVICE.md.
+    Runs not analysed yet are analysed first; several ranks' runs also get
+    the cluster's findings (the straggler, slow links).
+
+    Raises:
+        TypeError: ``profiler_path`` is not a str, bytes or os.PathLike.
+        ValueError: no run directory at or below it, or none analysable.
+    """
+    path = _existing_path(profiler_path)
+    findings, error, warnings, _ = _trainprof.advise(path)
+    for w in warnings:
+        _log.warning("advise(%r): %s", path, w)
+    if error:
+        raise ValueError(f"profiler_path: {error}")
+    result: list[dict[str, Any]] = json.loads(findings)
+    return result
 
 
 def _existing_path(profiler_path: Any) -> Union[str, bytes]:

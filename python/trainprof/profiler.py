@@ -18,7 +18,7 @@ import os
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from . import _data, _distributed, _gpu, _torch
+from . import _data, _distributed, _gc, _gpu, _torch
 from . import _trainprof
 from ._modules import ModuleTracker
 from ._validate import check_bool, check_int, check_path, check_str, check_str_list, utf8_text
@@ -432,6 +432,8 @@ class profile:
                 self._modules.install()
         _distributed.sync()  # start_profile opens a run now
         self._records_cpu = _trainprof.Activity.CPU in options.activities
+        if self._records_cpu:
+            _gc.install()  # collections as ranges, for the advisor's gc_pauses
         self._cpp = _trainprof.Profiler(options)  # ValueError for what only the core checks
         self._hold_torch_flag()
 
@@ -483,6 +485,8 @@ class profile:
         self._auto_started = False
         if self._modules is not None:
             self._modules.install()
+        if self._records_cpu:
+            _gc.install()
         self._call("start")
         self._hold_torch_flag()
 
@@ -492,6 +496,7 @@ class profile:
         self._auto_started = False
         self._call("stop")
         self._release_torch_flag()
+        _gc.remove()
         _distributed.measure_clock_offset()  # the drift since the first measurement
         if self._modules is not None:
             self._modules.remove()

@@ -29,7 +29,8 @@ class SelfTimeAccumulator {
   explicit SelfTimeAccumulator(const TraceModel& model);
   // The window's own slices (each thread's from first_own, timeline order).
   void add_window(const TraceModel& model);
-  // Fills TraceModel::self_by_key; warns about ranges that do not nest.
+  // Fills TraceModel::self_by_key and child_calls_by_key; warns about
+  // ranges that do not nest.
   void finish(TraceModel& model);
 
  private:
@@ -41,6 +42,7 @@ class SelfTimeAccumulator {
   void close(std::vector<Open>& stack);
 
   std::vector<uint64_t> self_by_key_;
+  std::vector<uint64_t> child_calls_by_key_;
   std::vector<std::vector<Open>> stacks_;  // per thread
   uint64_t crossings_ = 0;
   std::string example_;

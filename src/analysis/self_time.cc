@@ -23,6 +23,8 @@ void SelfTimeAccumulator::add_window(const TraceModel& m) {
       while (!stack.empty() && stack.back().end_ns <= s.start_ns) close(stack);
       if (!stack.empty()) {
         Open& parent = stack.back();
+        if (parent.key >= child_calls_by_key_.size()) child_calls_by_key_.resize(parent.key + 1, 0);
+        ++child_calls_by_key_[parent.key];
         // A child that outlives its parent (ranges ended out of order) only
         // takes the part that overlaps.
         uint64_t overlap = std::min(parent.end_ns, end) - s.start_ns;
@@ -43,6 +45,8 @@ void SelfTimeAccumulator::finish(TraceModel& m) {
   }
   self_by_key_.resize(m.keys.size(), 0);
   m.self_by_key = std::move(self_by_key_);
+  child_calls_by_key_.resize(m.keys.size(), 0);
+  m.child_calls_by_key = std::move(child_calls_by_key_);
   if (crossings_ > 0) {
     // Scoped ranges always nest; this happens with a range left open across
     // Profiler::step(), or with range objects destroyed out of order.

@@ -220,6 +220,8 @@ struct TraceModel {
   std::vector<OpLink> op_links;
   // Self time summed per key (compute_self_times).
   std::vector<uint64_t> self_by_key;
+  // Direct children (slices nested right inside, same thread) per key.
+  std::vector<uint64_t> child_calls_by_key;
   std::vector<Instant> instants;
   std::vector<CounterSample> counters;
   std::vector<AsyncRange> async_ranges;

@@ -19,12 +19,13 @@ uint64_t read_number(const std::string& path) {
   return end != nullptr && *end == '\0' ? v : 0;
 }
 
-uint64_t mem_available_bytes() {
+// A field of /proc/meminfo ("MemAvailable:"), bytes; 0 when absent.
+uint64_t meminfo_bytes(const std::string& field) {
   std::ifstream in("/proc/meminfo");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("MemAvailable:", 0) != 0) continue;
-    std::istringstream fields(line.substr(13));
+    if (line.rfind(field, 0) != 0) continue;
+    std::istringstream fields(line.substr(field.size()));
     uint64_t kib = 0;
     fields >> kib;
     return kib * 1024;
@@ -45,8 +46,9 @@ std::string cgroup_path(bool v2) {
   return "";
 }
 
-// Room left under the cgroup's limit, or 0 when no limit is set.
-uint64_t cgroup_room(std::string* limit_file) {
+// Room left under the cgroup's limit, or 0 when no limit is set; its
+// limit in `*limit_bytes`.
+uint64_t cgroup_room(std::string* limit_file, uint64_t* limit_bytes = nullptr) {
   struct Files {
     bool v2;
     const char* root;
@@ -67,6 +69,7 @@ uint64_t cgroup_room(std::string* limit_file) {
       if (limit > 0 && limit < (1ull << 60)) {
         uint64_t usage = read_number(dir + "/" + f.usage);
         *limit_file = dir + "/" + f.limit;
+        if (limit_bytes != nullptr) *limit_bytes = limit;
         return limit > usage ? limit - usage : 1;
       }
       if (dir.size() <= std::string(f.root).size()) break;
@@ -80,7 +83,7 @@ uint64_t cgroup_room(std::string* limit_file) {
 
 MemoryRoom memory_room() {
   MemoryRoom room;
-  room.mem_available = mem_available_bytes();
+  room.mem_available = meminfo_bytes("MemAvailable:");
   room.cgroup_room = cgroup_room(&room.cgroup_limit_file);
   room.bytes = room.mem_available;
   if (room.cgroup_room > 0 && (room.bytes == 0 || room.cgroup_room < room.bytes))
@@ -96,6 +99,22 @@ uint64_t buffer_cap_bytes(MemoryRoom* room_out) {
   }
   if (room_out != nullptr) *room_out = room;
   return std::max<uint64_t>(room.bytes / kBufferShareDivisor, 1ull << 20);
+}
+
+MemoryLimit memory_limit() {
+  MemoryLimit out;
+  std::string file;
+  cgroup_room(&file, &out.bytes);
+  out.source = "cgroup memory limit";
+  if (out.bytes == 0) {
+    out.bytes = meminfo_bytes("MemTotal:");
+    out.source = "machine's memory";
+  }
+  if (const char* forced = std::getenv("TRAINPROF_TEST_MEMORY_LIMIT_MB")) {
+    out.bytes = std::strtoull(forced, nullptr, 10) << 20;
+    out.source = "cgroup memory limit";
+  }
+  return out;
 }
 
 }  // namespace trainprof::core

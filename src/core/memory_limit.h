@@ -31,6 +31,16 @@ inline constexpr uint64_t kBufferShareDivisor = 4;
 // at least 1 MiB. TRAINPROF_TEST_MEMORY_ROOM_MB overrides the room (tests).
 uint64_t buffer_cap_bytes(MemoryRoom* room_out = nullptr);
 
+// What the process may use in all: its cgroup's memory limit (the nearest
+// ancestor's that sets one), else the machine's memory (MemTotal). Not the
+// room left, as above: the advisor compares a run's peak with it.
+// TRAINPROF_TEST_MEMORY_LIMIT_MB stands for a cgroup limit (tests).
+struct MemoryLimit {
+  uint64_t bytes = 0;  // 0: unknown
+  std::string source;  // "cgroup memory limit" or "machine's memory"
+};
+MemoryLimit memory_limit();
+
 }  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_MEMORY_LIMIT_H_

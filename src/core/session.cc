@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -593,6 +594,21 @@ void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t en
   core::Recorder::instance().append(e);
 }
 
+namespace {
+
+// The process's peak resident set so far and what it may use in all: the
+// advisor says when a run came near its limit.
+nlohmann::json process_memory_json() {
+  core::MemoryLimit limit = core::memory_limit();
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return {{"peak_resident_bytes", static_cast<uint64_t>(usage.ru_maxrss) * 1024},
+          {"limit_bytes", limit.bytes},
+          {"limit_source", limit.source}};
+}
+
+}  // namespace
+
 std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realtime_ns,
                                const core::FlushStats& st, bool complete) const {
   nlohmann::json j;
@@ -636,6 +652,7 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
   }
   j["raw_bytes"] = st.bytes_written;
   j["complete"] = complete;
+  if (!stop_reason.empty()) j["memory"] = process_memory_json();
   if (nlohmann::json sync = core::clock_sync_json(); !sync.is_null()) j["clock_sync"] = sync;
   if (!st.error.empty()) j["io_error"] = st.error;
   if (std::string collectors = core::collectors_info_json(); !collectors.empty()) {

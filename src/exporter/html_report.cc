@@ -285,6 +285,32 @@ std::string critical_path_section(const fs::path& out, const std::string& slowes
   return html;
 }
 
+// The advisor's findings (an "advice" array), first in a run's or the
+// cluster's section: what to change, the largest saving first.
+std::string advice_section(const json& holder) {
+  if (!holder.is_object() || !holder.contains("advice") || !holder["advice"].is_array()) return "";
+  const json& advice = holder["advice"];
+  if (advice.empty()) {
+    return "<h3>Advice</h3>\n<p class=\"advice-none\">None of the advisor's rules fired.</p>\n";
+  }
+  std::string html = "<h3>Advice (the largest saving first)</h3>\n<ol class=\"advice\">";
+  for (const json& f : advice) {
+    if (!f.is_object()) continue;
+    double saving = f.value("saving_ms", -1.0), step = f.value("step_ms", 0.0);
+    html += "<li data-rule=\"" + escape(f.value("rule", std::string())) + "\"><b>" +
+            escape(f.value("title", std::string())) + "</b>";
+    if (saving >= 0) {
+      html += " &mdash; worth " + fmt(saving, 3) + " ms per step";
+      if (step > 0)
+        html += " (" + fmt(100.0 * saving / step, 1) + " % of the " + fmt(step, 3) + " ms median)";
+      html += ", " + escape(f.value("saving_basis", std::string()));
+    }
+    html += "<br>Evidence: " + escape(f.value("evidence", std::string())) +
+            "<br>Change: " + escape(f.value("change", std::string())) + "</li>";
+  }
+  return html + "</ol>\n";
+}
+
 std::string run_section(const std::string& run_dir, size_t index) {
   fs::path out = fs::path(run_dir) / "PROFILER_OUTPUT";
   std::string name = fs::path(run_dir).filename().string();
@@ -297,6 +323,7 @@ std::string run_section(const std::string& run_dir, size_t index) {
             escape(info.value("world_size", json(1)).dump()) + ", host " + escape(info.value("host", "?"));
   }
   html += "</p>\n";
+  if (info.is_object() && info.contains("analysis")) html += advice_section(info["analysis"]);
   CsvRows steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
   std::string slowest;
   if (steps.size() > 1) {
@@ -333,7 +360,8 @@ std::string cluster_section(const std::string& path) {
   json c = json::parse(base::read_regular_file_at(AT_FDCWD, (dir / "cluster_analysis.json").string(), false),
                        nullptr, false);
   if (!c.is_object() || !c.contains("per_rank") || !c["per_rank"].is_array()) return "";
-  std::string html = "<section id=\"cluster\"><h2>Cluster: waiting per rank</h2>\n";
+  std::string html =
+      "<section id=\"cluster\"><h2>Cluster</h2>\n" + advice_section(c) + "<h3>Waiting per rank</h3>\n";
   double most = 1;
   for (const json& r : c["per_rank"]) {
     most = std::max({most, r.value("waited_ns", 0.0), r.value("others_waited_for_it_ns", 0.0)});

@@ -23,6 +23,7 @@
 #include "exporter/cluster_trace.h"
 #include "exporter/communication_json.h"
 #include "exporter/csv_tables.h"
+#include "pipeline/run_advice.h"
 #include "trainprof/analyse.h"
 
 namespace trainprof {
@@ -365,6 +366,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
       {"cluster_analysis.json",
        [&] {
          json j = report_json(r, numbering, links);
+         j["advice"] = pipeline::findings_json(analysis::advise_cluster(r, links));
          if (!incident.empty()) j["incident"] = analysis::incident_json(incident_summary);
          return base::json_text(j, 1) + "\n";
        }},

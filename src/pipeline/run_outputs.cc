@@ -15,11 +15,13 @@
 #include "analysis/passes.h"
 #include "analysis/rank_summary.h"
 #include "analysis/what_if.h"
+#include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "exporter/chrome_trace.h"
 #include "exporter/csv_tables.h"
 #include "exporter/database.h"
 #include "exporter/perfetto_trace.h"
+#include "pipeline/run_advice.h"
 #include "pipeline/run_info.h"
 
 namespace trainprof::pipeline {
@@ -233,9 +235,10 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
     if (!e.empty() && errors.empty()) errors = e;
   };
   std::vector<analysis::OpStatisticRow> operators = analysis::op_statistics(model, passes.totals());
+  std::string run_info_text =
+      base::read_regular_file_at(AT_FDCWD, (run / "profiler_info.json").string(), false);
   if (database) {
-    std::string info = base::read_regular_file_at(AT_FDCWD, (run / "profiler_info.json").string(), false);
-    note(database->finish(model, passes.step_rows(), operators, passes.memory_names(), info));
+    note(database->finish(model, passes.step_rows(), operators, passes.memory_names(), run_info_text));
   } else {
     unlinkat(out.fd, kDatabaseName, 0);  // of an earlier analysis
   }
@@ -281,6 +284,11 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   if (options.export_text) note(write_host_outputs(model, out, extra));
   if (!passes.critical_path().empty())
     (*extra)["what_if"] = what_if_estimates(passes.what_ifs(), passes.critical_path());
+  json run_info;
+  base::parse_json_limited(run_info_text, &run_info);  // checked when the run was read
+  analysis::AdviceFacts facts = advice_facts(
+      RunAdviceInput{&model, &passes.totals(), &passes.step_rows(), &passes.what_ifs(), extra, &run_info});
+  (*extra)["advice"] = findings_json(analysis::advise(facts));
   if (!model.comm_calls.empty()) {
     note(base::write_file_atomically_at(
         out.fd, "rank_summary.json",

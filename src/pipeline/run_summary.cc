@@ -3,7 +3,6 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "base/shell_quote.h"
+#include "base/string_format.h"
 #include "exporter/csv_reader.h"
 #include "trainprof/analyse.h"
 
@@ -34,16 +34,7 @@ std::string shorten(const std::string& s, size_t width) {
   return one_line.size() <= width ? one_line : one_line.substr(0, width - 3) + "...";
 }
 
-// printf's checks apply to every call (the format attribute), which a
-// variadic template would lose.
-[[gnu::format(printf, 2, 3)]] void append(std::string& out, const char* format, ...) {
-  char line[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(line, sizeof(line), format, args);
-  va_end(args);
-  out += line;
-}
+using base::append_format;
 
 struct NameTotal {
   std::string name;
@@ -163,7 +154,7 @@ void append_host(std::string& text, const nlohmann::json& info) {
   std::string cpu = step_list(host->value("cpu_saturated_steps", nlohmann::json()));
   std::string memory = step_list(host->value("memory_pressure_steps", nlohmann::json()));
   if (cpu.empty() && memory.empty()) {
-    append(text, "  host: CPU under 90 %% and memory under 95 %% in every step (host_*_usage.csv)\n");
+    append_format(text, "  host: CPU under 90 %% and memory under 95 %% in every step (host_*_usage.csv)\n");
     return;
   }
   if (!cpu.empty()) {
@@ -190,12 +181,13 @@ void append_data_pipeline(std::string& text, const fs::path& out) {
   std::error_code ec;
   if (!fs::exists(out / "dataset.csv", ec)) return;
   auto rows = exporter::read_csv_file((out / "dataset.csv").string());
-  append(text, "  data pipeline: stage     operation                  count      avg ms    total ms\n");
+  append_format(text,
+                "  data pipeline: stage     operation                  count      avg ms    total ms\n");
   for (size_t i = 1; i < rows.size() && i <= 8; ++i) {
     const auto& r = rows[i];
     if (r.size() < 6) continue;
-    append(text, "                 %-9s %-24s %7s %11.3f %11.3f\n", shorten(r[1], 9).c_str(),
-           shorten(r[0], 24).c_str(), r[2].c_str(), number(r[3]) / 1e3, number(r[5]) / 1e3);
+    append_format(text, "                 %-9s %-24s %7s %11.3f %11.3f\n", shorten(r[1], 9).c_str(),
+                  shorten(r[0], 24).c_str(), r[2].c_str(), number(r[3]) / 1e3, number(r[5]) / 1e3);
   }
 }
 
@@ -210,11 +202,11 @@ bool append_gpu_top(std::string& text, const fs::path& out) {
   if (rows.empty()) return false;
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto* a, const auto* b) { return number((*a)[3]) > number((*b)[3]); });
-  append(text, "  top on the GPU (kernels, copies)      count    total ms      avg us   time %%\n");
+  append_format(text, "  top on the GPU (kernels, copies)      count    total ms      avg us   time %%\n");
   for (size_t i = 0; i < rows.size() && i < 10; ++i) {
     const std::vector<std::string>& r = *rows[i];
-    append(text, "  %-34s %8s %11.3f %11.3f %7.1f%%\n", shorten(r[0], 34).c_str(), r[2].c_str(),
-           number(r[3]) / 1e3, number(r[4]), number(r[7]));
+    append_format(text, "  %-34s %8s %11.3f %11.3f %7.1f%%\n", shorten(r[0], 34).c_str(), r[2].c_str(),
+                  number(r[3]) / 1e3, number(r[4]), number(r[7]));
   }
   return true;
 }
@@ -257,16 +249,16 @@ void append_step_table(std::string& text, const std::vector<std::vector<std::str
     std::sort(shown.begin(), shown.end(),
               [](const StepRow& a, const StepRow& b) { return number(a.step) < number(b.step); });
     shown.insert(shown.begin(), median);
-    append(text, "  the median and the %zu slowest of %zu steps (every step: step_trace_time.csv)\n",
-           kSlowestShown, rows.size());
+    append_format(text, "  the median and the %zu slowest of %zu steps (every step: step_trace_time.csv)\n",
+                  kSlowestShown, rows.size());
   }
-  append(text, "  step      step ms   computing ms   data wait ms    free ms   preparing ms%s\n",
-         peaks.empty() ? "" : "   peak memory MB");
+  append_format(text, "  step      step ms   computing ms   data wait ms    free ms   preparing ms%s\n",
+                peaks.empty() ? "" : "   peak memory MB");
   for (const StepRow& r : shown) {
-    append(text, "  %-6s %10.3f %14.3f %14.3f %10.3f %14.3f", r.step.c_str(), r.total, r.computing,
-           r.data_wait, r.free, r.preparing);
-    if (auto peak = peaks.find(r.step); peak != peaks.end()) append(text, " %18.1f", peak->second);
-    append(text, "\n");
+    append_format(text, "  %-6s %10.3f %14.3f %14.3f %10.3f %14.3f", r.step.c_str(), r.total, r.computing,
+                  r.data_wait, r.free, r.preparing);
+    if (auto peak = peaks.find(r.step); peak != peaks.end()) append_format(text, " %18.1f", peak->second);
+    append_format(text, "\n");
   }
 }
 
@@ -298,7 +290,8 @@ void append_critical_path(std::string& text, const fs::path& out) {
                   100.0 * us / total);
     kinds += part;
   }
-  append(text, "  critical path (what decided the steps' length, critical_path.csv): %s\n", kinds.c_str());
+  append_format(text, "  critical path (what decided the steps' length, critical_path.csv): %s\n",
+                kinds.c_str());
   std::string names;
   size_t shown = 0;
   for (const auto& [us, key] : largest_first(by_name)) {
@@ -308,7 +301,7 @@ void append_critical_path(std::string& text, const fs::path& out) {
                   shorten(key.first, 48).c_str(), key.second.c_str(), 100.0 * us / total);
     names += part;
   }
-  if (!names.empty()) append(text, "    longest on it: %s\n", names.c_str());
+  if (!names.empty()) append_format(text, "    longest on it: %s\n", names.c_str());
 }
 
 // The what-if estimates of the analysis (profiler_info.json's).
@@ -322,9 +315,42 @@ void append_what_if(std::string& text, const nlohmann::json& info) {
     if (!e.is_object()) continue;
     double recorded = e.value("median_step_ms", 0.0), estimated = e.value("estimated_step_ms", 0.0);
     if (recorded <= 0) continue;
-    append(text, "  what if %s: median step %.3f ms -> %.3f ms (%+.1f %%)\n",
-           shorten(e.value("change", std::string()), 80).c_str(), recorded, estimated,
-           100.0 * (estimated - recorded) / recorded);
+    append_format(text, "  what if %s: median step %.3f ms -> %.3f ms (%+.1f %%)\n",
+                  shorten(e.value("change", std::string()), 80).c_str(), recorded, estimated,
+                  100.0 * (estimated - recorded) / recorded);
+  }
+}
+
+// The advisor's findings (profiler_info.json's), first: what to change.
+void append_advice(std::string& text, const nlohmann::json& info, const std::string& run_dir) {
+  if (!info.is_object()) return;  // said with the peaks
+  auto a = info.find("analysis");
+  if (a == info.end() || !a->is_object()) return;
+  auto advice = a->find("advice");
+  if (advice == a->end() || !advice->is_array()) return;
+  if (advice->empty()) {
+    text += "  advice: none of the advisor's rules fired (trainprof advise)\n";
+    return;
+  }
+  append_format(text, "  advice (evidence and changes: trainprof advise %s):\n",
+                base::shell_quote(run_dir).c_str());
+  size_t shown = 0;
+  for (const nlohmann::json& f : *advice) {
+    if (!f.is_object()) continue;
+    if (shown++ == 3) {
+      append_format(text, "    and %zu more\n", advice->size() - 3);
+      break;
+    }
+    double saving = f.value("saving_ms", -1.0), step = f.value("step_ms", 0.0);
+    std::string worth;
+    if (saving >= 0 && step > 0) {
+      char part[96];
+      std::snprintf(part, sizeof(part), ": worth %.3f ms per step (%.1f %%)", saving, 100.0 * saving / step);
+      worth = part;
+    }
+    append_format(text, "    %zu. %s%s\n", shown, shorten(f.value("title", std::string()), 80).c_str(),
+                  worth.c_str());
+    append_format(text, "       change: %s\n", shorten(f.value("change", std::string()), 160).c_str());
   }
 }
 
@@ -334,26 +360,27 @@ std::string summarize_run(const std::string& run_dir) {
   fs::path run(run_dir);
   fs::path out = run / "PROFILER_OUTPUT";
   std::string text;
-  append(text, "run %s\n", run.c_str());
+  append_format(text, "run %s\n", run.c_str());
   std::error_code ec;
   if (!fs::exists(out / "operator_details.csv", ec)) {
-    append(text, "  not analysed yet: trainprof analyse %s\n", base::shell_quote(run_dir).c_str());
+    append_format(text, "  not analysed yet: trainprof analyse %s\n", base::shell_quote(run_dir).c_str());
     return text;
   }
   std::string info_file = (out / "profiler_info.json").string();
   nlohmann::json info = read_output_info(info_file);
   append_trigger(text, info);
   append_sampling(text, info);
+  append_advice(text, info, run_dir);
   std::vector<NameTotal> rows =
       totals_by_name(exporter::read_csv_file((out / "operator_details.csv").string()));
   double self_sum = 0;
   for (const NameTotal& t : rows) self_sum += t.self_us;
-  append(text, "  top by self time (host)              calls     self ms    total ms   self %%\n");
+  append_format(text, "  top by self time (host)              calls     self ms    total ms   self %%\n");
   for (size_t i = 0; i < rows.size() && i < 10; ++i) {
     const NameTotal& t = rows[i];
-    append(text, "  %-34s %8llu %11.3f %11.3f %7.1f%%\n", shorten(t.name, 34).c_str(),
-           static_cast<unsigned long long>(t.calls), t.self_us / 1e3, t.total_us / 1e3,
-           self_sum > 0 ? 100.0 * t.self_us / self_sum : 0.0);
+    append_format(text, "  %-34s %8llu %11.3f %11.3f %7.1f%%\n", shorten(t.name, 34).c_str(),
+                  static_cast<unsigned long long>(t.calls), t.self_us / 1e3, t.total_us / 1e3,
+                  self_sum > 0 ? 100.0 * t.self_us / self_sum : 0.0);
   }
   bool gpu = append_gpu_top(text, out);
   auto steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
@@ -361,12 +388,12 @@ std::string summarize_run(const std::string& run_dir) {
   std::map<std::string, double> peaks = peak_memory_mb(info, info_file, &info_problem);
   if (!info_problem.empty()) text += "  warning: " + info_problem + "; peak memory is not shown\n";
   if (steps.size() > 1) {
-    if (gpu) append(text, "  (computing and free: the GPU's busy and idle time)\n");
+    if (gpu) append_format(text, "  (computing and free: the GPU's busy and idle time)\n");
     append_step_table(text, steps, peaks);
     append_critical_path(text, out);
     append_what_if(text, info);
   } else {
-    append(text, "  no steps recorded (call Profiler::step() once per training step)\n");
+    append_format(text, "  no steps recorded (call Profiler::step() once per training step)\n");
   }
   append_data_pipeline(text, out);
   append_host(text, info);
@@ -378,9 +405,9 @@ std::string summarize_run(const std::string& run_dir) {
         "kernel_details.csv", "trainprof.db", "report.html"}) {
     if (fs::exists(out / f, ec)) outputs += std::string(outputs.empty() ? "" : ", ") + f;
   }
-  append(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());
+  append_format(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());
   if (!fs::exists(out / "report.html", ec)) {
-    append(text, "  the same on one page: trainprof report %s\n", base::shell_quote(run_dir).c_str());
+    append_format(text, "  the same on one page: trainprof report %s\n", base::shell_quote(run_dir).c_str());
   }
   return text;
 }

@@ -1,0 +1,330 @@
+// Copyright trainprof authors.
+#include "analysis/advisor.h"
+
+#include <algorithm>
+
+#include "base/string_format.h"
+
+namespace trainprof::analysis {
+namespace {
+
+using base::format;
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+double percent(double part, double whole) {
+  return whole > 0 ? 100.0 * part / whole : 0;
+}
+
+// The run's time per counted step, ms.
+double per_step(const AdviceFacts& f, double total_ms) {
+  return f.steps > 0 ? total_ms / static_cast<double>(f.steps) : 0;
+}
+
+Finding finding(const AdviceFacts& f, const char* rule, std::string title) {
+  Finding out;
+  out.rule = rule;
+  out.title = std::move(title);
+  out.step_ms = f.median_step_ms;
+  return out;
+}
+
+// The saving re-timed when the what-if estimated the median step without
+// the problem (`estimated_step_ms` >= 0), else bounded by the problem's time
+// over the run (`bound_ms`).
+void set_saving(const AdviceFacts& f, double estimated_step_ms, const char* retimed, double bound_ms,
+                const char* bound, Finding* x) {
+  if (estimated_step_ms >= 0) {
+    x->saving_ms = std::max(0.0, f.median_step_ms - estimated_step_ms);
+    x->saving_basis = std::string("re-timed: ") + retimed;
+  } else {
+    x->saving_ms = per_step(f, bound_ms);
+    x->saving_basis = std::string("at most: ") + bound;
+  }
+}
+
+void data_wait(const AdviceFacts& f, std::vector<Finding>* out) {
+  if (f.total_step_ms <= 0 || f.data_wait_ms < kDataWaitShare * f.total_step_ms) return;
+  Finding x = finding(f, "data_wait", "the training loop waits for data");
+  x.evidence = format("%.3f ms of data wait per step (%.1f %% of the step time) in %lld of %lld steps",
+                      per_step(f, f.data_wait_ms), percent(f.data_wait_ms, f.total_step_ms),
+                      static_cast<long long>(f.data_wait_steps), static_cast<long long>(f.steps));
+  if (!f.slowest_data_stage.empty()) x.evidence += "; the longest stage: " + f.slowest_data_stage;
+  x.change =
+      "feed the loop faster: more DataLoader workers (num_workers), pin_memory=True, a larger "
+      "prefetch_factor, persistent_workers=True; or make the longest stage cheaper";
+  set_saving(f, f.hide_data_wait_step_ms, "the steps with their data wait hidden", f.data_wait_ms,
+             "the data wait per step", &x);
+  out->push_back(x);
+}
+
+void device_idle(const AdviceFacts& f, std::vector<Finding>* out) {
+  double idle = f.device_idle_ms + f.preparing_ms;
+  if (!f.device_time || f.total_step_ms <= 0 || idle < kDeviceIdleShare * f.total_step_ms) return;
+  Finding x = finding(f, "device_idle", "the GPU idles while the host prepares its work");
+  x.evidence = format(
+      "the GPU is idle %.3f ms per step outside data waits (%.1f %% of the step time), %.3f ms of "
+      "it before the step's first kernel",
+      per_step(f, idle), percent(idle, f.total_step_ms), per_step(f, f.preparing_ms));
+  x.change =
+      "launch the work faster than the GPU runs it: CUDA graphs or torch.compile "
+      "(mode=\"reduce-overhead\"), larger batches, less Python between launches";
+  x.saving_ms = per_step(f, idle);
+  x.saving_basis = "at most: the GPU's idle time per step";
+  out->push_back(x);
+}
+
+bool is_sync_call(const std::string& name) {
+  for (const char* s : {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+                        "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize"}) {
+    if (starts_with(name, s)) return true;
+  }
+  return false;
+}
+
+// Host operators that wait for the device to hand a value to Python.
+bool is_syncing_op(const std::string& name) {
+  return name == "aten::item" || name == "aten::_local_scalar_dense" || name == "aten::nonzero" ||
+         name == "aten::cpu";
+}
+
+void syncs(const AdviceFacts& f, std::vector<Finding>* out) {
+  if (!f.device_time || f.total_step_ms <= 0) return;
+  uint64_t calls = 0, ns = 0;
+  std::string names;
+  for (const NameFacts& g : f.gpu) {
+    if (!is_sync_call(g.name)) continue;
+    calls += g.calls;
+    ns += g.total_ns;
+    names += format("%s%s: %llu calls, %.3f ms", names.empty() ? "" : "; ", g.name.c_str(),
+                    static_cast<unsigned long long>(g.calls), g.total_ns / 1e6);
+  }
+  double ms = ns / 1e6;
+  if (calls == 0 || ms < kSyncShare * f.total_step_ms) return;
+  std::string ops;
+  for (const NameFacts& h : f.host) {
+    if (!h.is_op || !is_syncing_op(h.name)) continue;
+    ops += format("%s%s %.1f per step", ops.empty() ? "" : ", ", h.name.c_str(),
+                  static_cast<double>(h.calls) / static_cast<double>(std::max<int64_t>(f.steps, 1)));
+  }
+  Finding x = finding(f, "sync_in_step", "the host waits for the GPU inside the step");
+  x.evidence = format("%.1f synchronizations per step block the host %.3f ms (%.1f %% of the step time): ",
+                      static_cast<double>(calls) / static_cast<double>(std::max<int64_t>(f.steps, 1)),
+                      per_step(f, ms), percent(ms, f.total_step_ms)) +
+               names;
+  if (!ops.empty()) x.evidence += "; from operators that hand a value to the host: " + ops;
+  x.change =
+      "keep values on the device inside the step: no .item(), .cpu(), .tolist() or printing of "
+      "tensors per step (accumulate on the GPU, read every N steps), no explicit "
+      "torch.cuda.synchronize()";
+  x.saving_ms = per_step(f, ms);
+  x.saving_basis = "at most: the time the host was blocked per step";
+  out->push_back(x);
+}
+
+bool is_fused_op(const std::string& name) {
+  return name.find("_foreach_") != std::string::npos || name.find("_fused_") != std::string::npos;
+}
+
+void unfused_optimizer(const AdviceFacts& f, std::vector<Finding>* out) {
+  uint64_t fused_calls = 0;
+  for (const NameFacts& h : f.host)
+    if (h.is_op && is_fused_op(h.name)) fused_calls += h.calls;
+  for (const NameFacts& h : f.host) {
+    // torch.optim records every step as "Optimizer.step#Adam.step".
+    if (!starts_with(h.name, "Optimizer.step#") || h.calls == 0) continue;
+    double children = static_cast<double>(h.child_calls) / static_cast<double>(h.calls);
+    if (children < kOptimizerOpsPerStep || fused_calls >= h.calls) continue;
+    std::string optimizer = h.name.substr(h.name.find('#') + 1);
+    optimizer = optimizer.substr(0, optimizer.find('.'));
+    Finding x = finding(f, "unfused_optimizer", "the optimizer runs per parameter (" + optimizer + ")");
+    x.evidence = format("%s: %.0f operators per call, %.3f ms per call, no _foreach_ or _fused_ operator",
+                        h.name.c_str(), children, h.total_ns / 1e6 / static_cast<double>(h.calls));
+    x.change = "torch.optim." + optimizer + "(..., foreach=True), or fused=True where " + optimizer +
+               " has it (on GPUs): one multi-tensor operator per update instead of one per parameter";
+    double steps_per_call = f.steps > 0 ? static_cast<double>(h.calls) / static_cast<double>(f.steps) : 1;
+    x.saving_ms = h.total_ns / 1e6 / static_cast<double>(h.calls) * steps_per_call;
+    x.saving_basis = "at most: the optimizer's time per step";
+    out->push_back(x);
+  }
+}
+
+void tiny_operators(const AdviceFacts& f, std::vector<Finding>* out) {
+  if (f.steps <= 0 || f.total_step_ms <= 0) return;
+  uint64_t calls = 0, ns = 0;
+  for (const NameFacts& h : f.host) {
+    // Short on average: each call pays the framework's dispatch. Their self
+    // time, so that nested ones are not counted twice.
+    if (!h.is_op || h.calls == 0) continue;
+    if (h.total_ns / 1e3 / static_cast<double>(h.calls) >= kTinyOpUs) continue;
+    calls += h.calls;
+    ns += h.self_ns;
+  }
+  double per = static_cast<double>(calls) / static_cast<double>(f.steps), ms = ns / 1e6;
+  if (per < kTinyOpsPerStep || ms < kTinyOpsShare * f.total_step_ms) return;
+  Finding x = finding(f, "tiny_operators", "thousands of tiny operators per step");
+  x.evidence = format(
+      "%.0f operator calls per step average under %.0f us each, %.3f ms per step (%.1f %% of the "
+      "step time)",
+      per, kTinyOpUs, per_step(f, ms), percent(ms, f.total_step_ms));
+  x.change =
+      "fuse them: torch.compile the model (or the loop's hot function), CUDA graphs on a GPU, or "
+      "batch the work into fewer, larger tensor operations";
+  x.saving_ms = per_step(f, ms);
+  x.saving_basis = "at most: those operators' time per step";
+  out->push_back(x);
+}
+
+void exposed_communication(const AdviceFacts& f, std::vector<Finding>* out) {
+  if (f.total_step_ms <= 0 || f.exposed_comm_ms < kExposedCommShare * f.total_step_ms) return;
+  Finding x = finding(f, "exposed_communication", "communication is not overlapped with computation");
+  x.evidence = format("%.3f ms per step of communication that nothing overlaps (%.1f %% of the step time)",
+                      per_step(f, f.exposed_comm_ms), percent(f.exposed_comm_ms, f.total_step_ms));
+  x.change =
+      "overlap it: DDP's gradient buckets (bucket_cap_mb smaller so the first starts earlier), "
+      "nonblocking collectives started before the work that does not need them, fewer and larger "
+      "messages";
+  set_saving(f, f.overlap_comm_step_ms, "the steps with their communication overlapped", f.exposed_comm_ms,
+             "the exposed communication per step", &x);
+  out->push_back(x);
+}
+
+// A peak at kMemoryLimitShare of its limit or more; `limit_name` says what the limit is.
+void memory_near_limit(const AdviceFacts& f, uint64_t peak, uint64_t limit, const std::string& what,
+                       const std::string& limit_name, std::vector<Finding>* out) {
+  if (limit == 0 || static_cast<double>(peak) < kMemoryLimitShare * static_cast<double>(limit)) return;
+  Finding x = finding(f, "memory_near_limit", what + " memory is near its limit");
+  x.evidence = format("peak %.1f MB, %.1f %% of the %.1f MB of the ", peak / 1048576.0,
+                      percent(static_cast<double>(peak), static_cast<double>(limit)), limit / 1048576.0) +
+               limit_name;
+  x.change =
+      "make room before it runs out: a smaller batch with gradient accumulation, activation "
+      "checkpointing, mixed precision, or freeing what outlives the step";
+  out->push_back(x);  // memory is not step time: no saving
+}
+
+bool is_gc_range(const std::string& name) {
+  return starts_with(name, "gc.collect");
+}
+
+void gc_pauses(const AdviceFacts& f, std::vector<Finding>* out) {
+  uint64_t calls = 0, ns = 0;
+  for (const NameFacts& h : f.host) {
+    if (h.is_op || !is_gc_range(h.name)) continue;
+    calls += h.calls;
+    ns += h.total_ns;
+  }
+  double ms = ns / 1e6;
+  if (calls == 0 || f.total_step_ms <= 0 || ms < kGcShare * f.total_step_ms) return;
+  Finding x = finding(f, "gc_pauses", "Python's garbage collector pauses the steps");
+  x.evidence = format("%llu collections, %.3f ms per step (%.1f %% of the step time)",
+                      static_cast<unsigned long long>(calls), per_step(f, ms), percent(ms, f.total_step_ms));
+  x.change =
+      "collect less often: gc.freeze() after the model and data are set up, a higher "
+      "gc.set_threshold, or gc.disable() in the loop with gc.collect() every N steps; avoid "
+      "reference cycles made per step";
+  x.saving_ms = per_step(f, ms);
+  x.saving_basis = "at most: the collections' time per step";
+  out->push_back(x);
+}
+
+void cpu_saturated(const AdviceFacts& f, std::vector<Finding>* out) {
+  if (f.steps <= 0 || f.cpu_saturated_steps.empty()) return;
+  double share = static_cast<double>(f.cpu_saturated_steps.size()) / static_cast<double>(f.steps);
+  if (share < kCpuSaturatedSteps) return;
+  Finding x = finding(f, "host_cpu_saturated", "the host's CPUs are saturated");
+  x.evidence =
+      format("CPU at 90 %% or more in %zu of %lld steps (%.1f %% busy on average in them)",
+             f.cpu_saturated_steps.size(), static_cast<long long>(f.steps), f.cpu_saturated_mean_percent);
+  x.change =
+      "leave the training room: fewer DataLoader workers or intra-op threads "
+      "(torch.set_num_threads) than cores, other processes moved off its cores";
+  out->push_back(x);  // what the CPU would give back is not re-timed
+}
+
+}  // namespace
+
+std::vector<Finding> advise(const AdviceFacts& facts) {
+  std::vector<Finding> out;
+  data_wait(facts, &out);
+  device_idle(facts, &out);
+  syncs(facts, &out);
+  unfused_optimizer(facts, &out);
+  tiny_operators(facts, &out);
+  exposed_communication(facts, &out);
+  memory_near_limit(facts, facts.host_peak_bytes, facts.host_limit_bytes, "host",
+                    facts.host_limit_source + " (" + facts.host_peak_source + ")", &out);
+  memory_near_limit(facts, facts.device_peak_bytes, facts.device_limit_bytes, "GPU",
+                    "GPU's memory (allocated)", &out);
+  gc_pauses(facts, &out);
+  cpu_saturated(facts, &out);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Finding& a, const Finding& b) { return a.saving_ms > b.saving_ms; });
+  return out;
+}
+
+namespace {
+
+std::string straggler_change(const std::string& cause) {
+  if (cause == "data loading")
+    return "feed that rank faster: its data loading is slower than the others' (a slower disk or "
+           "host, fewer workers, uneven shards)";
+  if (cause == "communication")
+    return "look at that rank's links and its other collectives: it spends longer in "
+           "communication than the others";
+  if (cause == "compute")
+    return "give that rank the others' speed: a slower or throttled device or host, other work "
+           "on its cores, or a larger share of the work (uneven batches or sequence lengths)";
+  return "compare that rank's timeline with another's in its late steps";
+}
+
+}  // namespace
+
+std::vector<Finding> advise_cluster(const StragglerReport& r, const std::vector<LinkBandwidth>& links) {
+  std::vector<Finding> out;
+  if (r.straggler >= 0) {
+    auto w = std::find_if(r.per_rank.begin(), r.per_rank.end(),
+                          [&r](const RankWaits& x) { return x.rank == r.straggler; });
+    Finding x;
+    x.rule = "straggler";
+    x.rank = r.straggler;
+    x.title = "rank " + std::to_string(r.straggler) + " is a straggler the others wait for";
+    size_t late = r.straggler_steps.size();
+    size_t others = r.ranks.size() > 1 ? r.ranks.size() - 1 : 1;
+    double waited_ms = w != r.per_rank.end() ? w->waited_for_ns / 1e6 : 0;
+    x.evidence = format(
+        "it arrived last in step(s) %s; the other %zu ranks waited %.3f ms for it in all; "
+        "cause: %s (per late step it computed %.3f ms, waited %.3f ms for data and spent "
+        "%.3f ms in communication more than the others' median)",
+        step_ranges(r.straggler_steps).c_str(), others, waited_ms, r.cause.c_str(),
+        r.excess_computing_ns / 1e6, r.excess_data_wait_ns / 1e6, r.excess_in_comm_ns / 1e6);
+    x.change = straggler_change(r.cause);
+    if (late > 0) {
+      x.saving_ms = waited_ms / static_cast<double>(others) / static_cast<double>(late);
+      x.saving_basis = "at most: what each other rank waited for it, per step it was late in";
+    }
+    out.push_back(x);
+  }
+  for (const LinkBandwidth& l : links) {
+    if (!l.slow) continue;
+    Finding x;
+    x.rule = "slow_link";
+    x.rank = l.src;
+    x.title = l.collective ? "rank " + std::to_string(l.src) + "'s collectives move data slowly"
+                           : "the link from rank " + std::to_string(l.src) + " to rank " +
+                                 std::to_string(l.dst) + " is slow";
+    x.evidence =
+        format("%.3f GB/s over %llu operations (%s), under %.0f %% of the median of its like", l.gb_per_s,
+               static_cast<unsigned long long>(l.operations), l.transport.c_str(), 100 * kSlowLinkShare);
+    x.change =
+        "check that link: its network interface and route, other traffic on it, or place the "
+        "ranks that talk most on the same host";
+    out.push_back(x);
+    if (out.size() >= 8) break;  // the slowest are first; the rest are in the cluster tables
+  }
+  return out;
+}
+
+}  // namespace trainprof::analysis

@@ -1,0 +1,105 @@
+// Copyright trainprof authors. The advisor: fixed rules over what one run's
+// analysis measured, each naming a problem, its evidence, what fixing it
+// is worth and the change to make. docs/ADVICE.md gives every rule's
+// threshold and why.
+//
+// The rules read plain facts (AdviceFacts), gathered by the pipeline from
+// the analysis it already made, so they cost nothing per event and can be
+// tested with facts written by hand as well as with planted workloads.
+#ifndef TRAINPROF_ANALYSIS_ADVISOR_H_
+#define TRAINPROF_ANALYSIS_ADVISOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/cluster.h"
+
+namespace trainprof::analysis {
+
+// One finding, as profiler_info.json's "advice" holds it.
+struct Finding {
+  std::string rule;      // stable id: "data_wait", "gc_pauses", ... (docs/ADVICE.md)
+  std::string title;     // the problem in a few words
+  std::string evidence;  // the steps, names and numbers it rests on
+  std::string change;    // what to change
+  double step_ms = 0;    // the median step it is measured against
+  // What the change would save per median step, ms, and how that was
+  // found: "re-timed: ..." (a what-if estimate, analysis/what_if.h) or
+  // "at most: ..." (the time the problem takes, when removing it cannot be
+  // re-timed). Negative: not estimated.
+  double saving_ms = -1;
+  std::string saving_basis;
+  int rank = -1;  // the rank it is about (cluster findings), -1: this run
+};
+
+// A name's calls over the counted steps (operators and ranges: host; GPU
+// activities by name: kernels, copies, sets, runtime calls).
+struct NameFacts {
+  std::string name;
+  bool is_op = false;        // a framework operator
+  uint64_t calls = 0;        // over the whole run
+  uint64_t total_ns = 0;     // duration, summed
+  uint64_t self_ns = 0;      // less the direct children's
+  uint64_t child_calls = 0;  // direct children on the same thread, summed
+};
+
+// What the rules read. Times are over the whole run unless per step.
+struct AdviceFacts {
+  // The steps the rules count (the one open at stop(), under half the
+  // median, is not among them).
+  int64_t steps = 0;
+  double median_step_ms = 0;
+  double total_step_ms = 0;
+  double data_wait_ms = 0;         // step_trace_time.csv's Data Wait, summed
+  double exposed_comm_ms = 0;      // Communication(Not Overlapped), summed
+  double device_idle_ms = 0;       // Free (device time only), summed
+  double preparing_ms = 0;         // Preparing (device time only), summed
+  bool device_time = false;        // the run recorded GPU activity
+  int64_t data_wait_steps = 0;     // steps that waited at least 1 % of themselves
+  std::string slowest_data_stage;  // "worker fetch (fetch): 30.1 ms per step" or ""
+  // What-if medians (re-timed), < 0 when not estimated.
+  double hide_data_wait_step_ms = -1;
+  double overlap_comm_step_ms = -1;
+  std::vector<NameFacts> host;  // operators and ranges by name
+  std::vector<NameFacts> gpu;   // GPU activities by name (runtime calls, syncs too)
+  // The host sampler (host_sys): steps with CPU at 90 % or more.
+  int64_t host_cpu_samples = 0;
+  std::vector<int64_t> cpu_saturated_steps;
+  double cpu_saturated_mean_percent = 0;
+  // Memory: the largest peak over the steps and what it may reach, bytes
+  // (0: unknown). Host: profile_memory's CPU peak or the process' peak
+  // resident set against the cgroup limit or the machine's memory; device:
+  // the allocator's peak against the GPU's memory.
+  uint64_t host_peak_bytes = 0;
+  std::string host_peak_source;  // "resident set" or "allocated (profile_memory)"
+  uint64_t host_limit_bytes = 0;
+  std::string host_limit_source;  // "cgroup memory limit" or "machine memory"
+  uint64_t device_peak_bytes = 0;
+  uint64_t device_limit_bytes = 0;
+};
+
+// Every rule that fires, the largest saving first (findings whose saving
+// is not estimated last, in the rules' order).
+std::vector<Finding> advise(const AdviceFacts& facts);
+
+// The findings of a job's ranks together (`trainprof cluster`): the
+// straggler the others wait for, and links slower than their like.
+std::vector<Finding> advise_cluster(const StragglerReport& report, const std::vector<LinkBandwidth>& links);
+
+// Thresholds (docs/ADVICE.md says why each is where it is).
+inline constexpr double kDataWaitShare = 0.10;      // of the step time
+inline constexpr double kDeviceIdleShare = 0.25;    // of the step time, data waits aside
+inline constexpr double kSyncShare = 0.05;          // time blocked in syncs, of the step time
+inline constexpr double kOptimizerOpsPerStep = 40;  // per-parameter operators per optimizer step
+inline constexpr double kTinyOpsPerStep = 1000;     // short operators per step
+inline constexpr double kTinyOpUs = 20;             // "short": under this on average
+inline constexpr double kTinyOpsShare = 0.20;       // their time, of the step time
+inline constexpr double kExposedCommShare = 0.10;   // of the step time
+inline constexpr double kMemoryLimitShare = 0.90;   // of the limit
+inline constexpr double kGcShare = 0.05;            // of the step time
+inline constexpr double kCpuSaturatedSteps = 0.25;  // of the steps
+
+}  // namespace trainprof::analysis
+
+#endif  // TRAINPROF_ANALYSIS_ADVISOR_H_

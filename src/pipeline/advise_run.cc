@@ -1,0 +1,211 @@
+// Copyright trainprof authors. `trainprof advise`: the findings of each
+// run's analysis (profiler_info.json's "advice") and of the cluster pass
+// (cluster_analysis.json's), merged per rule and ranked.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/json_limits.h"
+#include "base/safe_file.h"
+#include "base/string_format.h"
+#include "trainprof/advise.h"
+#include "trainprof/analyse.h"
+
+namespace trainprof {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+using base::append_format;
+
+json read_json(const fs::path& file) {
+  std::string text = base::read_regular_file_at(AT_FDCWD, file.string(), /*follow=*/false);
+  json j;
+  if (text.empty() || !base::parse_json_limited(text, &j).empty()) return nullptr;
+  return j;
+}
+
+// The findings of one JSON array, each checked (a hand-edited file gives
+// what it holds well-formed, and a warning for the rest).
+std::vector<Advice> parse_findings(const json& list, const std::string& where,
+                                   std::vector<std::string>* warnings) {
+  std::vector<Advice> out;
+  if (!list.is_array()) return out;
+  for (const json& f : list) {
+    if (!f.is_object() || !f.contains("rule") || !f["rule"].is_string()) {
+      warnings->push_back(where + ": a finding without a \"rule\" is left out");
+      continue;
+    }
+    Advice a;
+    a.rule = f.value("rule", "");
+    a.title = f.value("title", a.rule);
+    a.evidence = f.value("evidence", "");
+    a.change = f.value("change", "");
+    a.step_ms = f.value("step_ms", 0.0);
+    a.saving_ms = f.value("saving_ms", -1.0);
+    a.saving_basis = f.value("saving_basis", "");
+    if (f.contains("rank") && f["rank"].is_number_integer()) a.ranks.push_back(f["rank"].get<int>());
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// One run's findings: analysed first when its output has none.
+std::vector<Advice> run_findings(const std::string& run, std::vector<std::string>* warnings) {
+  fs::path info_file = fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json";
+  json info = read_json(info_file);
+  auto has_advice = [](const json& j) {
+    return j.is_object() && j.contains("analysis") && j["analysis"].is_object() &&
+           j["analysis"].contains("advice");
+  };
+  if (!has_advice(info)) {
+    AnalyseReport a = analyse(run);
+    if (!a.ok()) {
+      warnings->push_back("cannot analyse '" + run + "': " + (a.runs.empty() ? a.error : a.runs[0].error));
+      return {};
+    }
+    info = read_json(info_file);
+    if (!has_advice(info)) {
+      warnings->push_back("'" + info_file.string() + "' has no advice");
+      return {};
+    }
+  }
+  std::vector<Advice> out = parse_findings(info["analysis"]["advice"], info_file.string(), warnings);
+  int rank = info.value("rank", -1);
+  for (Advice& a : out) {
+    a.run = run;
+    if (rank >= 0 && a.ranks.empty()) a.ranks.push_back(rank);
+  }
+  return out;
+}
+
+// The cluster's findings; `trainprof cluster` first when a job of several
+// runs has no cluster outputs yet.
+std::vector<Advice> cluster_findings(const std::string& path, size_t runs,
+                                     std::vector<std::string>* warnings) {
+  fs::path file = fs::path(path) / "cluster_analysis_output" / "cluster_analysis.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    if (runs < 2) return {};
+    ClusterReport c = cluster(path);
+    if (!c.ok()) return {};  // no communication recorded: nothing to match across ranks
+  }
+  json j = read_json(file);
+  if (!j.is_object() || !j.contains("advice")) return {};
+  return parse_findings(j["advice"], file.string(), warnings);
+}
+
+// "0-3, 5".
+std::string rank_list(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) +
+           (j > i ? "-" + std::to_string(ranks[j]) : std::string());
+    i = j + 1;
+  }
+  return out;
+}
+
+// One finding per rule over the runs: the one that saves most stands for
+// the others, with every rank it was found on.
+std::vector<Advice> merge_by_rule(std::vector<Advice> all) {
+  std::map<std::string, size_t> first;
+  std::vector<Advice> out;
+  for (Advice& a : all) {
+    // Cluster findings name a rank each: a straggler on rank 3 and a slow
+    // link from rank 5 stay apart.
+    std::string key = a.run.empty() ? a.rule + "#" + a.title : a.rule;
+    auto it = first.find(key);
+    if (it == first.end()) {
+      first[key] = out.size();
+      out.push_back(std::move(a));
+      continue;
+    }
+    Advice& kept = out[it->second];
+    std::vector<int> ranks = kept.ranks;
+    ranks.insert(ranks.end(), a.ranks.begin(), a.ranks.end());
+    if (a.saving_ms > kept.saving_ms) kept = std::move(a);
+    kept.ranks = ranks;
+  }
+  // A straggler comes first whatever the savings: the others' exposed
+  // communication is mostly their wait for it, and goes when it does.
+  std::stable_sort(out.begin(), out.end(), [](const Advice& a, const Advice& b) {
+    bool a_first = a.rule == "straggler", b_first = b.rule == "straggler";
+    return a_first != b_first ? a_first : a.saving_ms > b.saving_ms;
+  });
+  return out;
+}
+
+std::string report_text(const std::string& path, const std::vector<Advice>& findings, size_t runs) {
+  std::string text;
+  if (findings.empty()) {
+    append_format(text,
+                  "advice for %s: no rule fired on its %zu run(s): none of the problems the advisor knows "
+                  "(docs/ADVICE.md) stands out\n",
+                  path.c_str(), runs);
+    return text;
+  }
+  append_format(text, "advice for %s (%zu run(s)), the largest saving first:\n", path.c_str(), runs);
+  for (size_t i = 0; i < findings.size(); ++i) {
+    const Advice& a = findings[i];
+    std::string where = a.ranks.empty() || runs < 2 ? "" : " (rank " + rank_list(a.ranks) + ")";
+    append_format(text, "%zu. %s%s\n", i + 1, a.title.c_str(), where.c_str());
+    if (a.saving_ms >= 0 && a.step_ms > 0) {
+      append_format(text, "   worth: %.3f ms of the %.3f ms median step (%.1f %%), %s\n", a.saving_ms,
+                    a.step_ms, 100.0 * a.saving_ms / a.step_ms, a.saving_basis.c_str());
+    } else if (a.saving_ms >= 0) {
+      append_format(text, "   worth: %.3f ms per step, %s\n", a.saving_ms, a.saving_basis.c_str());
+    }
+    text += "   evidence: " + a.evidence + "\n";
+    text += "   change: " + a.change + "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
+AdviceReport advise(const std::string& path) {
+  AdviceReport report;
+  std::vector<std::string> runs = find_run_directories(path);
+  if (runs.empty()) {
+    report.error = no_run_directory_error(path);
+    return report;
+  }
+  std::vector<Advice> all;
+  for (const std::string& run : runs) {
+    std::vector<Advice> found = run_findings(run, &report.warnings);
+    all.insert(all.end(), found.begin(), found.end());
+  }
+  // After the runs' analyses, which the cluster pass reads.
+  std::vector<Advice> job = cluster_findings(path, runs.size(), &report.warnings);
+  all.insert(all.begin(), job.begin(), job.end());
+  report.findings = merge_by_rule(std::move(all));
+  report.text = report_text(path, report.findings, runs.size());
+  json list = json::array();
+  for (const Advice& f : report.findings) {
+    list.push_back({{"rule", f.rule},
+                    {"title", f.title},
+                    {"evidence", f.evidence},
+                    {"change", f.change},
+                    {"step_ms", f.step_ms},
+                    {"saving_ms", f.saving_ms},
+                    {"saving_basis", f.saving_basis},
+                    {"ranks", f.ranks},
+                    {"run", f.run}});
+  }
+  report.json = base::json_text(list, 1) + "\n";
+  return report;
+}
+
+}  // namespace trainprof

@@ -1,0 +1,180 @@
+// Copyright trainprof authors.
+#include "pipeline/run_advice.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "analysis/memory.h"
+#include "trainprof/dataset.h"
+
+namespace trainprof::pipeline {
+namespace {
+
+using nlohmann::json;
+
+// The steps the rules count: the one open when recording stopped (from the
+// last step() to stop()) is a sliver of one, left out when under half the
+// others' median, as the what-if summary does.
+std::vector<const analysis::StepTraceRow*> counted_steps(const std::vector<analysis::StepTraceRow>& rows) {
+  std::vector<const analysis::StepTraceRow*> out;
+  for (const analysis::StepTraceRow& r : rows) out.push_back(&r);
+  if (out.size() > 1) {
+    std::vector<uint64_t> others;
+    for (size_t i = 0; i + 1 < out.size(); ++i) others.push_back(out[i]->step_ns);
+    std::nth_element(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(others.size() / 2),
+                     others.end());
+    if (out.back()->step_ns < others[others.size() / 2] / 2) out.pop_back();
+  }
+  return out;
+}
+
+void add_steps(const std::vector<analysis::StepTraceRow>& rows, analysis::AdviceFacts* f) {
+  std::vector<const analysis::StepTraceRow*> steps = counted_steps(rows);
+  std::vector<double> ms;
+  for (const analysis::StepTraceRow* r : steps) {
+    ms.push_back(r->step_ns / 1e6);
+    f->total_step_ms += r->step_ns / 1e6;
+    f->data_wait_ms += r->data_wait_ns / 1e6;
+    f->exposed_comm_ms += r->communication_not_overlapped_ns / 1e6;
+    f->device_idle_ms += r->free_ns / 1e6;
+    f->preparing_ms += r->preparing_ns / 1e6;
+    if (r->data_wait_ns * 100 >= r->step_ns && r->data_wait_ns > 0) ++f->data_wait_steps;
+  }
+  f->steps = static_cast<int64_t>(ms.size());
+  if (!ms.empty()) {
+    std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+    f->median_step_ms = ms[ms.size() / 2];
+  }
+}
+
+// The longest data stage other than the loop's own wait, per step.
+std::string slowest_data_stage(const analysis::TraceModel& m, int64_t steps) {
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> by_stage;
+  for (const analysis::DataStageSlice& d : m.data_stages) {
+    if (m.name(d.stage) == kStageLoaderWait) continue;
+    by_stage[{d.operation, d.stage}] += d.dur_ns;
+  }
+  auto longest = std::max_element(by_stage.begin(), by_stage.end(),
+                                  [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (longest == by_stage.end() || steps <= 0) return "";
+  char ms[64];
+  std::snprintf(ms, sizeof(ms), "%.3f", longest->second / 1e6 / static_cast<double>(steps));
+  return m.name(longest->first.first) + " (" + m.name(longest->first.second) + "), " + ms +
+         " ms per step (dataset.csv)";
+}
+
+// Every thread's keys of a name as one row.
+std::vector<analysis::NameFacts> host_names(const analysis::TraceModel& m,
+                                            const std::vector<analysis::SliceTotals>& totals) {
+  std::map<std::pair<uint32_t, bool>, analysis::NameFacts> by_name;
+  for (size_t k = 0; k < m.keys.size() && k < totals.size(); ++k) {
+    const analysis::SliceKey& key = m.keys[k];
+    if (key.is_step || totals[k].count == 0) continue;
+    analysis::NameFacts& n = by_name[{key.name, key.is_op}];
+    n.is_op = key.is_op;
+    n.calls += totals[k].count;
+    n.total_ns += totals[k].total_ns;
+    n.self_ns += totals[k].self_ns;
+    if (k < m.child_calls_by_key.size()) n.child_calls += m.child_calls_by_key[k];
+  }
+  std::vector<analysis::NameFacts> out;
+  for (auto& [id, n] : by_name) {
+    n.name = m.name(id.first);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+std::vector<analysis::NameFacts> gpu_names(const analysis::TraceModel& m) {
+  std::map<uint32_t, analysis::NameFacts> by_name;
+  for (const analysis::GpuActivity& a : m.gpu) {
+    analysis::NameFacts& n = by_name[a.name];
+    ++n.calls;
+    n.total_ns += a.end_ns > a.start_ns ? a.end_ns - a.start_ns : 0;
+  }
+  std::vector<analysis::NameFacts> out;
+  for (auto& [id, n] : by_name) {
+    n.name = m.name(id);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+double what_if_step_ms(const std::vector<analysis::WhatIfObserver>& what_ifs, bool data_wait) {
+  for (const analysis::WhatIfObserver& o : what_ifs) {
+    bool wanted = data_wait ? o.change().hide_data_wait : o.change().overlap_communication;
+    if (!wanted) continue;
+    analysis::WhatIfSummary s = analysis::summarize_what_if(o.estimates());
+    if (s.steps > 0) return s.estimated_ms;
+  }
+  return -1;
+}
+
+void add_host(const json& extra, analysis::AdviceFacts* f) {
+  auto host = extra.find("host");
+  if (host == extra.end() || !host->is_object()) return;
+  f->host_cpu_samples = host->value("cpu_samples", int64_t{0});
+  double sum = 0;
+  for (const json& s : host->value("cpu_saturated_steps", json::array()))
+    if (s.is_number_integer()) f->cpu_saturated_steps.push_back(s.get<int64_t>());
+  std::vector<double> percents;
+  for (const json& p : host->value("cpu_saturated_mean_percent", json::array()))
+    if (p.is_number()) sum += p.get<double>(), percents.push_back(p.get<double>());
+  if (!percents.empty()) f->cpu_saturated_mean_percent = sum / static_cast<double>(percents.size());
+}
+
+// The peaks: profile_memory's per device, and the process' resident set.
+void add_memory(const analysis::TraceModel& m, const json& run_info, analysis::AdviceFacts* f) {
+  for (const analysis::StepMemoryPeak& p : analysis::step_memory_peaks(m)) {
+    bool cpu = analysis::memory_device_name(p.device) == "CPU";
+    uint64_t& peak = cpu ? f->host_peak_bytes : f->device_peak_bytes;
+    peak = std::max(peak, p.peak_allocated);
+  }
+  f->host_peak_source = "allocated (profile_memory)";
+  auto memory = run_info.is_object() ? run_info.find("memory") : run_info.end();
+  if (memory == run_info.end() || !memory->is_object()) return;
+  uint64_t resident = memory->value("peak_resident_bytes", uint64_t{0});
+  if (resident > f->host_peak_bytes) {
+    f->host_peak_bytes = resident;
+    f->host_peak_source = "the process' peak resident set";
+  }
+  f->host_limit_bytes = memory->value("limit_bytes", uint64_t{0});
+  f->host_limit_source = memory->value("limit_source", std::string("memory limit"));
+}
+
+}  // namespace
+
+analysis::AdviceFacts advice_facts(const RunAdviceInput& in) {
+  analysis::AdviceFacts f;
+  const analysis::TraceModel& m = *in.model;
+  add_steps(*in.steps, &f);
+  f.device_time = std::any_of(m.gpu.begin(), m.gpu.end(), analysis::is_device_activity);
+  f.slowest_data_stage = slowest_data_stage(m, f.steps);
+  f.hide_data_wait_step_ms = what_if_step_ms(*in.what_ifs, /*data_wait=*/true);
+  f.overlap_comm_step_ms = what_if_step_ms(*in.what_ifs, /*data_wait=*/false);
+  f.host = host_names(m, *in.totals);
+  f.gpu = gpu_names(m);
+  add_host(*in.analysis_extra, &f);
+  add_memory(m, *in.run_info, &f);
+  return f;
+}
+
+json findings_json(const std::vector<analysis::Finding>& findings) {
+  json out = json::array();
+  for (const analysis::Finding& x : findings) {
+    json one = {{"rule", x.rule},
+                {"title", x.title},
+                {"evidence", x.evidence},
+                {"change", x.change},
+                {"step_ms", x.step_ms},
+                {"saving_ms", x.saving_ms},
+                {"saving_basis", x.saving_basis}};
+    if (x.rank >= 0) one["rank"] = x.rank;
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
+}  // namespace trainprof::pipeline

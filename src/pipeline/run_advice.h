@@ -1,0 +1,32 @@
+// Copyright trainprof authors. The advisor's findings for one analysed run:
+// its facts gathered from what the analysis computed (analysis/advisor.h),
+// as the "advice" array of the output's profiler_info.json.
+#ifndef TRAINPROF_PIPELINE_RUN_ADVICE_H_
+#define TRAINPROF_PIPELINE_RUN_ADVICE_H_
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "analysis/advisor.h"
+#include "analysis/passes.h"
+#include "analysis/trace_model.h"
+#include "analysis/what_if.h"
+
+namespace trainprof::pipeline {
+
+struct RunAdviceInput {
+  const analysis::TraceModel* model;
+  const std::vector<analysis::SliceTotals>* totals;  // per key
+  const std::vector<analysis::StepTraceRow>* steps;
+  const std::vector<analysis::WhatIfObserver>* what_ifs;  // the default ones (run_outputs.cc)
+  const nlohmann::json* analysis_extra;  // the output info's analysis so far: "host", "memory"
+  const nlohmann::json* run_info;        // the run's own profiler_info.json: "memory"
+};
+
+analysis::AdviceFacts advice_facts(const RunAdviceInput& in);
+
+nlohmann::json findings_json(const std::vector<analysis::Finding>& findings);
+
+}  // namespace trainprof::pipeline
+
+#endif  // TRAINPROF_PIPELINE_RUN_ADVICE_H_
