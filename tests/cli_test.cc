@@ -153,7 +153,9 @@ TEST(Cli, DiffRanksWhatChangedTheStep) {
   record_variant(two.path(), 1, false);
   r = run({"diff", a, two.path()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("is not one run directory (2 runs at or below it)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is not one run or one job (2 runs at or below it, two of rank 0: "),
+            std::string::npos)
+      << r.output;
 }
 
 // A recorded loop whose step waits 2 ms for a batch, computes 8 ms in a

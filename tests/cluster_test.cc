@@ -85,6 +85,20 @@ TEST(Cluster, NoStragglerWhenRanksTakeTurns) {
   EXPECT_TRUE(advise_cluster(r, {}).empty());
 }
 
+TEST(Cluster, TheAdvisorWantsTwoThirdsOfTheWaitingOnOneRank) {
+  // Rank 2 is late in steps 0-4, rank 1 in steps 5-8: the cluster report
+  // names rank 2 (5/9 of the waiting), the advisor does not.
+  StragglerReport r = find_straggler(world(4, 9, [](int rank, int step) {
+    return (rank == 2 && step < 5) || (rank == 1 && step >= 5) ? 30.0 : 10.0;
+  }));
+  EXPECT_EQ(r.straggler, 2);
+  EXPECT_TRUE(advise_cluster(r, {}).empty());
+  r = find_straggler(world(4, 9, [](int rank, int step) {
+    return (rank == 2 && step < 6) || (rank == 1 && step >= 6) ? 30.0 : 10.0;
+  }));
+  ASSERT_EQ(advise_cluster(r, {}).size(), 1u);  // 6/9
+}
+
 TEST(Cluster, DataWaitIsTheCauseWhenTheLateRankWaitedForData) {
   std::vector<RankSummary> ranks = world(3, 4, [](int rank, int) { return rank == 1 ? 60.0 : 20.0; });
   // Rank 1 computed as long as the others; it spent its extra 40 ms waiting for data.

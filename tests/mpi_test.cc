@@ -22,6 +22,7 @@
 #include "test_util.h"
 #include "trainprof/advise.h"
 #include "trainprof/analyse.h"
+#include "trainprof/diff.h"
 
 namespace trainprof {
 namespace {
@@ -524,6 +525,33 @@ TEST(MpiCluster, PlantedLayoutPathsAndFailedRunsAreNamed) {
   EXPECT_NE(p.output.find(runs[1]), std::string::npos) << p.output;
   EXPECT_NE(p.output.find("not analysed, left out"), std::string::npos) << p.output;
   EXPECT_NE(p.output.find("Cluster: 3 of 4 ranks"), std::string::npos) << p.output;
+}
+
+// Two jobs of 4 ranks compared: one with rank 2 computing 12 ms a step,
+// one without. Per rank and step, the compute range is longer in the first
+// (by (12 + 3 x 2) / 4 - 2 = 2.5 ms of compute); its straggler is named.
+TEST(MpiCluster, TheDiffOfTwoJobsIsPerRankAndStepAndNamesTheirStragglers) {
+  test::TempDir slow, normal;
+  run_straggler(slow, 2, "compute", 6);
+  run_straggler(normal, -1, "none", 6);
+  ASSERT_TRUE(cluster(slow.path()).ok());
+  ASSERT_TRUE(cluster(normal.path()).ok());
+  DiffReport d = diff_runs(slow.path(), normal.path());
+  ASSERT_TRUE(d.ok()) << d.error;
+  EXPECT_EQ(d.ranks_a, kRanks);
+  EXPECT_EQ(d.ranks_b, kRanks);
+  EXPECT_EQ(d.steps_a, kRanks * 6) << d.text;
+  EXPECT_EQ(d.straggler_a, "rank 2 (compute)") << d.text;
+  EXPECT_GT(d.step_us_a, d.step_us_b) << d.text;
+  auto compute = std::find_if(d.rows.begin(), d.rows.end(),
+                              [](const DiffRow& r) { return r.name == "forward_backward"; });
+  ASSERT_NE(compute, d.rows.end()) << d.text;
+  EXPECT_GT(compute->us_a - compute->us_b, 1000) << d.text;  // 2,500 us planted
+  EXPECT_NE(d.text.find("A: " + slow.path() +
+                        " (24 steps of 4 ranks; per step means per rank and step; "
+                        "straggler: rank 2 (compute))"),
+            std::string::npos)
+      << d.text;
 }
 
 TEST(MpiCluster, NamesTheRankSlowInCompute) {

@@ -212,7 +212,24 @@ def main(argv: Optional[list[str]] = None) -> int:
           "trace_view.json for chrome://tracing, TensorBoard and HTA)\n"
           f"  one page: python -m trainprof report {runs[0]}\n"
           f"  the same report again: trainprof summary {out}")
+    print_top_advice(out)
     return 0
+
+
+def print_top_advice(out: str) -> None:
+    """The advisor's most valuable finding over the cycles (docs/ADVICE.md)."""
+    findings = trainprof.advise(out)
+    if not findings:
+        print("\nadvice: none of the advisor's rules fired: nothing stands out to change")
+        return
+    top = findings[0]
+    worth = ""
+    if top["saving_ms"] >= 0 and top["step_ms"] > 0:
+        worth = (f" (worth {top['saving_ms']:.1f} ms of the {top['step_ms']:.1f} ms median step, "
+                 f"{top['saving_basis']})")
+    print(f"\nadvice, the top of {len(findings)}: {top['title']}{worth}\n"
+          f"  evidence: {top['evidence']}\n  change: {top['change']}\n"
+          f"  all of them: python -m trainprof advise {out}")
 
 
 def report_flight_recorder(recorder: trainprof.flight_recorder, out: str) -> int:

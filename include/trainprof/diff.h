@@ -5,7 +5,8 @@
 //   if (!d.ok()) std::cerr << d.error << "\n";
 //   std::cout << d.text;
 //
-// Both runs are analysed first when they are not. Everything is per step
+// Both runs are analysed first when they are not. Either may also be a
+// job's directory (one run per rank, as `trainprof cluster` reads it). Everything is per step
 // (each run's total over its steps), so runs of different lengths compare.
 // Host operators and ranges are compared by self time (nested ones are not
 // counted twice), GPU kernels, copies and sets by their time; rows are
@@ -33,7 +34,13 @@ struct DiffRow {
 struct DiffReport {
   std::string error;  // nothing could be compared (a run missing, not analysable)
   std::string run_a, run_b;
-  int steps_a = 0, steps_b = 0;
+  int steps_a = 0, steps_b = 0;  // over every rank
+  // A side may be a job's directory, one run per rank: its steps and rows
+  // are summed over the ranks, so "per step" is per rank and step.
+  int ranks_a = 1, ranks_b = 1;
+  // A job's straggler, from its cluster analysis: "rank 2 (compute)",
+  // "none", or "" (one run, or no cluster analysis).
+  std::string straggler_a, straggler_b;
   // The mean step and its parts, us: computing, communication not
   // overlapped, data wait, free (step_trace_time.csv's columns).
   double step_us_a = 0, step_us_b = 0;

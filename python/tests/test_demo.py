@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, FASHION_MNIST, run_dirs
 
+import trainprof
+
 DEMO = EXAMPLES / "fashion_mnist.py"
 
 
@@ -32,6 +34,13 @@ def test_demo_trains_profiles_and_summarises(tmp_path: Path) -> None:
     assert "aten::" in text  # where the time went
     assert "  host: " in text  # whether the machine was the bottleneck
     assert "trace_view.json" in text and f"trainprof summary {out}" in text  # where the outputs are
+    # It ends with the advisor's top finding, or says none fired.
+    findings = trainprof.advise(out)
+    last = text[text.rindex("\nadvice"):]
+    if findings:
+        assert last.startswith(f"\nadvice, the top of {len(findings)}: {findings[0]['title']}"), last
+    else:
+        assert last.startswith("\nadvice: none of the advisor's rules fired"), last
 
 
 @pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="Debian's dataset-fashion-mnist is not installed")

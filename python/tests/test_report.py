@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import html.parser
+import json
 import os
 import re
 import shutil
@@ -118,6 +119,12 @@ def test_the_rendered_page_shows_the_csv_figures_and_logs_nothing(run: Path) -> 
     path = read_csv(out / "critical_path.csv")
     assert dom.tables["critical-path-table"] == [path[0]] + [row for row in path[1:] if row[0] == slowest]
     assert dom.elements["what-if"] is not None
+    # The advisor's findings open the run's section, as profiler_info.json holds them.
+    with open(out / "profiler_info.json") as f:
+        advice = json.load(f)["analysis"]["advice"]
+    assert re.findall(r'<li data-rule="([a-z_]+)">', rendered.stdout) == [f["rule"] for f in advice]
+    assert ("advice-none" in dom.elements) == (advice == [])
+    assert rendered.stdout.index("Advice") < rendered.stdout.index("Step time")
     assert rendered.stdout.count("<rect") > 20
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "report.png"

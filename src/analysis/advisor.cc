@@ -284,16 +284,17 @@ std::string straggler_change(const std::string& cause) {
 
 std::vector<Finding> advise_cluster(const StragglerReport& r, const std::vector<LinkBandwidth>& links) {
   std::vector<Finding> out;
-  if (r.straggler >= 0) {
-    auto w = std::find_if(r.per_rank.begin(), r.per_rank.end(),
-                          [&r](const RankWaits& x) { return x.rank == r.straggler; });
+  auto w = std::find_if(r.per_rank.begin(), r.per_rank.end(),
+                        [&r](const RankWaits& x) { return x.rank == r.straggler; });
+  if (r.straggler >= 0 && w != r.per_rank.end() &&
+      static_cast<double>(w->waited_for_ns) >= kStragglerAdviceShare * static_cast<double>(r.total_wait_ns)) {
     Finding x;
     x.rule = "straggler";
     x.rank = r.straggler;
     x.title = "rank " + std::to_string(r.straggler) + " is a straggler the others wait for";
     size_t late = r.straggler_steps.size();
     size_t others = r.ranks.size() > 1 ? r.ranks.size() - 1 : 1;
-    double waited_ms = w != r.per_rank.end() ? w->waited_for_ns / 1e6 : 0;
+    double waited_ms = w->waited_for_ns / 1e6;
     x.evidence = format(
         "it arrived last in step(s) %s; the other %zu ranks waited %.3f ms for it in all; "
         "cause: %s (per late step it computed %.3f ms, waited %.3f ms for data and spent "

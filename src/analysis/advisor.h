@@ -88,17 +88,18 @@ std::vector<Finding> advise(const AdviceFacts& facts);
 std::vector<Finding> advise_cluster(const StragglerReport& report, const std::vector<LinkBandwidth>& links);
 
 // Thresholds (docs/ADVICE.md says why each is where it is).
-inline constexpr double kDataWaitShare = 0.10;      // of the step time
-inline constexpr double kDeviceIdleShare = 0.25;    // of the step time, data waits aside
-inline constexpr double kSyncShare = 0.05;          // time blocked in syncs, of the step time
-inline constexpr double kOptimizerOpsPerStep = 40;  // per-parameter operators per optimizer step
-inline constexpr double kTinyOpsPerStep = 1000;     // short operators per step
-inline constexpr double kTinyOpUs = 20;             // "short": under this on average
-inline constexpr double kTinyOpsShare = 0.20;       // their time, of the step time
-inline constexpr double kExposedCommShare = 0.10;   // of the step time
-inline constexpr double kMemoryLimitShare = 0.90;   // of the limit
-inline constexpr double kGcShare = 0.05;            // of the step time
-inline constexpr double kCpuSaturatedSteps = 0.25;  // of the steps
+inline constexpr double kDataWaitShare = 0.10;            // of the step time
+inline constexpr double kDeviceIdleShare = 0.25;          // of the step time, data waits aside
+inline constexpr double kSyncShare = 0.05;                // time blocked in syncs, of the step time
+inline constexpr double kOptimizerOpsPerStep = 40;        // per-parameter operators per optimizer step
+inline constexpr double kTinyOpsPerStep = 1000;           // short operators per step
+inline constexpr double kTinyOpUs = 20;                   // "short": under this on average
+inline constexpr double kTinyOpsShare = 0.20;             // their time, of the step time
+inline constexpr double kExposedCommShare = 0.10;         // of the step time
+inline constexpr double kMemoryLimitShare = 0.90;         // of the limit
+inline constexpr double kGcShare = 0.05;                  // of the step time
+inline constexpr double kCpuSaturatedSteps = 0.25;        // of the steps
+inline constexpr double kStragglerAdviceShare = 2.0 / 3;  // of the others' waiting, lost to it
 
 }  // namespace trainprof::analysis
 

@@ -10,6 +10,9 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "exporter/csv_reader.h"
 #include "exporter/text_format.h"
@@ -20,6 +23,13 @@ namespace trainprof {
 namespace {
 
 namespace fs = std::filesystem;
+
+// An integer field of a JSON object, `fallback` when absent or not one.
+int int_field(const nlohmann::json& j, const char* name, int fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(name);
+  return it != j.end() && it->is_number_integer() ? it->get<int>() : fallback;
+}
 
 constexpr size_t kRowsShown = 15;
 constexpr size_t kNamesShown = 8;
@@ -33,7 +43,9 @@ constexpr std::pair<const char*, const char*> kParts[] = {
 
 // What one run's tables hold, summed over its steps.
 struct RunTables {
-  int steps = 0;
+  int ranks = 0;          // runs summed
+  std::string straggler;  // a job's, from its cluster analysis: "rank 2 (compute)", "none", "" (not analysed)
+  int steps = 0;          // over every rank
   double step_us = 0;
   std::map<std::string, double> parts;
   std::map<std::pair<std::string, std::string>, std::pair<double, double>> rows;  // (where, name): calls, us
@@ -63,13 +75,16 @@ std::string read_table(const std::string& run, const char* file, std::initialize
   return "";
 }
 
-std::string load(const std::string& run, RunTables* t) {
-  std::vector<std::string> runs = find_run_directories(run);
-  if (runs.empty()) return no_run_directory_error(run);
-  if (runs.size() != 1 || fs::path(runs[0]) != fs::path(run)) {
-    return "'" + run + "' is not one run directory (" + std::to_string(runs.size()) +
-           " runs at or below it): give the run to compare";
-  }
+// A JSON file's object, null when missing or not one.
+nlohmann::json read_json(const fs::path& file) {
+  nlohmann::json j;
+  std::string text = base::read_regular_file_at(AT_FDCWD, file.string(), /*follow=*/false);
+  if (text.empty() || !base::parse_json_limited(text, &j).empty() || !j.is_object()) return nullptr;
+  return j;
+}
+
+// One run's tables added to `t` (analysed first when it is not).
+std::string load_run(const std::string& run, RunTables* t) {
   std::error_code ec;
   if (!fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "operator_details.csv", ec)) {
     AnalyseReport a = analyse(run);
@@ -136,6 +151,39 @@ std::string load(const std::string& run, RunTables* t) {
   return "";
 }
 
+// A run, or a job's directory of runs, one per rank: every run's steps and
+// rows summed, so that "per step" is per rank and step.
+std::string load(const std::string& path, RunTables* t) {
+  std::vector<std::string> runs = find_run_directories(path);
+  if (runs.empty()) return no_run_directory_error(path);
+  if (runs.size() > 1) {
+    std::map<int, std::string> by_rank;
+    for (const std::string& run : runs) {
+      nlohmann::json info = read_json(fs::path(run) / "profiler_info.json");
+      int rank = int_field(info, "rank", 0);
+      auto [it, fresh] = by_rank.emplace(rank, run);
+      if (!fresh) {
+        return "'" + path + "' is not one run or one job (" + std::to_string(runs.size()) +
+               " runs at or below it, two of rank " + std::to_string(rank) + ": '" + it->second + "' and '" +
+               run + "'): give a run, or a job's directory with one run per rank";
+      }
+    }
+    nlohmann::json c = read_json(fs::path(path) / "cluster_analysis_output" / "cluster_analysis.json");
+    if (c.is_object() && c.contains("straggler")) {
+      int straggler = int_field(c, "straggler", -1);
+      t->straggler = straggler < 0 ? "none"
+                                   : "rank " + std::to_string(straggler) + " (" +
+                                         c.value("cause", std::string("unknown")) + ")";
+    }
+  }
+  for (const std::string& run : runs) {
+    std::string error = load_run(run, t);
+    if (!error.empty()) return error;
+    ++t->ranks;
+  }
+  return "";
+}
+
 // The members of `a` not in `b`, "; "-joined, at most 3.
 std::string only_in(const std::set<std::string>& a, const std::set<std::string>& b) {
   std::string out;
@@ -161,8 +209,14 @@ std::string signed_ms(double us) {
 }
 
 std::string report_text(const DiffReport& d) {
-  std::string out = "A: " + d.run_a + " (" + std::to_string(d.steps_a) + " steps)\nB: " + d.run_b + " (" +
-                    std::to_string(d.steps_b) + " steps)\n";
+  auto side = [](const std::string& path, int ranks, int steps, const std::string& straggler) {
+    std::string out = path + " (" + std::to_string(steps) + " steps";
+    if (ranks > 1) out += " of " + std::to_string(ranks) + " ranks; per step means per rank and step";
+    if (!straggler.empty()) out += "; straggler: " + straggler;
+    return out + ")\n";
+  };
+  std::string out = "A: " + side(d.run_a, d.ranks_a, d.steps_a, d.straggler_a) +
+                    "B: " + side(d.run_b, d.ranks_b, d.steps_b, d.straggler_b);
   double change = d.step_us_b - d.step_us_a;
   char pct[32] = "";
   if (d.step_us_a > 0) std::snprintf(pct, sizeof(pct), " (%+.1f %%)", 100.0 * change / d.step_us_a);
@@ -239,6 +293,10 @@ DiffReport diff_runs(const std::string& run_a, const std::string& run_b, const s
   }
   d.steps_a = a.steps;
   d.steps_b = b.steps;
+  d.ranks_a = a.ranks;
+  d.ranks_b = b.ranks;
+  d.straggler_a = a.straggler;
+  d.straggler_b = b.straggler;
   d.step_us_a = a.step_us / a.steps;
   d.step_us_b = b.step_us / b.steps;
   for (const auto& [column_name, said] : kParts)

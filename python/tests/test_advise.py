@@ -1,0 +1,161 @@
+"""The advisor on PyTorch training loops (docs/ADVICE.md): each workload
+plants one problem and the advisor must name it first; a clean loop gets no
+finding. ``trainprof.advise`` and ``python -m trainprof advise`` agree."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from conftest import run_dirs, torch
+from torch.utils.data import DataLoader, Dataset
+
+import trainprof
+from trainprof import tensorboard_trace_handler
+
+STEPS = 8
+
+
+def mlp(layers: int = 4) -> torch.nn.Module:
+    """``layers`` linear layers: 2 parameter tensors each."""
+    torch.manual_seed(0)
+    parts: list[torch.nn.Module] = []
+    for _ in range(layers):
+        parts += [torch.nn.Linear(32, 32), torch.nn.ReLU()]
+    return torch.nn.Sequential(*parts)
+
+
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor) -> None:
+    loss = model(x).square().mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def profile_loop(out: Path, step: Callable[[int], None], **options: object) -> Path:
+    """STEPS steps of ``step`` (after a warm-up one) recorded and analysed:
+    the run directory."""
+    step(-1)
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler(str(out)), **options) as prof:
+        for i in range(STEPS):
+            step(i)
+            if i + 1 < STEPS:
+                prof.step()  # the last step ends at the profile's stop
+    [run] = run_dirs(out)
+    return run
+
+
+def rules(run: Path) -> list[str]:
+    return [f["rule"] for f in trainprof.advise(run)]
+
+
+def clean_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[int], None]:
+    x = torch.randn(64, 32)
+
+    def step(i: int) -> None:
+        train_step(model, optimizer, x)
+        time.sleep(0.005)  # the rest of a step's work, in no operator
+
+    return step
+
+
+def test_a_clean_loop_gets_no_finding(tmp_path: Path) -> None:
+    model = mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
+    run = profile_loop(tmp_path, clean_step(model, optimizer))
+    assert trainprof.advise(run) == []
+    result = subprocess.run([sys.executable, "-m", "trainprof", "advise", str(run)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "no rule fired on its 1 run(s)" in result.stdout
+
+
+class SlowSamples(Dataset):
+    """Samples that take 3 ms each to make: a batch of 8 takes 24 ms."""
+
+    def __len__(self) -> int:
+        return 8 * (STEPS + 1)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        time.sleep(0.003)
+        return torch.randn(32)
+
+
+def test_a_starved_loop_is_told_to_feed_it_faster(tmp_path: Path) -> None:
+    model = mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
+    batches = iter(DataLoader(SlowSamples(), batch_size=8, num_workers=0))
+
+    def step(i: int) -> None:
+        train_step(model, optimizer, next(batches))
+
+    run = profile_loop(tmp_path, step, data_process=True)
+    [first, *_] = trainprof.advise(run)
+    assert first["rule"] == "data_wait", first
+    assert first["saving_basis"] == "re-timed: the steps with their data wait hidden"
+    assert 0 < first["saving_ms"] < first["step_ms"]
+    assert "num_workers" in first["change"]
+    result = subprocess.run([sys.executable, "-m", "trainprof", "advise", str(run), "--json"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == trainprof.advise(run)
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_an_optimizer_run_per_parameter_is_named(tmp_path: Path, foreach: bool) -> None:
+    model = mlp(layers=6)  # 12 parameter tensors
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=foreach)
+    run = profile_loop(tmp_path, clean_step(model, optimizer))
+    if foreach:
+        assert rules(run) == []
+        return
+    [first, *_] = trainprof.advise(run)
+    assert first["rule"] == "unfused_optimizer", first
+    assert first["title"] == "the optimizer runs per parameter (Adam)"
+    assert "torch.optim.Adam(..., foreach=True)" in first["change"]
+
+
+def test_thousands_of_tiny_operators_are_named(tmp_path: Path) -> None:
+    x = torch.ones(4)
+
+    def step(i: int) -> None:
+        y = x
+        for _ in range(1500):
+            y = y + 1
+        time.sleep(0.001)
+
+    run = profile_loop(tmp_path, step)
+    [first, *_] = trainprof.advise(run)
+    assert first["rule"] == "tiny_operators", first
+    assert "torch.compile" in first["change"]
+
+
+def test_garbage_collection_pauses_are_named(tmp_path: Path) -> None:
+    kept = []
+
+    def step(i: int) -> None:
+        # A heap of objects in reference cycles, collected in full each step.
+        for _ in range(20_000):
+            a: list = []
+            a.append(a)
+            kept.append(a)
+        gc.collect()
+        kept.clear()
+        time.sleep(0.002)
+
+    run = profile_loop(tmp_path, step)
+    [first, *_] = trainprof.advise(run)
+    assert first["rule"] == "gc_pauses", first
+    assert "gc.freeze()" in first["change"]
+    # The collections are ranges in the timeline, each with a mark of what it collected.
+    with open(run / "PROFILER_OUTPUT" / "trace_view.json") as f:
+        events = json.load(f)["traceEvents"]
+    collections = [e for e in events if e.get("ph") == "X" and e["name"].startswith("gc.collect (generation ")]
+    assert len(collections) >= STEPS
+    assert any(e.get("ph") == "i" and e["name"].startswith("collected ") for e in events)
