@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "analysis/rank_summary.h"
 #include "raw/format.h"
 #include "raw/raw_reader.h"
 #include "test_util.h"
@@ -342,12 +343,12 @@ TEST_F(MpiTest, TimelineShowsCommunicationTracks) {
 
 // The straggler program on kRanks ranks: each rank's run under `dir`.
 // `helper` with `args` on kRanks ranks under mpirun; they must succeed.
-void run_ranks(const std::string& helper, const std::vector<std::string>& args) {
+void run_ranks(const std::string& helper, const std::vector<std::string>& args, int ranks = kRanks) {
   std::vector<std::string> argv = {TRAINPROF_TEST_MPIEXEC,
                                    "--oversubscribe",
                                    "--allow-run-as-root",
                                    "-np",
-                                   std::to_string(kRanks),
+                                   std::to_string(ranks),
                                    "--mca",
                                    "btl",
                                    "self,vader",
@@ -552,6 +553,74 @@ TEST(MpiCluster, TheDiffOfTwoJobsIsPerRankAndStepAndNamesTheirStragglers) {
                         "straggler: rank 2 (compute))"),
             std::string::npos)
       << d.text;
+}
+
+// The job's step per step number: the first rank's start to the last
+// rank's end, from the ranks' summaries; the median, the step open at stop()
+// left out.
+double median_job_step_ms(const std::string& dir) {
+  std::map<int64_t, std::pair<uint64_t, uint64_t>> steps;
+  for (const std::string& run : find_run_directories(dir)) {
+    analysis::RankSummary s;
+    EXPECT_EQ(analysis::parse_rank_summary(test::read_text(run + "/PROFILER_OUTPUT/rank_summary.json"), &s),
+              "");
+    for (const analysis::RankStep& st : s.steps) {
+      auto [it, fresh] = steps.emplace(st.row.step, std::make_pair(st.start_ns, st.end_ns));
+      it->second.first = std::min(it->second.first, st.start_ns);
+      it->second.second = std::max(it->second.second, st.end_ns);
+    }
+  }
+  std::vector<double> ms;
+  for (const auto& [step, span] : steps) ms.push_back((span.second - span.first) / 1e6);
+  if (ms.size() > 1) ms.pop_back();
+  std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+  return ms.empty() ? 0 : ms[ms.size() / 2];
+}
+
+// The cross-rank what-if against the real change: two ranks whose work is a
+// sleep (so that other load on the machine hardly moves it), rank 1's 12 ms
+// a step against 2; re-timed with its work at rank 0's, the job's median
+// step is within 10 % of the same job run with rank 1 normal. The critical
+// path of each step runs through rank 1's work.
+TEST(MpiCluster, TheStragglerAtTheMedianIsReTimedWithinTenPercentOfTheRealChange) {
+  test::TempDir slow, normal;
+  run_ranks("mpi_straggler_child", {slow.path(), "1", "sleepy", "12"}, 2);
+  run_ranks("mpi_straggler_child", {normal.path(), "-1", "sleepy", "12"}, 2);
+  ASSERT_TRUE(cluster(normal.path()).ok());
+  ClusterReport r = cluster(slow.path());
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_EQ(r.straggler, 1) << r.text;
+  nlohmann::json c = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_analysis.json"));
+  ASSERT_EQ(c["what_if"].size(), 1u) << c.dump();
+  double estimated = c["what_if"][0]["estimated_step_ms"], recorded = c["what_if"][0]["median_step_ms"];
+  double real = median_job_step_ms(normal.path());
+  EXPECT_NEAR(recorded, median_job_step_ms(slow.path()),
+              0.05 * recorded);  // the same steps, up to the median's pick
+  EXPECT_NEAR(estimated, real, 0.1 * real) << r.text;
+  EXPECT_GT(recorded, 2 * estimated) << r.text;  // 12 ms of work against 2
+  EXPECT_NE(
+      r.text.find("What if rank 1 (the straggler) working at the others' median: the job's median step "),
+      std::string::npos)
+      << r.text;
+  // The advisor's saving is that estimate.
+  AdviceReport advice = advise(slow.path());
+  ASSERT_FALSE(advice.findings.empty()) << advice.text;
+  EXPECT_EQ(advice.findings[0].rule, "straggler");
+  EXPECT_NEAR(advice.findings[0].saving_ms, recorded - estimated, 1e-3) << advice.text;
+  EXPECT_EQ(advice.findings[0].saving_basis, "re-timed: the job's steps with its work at the others' median");
+  // Each step's path: rank 1's work before the allreduce holds most of it.
+  std::istringstream csv(test::read_text(r.output_dir + "/cluster_critical_path.csv"));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "Step,Kind,Rank,Name,Start Time(us),Duration(us),Step Share(%)");
+  std::set<std::string> steps_through_rank_1;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f = csv_fields(line);
+    ASSERT_EQ(f.size(), 7u) << line;
+    if (f[1] == "work" && f[2] == "1" && f[3].rfind("before MPI_Allreduce #", 0) == 0 && std::stod(f[6]) > 50)
+      steps_through_rank_1.insert(f[0]);
+  }
+  EXPECT_GE(steps_through_rank_1.size(), 11u);
 }
 
 TEST(MpiCluster, NamesTheRankSlowInCompute) {

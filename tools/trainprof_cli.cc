@@ -516,18 +516,21 @@ int cmd_cluster(const std::vector<std::string>& args) {
 // report
 
 const char* kReportHelp =
-    "usage: trainprof report PATH [--out FILE]\n"
+    "usage: trainprof report PATH [PATH_B] [--out FILE]\n"
     "\n"
     "Writes one self-contained HTML page (no network needed to view it) of the\n"
-    "analysed runs at or below PATH: per run the step-time breakdown, the top\n"
-    "operators (sortable), memory over time with its peak, the data pipeline and\n"
-    "a timeline of the slowest step; for several ranks with a cluster analysis\n"
-    "(trainprof cluster), the waiting per rank and the straggler report.\n"
-    "Default FILE: RUN/PROFILER_OUTPUT/report.html for a run directory, else\n"
-    "PATH/report.html.\n";
+    "analysed runs at or below PATH: per run the advisor's findings, the step-time\n"
+    "breakdown, the critical path, the top operators (sortable), memory over time\n"
+    "with its peak, the data pipeline and a timeline of the slowest step; for\n"
+    "several ranks with a cluster analysis (trainprof cluster), the waiting per\n"
+    "rank and the straggler report. Default FILE: RUN/PROFILER_OUTPUT/report.html\n"
+    "for a run directory, else PATH/report.html.\n"
+    "With PATH_B, both on one page opened by what changed from PATH to PATH_B\n"
+    "(trainprof diff); default FILE: PATH_B's diff_report.html, where report.html\n"
+    "would go.\n";
 
 int cmd_report(const std::vector<std::string>& args) {
-  std::string path, out;
+  std::string path, path_b, out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -540,11 +543,12 @@ int cmd_report(const std::vector<std::string>& args) {
       continue;
     }
     if (!a.empty() && a[0] == '-') return usage_error("unknown option '" + a + "'", kReportHelp);
-    if (!path.empty()) return usage_error("only one PATH may be given", kReportHelp);
-    path = a;
+    if (!path_b.empty()) return usage_error("at most two PATHs may be given", kReportHelp);
+    (path.empty() ? path : path_b) = a;
   }
   if (path.empty()) return usage_error("report needs a PATH", kReportHelp);
-  trainprof::ReportResult r = trainprof::write_report(path, out);
+  trainprof::ReportResult r =
+      path_b.empty() ? trainprof::write_report(path, out) : trainprof::write_diff_report(path, path_b, out);
   if (!r.error.empty()) {
     std::fprintf(stderr, "trainprof: %s\n", r.error.c_str());
     return kFailed;

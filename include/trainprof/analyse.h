@@ -108,6 +108,11 @@ struct ReportResult {
   size_t runs = 0;    // analysed runs in it
 };
 ReportResult write_report(const std::string& path, const std::string& output_file = "");
+// Two runs (or jobs' directories) on one page, opened by what changed from
+// A to B (diff_runs, trainprof/diff.h); by default B's diff_report.html
+// (PROFILER_OUTPUT/ of a run, or the directory of several).
+ReportResult write_diff_report(const std::string& path_a, const std::string& path_b,
+                               const std::string& output_file = "");
 
 struct ClusterOptions {
   // Also lay the ranks' tables out the way msprof-analyze (MindSpore's

@@ -154,3 +154,27 @@ def test_a_path_without_analysed_runs_is_named(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "trainprof", "report", str(tmp_path)], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 1 and "no trainprof run directory" in result.stderr
+
+
+def test_two_runs_on_one_page_open_with_what_changed(tmp_path: Path, batches: list, run: Path) -> None:
+    other = profiled_run(tmp_path / "b", batches, active=3)
+    result = subprocess.run([sys.executable, "-m", "trainprof", "report", str(run), str(other)], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    page = other / "PROFILER_OUTPUT" / "diff_report.html"
+    assert str(page) in result.stdout
+    rendered = chromium("--dump-dom", page.as_uri())
+    assert rendered.returncode == 0 and console_lines(rendered.stderr) == []
+    dom = Tables()
+    dom.feed(rendered.stdout)
+    csv_file = tmp_path / "diff.csv"
+    diff = subprocess.run([sys.executable, "-m", "trainprof", "diff", str(run), str(other), "--csv", str(csv_file)],
+                          capture_output=True, text=True, timeout=300)
+    assert diff.returncode == 0, diff.stderr
+    assert dom.tables["diff-table"] == read_csv(csv_file)[:41]
+    steps = dom.tables["diff-steps-table"]
+    assert [row[0] for row in steps] == ["Per step", "step", "computing", "communication not overlapped",
+                                         "data wait", "free"]
+    # Then each run's own sections, A's first.
+    assert re.findall(r'<section class="run" id="run-\d+" data-run="([^"]+)"', rendered.stdout) == [run.name,
+                                                                                                   other.name]

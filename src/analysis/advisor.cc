@@ -282,11 +282,15 @@ std::string straggler_change(const std::string& cause) {
 
 }  // namespace
 
-std::vector<Finding> advise_cluster(const StragglerReport& r, const std::vector<LinkBandwidth>& links) {
+std::vector<Finding> advise_cluster(const StragglerReport& r, const std::vector<LinkBandwidth>& links,
+                                    double median_step_ms, double estimated_step_ms) {
   std::vector<Finding> out;
   auto w = std::find_if(r.per_rank.begin(), r.per_rank.end(),
                         [&r](const RankWaits& x) { return x.rank == r.straggler; });
-  if (r.straggler >= 0 && w != r.per_rank.end() &&
+  // Re-timed, the straggler must be worth a twentieth of the job's step.
+  bool worth =
+      estimated_step_ms < 0 || median_step_ms - estimated_step_ms >= kStragglerSavingShare * median_step_ms;
+  if (r.straggler >= 0 && w != r.per_rank.end() && worth &&
       static_cast<double>(w->waited_for_ns) >= kStragglerAdviceShare * static_cast<double>(r.total_wait_ns)) {
     Finding x;
     x.rule = "straggler";
@@ -302,7 +306,11 @@ std::vector<Finding> advise_cluster(const StragglerReport& r, const std::vector<
         step_ranges(r.straggler_steps).c_str(), others, waited_ms, r.cause.c_str(),
         r.excess_computing_ns / 1e6, r.excess_data_wait_ns / 1e6, r.excess_in_comm_ns / 1e6);
     x.change = straggler_change(r.cause);
-    if (late > 0) {
+    if (estimated_step_ms >= 0 && median_step_ms > 0) {
+      x.step_ms = median_step_ms;
+      x.saving_ms = std::max(0.0, median_step_ms - estimated_step_ms);
+      x.saving_basis = "re-timed: the job's steps with its work at the others' median";
+    } else if (late > 0) {
       x.saving_ms = waited_ms / static_cast<double>(others) / static_cast<double>(late);
       x.saving_basis = "at most: what each other rank waited for it, per step it was late in";
     }

@@ -85,7 +85,11 @@ std::vector<Finding> advise(const AdviceFacts& facts);
 
 // The findings of a job's ranks together (`trainprof cluster`): the
 // straggler the others wait for, and links slower than their like.
-std::vector<Finding> advise_cluster(const StragglerReport& report, const std::vector<LinkBandwidth>& links);
+// `median_step_ms` and `estimated_step_ms`: the job's median step as
+// recorded and re-timed with the straggler at the others' median
+// (analysis/cluster_path.h); estimated < 0: not re-timed.
+std::vector<Finding> advise_cluster(const StragglerReport& report, const std::vector<LinkBandwidth>& links,
+                                    double median_step_ms = 0, double estimated_step_ms = -1);
 
 // Thresholds (docs/ADVICE.md says why each is where it is).
 inline constexpr double kDataWaitShare = 0.10;            // of the step time
@@ -100,6 +104,7 @@ inline constexpr double kMemoryLimitShare = 0.90;         // of the limit
 inline constexpr double kGcShare = 0.05;                  // of the step time
 inline constexpr double kCpuSaturatedSteps = 0.25;        // of the steps
 inline constexpr double kStragglerAdviceShare = 2.0 / 3;  // of the others' waiting, lost to it
+inline constexpr double kStragglerSavingShare = 0.05;     // re-timed saving, of the job's median step
 
 }  // namespace trainprof::analysis
 

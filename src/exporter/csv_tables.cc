@@ -320,6 +320,26 @@ std::string cluster_step_trace_csv(const std::vector<analysis::RankSummary>& ran
   return csv;
 }
 
+std::string cluster_critical_path_csv(const std::vector<analysis::ClusterPathSegment>& segments) {
+  std::string csv = "Step,Kind,Rank,Name,Start Time(us),Duration(us),Step Share(%)\n";
+  std::map<int64_t, uint64_t> step_ns;
+  for (const analysis::ClusterPathSegment& s : segments) step_ns[s.step] += s.dur_ns;
+  for (const analysis::ClusterPathSegment& s : segments) {
+    csv += std::to_string(s.step) + (s.communication ? ",communication," : ",work,") +
+           std::to_string(s.rank) + ",";
+    append_csv_field(csv, s.name);
+    csv += ",";
+    append_us(csv, static_cast<int64_t>(s.start_ns));
+    csv += ",";
+    append_us(csv, static_cast<int64_t>(s.dur_ns));
+    csv += ",";
+    uint64_t total = step_ns[s.step];
+    append_fixed(csv, total > 0 ? 100.0 * static_cast<double>(s.dur_ns) / static_cast<double>(total) : 0, 1);
+    csv += "\n";
+  }
+  return csv;
+}
+
 std::string msprof_step_trace_csv(const analysis::RankSummary& summary) {
   std::string csv =
       "Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/cluster_path.h"
 #include "analysis/critical_path.h"
 #include "analysis/gpu_kernels.h"
 #include "analysis/host_usage.h"
@@ -41,6 +42,10 @@ std::string write_host_usage(const analysis::HostUsageTable& table, int64_t real
 // cluster_step_trace_time.csv: a row per (step, rank), the step trace's
 // columns after "Step,Type,Index" ("rank", the rank).
 std::string cluster_step_trace_csv(const std::vector<analysis::RankSummary>& ranks);
+// cluster_critical_path.csv: the job's critical path across ranks per step
+// (analysis/cluster_path.h), wall-clock times in us, each segment's share of
+// its step's path.
+std::string cluster_critical_path_csv(const std::vector<analysis::ClusterPathSegment>& segments);
 // A rank's step_trace_time.csv in msprof-analyze's layout: "Device_id" (the
 // rank) first.
 std::string msprof_step_trace_csv(const analysis::RankSummary& summary);

@@ -25,6 +25,7 @@
 #include "base/shell_quote.h"
 #include "exporter/csv_reader.h"
 #include "trainprof/analyse.h"
+#include "trainprof/diff.h"
 
 namespace trainprof {
 namespace {
@@ -407,10 +408,8 @@ const char* kScript =
     "th=document.querySelector('table.'+m[1]"
     "+' th:nth-child('+(+m[2]+1)+')');if(th){th.click();if(m[3])th.click();}}";
 
-}  // namespace
-
-ReportResult write_report(const std::string& path, const std::string& output_file) {
-  ReportResult result;
+// The analysed runs at or below `path`, or an error naming why there are none.
+std::vector<std::string> analysed_runs(const std::string& path, std::string* error) {
   std::vector<std::string> runs = find_run_directories(path);
   std::vector<std::string> analysed;
   for (const std::string& run : runs) {
@@ -418,33 +417,97 @@ ReportResult write_report(const std::string& path, const std::string& output_fil
     if (fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "step_trace_time.csv", ec)) analysed.push_back(run);
   }
   if (analysed.empty()) {
-    result.error = runs.empty() ? no_run_directory_error(path)
-                                : "no analysed run at or below '" + path + "' (trainprof analyse " +
-                                      base::shell_quote(path) + ")";
-    return result;
+    *error = runs.empty() ? no_run_directory_error(path)
+                          : "no analysed run at or below '" + path + "' (trainprof analyse " +
+                                base::shell_quote(path) + ")";
   }
-  std::string html =
-      std::string("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>trainprof report: ") +
-      escape(fs::path(path).filename().string()) + "</title><style>" + kStyle +
-      "</style></head><body>\n<h1>trainprof report</h1>\n<p class=\"meta\">" +
-      std::to_string(analysed.size()) + " analysed run(s) under " + escape(path) + "</p>\n";
-  html += cluster_section(path);
-  for (size_t i = 0; i < analysed.size(); ++i) html += run_section(analysed[i], i);
-  html += std::string("<script>") + kScript + "</script>\n</body></html>\n";
-  bool single = analysed.size() == 1 && fs::path(analysed[0]) == fs::path(path);
-  result.file = !output_file.empty() ? output_file
-                : single             ? (fs::path(path) / "PROFILER_OUTPUT" / "report.html").string()
-                                     : (fs::path(path) / "report.html").string();
-  fs::path file(result.file);
-  std::string dir = file.has_parent_path() ? file.parent_path().string() : ".";
+  return analysed;
+}
+
+// The cluster's section and each run's, numbered from `first_index`.
+std::string sections(const std::string& path, const std::vector<std::string>& analysed, size_t first_index) {
+  std::string html = cluster_section(path);
+  for (size_t i = 0; i < analysed.size(); ++i) html += run_section(analysed[i], first_index + i);
+  return html;
+}
+
+std::string page(const std::string& title, const std::string& body) {
+  return std::string("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>trainprof report: ") +
+         escape(title) + "</title><style>" + kStyle + "</style></head><body>\n<h1>trainprof report</h1>\n" + body +
+         "<script>" + kScript + "</script>\n</body></html>\n";
+}
+
+// Writes `html` to `file`, replaced whole.
+std::string write_page(const std::string& file, const std::string& html) {
+  fs::path p(file);
+  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
   base::UniqueFd fd(base::open_directory_at(AT_FDCWD, dir));
-  if (!fd.valid()) {
-    result.error = "cannot open the directory of " + result.file;
+  if (!fd.valid()) return "cannot open the directory of " + file;
+  return base::write_file_atomically_at(fd.get(), p.filename().string(), html, file);
+}
+
+// Where a report of `path` goes by default: a run's PROFILER_OUTPUT, or the
+// directory of several.
+std::string default_file(const std::string& path, const std::vector<std::string>& analysed, const char* name) {
+  bool single = analysed.size() == 1 && fs::path(analysed[0]) == fs::path(path);
+  return single ? (fs::path(path) / "PROFILER_OUTPUT" / name).string() : (fs::path(path) / name).string();
+}
+
+// Two runs (or jobs) compared (trainprof diff): the step's parts, then what
+// changed per step, largest first.
+std::string diff_section(const DiffReport& d) {
+  std::string html = "<section id=\"diff\"><h2>What changed from A to B</h2>\n<p class=\"meta\">A: " +
+                     escape(d.run_a) + " (" + std::to_string(d.steps_a) + " steps";
+  if (d.ranks_a > 1) html += " of " + std::to_string(d.ranks_a) + " ranks";
+  if (!d.straggler_a.empty()) html += "; straggler: " + escape(d.straggler_a);
+  html += ")<br>B: " + escape(d.run_b) + " (" + std::to_string(d.steps_b) + " steps";
+  if (d.ranks_b > 1) html += " of " + std::to_string(d.ranks_b) + " ranks";
+  if (!d.straggler_b.empty()) html += "; straggler: " + escape(d.straggler_b);
+  html += ")</p>\n";
+  CsvRows parts = {{"Per step", "A (ms)", "B (ms)", "Change (ms)"}};
+  parts.push_back({"step", fmt(d.step_us_a / 1e3, 3), fmt(d.step_us_b / 1e3, 3),
+                   fmt((d.step_us_b - d.step_us_a) / 1e3, 3)});
+  for (const auto& [part, ab] : d.parts)
+    parts.push_back({part, fmt(ab.first / 1e3, 3), fmt(ab.second / 1e3, 3), fmt((ab.second - ab.first) / 1e3, 3)});
+  html += table(parts, "diff-steps-table");
+  html += "<h3>What changed per step (host: self time; gpu: kernels, copies, sets), largest first</h3>\n" +
+          table(exporter::parse_csv(d.csv), "diff-table", 40);
+  return html + "</section>\n";
+}
+
+}  // namespace
+
+ReportResult write_report(const std::string& path, const std::string& output_file) {
+  ReportResult result;
+  std::vector<std::string> analysed = analysed_runs(path, &result.error);
+  if (analysed.empty()) return result;
+  std::string body = "<p class=\"meta\">" + std::to_string(analysed.size()) + " analysed run(s) under " +
+                     escape(path) + "</p>\n" + sections(path, analysed, 0);
+  result.file = !output_file.empty() ? output_file : default_file(path, analysed, "report.html");
+  result.error = write_page(result.file, page(fs::path(path).filename().string(), body));
+  result.runs = analysed.size();
+  return result;
+}
+
+ReportResult write_diff_report(const std::string& path_a, const std::string& path_b,
+                               const std::string& output_file) {
+  ReportResult result;
+  DiffReport d = diff_runs(path_a, path_b);  // analyses what is not
+  if (!d.ok()) {
+    result.error = d.error;
     return result;
   }
-  std::string error = base::write_file_atomically_at(fd.get(), file.filename().string(), html, result.file);
-  if (!error.empty()) result.error = error;
-  result.runs = analysed.size();
+  std::vector<std::string> a = analysed_runs(path_a, &result.error);
+  std::vector<std::string> b = analysed_runs(path_b, &result.error);
+  if (a.empty() || b.empty()) return result;
+  std::string body = diff_section(d) + "<h2 class=\"side\">A: " + escape(path_a) + "</h2>\n" +
+                     sections(path_a, a, 0) + "<h2 class=\"side\">B: " + escape(path_b) + "</h2>\n" +
+                     sections(path_b, b, a.size());
+  result.file = !output_file.empty() ? output_file : default_file(path_b, b, "diff_report.html");
+  result.error = write_page(result.file, page(fs::path(path_a).filename().string() + " vs " +
+                                                  fs::path(path_b).filename().string(),
+                                              body));
+  result.runs = a.size() + b.size();
   return result;
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/cluster.h"
+#include "analysis/cluster_path.h"
 #include "analysis/collective_numbering.h"
 #include "analysis/incident_report.h"
 #include "analysis/rank_summary.h"
@@ -91,6 +92,49 @@ void merge_into(analysis::RankSummary& into, analysis::RankSummary&& more) {
   into.clock_offset_ns = std::max(into.clock_offset_ns, more.clock_offset_ns);
   into.clock_error_ns = std::max(into.clock_error_ns, more.clock_error_ns);
   if (into.clock_problem.empty()) into.clock_problem = std::move(more.clock_problem);
+}
+
+// The job's median step re-timed with the straggler's work at the others'
+// median (analysis/cluster_path.h): cluster_analysis.json's "what_if", empty
+// without a straggler or matched steps.
+json straggler_what_if(int straggler, const std::vector<analysis::ClusterStepEstimate>& steps) {
+  json out = json::array();
+  if (straggler < 0 || steps.empty()) return out;
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> all;
+  for (const analysis::ClusterStepEstimate& e : steps) all.push_back(e.recorded_ns / 1e6);
+  // Steps under half the median (the one open at stop()) are left out, as
+  // the one-rank estimates do.
+  double half = median(all) / 2;
+  std::vector<double> recorded, estimated;
+  for (const analysis::ClusterStepEstimate& e : steps) {
+    if (e.recorded_ns / 1e6 < half) continue;
+    recorded.push_back(e.recorded_ns / 1e6);
+    estimated.push_back(e.estimated_ns / 1e6);
+  }
+  out.push_back(
+      {{"change", "rank " + std::to_string(straggler) + " (the straggler) working at the others' median"},
+       {"steps", steps.size()},
+       {"median_step_ms", median(recorded)},
+       {"estimated_step_ms", median(estimated)}});
+  return out;
+}
+
+std::string what_if_text(const json& what_if) {
+  std::string out;
+  for (const json& w : what_if) {
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "What if %s: the job's median step %.3f ms -> %.3f ms (re-timed through the matched "
+                  "collectives, %zu steps; cluster_critical_path.csv has each step's path across ranks).\n",
+                  w.value("change", std::string()).c_str(), w.value("median_step_ms", 0.0),
+                  w.value("estimated_step_ms", 0.0), w.value("steps", size_t{0}));
+    out += line;
+  }
+  return out;
 }
 
 json report_json(const analysis::StragglerReport& r, const analysis::NumberingReport& numbering,
@@ -351,7 +395,10 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   r.numbering = analysis::numbering_text(numbering);
   std::vector<analysis::CommTiming> timings = analysis::comm_timings(ranks);
   std::vector<analysis::LinkBandwidth> links = analysis::link_bandwidths(timings);
-  report.text = incident_text + analysis::straggler_text(r) + analysis::links_text(links);
+  analysis::ClusterPath job_path = analysis::cluster_critical_path(ranks, r.straggler);
+  json what_if = straggler_what_if(r.straggler, job_path.straggler_at_median);
+  report.text =
+      incident_text + analysis::straggler_text(r) + what_if_text(what_if) + analysis::links_text(links);
   report.straggler = r.straggler;
   report.cause = r.cause;
   report.missing_ranks = r.missing_ranks;
@@ -363,10 +410,15 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
       {"straggler_report.txt", [&report] { return report.text; }},
       {"cluster_step_trace_time.csv", [&ranks] { return exporter::cluster_step_trace_csv(ranks); }},
+      {"cluster_critical_path.csv",
+       [&job_path] { return exporter::cluster_critical_path_csv(job_path.segments); }},
       {"cluster_analysis.json",
        [&] {
          json j = report_json(r, numbering, links);
-         j["advice"] = pipeline::findings_json(analysis::advise_cluster(r, links));
+         j["what_if"] = what_if;
+         double estimated_ms = what_if.empty() ? -1 : what_if[0].value("estimated_step_ms", -1.0);
+         double median_ms = what_if.empty() ? 0 : what_if[0].value("median_step_ms", 0.0);
+         j["advice"] = pipeline::findings_json(analysis::advise_cluster(r, links, median_ms, estimated_ms));
          if (!incident.empty()) j["incident"] = analysis::incident_json(incident_summary);
          return base::json_text(j, 1) + "\n";
        }},

@@ -1,12 +1,14 @@
 // Copyright trainprof authors. A data-parallel training loop in miniature
 // with one slow rank, for the cluster analysis tests (tests/mpi_test.cc):
 //
-//   mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|data|die|none STEPS [ring]
+//   mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|sleepy|data|die|none STEPS [ring]
 //
 // Each step a rank waits for its batch (a "wait" data stage), computes (a
 // busy loop in a range) and all-reduces its gradients. SLOW_RANK computes
 // 6x longer (compute) or waits 12 ms for data (data) in every step, or dies
 // by SIGKILL halfway (die: after a pause that lets its data be flushed);
+// with `sleepy` every rank's compute is a sleep in the range instead (2 ms,
+// SLOW_RANK's 12 ms), so that other load on the machine hardly moves it;
 // with `none` (or SLOW_RANK -1) all ranks do the same work. With `ring`,
 // each step also passes 64 KiB to the next rank and from the previous one,
 // blocking (MPI_Sendrecv) and nonblocking (MPI_Isend, MPI_Irecv, MPI_Waitall),
@@ -36,14 +38,15 @@ using trainprof::test::compute;
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   if (argc < 5) {
-    std::fprintf(stderr, "usage: mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|data|none STEPS\n");
+    std::fprintf(stderr, "usage: mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|sleepy|data|none STEPS\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int slow_rank = std::atoi(argv[2]);
   bool slow = rank == slow_rank;
-  bool slow_compute = slow && std::strcmp(argv[3], "compute") == 0;
+  bool sleepy = std::strcmp(argv[3], "sleepy") == 0;
+  bool slow_compute = slow && (std::strcmp(argv[3], "compute") == 0 || sleepy);
   bool slow_data = slow && std::strcmp(argv[3], "data") == 0;
   bool dies = slow && std::strcmp(argv[3], "die") == 0;
   int steps = std::atoi(argv[4]);
@@ -79,7 +82,11 @@ int main(int argc, char** argv) {
     }
     {
       TRAINPROF_RANGE("forward_backward");
-      compute(slow_compute ? 12.0 : 2.0);
+      if (sleepy) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(slow_compute ? 12 : 2));
+      } else {
+        compute(slow_compute ? 12.0 : 2.0);
+      }
     }
     MPI_Allreduce(gradients.data(), summed.data(), 1000, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     if (waited && rank == 0) {

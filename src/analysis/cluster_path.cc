@@ -1,0 +1,187 @@
+// Copyright trainprof authors.
+#include "analysis/cluster_path.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace trainprof::analysis {
+namespace {
+
+// One rank's part in a matched blocking collective.
+struct Part {
+  int rank;
+  uint64_t start_ns, end_ns;
+};
+
+// A blocking collective every member of its group recorded in the same step.
+struct Meeting {
+  std::string name;  // "MPI_Allreduce #3 (group)"
+  std::vector<Part> parts;
+  uint64_t last_arrival_ns = 0;
+  int last_rank = 0;
+};
+
+// One rank's step: its span and the meetings it took part in, in time order.
+struct RankStepMeetings {
+  uint64_t start_ns = 0, end_ns = 0;
+  std::vector<const Meeting*> meetings;
+};
+
+struct StepMeetings {
+  std::vector<Meeting> meetings;            // in order of their last arrival
+  std::map<int, RankStepMeetings> by_rank;  // ranks with the step
+};
+
+uint64_t median(std::vector<uint64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+uint64_t gap(uint64_t from, uint64_t to) {
+  return to > from ? to - from : 0;
+}
+
+// Every step's matched blocking collectives, and each rank's part in them.
+std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ranks) {
+  using Key = std::tuple<int64_t, std::string, int64_t>;  // step, group, sequence
+  std::map<Key, Meeting> by_key;
+  std::map<Key, size_t> members;
+  for (const RankSummary& s : ranks) {
+    for (const RankCollective& c : s.collectives) {
+      if (c.in_flight || c.step < 0 || c.group >= s.groups.size()) continue;
+      const RankGroup& g = s.groups[c.group];
+      Key key{c.step, g.name, c.sequence};
+      Meeting& m = by_key[key];
+      if (m.parts.empty()) m.name = c.operation + " #" + std::to_string(c.sequence) + " (" + g.name + ")";
+      m.parts.push_back(Part{s.rank, c.start_ns, c.end_ns});
+      members[key] = g.world_ranks.size();
+    }
+  }
+  std::map<int64_t, StepMeetings> out;
+  for (const RankSummary& s : ranks) {
+    for (const RankStep& st : s.steps) out[st.row.step].by_rank[s.rank] = {st.start_ns, st.end_ns, {}};
+  }
+  for (auto& [key, m] : by_key) {
+    auto step = out.find(std::get<0>(key));
+    bool whole = step != out.end() && m.parts.size() == members[key] && m.parts.size() > 1;
+    for (const Part& p : m.parts) whole = whole && step->second.by_rank.count(p.rank) != 0;
+    if (!whole) continue;  // a member without it or without the step: nothing to match
+    for (const Part& p : m.parts) {
+      if (p.start_ns >= m.last_arrival_ns) m.last_arrival_ns = p.start_ns, m.last_rank = p.rank;
+    }
+    step->second.meetings.push_back(std::move(m));
+  }
+  for (auto& [number, step] : out) {
+    std::stable_sort(step.meetings.begin(), step.meetings.end(), [](const Meeting& a, const Meeting& b) {
+      return a.last_arrival_ns < b.last_arrival_ns;
+    });
+    for (const Meeting& m : step.meetings) {
+      for (const Part& p : m.parts) step.by_rank[p.rank].meetings.push_back(&m);
+    }
+  }
+  return out;
+}
+
+const Part& part_of(const Meeting& m, int rank) {
+  return *std::find_if(m.parts.begin(), m.parts.end(), [rank](const Part& p) { return p.rank == rank; });
+}
+
+// The chain back from the rank that ended the step last, in time order.
+void walk_back(int64_t number, const StepMeetings& step, std::vector<ClusterPathSegment>* out) {
+  auto last = std::max_element(step.by_rank.begin(), step.by_rank.end(), [](const auto& a, const auto& b) {
+    return a.second.end_ns < b.second.end_ns;
+  });
+  if (last == step.by_rank.end()) return;
+  std::vector<ClusterPathSegment> chain;
+  int rank = last->first;
+  uint64_t t = last->second.end_ns;
+  std::string work = "to the step's end";
+  const Meeting* arrived_at = nullptr;  // where the path reached this rank (null: the step's end)
+  for (;;) {
+    const RankStepMeetings& mine = step.by_rank.at(rank);
+    // The rank's meeting before the one the path reached it at.
+    auto at = std::find(mine.meetings.begin(), mine.meetings.end(), arrived_at);
+    const Meeting* before = at != mine.meetings.begin() ? *(at - 1) : nullptr;
+    uint64_t from = before != nullptr ? part_of(*before, rank).end_ns : mine.start_ns;
+    chain.push_back({number, false, rank, work, from, gap(from, t)});
+    if (before == nullptr) break;
+    uint64_t released = part_of(*before, rank).end_ns;
+    chain.push_back(
+        {number, true, rank, before->name, before->last_arrival_ns, gap(before->last_arrival_ns, released)});
+    work = "before " + before->name;
+    arrived_at = before;
+    rank = before->last_rank;
+    t = before->last_arrival_ns;
+  }
+  out->insert(out->end(), chain.rbegin(), chain.rend());
+}
+
+// The step replayed (see the header), `straggler`'s work at the others'
+// median when >= 0. Returns the job's step length.
+uint64_t replay(const StepMeetings& step, int straggler) {
+  std::map<int, uint64_t> t, next;  // per rank: its time now, its next meeting's index
+  std::map<const Meeting*, uint64_t> last_arrival;
+  uint64_t first_start = UINT64_MAX;
+  for (const auto& [rank, s] : step.by_rank) {
+    t[rank] = s.start_ns;
+    first_start = std::min(first_start, s.start_ns);
+  }
+  // A rank's work before its k-th meeting (k == its count: to the step's end).
+  auto work = [&step](int rank, size_t k) {
+    const RankStepMeetings& s = step.by_rank.at(rank);
+    uint64_t from = k == 0 ? s.start_ns : part_of(*s.meetings[k - 1], rank).end_ns;
+    uint64_t to = k < s.meetings.size() ? part_of(*s.meetings[k], rank).start_ns : s.end_ns;
+    return gap(from, to);
+  };
+  auto median_work = [&](const Meeting* m, int rank, size_t k) {
+    std::vector<uint64_t> others;
+    if (m == nullptr) {  // to the step's end
+      for (const auto& [r, s] : step.by_rank)
+        if (r != rank) others.push_back(work(r, s.meetings.size()));
+    } else {
+      for (const Part& p : m->parts) {
+        if (p.rank == rank) continue;
+        const auto& theirs = step.by_rank.at(p.rank).meetings;
+        size_t index = static_cast<size_t>(std::find(theirs.begin(), theirs.end(), m) - theirs.begin());
+        others.push_back(work(p.rank, index));
+      }
+    }
+    return others.empty() ? work(rank, k) : median(others);
+  };
+  for (const Meeting& m : step.meetings) {
+    uint64_t arrival = 0;
+    for (const Part& p : m.parts) {
+      size_t k = next[p.rank];
+      uint64_t w = p.rank == straggler ? median_work(&m, p.rank, k) : work(p.rank, k);
+      arrival = std::max(arrival, t[p.rank] + w);
+    }
+    for (const Part& p : m.parts) {
+      t[p.rank] = arrival + gap(m.last_arrival_ns, p.end_ns);  // its transfer after the last arrival
+      ++next[p.rank];
+    }
+  }
+  uint64_t last_end = 0;
+  for (const auto& [rank, s] : step.by_rank) {
+    size_t k = s.meetings.size();
+    uint64_t w = rank == straggler ? median_work(nullptr, rank, k) : work(rank, k);
+    last_end = std::max(last_end, t[rank] + w);
+  }
+  return gap(first_start, last_end);
+}
+
+}  // namespace
+
+ClusterPath cluster_critical_path(const std::vector<RankSummary>& ranks, int straggler) {
+  ClusterPath out;
+  for (const auto& [number, step] : step_meetings(ranks)) {
+    if (step.by_rank.size() < 2) continue;
+    walk_back(number, step, &out.segments);
+    if (straggler < 0 || step.by_rank.count(straggler) == 0) continue;
+    out.straggler_at_median.push_back({number, replay(step, -1), replay(step, straggler)});
+  }
+  return out;
+}
+
+}  // namespace trainprof::analysis

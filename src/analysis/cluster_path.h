@@ -1,0 +1,56 @@
+// Copyright trainprof authors. A job's critical path across ranks, and the
+// step re-timed with the straggler at the median, from the ranks' summaries
+// (analysis/rank_summary.h) after `trainprof cluster`.
+//
+// In a step every rank works, then meets the others at a blocking
+// collective, which ends a transfer's time after the last member arrived.
+// So the step's length is decided by a chain: the rank that ended the step
+// last, back through its last collective to the member that arrived last
+// there, its work before that, the collective before, and so on to the
+// step's start. Collectives are matched by (group, sequence); in-flight ones
+// (nonblocking, DDP buckets) and point-to-point transfers do not hold a
+// rank, and are left out of the chain.
+//
+// The what-if replays the same chain: each rank's work between its
+// collectives keeps its length (the straggler's becomes the others' median
+// of the same piece), a collective starts when its last member arrives and
+// keeps each member's transfer time after that. Unchanged, every step keeps
+// its recorded length.
+#ifndef TRAINPROF_ANALYSIS_CLUSTER_PATH_H_
+#define TRAINPROF_ANALYSIS_CLUSTER_PATH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/rank_summary.h"
+
+namespace trainprof::analysis {
+
+struct ClusterPathSegment {
+  int64_t step = 0;
+  bool communication = false;  // false: the rank's work before a collective (or the step's end)
+  int rank = 0;                // the rank whose time it is
+  std::string
+      name;  // "MPI_Allreduce #3 (group)"; work: "before MPI_Allreduce #3 (group)" or "to the step's end"
+  uint64_t start_ns = 0;  // wall clock (rank 0's)
+  uint64_t dur_ns = 0;
+};
+
+struct ClusterStepEstimate {
+  int64_t step = 0;
+  uint64_t recorded_ns = 0;   // the job's step: first rank's start to last rank's end
+  uint64_t estimated_ns = 0;  // with the straggler's work at the others' median
+};
+
+struct ClusterPath {
+  std::vector<ClusterPathSegment> segments;              // by step, in time order
+  std::vector<ClusterStepEstimate> straggler_at_median;  // empty without a straggler
+};
+
+// `straggler`: the rank whose work is set to the median (-1: none, no estimate).
+ClusterPath cluster_critical_path(const std::vector<RankSummary>& ranks, int straggler);
+
+}  // namespace trainprof::analysis
+
+#endif  // TRAINPROF_ANALYSIS_CLUSTER_PATH_H_
