@@ -152,13 +152,18 @@ double machine_idle_seconds() {
 // writes gigabytes faster than this VM's disk takes them, and the kernel
 // then throttles whichever analysis is writing). The cores' idle time
 // while it runs tells a run that waited from one that computed.
-ChildCost measure_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), {cli_path(), "analyse"});
+// `trainprof COMMAND args...` in a child process, measured.
+ChildCost measure_command(const std::string& command, std::vector<std::string> args) {
+  args.insert(args.begin(), {cli_path(), command});
   sync();
   double idle_before = machine_idle_seconds();
   ChildCost c = g_launcher->run(args);
   c.machine_idle_s = machine_idle_seconds() - idle_before;
   return c;
+}
+
+ChildCost measure_cli(std::vector<std::string> args) {
+  return measure_command("analyse", std::move(args));
 }
 
 // Records `events` events in one run under `dir`; returns the run directory.
@@ -256,9 +261,44 @@ int main(int argc, char** argv) {
   }
   if (!path_ratios.empty()) {
     std::sort(path_ratios.begin(), path_ratios.end());
-    std::printf("  critical path + what-if: analysis CPU with / without, median of %zu pairs %.3fx (%.3f-%.3f)\n",
-                path_ratios.size(), path_ratios[path_ratios.size() / 2], path_ratios.front(), path_ratios.back());
+    std::printf(
+        "  critical path + what-if: analysis CPU with / without, median of %zu pairs %.3fx (%.3f-%.3f)\n",
+        path_ratios.size(), path_ratios[path_ratios.size() / 2], path_ratios.front(), path_ratios.back());
   }
+
+  // The critical path, what-ifs and advisor together (issue 33's bound):
+  // everything against --no-critical-path --no-advice, alternated.
+  std::vector<double> answer_ratios;
+  for (int r = 0; r < rounds; ++r) {
+    ChildCost without = measure_cli({run, "--no-critical-path", "--no-advice"});
+    ChildCost with = measure_cli({run});
+    if (without.ok && with.ok && without.cpu_s > 0) answer_ratios.push_back(with.cpu_s / without.cpu_s);
+  }
+  if (!answer_ratios.empty()) {
+    std::sort(answer_ratios.begin(), answer_ratios.end());
+    std::printf(
+        "  critical path + what-if + advisor: analysis CPU with / without, median of %zu pairs %.3fx "
+        "(%.3f-%.3f)\n",
+        answer_ratios.size(), answer_ratios[answer_ratios.size() / 2], answer_ratios.front(),
+        answer_ratios.back());
+  }
+
+  // trainprof diff of this run and a second one of the same size, both
+  // analysed (the diff reads their tables), then of two raw runs (the diff
+  // analyses both first: the analyses are its floor).
+  std::string other = record(dir + "/single_b", events, 0);
+  measure_cli({other});
+  std::vector<double> diff_wall;
+  for (int r = 0; r < rounds; ++r) diff_wall.push_back(measure_command("diff", {run, other}).wall_s);
+  std::sort(diff_wall.begin(), diff_wall.end());
+  fs::remove_all(run + "/PROFILER_OUTPUT");
+  fs::remove_all(other + "/PROFILER_OUTPUT");
+  ChildCost raw_diff = measure_command("diff", {run, other});
+  std::printf(
+      "  trainprof diff of two analysed %llu-event runs: wall %.3f s (median of %d, %.3f-%.3f); of the same "
+      "two raw runs (each analysed first): wall %.2f s, cpu %.2f s (%s)\n",
+      static_cast<unsigned long long>(events), diff_wall[diff_wall.size() / 2], rounds, diff_wall.front(),
+      diff_wall.back(), raw_diff.wall_s, raw_diff.cpu_s, raw_diff.ok ? "ok" : "FAILED");
 
   std::printf("RESULT single_wall_s=%.3f events=%llu\n", one.wall_s, static_cast<unsigned long long>(events));
   if (!ranks) {

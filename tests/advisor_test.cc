@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis/advisor.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
@@ -261,6 +263,28 @@ TEST(AdvisorWorkload, APeakNearTheMemoryLimitIsNamed) {
   EXPECT_NE(a.findings[0].evidence.find("cgroup memory limit (the process' peak resident set)"),
             std::string::npos)
       << a.text;
+}
+
+// Findings of the wrong shape in a hand-edited profiler_info.json: what is
+// well-formed is read, the rest named, and nothing throws (advise, the
+// summary, the report).
+TEST(AdvisorWorkload, AHandEditedAdviceListIsReadSafely) {
+  TempDir dir;
+  std::string run = record_loop(dir.path(), 3, 0, 5);
+  ASSERT_TRUE(advise(run).ok());
+  std::string info_file = run + "/PROFILER_OUTPUT/profiler_info.json";
+  nlohmann::json info = nlohmann::json::parse(test::read_text(info_file));
+  info["analysis"]["advice"] = nlohmann::json::parse(
+      R"([{"rule": "data_wait", "title": 5, "saving_ms": "much", "evidence": ["x"]}, 3, {"title": "no rule"}])");
+  test::write_bytes(info_file, info.dump());
+  AdviceReport a = advise(run);
+  ASSERT_TRUE(a.ok()) << a.error;
+  ASSERT_EQ(a.findings.size(), 1u) << a.text;
+  EXPECT_EQ(a.findings[0].title, "data_wait");  // the rule stands for a title that is not text
+  EXPECT_LT(a.findings[0].saving_ms, 0);
+  EXPECT_EQ(a.warnings.size(), 2u);
+  EXPECT_NE(summarize_run(run).find("    1. data_wait\n"), std::string::npos) << summarize_run(run);
+  EXPECT_TRUE(write_report(run).error.empty());
 }
 
 std::string cli() {

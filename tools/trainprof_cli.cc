@@ -75,6 +75,7 @@ const char* kAnalyseHelp =
     "                       (the default)\n"
     "  --no-critical-path   leave out each step's critical path (critical_path.csv, its\n"
     "                       timeline track) and the what-if estimates\n"
+    "  --no-advice          leave out the advisor's findings (trainprof advise)\n"
     "  --mpi                under `mpirun -np K` (or srun): each process analyses every K-th\n"
     "                       run, then the first one runs the cluster pass (trainprof cluster)\n"
     "                       on the ranks' summaries. The processes meet through files under\n"
@@ -195,6 +196,8 @@ int cmd_analyse(const std::vector<std::string>& args) {
       options.trace_size_limit_bytes = n << 20;
     } else if (a == "--no-critical-path") {
       options.critical_path = false;
+    } else if (a == "--no-advice") {
+      options.advise = false;
     } else if (a == "--window-mb") {
       uint64_t n = 0;
       if (!parse_number(value("--window-mb"), kMaxTraceLimitMb, &n)) {

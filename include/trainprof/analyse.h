@@ -39,6 +39,9 @@ struct AnalyseOptions {
   // Each step's critical path (critical_path.csv, the timeline's track) and
   // the what-if estimates made from it; false leaves them out.
   bool critical_path = true;
+  // The advisor's findings (profiler_info.json's "advice", docs/ADVICE.md):
+  // false leaves them out (`trainprof advise` analyses again to make them).
+  bool advise = true;
   // Runs analysed at once; 0 means cores / 2, at least 1.
   int max_workers = 0;
   // trace_view.json is cut at a whole step so that it stays under this size.
@@ -79,6 +82,9 @@ struct AnalyseReport {
 };
 
 AnalyseReport analyse(const std::string& path, const AnalyseOptions& options = {});
+// The same for the run directories `runs` themselves (no search below
+// them, no shards): `trainprof diff` analyses both sides' runs at once.
+AnalyseReport analyse_runs(const std::vector<std::string>& runs, const AnalyseOptions& options = {});
 
 // Run directories at or below `path` (sorted); a run directory's own
 // subdirectories are not searched.

@@ -159,3 +159,44 @@ def test_garbage_collection_pauses_are_named(tmp_path: Path) -> None:
     collections = [e for e in events if e.get("ph") == "X" and e["name"].startswith("gc.collect (generation ")]
     assert len(collections) >= STEPS
     assert any(e.get("ph") == "i" and e["name"].startswith("collected ") for e in events)
+
+
+EXPOSED = """
+import os, sys, time, torch, torch.distributed as dist, trainprof
+rank, out = int(os.environ["RANK"]), sys.argv[1]
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+grads = torch.ones(4_000_000)  # 16 MB all-reduced after the step's work, nothing to overlap it
+with trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(out, worker_name=f"rank{rank}")) as prof:
+    for step in range(6):
+        time.sleep(0.005)  # the step's work
+        dist.all_reduce(grads)
+        if step < 5:
+            prof.step()
+dist.destroy_process_group()
+"""
+
+
+def test_exposed_communication_is_named(tmp_path: Path) -> None:
+    import socket
+
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with Gloo is not available")
+    script = tmp_path / "exposed.py"
+    script.write_text(EXPOSED)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(__import__("os").environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+    out = tmp_path / "out"
+    procs = [subprocess.Popen([sys.executable, str(script), str(out)], env=dict(env, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    for r, p in enumerate(procs):
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, f"rank {r}: {err}"
+    for run in run_dirs(out):
+        [first, *_] = trainprof.advise(run)
+        assert first["rule"] == "exposed_communication", first
+        assert first["saving_basis"] == "re-timed: the steps with their communication overlapped"
+        assert "bucket_cap_mb" in first["change"]

@@ -26,6 +26,21 @@ inline std::string json_text(const nlohmann::json& value, int indent = -1) {
   return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// A field of a parsed outside document, `fallback` when `j` is not an
+// object or the field is missing or of another type: nlohmann's value()
+// throws on a field of the wrong type, and a hand-edited file must not make
+// a report fail.
+inline std::string string_field(const nlohmann::json& j, const char* key, const std::string& fallback = "") {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+inline double number_field(const nlohmann::json& j, const char* key, double fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
 }  // namespace trainprof::base
 
 #endif  // TRAINPROF_BASE_JSON_LIMITS_H_

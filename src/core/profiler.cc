@@ -273,7 +273,7 @@ void Profiler::write_metadata_locked(const Session& session) const {
 
 namespace {
 
-AnalyseReport analyse_runs(const std::vector<std::string>& runs, const AnalyseOptions& options) {
+AnalyseReport analyse_and_log(const std::vector<std::string>& runs, const AnalyseOptions& options) {
   AnalyseReport report;
   for (const std::string& run : runs) {
     AnalyseReport one = core::analyse_through_hook(run, options);
@@ -313,7 +313,7 @@ AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
     base::log_warning("analyse(): " + report.error);
     return report;
   }
-  if (mode == AnalyseMode::Sync) return analyse_runs(runs, options);
+  if (mode == AnalyseMode::Sync) return analyse_and_log(runs, options);
   reap_analyses_locked(false);
   size_t limit = options.max_workers > 0 ? static_cast<size_t>(options.max_workers)
                                          : std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
@@ -331,12 +331,12 @@ AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
     // handlers or touching its profiler state.
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
-    AnalyseReport child = analyse_runs(runs, options);
+    AnalyseReport child = analyse_and_log(runs, options);
     _exit(child.ok() ? 0 : 1);
   }
   if (pid < 0) {
     base::log_error("cannot fork an analysis process; analysing synchronously");
-    return analyse_runs(runs, options);
+    return analyse_and_log(runs, options);
   }
   analysis_children_.push_back(pid);
   return report;
@@ -374,7 +374,7 @@ bool Profiler::wait_for_analysis() {
     options.data_simplification = options_.data_simplification;
     options.export_text = options_.export_text;
     options.export_db = options_.export_db;
-    ok = analyse_runs(runs, options).ok() && ok;
+    ok = analyse_and_log(runs, options).ok() && ok;
   }
   return ok;
 }

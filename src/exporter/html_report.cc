@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "base/shell_quote.h"
 #include "exporter/csv_reader.h"
@@ -297,17 +298,17 @@ std::string advice_section(const json& holder) {
   std::string html = "<h3>Advice (the largest saving first)</h3>\n<ol class=\"advice\">";
   for (const json& f : advice) {
     if (!f.is_object()) continue;
-    double saving = f.value("saving_ms", -1.0), step = f.value("step_ms", 0.0);
-    html += "<li data-rule=\"" + escape(f.value("rule", std::string())) + "\"><b>" +
-            escape(f.value("title", std::string())) + "</b>";
+    double saving = base::number_field(f, "saving_ms", -1), step = base::number_field(f, "step_ms", 0);
+    html += "<li data-rule=\"" + escape(base::string_field(f, "rule")) + "\"><b>" +
+            escape(base::string_field(f, "title", base::string_field(f, "rule"))) + "</b>";
     if (saving >= 0) {
       html += " &mdash; worth " + fmt(saving, 3) + " ms per step";
       if (step > 0)
         html += " (" + fmt(100.0 * saving / step, 1) + " % of the " + fmt(step, 3) + " ms median)";
-      html += ", " + escape(f.value("saving_basis", std::string()));
+      html += ", " + escape(base::string_field(f, "saving_basis"));
     }
-    html += "<br>Evidence: " + escape(f.value("evidence", std::string())) +
-            "<br>Change: " + escape(f.value("change", std::string())) + "</li>";
+    html += "<br>Evidence: " + escape(base::string_field(f, "evidence")) +
+            "<br>Change: " + escape(base::string_field(f, "change")) + "</li>";
   }
   return html + "</ol>\n";
 }
@@ -433,8 +434,8 @@ std::string sections(const std::string& path, const std::vector<std::string>& an
 
 std::string page(const std::string& title, const std::string& body) {
   return std::string("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>trainprof report: ") +
-         escape(title) + "</title><style>" + kStyle + "</style></head><body>\n<h1>trainprof report</h1>\n" + body +
-         "<script>" + kScript + "</script>\n</body></html>\n";
+         escape(title) + "</title><style>" + kStyle + "</style></head><body>\n<h1>trainprof report</h1>\n" +
+         body + "<script>" + kScript + "</script>\n</body></html>\n";
 }
 
 // Writes `html` to `file`, replaced whole.
@@ -448,7 +449,8 @@ std::string write_page(const std::string& file, const std::string& html) {
 
 // Where a report of `path` goes by default: a run's PROFILER_OUTPUT, or the
 // directory of several.
-std::string default_file(const std::string& path, const std::vector<std::string>& analysed, const char* name) {
+std::string default_file(const std::string& path, const std::vector<std::string>& analysed,
+                         const char* name) {
   bool single = analysed.size() == 1 && fs::path(analysed[0]) == fs::path(path);
   return single ? (fs::path(path) / "PROFILER_OUTPUT" / name).string() : (fs::path(path) / name).string();
 }
@@ -456,8 +458,9 @@ std::string default_file(const std::string& path, const std::vector<std::string>
 // Two runs (or jobs) compared (trainprof diff): the step's parts, then what
 // changed per step, largest first.
 std::string diff_section(const DiffReport& d) {
-  std::string html = "<section id=\"diff\"><h2>What changed from A to B</h2>\n<p class=\"meta\">A: " +
-                     escape(d.run_a) + " (" + std::to_string(d.steps_a) + " steps";
+  std::string html =
+      "<section id=\"diff\"><h2>What changed from A to B</h2>\n<p class=\"meta\">A: " + escape(d.run_a) +
+      " (" + std::to_string(d.steps_a) + " steps";
   if (d.ranks_a > 1) html += " of " + std::to_string(d.ranks_a) + " ranks";
   if (!d.straggler_a.empty()) html += "; straggler: " + escape(d.straggler_a);
   html += ")<br>B: " + escape(d.run_b) + " (" + std::to_string(d.steps_b) + " steps";
@@ -468,7 +471,8 @@ std::string diff_section(const DiffReport& d) {
   parts.push_back({"step", fmt(d.step_us_a / 1e3, 3), fmt(d.step_us_b / 1e3, 3),
                    fmt((d.step_us_b - d.step_us_a) / 1e3, 3)});
   for (const auto& [part, ab] : d.parts)
-    parts.push_back({part, fmt(ab.first / 1e3, 3), fmt(ab.second / 1e3, 3), fmt((ab.second - ab.first) / 1e3, 3)});
+    parts.push_back(
+        {part, fmt(ab.first / 1e3, 3), fmt(ab.second / 1e3, 3), fmt((ab.second - ab.first) / 1e3, 3)});
   html += table(parts, "diff-steps-table");
   html += "<h3>What changed per step (host: self time; gpu: kernels, copies, sets), largest first</h3>\n" +
           table(exporter::parse_csv(d.csv), "diff-table", 40);
@@ -504,9 +508,9 @@ ReportResult write_diff_report(const std::string& path_a, const std::string& pat
                      sections(path_a, a, 0) + "<h2 class=\"side\">B: " + escape(path_b) + "</h2>\n" +
                      sections(path_b, b, a.size());
   result.file = !output_file.empty() ? output_file : default_file(path_b, b, "diff_report.html");
-  result.error = write_page(result.file, page(fs::path(path_a).filename().string() + " vs " +
-                                                  fs::path(path_b).filename().string(),
-                                              body));
+  result.error = write_page(
+      result.file,
+      page(fs::path(path_a).filename().string() + " vs " + fs::path(path_b).filename().string(), body));
   result.runs = a.size() + b.size();
   return result;
 }

@@ -45,13 +45,13 @@ std::vector<Advice> parse_findings(const json& list, const std::string& where,
       continue;
     }
     Advice a;
-    a.rule = f.value("rule", "");
-    a.title = f.value("title", a.rule);
-    a.evidence = f.value("evidence", "");
-    a.change = f.value("change", "");
-    a.step_ms = f.value("step_ms", 0.0);
-    a.saving_ms = f.value("saving_ms", -1.0);
-    a.saving_basis = f.value("saving_basis", "");
+    a.rule = base::string_field(f, "rule");
+    a.title = base::string_field(f, "title", a.rule);
+    a.evidence = base::string_field(f, "evidence");
+    a.change = base::string_field(f, "change");
+    a.step_ms = base::number_field(f, "step_ms", 0);
+    a.saving_ms = base::number_field(f, "saving_ms", -1);
+    a.saving_basis = base::string_field(f, "saving_basis");
     if (f.contains("rank") && f["rank"].is_number_integer()) a.ranks.push_back(f["rank"].get<int>());
     out.push_back(std::move(a));
   }
@@ -79,7 +79,7 @@ std::vector<Advice> run_findings(const std::string& run, std::vector<std::string
     }
   }
   std::vector<Advice> out = parse_findings(info["analysis"]["advice"], info_file.string(), warnings);
-  int rank = info.value("rank", -1);
+  int rank = static_cast<int>(base::number_field(info, "rank", -1));
   for (Advice& a : out) {
     a.run = run;
     if (rank >= 0 && a.ranks.empty()) a.ranks.push_back(rank);

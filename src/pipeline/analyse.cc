@@ -293,8 +293,14 @@ AnalyseReport analyse(const std::string& path, const AnalyseOptions& options) {
     runs = std::move(mine);
     if (runs.empty()) return report;
   }
+  return analyse_runs(runs, options);
+}
+
+AnalyseReport analyse_runs(const std::vector<std::string>& runs, const AnalyseOptions& options) {
+  AnalyseReport report;
   size_t total = runs.size();
   report.runs.resize(total);
+  if (total == 0) return report;
   if (total == 1) {
     report.runs[0] = analyse_run(runs[0], options);
     if (options.on_progress) options.on_progress(1, 1);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -83,15 +84,28 @@ nlohmann::json read_json(const fs::path& file) {
   return j;
 }
 
-// One run's tables added to `t` (analysed first when it is not).
-std::string load_run(const std::string& run, RunTables* t) {
+bool analysed(const std::string& run) {
   std::error_code ec;
-  if (!fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "operator_details.csv", ec)) {
-    AnalyseReport a = analyse(run);
-    if (!a.ok()) {
-      return "cannot analyse '" + run + "': " + (a.runs.empty() ? a.error : a.runs[0].error);
-    }
+  return fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "operator_details.csv", ec);
+}
+
+// Analyses the runs of both sides that are not, at once (one worker process
+// per core): "" or the first failure.
+std::string analyse_missing(const std::vector<std::string>& runs) {
+  std::vector<std::string> missing;
+  for (const std::string& run : runs)
+    if (!analysed(run) && std::find(missing.begin(), missing.end(), run) == missing.end())
+      missing.push_back(run);
+  AnalyseOptions options;
+  options.max_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (const RunAnalysis& r : analyse_runs(missing, options).runs) {
+    if (!r.ok) return "cannot analyse '" + r.run_dir + "': " + r.error;
   }
+  return "";
+}
+
+// One analysed run's tables added to `t`.
+std::string load_run(const std::string& run, RunTables* t) {
   exporter::CsvRows steps, ops, stats;
   std::string error = read_table(run, "step_trace_time.csv", {"Step", "Computing", "Free"}, &steps);
   if (error.empty())
@@ -151,11 +165,16 @@ std::string load_run(const std::string& run, RunTables* t) {
   return "";
 }
 
-// A run, or a job's directory of runs, one per rank: every run's steps and
-// rows summed, so that "per step" is per rank and step.
-std::string load(const std::string& path, RunTables* t) {
-  std::vector<std::string> runs = find_run_directories(path);
-  if (runs.empty()) return no_run_directory_error(path);
+// The runs of a side: a run, or a job's directory of runs, one per rank.
+std::string side_runs(const std::string& path, std::vector<std::string>* runs) {
+  *runs = find_run_directories(path);
+  if (runs->empty()) return no_run_directory_error(path);
+  return "";
+}
+
+// A side's runs (analysed): every run's steps and rows summed, so that "per
+// step" is per rank and step.
+std::string load(const std::string& path, const std::vector<std::string>& runs, RunTables* t) {
   if (runs.size() > 1) {
     std::map<int, std::string> by_rank;
     for (const std::string& run : runs) {
@@ -285,8 +304,16 @@ DiffReport diff_runs(const std::string& run_a, const std::string& run_b, const s
   d.run_a = run_a;
   d.run_b = run_b;
   RunTables a, b;
-  std::string error = load(run_a, &a);
-  if (error.empty()) error = load(run_b, &b);
+  std::vector<std::string> runs_a, runs_b;
+  std::string error = side_runs(run_a, &runs_a);
+  if (error.empty()) error = side_runs(run_b, &runs_b);
+  if (error.empty()) {
+    std::vector<std::string> both = runs_a;
+    both.insert(both.end(), runs_b.begin(), runs_b.end());
+    error = analyse_missing(both);
+  }
+  if (error.empty()) error = load(run_a, runs_a, &a);
+  if (error.empty()) error = load(run_b, runs_b, &b);
   if (!error.empty()) {
     d.error = error;
     return d;

@@ -284,11 +284,13 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   if (options.export_text) note(write_host_outputs(model, out, extra));
   if (!passes.critical_path().empty())
     (*extra)["what_if"] = what_if_estimates(passes.what_ifs(), passes.critical_path());
-  json run_info;
-  base::parse_json_limited(run_info_text, &run_info);  // checked when the run was read
-  analysis::AdviceFacts facts = advice_facts(
-      RunAdviceInput{&model, &passes.totals(), &passes.step_rows(), &passes.what_ifs(), extra, &run_info});
-  (*extra)["advice"] = findings_json(analysis::advise(facts));
+  if (options.advise) {
+    json run_info;
+    base::parse_json_limited(run_info_text, &run_info);  // checked when the run was read
+    analysis::AdviceFacts facts = advice_facts(
+        RunAdviceInput{&model, &passes.totals(), &passes.step_rows(), &passes.what_ifs(), extra, &run_info});
+    (*extra)["advice"] = findings_json(analysis::advise(facts));
+  }
   if (!model.comm_calls.empty()) {
     note(base::write_file_atomically_at(
         out.fd, "rank_summary.json",

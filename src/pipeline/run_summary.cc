@@ -341,16 +341,17 @@ void append_advice(std::string& text, const nlohmann::json& info, const std::str
       append_format(text, "    and %zu more\n", advice->size() - 3);
       break;
     }
-    double saving = f.value("saving_ms", -1.0), step = f.value("step_ms", 0.0);
+    double saving = base::number_field(f, "saving_ms", -1), step = base::number_field(f, "step_ms", 0);
     std::string worth;
     if (saving >= 0 && step > 0) {
       char part[96];
       std::snprintf(part, sizeof(part), ": worth %.3f ms per step (%.1f %%)", saving, 100.0 * saving / step);
       worth = part;
     }
-    append_format(text, "    %zu. %s%s\n", shown, shorten(f.value("title", std::string()), 80).c_str(),
+    append_format(text, "    %zu. %s%s\n", shown,
+                  shorten(base::string_field(f, "title", base::string_field(f, "rule")), 80).c_str(),
                   worth.c_str());
-    append_format(text, "       change: %s\n", shorten(f.value("change", std::string()), 160).c_str());
+    append_format(text, "       change: %s\n", shorten(base::string_field(f, "change"), 160).c_str());
   }
 }
 
