@@ -167,7 +167,9 @@ rank, out = int(os.environ["RANK"]), sys.argv[1]
 torch.set_num_threads(1)
 dist.init_process_group("gloo")
 grads = torch.ones(4_000_000)  # 16 MB all-reduced after the step's work, nothing to overlap it
-with trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(out, worker_name=f"rank{rank}")) as prof:
+level1 = trainprof._ExperimentalConfig(profiler_level=trainprof.ProfilerLevel.Level1)  # communication recorded
+with trainprof.profile(experimental_config=level1,
+                       on_trace_ready=trainprof.tensorboard_trace_handler(out, worker_name=f"rank{rank}")) as prof:
     for step in range(6):
         time.sleep(0.005)  # the step's work
         dist.all_reduce(grads)
