@@ -102,7 +102,17 @@ std::vector<analysis::NameFacts> gpu_names(const analysis::TraceModel& m) {
   return out;
 }
 
-double what_if_step_ms(const std::vector<analysis::WhatIfObserver>& what_ifs, bool data_wait) {
+// The what-if's median step with the data wait hidden (or communication
+// overlapped), -1 when that kind is on no step's critical path: the
+// replay then changes nothing (a wait the path does not see, such as a
+// thread blocked on a collective another thread runs), and the advisor
+// bounds the saving instead.
+double what_if_step_ms(const std::vector<analysis::WhatIfObserver>& what_ifs,
+                       const std::vector<analysis::PathSegment>& path, bool data_wait) {
+  analysis::PathKind kind = data_wait ? analysis::PathKind::kDataWait : analysis::PathKind::kCommunication;
+  if (std::none_of(path.begin(), path.end(),
+                   [kind](const analysis::PathSegment& s) { return s.kind == kind; }))
+    return -1;
   for (const analysis::WhatIfObserver& o : what_ifs) {
     bool wanted = data_wait ? o.change().hide_data_wait : o.change().overlap_communication;
     if (!wanted) continue;
@@ -152,8 +162,8 @@ analysis::AdviceFacts advice_facts(const RunAdviceInput& in) {
   add_steps(*in.steps, &f);
   f.device_time = std::any_of(m.gpu.begin(), m.gpu.end(), analysis::is_device_activity);
   f.slowest_data_stage = slowest_data_stage(m, f.steps);
-  f.hide_data_wait_step_ms = what_if_step_ms(*in.what_ifs, /*data_wait=*/true);
-  f.overlap_comm_step_ms = what_if_step_ms(*in.what_ifs, /*data_wait=*/false);
+  f.hide_data_wait_step_ms = what_if_step_ms(*in.what_ifs, *in.critical_path, /*data_wait=*/true);
+  f.overlap_comm_step_ms = what_if_step_ms(*in.what_ifs, *in.critical_path, /*data_wait=*/false);
   f.host = host_names(m, *in.totals);
   f.gpu = gpu_names(m);
   add_host(*in.analysis_extra, &f);

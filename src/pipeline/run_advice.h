@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/advisor.h"
+#include "analysis/critical_path.h"
 #include "analysis/passes.h"
 #include "analysis/trace_model.h"
 #include "analysis/what_if.h"
@@ -18,7 +19,8 @@ struct RunAdviceInput {
   const analysis::TraceModel* model;
   const std::vector<analysis::SliceTotals>* totals;  // per key
   const std::vector<analysis::StepTraceRow>* steps;
-  const std::vector<analysis::WhatIfObserver>* what_ifs;  // the default ones (run_outputs.cc)
+  const std::vector<analysis::WhatIfObserver>* what_ifs;    // the default ones (run_outputs.cc)
+  const std::vector<analysis::PathSegment>* critical_path;  // every step's
   const nlohmann::json* analysis_extra;  // the output info's analysis so far: "host", "memory"
   const nlohmann::json* run_info;        // the run's own profiler_info.json: "memory"
 };

@@ -287,8 +287,9 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   if (options.advise) {
     json run_info;
     base::parse_json_limited(run_info_text, &run_info);  // checked when the run was read
-    analysis::AdviceFacts facts = advice_facts(
-        RunAdviceInput{&model, &passes.totals(), &passes.step_rows(), &passes.what_ifs(), extra, &run_info});
+    analysis::AdviceFacts facts =
+        advice_facts(RunAdviceInput{&model, &passes.totals(), &passes.step_rows(), &passes.what_ifs(),
+                                    &passes.critical_path(), extra, &run_info});
     (*extra)["advice"] = findings_json(analysis::advise(facts));
   }
   if (!model.comm_calls.empty()) {
