@@ -621,6 +621,14 @@ TEST(MpiCluster, TheStragglerAtTheMedianIsReTimedWithinTenPercentOfTheRealChange
       steps_through_rank_1.insert(f[0]);
   }
   EXPECT_GE(steps_through_rank_1.size(), 11u);
+  // The report's cluster section has the slowest step's path across ranks.
+  ReportResult page = write_report(slow.path());
+  ASSERT_TRUE(page.error.empty()) << page.error;
+  std::string html = test::read_text(page.file);
+  size_t title = html.find("<h3 class=\"cluster-path-title\" data-step=\"");
+  ASSERT_NE(title, std::string::npos);
+  EXPECT_NE(html.find("cluster-path-table", title), std::string::npos);
+  EXPECT_NE(html.find("<td>before MPI_Allreduce #", title), std::string::npos);
 }
 
 TEST(MpiCluster, NamesTheRankSlowInCompute) {

@@ -357,6 +357,25 @@ std::string run_section(const std::string& run_dir, size_t index) {
   return html + "</section>\n";
 }
 
+// The job's slowest step's critical path across ranks (cluster_critical_path.csv's rows of it).
+std::string cluster_path_section(const fs::path& dir) {
+  CsvRows path = exporter::read_csv_file((dir / "cluster_critical_path.csv").string());
+  int step = column(path, "Step"), duration = column(path, "Duration(us)");
+  if (path.size() < 2 || step < 0 || duration < 0) return "";
+  std::map<std::string, double> step_us;
+  for (size_t r = 1; r < path.size(); ++r) step_us[cell(path[r], step)] += number(cell(path[r], duration));
+  auto slowest = std::max_element(step_us.begin(), step_us.end(),
+                                  [](const auto& a, const auto& b) { return a.second < b.second; });
+  CsvRows rows = {path[0]};
+  for (size_t r = 1; r < path.size(); ++r) {
+    if (cell(path[r], step) == slowest->first) rows.push_back(path[r]);
+  }
+  return "<h3 class=\"cluster-path-title\" data-step=\"" + escape(slowest->first) +
+         "\">Critical path of step " + escape(slowest->first) +
+         " across ranks (the slowest): each rank's work and the collectives everyone waited at</h3>\n" +
+         table(rows, "cluster-path-table", 200);
+}
+
 std::string cluster_section(const std::string& path) {
   fs::path dir = fs::path(path) / "cluster_analysis_output";
   json c = json::parse(base::read_regular_file_at(AT_FDCWD, (dir / "cluster_analysis.json").string(), false),
@@ -380,6 +399,7 @@ std::string cluster_section(const std::string& path) {
             fmt(caused / most * 200, 1) + "\" height=\"6\" fill=\"" + kColours[3] + "\"/></svg></td></tr>\n";
   }
   html += "</tbody></table>\n";
+  html += cluster_path_section(dir);
   std::string text = base::read_regular_file_at(AT_FDCWD, (dir / "straggler_report.txt").string(), false);
   if (!text.empty()) html += "<pre class=\"straggler\">" + escape(text) + "</pre>\n";
   return html + "</section>\n";
