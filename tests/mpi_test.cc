@@ -441,9 +441,14 @@ TEST(MpiCluster, WritesEachRanksCommunicationTables) {
                               .get<double>();
   std::map<int64_t, nlohmann::json> flow_start;
   std::set<int64_t> pids;
-  int flows = 0, slices = 0;
+  int flows = 0, slices = 0, path_slices = 0;
   for (const nlohmann::json& e : trace.at("traceEvents")) {
     std::string ph = e.at("ph");
+    if (e.value("cat", "") == "critical_path") {  // the job's critical path, on its own track
+      path_slices += ph == "X";
+      EXPECT_EQ(e.at("tid"), 2) << e.dump();
+      continue;
+    }
     if (ph == "X" && e.at("name") != "wait") {
       ++slices;
       pids.insert(e.at("pid").get<int64_t>());
@@ -461,6 +466,7 @@ TEST(MpiCluster, WritesEachRanksCommunicationTables) {
   EXPECT_EQ(pids, (std::set<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(slices, kRanks * (4 + 4 * 4));  // per rank: 4 allreduces, per step 2 + 2 transfer halves
   EXPECT_EQ(flows, 4 * 3 + 4 * 2 * 4);
+  EXPECT_GE(path_slices, 4 * 3);  // each step: at least work, the allreduce, work
 }
 
 // `mpirun -np 3 trainprof analyse --mpi` on four ranks' runs: every run

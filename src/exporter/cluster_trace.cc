@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <tuple>
 
 namespace trainprof::exporter {
@@ -16,6 +17,7 @@ namespace {
 using analysis::CommTiming;
 
 constexpr int kTrackTid = 1;
+constexpr int kPathTid = 2;  // the job's critical path (analysis/cluster_path.h)
 
 // Microseconds, the trace format's unit, with 3 decimals (ns).
 std::string us(uint64_t ns) {
@@ -43,9 +45,27 @@ class TraceWriter {
     file_.drain(buffer_);
   }
 
-  void metadata(int pid, const char* name, const std::string& value) {
-    event("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(kTrackTid) +
+  void metadata(int pid, const char* name, const std::string& value, int tid = kTrackTid) {
+    event("{\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
           ",\"name\":\"" + name + "\",\"args\":{\"name\":" + base::json_text(nlohmann::json(value)) + "}}");
+  }
+
+  // A segment of the job's critical path on its rank's "Critical path"
+  // track, with a flow from the segment before it when that was another
+  // rank's.
+  void path_segment(const analysis::ClusterPathSegment& s, const analysis::ClusterPathSegment* before) {
+    event("{\"ph\":\"X\",\"cat\":\"critical_path\",\"pid\":" + std::to_string(s.rank) +
+          ",\"tid\":" + std::to_string(kPathTid) + ",\"ts\":" + at(s.start_ns) + ",\"dur\":" + us(s.dur_ns) +
+          ",\"name\":" + base::json_text(nlohmann::json(s.name)) + ",\"args\":{\"Step\":" +
+          std::to_string(s.step) + ",\"Kind\":\"" + (s.communication ? "communication" : "work") + "\"}}");
+    if (before == nullptr || before->rank == s.rank || before->step != s.step) return;
+    std::string id = std::to_string(++flows_);
+    event("{\"ph\":\"s\",\"cat\":\"critical_path\",\"name\":\"critical path\",\"id\":" + id +
+          ",\"pid\":" + std::to_string(before->rank) + ",\"tid\":" + std::to_string(kPathTid) +
+          ",\"ts\":" + at(before->start_ns) + "}");
+    event("{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"critical_path\",\"name\":\"critical path\",\"id\":" + id +
+          ",\"pid\":" + std::to_string(s.rank) + ",\"tid\":" + std::to_string(kPathTid) +
+          ",\"ts\":" + at(s.start_ns) + "}");
   }
 
   void slice(const CommTiming& t) {
@@ -154,18 +174,26 @@ uint64_t origin_of(const std::vector<CommTiming>& timings) {
 }  // namespace
 
 std::string write_cluster_trace(const std::vector<CommTiming>& timings,
+                                const std::vector<analysis::ClusterPathSegment>& critical_path,
                                 const std::map<int, std::string>& hosts, const OutputPath& path) {
   TraceWriter w(path, origin_of(timings));
   for (const auto& [rank, host] : hosts) {
     w.metadata(rank, "process_name", "rank " + std::to_string(rank) + " (" + host + ")");
     w.metadata(rank, "thread_name", "Communication");
   }
+  std::set<int> on_path;
+  for (const analysis::ClusterPathSegment& s : critical_path) {
+    if (on_path.insert(s.rank).second) w.metadata(s.rank, "thread_name", "Critical path", kPathTid);
+  }
   for (const CommTiming& t : timings) w.slice(t);
   for (const Flow& f : cluster_flows(timings)) w.flow(*f.from, f.from_ns, *f.to, f.to_ns);
+  for (size_t i = 0; i < critical_path.size(); ++i)
+    w.path_segment(critical_path[i], i > 0 ? &critical_path[i - 1] : nullptr);
   return w.finish();
 }
 
 std::string write_cluster_perfetto_trace(const std::vector<CommTiming>& timings,
+                                         const std::vector<analysis::ClusterPathSegment>& critical_path,
                                          const std::map<int, std::string>& hosts, const OutputPath& path) {
   using namespace perfetto_proto;  // NOLINT: the encoding and field numbers
   uint64_t origin = origin_of(timings);
@@ -249,6 +277,38 @@ std::string write_cluster_perfetto_trace(const std::vector<CommTiming>& timings,
                .uint(packet::kTimestamp, at(end))
                .message(packet::kTrackEvent,
                         Message().uint(event::kType, event::kSliceEnd).uint(event::kTrackUuid, track)));
+  }
+  // The job's critical path: a "Critical path" thread track on each rank it
+  // passes through; a flow where it moves from one rank to the next.
+  std::map<int, uint64_t> path_track;
+  for (size_t i = 0; i < critical_path.size(); ++i) {
+    const analysis::ClusterPathSegment& seg = critical_path[i];
+    auto [it, added] = path_track.emplace(seg.rank, next_uuid);
+    if (added) {
+      ++next_uuid;
+      Message thread;
+      thread.uint(1, static_cast<uint64_t>(seg.rank)).uint(2, 1000).bytes(5, "Critical path");
+      packet(Message().message(
+          packet::kTrackDescriptor,
+          Message().uint(1, it->second).uint(5, process_track(seg.rank)).message(4, thread)));
+    }
+    auto moves = [&](size_t j) {  // the path goes to another rank of the same step at segment j
+      return j > 0 && j < critical_path.size() && critical_path[j].step == critical_path[j - 1].step &&
+             critical_path[j].rank != critical_path[j - 1].rank;
+    };
+    uint64_t flow_base = flows.size();  // path flows are numbered after the communication's
+    Message begin;
+    begin.uint(event::kType, event::kSliceBegin).uint(event::kTrackUuid, it->second).bytes(23, seg.name);
+    begin.message(event::kDebugAnnotations,
+                  Message().bytes(10, "Step").uint(3, static_cast<uint64_t>(seg.step)));
+    if (moves(i + 1)) begin.fixed64(event::kFlowIds, flow_base + i + 2);
+    if (moves(i)) begin.fixed64(event::kTerminatingFlowIds, flow_base + i + 1);
+    auto at = [&](uint64_t ns) { return ns - std::min(ns, origin); };
+    packet(Message().uint(packet::kTimestamp, at(seg.start_ns)).message(packet::kTrackEvent, begin));
+    packet(Message()
+               .uint(packet::kTimestamp, at(seg.start_ns + seg.dur_ns))
+               .message(packet::kTrackEvent,
+                        Message().uint(event::kType, event::kSliceEnd).uint(event::kTrackUuid, it->second)));
   }
   file.commit(buffer);
   return file.error();

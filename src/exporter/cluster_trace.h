@@ -18,22 +18,30 @@
 #include <vector>
 
 #include "analysis/cluster.h"
+#include "analysis/cluster_path.h"
 #include "exporter/output_file.h"
 
 namespace trainprof::exporter {
 
 inline constexpr size_t kMaxFlowGroup = 64;
 
-// Written to `path` as it is made; returns "" or the error.
+// Written to `path` as it is made; returns "" or the error. The job's
+// critical path (analysis/cluster_path.h) goes on a "Critical path" track of
+// each rank it passes through, cat "critical_path", with a flow where it
+// moves from one rank to another.
 std::string write_cluster_trace(const std::vector<analysis::CommTiming>& timings,
+                                const std::vector<analysis::ClusterPathSegment>& critical_path,
                                 const std::map<int, std::string>& hosts, const OutputPath& path);
 
 // The same as a Perfetto protobuf trace (cluster_trace_view.pftrace): a
 // process track per rank, its communication on thread tracks ("Communication",
 // and "Communication #2"... where operations overlap, since Perfetto's slices
 // on a track nest), the same slices with debug annotations, the same flows as
-// flow ids from one operation's begin to the other's.
+// flow ids from one operation's begin to the other's; the critical path on a
+// "Critical path" thread track of each rank it passes through, its moves
+// between ranks as flows.
 std::string write_cluster_perfetto_trace(const std::vector<analysis::CommTiming>& timings,
+                                         const std::vector<analysis::ClusterPathSegment>& critical_path,
                                          const std::map<int, std::string>& hosts, const OutputPath& path);
 
 }  // namespace trainprof::exporter

@@ -436,10 +436,12 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   std::map<int, std::string> hosts;
   for (const analysis::RankSummary& s : ranks) hosts[s.rank] = s.host;
   e = exporter::write_cluster_trace(
-      timings, hosts, exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.json"});
+      timings, job_path.segments, hosts,
+      exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.json"});
   if (!e.empty() && report.error.empty()) report.error = e;
   e = exporter::write_cluster_perfetto_trace(
-      timings, hosts, exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.pftrace"});
+      timings, job_path.segments, hosts,
+      exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.pftrace"});
   if (!e.empty() && report.error.empty()) report.error = e;
   write_rank_tables(ranks, timings, &report);
   if (!cluster_options.msprof_dir.empty()) {
