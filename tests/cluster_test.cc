@@ -11,6 +11,7 @@
 
 #include "analysis/advisor.h"
 #include "analysis/cluster.h"
+#include "analysis/cluster_path.h"
 #include "analysis/collective_numbering.h"
 #include "analysis/rank_summary.h"
 #include "exporter/communication_json.h"
@@ -90,6 +91,33 @@ TEST(Cluster, NoStragglerWhenRanksTakeTurns) {
   EXPECT_EQ(r.straggler, -1);
   EXPECT_NE(straggler_text(r).find("No straggler"), std::string::npos);
   EXPECT_TRUE(advise_cluster(r, {}).empty());
+}
+
+// The job's path and the straggler what-if on the steps of `world`: rank 2
+// arrives at 50 ms, the others at 10, the allreduce ends at 95, the steps at
+// 100. Each step's path: rank 2's work, the allreduce, the step's end.
+// Re-timed with rank 2 at the median, the allreduce starts at 10 ms and its
+// 45 ms after the last arrival and the 5 ms tail follow: 60 ms.
+TEST(ClusterPath, TheStepGoesThroughTheLastArrivalAndShrinksWithTheStragglerAtTheMedian) {
+  std::vector<RankSummary> ranks = world(4, 3, [](int rank, int) { return rank == 2 ? 50.0 : 10.0; });
+  ClusterPath path = cluster_critical_path(ranks, 2);
+  ASSERT_EQ(path.segments.size(), 3u * 3);
+  EXPECT_FALSE(path.segments[0].communication);
+  EXPECT_EQ(path.segments[0].rank, 2);
+  EXPECT_EQ(path.segments[0].dur_ns, 50 * kMs);
+  EXPECT_EQ(path.segments[0].name, "before MPI_Allreduce #1 (123)");
+  EXPECT_TRUE(path.segments[1].communication);
+  EXPECT_EQ(path.segments[1].dur_ns, 45 * kMs);
+  EXPECT_EQ(path.segments[2].name, "to the step's end");
+  EXPECT_EQ(path.segments[2].dur_ns, 5 * kMs);
+  ASSERT_EQ(path.straggler_at_median.size(), 3u);
+  for (const ClusterStepEstimate& e : path.straggler_at_median) {
+    EXPECT_EQ(e.recorded_ns, 100 * kMs);
+    EXPECT_EQ(e.estimated_ns, 60 * kMs);
+  }
+  // A rank that is not slow: nothing changes (its pieces never grow).
+  for (const ClusterStepEstimate& e : cluster_critical_path(ranks, 1).straggler_at_median)
+    EXPECT_EQ(e.estimated_ns, e.recorded_ns);
 }
 
 TEST(Cluster, TheAdvisorWantsTwoThirdsOfTheWaitingOnOneRank) {

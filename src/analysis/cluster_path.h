@@ -13,7 +13,7 @@
 //
 // The what-if replays the same chain: each rank's work between its
 // collectives keeps its length (the straggler's becomes the others' median
-// of the same piece), a collective starts when its last member arrives and
+// of the same piece, where that is shorter), a collective starts when its last member arrives and
 // keeps each member's transfer time after that. Unchanged, every step keeps
 // its recorded length.
 #ifndef TRAINPROF_ANALYSIS_CLUSTER_PATH_H_
