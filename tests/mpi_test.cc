@@ -584,26 +584,32 @@ double median_job_step_ms(const std::string& dir) {
 }
 
 // The cross-rank what-if against the real change: two ranks whose work is a
-// sleep (so that other load on the machine hardly moves it), rank 1's 12 ms
-// a step against 2; re-timed with its work at rank 0's, the job's median
-// step is within 10 % of the same job run with rank 1 normal. The critical
+// sleep (so that other load on the machine hardly moves it), rank 1's 60 ms
+// a step against 20; re-timed with its work at rank 0's, the job's median
+// step is within 10 % of the same job run with rank 1 normal (before and
+// after it). The critical
 // path of each step runs through rank 1's work.
 TEST(MpiCluster, TheStragglerAtTheMedianIsReTimedWithinTenPercentOfTheRealChange) {
-  test::TempDir slow, normal;
-  run_ranks("mpi_straggler_child", {slow.path(), "1", "sleepy", "12"}, 2);
+  // The real change is run before and after the slow job: the machine's
+  // drift between runs shows as the spread of the two.
+  test::TempDir slow, normal, normal_after;
   run_ranks("mpi_straggler_child", {normal.path(), "-1", "sleepy", "12"}, 2);
+  run_ranks("mpi_straggler_child", {slow.path(), "1", "sleepy", "12"}, 2);
+  run_ranks("mpi_straggler_child", {normal_after.path(), "-1", "sleepy", "12"}, 2);
   ASSERT_TRUE(cluster(normal.path()).ok());
+  ASSERT_TRUE(cluster(normal_after.path()).ok());
   ClusterReport r = cluster(slow.path());
   ASSERT_TRUE(r.ok()) << r.error;
   ASSERT_EQ(r.straggler, 1) << r.text;
   nlohmann::json c = nlohmann::json::parse(test::read_text(r.output_dir + "/cluster_analysis.json"));
   ASSERT_EQ(c["what_if"].size(), 1u) << c.dump();
   double estimated = c["what_if"][0]["estimated_step_ms"], recorded = c["what_if"][0]["median_step_ms"];
-  double real = median_job_step_ms(normal.path());
+  double real = median_job_step_ms(normal.path()), real_after = median_job_step_ms(normal_after.path());
   EXPECT_NEAR(recorded, median_job_step_ms(slow.path()),
               0.05 * recorded);  // the same steps, up to the median's pick
-  EXPECT_NEAR(estimated, real, 0.1 * real) << r.text;
-  EXPECT_GT(recorded, 2 * estimated) << r.text;  // 12 ms of work against 2
+  EXPECT_GE(estimated, 0.9 * std::min(real, real_after)) << r.text << " real " << real << ", " << real_after;
+  EXPECT_LE(estimated, 1.1 * std::max(real, real_after)) << r.text << " real " << real << ", " << real_after;
+  EXPECT_GT(recorded, 2 * estimated) << r.text;  // 60 ms of work against 20
   EXPECT_NE(
       r.text.find("What if rank 1 (the straggler) working at the others' median: the job's median step "),
       std::string::npos)

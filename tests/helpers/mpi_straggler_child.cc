@@ -7,8 +7,9 @@
 // busy loop in a range) and all-reduces its gradients. SLOW_RANK computes
 // 6x longer (compute) or waits 12 ms for data (data) in every step, or dies
 // by SIGKILL halfway (die: after a pause that lets its data be flushed);
-// with `sleepy` every rank's compute is a sleep in the range instead (2 ms,
-// SLOW_RANK's 12 ms), so that other load on the machine hardly moves it;
+// with `sleepy` every rank's compute is a sleep in the range instead (20 ms,
+// SLOW_RANK's 60 ms), long enough that other load on the machine (a late
+// wake-up is a fraction of a millisecond) hardly moves the step;
 // with `none` (or SLOW_RANK -1) all ranks do the same work. With `ring`,
 // each step also passes 64 KiB to the next rank and from the previous one,
 // blocking (MPI_Sendrecv) and nonblocking (MPI_Isend, MPI_Irecv, MPI_Waitall),
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
     {
       TRAINPROF_RANGE("forward_backward");
       if (sleepy) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(slow_compute ? 12 : 2));
+        std::this_thread::sleep_for(std::chrono::milliseconds(slow_compute ? 60 : 20));
       } else {
         compute(slow_compute ? 12.0 : 2.0);
       }
