@@ -111,12 +111,12 @@ TEST(ClusterPath, TheStepGoesThroughTheLastArrivalAndShrinksWithTheStragglerAtTh
   EXPECT_EQ(path.segments[2].name, "to the step's end");
   EXPECT_EQ(path.segments[2].dur_ns, 5 * kMs);
   ASSERT_EQ(path.straggler_at_median.size(), 3u);
-  for (const ClusterStepEstimate& e : path.straggler_at_median) {
+  for (const StepEstimate& e : path.straggler_at_median) {
     EXPECT_EQ(e.recorded_ns, 100 * kMs);
     EXPECT_EQ(e.estimated_ns, 60 * kMs);
   }
   // A rank that is not slow: nothing changes (its pieces never grow).
-  for (const ClusterStepEstimate& e : cluster_critical_path(ranks, 1).straggler_at_median)
+  for (const StepEstimate& e : cluster_critical_path(ranks, 1).straggler_at_median)
     EXPECT_EQ(e.estimated_ns, e.recorded_ns);
 }
 

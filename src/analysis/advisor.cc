@@ -31,18 +31,20 @@ Finding finding(const AdviceFacts& f, const char* rule, std::string title) {
   return out;
 }
 
+// The saving bounded by the time the problem takes over the run
+// (`bound_ms`), per step.
+void set_bound(const AdviceFacts& f, double bound_ms, const char* bound, Finding* x) {
+  x->saving_ms = per_step(f, bound_ms);
+  x->saving_basis = std::string("at most: ") + bound;
+}
+
 // The saving re-timed when the what-if estimated the median step without
-// the problem (`estimated_step_ms` >= 0), else bounded by the problem's time
-// over the run (`bound_ms`).
+// the problem (`estimated_step_ms` >= 0), else bounded.
 void set_saving(const AdviceFacts& f, double estimated_step_ms, const char* retimed, double bound_ms,
                 const char* bound, Finding* x) {
-  if (estimated_step_ms >= 0) {
-    x->saving_ms = std::max(0.0, f.median_step_ms - estimated_step_ms);
-    x->saving_basis = std::string("re-timed: ") + retimed;
-  } else {
-    x->saving_ms = per_step(f, bound_ms);
-    x->saving_basis = std::string("at most: ") + bound;
-  }
+  if (estimated_step_ms < 0) return set_bound(f, bound_ms, bound, x);
+  x->saving_ms = std::max(0.0, f.median_step_ms - estimated_step_ms);
+  x->saving_basis = std::string("re-timed: ") + retimed;
 }
 
 void data_wait(const AdviceFacts& f, std::vector<Finding>* out) {
@@ -71,8 +73,7 @@ void device_idle(const AdviceFacts& f, std::vector<Finding>* out) {
   x.change =
       "launch the work faster than the GPU runs it: CUDA graphs or torch.compile "
       "(mode=\"reduce-overhead\"), larger batches, less Python between launches";
-  x.saving_ms = per_step(f, idle);
-  x.saving_basis = "at most: the GPU's idle time per step";
+  set_bound(f, idle, "the GPU's idle time per step", &x);
   out->push_back(x);
 }
 
@@ -119,8 +120,7 @@ void syncs(const AdviceFacts& f, std::vector<Finding>* out) {
       "keep values on the device inside the step: no .item(), .cpu(), .tolist() or printing of "
       "tensors per step (accumulate on the GPU, read every N steps), no explicit "
       "torch.cuda.synchronize()";
-  x.saving_ms = per_step(f, ms);
-  x.saving_basis = "at most: the time the host was blocked per step";
+  set_bound(f, ms, "the time the host was blocked per step", &x);
   out->push_back(x);
 }
 
@@ -172,8 +172,7 @@ void tiny_operators(const AdviceFacts& f, std::vector<Finding>* out) {
   x.change =
       "fuse them: torch.compile the model (or the loop's hot function), CUDA graphs on a GPU, or "
       "batch the work into fewer, larger tensor operations";
-  x.saving_ms = per_step(f, ms);
-  x.saving_basis = "at most: those operators' time per step";
+  set_bound(f, ms, "those operators' time per step", &x);
   out->push_back(x);
 }
 
@@ -225,8 +224,7 @@ void gc_pauses(const AdviceFacts& f, std::vector<Finding>* out) {
       "collect less often: gc.freeze() after the model and data are set up, a higher "
       "gc.set_threshold, or gc.disable() in the loop with gc.collect() every N steps; avoid "
       "reference cycles made per step";
-  x.saving_ms = per_step(f, ms);
-  x.saving_basis = "at most: the collections' time per step";
+  set_bound(f, ms, "the collections' time per step", &x);
   out->push_back(x);
 }
 

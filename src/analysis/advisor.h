@@ -64,7 +64,6 @@ struct AdviceFacts {
   std::vector<NameFacts> host;  // operators and ranges by name
   std::vector<NameFacts> gpu;   // GPU activities by name (runtime calls, syncs too)
   // The host sampler (host_sys): steps with CPU at 90 % or more.
-  int64_t host_cpu_samples = 0;
   std::vector<int64_t> cpu_saturated_steps;
   double cpu_saturated_mean_percent = 0;
   // Memory: the largest peak over the steps and what it may reach, bytes

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "analysis/rank_summary.h"
+#include "analysis/what_if.h"
 
 namespace trainprof::analysis {
 
@@ -37,15 +38,13 @@ struct ClusterPathSegment {
   uint64_t dur_ns = 0;
 };
 
-struct ClusterStepEstimate {
-  int64_t step = 0;
-  uint64_t recorded_ns = 0;   // the job's step: first rank's start to last rank's end
-  uint64_t estimated_ns = 0;  // with the straggler's work at the others' median
-};
-
 struct ClusterPath {
-  std::vector<ClusterPathSegment> segments;              // by step, in time order
-  std::vector<ClusterStepEstimate> straggler_at_median;  // empty without a straggler
+  std::vector<ClusterPathSegment> segments;  // by step, in time order
+  // The job's step (the first rank's start to the last rank's end),
+  // recorded and with the straggler's work at the others' median; empty
+  // without a straggler. summarize_what_if (analysis/what_if.h) gives the
+  // medians.
+  std::vector<StepEstimate> straggler_at_median;
 };
 
 // `straggler`: the rank whose work is set to the median (-1: none, no estimate).

@@ -177,6 +177,12 @@ struct StepTraceRow {
 // step that spans windows is the sum of its parts clipped to each, since
 // the union of intervals is additive over disjoint spans of time; a window's
 // carried slices cover what started before it.
+// How many of the steps (their lengths, in step order) are whole: all but
+// the last when it is under half the others' median, since the step open
+// when recording stopped (from the last step() to stop()) is a sliver of
+// one. The diff and the advisor count these.
+size_t whole_steps(const std::vector<double>& lengths);
+
 class StepTraceAccumulator {
  public:
   explicit StepTraceAccumulator(const TraceModel& model);  // its steps

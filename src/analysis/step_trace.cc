@@ -418,4 +418,15 @@ std::vector<StepTraceRow> step_trace(const TraceModel& m) {
   return steps.finish();
 }
 
+size_t whole_steps(const std::vector<double>& lengths) {
+  size_t whole = lengths.size();
+  if (whole > 1) {
+    std::vector<double> others(lengths.begin(), lengths.end() - 1);
+    std::nth_element(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(others.size() / 2),
+                     others.end());
+    if (lengths.back() < 0.5 * others[others.size() / 2]) --whole;
+  }
+  return whole;
+}
+
 }  // namespace trainprof::analysis

@@ -1,7 +1,11 @@
 // Copyright trainprof authors.
 #include "base/json_limits.h"
 
+#include <fcntl.h>
+
 #include <exception>
+
+#include "base/safe_file.h"
 
 namespace trainprof::base {
 namespace {
@@ -47,6 +51,13 @@ std::string parse_json_limited(std::string_view text, nlohmann::json* out, int m
     *out = nullptr;
     return e.what();
   }
+}
+
+nlohmann::json read_json_object(const std::string& path) {
+  std::string text = read_regular_file_at(AT_FDCWD, path, /*follow=*/false);
+  nlohmann::json j;
+  if (text.empty() || !parse_json_limited(text, &j).empty() || !j.is_object()) return nullptr;
+  return j;
 }
 
 }  // namespace trainprof::base

@@ -19,6 +19,11 @@ inline constexpr int kMaxJsonDepth = 128;
 // `max_depth`, out of memory); *out is then left null.
 std::string parse_json_limited(std::string_view text, nlohmann::json* out, int max_depth = kMaxJsonDepth);
 
+// The JSON object in the regular file `path` (a symbolic link is not
+// followed), read and parsed as above; null when the file is missing or
+// unreadable, or holds no JSON object.
+nlohmann::json read_json_object(const std::string& path);
+
 // `value` as JSON text (indented by `indent` spaces, -1: one line), with
 // each byte of a string that is not UTF-8 written as U+FFFD: paths and names
 // come from outside and need not be UTF-8, where nlohmann's dump() throws.

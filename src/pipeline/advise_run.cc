@@ -26,13 +26,6 @@ using nlohmann::json;
 
 using base::append_format;
 
-json read_json(const fs::path& file) {
-  std::string text = base::read_regular_file_at(AT_FDCWD, file.string(), /*follow=*/false);
-  json j;
-  if (text.empty() || !base::parse_json_limited(text, &j).empty()) return nullptr;
-  return j;
-}
-
 // The findings of one JSON array, each checked (a hand-edited file gives
 // what it holds well-formed, and a warning for the rest).
 std::vector<Advice> parse_findings(const json& list, const std::string& where,
@@ -61,7 +54,7 @@ std::vector<Advice> parse_findings(const json& list, const std::string& where,
 // One run's findings: analysed first when its output has none.
 std::vector<Advice> run_findings(const std::string& run, std::vector<std::string>* warnings) {
   fs::path info_file = fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json";
-  json info = read_json(info_file);
+  json info = base::read_json_object(info_file.string());
   auto has_advice = [](const json& j) {
     return j.is_object() && j.contains("analysis") && j["analysis"].is_object() &&
            j["analysis"].contains("advice");
@@ -72,7 +65,7 @@ std::vector<Advice> run_findings(const std::string& run, std::vector<std::string
       warnings->push_back("cannot analyse '" + run + "': " + (a.runs.empty() ? a.error : a.runs[0].error));
       return {};
     }
-    info = read_json(info_file);
+    info = base::read_json_object(info_file.string());
     if (!has_advice(info)) {
       warnings->push_back("'" + info_file.string() + "' has no advice");
       return {};
@@ -98,7 +91,7 @@ std::vector<Advice> cluster_findings(const std::string& path, size_t runs,
     ClusterReport c = cluster(path);
     if (!c.ok()) return {};  // no communication recorded: nothing to match across ranks
   }
-  json j = read_json(file);
+  json j = base::read_json_object(file.string());
   if (!j.is_object() || !j.contains("advice")) return {};
   return parse_findings(j["advice"], file.string(), warnings);
 }

@@ -18,6 +18,7 @@
 #include "analysis/collective_numbering.h"
 #include "analysis/incident_report.h"
 #include "analysis/rank_summary.h"
+#include "analysis/what_if.h"
 #include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "core/analysis_hook.h"
@@ -42,10 +43,8 @@ bool analysed(const std::string& run) {
 }
 
 json json_file(const std::string& path) {
-  std::string text = base::read_regular_file_at(AT_FDCWD, path, /*follow=*/false);
-  json j;
-  if (text.empty() || !base::parse_json_limited(text, &j).empty() || !j.is_object()) return json::object();
-  return j;
+  json j = base::read_json_object(path);
+  return j.is_null() ? json::object() : j;
 }
 
 // Whether the run's clock alignment changed after it was analysed: an
@@ -97,44 +96,27 @@ void merge_into(analysis::RankSummary& into, analysis::RankSummary&& more) {
 // The job's median step re-timed with the straggler's work at the others'
 // median (analysis/cluster_path.h): cluster_analysis.json's "what_if", empty
 // without a straggler or matched steps.
-json straggler_what_if(int straggler, const std::vector<analysis::ClusterStepEstimate>& steps) {
+json straggler_what_if(int straggler, const analysis::WhatIfSummary& s) {
   json out = json::array();
-  if (straggler < 0 || steps.empty()) return out;
-  auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
-  std::vector<double> all;
-  for (const analysis::ClusterStepEstimate& e : steps) all.push_back(e.recorded_ns / 1e6);
-  // Steps under half the median (the one open at stop()) are left out, as
-  // the one-rank estimates do.
-  double half = median(all) / 2;
-  std::vector<double> recorded, estimated;
-  for (const analysis::ClusterStepEstimate& e : steps) {
-    if (e.recorded_ns / 1e6 < half) continue;
-    recorded.push_back(e.recorded_ns / 1e6);
-    estimated.push_back(e.estimated_ns / 1e6);
-  }
+  if (straggler < 0 || s.steps == 0) return out;
   out.push_back(
       {{"change", "rank " + std::to_string(straggler) + " (the straggler) working at the others' median"},
-       {"steps", steps.size()},
-       {"median_step_ms", median(recorded)},
-       {"estimated_step_ms", median(estimated)}});
+       {"steps", s.steps},
+       {"median_step_ms", s.recorded_ms},
+       {"estimated_step_ms", s.estimated_ms}});
   return out;
 }
 
-std::string what_if_text(const json& what_if) {
-  std::string out;
-  for (const json& w : what_if) {
-    char line[256];
-    std::snprintf(line, sizeof(line),
-                  "What if %s: the job's median step %.3f ms -> %.3f ms (re-timed through the matched "
-                  "collectives, %zu steps; cluster_critical_path.csv has each step's path across ranks).\n",
-                  w.value("change", std::string()).c_str(), w.value("median_step_ms", 0.0),
-                  w.value("estimated_step_ms", 0.0), w.value("steps", size_t{0}));
-    out += line;
-  }
-  return out;
+std::string what_if_text(int straggler, const analysis::WhatIfSummary& s) {
+  if (straggler < 0 || s.steps == 0) return "";
+  char line[256];
+  std::snprintf(
+      line, sizeof(line),
+      "What if rank %d (the straggler) working at the others' median: the job's median step %.3f ms -> "
+      "%.3f ms (re-timed through the matched collectives, %zu steps; cluster_critical_path.csv has "
+      "each step's path across ranks).\n",
+      straggler, s.recorded_ms, s.estimated_ms, s.steps);
+  return line;
 }
 
 json report_json(const analysis::StragglerReport& r, const analysis::NumberingReport& numbering,
@@ -396,9 +378,9 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   std::vector<analysis::CommTiming> timings = analysis::comm_timings(ranks);
   std::vector<analysis::LinkBandwidth> links = analysis::link_bandwidths(timings);
   analysis::ClusterPath job_path = analysis::cluster_critical_path(ranks, r.straggler);
-  json what_if = straggler_what_if(r.straggler, job_path.straggler_at_median);
-  report.text =
-      incident_text + analysis::straggler_text(r) + what_if_text(what_if) + analysis::links_text(links);
+  analysis::WhatIfSummary at_median = analysis::summarize_what_if(job_path.straggler_at_median);
+  report.text = incident_text + analysis::straggler_text(r) + what_if_text(r.straggler, at_median) +
+                analysis::links_text(links);
   report.straggler = r.straggler;
   report.cause = r.cause;
   report.missing_ranks = r.missing_ranks;
@@ -415,10 +397,10 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
       {"cluster_analysis.json",
        [&] {
          json j = report_json(r, numbering, links);
-         j["what_if"] = what_if;
-         double estimated_ms = what_if.empty() ? -1 : what_if[0].value("estimated_step_ms", -1.0);
-         double median_ms = what_if.empty() ? 0 : what_if[0].value("median_step_ms", 0.0);
-         j["advice"] = pipeline::findings_json(analysis::advise_cluster(r, links, median_ms, estimated_ms));
+         j["what_if"] = straggler_what_if(r.straggler, at_median);
+         bool estimated = r.straggler >= 0 && at_median.steps > 0;
+         j["advice"] = pipeline::findings_json(analysis::advise_cluster(
+             r, links, at_median.recorded_ms, estimated ? at_median.estimated_ms : -1));
          if (!incident.empty()) j["incident"] = analysis::incident_json(incident_summary);
          return base::json_text(j, 1) + "\n";
        }},

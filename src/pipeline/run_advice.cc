@@ -14,26 +14,12 @@ namespace {
 
 using nlohmann::json;
 
-// The steps the rules count: the one open when recording stopped (from the
-// last step() to stop()) is a sliver of one, left out when under half the
-// others' median, as the what-if summary does.
-std::vector<const analysis::StepTraceRow*> counted_steps(const std::vector<analysis::StepTraceRow>& rows) {
-  std::vector<const analysis::StepTraceRow*> out;
-  for (const analysis::StepTraceRow& r : rows) out.push_back(&r);
-  if (out.size() > 1) {
-    std::vector<uint64_t> others;
-    for (size_t i = 0; i + 1 < out.size(); ++i) others.push_back(out[i]->step_ns);
-    std::nth_element(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(others.size() / 2),
-                     others.end());
-    if (out.back()->step_ns < others[others.size() / 2] / 2) out.pop_back();
-  }
-  return out;
-}
-
 void add_steps(const std::vector<analysis::StepTraceRow>& rows, analysis::AdviceFacts* f) {
-  std::vector<const analysis::StepTraceRow*> steps = counted_steps(rows);
+  std::vector<double> lengths;
+  for (const analysis::StepTraceRow& r : rows) lengths.push_back(static_cast<double>(r.step_ns));
   std::vector<double> ms;
-  for (const analysis::StepTraceRow* r : steps) {
+  for (size_t i = 0; i < analysis::whole_steps(lengths); ++i) {
+    const analysis::StepTraceRow* r = &rows[i];
     ms.push_back(r->step_ns / 1e6);
     f->total_step_ms += r->step_ns / 1e6;
     f->data_wait_ms += r->data_wait_ns / 1e6;
@@ -122,17 +108,12 @@ double what_if_step_ms(const std::vector<analysis::WhatIfObserver>& what_ifs,
   return -1;
 }
 
-void add_host(const json& extra, analysis::AdviceFacts* f) {
-  auto host = extra.find("host");
-  if (host == extra.end() || !host->is_object()) return;
-  f->host_cpu_samples = host->value("cpu_samples", int64_t{0});
+void add_host(const analysis::HostBottlenecks& host, analysis::AdviceFacts* f) {
+  f->cpu_saturated_steps = host.cpu_saturated_steps;
   double sum = 0;
-  for (const json& s : host->value("cpu_saturated_steps", json::array()))
-    if (s.is_number_integer()) f->cpu_saturated_steps.push_back(s.get<int64_t>());
-  std::vector<double> percents;
-  for (const json& p : host->value("cpu_saturated_mean_percent", json::array()))
-    if (p.is_number()) sum += p.get<double>(), percents.push_back(p.get<double>());
-  if (!percents.empty()) f->cpu_saturated_mean_percent = sum / static_cast<double>(percents.size());
+  for (double percent : host.cpu_saturated_percent) sum += percent;
+  if (!host.cpu_saturated_percent.empty())
+    f->cpu_saturated_mean_percent = sum / static_cast<double>(host.cpu_saturated_percent.size());
 }
 
 // The peaks: profile_memory's per device, and the process' resident set.
@@ -166,7 +147,7 @@ analysis::AdviceFacts advice_facts(const RunAdviceInput& in) {
   f.overlap_comm_step_ms = what_if_step_ms(*in.what_ifs, *in.critical_path, /*data_wait=*/false);
   f.host = host_names(m, *in.totals);
   f.gpu = gpu_names(m);
-  add_host(*in.analysis_extra, &f);
+  if (in.host != nullptr) add_host(*in.host, &f);
   add_memory(m, *in.run_info, &f);
   return f;
 }

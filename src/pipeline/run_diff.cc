@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/passes.h"
 #include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "exporter/csv_reader.h"
@@ -76,14 +77,6 @@ std::string read_table(const std::string& run, const char* file, std::initialize
   return "";
 }
 
-// A JSON file's object, null when missing or not one.
-nlohmann::json read_json(const fs::path& file) {
-  nlohmann::json j;
-  std::string text = base::read_regular_file_at(AT_FDCWD, file.string(), /*follow=*/false);
-  if (text.empty() || !base::parse_json_limited(text, &j).empty() || !j.is_object()) return nullptr;
-  return j;
-}
-
 bool analysed(const std::string& run) {
   std::error_code ec;
   return fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "operator_details.csv", ec);
@@ -120,15 +113,7 @@ std::string load_run(const std::string& run, RunTables* t) {
     for (const auto& [column_name, said] : kParts) us += number(steps[i], column(sh, column_name));
     durations.push_back(us);
   }
-  // The step open when recording stopped (from the last step() to stop())
-  // is a sliver of one: left out when under half the others' median.
-  size_t counted = durations.size();
-  if (counted > 1) {
-    std::vector<double> others(durations.begin(), durations.end() - 1);
-    std::nth_element(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(others.size() / 2),
-                     others.end());
-    if (durations.back() < 0.5 * others[others.size() / 2]) --counted;
-  }
+  size_t counted = analysis::whole_steps(durations);  // the sliver open at stop() left out
   for (size_t i = 1; i <= counted; ++i) {
     ++t->steps;
     for (const auto& [column_name, said] : kParts) {
@@ -178,7 +163,7 @@ std::string load(const std::string& path, const std::vector<std::string>& runs, 
   if (runs.size() > 1) {
     std::map<int, std::string> by_rank;
     for (const std::string& run : runs) {
-      nlohmann::json info = read_json(fs::path(run) / "profiler_info.json");
+      nlohmann::json info = base::read_json_object((fs::path(run) / "profiler_info.json").string());
       int rank = int_field(info, "rank", 0);
       auto [it, fresh] = by_rank.emplace(rank, run);
       if (!fresh) {
@@ -187,7 +172,8 @@ std::string load(const std::string& path, const std::vector<std::string>& runs, 
                run + "'): give a run, or a job's directory with one run per rank";
       }
     }
-    nlohmann::json c = read_json(fs::path(path) / "cluster_analysis_output" / "cluster_analysis.json");
+    nlohmann::json c = base::read_json_object(
+        (fs::path(path) / "cluster_analysis_output" / "cluster_analysis.json").string());
     if (c.is_object() && c.contains("straggler")) {
       int straggler = int_field(c, "straggler", -1);
       t->straggler = straggler < 0 ? "none"

@@ -68,9 +68,10 @@ std::string write_memory_outputs(const analysis::TraceModel& model, const std::v
 }
 
 // Writes the host_*_usage.csv of the parts the run sampled (host_sys) and
-// sets (*extra)["host"]: the samples and the steps the host was the
-// bottleneck of (the summary names them).
-std::string write_host_outputs(const analysis::TraceModel& model, const OutputDir& out, json* extra) {
+// sets (*extra)["host"] and `*bottlenecks`: the samples and the steps the
+// host was the bottleneck of (the summary and the advisor name them).
+std::string write_host_outputs(const analysis::TraceModel& model, const OutputDir& out, json* extra,
+                               std::optional<analysis::HostBottlenecks>* bottlenecks) {
   std::string errors;
   bool any = false;
   std::vector<analysis::HostUsageTable> tables = analysis::host_usage_tables(model);
@@ -84,7 +85,7 @@ std::string write_host_outputs(const analysis::TraceModel& model, const OutputDi
     if (errors.empty()) errors = e;
   }
   if (!any) return errors;
-  analysis::HostBottlenecks b = analysis::host_bottlenecks(model, tables);
+  const analysis::HostBottlenecks& b = bottlenecks->emplace(analysis::host_bottlenecks(model, tables));
   (*extra)["host"] = {{"cpu_samples", b.samples},
                       {"saturated_cpu_percent", analysis::kSaturatedCpuPercent},
                       {"cpu_saturated_steps", b.cpu_saturated_steps},
@@ -281,7 +282,8 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   json memory;
   if (options.export_text) note(write_memory_outputs(model, passes.memory_names(), out, &memory));
   if (!memory.is_null()) (*extra)["memory"] = memory;
-  if (options.export_text) note(write_host_outputs(model, out, extra));
+  std::optional<analysis::HostBottlenecks> host;
+  if (options.export_text) note(write_host_outputs(model, out, extra, &host));
   if (!passes.critical_path().empty())
     (*extra)["what_if"] = what_if_estimates(passes.what_ifs(), passes.critical_path());
   if (options.advise) {
@@ -289,7 +291,7 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
     base::parse_json_limited(run_info_text, &run_info);  // checked when the run was read
     analysis::AdviceFacts facts =
         advice_facts(RunAdviceInput{&model, &passes.totals(), &passes.step_rows(), &passes.what_ifs(),
-                                    &passes.critical_path(), extra, &run_info});
+                                    &passes.critical_path(), host ? &*host : nullptr, &run_info});
     (*extra)["advice"] = findings_json(analysis::advise(facts));
   }
   if (!model.comm_calls.empty()) {

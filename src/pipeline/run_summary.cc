@@ -62,15 +62,6 @@ std::vector<NameTotal> totals_by_name(const std::vector<std::vector<std::string>
   return rows;
 }
 
-// The output's profiler_info.json (`file`), parsed once for every part of
-// the summary that reads it; null when it is not a JSON object.
-nlohmann::json read_output_info(const std::string& file) {
-  std::string text = base::read_regular_file_at(AT_FDCWD, file, /*follow=*/false);
-  nlohmann::json info;
-  if (!base::parse_json_limited(text, &info).empty() || !info.is_object()) return nullptr;
-  return info;
-}
-
 // Peak allocated memory per step (the largest over devices), from the
 // output's profiler_info.json (`info`, read from `file`), when the run recorded memory. The file is
 // checked, not trusted: what is malformed in it gives `problem` (naming the
@@ -368,7 +359,7 @@ std::string summarize_run(const std::string& run_dir) {
     return text;
   }
   std::string info_file = (out / "profiler_info.json").string();
-  nlohmann::json info = read_output_info(info_file);
+  nlohmann::json info = base::read_json_object(info_file);
   append_trigger(text, info);
   append_sampling(text, info);
   append_advice(text, info, run_dir);
