@@ -170,6 +170,50 @@ TEST(CriticalPath, DataWaitsAndCommunicationAreTheirOwnKinds) {
             }));
 }
 
+// torch.distributed over Gloo: the step's thread calls c10d::allreduce_,
+// which only queues the work, then waits outside every range while Gloo's
+// thread runs it; the COMM is recorded on that thread from the call's start.
+// `async`: the call was async_op=True (the caller goes on).
+TraceModel gloo_step(bool async) {
+  TraceModel m;
+  m.strings = {"", "ProfilerStep#0", "work", "c10d::allreduce_", "allreduce", "c10d::broadcast_"};
+  auto range = [&m](uint32_t tid, uint32_t name, uint64_t start, uint64_t end, bool step = false) {
+    m.add_slice(make_slice(start, end - start, m.key_of({.tid = tid, .name = name, .is_step = step})));
+  };
+  range(1, 1, 0, 1000, true);
+  range(1, 2, 0, 600);
+  range(1, 3, 600, 610);  // the call; its COMM starts at the same time
+  range(1, 5, 450, 460);  // another call at the time of nothing recorded
+  uint32_t flags = raw::kCommCollective | (async ? raw::kCommCompletion : 0);
+  m.comm_calls.push_back(
+      CommCall{450, 980, 8, 5, 4, 0, raw::kCommCollective, 0, -1, -1});  // not the broadcast's
+  m.comm_calls.push_back(CommCall{600, 950, 8, 5, 4, 0, flags, 1, -1, -1});
+  m.steps = {{0, 0, 1000}};
+  order_timeline(m);
+  return m;
+}
+
+TEST(CriticalPath, AWaitForACollectiveRunOnAnotherThreadIsCommunicationOfTheCaller) {
+  TraceModel m = gloo_step(false);
+  EXPECT_EQ(texts(m, critical_path(m)), (std::vector<std::string>{
+                                            "host work [0, 600) thread 1",
+                                            "communication allreduce [600, 950) thread 1",
+                                            "host untracked  [950, 1000) thread 1",
+                                        }));
+  WhatIf overlapped;
+  overlapped.overlap_communication = true;
+  std::vector<StepEstimate> steps = what_if(m, overlapped, "");
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].estimated_ns, 650u);
+  // An async_op=True call does not hold its caller: the wait is not its.
+  m = gloo_step(true);
+  EXPECT_EQ(texts(m, critical_path(m)), (std::vector<std::string>{
+                                            "host work [0, 600) thread 1",
+                                            "host c10d::allreduce_ [600, 610) thread 1",
+                                            "host untracked  [610, 1000) thread 1",
+                                        }));
+}
+
 TEST(CriticalPath, ARunOfSmallRangesIsOneRowAndItsGapsAnother) {
   TraceModel m;
   m.strings = {"", "ProfilerStep#0", "layer"};

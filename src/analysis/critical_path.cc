@@ -13,6 +13,10 @@
 
 namespace trainprof::analysis {
 
+bool is_comm_caller(std::string_view name) {
+  return name.starts_with(kCommCallerPrefix);
+}
+
 bool is_blocking_call(std::string_view name) {
   if (name.find("Synchronize") != std::string_view::npos) return true;
   bool copy = name.starts_with("cudaMemcpy") || name.starts_with("cuMemcpy");
@@ -61,6 +65,24 @@ PathGraph::PathGraph(const TraceModel& m, const Ranges& ranges) : m_(m), ranges_
   for (auto& [tid, specials] : specials_) {
     std::stable_sort(specials.begin(), specials.end(),
                      [](const SpecialTime& a, const SpecialTime& b) { return a.start_ns < b.start_ns; });
+  }
+}
+
+void PathGraph::add_comm_caller(uint64_t start_ns, uint32_t tid, std::string_view op_name) {
+  // The COMM's name is the operator's without "c10d::" and outer underscores.
+  op_name.remove_prefix(std::min(op_name.size(), kCommCallerPrefix.size()));
+  while (!op_name.empty() && op_name.front() == '_') op_name.remove_prefix(1);
+  while (!op_name.empty() && op_name.back() == '_') op_name.remove_suffix(1);
+  auto first = std::partition_point(m_.comm_calls.begin(), m_.comm_calls.end(),
+                                    [start_ns](const CommCall& c) { return c.start_ns < start_ns; });
+  for (auto it = first; it != m_.comm_calls.end() && it->start_ns == start_ns; ++it) {
+    const CommCall& c = *it;
+    if (c.tid == tid || (c.flags & raw::kCommCompletion) != 0 || m_.name(c.name) != op_name) continue;
+    std::vector<SpecialTime>& list = specials_[tid];
+    auto at = std::partition_point(list.begin(), list.end(),
+                                   [start_ns](const SpecialTime& s) { return s.start_ns <= start_ns; });
+    list.insert(at, {c.start_ns, c.end_ns, PathKind::kCommunication, c.name});
+    return;
   }
 }
 
@@ -290,6 +312,8 @@ void CriticalPathAccumulator::add_window(const TraceModel& model, uint64_t windo
         step_thread_.emplace(model.step_number(s), thread.tid);
         continue;
       }
+      if (is_comm_caller_name(model, model.name_id(s)))
+        callers_.push_back({s.start_ns, thread.tid, model.name_id(s)});
       bool focus = !focus_.empty() && model.name(model.name_id(s)) == focus_;
       if (s.start_ns < open_end) {  // inside the open outermost range
         uint64_t& focus_end = focus_end_[thread.tid];
@@ -320,6 +344,8 @@ void CriticalPathAccumulator::walk_steps(const TraceModel& model, uint64_t until
     std::reverse(by_end_.begin(), by_end_.end());  // the next to walk last
     graph_ = std::make_unique<PathGraph>(model, outermost_);
   }
+  for (const Caller& c : callers_) graph_->add_comm_caller(c.start_ns, c.tid, model.name(c.name));
+  callers_.clear();
   PathWalk walk(*graph_);
   while (!by_end_.empty() && by_end_.back().end_ns <= until_ns) {
     StepWindow w = by_end_.back();
@@ -339,6 +365,14 @@ void CriticalPathAccumulator::walk_steps(const TraceModel& model, uint64_t until
                                         [keep_from](const Range& r) { return r.end_ns <= keep_from; });
     list.erase(list.begin(), reached);
   }
+}
+
+bool CriticalPathAccumulator::is_comm_caller_name(const TraceModel& model, uint32_t name) {
+  if (name >= caller_names_.size()) caller_names_.resize(model.strings.size(), kUnknown);
+  if (name >= caller_names_.size()) return false;
+  uint8_t& known = caller_names_[name];
+  if (known == kUnknown) known = is_comm_caller(model.name(name)) ? kYes : kNo;
+  return known == kYes;
 }
 
 std::vector<PathSegment> CriticalPathAccumulator::finish(const TraceModel& model) {

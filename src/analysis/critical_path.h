@@ -102,6 +102,19 @@ class CriticalPathAccumulator {
 
  private:
   void walk_steps(const TraceModel& model, uint64_t until_ns);
+  // Whether string `name` is a torch.distributed call's, decided once per id.
+  bool is_comm_caller_name(const TraceModel& model, uint32_t name);
+
+  // A torch.distributed call seen in a window, for the graph
+  // (PathGraph::add_comm_caller).
+  struct Caller {
+    uint64_t start_ns;
+    uint32_t tid;
+    uint32_t name;
+  };
+  static constexpr uint8_t kUnknown = 0, kYes = 1, kNo = 2;
+  std::vector<uint8_t> caller_names_;  // by string id: kUnknown, kYes, kNo
+  std::vector<Caller> callers_;        // since the last walk
 
   std::string focus_;
   std::vector<StepObserver*> observers_;

@@ -23,6 +23,10 @@ namespace trainprof::analysis {
 // synchronization, or a copy that is not asynchronous.
 bool is_blocking_call(std::string_view name);
 
+// A torch.distributed call on the calling thread ("c10d::allreduce_", ...).
+inline constexpr std::string_view kCommCallerPrefix = "c10d::";
+bool is_comm_caller(std::string_view name);
+
 // Time on a host thread that is not the range around it: a wait for data, a
 // communication call, or a call blocked on the device (`device`: the
 // activity it waited for, -1 for none).
@@ -66,6 +70,12 @@ class PathGraph {
   // model.gpu), -1 for none; and the call that launched it, null for none.
   int64_t before_on_stream(size_t index) const;
   const GpuActivity* launch_of(const GpuActivity& a) const;
+  // The operator `op_name` (a torch.distributed "c10d::" call) started on
+  // thread `tid` at `start_ns`. When a blocking communication call recorded
+  // on another thread (a Gloo worker's, docs/FORMAT.md, COMM) starts at that
+  // very time, it was this call: `tid` waited for it to end, and it becomes
+  // special time of `tid` too.
+  void add_comm_caller(uint64_t start_ns, uint32_t tid, std::string_view op_name);
 
  private:
   struct Position {
