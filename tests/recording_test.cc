@@ -176,6 +176,33 @@ TEST(Recording, MarksCountersAndCrossThreadRanges) {
   EXPECT_EQ(losses, (std::vector<double>{0.25, -1.5e300}));
 }
 
+TEST(Recording, MemoryTagsKeepTheirCategoryAddressBytesAndDevice) {
+  TempDir dir;
+  Profiler prof(options_in(dir));
+  static const char block[64] = {};
+  tag_memory(MemoryCategory::kOptimizerState, block, sizeof(block));
+  tag_memory(MemoryCategory::kGradient, reinterpret_cast<const void*>(0x7f0000001000), uint64_t{3} << 33, 1,
+             2);
+  tag_memory(MemoryCategory::kInput, nullptr, 8);        // no block: nothing
+  tag_memory(static_cast<MemoryCategory>(9), block, 8);  // no category: nothing
+  EXPECT_STREQ(memory_category_name(static_cast<MemoryCategory>(9)), "");
+  prof.stop();
+  tag_memory(MemoryCategory::kParameter, block, 8);  // stopped: nothing
+
+  raw::RawFile f = test::read_run(prof.last_run().run_dir);
+  std::vector<std::string> tags;
+  for (const auto& e : f.events) {
+    if (e.kind != raw::EventKind::kMemoryTag) continue;
+    tags.push_back(std::string(f.name(e.name_id)) + " " + std::to_string(e.b) + " " + std::to_string(e.a) +
+                   " " + std::to_string(e.device));
+  }
+  EXPECT_EQ(tags, (std::vector<std::string>{
+                      "optimizer state " + std::to_string(reinterpret_cast<uintptr_t>(block)) + " 64 0",
+                      "gradient " + std::to_string(0x7f0000001000) + " " + std::to_string(uint64_t{3} << 33) +
+                          " " + std::to_string(raw::memory_device(1, 2)),
+                  }));
+}
+
 TEST(Recording, DomainIncludeListWins) {
   TempDir dir;
   ProfilerOptions o = options_in(dir);

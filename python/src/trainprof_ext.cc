@@ -34,6 +34,7 @@
 #include "trainprof/flight_recorder.h"
 #include "trainprof/frontend.h"
 #include "trainprof/key_averages.h"
+#include "trainprof/memory.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"
 #include "trainprof/range.h"
@@ -707,6 +708,16 @@ void bind_context(nb::module_& m) {
 
 void bind_ranges(nb::module_& m) {
   m.def("mark", &trainprof::mark, "message"_a, "domain"_a);
+  // Tags of one category: (address, bytes, device type, device index) each.
+  m.def(
+      "tag_memory",
+      [](int category, const std::vector<std::tuple<uint64_t, uint64_t, int, int>>& blocks) {
+        for (const auto& [address, bytes, type, index] : blocks) {
+          trainprof::tag_memory(static_cast<trainprof::MemoryCategory>(category),
+                                reinterpret_cast<const void*>(address), bytes, type, index);
+        }
+      },
+      "category"_a, "blocks"_a);
   m.def("range_start", &trainprof::range_start, "message"_a, "domain"_a);
   m.def("range_end", &trainprof::range_end, "range_id"_a);
   nb::class_<RangeName>(m, "RangeName").def("__init__", [](RangeName* r, std::string_view name) {

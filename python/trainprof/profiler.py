@@ -18,7 +18,7 @@ import os
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from . import _data, _distributed, _gc, _gpu, _torch
+from . import _data, _distributed, _gc, _gpu, _memory, _torch
 from . import _trainprof
 from ._modules import ModuleTracker
 from ._validate import check_bool, check_int, check_path, check_str, check_str_list, utf8_text
@@ -430,12 +430,27 @@ class profile:
             self._modules = ModuleTracker()
             if options.start_profile:
                 self._modules.install()
+        self._tagging_memory = False
+        self._profile_memory = options.profile_memory
+        if options.profile_memory:
+            _torch.when_imported(_memory.install)  # what allocations hold, as tags
+            if options.start_profile:
+                self._tag_memory(True)
         _distributed.sync()  # start_profile opens a run now
         self._records_cpu = _trainprof.Activity.CPU in options.activities
         if self._records_cpu:
             _gc.install()  # collections as ranges, for the advisor's gc_pauses
         self._cpp = _trainprof.Profiler(options)  # ValueError for what only the core checks
         self._hold_torch_flag()
+
+    def _tag_memory(self, on: bool) -> None:
+        """Memory tags (_memory) while this profile records, profile_memory."""
+        if on and self._profile_memory and not self._tagging_memory:
+            self._tagging_memory = True
+            _memory.started()
+        elif not on and self._tagging_memory:
+            self._tagging_memory = False
+            _memory.stopped()
 
     def _hold_torch_flag(self) -> None:
         """Torch sees a profiler on while this one records CPU activity, so
@@ -487,6 +502,7 @@ class profile:
             self._modules.install()
         if self._records_cpu:
             _gc.install()
+        self._tag_memory(True)
         self._call("start")
         self._hold_torch_flag()
 
@@ -496,6 +512,7 @@ class profile:
         self._auto_started = False
         self._call("stop")
         self._release_torch_flag()
+        self._tag_memory(False)
         _gc.remove()
         _distributed.measure_clock_offset()  # the drift since the first measurement
         if self._modules is not None:
@@ -540,6 +557,8 @@ class profile:
                 self._modules.remove()
             if getattr(self, "_torch_flag", False):
                 self._release_torch_flag()
+            if getattr(self, "_tagging_memory", False):
+                self._tag_memory(False)
         except Exception:
             pass
 

@@ -22,7 +22,8 @@ std::unordered_map<uint32_t, std::vector<uint32_t>> reports_by_thread(const Trac
 // Walks one thread's slices (start order, parents first) alongside its
 // reports, keeping the stack of operators open at the current time.
 void attribute_thread(const TraceModel& m, const std::vector<Slice>& slices,
-                      const std::vector<uint32_t>& reports, std::vector<uint32_t>* names) {
+                      const std::vector<uint32_t>& reports, std::vector<uint32_t>* names,
+                      std::vector<uint32_t>* keys) {
   std::vector<const Slice*> open;
   size_t next = 0;
   for (uint32_t r : reports) {
@@ -35,6 +36,7 @@ void attribute_thread(const TraceModel& m, const std::vector<Slice>& slices,
     }
     while (!open.empty() && m.end(*open.back()) <= ts) open.pop_back();
     (*names)[r] = open.empty() ? 0 : m.name_id(*open.back());
+    if (keys != nullptr) (*keys)[r] = open.empty() ? 0 : open.back()->key + 1;
   }
 }
 
@@ -45,12 +47,13 @@ uint64_t allocation_key(const MemoryRecord& r) {
 
 }  // namespace
 
-void memory_operators(const TraceModel& m, size_t first, size_t last, std::vector<uint32_t>* names) {
+void memory_operators(const TraceModel& m, size_t first, size_t last, std::vector<uint32_t>* names,
+                      std::vector<uint32_t>* keys) {
   if (first >= last) return;
   auto by_tid = reports_by_thread(m, first, last);
   for (const ThreadSlices& t : m.threads) {
     auto it = by_tid.find(t.tid);
-    if (it != by_tid.end()) attribute_thread(m, t.slices, it->second, names);
+    if (it != by_tid.end()) attribute_thread(m, t.slices, it->second, names, keys);
   }
 }
 

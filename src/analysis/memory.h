@@ -18,7 +18,10 @@ namespace trainprof::analysis {
 std::vector<uint32_t> memory_operators(const TraceModel& model);
 // The same for the reports [first, last) of TraceModel::memory, from a window
 // that holds the slices open at their times (its own and the carried ones).
-void memory_operators(const TraceModel& model, size_t first, size_t last, std::vector<uint32_t>* names);
+// `keys`, when given: that operator's TraceModel::keys index + 1 (0: none),
+// which tells its inputs and call stack too.
+void memory_operators(const TraceModel& model, size_t first, size_t last, std::vector<uint32_t>* names,
+                      std::vector<uint32_t>* keys = nullptr);
 
 // operator_memory.csv: one row per allocation, with its free when the free
 // was reported in the same window.

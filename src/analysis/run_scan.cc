@@ -120,6 +120,9 @@ class FileScanner {
       m_.gpu[i].name = keys.id(m_.gpu[i].name);
       m_.gpu[i].detail = keys.id(m_.gpu[i].detail);
     }
+    for (size_t i = first_tag_; i < m_.memory_tags.size(); ++i) {
+      m_.memory_tags[i].category = keys.id(m_.memory_tags[i].category);
+    }
     for (size_t i = first_comm_; i < m_.comm_calls.size(); ++i) {
       m_.comm_calls[i].name = keys.id(m_.comm_calls[i].name);
       m_.comm_calls[i].group = keys.id(m_.comm_calls[i].group);
@@ -192,6 +195,9 @@ class FileScanner {
         m_.memory.push_back(MemoryRecord{e.t0_ns, e.b, raw::unzigzag(e.a), e.total_allocated,
                                          e.total_reserved, e.tid, static_cast<uint32_t>(e.device)});
         break;
+      case raw::EventKind::kMemoryTag:
+        m_.memory_tags.push_back(MemoryTag{e.t0_ns, e.b, e.a, static_cast<uint32_t>(e.device), e.name_id});
+        break;
       case raw::EventKind::kGpuKernel:
       case raw::EventKind::kGpuMemcpy:
       case raw::EventKind::kGpuMemset:
@@ -254,6 +260,7 @@ class FileScanner {
   std::vector<Link> links_;
   std::vector<uint32_t> group_names_;  // kCommGroup names, file-local
   size_t first_comm_ = m_.comm_calls.size();
+  size_t first_tag_ = m_.memory_tags.size();
   size_t first_gpu_ = m_.gpu.size();
   uint64_t last_end_ns_ = 0;
 };
@@ -355,6 +362,8 @@ bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string*
                    [](const GpuActivity& a, const GpuActivity& b) { return a.start_ns < b.start_ns; });
   std::stable_sort(m.memory.begin(), m.memory.end(),
                    [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
+  std::stable_sort(m.memory_tags.begin(), m.memory_tags.end(),
+                   [](const MemoryTag& a, const MemoryTag& b) { return a.ts_ns < b.ts_ns; });
   place_driver_memory_on_calling_threads(m);
   std::sort(st.sample.begin(), st.sample.end(),
             [](const State::Sampled& a, const State::Sampled& b) { return a.start_ns < b.start_ns; });

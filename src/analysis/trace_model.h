@@ -80,6 +80,16 @@ struct MemoryRecord {
   uint32_t device;  // raw::memory_device(type, index)
 };
 
+// What an allocation holds (raw MEMORY_TAG): the one alive at `address` at
+// `ts_ns`, or one made before the run began.
+struct MemoryTag {
+  uint64_t ts_ns;
+  uint64_t address;
+  uint64_t bytes;
+  uint32_t device;    // raw::memory_device(type, index)
+  uint32_t category;  // string id: "parameter", "gradient", "optimizer state", "input"
+};
+
 // One communication call (raw COMM): a collective, a point-to-point
 // transfer, the span of a nonblocking operation from post to completion, a
 // wait, or a communicator's creation or release.
@@ -229,9 +239,10 @@ struct TraceModel {
   // Symbolized native call stacks (with_stack), by the inputs string id that
   // carries the raw frames (symbolize_call_stacks).
   std::unordered_map<uint32_t, std::string> call_stacks;
-  std::vector<MemoryRecord> memory;  // in time order (stable: a thread's reports keep their order)
-  std::vector<CommCall> comm_calls;  // in start order
-  std::vector<GpuActivity> gpu;      // in start order
+  std::vector<MemoryRecord> memory;    // in time order (stable: a thread's reports keep their order)
+  std::vector<MemoryTag> memory_tags;  // in time order
+  std::vector<CommCall> comm_calls;    // in start order
+  std::vector<GpuActivity> gpu;        // in start order
   // The innermost range or operator around each launch, by correlation id,
   // and the device time each key launched itself (self) and with the ranges
   // inside it (total), indexed by key (analysis/gpu_launches.h).

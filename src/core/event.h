@@ -67,6 +67,20 @@ struct CommDetail {
 inline constexpr uint8_t kCommDetailSlot = 0xfe;
 static_assert(sizeof(CommDetail) == sizeof(Event) && offsetof(CommDetail, kind) == offsetof(Event, kind));
 
+// A memory tag (record_memory_tag) fills two slots the same way: an Event
+// (t0, t1 = the address, name = the category, kind kMemoryTag), then this.
+struct MemoryTagDetail {
+  uint64_t bytes;
+  uint64_t device;  // raw::memory_device()
+  uint64_t unused;
+  uint8_t kind;  // kMemoryTagSlot
+  uint8_t unused_tail[7];
+};
+// Never a raw kind: marks the second slot of a memory tag.
+inline constexpr uint8_t kMemoryTagSlot = 0xfd;
+static_assert(sizeof(MemoryTagDetail) == sizeof(Event) &&
+              offsetof(MemoryTagDetail, kind) == offsetof(Event, kind));
+
 // A GPU activity (record_gpu; raw::is_gpu_event_kind) fills two slots too:
 // an Event with the activity (t0, t1 in ticks, name, kind, domain = device
 // + 1, aux = CUPTI correlation id), then this.

@@ -168,6 +168,16 @@ size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count)
       ++records;
       continue;
     }
+    if (kind == raw::EventKind::kMemoryTag) {
+      // record_memory_tag commits both slots at once, as a memory report.
+      if (i + 1 == count || events[i + 1].kind != core::kMemoryTagSlot) continue;
+      const auto detail = std::bit_cast<core::MemoryTagDetail>(events[++i]);
+      p = put_event(p, e.kind, string_id(e.name), e.t0 - prev_t0, 0, detail.bytes, e.t1);
+      p = raw::put_varint(p, detail.device);
+      prev_t0 = e.t0;
+      ++records;
+      continue;
+    }
     if (is_gpu_event_kind(kind)) {
       // record_gpu commits both slots at once, as a memory report.
       if (i + 1 == count || events[i + 1].kind != core::kGpuDetailSlot) continue;
@@ -177,7 +187,7 @@ size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count)
       continue;
     }
     if (e.kind == core::kMemoryTotalsSlot || e.kind == core::kCommDetailSlot ||
-        e.kind == core::kGpuDetailSlot) {
+        e.kind == core::kGpuDetailSlot || e.kind == core::kMemoryTagSlot) {
       continue;  // a second slot alone
     }
     uint64_t dur = 0, a = 0, b = 0;
@@ -209,7 +219,8 @@ size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count)
       case raw::EventKind::kGpuMemcpy:
       case raw::EventKind::kGpuMemset:
       case raw::EventKind::kGpuApi:
-      case raw::EventKind::kGpuSync: break;
+      case raw::EventKind::kGpuSync:
+      case raw::EventKind::kMemoryTag: break;
       case raw::EventKind::kDataStage:
         dur = e.t1 - e.t0;
         a = domain_string_id(e.domain);
@@ -248,8 +259,8 @@ size_t RawEncoder::records_in(const core::Event* events, size_t count) {
   size_t records = 0;
   for (size_t i = 0; i < count; ++i) {
     uint8_t kind = events[i].kind;
-    records +=
-        kind != core::kMemoryTotalsSlot && kind != core::kCommDetailSlot && kind != core::kGpuDetailSlot;
+    records += kind != core::kMemoryTotalsSlot && kind != core::kCommDetailSlot &&
+               kind != core::kGpuDetailSlot && kind != core::kMemoryTagSlot;
   }
   return records;
 }

@@ -350,6 +350,14 @@ void record_memory(uint64_t ticks, uint64_t address, int64_t bytes, uint64_t tot
   b->committed.store(i + 2, std::memory_order_release);
 }
 
+void record_memory_tag(uint64_t ticks, uint64_t address, uint64_t bytes, uint64_t device,
+                       const char* category) noexcept {
+  // Tags come from the front end a few times a step: the plain pair path.
+  Event tag{ticks, address, category, static_cast<uint8_t>(raw::EventKind::kMemoryTag), 0, 0, 0};
+  MemoryTagDetail detail{bytes, device, 0, kMemoryTagSlot, {}};
+  Recorder::instance().append_pair(tag, std::bit_cast<Event>(detail));
+}
+
 void record_comm(uint64_t t0, uint64_t t1, const char* name, uint8_t flags, uint32_t sequence, uint64_t bytes,
                  const char* group, int32_t peer, int32_t tag) noexcept {
   if (t1 > t0) add_comm_ticks(t1 - t0);  // the step health's communication

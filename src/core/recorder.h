@@ -127,6 +127,11 @@ void record_event_fields(uint64_t t0, uint64_t t1, const char* name, uint8_t kin
 void record_memory(uint64_t ticks, uint64_t address, int64_t bytes, uint64_t total_allocated,
                    uint64_t total_reserved, uint64_t device) noexcept;
 
+// What the allocation at `address` holds (Event + MemoryTagDetail, event.h):
+// two slots committed together, as record_memory. `category` is a literal.
+void record_memory_tag(uint64_t ticks, uint64_t address, uint64_t bytes, uint64_t device,
+                       const char* category) noexcept;
+
 // A communication call (Event + CommDetail, event.h): two slots committed
 // together, as record_memory.
 void record_comm(uint64_t t0, uint64_t t1, const char* name, uint8_t flags, uint32_t sequence, uint64_t bytes,

@@ -271,6 +271,50 @@ std::string write_operator_memory(const analysis::TraceModel& m, const analysis:
   return csv.commit();
 }
 
+std::string write_memory_breakdown(const analysis::TraceModel& m, const analysis::MemoryBreakdown& b,
+                                   const OutputPath& path) {
+  CsvBuilder csv(path);
+  header(csv, {"Step", "Device Type", "Peak Time(us)", "Peak(MB)", "Allocator Total(MB)", "Operator", "Kind",
+               "Name", "Size(MB)", "Share(%)"});
+  auto offset = static_cast<uint64_t>(m.realtime_offset_ns);
+  for (const analysis::StepPeakBreakdown& p : b.peaks) {
+    auto row = [&](const char* kind, const std::string& name, uint64_t bytes) {
+      double share =
+          p.peak_bytes > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(p.peak_bytes) : 0;
+      csv.count(static_cast<uint64_t>(p.step))
+          .field(analysis::memory_device_name(p.device))
+          .us(p.peak_ns + offset)
+          .fixed(static_cast<double>(p.peak_bytes) / kBytesPerMB, 6)
+          .fixed(static_cast<double>(p.allocator_bytes) / kBytesPerMB, 6)
+          .field(m.name(p.operator_name))
+          .field(kind)
+          .field(name)
+          .fixed(static_cast<double>(bytes) / kBytesPerMB, 6)
+          .fixed(share, 2);
+      csv.end_row();
+    };
+    for (size_t c = 0; c < analysis::kMemoryClasses; ++c)
+      row("class", analysis::memory_class_name(static_cast<analysis::MemoryClass>(c)), p.by_class[c]);
+    for (const analysis::SiteBytes& s : p.sites) row("site", b.sites[s.site], s.bytes);
+  }
+  return csv.commit();
+}
+
+std::string write_memory_leaks(const analysis::MemoryBreakdown& b, const OutputPath& path) {
+  CsvBuilder csv(path);
+  header(csv, {"Device Type", "Site", "Growth per Step(MB)", "First Step", "Live at End(MB)", "Steps"});
+  for (const analysis::MemoryLeak& l : b.leaks) {
+    csv.field(analysis::memory_device_name(l.device))
+        .field(b.sites[l.site])
+        .fixed(l.growth_per_step / kBytesPerMB, 6)
+        .count(static_cast<uint64_t>(l.first_step))
+        .fixed(static_cast<double>(l.live_at_end) / kBytesPerMB, 6)
+        .count(l.steps);
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
 std::string write_host_usage(const analysis::HostUsageTable& table, int64_t realtime_offset_ns,
                              const OutputPath& path) {
   CsvBuilder csv(path);

@@ -10,6 +10,7 @@
 #include "analysis/gpu_kernels.h"
 #include "analysis/host_usage.h"
 #include "analysis/memory.h"
+#include "analysis/memory_breakdown.h"
 #include "analysis/passes.h"
 #include "analysis/rank_summary.h"
 #include "exporter/output_file.h"
@@ -33,6 +34,12 @@ std::string write_critical_path(const analysis::TraceModel& model,
 std::string write_memory_record(const analysis::TraceModel& model, const OutputPath& path);
 std::string write_operator_memory(const analysis::TraceModel& model, const analysis::MemoryMatch& match,
                                   const OutputPath& path);
+// memory_breakdown.csv: per step and device, the peak and what was alive
+// then, a row per class then per site; memory_leaks.csv: the sites whose
+// bytes at the steps' ends kept growing.
+std::string write_memory_breakdown(const analysis::TraceModel& model, const analysis::MemoryBreakdown& breakdown,
+                                   const OutputPath& path);
+std::string write_memory_leaks(const analysis::MemoryBreakdown& breakdown, const OutputPath& path);
 // One of the host_*_usage.csv (host_sys): "Timestamp(us)" (realtime, as
 // memory_record.csv) and a column per counter, 3 decimals, empty where a
 // sample lacks the value. `realtime_offset_ns`: the model's.

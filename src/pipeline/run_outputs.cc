@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "analysis/gpu_launches.h"
 #include "analysis/host_usage.h"
 #include "analysis/memory.h"
+#include "analysis/memory_breakdown.h"
 #include "analysis/passes.h"
 #include "analysis/rank_summary.h"
 #include "analysis/what_if.h"
@@ -50,21 +52,71 @@ json memory_summary(const analysis::TraceModel& model, const analysis::MemoryMat
           {"steps", steps}};
 }
 
+// profiler_info.json's memory "breakdown": per device, the largest of the
+// steps' peaks and what was alive then (bytes by class, the top sites);
+// and "leaks".
+void add_breakdown_summary(const analysis::TraceModel& model, const analysis::MemoryBreakdown& b,
+                           json* summary) {
+  std::map<uint32_t, const analysis::StepPeakBreakdown*> highest;
+  for (const analysis::StepPeakBreakdown& p : b.peaks) {
+    const analysis::StepPeakBreakdown*& h = highest[p.device];
+    if (h == nullptr || p.peak_bytes > h->peak_bytes) h = &p;
+  }
+  json peaks = json::array();
+  for (const auto& [device, p] : highest) {
+    json classes = json::object();
+    for (size_t c = 0; c < analysis::kMemoryClasses; ++c)
+      classes[analysis::memory_class_name(static_cast<analysis::MemoryClass>(c))] = p->by_class[c];
+    json sites = json::array();
+    for (const analysis::SiteBytes& s : p->sites)
+      sites.push_back({{"site", b.sites[s.site]}, {"bytes", s.bytes}});
+    peaks.push_back({{"device", analysis::memory_device_name(device)},
+                     {"step", p->step},
+                     {"peak_bytes", p->peak_bytes},
+                     {"operator", model.name(p->operator_name)},
+                     {"classes", classes},
+                     {"sites", sites}});
+  }
+  json leaks = json::array();
+  for (const analysis::MemoryLeak& l : b.leaks) {
+    leaks.push_back({{"device", analysis::memory_device_name(l.device)},
+                     {"site", b.sites[l.site]},
+                     {"growth_per_step_bytes", l.growth_per_step},
+                     {"first_step", l.first_step},
+                     {"live_at_end_bytes", l.live_at_end},
+                     {"steps", l.steps}});
+  }
+  (*summary)["breakdown"] = peaks;
+  (*summary)["leaks"] = leaks;
+  (*summary)["tagged_before_run"] = b.tagged_before_run;
+}
+
 // Writes memory_record.csv and operator_memory.csv when the run has memory
 // reports (`operators`: memory_operators of each); returns the first error and
 // fills `summary`.
 std::string write_memory_outputs(const analysis::TraceModel& model, const std::vector<uint32_t>& operators,
-                                 const OutputDir& out, json* summary) {
+                                 const std::vector<uint32_t>& operator_keys, const OutputDir& out,
+                                 json* summary) {
   if (model.memory.empty()) {  // files of an earlier analysis of other steps would be stale
-    unlinkat(out.fd, "memory_record.csv", 0);
-    unlinkat(out.fd, "operator_memory.csv", 0);
+    for (const char* name :
+         {"memory_record.csv", "operator_memory.csv", "memory_breakdown.csv", "memory_leaks.csv"})
+      unlinkat(out.fd, name, 0);
     return "";
   }
   analysis::MemoryMatch match = analysis::match_allocations(model, operators);
   *summary = memory_summary(model, match);
-  std::string e = exporter::write_memory_record(model, out.file("memory_record.csv"));
-  std::string e2 = exporter::write_operator_memory(model, match, out.file("operator_memory.csv"));
-  return e.empty() ? e2 : e;
+  analysis::MemoryBreakdown breakdown = analysis::memory_breakdown(model, operator_keys);
+  add_breakdown_summary(model, breakdown, summary);
+  std::string errors[] = {
+      exporter::write_memory_record(model, out.file("memory_record.csv")),
+      exporter::write_operator_memory(model, match, out.file("operator_memory.csv")),
+      exporter::write_memory_breakdown(model, breakdown, out.file("memory_breakdown.csv")),
+      exporter::write_memory_leaks(breakdown, out.file("memory_leaks.csv")),
+  };
+  for (std::string& e : errors) {
+    if (!e.empty()) return e;
+  }
+  return "";
 }
 
 // Writes the host_*_usage.csv of the parts the run sampled (host_sys) and
@@ -150,7 +202,8 @@ class WindowPasses {
         trace_(trace),
         perfetto_(perfetto),
         database_(database),
-        memory_names_(m.memory.size(), 0) {
+        memory_names_(m.memory.size(), 0),
+        memory_keys_(m.memory.size(), 0) {
     for (analysis::WhatIfObserver& o : what_ifs_) path_.add_observer(&o);
   }
 
@@ -162,7 +215,7 @@ class WindowPasses {
     if (critical_path_) path_.add_window(m, w.end_ns);
     size_t first_report = next_report_;
     while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
-    analysis::memory_operators(m, first_report, next_report_, &memory_names_);
+    analysis::memory_operators(m, first_report, next_report_, &memory_names_, &memory_keys_);
     if (trace_ != nullptr) trace_->add_window(m, w.end_ns);
     if (perfetto_ != nullptr) perfetto_->add_window(m, w.end_ns);
     if (database_ != nullptr) database_->add_window(m);
@@ -181,6 +234,7 @@ class WindowPasses {
   const std::vector<analysis::SliceTotals>& totals() const { return totals_; }
   const std::vector<analysis::StepTraceRow>& step_rows() const { return step_rows_; }
   const std::vector<uint32_t>& memory_names() const { return memory_names_; }
+  const std::vector<uint32_t>& memory_keys() const { return memory_keys_; }
   const std::vector<analysis::PathSegment>& critical_path() const { return path_segments_; }
   const std::vector<analysis::WhatIfObserver>& what_ifs() const { return what_ifs_; }
 
@@ -198,6 +252,7 @@ class WindowPasses {
   std::vector<analysis::SliceTotals> totals_;
   std::vector<analysis::StepTraceRow> step_rows_;
   std::vector<uint32_t> memory_names_;  // per memory report: its operator
+  std::vector<uint32_t> memory_keys_;   // per memory report: its operator's key + 1 (0: none)
   size_t next_report_ = 0;
 };
 
@@ -280,7 +335,8 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
     }
   }
   json memory;
-  if (options.export_text) note(write_memory_outputs(model, passes.memory_names(), out, &memory));
+  if (options.export_text)
+    note(write_memory_outputs(model, passes.memory_names(), passes.memory_keys(), out, &memory));
   if (!memory.is_null()) (*extra)["memory"] = memory;
   std::optional<analysis::HostBottlenecks> host;
   if (options.export_text) note(write_host_outputs(model, out, extra, &host));

@@ -312,6 +312,50 @@ void append_what_if(std::string& text, const nlohmann::json& info) {
   }
 }
 
+// What the memory held at its highest peak per device, and what grows from
+// step to step (profiler_info.json's analysis.memory: breakdown, leaks).
+void append_memory_breakdown(std::string& text, const nlohmann::json& info) try {
+  if (!info.is_object()) return;  // said with the peaks
+  auto a = info.find("analysis");
+  if (a == info.end() || !a->is_object()) return;
+  auto memory = a->find("memory");
+  if (memory == a->end() || !memory->is_object()) return;
+  auto peaks = memory->find("breakdown");
+  for (const nlohmann::json& p :
+       peaks != memory->end() && peaks->is_array() ? *peaks : nlohmann::json::array()) {
+    auto classes = p.is_object() ? p.find("classes") : p.end();
+    if (!p.is_object() || classes == p.end() || !classes->is_object()) continue;
+    double total = static_cast<double>(p.value("peak_bytes", uint64_t{0}));
+    if (total <= 0) continue;
+    std::vector<std::pair<double, std::string>> parts;
+    for (const auto& [name, bytes] : classes->items()) {
+      if (bytes.is_number() && bytes.get<double>() > 0) parts.emplace_back(bytes.get<double>(), name);
+    }
+    std::sort(parts.rbegin(), parts.rend());
+    std::string split;
+    for (const auto& [bytes, name] : parts)
+      append_format(split, "%s%s %.0f %%", split.empty() ? "" : ", ", name.c_str(), 100.0 * bytes / total);
+    std::string op = p.value("operator", std::string());
+    append_format(text, "  memory at the peak (%s, step %lld, %.3f MB%s%s): %s (memory_breakdown.csv)\n",
+                  p.value("device", std::string()).c_str(),
+                  static_cast<long long>(p.value("step", int64_t{0})), total / (1024.0 * 1024.0),
+                  op.empty() ? "" : ", during ", shorten(op, 40).c_str(), split.c_str());
+  }
+  auto leaks = memory->find("leaks");
+  if (leaks == memory->end() || !leaks->is_array()) return;
+  size_t shown = 0;
+  for (const nlohmann::json& l : *leaks) {
+    if (!l.is_object() || shown++ == 3) break;
+    append_format(text, "  memory growing: %.3f MB per step from %s since step %lld (%s, memory_leaks.csv)\n",
+                  l.value("growth_per_step_bytes", 0.0) / (1024.0 * 1024.0),
+                  shorten(l.value("site", std::string()), 80).c_str(),
+                  static_cast<long long>(l.value("first_step", int64_t{0})),
+                  l.value("device", std::string()).c_str());
+  }
+} catch (const nlohmann::json::exception&) {  // an edited profiler_info.json: a field of another type
+  text += "  warning: profiler_info.json's analysis.memory is malformed; the memory breakdown is not shown\n";
+}
+
 // The advisor's findings (profiler_info.json's), first: what to change.
 void append_advice(std::string& text, const nlohmann::json& info, const std::string& run_dir) {
   if (!info.is_object()) return;  // said with the peaks
@@ -387,14 +431,15 @@ std::string summarize_run(const std::string& run_dir) {
   } else {
     append_format(text, "  no steps recorded (call Profiler::step() once per training step)\n");
   }
+  append_memory_breakdown(text, info);
   append_data_pipeline(text, out);
   append_host(text, info);
   std::string outputs;
-  for (const char* f :
-       {"trace_view.json", "trace_view.pftrace", "op_statistic.csv", "operator_details.csv",
-        "step_trace_time.csv", "critical_path.csv", "dataset.csv", "memory_record.csv", "operator_memory.csv",
-        "host_cpu_usage.csv", "host_mem_usage.csv", "host_disk_usage.csv", "host_network_usage.csv",
-        "kernel_details.csv", "trainprof.db", "report.html"}) {
+  for (const char* f : {"trace_view.json", "trace_view.pftrace", "op_statistic.csv", "operator_details.csv",
+                        "step_trace_time.csv", "critical_path.csv", "dataset.csv", "memory_record.csv",
+                        "operator_memory.csv", "memory_breakdown.csv", "memory_leaks.csv",
+                        "host_cpu_usage.csv", "host_mem_usage.csv", "host_disk_usage.csv",
+                        "host_network_usage.csv", "kernel_details.csv", "trainprof.db", "report.html"}) {
     if (fs::exists(out / f, ec)) outputs += std::string(outputs.empty() ? "" : ", ") + f;
   }
   append_format(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());

@@ -11,9 +11,10 @@ namespace trainprof::raw {
 
 inline constexpr char kFileMagic[8] = {'T', 'P', 'R', 'A', 'W', '\r', '\n', '\x1a'};
 // Version 2 added the chunk sequence number, version 3 the COMM and
-// COMM_GROUP events, version 4 the GPU events (docs/FORMAT.md,
-// "Versioning"); version 1 files are still read, without the sequence checks.
-inline constexpr uint32_t kFormatVersion = 4;
+// COMM_GROUP events, version 4 the GPU events, version 5 MEMORY_TAG
+// (docs/FORMAT.md, "Versioning"); version 1 files are still read, without
+// the sequence checks.
+inline constexpr uint32_t kFormatVersion = 5;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kFileHeaderSize = 128;
 inline constexpr uint32_t kChunkMagic = 0x4b435054;  // "TPCK" little-endian
@@ -95,8 +96,10 @@ enum class EventKind : uint8_t {
   kGpuMemset = 15,  // name = "Memset (Device)"; bytes
   kGpuApi = 16,     // runtime or driver call: name = function; subkind = GpuApiKind; thread
   kGpuSync = 17,    // synchronization: name = its type ("Stream Synchronize"); subkind = CUPTI type
+  kMemoryTag = 18,  // what an allocation holds: name = category ("parameter", ...), t0, a = bytes,
+                    // b = address, then always varint device (MemoryDevice)
 };
-inline constexpr uint8_t kMaxEventKind = 17;
+inline constexpr uint8_t kMaxEventKind = 18;
 
 inline constexpr bool is_gpu_event_kind(EventKind kind) {
   return kind >= EventKind::kGpuKernel && kind <= EventKind::kGpuSync;

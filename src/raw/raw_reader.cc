@@ -280,6 +280,9 @@ class ChunkDecoder {
                                            (p = get_varint(p, end, &e.device)) == nullptr)) {
         return "malformed memory event " + std::to_string(i);
       }
+      if (e.kind == EventKind::kMemoryTag && (p = get_varint(p, end, &e.device)) == nullptr) {
+        return "malformed memory tag " + std::to_string(i);
+      }
       if (e.kind == EventKind::kComm) {
         uint64_t group = 0, peer = 0, tag = 0;
         if ((p = get_varint(p, end, &e.comm_bytes)) == nullptr ||

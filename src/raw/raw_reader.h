@@ -30,7 +30,7 @@ struct RawEvent {
   uint64_t a;        // domain string id (marks, async begin); kMemory: zigzag(bytes)
   uint64_t b;        // step number, counter bits, async range id; kMemory: address
   // kMemory only: the allocator's totals after this report, and the device
-  // (raw::memory_device).
+  // (raw::memory_device, also of a kMemoryTag: a = bytes, b = address).
   uint64_t total_allocated = 0;
   uint64_t total_reserved = 0;
   uint64_t device = 0;

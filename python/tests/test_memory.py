@@ -1,0 +1,129 @@
+"""What the memory holds at each step's peak and what grows from step to step
+(profile_memory; memory_breakdown.csv and memory_leaks.csv, docs/OUTPUTS.md),
+on PyTorch training loops whose answers are known exactly."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+from conftest import run_dirs, torch
+
+import trainprof
+from trainprof import tensorboard_trace_handler
+
+STEPS = 6
+
+
+def profile_loop(out: Path, step: Callable[[int], None], **options: object) -> Path:
+    """Two warm-up steps, then STEPS steps recorded with profile_memory and
+    analysed: the run's output directory."""
+    step(-2)
+    step(-1)
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler(str(out)), profile_memory=True,
+                           **options) as prof:
+        for i in range(STEPS):
+            step(i)
+            if i + 1 < STEPS:
+                prof.step()
+    [run] = run_dirs(out)
+    return run / "PROFILER_OUTPUT"
+
+
+def breakdown(output: Path) -> dict[int, dict[str, float]]:
+    """memory_breakdown.csv's classes per step (CPU), in bytes (from MB, 6 decimals)."""
+    steps: dict[int, dict[str, float]] = {}
+    with open(output / "memory_breakdown.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            if row["Kind"] == "class" and row["Device Type"] == "CPU":
+                steps.setdefault(int(row["Step"]), {})[row["Name"]] = float(row["Size(MB)"]) * 2**20
+    return steps
+
+
+def storage_bytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.untyped_storage().nbytes() for t in tensors)
+
+
+def test_parameters_gradients_and_adam_state_are_exact_at_the_peak(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    # Large weights, a batch of one: the optimizer's step is the peak, when
+    # every gradient is alive next to the parameters and Adam's moments.
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512))
+    optimizer = torch.optim.Adam(model.parameters(), foreach=False)
+    x = torch.randn(1, 512)
+
+    def step(i: int) -> None:
+        optimizer.zero_grad()
+        model(x).square().mean().backward()
+        optimizer.step()
+
+    output = profile_loop(tmp_path, step)
+    params = list(model.parameters())
+    parameter_bytes = storage_bytes(params)
+    state_bytes = storage_bytes([t for s in optimizer.state.values() for t in s.values()
+                                 if isinstance(t, torch.Tensor)])
+    assert state_bytes >= 2 * parameter_bytes  # exp_avg and exp_avg_sq, and the step counts
+    steps = breakdown(output)
+    assert len(steps) >= STEPS - 1
+    for number, classes in steps.items():
+        if number == STEPS - 1:
+            continue  # the last step ends at stop(), possibly before its peak
+        assert abs(classes["parameter"] - parameter_bytes) < 1, (number, classes)
+        assert abs(classes["gradient"] - parameter_bytes) < 1, (number, classes)
+        assert abs(classes["optimizer state"] - state_bytes) < 1, (number, classes)
+    with open(output / "profiler_info.json") as f:
+        memory = json.load(f)["analysis"]["memory"]
+    [cpu] = [p for p in memory["breakdown"] if p["device"] == "CPU"]
+    assert cpu["classes"]["parameter"] == parameter_bytes
+    assert memory["leaks"] == []
+
+
+def test_activations_are_the_largest_class_of_an_activation_heavy_step(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for _ in range(6):
+        layers += [torch.nn.Linear(128, 128), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(1024, 128)  # 512 KB per layer output kept for backward; 64 KB of weights per layer
+
+    def step(i: int) -> None:
+        optimizer.zero_grad()
+        model(x).square().mean().backward()
+        optimizer.step()
+
+    steps = breakdown(profile_loop(tmp_path, step))
+    for number, classes in steps.items():
+        if number == STEPS - 1:
+            continue
+        assert max(classes, key=classes.__getitem__) == "activation", (number, classes)
+        assert classes["activation"] >= 6 * 512 * 1024, (number, classes)
+
+
+def test_a_list_that_keeps_a_tensor_per_step_is_reported_as_a_leak_with_its_line(tmp_path: Path) -> None:
+    kept: list[torch.Tensor] = []
+    model = torch.nn.Linear(64, 64)
+    x = torch.randn(32, 64)
+
+    def step(i: int) -> None:
+        model(x).sum().backward()
+        kept.append(torch.ones(256, 1024))  # LEAK: 1 MiB per step, never freed
+        model.zero_grad()
+
+    output = profile_loop(tmp_path, step, with_stack=True)
+    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if "# LEAK" in text)
+    with open(output / "memory_leaks.csv", newline="") as f:
+        leaks = list(csv.DictReader(f))
+    assert leaks, "no leak reported"
+    [leak] = [row for row in leaks if f"test_memory.py({line})" in row["Site"]]
+    assert abs(float(leak["Growth per Step(MB)"]) - 1.0) < 1e-6, leak
+    assert int(leak["Steps"]) == STEPS
+    assert leak is leaks[0], "the fastest growth comes first"
+    summary = subprocess.run([sys.executable, "-m", "trainprof", "summary", str(output.parent)],
+                             capture_output=True, text=True, check=True).stdout
+    [growing] = [s for s in summary.splitlines() if "memory growing" in s]
+    assert "1.000 MB per step" in growing and f"test_memory.py({line})" in growing, summary

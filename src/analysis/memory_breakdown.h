@@ -1,0 +1,92 @@
+// Copyright trainprof authors. What the memory at each step's peak is, and
+// what grows from step to step (profile_memory; docs/OUTPUTS.md,
+// memory_breakdown.csv and memory_leaks.csv).
+//
+// Every allocation the run reported gets a class. One tagged (raw
+// MEMORY_TAG: the front end said what it holds) is a parameter, gradient,
+// optimizer state or input, the first tag it got deciding; a tag on a block
+// no report made (allocated before the run began) stands for that block,
+// alive from the run's start to its free. An untagged one is classed by its
+// lifetime against its step's backward pass (the first autograd node the
+// step ran): made before the backward began and freed during it, an
+// activation (kept for backward); made and freed in the same step otherwise,
+// a temporary; anything else (kept across a step's end, or a step without
+// steps) is unknown, as is the memory the allocator counts that no report
+// or tag accounts for.
+#ifndef TRAINPROF_ANALYSIS_MEMORY_BREAKDOWN_H_
+#define TRAINPROF_ANALYSIS_MEMORY_BREAKDOWN_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/trace_model.h"
+
+namespace trainprof::analysis {
+
+enum class MemoryClass : uint8_t {
+  kParameter,
+  kGradient,
+  kOptimizerState,
+  kActivation,
+  kInput,
+  kTemporary,
+  kUnknown,
+};
+inline constexpr size_t kMemoryClasses = 7;
+// "parameter", "gradient", "optimizer state", "activation", "input",
+// "temporary", "unknown".
+const char* memory_class_name(MemoryClass c);
+
+// Bytes alive at one moment from one allocation site: the operator that
+// allocated ("aten::empty"), with the innermost Python frame outside torch
+// when the run recorded stacks ("aten::empty at train.py(42): step").
+struct SiteBytes {
+  uint32_t site = 0;  // MemoryBreakdown::sites index
+  uint64_t bytes = 0;
+};
+
+// One step's peak on one device, and what was alive then. The memory alive
+// at a moment is what the blocks known here add up to (reported, and tagged
+// from before the run), or what the allocator counts when that is more (it
+// may count blocks from before the run that nothing tagged: unknown); the
+// peak is the step's largest, or what was alive at its start if more.
+struct StepPeakBreakdown {
+  int64_t step = 0;
+  uint32_t device = 0;      // raw::memory_device
+  uint64_t peak_ns = 0;     // when it was reached (the step's start when carried in)
+  uint64_t peak_bytes = 0;  // alive then: by_class sums to it
+  uint64_t allocator_bytes =
+      0;  // the allocator's total then (c10's CPU reporter counts only since the run began)
+  uint32_t operator_name = 0;  // string id of the operator that made the peak's report (0: none)
+  std::array<uint64_t, kMemoryClasses> by_class{};
+  std::vector<SiteBytes> sites;  // largest first, at most kPeakSites
+};
+inline constexpr size_t kPeakSites = 10;
+
+// A site whose bytes alive at the steps' ends grew: in more than half of
+// the steps after the first and in at least two, never falling.
+struct MemoryLeak {
+  uint32_t site = 0;
+  uint32_t device = 0;
+  double growth_per_step = 0;  // bytes: (last - first) / (steps - 1)
+  int64_t first_step = 0;      // the first step at whose end it had grown
+  uint64_t live_at_end = 0;    // at the last step's end
+  size_t steps = 0;            // step ends seen
+};
+
+struct MemoryBreakdown {
+  std::vector<std::string> sites;        // site names
+  std::vector<StepPeakBreakdown> peaks;  // by step, then device
+  std::vector<MemoryLeak> leaks;         // fastest growth first
+  uint64_t tagged_before_run = 0;        // tags on blocks allocated before the run began
+};
+
+// `keys`: per TraceModel::memory report, its operator's key + 1 (0: none),
+// memory_operators.
+MemoryBreakdown memory_breakdown(const TraceModel& model, const std::vector<uint32_t>& keys);
+
+}  // namespace trainprof::analysis
+
+#endif  // TRAINPROF_ANALYSIS_MEMORY_BREAKDOWN_H_
