@@ -131,6 +131,35 @@ TEST(MemoryBreakdown, AnAllocatorCountingOnlySinceTheRunBeganStillGivesAllThatWa
   EXPECT_EQ(b.peaks[2].by_class[cls(MemoryClass::kUnknown)], 60u);
 }
 
+TEST(MemoryBreakdown, TheTimelineKeepsEachIntervalsPeakAndTheEnd) {
+  ReportedRun r = three_steps();
+  std::vector<MemoryClassSample> series = memory_class_series(r.m, 3);
+  ASSERT_EQ(series.size(), 4u);  // one per third of the run, and the end
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(series[i].ts_ns, 1000 * i + 550);  // each step's peak
+    EXPECT_EQ(series[i].by_class[cls(MemoryClass::kActivation)], 200u);
+    EXPECT_EQ(series[i].by_class[cls(MemoryClass::kGradient)], 400u);
+    EXPECT_EQ(series[i].by_class[cls(MemoryClass::kParameter)], 400u);
+  }
+  EXPECT_EQ(series[3].ts_ns, 2990u);
+  EXPECT_EQ(series[3].by_class[cls(MemoryClass::kParameter)], 400u);
+  EXPECT_EQ(series[3].by_class[cls(MemoryClass::kUnknown)], 90u);  // the leak
+  EXPECT_EQ(series[3].by_class[cls(MemoryClass::kGradient)], 0u);
+  // As counters (2,000 intervals: each of the 27 reports its own sample): a
+  // track per class, in MB, time order kept.
+  r.m.counters.push_back({5, 1, 0, 1.0});
+  EXPECT_EQ(add_memory_class_counters(r.m, memory_class_series(r.m)), r.m.memory.size() * kMemoryClasses);
+  EXPECT_EQ(r.m.counters[0].ts_ns, 5u);
+  double activation_at_1550 = -1;
+  for (size_t i = 1; i < r.m.counters.size(); ++i) {
+    const CounterSample& c = r.m.counters[i];
+    EXPECT_LE(r.m.counters[i - 1].ts_ns, c.ts_ns);
+    if (c.ts_ns == 1550 && r.m.name(c.name) == "Memory: activation (CPU)") activation_at_1550 = c.value;
+  }
+  EXPECT_DOUBLE_EQ(activation_at_1550, 200.0 / (1024 * 1024));
+}
+
 TEST(MemoryBreakdown, ASiteGrowingAtEveryStepsEndIsALeak) {
   ReportedRun r = three_steps();
   MemoryBreakdown b = memory_breakdown(r.m, r.keys);

@@ -96,12 +96,18 @@ def test_activations_are_the_largest_class_of_an_activation_heavy_step(tmp_path:
         model(x).square().mean().backward()
         optimizer.step()
 
-    steps = breakdown(profile_loop(tmp_path, step))
+    output = profile_loop(tmp_path, step)
+    steps = breakdown(output)
     for number, classes in steps.items():
         if number == STEPS - 1:
             continue
         assert max(classes, key=classes.__getitem__) == "activation", (number, classes)
         assert classes["activation"] >= 6 * 512 * 1024, (number, classes)
+    # The timeline has a counter track per class.
+    with open(output / "trace_view.json") as f:
+        events = json.load(f)["traceEvents"]
+    activation = [e["args"]["value"] for e in events if e.get("ph") == "C" and e["name"] == "Memory: activation (CPU)"]
+    assert activation and max(activation) >= 6 * 0.5, max(activation, default=0)
 
 
 def test_a_list_that_keeps_a_tensor_per_step_is_reported_as_a_leak_with_its_line(tmp_path: Path) -> None:

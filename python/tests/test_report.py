@@ -113,6 +113,14 @@ def test_the_rendered_page_shows_the_csv_figures_and_logs_nothing(run: Path) -> 
     column = memory[0].index("Total Allocated(MB)")
     peak = max(memory[1:], key=lambda row: float(row[column]))[column]
     assert dom.elements["memory-peak"]["data-peak-mb"] == peak
+    # What the memory held: stacked by class (a polygon each), and the highest peak's split.
+    classes = read_csv(out / "memory_timeline.csv")[0][2:]
+    assert re.findall(r"<polygon[^>]*><title>([a-z ]+\(MB\))</title>", rendered.stdout) == classes
+    breakdown = read_csv(out / "memory_breakdown.csv")
+    device = dom.elements["memory-class-chart"]["data-device"]
+    rows = [r for r in breakdown[1:] if r[1] == device]
+    highest = max(rows, key=lambda r: float(r[3]))
+    assert dom.tables["memory-breakdown-table"] == [breakdown[0]] + [r for r in rows if r[0] == highest[0]]
     assert dom.elements["timeline"]  # the slowest step's timeline is drawn
     # The slowest step's critical path, its rows as critical_path.csv has them.
     slowest = dom.elements["critical-path-title"]["data-step"]

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "raw/format.h"
 
@@ -79,6 +80,67 @@ class Builder {
  public:
   Builder(const TraceModel& m, const std::vector<uint32_t>& keys)
       : m_(m), keys_(keys), steps_(steps_by_start(m.steps)) {}
+
+  std::vector<MemoryClassSample> series(size_t intervals) {
+    read_reports();
+    read_tags();
+    classify();
+    std::vector<MemoryClassSample> out;
+    if (m_.memory.empty()) return out;
+    uint64_t first = m_.memory.front().ts_ns, span = m_.memory.back().ts_ns - first + 1;
+    uint64_t width = std::max<uint64_t>(1, span / std::max<size_t>(1, intervals));
+    struct Lane {
+      std::array<int64_t, kMemoryClasses> now{};
+      MemoryClassSample best;
+      uint64_t best_total = 0;
+      uint64_t interval = UINT64_MAX;
+      bool pending = false;
+    };
+    std::map<uint32_t, Lane> lanes;
+    auto total = [](const std::array<int64_t, kMemoryClasses>& a) {
+      int64_t sum = 0;
+      for (int64_t v : a) sum += v;
+      return sum > 0 ? static_cast<uint64_t>(sum) : 0;
+    };
+    replay(
+        [&](uint32_t b, int sign) {
+          lanes[blocks_[b].device].now[static_cast<size_t>(blocks_[b].cls)] +=
+              sign * static_cast<int64_t>(blocks_[b].bytes);
+        },
+        [&](size_t i) {
+          const MemoryRecord& r = m_.memory[i];
+          Lane& lane = lanes[r.device];
+          uint64_t interval = (r.ts_ns - first) / width;
+          if (lane.pending && interval != lane.interval) {
+            out.push_back(lane.best);
+            lane.pending = false;
+          }
+          uint64_t alive = total(lane.now);
+          if (!lane.pending || alive > lane.best_total) {
+            lane.best.ts_ns = r.ts_ns;
+            lane.best.device = r.device;
+            for (size_t c = 0; c < kMemoryClasses; ++c)
+              lane.best.by_class[c] = lane.now[c] > 0 ? static_cast<uint64_t>(lane.now[c]) : 0;
+            lane.best_total = alive;
+          }
+          lane.interval = interval;
+          lane.pending = true;
+        },
+        [](const StepWindow&) {});
+    for (auto& [device, lane] : lanes) {
+      if (lane.pending) out.push_back(lane.best);
+      MemoryClassSample last;  // the state at the end, after the interval's peak
+      last.ts_ns = m_.memory.back().ts_ns;
+      last.device = device;
+      for (size_t c = 0; c < kMemoryClasses; ++c)
+        last.by_class[c] = lane.now[c] > 0 ? static_cast<uint64_t>(lane.now[c]) : 0;
+      if (!lane.pending || lane.best.ts_ns != last.ts_ns) out.push_back(last);
+    }
+    std::stable_sort(out.begin(), out.end(), [](const MemoryClassSample& a, const MemoryClassSample& b) {
+      return a.ts_ns < b.ts_ns;
+    });
+    return out;
+  }
 
   MemoryBreakdown run() {
     read_reports();
@@ -411,6 +473,34 @@ const char* memory_class_name(MemoryClass c) {
 
 MemoryBreakdown memory_breakdown(const TraceModel& model, const std::vector<uint32_t>& keys) {
   return Builder(model, keys).run();
+}
+
+std::vector<MemoryClassSample> memory_class_series(const TraceModel& model, size_t intervals) {
+  const std::vector<uint32_t> no_keys;
+  return Builder(model, no_keys).series(intervals);
+}
+
+size_t add_memory_class_counters(TraceModel& model, const std::vector<MemoryClassSample>& series) {
+  if (series.empty()) return 0;
+  std::map<std::pair<uint32_t, size_t>, uint32_t> names;  // (device, class) -> string id
+  auto name = [&](uint32_t device, size_t c) {
+    auto [it, fresh] = names.try_emplace({device, c}, 0);
+    if (fresh) {
+      it->second = static_cast<uint32_t>(model.strings.size());
+      model.strings.push_back(std::string("Memory: ") + memory_class_name(static_cast<MemoryClass>(c)) +
+                              " (" + memory_device_name(device) + ")");
+    }
+    return it->second;
+  };
+  size_t before = model.counters.size();
+  for (const MemoryClassSample& s : series) {
+    for (size_t c = 0; c < kMemoryClasses; ++c)
+      model.counters.push_back(
+          {s.ts_ns, 0, name(s.device, c), static_cast<double>(s.by_class[c]) / (1024.0 * 1024.0)});
+  }
+  std::stable_sort(model.counters.begin(), model.counters.end(),
+                   [](const CounterSample& a, const CounterSample& b) { return a.ts_ns < b.ts_ns; });
+  return model.counters.size() - before;
 }
 
 }  // namespace trainprof::analysis

@@ -87,6 +87,23 @@ struct MemoryBreakdown {
 // memory_operators.
 MemoryBreakdown memory_breakdown(const TraceModel& model, const std::vector<uint32_t>& keys);
 
+// The bytes alive by class on each device over the run, for the timeline:
+// at most one sample per device in each of `intervals` equal parts of the
+// reports' span, the one with the most alive (a peak is never smoothed
+// away), and the last state. Classed as memory_breakdown does; the unknown
+// class holds only reported blocks (not the allocator's remainder).
+struct MemoryClassSample {
+  uint64_t ts_ns = 0;
+  uint32_t device = 0;
+  std::array<uint64_t, kMemoryClasses> by_class{};
+};
+std::vector<MemoryClassSample> memory_class_series(const TraceModel& model, size_t intervals = 2000);
+
+// The series as counters of the model (one track per device and class,
+// "Memory: activation (CPU)", MB), for the timeline writers; returns how
+// many samples were added. Counters stay in time order.
+size_t add_memory_class_counters(TraceModel& model, const std::vector<MemoryClassSample>& series);
+
 }  // namespace trainprof::analysis
 
 #endif  // TRAINPROF_ANALYSIS_MEMORY_BREAKDOWN_H_

@@ -315,6 +315,23 @@ std::string write_memory_leaks(const analysis::MemoryBreakdown& b, const OutputP
   return csv.commit();
 }
 
+std::string write_memory_timeline(const analysis::TraceModel& m,
+                                  const std::vector<analysis::MemoryClassSample>& series,
+                                  const OutputPath& path) {
+  CsvBuilder csv(path);
+  csv.field("Timestamp(us)").field("Device Type");
+  for (size_t c = 0; c < analysis::kMemoryClasses; ++c)
+    csv.field(std::string(analysis::memory_class_name(static_cast<analysis::MemoryClass>(c))) + "(MB)");
+  csv.end_row();
+  auto offset = static_cast<uint64_t>(m.realtime_offset_ns);
+  for (const analysis::MemoryClassSample& s : series) {
+    csv.us(s.ts_ns + offset).field(analysis::memory_device_name(s.device));
+    for (uint64_t bytes : s.by_class) csv.fixed(static_cast<double>(bytes) / kBytesPerMB, 6);
+    csv.end_row();
+  }
+  return csv.commit();
+}
+
 std::string write_host_usage(const analysis::HostUsageTable& table, int64_t realtime_offset_ns,
                              const OutputPath& path) {
   CsvBuilder csv(path);

@@ -37,9 +37,14 @@ std::string write_operator_memory(const analysis::TraceModel& model, const analy
 // memory_breakdown.csv: per step and device, the peak and what was alive
 // then, a row per class then per site; memory_leaks.csv: the sites whose
 // bytes at the steps' ends kept growing.
-std::string write_memory_breakdown(const analysis::TraceModel& model, const analysis::MemoryBreakdown& breakdown,
-                                   const OutputPath& path);
+std::string write_memory_breakdown(const analysis::TraceModel& model,
+                                   const analysis::MemoryBreakdown& breakdown, const OutputPath& path);
 std::string write_memory_leaks(const analysis::MemoryBreakdown& breakdown, const OutputPath& path);
+// memory_timeline.csv: the bytes alive by class over time
+// (analysis::memory_class_series), a row per sample and device.
+std::string write_memory_timeline(const analysis::TraceModel& model,
+                                  const std::vector<analysis::MemoryClassSample>& series,
+                                  const OutputPath& path);
 // One of the host_*_usage.csv (host_sys): "Timestamp(us)" (realtime, as
 // memory_record.csv) and a column per counter, 3 decimals, empty where a
 // sample lacks the value. `realtime_offset_ns`: the model's.

@@ -173,6 +173,79 @@ std::string memory_chart(const CsvRows& rows) {
   return out;
 }
 
+// What the memory held over time, stacked by class (memory_timeline.csv,
+// the device with the most alive), and what it held at that device's
+// highest peak (memory_breakdown.csv's class rows of that step).
+std::string memory_class_chart(const CsvRows& rows, const CsvRows& breakdown) {
+  int ts = column(rows, "Timestamp(us)"), dev = column(rows, "Device Type");
+  std::vector<int> cols;
+  for (size_t c = 2; rows.size() > 1 && c < rows[0].size(); ++c) cols.push_back(static_cast<int>(c));
+  if (rows.size() < 3 || ts < 0 || dev < 0 || cols.empty()) return "";
+  std::map<std::string, double> most;  // per device
+  for (size_t r = 1; r < rows.size(); ++r) {
+    double sum = 0;
+    for (int c : cols) sum += number(cell(rows[r], c));
+    double& m = most[cell(rows[r], dev)];
+    m = std::max(m, sum);
+  }
+  auto top = std::max_element(most.begin(), most.end(),
+                              [](const auto& a, const auto& b) { return a.second < b.second; });
+  const std::string device = top->first;
+  double peak = top->second;
+  std::vector<size_t> picked;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    if (cell(rows[r], dev) == device) picked.push_back(r);
+  }
+  if (picked.size() < 2 || peak <= 0) return "";
+  double t0 = number(cell(rows[picked.front()], ts)), t1 = number(cell(rows[picked.back()], ts));
+  const int width = 760, height = 180;
+  auto x_of = [&](size_t r) {
+    return 40 + (t1 > t0 ? (number(cell(rows[r], ts)) - t0) / (t1 - t0) * width : 0);
+  };
+  std::vector<double> below(picked.size(), 0);
+  std::string svg = "<svg class=\"memory-class-chart\" data-device=\"" + escape(device) + "\" width=\"" +
+                    std::to_string(width + 60) + "\" height=\"" + std::to_string(height + 30) +
+                    "\" role=\"img\">";
+  std::string legend = "<p class=\"legend\">";
+  for (size_t i = 0; i < cols.size(); ++i) {
+    std::string up, down;
+    std::vector<double> above = below;
+    for (size_t k = 0; k < picked.size(); ++k) {
+      above[k] += number(cell(rows[picked[k]], cols[i]));
+      up += fmt(x_of(picked[k]), 1) + "," + fmt(10 + height - above[k] / peak * height, 1) + " ";
+    }
+    for (size_t k = picked.size(); k-- > 0;)
+      down += fmt(x_of(picked[k]), 1) + "," + fmt(10 + height - below[k] / peak * height, 1) + " ";
+    const char* colour = kColours[i % (sizeof(kColours) / sizeof(kColours[0]))];
+    std::string name = rows[0][static_cast<size_t>(cols[i])];
+    svg += "<polygon fill=\"" + std::string(colour) + "\" points=\"" + up + down + "\"><title>" +
+           escape(name) + "</title></polygon>";
+    legend += std::string("<span style=\"color:") + colour + "\">&#9632;</span> " + escape(name) + " ";
+    below = std::move(above);
+  }
+  svg += "<text x=\"0\" y=\"12\" class=\"axis\">" + fmt(peak, 1) + " MB</text></svg>\n";
+  std::string out = svg + legend + "(" + escape(device) + ")</p>\n";
+  // The highest peak's split by class.
+  int step = column(breakdown, "Step"), bdev = column(breakdown, "Device Type"),
+      peak_mb = column(breakdown, "Peak(MB)"), kind = column(breakdown, "Kind");
+  if (breakdown.size() < 2 || step < 0 || bdev < 0 || peak_mb < 0 || kind < 0) return out;
+  size_t best = 0;
+  for (size_t r = 1; r < breakdown.size(); ++r) {
+    if (cell(breakdown[r], bdev) == device &&
+        (best == 0 || number(cell(breakdown[r], peak_mb)) > number(cell(breakdown[best], peak_mb))))
+      best = r;
+  }
+  if (best == 0) return out;
+  CsvRows peak_rows{breakdown[0]};
+  for (size_t r = 1; r < breakdown.size(); ++r) {
+    if (cell(breakdown[r], bdev) == device && cell(breakdown[r], step) == cell(breakdown[best], step))
+      peak_rows.push_back(breakdown[r]);
+  }
+  return out + "<p>What the memory held at the highest peak (step " + escape(cell(breakdown[best], step)) +
+         ", " + escape(cell(breakdown[best], peak_mb)) + " MB), by class and by allocation site:</p>\n" +
+         table(peak_rows, "memory-breakdown-table");
+}
+
 struct TimelineSlice {
   uint64_t tid;
   std::string name;
@@ -344,7 +417,11 @@ std::string run_section(const std::string& run_dir, size_t index) {
             table(ops, "op-table", 40);
   }
   CsvRows memory = exporter::read_csv_file((out / "memory_record.csv").string());
-  if (memory.size() > 1) html += "<h3>Memory</h3>\n" + memory_chart(memory);
+  if (memory.size() > 1) {
+    html += "<h3>Memory</h3>\n" + memory_chart(memory) +
+            memory_class_chart(exporter::read_csv_file((out / "memory_timeline.csv").string()),
+                               exporter::read_csv_file((out / "memory_breakdown.csv").string()));
+  }
   CsvRows dataset = exporter::read_csv_file((out / "dataset.csv").string());
   if (dataset.size() > 1) html += "<h3>Data pipeline</h3>\n" + table(dataset, "dataset-table");
   if (!slowest.empty()) {

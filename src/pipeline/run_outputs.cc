@@ -95,11 +95,12 @@ void add_breakdown_summary(const analysis::TraceModel& model, const analysis::Me
 // reports (`operators`: memory_operators of each); returns the first error and
 // fills `summary`.
 std::string write_memory_outputs(const analysis::TraceModel& model, const std::vector<uint32_t>& operators,
-                                 const std::vector<uint32_t>& operator_keys, const OutputDir& out,
+                                 const std::vector<uint32_t>& operator_keys,
+                                 const std::vector<analysis::MemoryClassSample>& series, const OutputDir& out,
                                  json* summary) {
   if (model.memory.empty()) {  // files of an earlier analysis of other steps would be stale
-    for (const char* name :
-         {"memory_record.csv", "operator_memory.csv", "memory_breakdown.csv", "memory_leaks.csv"})
+    for (const char* name : {"memory_record.csv", "operator_memory.csv", "memory_breakdown.csv",
+                             "memory_leaks.csv", "memory_timeline.csv"})
       unlinkat(out.fd, name, 0);
     return "";
   }
@@ -112,6 +113,7 @@ std::string write_memory_outputs(const analysis::TraceModel& model, const std::v
       exporter::write_operator_memory(model, match, out.file("operator_memory.csv")),
       exporter::write_memory_breakdown(model, breakdown, out.file("memory_breakdown.csv")),
       exporter::write_memory_leaks(breakdown, out.file("memory_leaks.csv")),
+      exporter::write_memory_timeline(model, series, out.file("memory_timeline.csv")),
   };
   for (std::string& e : errors) {
     if (!e.empty()) return e;
@@ -260,6 +262,12 @@ class WindowPasses {
 
 std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const fs::path& run,
                           const OutputDir& out, const AnalyseOptions& options, RunAnalysis& r, json* extra) {
+  // What the memory holds over time, as counter tracks the writers draw.
+  std::vector<analysis::MemoryClassSample> memory_series;
+  if (options.export_text) {
+    memory_series = analysis::memory_class_series(model);
+    analysis::add_memory_class_counters(model, memory_series);
+  }
   std::optional<exporter::ChromeTraceWriter> trace;
   if (options.export_text && options.trace_json) {
     trace.emplace(model, out.file("trace_view.json"), run.filename().string(), options.pretty,
@@ -336,7 +344,8 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   }
   json memory;
   if (options.export_text)
-    note(write_memory_outputs(model, passes.memory_names(), passes.memory_keys(), out, &memory));
+    note(write_memory_outputs(model, passes.memory_names(), passes.memory_keys(), memory_series, out,
+                              &memory));
   if (!memory.is_null()) (*extra)["memory"] = memory;
   std::optional<analysis::HostBottlenecks> host;
   if (options.export_text) note(write_host_outputs(model, out, extra, &host));
