@@ -16,6 +16,7 @@
 
 #include "core/collector.h"
 #include "exporter/csv_reader.h"
+#include "raw/varint.h"
 #include "test_util.h"
 #include "trainprof/torch_data.h"
 #include "trainprof/trainprof.h"
@@ -685,6 +686,46 @@ bool libtorch_profiler_starts() {
   torch::ones({8}).add(1);
   torch::autograd::profiler::disableProfiler();
   return true;
+}
+
+// An allocation LibTorch's CPU allocator cannot make (4 TiB: more than the
+// machine can map) is written with its operator before the error reaches
+// the caller, which sees LibTorch's own error; with and without
+// profile_memory (the allocator tells the reporter, or the allocator watch
+// notes it).
+TEST(TorchCollector, AFailedAllocationIsWrittenBeforeTheErrorGoesOn) {
+  for (bool memory : {true, false}) {
+    SCOPED_TRACE(memory ? "profile_memory" : "operators only");
+    test::TempDir dir;
+    ProfilerOptions o;
+    o.output_path = dir.path();
+    o.profile_memory = memory;
+    Profiler prof(o);
+    torch::Tensor kept = torch::ones({1024});
+    std::string error;
+    try {
+      torch::Tensor huge = torch::empty({int64_t{1} << 40});
+    } catch (const c10::Error& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find("DefaultCPUAllocator"), std::string::npos) << error;
+    // On disk before stop(): read the raw file as it is now.
+    raw::RawFile f = test::read_run(prof.current_run_dir());
+    int failed = 0;
+    std::string op;
+    for (const auto& e : f.events) {
+      if (e.kind == raw::EventKind::kMemory && raw::memory_failed(e.device)) {
+        ++failed;
+        EXPECT_EQ(raw::unzigzag(e.a), int64_t{4} << 40);
+        EXPECT_EQ(e.b, 0u);
+      }
+      if (e.kind == raw::EventKind::kMark && f.name(static_cast<uint32_t>(e.a)) == "out of memory")
+        op = f.name(e.name_id);
+    }
+    EXPECT_EQ(failed, 1);
+    EXPECT_EQ(op, "aten::empty");
+    prof.stop();
+  }
 }
 
 TEST(TorchCollector, LibTorchProfilerStartsAgainAfterAMemorySession) {

@@ -133,3 +133,75 @@ def test_a_list_that_keeps_a_tensor_per_step_is_reported_as_a_leak_with_its_line
                              capture_output=True, text=True, check=True).stdout
     [growing] = [s for s in summary.splitlines() if "memory growing" in s]
     assert "1.000 MB per step" in growing and f"test_memory.py({line})" in growing, summary
+
+
+OOM_JOB = """
+import os, resource, signal, sys, torch, trainprof
+out, memory = sys.argv[1], sys.argv[2] == "memory"
+torch.manual_seed(0)
+model = torch.nn.Linear(256, 256)
+optimizer = torch.optim.Adam(model.parameters())
+x = torch.randn(64, 256)
+with trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(out), profile_memory=memory) as prof:
+    for step in range(3):
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+        prof.step()
+    kept = torch.ones(1024, 1024)  # 4 MiB alive at the failure
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm + 2**29, resource.RLIM_INFINITY))
+    try:
+        torch.empty(2**31, dtype=torch.float32)  # 8 GiB: more than the limit lets through
+    except RuntimeError as e:  # the training's own handler: the error is torch's, unchanged
+        print("caught:", str(e).splitlines()[0], flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # nothing more runs: what is on disk is all there is
+"""
+
+
+def run_oom_job(tmp_path: Path, mode: str) -> Path:
+    """OOM_JOB in a child process (``mode`` "memory": profile_memory), killed
+    right after it caught the error, then analysed: its run directory."""
+    script = tmp_path / "oom.py"
+    script.write_text(OOM_JOB)
+    out = tmp_path / "out"
+    child = subprocess.run([sys.executable, str(script), str(out), mode], capture_output=True, text=True,
+                           timeout=300)
+    assert child.returncode == -9, child.stderr
+    assert "caught: " in child.stdout and "DefaultCPUAllocator" in child.stdout, child.stdout
+    assert "out of memory: an allocation of 8589934592 bytes failed" in child.stderr
+    [run] = run_dirs(out)
+    analysed = subprocess.run([sys.executable, "-m", "trainprof", "analyse", str(run)], capture_output=True,
+                              text=True, timeout=300)
+    assert analysed.returncode == 0, analysed.stderr
+    return run
+
+
+def test_an_allocation_over_the_limit_leaves_a_report_of_what_was_alive(tmp_path: Path) -> None:
+    run = run_oom_job(tmp_path, "memory")
+    report = (run / "PROFILER_OUTPUT" / "oom_report.txt").read_text()
+    assert report.startswith("Out of memory on CPU: an allocation of 8589934592 bytes (8192.000 MB) failed"), report
+    assert "in aten::empty" in report.splitlines()[0]
+    # What was alive: the kept tensor among the largest blocks, and the model's
+    # parameters and Adam's state by class.
+    assert "4.000 MB" in report and "aten::" in report
+    with open(run / "PROFILER_OUTPUT" / "profiler_info.json") as f:
+        [oom] = json.load(f)["analysis"]["memory"]["out_of_memory"]
+    assert oom["requested_bytes"] == 2**33
+    assert oom["operator"] == "aten::empty"
+    params = 256 * 256 * 4 + 256 * 4
+    assert oom["classes"]["parameter"] == params
+    assert oom["classes"]["optimizer state"] >= 2 * params
+    assert any(b["bytes"] == 2**22 and b["age_ns"] >= 0 for b in oom["largest"])
+    summary = subprocess.run([sys.executable, "-m", "trainprof", "summary", str(run)], capture_output=True,
+                             text=True, check=True).stdout
+    assert "OUT OF MEMORY on CPU: 8192.000 MB asked for" in summary, summary
+
+
+def test_without_profile_memory_the_failed_allocation_is_still_named(tmp_path: Path) -> None:
+    run = run_oom_job(tmp_path, "plain")
+    report = (run / "PROFILER_OUTPUT" / "oom_report.txt").read_text()
+    [first, second, *_] = report.splitlines()
+    assert first.startswith("Out of memory on CPU: an allocation of 8589934592 bytes") and "in aten::empty" in first
+    assert second == "No allocation was recorded (profile_memory was off): what was alive is not known."

@@ -12,22 +12,22 @@ namespace {
 
 // The reports [first, last) of each thread (indices into TraceModel::memory,
 // in time order).
-std::unordered_map<uint32_t, std::vector<uint32_t>> reports_by_thread(const TraceModel& m, size_t first,
-                                                                      size_t last) {
+std::unordered_map<uint32_t, std::vector<uint32_t>> reports_by_thread(const std::vector<MemoryRecord>& memory,
+                                                                      size_t first, size_t last) {
   std::unordered_map<uint32_t, std::vector<uint32_t>> by_tid;
-  for (size_t i = first; i < last; ++i) by_tid[m.memory[i].tid].push_back(static_cast<uint32_t>(i));
+  for (size_t i = first; i < last; ++i) by_tid[memory[i].tid].push_back(static_cast<uint32_t>(i));
   return by_tid;
 }
 
 // Walks one thread's slices (start order, parents first) alongside its
 // reports, keeping the stack of operators open at the current time.
-void attribute_thread(const TraceModel& m, const std::vector<Slice>& slices,
-                      const std::vector<uint32_t>& reports, std::vector<uint32_t>* names,
-                      std::vector<uint32_t>* keys) {
+void attribute_thread(const TraceModel& m, const std::vector<MemoryRecord>& memory,
+                      const std::vector<Slice>& slices, const std::vector<uint32_t>& reports,
+                      std::vector<uint32_t>* names, std::vector<uint32_t>* keys) {
   std::vector<const Slice*> open;
   size_t next = 0;
   for (uint32_t r : reports) {
-    uint64_t ts = m.memory[r].ts_ns;
+    uint64_t ts = memory[r].ts_ns;
     for (; next < slices.size() && slices[next].start_ns <= ts; ++next) {
       const Slice& s = slices[next];
       if (!m.is_op(s)) continue;
@@ -49,11 +49,16 @@ uint64_t allocation_key(const MemoryRecord& r) {
 
 void memory_operators(const TraceModel& m, size_t first, size_t last, std::vector<uint32_t>* names,
                       std::vector<uint32_t>* keys) {
+  memory_operators(m, m.memory, first, last, names, keys);
+}
+
+void memory_operators(const TraceModel& m, const std::vector<MemoryRecord>& memory, size_t first, size_t last,
+                      std::vector<uint32_t>* names, std::vector<uint32_t>* keys) {
   if (first >= last) return;
-  auto by_tid = reports_by_thread(m, first, last);
+  auto by_tid = reports_by_thread(memory, first, last);
   for (const ThreadSlices& t : m.threads) {
     auto it = by_tid.find(t.tid);
-    if (it != by_tid.end()) attribute_thread(m, t.slices, it->second, names, keys);
+    if (it != by_tid.end()) attribute_thread(m, memory, t.slices, it->second, names, keys);
   }
 }
 

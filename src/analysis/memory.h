@@ -22,6 +22,10 @@ std::vector<uint32_t> memory_operators(const TraceModel& model);
 // which tells its inputs and call stack too.
 void memory_operators(const TraceModel& model, size_t first, size_t last, std::vector<uint32_t>* names,
                       std::vector<uint32_t>* keys = nullptr);
+// The same for `memory` (in time order) instead of the model's reports:
+// its failed allocations.
+void memory_operators(const TraceModel& model, const std::vector<MemoryRecord>& memory, size_t first,
+                      size_t last, std::vector<uint32_t>* names, std::vector<uint32_t>* keys);
 
 // operator_memory.csv: one row per allocation, with its free when the free
 // was reported in the same window.

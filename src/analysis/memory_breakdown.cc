@@ -78,8 +78,8 @@ std::string_view user_frame(std::string_view stack) {
 
 class Builder {
  public:
-  Builder(const TraceModel& m, const std::vector<uint32_t>& keys)
-      : m_(m), keys_(keys), steps_(steps_by_start(m.steps)) {}
+  Builder(const TraceModel& m, const std::vector<uint32_t>& keys, const std::vector<uint32_t>& failed_keys)
+      : m_(m), keys_(keys), failed_keys_(failed_keys), steps_(steps_by_start(m.steps)) {}
 
   std::vector<MemoryClassSample> series(size_t intervals) {
     read_reports();
@@ -149,6 +149,7 @@ class Builder {
     find_peaks();
     sweep();
     find_leaks();
+    for (size_t i = 0; i < m_.failed_allocations.size(); ++i) report_out_of_memory(i);
     return std::move(out_);
   }
 
@@ -438,8 +439,53 @@ class Builder {
     });
   }
 
+  // What was alive on the failed allocation's device when it failed.
+  void report_out_of_memory(size_t index) {
+    const MemoryRecord& f = m_.failed_allocations[index];
+    OutOfMemoryReport o;
+    o.ts_ns = f.ts_ns;
+    o.device = f.device;
+    o.tid = f.tid;
+    o.requested_bytes = static_cast<uint64_t>(std::max<int64_t>(f.bytes, 0));
+    o.allocator_bytes = f.total_allocated;
+    if (index < failed_keys_.size() && failed_keys_[index] != 0)
+      o.operator_name = m_.keys[failed_keys_[index] - 1].name;
+    for (const Instant& i : m_.instants) {  // the collector's mark: the operator, still open when written
+      if (o.operator_name == 0 && i.ts_ns == f.ts_ns && i.tid == f.tid &&
+          m_.name(i.domain) == "out of memory")
+        o.operator_name = i.name;
+    }
+    size_t s = step_index(f.ts_ns);
+    o.step = s < steps_.size() ? steps_[s].number : -1;
+    std::map<uint32_t, uint64_t> by_site;
+    for (const Block& b : blocks_) {
+      if (b.device != f.device || b.start_ns > f.ts_ns || b.end_ns <= f.ts_ns) continue;
+      ++o.live_blocks;
+      o.by_class[static_cast<size_t>(b.cls)] += b.bytes;
+      o.alive_bytes += b.bytes;
+      uint32_t site = site_of(b);
+      by_site[site] += b.bytes;
+      o.largest.push_back(
+          {b.bytes, b.cls, site, b.start_ns == 0 ? -1 : static_cast<int64_t>(f.ts_ns - b.start_ns)});
+    }
+    if (o.allocator_bytes > o.alive_bytes) {  // counted by the allocator, known to no report or tag
+      o.by_class[static_cast<size_t>(MemoryClass::kUnknown)] += o.allocator_bytes - o.alive_bytes;
+      o.alive_bytes = o.allocator_bytes;
+    }
+    std::stable_sort(o.largest.begin(), o.largest.end(),
+                     [](const LiveBlock& a, const LiveBlock& b) { return a.bytes > b.bytes; });
+    if (o.largest.size() > kOomBlocks) o.largest.resize(kOomBlocks);
+    for (const auto& [site, bytes] : by_site) o.sites.push_back({site, bytes});
+    std::sort(o.sites.begin(), o.sites.end(), [](const SiteBytes& a, const SiteBytes& b) {
+      return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;
+    });
+    if (o.sites.size() > kPeakSites) o.sites.resize(kPeakSites);
+    out_.out_of_memory.push_back(std::move(o));
+  }
+
   const TraceModel& m_;
   const std::vector<uint32_t>& keys_;
+  const std::vector<uint32_t>& failed_keys_;
   const std::vector<StepWindow> steps_;
   std::vector<Block> blocks_;
   std::vector<uint32_t> report_block_;                          // per report: the block it starts or ends
@@ -471,13 +517,14 @@ const char* memory_class_name(MemoryClass c) {
   return "unknown";
 }
 
-MemoryBreakdown memory_breakdown(const TraceModel& model, const std::vector<uint32_t>& keys) {
-  return Builder(model, keys).run();
+MemoryBreakdown memory_breakdown(const TraceModel& model, const std::vector<uint32_t>& keys,
+                                 const std::vector<uint32_t>& failed_keys) {
+  return Builder(model, keys, failed_keys).run();
 }
 
 std::vector<MemoryClassSample> memory_class_series(const TraceModel& model, size_t intervals) {
   const std::vector<uint32_t> no_keys;
-  return Builder(model, no_keys).series(intervals);
+  return Builder(model, no_keys, no_keys).series(intervals);
 }
 
 size_t add_memory_class_counters(TraceModel& model, const std::vector<MemoryClassSample>& series) {

@@ -76,16 +76,42 @@ struct MemoryLeak {
   size_t steps = 0;            // step ends seen
 };
 
+// An allocation that failed (out of memory), and what was alive then on
+// its device.
+struct LiveBlock {
+  uint64_t bytes = 0;
+  MemoryClass cls = MemoryClass::kUnknown;
+  uint32_t site = 0;
+  int64_t age_ns = -1;  // since its allocation; -1: allocated before the run
+};
+struct OutOfMemoryReport {
+  uint64_t ts_ns = 0;
+  uint32_t device = 0;
+  uint32_t tid = 0;
+  uint64_t requested_bytes = 0;
+  uint64_t allocator_bytes = 0;  // the allocator's total then (0: it did not say)
+  uint32_t operator_name = 0;    // string id of the operator running on its thread (0: none)
+  int64_t step = -1;             // -1: outside every step
+  uint64_t alive_bytes = 0;      // by_class sums to it
+  std::array<uint64_t, kMemoryClasses> by_class{};
+  size_t live_blocks = 0;
+  std::vector<LiveBlock> largest;  // at most kOomBlocks, largest first
+  std::vector<SiteBytes> sites;    // at most kPeakSites, largest first
+};
+inline constexpr size_t kOomBlocks = 20;
+
 struct MemoryBreakdown {
-  std::vector<std::string> sites;        // site names
-  std::vector<StepPeakBreakdown> peaks;  // by step, then device
-  std::vector<MemoryLeak> leaks;         // fastest growth first
-  uint64_t tagged_before_run = 0;        // tags on blocks allocated before the run began
+  std::vector<std::string> sites;                // site names
+  std::vector<StepPeakBreakdown> peaks;          // by step, then device
+  std::vector<MemoryLeak> leaks;                 // fastest growth first
+  uint64_t tagged_before_run = 0;                // tags on blocks allocated before the run began
+  std::vector<OutOfMemoryReport> out_of_memory;  // per TraceModel::failed_allocations
 };
 
 // `keys`: per TraceModel::memory report, its operator's key + 1 (0: none),
-// memory_operators.
-MemoryBreakdown memory_breakdown(const TraceModel& model, const std::vector<uint32_t>& keys);
+// memory_operators; `failed_keys` the same per failed allocation.
+MemoryBreakdown memory_breakdown(const TraceModel& model, const std::vector<uint32_t>& keys,
+                                 const std::vector<uint32_t>& failed_keys = {});
 
 // The bytes alive by class on each device over the run, for the timeline:
 // at most one sample per device in each of `intervals` equal parts of the

@@ -192,8 +192,9 @@ class FileScanner {
         break;
       case raw::EventKind::kCommGroup: group_names_.push_back(e.name_id); break;
       case raw::EventKind::kMemory:
-        m_.memory.push_back(MemoryRecord{e.t0_ns, e.b, raw::unzigzag(e.a), e.total_allocated,
-                                         e.total_reserved, e.tid, static_cast<uint32_t>(e.device)});
+        (raw::memory_failed(e.device) ? m_.failed_allocations : m_.memory)
+            .push_back(MemoryRecord{e.t0_ns, e.b, raw::unzigzag(e.a), e.total_allocated, e.total_reserved,
+                                    e.tid, static_cast<uint32_t>(e.device & ~raw::kMemoryFailed)});
         break;
       case raw::EventKind::kMemoryTag:
         m_.memory_tags.push_back(MemoryTag{e.t0_ns, e.b, e.a, static_cast<uint32_t>(e.device), e.name_id});
@@ -361,6 +362,8 @@ bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string*
   std::stable_sort(m.gpu.begin(), m.gpu.end(),
                    [](const GpuActivity& a, const GpuActivity& b) { return a.start_ns < b.start_ns; });
   std::stable_sort(m.memory.begin(), m.memory.end(),
+                   [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
+  std::stable_sort(m.failed_allocations.begin(), m.failed_allocations.end(),
                    [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   std::stable_sort(m.memory_tags.begin(), m.memory_tags.end(),
                    [](const MemoryTag& a, const MemoryTag& b) { return a.ts_ns < b.ts_ns; });

@@ -59,6 +59,8 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
   keep_if(m.data_stages, [&](const DataStageSlice& d) { return inside(d.start_ns); });
   keep_if(m.async_ranges, [&](const AsyncRange& a) { return inside(a.start_ns); });
   keep_if(m.memory, [&](const MemoryRecord& r) { return inside(r.ts_ns); });
+  keep_if(m.failed_allocations, [&](const MemoryRecord& r) { return inside(r.ts_ns); });
+  keep_if(m.memory_tags, [&](const MemoryTag& t) { return inside(t.ts_ns); });
   keep_if(m.gpu, [&](const GpuActivity& a) { return inside(a.start_ns); });
   m.steps = chosen;
   m.selection = selection;

@@ -241,8 +241,11 @@ struct TraceModel {
   std::unordered_map<uint32_t, std::string> call_stacks;
   std::vector<MemoryRecord> memory;    // in time order (stable: a thread's reports keep their order)
   std::vector<MemoryTag> memory_tags;  // in time order
-  std::vector<CommCall> comm_calls;    // in start order
-  std::vector<GpuActivity> gpu;        // in start order
+  // Allocations that failed (out of memory; raw::kMemoryFailed, cleared in
+  // `device` here): bytes asked for, no block. In time order.
+  std::vector<MemoryRecord> failed_allocations;
+  std::vector<CommCall> comm_calls;  // in start order
+  std::vector<GpuActivity> gpu;      // in start order
   // The innermost range or operator around each launch, by correlation id,
   // and the device time each key launched itself (self) and with the ranges
   // inside it (total), indexed by key (analysis/gpu_launches.h).

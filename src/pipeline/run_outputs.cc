@@ -19,6 +19,7 @@
 #include "analysis/what_if.h"
 #include "base/json_limits.h"
 #include "base/safe_file.h"
+#include "base/string_format.h"
 #include "exporter/chrome_trace.h"
 #include "exporter/csv_tables.h"
 #include "exporter/database.h"
@@ -94,27 +95,114 @@ void add_breakdown_summary(const analysis::TraceModel& model, const analysis::Me
 // Writes memory_record.csv and operator_memory.csv when the run has memory
 // reports (`operators`: memory_operators of each); returns the first error and
 // fills `summary`.
+// oom_report.txt: each failed allocation, what was alive on its device then
+// by class, by site and the largest blocks.
+std::string out_of_memory_text(const analysis::TraceModel& model, const analysis::MemoryBreakdown& b) {
+  auto mb = [](uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
+  std::string text;
+  for (const analysis::OutOfMemoryReport& o : b.out_of_memory) {
+    base::append_format(text, "Out of memory on %s: an allocation of %llu bytes (%.3f MB) failed",
+                        analysis::memory_device_name(o.device).c_str(),
+                        static_cast<unsigned long long>(o.requested_bytes), mb(o.requested_bytes));
+    if (o.step >= 0) base::append_format(text, " in step %lld", static_cast<long long>(o.step));
+    if (o.operator_name != 0) text += " in " + model.name(o.operator_name);
+    base::append_format(text, " (thread %u).\n", o.tid);
+    if (model.memory.empty()) {
+      text += "No allocation was recorded (profile_memory was off): what was alive is not known.\n\n";
+      continue;
+    }
+    base::append_format(text, "Alive then: %.3f MB in %zu blocks", mb(o.alive_bytes), o.live_blocks);
+    if (o.allocator_bytes > 0)
+      base::append_format(text, " (the allocator counted %.3f MB)", mb(o.allocator_bytes));
+    text += ".\n  by class:";
+    for (size_t c = 0; c < analysis::kMemoryClasses; ++c) {
+      if (o.by_class[c] > 0)
+        base::append_format(text, " %s %.3f MB;",
+                            analysis::memory_class_name(static_cast<analysis::MemoryClass>(c)),
+                            mb(o.by_class[c]));
+    }
+    text += "\n  by allocation site:\n";
+    for (const analysis::SiteBytes& s : o.sites)
+      base::append_format(text, "    %12.3f MB  %s\n", mb(s.bytes), b.sites[s.site].c_str());
+    text += "  largest blocks (size, class, age, site):\n";
+    for (const analysis::LiveBlock& l : o.largest) {
+      std::string age =
+          l.age_ns < 0 ? "from before the run" : base::format("%.3f ms", static_cast<double>(l.age_ns) / 1e6);
+      base::append_format(text, "    %12.3f MB  %-15s  %-20s  %s\n", mb(l.bytes),
+                          analysis::memory_class_name(l.cls), age.c_str(), b.sites[l.site].c_str());
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+json out_of_memory_json(const analysis::TraceModel& model, const analysis::MemoryBreakdown& b) {
+  json out = json::array();
+  for (const analysis::OutOfMemoryReport& o : b.out_of_memory) {
+    json classes = json::object();
+    for (size_t c = 0; c < analysis::kMemoryClasses; ++c)
+      classes[analysis::memory_class_name(static_cast<analysis::MemoryClass>(c))] = o.by_class[c];
+    json largest = json::array();
+    for (const analysis::LiveBlock& l : o.largest) {
+      largest.push_back({{"bytes", l.bytes},
+                         {"class", analysis::memory_class_name(l.cls)},
+                         {"site", b.sites[l.site]},
+                         {"age_ns", l.age_ns}});
+    }
+    out.push_back({{"device", analysis::memory_device_name(o.device)},
+                   {"requested_bytes", o.requested_bytes},
+                   {"step", o.step},
+                   {"operator", model.name(o.operator_name)},
+                   {"thread", o.tid},
+                   {"alive_bytes", o.alive_bytes},
+                   {"allocator_bytes", o.allocator_bytes},
+                   {"live_blocks", o.live_blocks},
+                   {"classes", classes},
+                   {"largest", largest}});
+  }
+  return out;
+}
+
+// Writes memory_record.csv, operator_memory.csv, memory_breakdown.csv,
+// memory_leaks.csv and memory_timeline.csv when the run has memory reports
+// (`operators`, `operator_keys`: memory_operators of each), and
+// oom_report.txt when an allocation failed; returns the first error and
+// fills `summary`.
 std::string write_memory_outputs(const analysis::TraceModel& model, const std::vector<uint32_t>& operators,
                                  const std::vector<uint32_t>& operator_keys,
+                                 const std::vector<uint32_t>& failed_keys,
                                  const std::vector<analysis::MemoryClassSample>& series, const OutputDir& out,
                                  json* summary) {
-  if (model.memory.empty()) {  // files of an earlier analysis of other steps would be stale
+  // Files of an earlier analysis of other steps would be stale.
+  if (model.memory.empty()) {
     for (const char* name : {"memory_record.csv", "operator_memory.csv", "memory_breakdown.csv",
                              "memory_leaks.csv", "memory_timeline.csv"})
       unlinkat(out.fd, name, 0);
-    return "";
   }
-  analysis::MemoryMatch match = analysis::match_allocations(model, operators);
-  *summary = memory_summary(model, match);
-  analysis::MemoryBreakdown breakdown = analysis::memory_breakdown(model, operator_keys);
-  add_breakdown_summary(model, breakdown, summary);
-  std::string errors[] = {
-      exporter::write_memory_record(model, out.file("memory_record.csv")),
-      exporter::write_operator_memory(model, match, out.file("operator_memory.csv")),
-      exporter::write_memory_breakdown(model, breakdown, out.file("memory_breakdown.csv")),
-      exporter::write_memory_leaks(breakdown, out.file("memory_leaks.csv")),
-      exporter::write_memory_timeline(model, series, out.file("memory_timeline.csv")),
-  };
+  if (model.failed_allocations.empty()) unlinkat(out.fd, "oom_report.txt", 0);
+  if (model.memory.empty() && model.failed_allocations.empty()) return "";
+  analysis::MemoryBreakdown breakdown = analysis::memory_breakdown(model, operator_keys, failed_keys);
+  std::vector<std::string> errors;
+  if (!model.memory.empty()) {
+    analysis::MemoryMatch match = analysis::match_allocations(model, operators);
+    *summary = memory_summary(model, match);
+    add_breakdown_summary(model, breakdown, summary);
+    errors = {
+        exporter::write_memory_record(model, out.file("memory_record.csv")),
+        exporter::write_operator_memory(model, match, out.file("operator_memory.csv")),
+        exporter::write_memory_breakdown(model, breakdown, out.file("memory_breakdown.csv")),
+        exporter::write_memory_leaks(breakdown, out.file("memory_leaks.csv")),
+        exporter::write_memory_timeline(model, series, out.file("memory_timeline.csv")),
+    };
+  } else {
+    *summary = json::object();
+  }
+  if (!breakdown.out_of_memory.empty()) {
+    (*summary)["out_of_memory"] = out_of_memory_json(model, breakdown);
+    exporter::OutputPath where = out.file("oom_report.txt");
+    errors.push_back(base::write_file_atomically_at(out.fd, "oom_report.txt",
+                                                    out_of_memory_text(model, breakdown), where.display()));
+  }
   for (std::string& e : errors) {
     if (!e.empty()) return e;
   }
@@ -205,7 +293,9 @@ class WindowPasses {
         perfetto_(perfetto),
         database_(database),
         memory_names_(m.memory.size(), 0),
-        memory_keys_(m.memory.size(), 0) {
+        memory_keys_(m.memory.size(), 0),
+        failed_names_(m.failed_allocations.size(), 0),
+        failed_keys_(m.failed_allocations.size(), 0) {
     for (analysis::WhatIfObserver& o : what_ifs_) path_.add_observer(&o);
   }
 
@@ -218,6 +308,11 @@ class WindowPasses {
     size_t first_report = next_report_;
     while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
     analysis::memory_operators(m, first_report, next_report_, &memory_names_, &memory_keys_);
+    size_t first_failed = next_failed_;
+    while (next_failed_ < m.failed_allocations.size() && m.failed_allocations[next_failed_].ts_ns < w.end_ns)
+      ++next_failed_;
+    analysis::memory_operators(m, m.failed_allocations, first_failed, next_failed_, &failed_names_,
+                               &failed_keys_);
     if (trace_ != nullptr) trace_->add_window(m, w.end_ns);
     if (perfetto_ != nullptr) perfetto_->add_window(m, w.end_ns);
     if (database_ != nullptr) database_->add_window(m);
@@ -237,6 +332,7 @@ class WindowPasses {
   const std::vector<analysis::StepTraceRow>& step_rows() const { return step_rows_; }
   const std::vector<uint32_t>& memory_names() const { return memory_names_; }
   const std::vector<uint32_t>& memory_keys() const { return memory_keys_; }
+  const std::vector<uint32_t>& failed_keys() const { return failed_keys_; }
   const std::vector<analysis::PathSegment>& critical_path() const { return path_segments_; }
   const std::vector<analysis::WhatIfObserver>& what_ifs() const { return what_ifs_; }
 
@@ -255,6 +351,9 @@ class WindowPasses {
   std::vector<analysis::StepTraceRow> step_rows_;
   std::vector<uint32_t> memory_names_;  // per memory report: its operator
   std::vector<uint32_t> memory_keys_;   // per memory report: its operator's key + 1 (0: none)
+  std::vector<uint32_t> failed_names_;  // per failed allocation: its operator
+  std::vector<uint32_t> failed_keys_;   // and its key + 1
+  size_t next_failed_ = 0;
   size_t next_report_ = 0;
 };
 
@@ -344,8 +443,8 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   }
   json memory;
   if (options.export_text)
-    note(write_memory_outputs(model, passes.memory_names(), passes.memory_keys(), memory_series, out,
-                              &memory));
+    note(write_memory_outputs(model, passes.memory_names(), passes.memory_keys(), passes.failed_keys(),
+                              memory_series, out, &memory));
   if (!memory.is_null()) (*extra)["memory"] = memory;
   std::optional<analysis::HostBottlenecks> host;
   if (options.export_text) note(write_host_outputs(model, out, extra, &host));

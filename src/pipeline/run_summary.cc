@@ -341,6 +341,19 @@ void append_memory_breakdown(std::string& text, const nlohmann::json& info) try 
                   static_cast<long long>(p.value("step", int64_t{0})), total / (1024.0 * 1024.0),
                   op.empty() ? "" : ", during ", shorten(op, 40).c_str(), split.c_str());
   }
+  auto failed = memory->find("out_of_memory");
+  for (const nlohmann::json& o :
+       failed != memory->end() && failed->is_array() ? *failed : nlohmann::json::array()) {
+    if (!o.is_object()) continue;
+    std::string op = o.value("operator", std::string());
+    append_format(
+        text, "  OUT OF MEMORY on %s: %.3f MB asked for in step %lld%s%s, %.3f MB alive (oom_report.txt)\n",
+        o.value("device", std::string()).c_str(),
+        static_cast<double>(o.value("requested_bytes", uint64_t{0})) / (1024.0 * 1024.0),
+        static_cast<long long>(o.value("step", int64_t{-1})), op.empty() ? "" : " during ",
+        shorten(op, 40).c_str(),
+        static_cast<double>(o.value("alive_bytes", uint64_t{0})) / (1024.0 * 1024.0));
+  }
   auto leaks = memory->find("leaks");
   if (leaks == memory->end() || !leaks->is_array()) return;
   size_t shown = 0;
@@ -435,11 +448,12 @@ std::string summarize_run(const std::string& run_dir) {
   append_data_pipeline(text, out);
   append_host(text, info);
   std::string outputs;
-  for (const char* f : {"trace_view.json", "trace_view.pftrace", "op_statistic.csv", "operator_details.csv",
-                        "step_trace_time.csv", "critical_path.csv", "dataset.csv", "memory_record.csv",
-                        "operator_memory.csv", "memory_breakdown.csv", "memory_leaks.csv",
-                        "host_cpu_usage.csv", "host_mem_usage.csv", "host_disk_usage.csv",
-                        "host_network_usage.csv", "kernel_details.csv", "trainprof.db", "report.html"}) {
+  for (const char* f :
+       {"trace_view.json",        "trace_view.pftrace",   "op_statistic.csv",   "operator_details.csv",
+        "step_trace_time.csv",    "critical_path.csv",    "dataset.csv",        "memory_record.csv",
+        "operator_memory.csv",    "memory_breakdown.csv", "memory_leaks.csv",   "memory_timeline.csv",
+        "oom_report.txt",         "host_cpu_usage.csv",   "host_mem_usage.csv", "host_disk_usage.csv",
+        "host_network_usage.csv", "kernel_details.csv",   "trainprof.db",       "report.html"}) {
     if (fs::exists(out / f, ec)) outputs += std::string(outputs.empty() ? "" : ", ") + f;
   }
   append_format(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());

@@ -142,6 +142,12 @@ inline constexpr uint64_t kMemoryFromDriver = uint64_t{1} << 16;
 inline constexpr bool memory_from_driver(uint64_t device) {
   return (device & kMemoryFromDriver) != 0;
 }
+// Set in a memory report's device for an allocation that failed (out of
+// memory): bytes = what was asked for, address 0; no block was made.
+inline constexpr uint64_t kMemoryFailed = uint64_t{1} << 17;
+inline constexpr bool memory_failed(uint64_t device) {
+  return (device & kMemoryFailed) != 0;
+}
 
 // kOperator flags (low 8 bits of `a`).
 inline constexpr uint64_t kOperatorBackward = 1;  // an autograd node (LibTorch BACKWARD_FUNCTION scope)

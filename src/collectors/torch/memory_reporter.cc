@@ -1,15 +1,19 @@
 // Copyright trainprof authors. The memory reporter (memory_reporter.h).
 #include "collectors/torch/memory_reporter.h"
 
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "base/log.h"
 #include "collectors/torch/memory_total.h"
+#include "core/out_of_memory.h"
 #include "core/recorder.h"
 #include "raw/format.h"
 #include "trainprof/range.h"
@@ -27,6 +31,11 @@ std::atomic<bool> g_memory_reports_on{false};  // profile_memory: allocations ar
 namespace {
 
 std::atomic<bool> g_memory_shadowed{false};  // LibTorch's profiler held a thread's PROFILER_STATE
+
+// c10's CPU allocator tells the reporter of a failure itself when memory is
+// profiled (with its totals): the size it told, + 1, so that the allocator
+// watch (OutOfMemoryWatch) does not note the same failure again.
+thread_local uint64_t t_cpu_failure_reported = 0;
 
 // Takes the reporter out of the calling thread's debug info (after a
 // session: from the allocator's calls, see MemoryReporter).
@@ -66,6 +75,16 @@ class MemoryReporter final : public ::torch::profiler::impl::ProfilerStateBase {
     if (g_memory_reports_on.load(std::memory_order_relaxed)) return true;
     if (!g_reporter_wanted.load(std::memory_order_relaxed)) remove_memory_reporter();
     return false;
+  }
+
+  // CUDA's caching allocator, before it raises OutOfMemoryError.
+  void reportOutOfMemory(int64_t alloc_size, MemoryTotal total_allocated, MemoryTotal total_reserved,
+                         c10::Device device) override {
+    if (device.is_cpu()) t_cpu_failure_reported = static_cast<uint64_t>(alloc_size) + 1;
+    core::note_out_of_memory(static_cast<uint64_t>(alloc_size), static_cast<uint64_t>(total_allocated),
+                             static_cast<uint64_t>(total_reserved),
+                             raw::memory_device(static_cast<int>(device.type()), device.index()),
+                             innermost_operator());
   }
 
   ::torch::profiler::impl::ActiveProfilerType profilerType() override {
@@ -159,7 +178,52 @@ int yield_profiler_state() noexcept {
   t_reporter.installed = true;
 }
 
+// c10's CPU allocator raises c10::Error when it cannot allocate and tells
+// no profiler: this one stands in front of it, for the process' lifetime,
+// and notes the failure before the error goes on. allocate() is const in
+// LibTorch 1.x and not in 2.x, where copy_data is also to be defined: both
+// forms are here, and each LibTorch overrides the ones it declares.
+class OutOfMemoryWatch final : public c10::Allocator {
+ public:
+  explicit OutOfMemoryWatch(c10::Allocator* inner) : inner_(inner) {}
+  c10::DataPtr allocate(size_t n) const { return watched(n); }
+  c10::DataPtr allocate(size_t n) { return watched(n); }
+  c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+  c10::Allocator* inner() const { return inner_; }
+
+ private:
+  c10::DataPtr watched(size_t n) const {
+    try {
+      return inner_->allocate(n);
+    } catch (const c10::Error&) {
+      bool reported = t_cpu_failure_reported == n + 1;
+      t_cpu_failure_reported = 0;
+      if (reported) throw;
+      core::note_out_of_memory(n, 0, 0, raw::memory_device(static_cast<int>(c10::DeviceType::CPU), -1),
+                               innermost_operator());
+      throw;
+    }
+  }
+  c10::Allocator* inner_;
+};
+
+// Once per process, in front of whatever CPU allocator is set then.
+void watch_cpu_allocator() noexcept {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return;
+  try {
+    c10::Allocator* current = c10::GetCPUAllocator();
+    if (current == nullptr || dynamic_cast<OutOfMemoryWatch*>(current) != nullptr) return;
+    static auto* watch = new OutOfMemoryWatch(current);  // process lifetime: storages keep pointers to it
+    c10::SetCPUAllocator(watch, /*priority=*/0);
+  } catch (const std::exception& e) {
+    base::log_warning(std::string("LibTorch collector: CPU out-of-memory errors are not noted: ") + e.what());
+  }
+}
+
 void start_memory_reports(bool memory) noexcept {
+  watch_cpu_allocator();
   g_memory_shadowed.store(false, std::memory_order_relaxed);
   g_memory_reports_on.store(memory, std::memory_order_relaxed);
   g_reporter_wanted.store(true, std::memory_order_relaxed);

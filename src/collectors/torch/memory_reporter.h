@@ -34,6 +34,10 @@ extern std::atomic<bool> g_reporter_wanted;
 // `memory`: it reports allocations (profile_memory).
 void start_memory_reports(bool memory) noexcept;
 
+// The innermost operator open on the calling thread (its interned name),
+// null for none; defined by the operator callbacks (torch_collector.cc).
+const char* innermost_operator() noexcept;
+
 // The session stops: takes this thread's reporter out (the others' at their
 // next allocation) and says when LibTorch's own profiler held some threads
 // while memory was recorded.

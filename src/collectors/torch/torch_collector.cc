@@ -202,6 +202,20 @@ inline const NameSlot& operator_slot(ThreadOps& t, const at::RecordFunction& fn)
   return operator_name_missed(t, fn, name);
 }
 
+}  // namespace
+
+const char* innermost_operator() noexcept {
+  ThreadOps* t = t_ops;
+  if (t == nullptr || t->depth == 0) return nullptr;
+  try {
+    return operator_slot(*t, *t->open[t->depth - 1].fn).interned;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+namespace {
+
 // What an input is, for the types list. The tag tests that inline come
 // first, and only a list reaches the element-type tests, which are calls
 // into LibTorch (devices, dtypes and sizes lists are in most factory and

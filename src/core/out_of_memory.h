@@ -1,0 +1,28 @@
+// Copyright trainprof authors. An allocation that failed, as the collectors
+// see it (the LibTorch collector: c10's CPU allocator failing, or CUDA's
+// caching allocator reporting out of memory to the profiler).
+//
+// While a run records, it is a MEMORY event with the failed-allocation flag
+// (docs/FORMAT.md: bytes requested, address 0), and everything recorded so
+// far is written to the run's raw file before the call returns: the
+// exception that follows may end the process, and the analysis of what is
+// on disk (oom_report.txt) names the failing allocation and what was alive.
+#ifndef TRAINPROF_CORE_OUT_OF_MEMORY_H_
+#define TRAINPROF_CORE_OUT_OF_MEMORY_H_
+
+#include <cstdint>
+
+namespace trainprof::core {
+
+// `device`: raw::memory_device(); the totals are the allocator's (0: unknown).
+// Safe from any thread; never throws; nothing happens while nothing records.
+// `operator_name` (interned; null: none): the operator that allocated, still
+// open when the run is written, as a mark in domain kOutOfMemoryDomain at
+// the same time on the same thread.
+inline constexpr const char* kOutOfMemoryDomain = "out of memory";
+void note_out_of_memory(uint64_t bytes, uint64_t total_allocated, uint64_t total_reserved, uint64_t device,
+                        const char* operator_name) noexcept;
+
+}  // namespace trainprof::core
+
+#endif  // TRAINPROF_CORE_OUT_OF_MEMORY_H_
