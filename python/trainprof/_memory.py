@@ -65,10 +65,27 @@ def _tensors(obj: Any, depth: int = 0) -> Iterable[Any]:
             yield from _tensors(item, depth + 1)
 
 
-def _tag(category: int, tensors: Iterable[Any]) -> None:
-    blocks = [b for b in (_block(t) for t in tensors) if b is not None]
-    if blocks:
-        _trainprof.tag_memory(category, blocks)
+# The blocks of the tensors tagged at each step (parameters, their gradients,
+# the optimizer's state) by (owner's id, role): reused while the tensor's
+# data pointer is the same, so that a step costs a data_ptr() call per tensor
+# rather than the storage's description. Cleared when a profile starts.
+_blocks: dict[tuple[int, str], tuple[int, tuple[int, int, int, int] | None]] = {}
+
+
+def _cached_block(key: tuple[int, str], t: Any) -> tuple[int, int, int, int] | None:
+    pointer = t.data_ptr()
+    cached = _blocks.get(key)
+    if cached is not None and cached[0] == pointer:
+        return cached[1]
+    block = _block(t)
+    _blocks[key] = (pointer, block)
+    return block
+
+
+def _tag(category: int, blocks: Iterable[tuple[int, int, int, int] | None]) -> None:
+    kept = [b for b in blocks if b is not None]
+    if kept:
+        _trainprof.tag_memory(category, kept)
 
 
 def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -76,8 +93,8 @@ def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         return
     try:
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        _tag(PARAMETER, params)
-        _tag(GRADIENT, (p.grad for p in params if p.grad is not None))
+        _tag(PARAMETER, (_cached_block((id(p), "p"), p) for p in params))
+        _tag(GRADIENT, (_cached_block((id(p), "g"), p.grad) for p in params if p.grad is not None))
     except Exception:
         _log.exception("trainprof: the optimizer's parameters were not tagged")
 
@@ -86,9 +103,16 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     if not _active:
         return
     try:
-        _tag(OPTIMIZER_STATE, (t for state in optimizer.state.values() for t in _tensors(state)))
+        _tag(OPTIMIZER_STATE, (_cached_block((id(p), name), t) for p, state in optimizer.state.items()
+                               for name, t in (state.items() if isinstance(state, dict) else ())
+                               if _is_tensor(t)))
     except Exception:
         _log.exception("trainprof: the optimizer's state was not tagged")
+
+
+def _is_tensor(obj: Any) -> bool:
+    import torch
+    return isinstance(obj, torch.Tensor)
 
 
 def _install(torch: Any) -> None:
@@ -104,7 +128,7 @@ def _install(torch: Any) -> None:
         batch = next_batch(self)
         if _active:
             try:
-                _tag(INPUT, _tensors(batch))
+                _tag(INPUT, (_block(t) for t in _tensors(batch)))
             except Exception:
                 _log.exception("trainprof: a batch was not tagged")
         return batch
@@ -131,6 +155,7 @@ def started() -> None:
     global _active
     with _lock:
         _active += 1
+        _blocks.clear()
 
 
 def stopped() -> None:
