@@ -80,6 +80,28 @@ def test_parameters_gradients_and_adam_state_are_exact_at_the_peak(tmp_path: Pat
     [cpu] = [p for p in memory["breakdown"] if p["device"] == "CPU"]
     assert cpu["classes"]["parameter"] == parameter_bytes
     assert memory["leaks"] == []
+    # The same memory as torch's allocator snapshot, read by torch's own tools.
+    import pickle
+
+    from torch.cuda import _memory_viz
+    with open(output / "memory_snapshot.pickle", "rb") as f:
+        snapshot = pickle.load(f)
+    [trace] = snapshot["device_traces"]  # the CPU, no CUDA device
+    categories = {e["category"] for e in trace if e["action"] == "alloc"}
+    assert {"gradient", "temporary"} <= categories, categories
+    allocs = sum(e["action"] == "alloc" for e in trace)
+    assert allocs == sum(e["action"] == "free_completed" for e in trace) + sum(
+        1 for seg in snapshot["segments"] if seg["blocks"][0]["frames"][0]["name"] != "(allocated before the run or not reported)")
+    # Blocks from before the run alive at the end: the parameters and Adam's state, exactly.
+    before = sum(seg["total_size"] for seg in snapshot["segments"]
+                 if seg["blocks"][0]["frames"][0]["name"] == "(allocated before the run or not reported)")
+    assert before == parameter_bytes + state_bytes
+    assert f"total_allocated: " in _memory_viz.segsum(snapshot)
+    assert _memory_viz.trace(snapshot).count(" = MEM[") + _memory_viz.trace(snapshot).count("= seg_") == allocs
+    assert "aten::" in _memory_viz.segments(snapshot, format_flamegraph=lambda lines: lines)
+    cli = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "trace", str(output / "memory_snapshot.pickle")],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0 and f"{len(trace)} entries" in cli.stdout, cli.stderr
 
 
 def test_activations_are_the_largest_class_of_an_activation_heavy_step(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ bool tag_class(std::string_view name, MemoryClass* out) {
 struct Block {
   uint64_t start_ns = 0;
   uint64_t end_ns = kAlive;
+  uint64_t address = 0;
   uint64_t bytes = 0;
   uint32_t device = 0;
   uint32_t key = 0;  // its operator's key + 1 (0: none)
@@ -150,6 +151,7 @@ class Builder {
     sweep();
     find_leaks();
     for (size_t i = 0; i < m_.failed_allocations.size(); ++i) report_out_of_memory(i);
+    keep_snapshot_blocks();
     return std::move(out_);
   }
 
@@ -164,6 +166,7 @@ class Builder {
         auto index = static_cast<uint32_t>(blocks_.size());
         Block b;
         b.start_ns = r.ts_ns;
+        b.address = r.address;
         b.bytes = static_cast<uint64_t>(r.bytes);
         b.device = r.device;
         b.key = i < keys_.size() ? keys_[i] : 0;
@@ -206,6 +209,7 @@ class Builder {
       }
       Block b;
       b.start_ns = after != list.begin() ? blocks_[*(after - 1)].end_ns : 0;
+      b.address = t.address;
       b.bytes = t.bytes;
       b.device = t.device;
       b.tagged = true;
@@ -437,6 +441,22 @@ class Builder {
     std::sort(out_.leaks.begin(), out_.leaks.end(), [](const MemoryLeak& a, const MemoryLeak& b) {
       return a.growth_per_step != b.growth_per_step ? a.growth_per_step > b.growth_per_step : a.site < b.site;
     });
+  }
+
+  // For the allocator-snapshot export: per device the last kSnapshotBlocks
+  // reported allocations, and every block alive at the end.
+  void keep_snapshot_blocks() {
+    std::map<uint32_t, size_t> reported;  // per device, counted from the last
+    for (size_t i = blocks_.size(); i-- > 0;) {
+      const Block& b = blocks_[i];
+      bool recent = b.reported && reported[b.device]++ < kSnapshotBlocks;
+      if (!recent && b.end_ns != kAlive) continue;
+      out_.blocks.push_back({b.address, b.bytes, b.device, b.start_ns, b.end_ns == kAlive ? 0 : b.end_ns,
+                             b.cls, site_of(b), b.reported && recent});
+    }
+    std::reverse(out_.blocks.begin(), out_.blocks.end());
+    std::stable_sort(out_.blocks.begin(), out_.blocks.end(),
+                     [](const SnapshotBlock& a, const SnapshotBlock& b) { return a.start_ns < b.start_ns; });
   }
 
   // What was alive on the failed allocation's device when it failed.

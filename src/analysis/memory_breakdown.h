@@ -100,12 +100,28 @@ struct OutOfMemoryReport {
 };
 inline constexpr size_t kOomBlocks = 20;
 
+// A block for the allocator-snapshot export (exporter/memory_snapshot.h).
+struct SnapshotBlock {
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  uint32_t device = 0;
+  uint64_t start_ns = 0;  // 0: before the run
+  uint64_t end_ns = 0;    // 0: alive at the end
+  MemoryClass cls = MemoryClass::kUnknown;
+  uint32_t site = 0;
+  bool in_trace = false;  // among the recent allocations whose events are exported
+};
+// At most this many reported allocations per device are exported as events
+// (the latest), as torch's allocator keeps its last entries.
+inline constexpr size_t kSnapshotBlocks = 100000;
+
 struct MemoryBreakdown {
   std::vector<std::string> sites;                // site names
   std::vector<StepPeakBreakdown> peaks;          // by step, then device
   std::vector<MemoryLeak> leaks;                 // fastest growth first
   uint64_t tagged_before_run = 0;                // tags on blocks allocated before the run began
   std::vector<OutOfMemoryReport> out_of_memory;  // per TraceModel::failed_allocations
+  std::vector<SnapshotBlock> blocks;             // by start: the recent ones and those alive at the end
 };
 
 // `keys`: per TraceModel::memory report, its operator's key + 1 (0: none),

@@ -23,6 +23,7 @@
 #include "exporter/chrome_trace.h"
 #include "exporter/csv_tables.h"
 #include "exporter/database.h"
+#include "exporter/memory_snapshot.h"
 #include "exporter/perfetto_trace.h"
 #include "pipeline/run_advice.h"
 #include "pipeline/run_info.h"
@@ -176,7 +177,7 @@ std::string write_memory_outputs(const analysis::TraceModel& model, const std::v
   // Files of an earlier analysis of other steps would be stale.
   if (model.memory.empty()) {
     for (const char* name : {"memory_record.csv", "operator_memory.csv", "memory_breakdown.csv",
-                             "memory_leaks.csv", "memory_timeline.csv"})
+                             "memory_leaks.csv", "memory_timeline.csv", "memory_snapshot.pickle"})
       unlinkat(out.fd, name, 0);
   }
   if (model.failed_allocations.empty()) unlinkat(out.fd, "oom_report.txt", 0);
@@ -193,6 +194,7 @@ std::string write_memory_outputs(const analysis::TraceModel& model, const std::v
         exporter::write_memory_breakdown(model, breakdown, out.file("memory_breakdown.csv")),
         exporter::write_memory_leaks(breakdown, out.file("memory_leaks.csv")),
         exporter::write_memory_timeline(model, series, out.file("memory_timeline.csv")),
+        exporter::write_memory_snapshot(model, breakdown, out.file("memory_snapshot.pickle")),
     };
   } else {
     *summary = json::object();

@@ -448,12 +448,27 @@ std::string summarize_run(const std::string& run_dir) {
   append_data_pipeline(text, out);
   append_host(text, info);
   std::string outputs;
-  for (const char* f :
-       {"trace_view.json",        "trace_view.pftrace",   "op_statistic.csv",   "operator_details.csv",
-        "step_trace_time.csv",    "critical_path.csv",    "dataset.csv",        "memory_record.csv",
-        "operator_memory.csv",    "memory_breakdown.csv", "memory_leaks.csv",   "memory_timeline.csv",
-        "oom_report.txt",         "host_cpu_usage.csv",   "host_mem_usage.csv", "host_disk_usage.csv",
-        "host_network_usage.csv", "kernel_details.csv",   "trainprof.db",       "report.html"}) {
+  for (const char* f : {"trace_view.json",
+                        "trace_view.pftrace",
+                        "op_statistic.csv",
+                        "operator_details.csv",
+                        "step_trace_time.csv",
+                        "critical_path.csv",
+                        "dataset.csv",
+                        "memory_record.csv",
+                        "operator_memory.csv",
+                        "memory_breakdown.csv",
+                        "memory_leaks.csv",
+                        "memory_timeline.csv",
+                        "memory_snapshot.pickle",
+                        "oom_report.txt",
+                        "host_cpu_usage.csv",
+                        "host_mem_usage.csv",
+                        "host_disk_usage.csv",
+                        "host_network_usage.csv",
+                        "kernel_details.csv",
+                        "trainprof.db",
+                        "report.html"}) {
     if (fs::exists(out / f, ec)) outputs += std::string(outputs.empty() ? "" : ", ") + f;
   }
   append_format(text, "  outputs: %s/{%s}\n", out.c_str(), outputs.c_str());
