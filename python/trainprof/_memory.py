@@ -115,7 +115,7 @@ def _is_tensor(obj: Any) -> bool:
     return isinstance(obj, torch.Tensor)
 
 
-def _install(torch: Any) -> None:
+def _install() -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
     from torch.utils.data.dataloader import _BaseDataLoaderIter as base_iter
 
@@ -143,8 +143,7 @@ def install() -> None:
         if _installed:
             return
         try:
-            import torch
-            _install(torch)
+            _install()
             _installed = True
         except Exception:
             _log.exception("trainprof: memory categories cannot be recorded; they will read 'unknown'")

@@ -393,7 +393,6 @@ class profile:
         options.schedule = _check_schedule(schedule)
         options.record_shapes = check_bool("record_shapes", record_shapes)
         options.profile_memory = check_bool("profile_memory", profile_memory)
-        self._profile_memory = options.profile_memory
         options.with_stack = check_bool("with_stack", with_stack)
         options.with_flops = check_bool("with_flops", with_flops)
         options.data_process = check_bool("data_process", data_process)

@@ -52,7 +52,7 @@ struct Block {
   MemoryClass cls = MemoryClass::kUnknown;
 };
 
-// A step's peak on a device: after report `report` (kNoBlock: before any).
+// A step's peak on a device: after report `report`.
 struct PeakSpot {
   size_t step_index;
   uint32_t device;
@@ -60,6 +60,19 @@ struct PeakSpot {
   uint64_t ns;
   uint64_t bytes;
 };
+
+// A running sum of bytes as bytes alive (never below 0).
+uint64_t alive_bytes(int64_t sum) {
+  return sum > 0 ? static_cast<uint64_t>(sum) : 0;
+}
+
+// `sites` largest first (ties by site), at most kPeakSites.
+void keep_largest(std::vector<SiteBytes>* sites) {
+  std::sort(sites->begin(), sites->end(), [](const SiteBytes& a, const SiteBytes& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;
+  });
+  if (sites->size() > kPeakSites) sites->resize(kPeakSites);
+}
 
 // The innermost frame of `stack` (frames innermost first, ';'-separated)
 // that is not torch's own code, else the innermost.
@@ -101,7 +114,7 @@ class Builder {
     auto total = [](const std::array<int64_t, kMemoryClasses>& a) {
       int64_t sum = 0;
       for (int64_t v : a) sum += v;
-      return sum > 0 ? static_cast<uint64_t>(sum) : 0;
+      return alive_bytes(sum);
     };
     replay(
         [&](uint32_t b, int sign) {
@@ -120,8 +133,7 @@ class Builder {
           if (!lane.pending || alive > lane.best_total) {
             lane.best.ts_ns = r.ts_ns;
             lane.best.device = r.device;
-            for (size_t c = 0; c < kMemoryClasses; ++c)
-              lane.best.by_class[c] = lane.now[c] > 0 ? static_cast<uint64_t>(lane.now[c]) : 0;
+            for (size_t c = 0; c < kMemoryClasses; ++c) lane.best.by_class[c] = alive_bytes(lane.now[c]);
             lane.best_total = alive;
           }
           lane.interval = interval;
@@ -133,8 +145,7 @@ class Builder {
       MemoryClassSample last;  // the state at the end, after the interval's peak
       last.ts_ns = m_.memory.back().ts_ns;
       last.device = device;
-      for (size_t c = 0; c < kMemoryClasses; ++c)
-        last.by_class[c] = lane.now[c] > 0 ? static_cast<uint64_t>(lane.now[c]) : 0;
+      for (size_t c = 0; c < kMemoryClasses; ++c) last.by_class[c] = alive_bytes(lane.now[c]);
       if (!lane.pending || lane.best.ts_ns != last.ts_ns) out.push_back(last);
     }
     std::stable_sort(out.begin(), out.end(), [](const MemoryClassSample& a, const MemoryClassSample& b) {
@@ -285,7 +296,7 @@ class Builder {
   // or what the allocator counts when that is more (blocks it made before
   // the run that nothing tagged).
   uint64_t alive(size_t i, int64_t known) const {
-    return std::max(m_.memory[i].total_allocated, known > 0 ? static_cast<uint64_t>(known) : uint64_t{0});
+    return std::max(m_.memory[i].total_allocated, alive_bytes(known));
   }
 
   // Each step's peak per device: the report after which the most was alive
@@ -298,7 +309,6 @@ class Builder {
     };
     std::map<uint32_t, Current> current;
     std::vector<std::map<uint32_t, PeakSpot>> peaks(steps_.size());
-    std::vector<bool> opened(steps_.size(), false);
     size_t next_step = 0;
     auto open_steps = [&](uint64_t ts) {  // steps that began before `ts` carry the current values in
       for (; next_step < steps_.size() && steps_[next_step].start_ns <= ts; ++next_step) {
@@ -377,25 +387,22 @@ class Builder {
     p.device = spot.device;
     p.peak_ns = spot.ns;
     p.peak_bytes = spot.bytes;
-    if (spot.report != kNoBlock && spot.report < keys_.size() && keys_[spot.report] != 0)
+    if (spot.report < keys_.size() && keys_[spot.report] != 0)
       p.operator_name = m_.keys[keys_[spot.report] - 1].name;
     uint64_t classed = 0;
     const auto& sums = class_bytes_[spot.device];
     for (size_t c = 0; c < kMemoryClasses; ++c) {
-      p.by_class[c] = sums[c] > 0 ? static_cast<uint64_t>(sums[c]) : 0;
+      p.by_class[c] = alive_bytes(sums[c]);
       classed += p.by_class[c];
     }
     // What the allocator counts and nothing here accounts for.
     if (spot.bytes > classed) p.by_class[static_cast<size_t>(MemoryClass::kUnknown)] += spot.bytes - classed;
-    p.allocator_bytes = spot.report < m_.memory.size() ? m_.memory[spot.report].total_allocated : 0;
+    p.allocator_bytes = m_.memory[spot.report].total_allocated;
     for (const auto& [key, bytes] : site_bytes_) {
       if ((key >> 32) == spot.device && bytes > 0)
         p.sites.push_back({static_cast<uint32_t>(key & 0xffffffffu), static_cast<uint64_t>(bytes)});
     }
-    std::sort(p.sites.begin(), p.sites.end(), [](const SiteBytes& a, const SiteBytes& b) {
-      return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;
-    });
-    if (p.sites.size() > kPeakSites) p.sites.resize(kPeakSites);
+    keep_largest(&p.sites);
     out_.peaks.push_back(std::move(p));
   }
 
@@ -472,7 +479,7 @@ class Builder {
       o.operator_name = m_.keys[failed_keys_[index] - 1].name;
     for (const Instant& i : m_.instants) {  // the collector's mark: the operator, still open when written
       if (o.operator_name == 0 && i.ts_ns == f.ts_ns && i.tid == f.tid &&
-          m_.name(i.domain) == "out of memory")
+          m_.name(i.domain) == raw::kOutOfMemoryDomain)
         o.operator_name = i.name;
     }
     size_t s = step_index(f.ts_ns);
@@ -496,10 +503,7 @@ class Builder {
                      [](const LiveBlock& a, const LiveBlock& b) { return a.bytes > b.bytes; });
     if (o.largest.size() > kOomBlocks) o.largest.resize(kOomBlocks);
     for (const auto& [site, bytes] : by_site) o.sites.push_back({site, bytes});
-    std::sort(o.sites.begin(), o.sites.end(), [](const SiteBytes& a, const SiteBytes& b) {
-      return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;
-    });
-    if (o.sites.size() > kPeakSites) o.sites.resize(kPeakSites);
+    keep_largest(&o.sites);
     out_.out_of_memory.push_back(std::move(o));
   }
 

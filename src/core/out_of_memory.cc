@@ -20,7 +20,7 @@ void note_out_of_memory(uint64_t bytes, uint64_t total_allocated, uint64_t total
   if (operator_name != nullptr) {
     try {
       record_event_fields(now, 0, operator_name, static_cast<uint8_t>(raw::EventKind::kMark), 0,
-                          domain_id(kOutOfMemoryDomain), 0);
+                          domain_id(raw::kOutOfMemoryDomain), 0);
     } catch (...) {  // the domain's name could not be kept: the failure alone
     }
   }

@@ -17,9 +17,8 @@ namespace trainprof::core {
 // `device`: raw::memory_device(); the totals are the allocator's (0: unknown).
 // Safe from any thread; never throws; nothing happens while nothing records.
 // `operator_name` (interned; null: none): the operator that allocated, still
-// open when the run is written, as a mark in domain kOutOfMemoryDomain at
-// the same time on the same thread.
-inline constexpr const char* kOutOfMemoryDomain = "out of memory";
+// open when the run is written, as a mark in domain raw::kOutOfMemoryDomain
+// at the same time on the same thread.
 void note_out_of_memory(uint64_t bytes, uint64_t total_allocated, uint64_t total_reserved, uint64_t device,
                         const char* operator_name) noexcept;
 

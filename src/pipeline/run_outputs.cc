@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <map>
 #include <optional>
 #include <vector>
@@ -54,6 +55,14 @@ json memory_summary(const analysis::TraceModel& model, const analysis::MemoryMat
           {"steps", steps}};
 }
 
+// Bytes per class, by the classes' names.
+json classes_json(const std::array<uint64_t, analysis::kMemoryClasses>& by_class) {
+  json classes = json::object();
+  for (size_t c = 0; c < analysis::kMemoryClasses; ++c)
+    classes[analysis::memory_class_name(static_cast<analysis::MemoryClass>(c))] = by_class[c];
+  return classes;
+}
+
 // profiler_info.json's memory "breakdown": per device, the largest of the
 // steps' peaks and what was alive then (bytes by class, the top sites);
 // and "leaks".
@@ -66,9 +75,6 @@ void add_breakdown_summary(const analysis::TraceModel& model, const analysis::Me
   }
   json peaks = json::array();
   for (const auto& [device, p] : highest) {
-    json classes = json::object();
-    for (size_t c = 0; c < analysis::kMemoryClasses; ++c)
-      classes[analysis::memory_class_name(static_cast<analysis::MemoryClass>(c))] = p->by_class[c];
     json sites = json::array();
     for (const analysis::SiteBytes& s : p->sites)
       sites.push_back({{"site", b.sites[s.site]}, {"bytes", s.bytes}});
@@ -76,7 +82,7 @@ void add_breakdown_summary(const analysis::TraceModel& model, const analysis::Me
                      {"step", p->step},
                      {"peak_bytes", p->peak_bytes},
                      {"operator", model.name(p->operator_name)},
-                     {"classes", classes},
+                     {"classes", classes_json(p->by_class)},
                      {"sites", sites}});
   }
   json leaks = json::array();
@@ -140,9 +146,6 @@ std::string out_of_memory_text(const analysis::TraceModel& model, const analysis
 json out_of_memory_json(const analysis::TraceModel& model, const analysis::MemoryBreakdown& b) {
   json out = json::array();
   for (const analysis::OutOfMemoryReport& o : b.out_of_memory) {
-    json classes = json::object();
-    for (size_t c = 0; c < analysis::kMemoryClasses; ++c)
-      classes[analysis::memory_class_name(static_cast<analysis::MemoryClass>(c))] = o.by_class[c];
     json largest = json::array();
     for (const analysis::LiveBlock& l : o.largest) {
       largest.push_back({{"bytes", l.bytes},
@@ -158,7 +161,7 @@ json out_of_memory_json(const analysis::TraceModel& model, const analysis::Memor
                    {"alive_bytes", o.alive_bytes},
                    {"allocator_bytes", o.allocator_bytes},
                    {"live_blocks", o.live_blocks},
-                   {"classes", classes},
+                   {"classes", classes_json(o.by_class)},
                    {"largest", largest}});
   }
   return out;

@@ -145,6 +145,9 @@ inline constexpr bool memory_from_driver(uint64_t device) {
 // Set in a memory report's device for an allocation that failed (out of
 // memory): bytes = what was asked for, address 0; no block was made.
 inline constexpr uint64_t kMemoryFailed = uint64_t{1} << 17;
+// The domain of the MARK that names the operator of a failed allocation
+// (same time, same thread).
+inline constexpr const char* kOutOfMemoryDomain = "out of memory";
 inline constexpr bool memory_failed(uint64_t device) {
   return (device & kMemoryFailed) != 0;
 }

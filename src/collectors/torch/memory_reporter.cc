@@ -190,7 +190,6 @@ class OutOfMemoryWatch final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) { return watched(n); }
   c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
   void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
-  c10::Allocator* inner() const { return inner_; }
 
  private:
   c10::DataPtr watched(size_t n) const {
