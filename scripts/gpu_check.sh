@@ -7,6 +7,8 @@
 #  2. Python: trains the demo's CNN on CUDA with no profiler, torch.profiler
 #     and trainprof (bench/gpu_compare.py): compares the kernel counts and
 #     total kernel time of the two profilers and prints each one's overhead.
+#  3. The Python tests marked `device` (pytest -m device): what only a GPU
+#     shows, such as CUDA's out-of-memory error reaching the report.
 # Without a GPU it says so and exits 0. A part whose tools are missing (cmake,
 # nvcc, a CUDA torch) is reported as skipped with the reason; the exit status
 # is 1 when a part failed, 2 when every part was skipped.
@@ -120,8 +122,20 @@ python_part() {
   "$python" bench/gpu_compare.py --steps "$steps" || fail "Python part: trainprof and torch.profiler disagree"
 }
 
+device_tests() {
+  echo "=== [gpu_check] pytest -m device: the tests that need a CUDA device"
+  "$python" -c "import pytest, torch, trainprof, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
+    2> /dev/null || {
+    skip "device tests: $python lacks pytest, trainprof or a torch that sees the GPU"
+    return
+  }
+  ran=1
+  "$python" -m pytest -q -rs -m device python/tests || fail "device tests (pytest -m device)"
+}
+
 cpp_part
 python_part
+device_tests
 echo "gpu_check: outputs under $out"
 if [[ $failed -ne 0 ]]; then
   echo "gpu_check: FAILED"

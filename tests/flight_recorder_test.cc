@@ -19,8 +19,10 @@
 #include <thread>
 
 #include "core/intern.h"
+#include "core/out_of_memory.h"
 #include "core/recorder.h"
 #include "exporter/csv_reader.h"
+#include "raw/format.h"
 #include "test_util.h"
 #include "trainprof/trainprof.h"
 
@@ -307,6 +309,54 @@ TEST(FlightRecorder, AForkChildLeavesTheParentsRecorderAlone) {
   // The parent's endpoint still answers.
   std::string answer = http_exchange(recorder->metrics_url(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK", 0), 0u) << answer;
+}
+
+// An allocation that fails (core/out_of_memory.h, as the LibTorch collector
+// reports it) dumps the ring on the failing thread before returning; failures
+// on several threads at once make one dump (cooldown_s); a fork() child's
+// failure writes nothing of its parent's ring, and after stop() nothing is
+// left to call.
+TEST(FlightRecorder, AnAllocationFailureDumpsTheRingOnceFromAnyThread) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.analyse = false;
+  FlightRecorder recorder(o);
+  ASSERT_TRUE(recorder.recording());
+  for (int i = 0; i < 3; ++i) {
+    work_for(std::chrono::milliseconds(2));
+    recorder.step();
+  }
+  const uint64_t cpu = raw::memory_device(0, -1);
+  std::vector<std::thread> failing;
+  std::atomic<int> saw_a_dump{0};
+  for (int t = 0; t < 4; ++t) {
+    failing.emplace_back([&] {
+      core::note_out_of_memory(uint64_t{1} << 30, 0, 0, cpu, nullptr);
+      if (!recorder.dumps().empty()) ++saw_a_dump;  // written before the failure returned
+    });
+  }
+  for (std::thread& t : failing) t.join();
+  EXPECT_EQ(saw_a_dump.load(), 4);
+  std::vector<FlightDump> dumps = recorder.dumps();
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(dumps[0].trigger, "out_of_memory");
+  EXPECT_EQ(dumps[0].reason, "an allocation of 1073741824 bytes on CPU failed during step 3");
+  raw::RawFile f = test::read_run(dumps[0].run_dir);
+  int failed = 0;
+  for (const auto& e : f.events) failed += e.kind == raw::EventKind::kMemory && raw::memory_failed(e.device);
+  EXPECT_GE(failed, 1);
+  pid_t child = fork();
+  if (child == 0) {
+    core::note_out_of_memory(uint64_t{1} << 30, 0, 0, cpu, nullptr);  // no lock the parent's threads held
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(test::run_dirs(dir.path()).size(), 1u) << "the child dumped its parent's ring";
+  recorder.stop();
+  core::note_out_of_memory(uint64_t{1} << 30, 0, 0, cpu, nullptr);
+  EXPECT_EQ(test::run_dirs(dir.path()).size(), 1u);
 }
 
 // One profiler records at a time: a flight recorder next to a running

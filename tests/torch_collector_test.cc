@@ -728,6 +728,79 @@ TEST(TorchCollector, AFailedAllocationIsWrittenBeforeTheErrorGoesOn) {
   }
 }
 
+// Under a flight recorder nothing is on disk until a dump: the failure
+// writes the ring, on the failing thread, before the error reaches the
+// training's handler; its analysis follows on the recorder's thread.
+TEST(TorchCollector, AFailedAllocationDumpsTheFlightRecordersRingBeforeTheErrorGoesOn) {
+  test::TempDir dir;
+  FlightRecorderOptions o;
+  o.profiler.output_path = dir.path();
+  o.profiler.profile_memory = true;
+  o.ring_mb = 8;
+  o.slow_step_factor = 0;
+  o.hang_timeout_s = 0;
+  o.dump_signal = 0;
+  FlightRecorder recorder(o);
+  ASSERT_TRUE(recorder.recording());
+  Training training;
+  for (int i = 0; i < 3; ++i) {
+    training.step();
+    recorder.step();
+  }
+  torch::Tensor kept = torch::ones({1024, 1024});  // 4 MiB alive at the failure
+  int caught = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::vector<FlightDump> before_handler;
+    try {
+      torch::Tensor huge = torch::empty({int64_t{1} << 40});
+    } catch (const c10::Error& e) {
+      ++caught;
+      before_handler = recorder.dumps();
+      EXPECT_NE(std::string(e.what()).find("DefaultCPUAllocator"), std::string::npos)
+          << "torch's error, unchanged";
+    }
+    if (attempt > 0) {
+      EXPECT_TRUE(before_handler.size() == 1) << "a second failure within cooldown_s is not dumped again";
+      continue;
+    }
+    ASSERT_EQ(before_handler.size(), 1u);
+    const FlightDump& d = before_handler[0];
+    EXPECT_EQ(d.trigger, "out_of_memory");
+    EXPECT_EQ(d.reason, "an allocation of 4398046511104 bytes on CPU failed in aten::empty during step 3");
+    ASSERT_FALSE(d.run_dir.empty()) << d.error;
+    raw::RawFile f = test::read_run(d.run_dir);
+    int failed = 0;
+    bool kept_recorded = false;
+    for (const auto& e : f.events) {
+      if (e.kind != raw::EventKind::kMemory) continue;
+      if (raw::memory_failed(e.device)) ++failed;
+      if (!raw::memory_failed(e.device) && raw::unzigzag(e.a) == int64_t{4} << 20) kept_recorded = true;
+    }
+    EXPECT_EQ(failed, 1);
+    EXPECT_TRUE(kept_recorded) << "the ring holds the allocations before the failure";
+  }
+  EXPECT_EQ(caught, 2);
+  // The exception that ends the training, in the same step: the dump written
+  // at the failure is its dump.
+  FlightDump same = recorder.dump("uncaught exception: c10::Error", "exception");
+  std::vector<FlightDump> dumps = recorder.dumps();
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(same.run_dir, dumps[0].run_dir);
+  recorder.wait_for_dumps();
+  std::string report = test::read_text(dumps[0].run_dir + "/PROFILER_OUTPUT/oom_report.txt");
+  EXPECT_EQ(report.rfind("Out of memory on CPU: an allocation of 4398046511104 bytes", 0), 0u) << report;
+  EXPECT_NE(report.find("4.000 MB"), std::string::npos) << report;
+  json info = json::parse(test::read_text(dumps[0].run_dir + "/profiler_info.json"));
+  EXPECT_EQ(info["flight_recorder"]["trigger"], "out_of_memory");
+  EXPECT_EQ(info["flight_recorder"]["bytes"], uint64_t{4} << 40);
+  // A step later, the exception is another step's: dumped as such.
+  training.step();
+  recorder.step();
+  FlightDump later = recorder.dump("uncaught exception: later", "exception");
+  EXPECT_NE(later.run_dir, dumps[0].run_dir);
+  EXPECT_EQ(later.trigger, "exception");
+}
+
 TEST(TorchCollector, LibTorchProfilerStartsAgainAfterAMemorySession) {
   test::TempDir dir;
   Training training;

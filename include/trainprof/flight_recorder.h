@@ -47,7 +47,7 @@ struct FlightRecorderOptions {
   // No slow-step dump before this many steps were measured: the first
   // steps (compilation, warm-up, caches) are slow by nature.
   uint32_t slow_step_min_steps = 10;
-  // At most one slow-step dump per this many seconds.
+  // At most one slow-step dump, and one out-of-memory dump, per this many seconds.
   double cooldown_s = 300.0;
   // A hang: no step ended for this many seconds since the last one (0:
   // none). Armed by the first step (setup may take long), once per hang:
@@ -118,8 +118,10 @@ struct FlightRecorderOptions {
 // What one dump was.
 struct FlightDump {
   std::string run_dir;  // "" when it failed
-  // "slow_step", "hang", "request", "exception", "signal", "file" (a
-  // crash's dump is not listed: the process ends).
+  // "slow_step", "hang", "request", "exception", "signal", "file",
+  // "out_of_memory" (an allocation failed: written on the failing thread
+  // before the error goes on, at most once per cooldown_s). A crash's dump
+  // is not listed: the process ends.
   std::string trigger;
   std::string reason;  // what fired, in words
   std::string error;   // why it failed ("" when it did not)

@@ -20,6 +20,16 @@ sys.path.insert(0, str(EXAMPLES))
 from fashion_mnist import read_idx  # noqa: E402  (the demo's IDX reader)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``device`` need a CUDA device: skipped, saying so, without one."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (scripts/gpu_check.sh runs pytest -m device)")
+    for item in items:
+        if "device" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def batches() -> list:
     """Eight batches of 32 Fashion-MNIST images (random ones where Debian's

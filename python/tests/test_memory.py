@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import pytest
 from conftest import run_dirs, torch
 
 import trainprof
@@ -159,12 +160,18 @@ def test_a_list_that_keeps_a_tensor_per_step_is_reported_as_a_leak_with_its_line
 
 OOM_JOB = """
 import os, resource, signal, sys, torch, trainprof
-out, memory = sys.argv[1], sys.argv[2] == "memory"
+out, mode = sys.argv[1], sys.argv[2]
 torch.manual_seed(0)
 model = torch.nn.Linear(256, 256)
 optimizer = torch.optim.Adam(model.parameters())
 x = torch.randn(64, 256)
-with trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(out), profile_memory=memory) as prof:
+if mode == "flight":  # nothing on disk until the failure dumps the ring
+    recorder = trainprof.flight_recorder(out, ring_mb=16, profile_memory=True, hang_timeout_s=None,
+                                         dump_signal=None)
+else:
+    recorder = trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(out),
+                                 profile_memory=mode == "memory")
+with recorder as prof:
     for step in range(3):
         optimizer.zero_grad()
         model(x).sum().backward()
@@ -183,8 +190,9 @@ with trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(out), 
 
 
 def run_oom_job(tmp_path: Path, mode: str) -> Path:
-    """OOM_JOB in a child process (``mode`` "memory": profile_memory), killed
-    right after it caught the error, then analysed: its run directory."""
+    """OOM_JOB in a child process (``mode`` "memory": profile_memory;
+    "flight": a flight recorder with profile_memory), killed right after it
+    caught the error, then analysed: its run directory."""
     script = tmp_path / "oom.py"
     script.write_text(OOM_JOB)
     out = tmp_path / "out"
@@ -200,8 +208,14 @@ def run_oom_job(tmp_path: Path, mode: str) -> Path:
     return run
 
 
-def test_an_allocation_over_the_limit_leaves_a_report_of_what_was_alive(tmp_path: Path) -> None:
-    run = run_oom_job(tmp_path, "memory")
+@pytest.mark.parametrize("mode", ["memory", "flight"])
+def test_an_allocation_over_the_limit_leaves_a_report_of_what_was_alive(tmp_path: Path, mode: str) -> None:
+    run = run_oom_job(tmp_path, mode)
+    if mode == "flight":
+        with open(run / "profiler_info.json") as f:
+            fired = json.load(f)["flight_recorder"]
+        assert fired["trigger"] == "out_of_memory"
+        assert fired["reason"] == "an allocation of 8589934592 bytes on CPU failed in aten::empty during step 3"
     report = (run / "PROFILER_OUTPUT" / "oom_report.txt").read_text()
     assert report.startswith("Out of memory on CPU: an allocation of 8589934592 bytes (8192.000 MB) failed"), report
     assert "in aten::empty" in report.splitlines()[0]
@@ -227,3 +241,48 @@ def test_without_profile_memory_the_failed_allocation_is_still_named(tmp_path: P
     [first, second, *_] = report.splitlines()
     assert first.startswith("Out of memory on CPU: an allocation of 8589934592 bytes") and "in aten::empty" in first
     assert second == "No allocation was recorded (profile_memory was off): what was alive is not known."
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("mode", ["profile", "flight"])
+def test_a_cuda_allocation_over_the_device_leaves_a_report_of_what_was_alive(tmp_path: Path, mode: str) -> None:
+    """CUDA's caching allocator reports its OutOfMemoryError to the profiler:
+    the same report as on the CPU, the device named, parameters exact."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1024, 1024).cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+    x = torch.randn(64, 1024, device="cuda")
+    out = tmp_path / "out"
+    activities = [trainprof.ProfilerActivity.CPU, trainprof.ProfilerActivity.CUDA]
+    if mode == "flight":
+        recorder = trainprof.flight_recorder(out, ring_mb=16, activities=activities, profile_memory=True,
+                                             hang_timeout_s=None, dump_signal=None)
+    else:
+        recorder = trainprof.profile(activities=activities, profile_memory=True,
+                                     on_trace_ready=tensorboard_trace_handler(str(out)))
+    caught = None
+    with recorder as prof:
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+            prof.step()
+        _, total = torch.cuda.mem_get_info()
+        try:
+            torch.empty(2 * total, dtype=torch.uint8, device="cuda")
+        except torch.OutOfMemoryError as e:  # torch's own type, unchanged
+            caught = e
+        if mode == "flight":
+            prof.wait_for_dumps()
+    assert caught is not None
+    [run] = run_dirs(out)
+    if mode == "flight":
+        subprocess.run([sys.executable, "-m", "trainprof", "analyse", str(run)], check=True, timeout=300)
+    first = (run / "PROFILER_OUTPUT" / "oom_report.txt").read_text().splitlines()[0]
+    assert first.startswith("Out of memory on CUDA:0: an allocation of "), first
+    assert "in aten::empty" in first, first
+    with open(run / "PROFILER_OUTPUT" / "profiler_info.json") as f:
+        [oom] = json.load(f)["analysis"]["memory"]["out_of_memory"]
+    assert oom["requested_bytes"] >= 2 * total
+    assert oom["classes"]["parameter"] == 1024 * 1024 * 4 + 1024 * 4
+    assert oom["classes"]["optimizer state"] >= 2 * oom["classes"]["parameter"]

@@ -13,7 +13,7 @@ import tempfile
 import time
 from typing import Any, Iterable, Optional, Union
 
-from . import _distributed, _torch, _trainprof
+from . import _distributed, _memory, _torch, _trainprof
 from ._validate import check_bool, check_int, check_path
 
 _log = logging.getLogger("trainprof")
@@ -52,6 +52,12 @@ class flight_recorder:
       appearing (``touch`` it; it is removed once the dump is written);
     - an exception leaving the ``with`` block, or ending the program
       (``sys.excepthook``; a KeyboardInterrupt is not dumped);
+    - an allocation that fails (torch's out-of-memory error, CPU or CUDA):
+      the ring is written on the failing thread before the error goes on
+      (at most once per ``cooldown_s``), its analysis writes
+      oom_report.txt; with ``profile_memory`` what was alive is named by
+      class (parameters, gradients and optimizer state are tagged every
+      optimizer step, so the ring holds their tags);
     - a crash (SIGSEGV, SIGABRT, ...) or a signal that ends the process
       (SIGTERM): the ring is written before the process ends (not analysed:
       ``trainprof analyse`` it later);
@@ -142,6 +148,7 @@ class flight_recorder:
         self._cpp: Optional[_trainprof.FlightRecorder] = None
         self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
         self._torch_flag = False
+        self._tagging_memory = False
         self._previous_excepthook: Optional[Any] = None
         self._pid = os.getpid()
         hang_s = 0.0 if hang_timeout_s is None else _check_number("hang_timeout_s", hang_timeout_s, 0.0)
@@ -177,6 +184,13 @@ class flight_recorder:
             # As a profile does: torch.compile's code annotates itself only while torch sees a profiler.
             _torch.profile_started()
             self._torch_flag = True
+        if self._cpp.recording() and options.profile_memory:
+            # What allocations hold (parameters, gradients, optimizer state,
+            # batches), as a profile tags them: the tags of every optimizer
+            # step are in the ring, however far back it reaches.
+            _torch.when_imported(_memory.install)
+            _memory.started()
+            self._tagging_memory = True
         if self._cpp.recording():
             # An exception that ends the program outside a ``with`` block is dumped too.
             self._previous_excepthook = sys.excepthook
@@ -276,6 +290,9 @@ class flight_recorder:
         if self._torch_flag:
             self._torch_flag = False
             _torch.profile_stopped()
+        if self._tagging_memory:
+            self._tagging_memory = False
+            _memory.stopped()
 
     def __enter__(self) -> "flight_recorder":
         return self

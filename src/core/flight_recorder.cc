@@ -34,9 +34,11 @@
 #include "core/comm_progress.h"
 #include "core/flight_incident.h"
 #include "core/metrics_endpoint.h"
+#include "core/out_of_memory.h"
 #include "core/session.h"
 #include "core/step_health.h"
 #include "core/thread_stacks.h"
+#include "raw/format.h"
 #include "trainprof/range.h"
 
 namespace trainprof {
@@ -94,6 +96,15 @@ std::string signal_name(int sig) {
 }
 
 constexpr uint64_t kExternalDumpIntervalNs = 1'000'000'000;
+
+// The recorder whose ring an out-of-memory error writes (a
+// FlightRecorder::State, one at a time), with its process: a fork() child's
+// failure takes no lock its parent's threads may have held.
+std::mutex g_oom_mu;
+void* g_oom_recorder = nullptr;
+std::atomic<pid_t> g_oom_pid{0};
+// A failure within that dump's own work does not come back to it.
+thread_local bool t_in_oom_dump = false;
 constexpr uint64_t kSlowStepJoinWaitNs = 10'000'000'000;
 
 std::string format_ms(uint64_t ns) {
@@ -153,8 +164,10 @@ struct FlightRecorder::State {
   // (the recorder's thread's own).
   std::vector<std::pair<core::Incident, uint64_t>> deferred;  // with its deadline, monotonic ns
 
-  // nullopt: the trigger is one this rank dumped already, in an incident of all ranks.
-  std::optional<FlightDump> write_dump(nlohmann::json trigger);
+  // nullopt: the trigger is one this rank dumped already, in an incident of
+  // all ranks. `follow_up_here` false: the dump's analysis and its
+  // incident's cluster pass are left to the recorder's thread.
+  std::optional<FlightDump> write_dump(nlohmann::json trigger, bool follow_up_here = true);
   // Under incident_mu: the board, once the world has several ranks
   // (`at_start`: as the recorder starts, when the launcher said so).
   void update_board(bool at_start = false);
@@ -162,6 +175,22 @@ struct FlightRecorder::State {
   // (a peer's incident says who announced it). kLocal: this rank alone.
   enum class Part { kLocal, kIncident, kSkip };
   Part join_incident(nlohmann::json* trigger, core::Incident* incident);
+  // What comes after a dump is written: its analysis, and for an incident
+  // of all ranks the cluster pass when this rank is the last.
+  struct FollowUp {
+    std::string run_dir;
+    Part part = Part::kLocal;
+    core::Incident incident;
+  };
+  void follow_up(const FollowUp& f);
+  std::deque<FollowUp> follow_ups;  // under dump_mu: the recorder's thread's to do
+  // An allocation failed (core/out_of_memory.h): the ring is written on the
+  // failing thread before the error goes on, since the error may end the
+  // process; at most once per cooldown_s.
+  void out_of_memory(uint64_t bytes, uint64_t device, const char* operator_name);
+  std::atomic<uint64_t> last_oom_dump_ns{0};  // monotonic; 0: none yet
+  std::atomic<int64_t> oom_dumped_step{-1};   // steps_ended at the last out-of-memory dump
+  std::string oom_run_dir;                    // under dump_mu: that dump's run
   // A peer's incident served this rank's own trigger of the same kind.
   void absorb(const std::string& trigger_name);
   // Incidents other ranks announced, queued as dumps.
@@ -253,7 +282,7 @@ std::string FlightRecorder::State::take_hang_stacks() {
   return text;
 }
 
-std::optional<FlightDump> FlightRecorder::State::write_dump(nlohmann::json trigger) {
+std::optional<FlightDump> FlightRecorder::State::write_dump(nlohmann::json trigger, bool follow_up_here) {
   core::Incident incident;
   Part part = join_incident(&trigger, &incident);
   if (part == Part::kSkip) return std::nullopt;
@@ -307,13 +336,50 @@ std::optional<FlightDump> FlightRecorder::State::write_dump(nlohmann::json trigg
     std::lock_guard<std::mutex> lock(dump_mu);
     ++dumps_by_trigger[d.trigger];
   }
-  if (options.analyse) {
-    AnalyseReport report = core::analyse_through_hook(d.run_dir, AnalyseOptions{});
-    if (!report.error.empty())
-      base::log_warning("flight recorder: analysing '" + d.run_dir + "': " + report.error);
+  FollowUp next{d.run_dir, part, incident};
+  if (follow_up_here) {
+    follow_up(next);
+  } else {
+    std::lock_guard<std::mutex> lock(dump_mu);
+    follow_ups.push_back(std::move(next));
+    dump_cv.notify_all();
   }
-  if (part == Part::kIncident) incident_dumped(incident);
   return d;
+}
+
+void FlightRecorder::State::follow_up(const FollowUp& f) {
+  if (options.analyse) {
+    AnalyseReport report = core::analyse_through_hook(f.run_dir, AnalyseOptions{});
+    if (!report.error.empty())
+      base::log_warning("flight recorder: analysing '" + f.run_dir + "': " + report.error);
+  }
+  if (f.part == Part::kIncident) incident_dumped(f.incident);
+}
+
+void FlightRecorder::State::out_of_memory(uint64_t bytes, uint64_t device, const char* operator_name) {
+  if (getpid() != owner_pid) return;  // a fork() child writes no dump of its parent's ring
+  uint64_t now = detail::monotonic_now_ns();
+  uint64_t last = last_oom_dump_ns.load();
+  if (last != 0 && now - last < static_cast<uint64_t>(options.cooldown_s * 1e9)) return;
+  last_oom_dump_ns.store(now);
+  int type = raw::memory_device_type(device);
+  std::string where = type == 0 ? "CPU"
+                                : (type == 1 ? "CUDA:" : "device type " + std::to_string(type) + ":") +
+                                      std::to_string(raw::memory_device_index(device));
+  int64_t step = steps_ended.load();
+  nlohmann::json trigger = {
+      {"trigger", "out_of_memory"},
+      {"reason", "an allocation of " + std::to_string(bytes) + " bytes on " + where + " failed" +
+                     (operator_name != nullptr ? std::string(" in ") + operator_name : std::string()) +
+                     " during step " + std::to_string(step)},
+      {"step", step},
+      {"bytes", bytes}};
+  std::optional<FlightDump> d = write_dump(std::move(trigger), /*follow_up_here=*/false);
+  if (!d) return;
+  oom_dumped_step.store(step);
+  std::lock_guard<std::mutex> lock(dump_mu);
+  if (!d->run_dir.empty()) oom_run_dir = d->run_dir;
+  done.push_back(std::move(*d));
 }
 
 void FlightRecorder::State::update_board(bool at_start) {
@@ -572,7 +638,7 @@ void FlightRecorder::State::dumper_loop() {
   std::unique_lock<std::mutex> lock(dump_mu);
   for (;;) {
     while (!dump_cv.wait_for(lock, std::chrono::milliseconds(100),
-                             [&] { return stopping || !pending.empty(); })) {
+                             [&] { return stopping || !pending.empty() || !follow_ups.empty(); })) {
       check_requests();
       check_hang();
       lock.unlock();  // step() may queue a dump meanwhile
@@ -580,6 +646,17 @@ void FlightRecorder::State::dumper_loop() {
       poll_incidents();
       check_awaiting_cluster(/*stopping=*/false);
       lock.lock();
+    }
+    if (!follow_ups.empty()) {  // a dump written on another thread: its analysis
+      FollowUp next = std::move(follow_ups.front());
+      follow_ups.pop_front();
+      ++in_progress;
+      lock.unlock();
+      follow_up(next);
+      lock.lock();
+      --in_progress;
+      dump_cv.notify_all();
+      continue;
     }
     if (pending.empty()) {  // stopping, nothing left
       lock.unlock();
@@ -646,6 +723,22 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
     }
   }
   s.dumper = std::thread([&s] { s.dumper_loop(); });
+  {
+    std::lock_guard<std::mutex> lock(g_oom_mu);
+    g_oom_recorder = &s;
+    g_oom_pid.store(s.owner_pid);
+  }
+  core::set_out_of_memory_listener([](uint64_t bytes, uint64_t device, const char* operator_name) {
+    if (t_in_oom_dump || g_oom_pid.load() != getpid()) return;
+    t_in_oom_dump = true;
+    try {
+      std::lock_guard<std::mutex> lock(g_oom_mu);
+      if (g_oom_recorder != nullptr)
+        static_cast<State*>(g_oom_recorder)->out_of_memory(bytes, device, operator_name);
+    } catch (...) {  // no memory even for the dump's own work: the error goes on as it is
+    }
+    t_in_oom_dump = false;
+  });
 }
 
 FlightRecorder::~FlightRecorder() {
@@ -729,6 +822,17 @@ FlightDump FlightRecorder::dump(std::string_view reason, std::string_view trigge
     }
     trigger["step"] = s.step_num;  // the step under way
   }
+  if (trigger_name == "exception" && s.oom_dumped_step.load() == s.steps_ended.load()) {
+    // The exception of an allocation that failed in this step: its dump,
+    // written at the failure, holds the same steps.
+    std::lock_guard<std::mutex> lock(s.dump_mu);
+    if (!s.oom_run_dir.empty()) {
+      base::log_info("flight recorder: " + std::string(reason) + ": the steps up to it are in '" +
+                     s.oom_run_dir + "' (written at the out-of-memory error)");
+      for (auto it = s.done.rbegin(); it != s.done.rend(); ++it)
+        if (it->run_dir == s.oom_run_dir) return *it;
+    }
+  }
   std::optional<FlightDump> d = s.write_dump(std::move(trigger));
   if (!d) {  // an automatic trigger's name given to dump(), and dumped already
     refused.error = "this rank dumped this incident already";
@@ -758,7 +862,7 @@ void FlightRecorder::wait_for_dumps() {
   State& s = *state_;
   if (getpid() != s.owner_pid) return;  // no recorder thread here
   std::unique_lock<std::mutex> lock(s.dump_mu);
-  s.dump_cv.wait(lock, [&] { return s.pending.empty() && s.in_progress == 0; });
+  s.dump_cv.wait(lock, [&] { return s.pending.empty() && s.follow_ups.empty() && s.in_progress == 0; });
 }
 
 void FlightRecorder::stop() {
@@ -775,6 +879,13 @@ void FlightRecorder::stop() {
     new (&s.dump_cv) std::condition_variable();
     s.session.reset();  // the child's only thread: no lock (one may be held by the parent's threads)
     return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_oom_mu);  // waits for an out-of-memory dump under way
+    if (g_oom_recorder == &s) {
+      g_oom_recorder = nullptr;
+      core::set_out_of_memory_listener(nullptr);
+    }
   }
   if (s.dumper.joinable()) {
     {

@@ -12,6 +12,13 @@
 #include "trainprof/range.h"
 
 namespace trainprof::core {
+namespace {
+std::atomic<OutOfMemoryListener> g_listener{nullptr};
+}  // namespace
+
+void set_out_of_memory_listener(OutOfMemoryListener listener) noexcept {
+  g_listener.store(listener);
+}
 
 void note_out_of_memory(uint64_t bytes, uint64_t total_allocated, uint64_t total_reserved, uint64_t device,
                         const char* operator_name) noexcept {
@@ -37,6 +44,7 @@ void note_out_of_memory(uint64_t bytes, uint64_t total_allocated, uint64_t total
   }
   Flusher& flusher = Flusher::instance();
   if (flusher.is_open()) flusher.flush();  // a flight recorder's ring: nothing to write, returns
+  if (OutOfMemoryListener listener = g_listener.load()) listener(bytes, device, operator_name);
 }
 
 }  // namespace trainprof::core

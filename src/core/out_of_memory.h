@@ -22,6 +22,14 @@ namespace trainprof::core {
 void note_out_of_memory(uint64_t bytes, uint64_t total_allocated, uint64_t total_reserved, uint64_t device,
                         const char* operator_name) noexcept;
 
+// A flight recorder has no run on disk to flush: it writes its ring as a
+// dump instead, on the failing thread, before the error goes on. One
+// listener at a time (one session per process); set before recording starts
+// and cleared (nullptr) after it stops, by its owner. It runs after the
+// failure is recorded, only while something records, and must not throw.
+using OutOfMemoryListener = void (*)(uint64_t bytes, uint64_t device, const char* operator_name);
+void set_out_of_memory_listener(OutOfMemoryListener listener) noexcept;
+
 }  // namespace trainprof::core
 
 #endif  // TRAINPROF_CORE_OUT_OF_MEMORY_H_
