@@ -94,21 +94,25 @@ TEST(CsvTables, KernelDetailsColumns) {
   k.launch_api = "cudaLaunchKernel";
   k.launch_ns = 999'000;
   k.launch_thread = 4242;
-  analysis::KernelRow unknown;  // no step, device, launch or launching thread
+  k.graph = 3;
+  k.graph_node = 1ull << 40;
+  k.capture_operator = "aten::mm";
+  analysis::KernelRow unknown;  // no step, device, launch, launching thread or graph
   unknown.name = "k2";
   unknown.start_ns = 2'000'000;
   unknown.dur_ns = 1;
   Table t;
   // Times are wall clock: monotonic + the run's offset (5 s here).
   ASSERT_EQ(write_kernel_details({k, unknown}, 5'000'000'000, t.path("kernel_details.csv")), "");
-  EXPECT_EQ(t.text("kernel_details.csv"),
-            "Step Id,Device Id,Stream Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),"
-            "Wait Time(us),Block Num,Input Shapes,Input Data Types,Grid,Block,Registers Per Thread,"
-            "Static Shared Memory(B),Dynamic Shared Memory(B),Correlation Id,Launch API,Launch Time(us),"
-            "Launch Thread\r\n"
-            "2,1,7,\"void k<float>(int, int)\",aten::mm,GPU,5001000.000,12.345,1.001,64,\"[[4, 4]]\",float,"
-            "\"8,8,1\",\"128,1,1\",32,1024,512,99,cudaLaunchKernel,5000999.000,4242\r\n"
-            ",,0,k2,,GPU,5002000.000,0.001,0.000,0,,,,,0,0,0,0,,,\r\n");
+  EXPECT_EQ(
+      t.text("kernel_details.csv"),
+      "Step Id,Device Id,Stream Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),"
+      "Wait Time(us),Block Num,Input Shapes,Input Data Types,Grid,Block,Registers Per Thread,"
+      "Static Shared Memory(B),Dynamic Shared Memory(B),Correlation Id,Launch API,Launch Time(us),"
+      "Launch Thread,Graph Id,Graph Node Id,Capture Operator\r\n"
+      "2,1,7,\"void k<float>(int, int)\",aten::mm,GPU,5001000.000,12.345,1.001,64,\"[[4, 4]]\",float,"
+      "\"8,8,1\",\"128,1,1\",32,1024,512,99,cudaLaunchKernel,5000999.000,4242,3,1099511627776,aten::mm\r\n"
+      ",,0,k2,,GPU,5002000.000,0.001,0.000,0,,,,,0,0,0,0,,,,,,\r\n");
 }
 
 TEST(CsvTables, StepTraceTimeColumns) {

@@ -25,7 +25,9 @@
 #include "collectors/cupti/cupti_collector.h"
 #include "collectors/cupti/cupti_library.h"
 #include "collectors/cupti/gpu_clock.h"
+#include "collectors/cupti/graph_nodes.h"
 #include "core/clock.h"
+#include "core/collector.h"
 #include "core/intern.h"
 #include "core/recorder.h"
 #include "exporter/csv_reader.h"
@@ -694,6 +696,207 @@ TEST_F(CuptiAnalysis, KernelsBelongToTheRangesThatLaunchedThem) {
   ASSERT_NE(gpu_top, std::string::npos) << summary;
   EXPECT_LT(summary.find("k3()", gpu_top), summary.find("k2()", gpu_top)) << summary;
   EXPECT_NE(summary.find("the GPU's busy and idle time"), std::string::npos) << summary;
+}
+
+std::string sql(const std::string& db, const std::string& query);
+
+// CUDA graphs, as CUPTI reports them: a graph's nodes are made while its
+// stream is captured (a node per kernel launch, on the launching thread),
+// cloned into the executable graph when it is instantiated, and PyTorch then
+// destroys the captured graph; every replay (cudaGraphLaunch) runs the
+// executable nodes, each kernel record naming its graph and node.
+
+// cuptiGetGraphNodeId for the tests: a node's id is its handle's value.
+CUptiResult node_id_of(CUgraphNode node, uint64_t* id) {
+  *id = reinterpret_cast<uintptr_t>(node);
+  return CUPTI_SUCCESS;
+}
+CUgraphNode node_handle(uint64_t id) {
+  return reinterpret_cast<CUgraphNode>(static_cast<uintptr_t>(id));
+}
+
+// The operator open on this thread, for the tests: set by the test.
+const char* g_open = nullptr;
+const char* open_for_test() noexcept {
+  return g_open;
+}
+
+// One resource callback about `node` (and its `original`, when cloned).
+void graph_callback(cupti::GraphNodeTable& table, CUpti_CallbackId cbid, uint64_t node,
+                    uint64_t original = 0) {
+  CUpti_GraphData graph{};
+  graph.node = node_handle(node);
+  graph.originalNode = original != 0 ? node_handle(original) : nullptr;
+  CUpti_ResourceData data{};
+  data.resourceDescriptor = &graph;
+  cupti::on_graph_resource(cbid, &data, node_id_of, open_for_test, detail::now_ticks(), table);
+}
+
+// A node made outside any operator is known, unnamed; a clone inherits its
+// original's entry; destroying a node that was never cloned forgets it, and
+// one that was cloned is kept (a record may name either); the table is bounded.
+TEST(GraphNodes, MadeClonedAndDestroyedNodesKeepTheirMaker) {
+  cupti::GraphNodeTable table;
+  g_open = detail::intern("aten::mm");
+  graph_callback(table, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, 1);
+  g_open = nullptr;
+  graph_callback(table, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, 2);
+  graph_callback(table, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, 3);
+  graph_callback(table, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, 11, 1);
+  graph_callback(table, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, 12, 99);  // an original never seen
+  graph_callback(table, CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING, 1);
+  graph_callback(table, CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING, 3);
+  graph_callback(table, CUPTI_CBID_RESOURCE_GRAPH_CREATED, 4);  // not about a node
+  ASSERT_TRUE(table.find(1).has_value());
+  EXPECT_STREQ(table.find(1)->operator_name, "aten::mm");
+  ASSERT_TRUE(table.find(11).has_value());
+  EXPECT_STREQ(table.find(11)->operator_name, "aten::mm");
+  EXPECT_EQ(table.find(11)->ticks, table.find(1)->ticks);
+  ASSERT_TRUE(table.find(2).has_value());
+  EXPECT_EQ(table.find(2)->operator_name, nullptr);
+  EXPECT_FALSE(table.find(3).has_value());
+  EXPECT_FALSE(table.find(4).has_value());
+  EXPECT_FALSE(table.find(12).has_value());
+  cupti::on_graph_resource(CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, nullptr, node_id_of, open_for_test, 0,
+                           table);
+  EXPECT_EQ(table.size(), 3u);
+  for (uint64_t n = 100;
+       table.size() < cupti::GraphNodeTable::kMaxNodes + 5 && n < 2 * cupti::GraphNodeTable::kMaxNodes; ++n)
+    table.made(n, {nullptr, 0});
+  EXPECT_EQ(table.size(), cupti::GraphNodeTable::kMaxNodes);
+}
+
+// Two replays of a graph of two kernels and a set, captured under aten::mm
+// and aten::relu (the set outside any operator): every kernel is a row of
+// its own (kernel_details.csv, op_statistic.csv), launched by the replay's
+// cudaGraphLaunch inside the "replay" range, and carries its graph, its node
+// and the operator that captured it, in the CSV, both timelines and the
+// database. Each node is described once in the raw file.
+TEST_F(CuptiAnalysis, GraphKernelsAreListedOneByOneWithTheOperatorThatCapturedThem) {
+  cupti::GraphNodeTable nodes;
+  g_open = detail::intern("aten::mm");
+  graph_callback(nodes, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, 1);
+  g_open = detail::intern("aten::relu");
+  graph_callback(nodes, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, 2);
+  g_open = nullptr;
+  graph_callback(nodes, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, 3);
+  for (uint64_t n : {1, 2, 3}) graph_callback(nodes, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, 20 + n, n);
+  for (uint64_t n : {1, 2, 3}) graph_callback(nodes, CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING, n);
+
+  TempDir dir;
+  ProfilerOptions o;
+  o.output_path = dir.path();
+  Profiler prof(o);
+  GpuClockFromNow time;
+  constexpr uint64_t kMs = 1'000'000;
+  time.spin_until_ms(30);
+  detail::record_range("replay", time.at_ms(1));
+  ActivityBuffer buffer;
+  for (uint32_t replay = 0; replay < 2; ++replay) {
+    const uint32_t correlation = 5 + replay;
+    const uint64_t at = kGpu0 + (2 + 10 * replay) * kMs;
+    add_call(buffer, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+             correlation, at);
+    auto& mm = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    mm.name = "_Z4gemmv";
+    mm.correlationId = correlation, mm.streamId = 7, mm.start = at + kMs, mm.end = at + 2 * kMs;
+    mm.graphId = 4, mm.graphNodeId = 21;
+    auto& relu = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    relu.name = "_Z4reluv";
+    relu.correlationId = correlation, relu.streamId = 7, relu.start = at + 2 * kMs, relu.end = at + 3 * kMs;
+    relu.graphId = 4, relu.graphNodeId = 22;
+    auto& set = add_on_stream<CUpti_ActivityMemset4>(buffer, CUPTI_ACTIVITY_KIND_MEMSET, correlation, 7,
+                                                     at + 3 * kMs, at + 4 * kMs);
+    set.bytes = 256, set.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, set.graphId = 4,
+    set.graphNodeId = 23;
+  }
+  cupti::ActivityTranslator translator(&time.clock, lib->get_callback_name, &nodes);
+  EXPECT_EQ(cupti::record_buffer(buffer.data(), buffer.size(), lib->get_next_record, translator).recorded,
+            8u);
+  time.spin_until_ms(40);
+  prof.step();
+  prof.stop();
+  const std::string run = prof.last_run().run_dir;
+
+  raw::RawFile f = test::read_run(run);
+  std::map<uint64_t, std::string> described;  // node -> maker
+  int graph_activities = 0;
+  for (const raw::RawEvent& e : f.events) {
+    if (e.kind == raw::EventKind::kGpuGraphNode) {
+      EXPECT_EQ(described.count(e.a), 0u) << "node " << e.a << " described twice";
+      described[e.a] = f.name(e.name_id);
+      EXPECT_EQ(e.b, 4u);
+    }
+    if (raw::is_gpu_event_kind(e.kind) && e.gpu_graph_node != 0) {
+      ++graph_activities;
+      EXPECT_EQ(e.gpu_graph, 4u);
+    }
+  }
+  EXPECT_EQ(described, (std::map<uint64_t, std::string>{{21, "aten::mm"}, {22, "aten::relu"}, {23, ""}}));
+  EXPECT_EQ(graph_activities, 6);
+
+  AnalyseOptions with_db;
+  with_db.export_db = true;
+  AnalyseReport report = analyse(run, with_db);
+  ASSERT_TRUE(report.error.empty()) << report.error;
+  ASSERT_TRUE(report.runs.at(0).ok) << report.runs[0].error;
+  const std::string out = run + "/PROFILER_OUTPUT/";
+  bool well_formed = false;
+  exporter::CsvRows kernels = exporter::read_csv_file(out + "kernel_details.csv", &well_formed);
+  ASSERT_TRUE(well_formed);
+  ASSERT_EQ(kernels.size(), 5u);  // header + both replays' two kernels
+  auto col = [&kernels](const std::string& name) {
+    size_t i =
+        static_cast<size_t>(std::find(kernels[0].begin(), kernels[0].end(), name) - kernels[0].begin());
+    EXPECT_LT(i, kernels[0].size()) << name;
+    return i;
+  };
+  for (size_t r = 1; r < kernels.size(); ++r) {
+    bool gemm = r % 2 == 1;
+    EXPECT_EQ(kernels[r][col("Name")], gemm ? "gemm()" : "relu()");
+    EXPECT_EQ(kernels[r][col("Launch API")], "cudaGraphLaunch");
+    EXPECT_EQ(kernels[r][col("Type")], "replay");
+    EXPECT_EQ(kernels[r][col("Graph Id")], "4");
+    EXPECT_EQ(kernels[r][col("Graph Node Id")], gemm ? "21" : "22");
+    EXPECT_EQ(kernels[r][col("Capture Operator")], gemm ? "aten::mm" : "aten::relu");
+  }
+  exporter::CsvRows ops = exporter::read_csv_file(out + "op_statistic.csv", &well_formed);
+  std::map<std::string, std::string> count_by_name;
+  for (size_t i = 1; i < ops.size(); ++i) count_by_name[ops[i][0]] = ops[i][2];
+  EXPECT_EQ(ops[0][2], "Count");
+  EXPECT_EQ(count_by_name["gemm()"], "2");
+  EXPECT_EQ(count_by_name["relu()"], "2");
+  EXPECT_EQ(count_by_name.count("cudaGraphLaunch"), 0u) << "no row per graph launch";
+
+  nlohmann::json trace = nlohmann::json::parse(test::read_text(out + "trace_view.json"));
+  int gemms = 0;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.value("name", "") == "gemm()" && e.at("ph") == "X") {
+      ++gemms;
+      EXPECT_EQ(e["args"]["graph id"], 4);
+      EXPECT_EQ(e["args"]["graph node id"], 21);
+      EXPECT_EQ(e["args"]["capture operator"], "aten::mm");
+    }
+    if (e.value("cat", "") == "gpu_memset") {
+      EXPECT_EQ(e["args"]["graph node id"], 23);
+      EXPECT_FALSE(e["args"].contains("capture operator")) << "made outside any operator";
+    }
+  }
+  EXPECT_EQ(gemms, 2);
+  int batches = 0;
+  test::GlobalEvents pf =
+      test::read_global_events(test::packets(test::read_text(out + "trace_view.pftrace"), &batches));
+  std::vector<const test::GlobalSlice*> relus = pf.named("relu()");
+  ASSERT_EQ(relus.size(), 2u);
+  for (const test::GlobalSlice* relu : relus) {
+    EXPECT_EQ(relu->args.at("capture operator"), "aten::relu");
+    EXPECT_EQ(relu->args.at("graph node id"), "22");
+  }
+  EXPECT_EQ(sql(out + "trainprof.db",
+                "SELECT a.graph_node_id, s.value FROM gpu_activity a JOIN strings s ON s.id = "
+                "a.capture_operator_id "
+                "WHERE a.kind = 0 ORDER BY a.start_ns LIMIT 2"),
+            "21,aten::mm\n22,aten::relu\n");
 }
 
 std::string sql(const std::string& db, const std::string& query) {

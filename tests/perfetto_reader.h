@@ -106,7 +106,7 @@ struct GlobalSlice {
   uint64_t start = 0, end = 0;
   std::string name, category;
   std::vector<uint64_t> flows_out, flows_in;
-  // Debug annotations as text: unsigned numbers, arrays "a,b,c", doubles "%.6f".
+  // Debug annotations as text: unsigned numbers, strings, arrays "a,b,c", doubles "%.6f".
   std::map<std::string, std::string> args;
 };
 
@@ -129,6 +129,7 @@ struct GlobalEvents {
 
 inline std::string annotation_text(const std::vector<Field>& a) {
   if (const Field* v = find(a, 3)) return std::to_string(v->value);  // uint_value
+  if (const Field* v = find(a, 6)) return v->bytes;                  // string_value
   if (const Field* v = find(a, 5)) {                                 // double_value
     double d;
     std::memcpy(&d, &v->value, sizeof(d));

@@ -78,8 +78,7 @@ def test_each_batch_has_its_fetch_collate_and_wait_stage(tmp_path: Path, workers
 # torch 2.x pins only where an accelerator exists (DataLoader checks
 # torch.accelerator.is_available()); on a CPU-only machine pin_memory=True
 # is a no-op with a warning, so there is no stage to see.
-@pytest.mark.skipif(not (hasattr(torch, "accelerator") and torch.accelerator.is_available()),
-                    reason="DataLoader pins memory only where an accelerator exists")
+@pytest.mark.device
 @pytest.mark.parametrize("workers", [0, 2])
 def test_pin_memory_stage(tmp_path: Path, workers: int) -> None:
     run, seen = profile_one_epoch(tmp_path / "prof", num_workers=workers, pin_memory=True)

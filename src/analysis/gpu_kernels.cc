@@ -98,6 +98,10 @@ std::vector<KernelRow> kernel_rows(const TraceModel& m) {
         row.input_types = input_types(m, key.inputs);
       }
     }
+    row.graph = a.graph;
+    row.graph_node = a.graph_node;
+    if (uint32_t captured = graph_capture_operator(m, a); captured != 0)
+      row.capture_operator = m.name(captured);
     row.step = step_at(steps, row.launch_ns != 0 ? row.launch_ns : row.start_ns);
     rows.push_back(std::move(row));
   }

@@ -51,6 +51,11 @@ struct KernelRow {
   std::string launch_api;  // the runtime or driver call that launched it ("" when not recorded)
   uint64_t launch_ns = 0;  // its start (0: not recorded)
   uint32_t launch_thread = 0;
+  // Launched by a CUDA graph: CUPTI's graph and node ids (0: not), and the
+  // operator open where the node was captured ("" when not known).
+  uint32_t graph = 0;
+  uint64_t graph_node = 0;
+  std::string capture_operator;
 };
 
 // The run's kernels in start order (with --steps, those of the chosen

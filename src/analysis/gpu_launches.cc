@@ -112,6 +112,12 @@ void place_driver_memory_on_calling_threads(TraceModel& m) {
   }
 }
 
+uint32_t graph_capture_operator(const TraceModel& m, const GpuActivity& a) {
+  if (a.graph_node == 0) return 0;
+  auto it = m.gpu_graph_nodes.find(a.graph_node);
+  return it != m.gpu_graph_nodes.end() ? it->second.operator_name : 0;
+}
+
 void attribute_launches(TraceModel& m) {
   LaunchAttribution launches(m);
   launches.add_window(m);

@@ -70,6 +70,12 @@ class LaunchAttribution {
 // The whole model as one window.
 void attribute_launches(TraceModel& model);
 
+// A kernel, copy or set that a CUDA graph launched was launched by the graph
+// launch (cudaGraphLaunch, above), and made when the graph was captured: the
+// operator open where its node was made (string id), or 0 when it was not
+// from a graph, the node was not seen made, or no operator was open.
+uint32_t graph_capture_operator(const TraceModel& model, const GpuActivity& activity);
+
 // The GPU collector records the driver's memory reports (raw::
 // kMemoryFromDriver) on CUPTI's thread; each is moved to the thread of the
 // runtime or driver call that was running when the allocation or release

@@ -120,6 +120,10 @@ class FileScanner {
       m_.gpu[i].name = keys.id(m_.gpu[i].name);
       m_.gpu[i].detail = keys.id(m_.gpu[i].detail);
     }
+    for (GpuGraphNode& n : graph_nodes_) {  // a node described twice: the later wins
+      n.operator_name = keys.id(n.operator_name);
+      m_.gpu_graph_nodes[n.node] = n;
+    }
     for (size_t i = first_tag_; i < m_.memory_tags.size(); ++i) {
       m_.memory_tags[i].category = keys.id(m_.memory_tags[i].category);
     }
@@ -206,7 +210,11 @@ class FileScanner {
       case raw::EventKind::kGpuSync:
         m_.gpu.push_back(GpuActivity{e.t0_ns, e.t1_ns, e.kind, e.name_id, static_cast<uint32_t>(e.a),
                                      static_cast<int32_t>(e.b) - 1, e.gpu_context, e.gpu_stream,
-                                     e.gpu_subkind, e.gpu_bytes, e.gpu_detail, e.gpu_thread});
+                                     e.gpu_subkind, e.gpu_bytes, e.gpu_detail, e.gpu_thread, e.gpu_graph,
+                                     e.gpu_graph_node});
+        break;
+      case raw::EventKind::kGpuGraphNode:
+        graph_nodes_.push_back(GpuGraphNode{e.a, static_cast<uint32_t>(e.b), e.name_id, e.t0_ns});
         break;
     }
   }
@@ -263,6 +271,7 @@ class FileScanner {
   size_t first_comm_ = m_.comm_calls.size();
   size_t first_tag_ = m_.memory_tags.size();
   size_t first_gpu_ = m_.gpu.size();
+  std::vector<GpuGraphNode> graph_nodes_;  // this file's, with file-local string ids
   uint64_t last_end_ns_ = 0;
 };
 

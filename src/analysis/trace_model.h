@@ -121,6 +121,19 @@ struct GpuActivity {
   uint64_t bytes;
   uint32_t detail;  // string id (kernels: launch geometry, raw/format.h)
   uint32_t thread;  // GPU_API: OS id of the calling thread (0: unknown)
+  // A kernel, copy or set that a CUDA graph launched: CUPTI's graph and
+  // node ids (0: not from a graph).
+  uint32_t graph = 0;
+  uint64_t graph_node = 0;
+};
+
+// A CUDA graph node (raw GPU_GRAPH_NODE): the operator open where it was
+// made, when the graph was captured from framework operators.
+struct GpuGraphNode {
+  uint64_t node;
+  uint32_t graph;
+  uint32_t operator_name;  // string id ("": none)
+  uint64_t made_ns;        // may precede the run
 };
 
 // What ran on a device (a kernel, copy or set), as opposed to the host
@@ -244,8 +257,9 @@ struct TraceModel {
   // Allocations that failed (out of memory; raw::kMemoryFailed, cleared in
   // `device` here): bytes asked for, no block. In time order.
   std::vector<MemoryRecord> failed_allocations;
-  std::vector<CommCall> comm_calls;  // in start order
-  std::vector<GpuActivity> gpu;      // in start order
+  std::vector<CommCall> comm_calls;                            // in start order
+  std::vector<GpuActivity> gpu;                                // in start order
+  std::unordered_map<uint64_t, GpuGraphNode> gpu_graph_nodes;  // by node id
   // The innermost range or operator around each launch, by correlation id,
   // and the device time each key launched itself (self) and with the ranges
   // inside it (total), indexed by key (analysis/gpu_launches.h).

@@ -24,6 +24,7 @@ Registry& registry() {
 
 std::atomic<detail::ContextProvider> g_stack_provider{nullptr};
 std::atomic<detail::ContextProvider> g_module_provider{nullptr};
+std::atomic<OpenOperatorFn> g_open_operator{nullptr};
 
 }  // namespace
 
@@ -46,6 +47,15 @@ detail::ContextProvider stack_provider() noexcept {
 
 detail::ContextProvider module_provider() noexcept {
   return g_module_provider.load(std::memory_order_acquire);
+}
+
+void register_open_operator(OpenOperatorFn fn) noexcept {
+  g_open_operator.store(fn, std::memory_order_release);
+}
+
+const char* open_operator() noexcept {
+  OpenOperatorFn fn = g_open_operator.load(std::memory_order_acquire);
+  return fn != nullptr ? fn() : nullptr;
 }
 
 void register_collector(Collector* collector) {

@@ -44,6 +44,14 @@ std::string collectors_info_json();
 detail::ContextProvider stack_provider() noexcept;
 detail::ContextProvider module_provider() noexcept;
 
+// The framework operator open on the calling thread (interned), or nullptr:
+// registered by a collector that follows its operators' nesting (the
+// LibTorch collector), read by others (the GPU collector names the operator
+// that captured a CUDA graph node).
+using OpenOperatorFn = const char* (*)() noexcept;
+void register_open_operator(OpenOperatorFn fn) noexcept;
+const char* open_operator() noexcept;  // nullptr when none is open or none registered
+
 // Session side.
 void start_collectors(const ProfilerOptions& options);
 void stop_collectors();

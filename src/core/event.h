@@ -98,6 +98,21 @@ struct GpuDetail {
 inline constexpr uint8_t kGpuDetailSlot = 0xfd;
 static_assert(sizeof(GpuDetail) == sizeof(Event) && offsetof(GpuDetail, kind) == offsetof(Event, kind));
 
+// A kernel, copy or set that a CUDA graph launched fills a third slot, after
+// its GpuDetail, committed with the other two.
+struct GpuGraphDetail {
+  uint64_t node;  // CUPTI's graph node id
+  uint64_t unused;
+  uint32_t graph;  // CUPTI's graph id
+  uint32_t unused_too;
+  uint8_t kind;  // kGpuGraphSlot
+  uint8_t unused_tail[7];
+};
+// Never a raw kind: marks the third slot of a GPU activity launched by a graph.
+inline constexpr uint8_t kGpuGraphSlot = 0xfc;
+static_assert(sizeof(GpuGraphDetail) == sizeof(Event) &&
+              offsetof(GpuGraphDetail, kind) == offsetof(Event, kind));
+
 inline constexpr size_t kBlockBytes = 64 * 1024;
 inline constexpr size_t kBlockHeaderBytes = 64;
 inline constexpr uint32_t kEventsPerBlock =

@@ -179,16 +179,23 @@ size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count)
       continue;
     }
     if (is_gpu_event_kind(kind)) {
-      // record_gpu commits both slots at once, as a memory report.
+      // record_gpu commits its slots at once, as a memory report.
       if (i + 1 == count || events[i + 1].kind != core::kGpuDetailSlot) continue;
-      p = put_gpu(p, e, std::bit_cast<core::GpuDetail>(events[++i]), prev_t0);
+      const auto detail = std::bit_cast<core::GpuDetail>(events[++i]);
+      const core::GpuGraphDetail* graph = nullptr;
+      core::GpuGraphDetail from_graph;
+      if (i + 1 < count && events[i + 1].kind == core::kGpuGraphSlot) {
+        from_graph = std::bit_cast<core::GpuGraphDetail>(events[++i]);
+        graph = &from_graph;
+      }
+      p = put_gpu(p, e, detail, graph, prev_t0);
       prev_t0 = e.t0;
       ++records;
       continue;
     }
     if (e.kind == core::kMemoryTotalsSlot || e.kind == core::kCommDetailSlot ||
-        e.kind == core::kGpuDetailSlot || e.kind == core::kMemoryTagSlot) {
-      continue;  // a second slot alone
+        e.kind == core::kGpuDetailSlot || e.kind == core::kMemoryTagSlot || e.kind == core::kGpuGraphSlot) {
+      continue;  // a second (or third) slot alone
     }
     uint64_t dur = 0, a = 0, b = 0;
     uint32_t name = string_id(e.name);
@@ -206,6 +213,10 @@ size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count)
         b = e.t1;
         break;
       case raw::EventKind::kAsyncEnd: b = e.t1; break;
+      case raw::EventKind::kGpuGraphNode:
+        a = e.t1;   // the node id
+        b = e.aux;  // the graph id
+        break;
       case raw::EventKind::kOperator:
         dur = e.t1 - e.t0;
         a = e.reserved | (uint64_t{e.domain} << 8);
@@ -260,7 +271,7 @@ size_t RawEncoder::records_in(const core::Event* events, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     uint8_t kind = events[i].kind;
     records += kind != core::kMemoryTotalsSlot && kind != core::kCommDetailSlot &&
-               kind != core::kGpuDetailSlot && kind != core::kMemoryTagSlot;
+               kind != core::kGpuDetailSlot && kind != core::kMemoryTagSlot && kind != core::kGpuGraphSlot;
   }
   return records;
 }
@@ -286,15 +297,18 @@ uint8_t* RawEncoder::put_comm(uint8_t* p, const core::Event& call, const core::C
 }
 
 uint8_t* RawEncoder::put_gpu(uint8_t* p, const core::Event& activity, const core::GpuDetail& d,
-                             uint64_t prev_t0) {
+                             const core::GpuGraphDetail* graph, uint64_t prev_t0) {
   p = put_event(p, activity.kind, string_id(activity.name), activity.t0 - prev_t0, activity.t1 - activity.t0,
                 activity.aux, activity.domain);
   p = raw::put_varint(p, d.context);
   p = raw::put_varint(p, d.stream);
-  p = raw::put_varint(p, d.subkind);
+  p = raw::put_varint(p, d.subkind | (graph != nullptr ? raw::kGpuFromGraph : 0));
   p = raw::put_varint(p, d.bytes);
   p = raw::put_varint(p, d.detail != nullptr ? string_id(d.detail) : 0);
-  return raw::put_varint(p, d.thread);
+  p = raw::put_varint(p, d.thread);
+  if (graph == nullptr) return p;
+  p = raw::put_varint(p, graph->graph);
+  return raw::put_varint(p, graph->node);
 }
 
 void RawEncoder::clock(const core::ClockAnchor& anchor) {

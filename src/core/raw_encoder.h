@@ -70,7 +70,9 @@ class RawEncoder {
                                                    uint64_t dur, uint64_t a, uint64_t b);
   static uint8_t* put_memory(uint8_t* p, const core::MemoryReport& report, const core::MemoryTotals& totals,
                              uint64_t prev_t0);
-  uint8_t* put_gpu(uint8_t* p, const core::Event& activity, const core::GpuDetail& detail, uint64_t prev_t0);
+  // `graph`: nullptr unless a CUDA graph launched the activity.
+  uint8_t* put_gpu(uint8_t* p, const core::Event& activity, const core::GpuDetail& detail,
+                   const core::GpuGraphDetail* graph, uint64_t prev_t0);
   uint8_t* put_comm(uint8_t* p, const core::Event& call, const core::CommDetail& detail, uint64_t prev_t0);
 
   std::vector<uint8_t> out_;

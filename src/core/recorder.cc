@@ -68,6 +68,18 @@ inline bool try_fast_append_pair(const Event& first, const Event& second) noexce
   return true;
 }
 
+inline bool try_fast_append_triple(const Event& first, const Event& second, const Event& third) noexcept {
+  Block* b = tls_block;
+  if (b == nullptr) return false;
+  uint32_t i = b->committed.load(std::memory_order_relaxed);
+  if (i + 3 > kEventsPerBlock) return false;
+  b->events[i] = first;
+  b->events[i + 1] = second;
+  b->events[i + 2] = third;
+  b->committed.store(i + 3, std::memory_order_release);
+  return true;
+}
+
 }  // namespace
 
 uint32_t current_tid() noexcept {
@@ -106,6 +118,11 @@ void Recorder::append(const Event& e) noexcept {
 void Recorder::append_pair(const Event& first, const Event& second) noexcept {
   if (try_fast_append_pair(first, second)) return;
   if (replace_block()) try_fast_append_pair(first, second);
+}
+
+void Recorder::append_triple(const Event& first, const Event& second, const Event& third) noexcept {
+  if (try_fast_append_triple(first, second, third)) return;
+  if (replace_block()) try_fast_append_triple(first, second, third);
 }
 
 bool Recorder::replace_block() noexcept {
@@ -369,6 +386,17 @@ void record_comm(uint64_t t0, uint64_t t1, const char* name, uint8_t flags, uint
 
 void record_gpu(const Event& activity, const GpuDetail& detail) noexcept {
   Recorder::instance().append_pair(activity, std::bit_cast<Event>(detail));
+}
+
+void record_gpu(const Event& activity, const GpuDetail& detail, const GpuGraphDetail& graph) noexcept {
+  Recorder::instance().append_triple(activity, std::bit_cast<Event>(detail), std::bit_cast<Event>(graph));
+}
+
+void record_gpu_graph_node(uint64_t ticks, uint64_t node, uint32_t graph,
+                           const char* operator_name) noexcept {
+  // t1 carries the node id (an instant otherwise), aux the graph id.
+  Recorder::instance().append(Event{ticks, node, operator_name != nullptr ? operator_name : "",
+                                    static_cast<uint8_t>(raw::EventKind::kGpuGraphNode), 0, 0, graph});
 }
 
 }  // namespace trainprof::core

@@ -46,6 +46,8 @@ class Recorder {
   void append(const Event& event) noexcept;
   // Appends two events to the same block, committed together.
   void append_pair(const Event& first, const Event& second) noexcept;
+  // Appends three events to the same block, committed together.
+  void append_triple(const Event& first, const Event& second, const Event& third) noexcept;
 
   // Flusher side.
   std::vector<Block*> take_full_blocks();
@@ -141,6 +143,12 @@ void record_comm(uint64_t t0, uint64_t t1, const char* name, uint8_t flags, uint
 // as record_memory. Called from CUPTI's buffer-completed callback, a batch
 // at a time: not a hot path.
 void record_gpu(const Event& activity, const GpuDetail& detail) noexcept;
+// The same for an activity a CUDA graph launched: three slots.
+void record_gpu(const Event& activity, const GpuDetail& detail, const GpuGraphDetail& graph) noexcept;
+
+// A CUDA graph node (raw GPU_GRAPH_NODE): made at `ticks` while `operator_name`
+// (interned; nullptr: none) was open where it was made.
+void record_gpu_graph_node(uint64_t ticks, uint64_t node, uint32_t graph, const char* operator_name) noexcept;
 
 // Implemented by the flusher: wakes it up (async-signal-safe).
 void wake_flusher() noexcept;

@@ -16,6 +16,7 @@
 #include <set>
 #include <span>
 
+#include "analysis/gpu_launches.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "analysis/timeline.h"
@@ -422,6 +423,15 @@ class TraceWriter {
       num("context", a.context);
     }
     if (a.kind == raw::EventKind::kGpuKernel) kernel_args(m_.name(a.detail));
+    if (a.graph_node != 0) {  // launched by a CUDA graph (Kineto's "graph node id")
+      num("graph id", a.graph);
+      key("graph node id");
+      append_uint(buf_, a.graph_node);
+      if (uint32_t captured = analysis::graph_capture_operator(m_, a); captured != 0) {
+        key("capture operator");
+        buf_ += escaped(captured);
+      }
+    }
     if (a.kind == raw::EventKind::kGpuMemcpy || a.kind == raw::EventKind::kGpuMemset) {
       num("bytes", static_cast<int64_t>(a.bytes));
       key("memory bandwidth (GB/s)");

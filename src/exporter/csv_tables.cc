@@ -125,7 +125,10 @@ std::string write_kernel_details(const std::vector<analysis::KernelRow>& rows, i
                "Correlation Id",
                "Launch API",
                "Launch Time(us)",
-               "Launch Thread"});
+               "Launch Thread",
+               "Graph Id",
+               "Graph Node Id",
+               "Capture Operator"});
   const auto offset = static_cast<uint64_t>(realtime_offset_ns);
   for (const auto& r : rows) {
     if (r.step >= 0) {
@@ -157,6 +160,9 @@ std::string write_kernel_details(const std::vector<analysis::KernelRow>& rows, i
       csv.field("");
     }
     csv.field(r.launch_thread != 0 ? std::to_string(r.launch_thread) : std::string());
+    csv.field(r.graph != 0 ? std::to_string(r.graph) : std::string())
+        .field(r.graph_node != 0 ? std::to_string(r.graph_node) : std::string())
+        .field(r.capture_operator);
     csv.end_row();
   }
   return csv.commit();

@@ -14,6 +14,7 @@
 #include <set>
 #include <string_view>
 
+#include "analysis/gpu_launches.h"
 #include "base/safe_file.h"
 #include "exporter/gpu_activity.h"
 #include "raw/format.h"
@@ -70,7 +71,8 @@ CREATE TABLE gpu_activity (
   grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
   registers INTEGER, static_shared_bytes INTEGER, dynamic_shared_bytes INTEGER,
   tid INTEGER REFERENCES threads(tid), launch_id INTEGER REFERENCES gpu_activity(id),
-  step INTEGER REFERENCES steps(step));
+  step INTEGER REFERENCES steps(step), graph_id INTEGER, graph_node_id INTEGER,
+  capture_operator_id INTEGER REFERENCES strings(id));
 )sql";
 
 // Made after the rows: building an index once is faster than keeping it
@@ -264,7 +266,7 @@ uint64_t write_gpu_activity(sqlite3* db, std::string* error, const analysis::Tra
   Statement s(
       db,
       "INSERT INTO gpu_activity VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-      "?, ?)",
+      "?, ?, ?, ?, ?)",
       error);
   uint64_t rows = 0;
   for (size_t i = 0; i < m.gpu.size() && error->empty(); ++i) {
@@ -300,6 +302,10 @@ uint64_t write_gpu_activity(sqlite3* db, std::string* error, const analysis::Tra
     // The step of the launch, as kernel_details.csv's (GPU work runs after the
     // step that asked for it may have ended).
     bind_step(s, 23, step_at(by_start, launch != nullptr ? launch->start_ns : a.start_ns));
+    s.bind_or_null(24, a.graph != 0, a.graph);
+    s.bind_or_null(25, a.graph_node != 0, i64(a.graph_node));
+    uint32_t captured = analysis::graph_capture_operator(m, a);
+    s.bind_or_null(26, captured != 0, captured);
     s.step(db, error);
     ++rows;
   }

@@ -93,7 +93,7 @@ namespace interned {  // InternedData
 constexpr uint32_t kEventCategories = 1, kEventNames = 2, kDebugAnnotationNames = 3;
 }  // namespace interned
 namespace annotation {  // DebugAnnotation
-constexpr uint32_t kNameIid = 1, kUintValue = 3, kDoubleValue = 5, kArrayValues = 12;
+constexpr uint32_t kNameIid = 1, kUintValue = 3, kDoubleValue = 5, kStringValue = 6, kArrayValues = 12;
 }  // namespace annotation
 namespace track {  // TrackDescriptor
 constexpr uint32_t kChildOrdering = 11, kSiblingOrderRank = 12;

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/gpu_launches.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
 #include "exporter/gpu_activity.h"
@@ -411,7 +412,10 @@ struct PerfettoTraceWriter::State {
     kRegistersArg,
     kSharedMemoryArg,
     kBytesArg,
-    kBandwidthArg
+    kBandwidthArg,
+    kGraphArg,
+    kGraphNodeArg,
+    kCaptureOperatorArg
   };
   static constexpr const char* kGpuArgNames[] = {"correlation",
                                                  "device",
@@ -422,7 +426,10 @@ struct PerfettoTraceWriter::State {
                                                  "registers per thread",
                                                  "shared memory",
                                                  "bytes",
-                                                 "memory bandwidth (GB/s)"};
+                                                 "memory bandwidth (GB/s)",
+                                                 "graph id",
+                                                 "graph node id",
+                                                 "capture operator"};
   void intern_gpu_names() {
     Message interned, entry;
     for (uint64_t i = 0; i < std::size(kCategories); ++i) {
@@ -467,6 +474,15 @@ struct PerfettoTraceWriter::State {
         triple_arg(kBlockArg, g->block);
         uint_arg(kRegistersArg, g->registers);
         uint_arg(kSharedMemoryArg, g->static_shared + g->dynamic_shared);
+      }
+    }
+    if (a.graph_node != 0) {
+      uint_arg(kGraphArg, a.graph);
+      uint_arg(kGraphNodeArg, a.graph_node);
+      if (uint32_t captured = analysis::graph_capture_operator(m, a); captured != 0) {
+        gpu_event.message(event::kDebugAnnotations, gpu_arg.clear()
+                                                        .uint(annotation::kNameIid, kCaptureOperatorArg)
+                                                        .bytes(annotation::kStringValue, m.name(captured)));
       }
     }
     if (a.kind == raw::EventKind::kGpuMemcpy || a.kind == raw::EventKind::kGpuMemset) {

@@ -11,10 +11,11 @@ namespace trainprof::raw {
 
 inline constexpr char kFileMagic[8] = {'T', 'P', 'R', 'A', 'W', '\r', '\n', '\x1a'};
 // Version 2 added the chunk sequence number, version 3 the COMM and
-// COMM_GROUP events, version 4 the GPU events, version 5 MEMORY_TAG
+// COMM_GROUP events, version 4 the GPU events, version 5 MEMORY_TAG,
+// version 6 the CUDA graph ids of GPU activities and GPU_GRAPH_NODE
 // (docs/FORMAT.md, "Versioning"); version 1 files are still read, without
 // the sequence checks.
-inline constexpr uint32_t kFormatVersion = 5;
+inline constexpr uint32_t kFormatVersion = 6;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 inline constexpr uint32_t kFileHeaderSize = 128;
 inline constexpr uint32_t kChunkMagic = 0x4b435054;  // "TPCK" little-endian
@@ -89,23 +90,30 @@ enum class EventKind : uint8_t {
   kCommGroup = 12,      // a communicator: name = "group name\x1fworld ranks\x1fhow it was made", t0
   // GPU activity (CUPTI). All five: name, t0, duration (host clock), a = CUPTI correlation id,
   // b = device + 1 (0: none), then always varint context, stream, subkind, bytes, detail string
-  // id (0: none), thread (OS id of the calling thread, kGpuApi; else 0).
-  kGpuKernel = 13,  // name = kernel; detail = "grid x,y,z\x1fblock x,y,z\x1fregisters\x1fstatic
-                    // shared bytes\x1fdynamic shared bytes"
-  kGpuMemcpy = 14,  // name = "Memcpy HtoD (Pageable -> Device)"; subkind = CUPTI copy kind; bytes
-  kGpuMemset = 15,  // name = "Memset (Device)"; bytes
-  kGpuApi = 16,     // runtime or driver call: name = function; subkind = GpuApiKind; thread
-  kGpuSync = 17,    // synchronization: name = its type ("Stream Synchronize"); subkind = CUPTI type
-  kMemoryTag = 18,  // what an allocation holds: name = category ("parameter", ...), t0, a = bytes,
-                    // b = address, then always varint device (MemoryDevice)
+  // id (0: none), thread (OS id of the calling thread, kGpuApi; else 0). A kernel, copy or set
+  // that a CUDA graph launched has kGpuFromGraph set in its subkind varint, and two more varints
+  // follow: the graph id and the graph node id (CUPTI's).
+  kGpuKernel = 13,     // name = kernel; detail = "grid x,y,z\x1fblock x,y,z\x1fregisters\x1fstatic
+                       // shared bytes\x1fdynamic shared bytes"
+  kGpuMemcpy = 14,     // name = "Memcpy HtoD (Pageable -> Device)"; subkind = CUPTI copy kind; bytes
+  kGpuMemset = 15,     // name = "Memset (Device)"; bytes
+  kGpuApi = 16,        // runtime or driver call: name = function; subkind = GpuApiKind; thread
+  kGpuSync = 17,       // synchronization: name = its type ("Stream Synchronize"); subkind = CUPTI type
+  kMemoryTag = 18,     // what an allocation holds: name = category ("parameter", ...), t0, a = bytes,
+                       // b = address, then always varint device (MemoryDevice)
+  kGpuGraphNode = 19,  // a CUDA graph node that launched GPU activities of this run: name = the
+                       // operator open where it was made (captured), "" when none; t0 = when it was
+                       // made (may precede the run), a = graph node id, b = graph id
 };
-inline constexpr uint8_t kMaxEventKind = 18;
+inline constexpr uint8_t kMaxEventKind = 19;
 
 inline constexpr bool is_gpu_event_kind(EventKind kind) {
   return kind >= EventKind::kGpuKernel && kind <= EventKind::kGpuSync;
 }
 // kGpuApi subkind.
 enum class GpuApiKind : uint8_t { kRuntime = 1, kDriver = 2 };
+// In a GPU activity's subkind varint: the graph id and node id follow.
+inline constexpr uint64_t kGpuFromGraph = 0x100;
 // Separates the fields of a kGpuKernel detail.
 inline constexpr char kGpuDetailSeparator = '\x1f';
 

@@ -280,6 +280,9 @@ class ChunkDecoder {
                                            (p = get_varint(p, end, &e.device)) == nullptr)) {
         return "malformed memory event " + std::to_string(i);
       }
+      if (e.kind == EventKind::kGpuGraphNode && e.b > UINT32_MAX) {
+        return "malformed GPU graph node " + std::to_string(i) + " (graph id)";
+      }
       if (e.kind == EventKind::kMemoryTag && (p = get_varint(p, end, &e.device)) == nullptr) {
         return "malformed memory tag " + std::to_string(i);
       }
@@ -296,15 +299,20 @@ class ChunkDecoder {
         e.comm_tag = static_cast<int32_t>(unzigzag(tag));
       }
       if (is_gpu_event_kind(e.kind)) {
-        uint64_t context = 0, stream = 0, subkind = 0, detail = 0, thread = 0;
+        uint64_t context = 0, stream = 0, subkind = 0, detail = 0, thread = 0, graph = 0;
         if ((p = get_varint(p, end, &context)) == nullptr || (p = get_varint(p, end, &stream)) == nullptr ||
             (p = get_varint(p, end, &subkind)) == nullptr ||
             (p = get_varint(p, end, &e.gpu_bytes)) == nullptr ||
             (p = get_varint(p, end, &detail)) == nullptr || (p = get_varint(p, end, &thread)) == nullptr ||
-            context > UINT32_MAX || stream > UINT32_MAX || subkind > UINT8_MAX || detail > UINT32_MAX ||
-            thread > UINT32_MAX || e.a > UINT32_MAX || e.b > UINT16_MAX) {
+            ((subkind & kGpuFromGraph) != 0 && ((p = get_varint(p, end, &graph)) == nullptr ||
+                                                (p = get_varint(p, end, &e.gpu_graph_node)) == nullptr)) ||
+            context > UINT32_MAX || stream > UINT32_MAX || (subkind & ~(kGpuFromGraph | 0xff)) != 0 ||
+            detail > UINT32_MAX || thread > UINT32_MAX || graph > UINT32_MAX || e.a > UINT32_MAX ||
+            e.b > UINT16_MAX) {
           return "malformed GPU event " + std::to_string(i);
         }
+        e.gpu_graph = static_cast<uint32_t>(graph);
+        subkind &= 0xff;
         e.gpu_context = static_cast<uint32_t>(context);
         e.gpu_stream = static_cast<uint32_t>(stream);
         e.gpu_subkind = static_cast<uint32_t>(subkind);

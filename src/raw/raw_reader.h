@@ -49,6 +49,10 @@ struct RawEvent {
   uint32_t gpu_detail = 0;
   uint64_t gpu_bytes = 0;
   uint32_t gpu_thread = 0;
+  // A kernel, copy or set a CUDA graph launched: CUPTI's graph and node ids
+  // (0: not from a graph).
+  uint32_t gpu_graph = 0;
+  uint64_t gpu_graph_node = 0;
 };
 
 struct RawIssue {

@@ -125,8 +125,25 @@ uint32_t ActivityTranslator::os_tid(uint32_t cupti_thread_id) {
   return tid;
 }
 
-bool ActivityTranslator::translate(const CUpti_Activity& record, core::Event* activity, core::GpuDetail* d) {
+namespace {
+void from_graph(uint32_t graph, uint64_t node, core::GpuGraphDetail* g) {
+  g->graph = graph;
+  g->node = node;
+}
+}  // namespace
+
+void ActivityTranslator::describe_graph_node(uint64_t node, uint32_t graph) {
+  if (graph_nodes_ == nullptr || described_.count(node) != 0) return;
+  std::optional<GraphNodeTable::Made> made = graph_nodes_->find(node);
+  if (!made) return;  // made while nothing watched: asked again at its next activity
+  described_.insert(node);
+  core::record_gpu_graph_node(made->ticks, node, graph, made->operator_name);
+}
+
+bool ActivityTranslator::translate(const CUpti_Activity& record, core::Event* activity, core::GpuDetail* d,
+                                   core::GpuGraphDetail* g) {
   *d = core::GpuDetail{0, nullptr, 0, 0, core::kGpuDetailSlot, 0, 0, 0};
+  *g = core::GpuGraphDetail{0, 0, 0, 0, core::kGpuGraphSlot, {}};
   switch (record.kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -136,6 +153,7 @@ bool ActivityTranslator::translate(const CUpti_Activity& record, core::Event* ac
       d->context = k.contextId;
       d->stream = k.streamId;
       d->detail = kernel_geometry(k);
+      from_graph(k.graphId, k.graphNodeId, g);
       return true;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -148,6 +166,7 @@ bool ActivityTranslator::translate(const CUpti_Activity& record, core::Event* ac
       d->stream = m.streamId;
       d->subkind = m.copyKind;
       d->bytes = m.bytes;
+      from_graph(m.graphId, m.graphNodeId, g);
       return true;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -158,6 +177,7 @@ bool ActivityTranslator::translate(const CUpti_Activity& record, core::Event* ac
       d->context = m.contextId;
       d->stream = m.streamId;
       d->bytes = m.bytes;
+      from_graph(m.graphId, m.graphNodeId, g);
       return true;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -224,8 +244,14 @@ BufferStats record_buffer(uint8_t* buffer, size_t valid_bytes, NextRecordFn next
     }
     core::Event activity{};
     core::GpuDetail detail{};
-    if (!translator.translate(*record, &activity, &detail)) continue;
-    core::record_gpu(activity, detail);
+    core::GpuGraphDetail graph{};
+    if (!translator.translate(*record, &activity, &detail, &graph)) continue;
+    if (graph.node != 0) {
+      translator.describe_graph_node(graph.node, graph.graph);
+      core::record_gpu(activity, detail, graph);
+    } else {
+      core::record_gpu(activity, detail);
+    }
     ++stats.recorded;
   }
   return stats;

@@ -8,7 +8,11 @@
 // memory kinds, the call's function name and thread (its OS id, when the
 // thread recorded anything: Recorder::os_tid_of_cupti_thread), and the correlation id
 // that joins a launch to what it launched; device memory allocations and
-// releases as memory reports. Other kinds are counted, not kept.
+// releases as memory reports. Other kinds are counted, not kept. A kernel,
+// copy or set that a CUDA graph launched also carries its graph and node
+// ids, and the first activity of each node in a session is preceded by the
+// node's description (GPU_GRAPH_NODE: the operator that made it, from
+// graph_nodes.h).
 #ifndef TRAINPROF_COLLECTORS_CUPTI_ACTIVITY_RECORDS_H_
 #define TRAINPROF_COLLECTORS_CUPTI_ACTIVITY_RECORDS_H_
 
@@ -18,8 +22,10 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "collectors/cupti/gpu_clock.h"
+#include "collectors/cupti/graph_nodes.h"
 #include "core/event.h"
 #include "raw/format.h"
 
@@ -32,14 +38,22 @@ using NextRecordFn = CUptiResult (*)(uint8_t* buffer, size_t valid_bytes, CUpti_
 
 class ActivityTranslator {
  public:
-  // `clock` must outlive the translator; `callback_name` may be nullptr
-  // (calls are then named "cuda runtime call #cbid").
-  ActivityTranslator(const GpuClock* clock, CallbackNameFn callback_name)
-      : clock_(clock), callback_name_(callback_name) {}
+  // `clock` and `graph_nodes` must outlive the translator; `callback_name`
+  // may be nullptr (calls are then named "cuda runtime call #cbid"),
+  // `graph_nodes` too (graph nodes are then not described).
+  ActivityTranslator(const GpuClock* clock, CallbackNameFn callback_name,
+                     const GraphNodeTable* graph_nodes = nullptr)
+      : clock_(clock), callback_name_(callback_name), graph_nodes_(graph_nodes) {}
 
-  // Fills `activity` and `detail` from one record; false for a kind that is
+  // Fills `activity`, `detail` and, for an activity a CUDA graph launched,
+  // `graph` (else its node is 0) from one record; false for a kind that is
   // not recorded.
-  bool translate(const CUpti_Activity& record, core::Event* activity, core::GpuDetail* detail);
+  bool translate(const CUpti_Activity& record, core::Event* activity, core::GpuDetail* detail,
+                 core::GpuGraphDetail* graph);
+
+  // Records the description of graph node `node` (GPU_GRAPH_NODE) the first
+  // time the translator sees it, when the table knows it.
+  void describe_graph_node(uint64_t node, uint32_t graph);
 
   // A device or managed memory allocation or release (CUPTI_ACTIVITY_KIND_
   // MEMORY2) as a memory report of CUDA device d with raw::kMemoryFromDriver:
@@ -66,6 +80,8 @@ class ActivityTranslator {
 
   const GpuClock* clock_;
   CallbackNameFn callback_name_;
+  const GraphNodeTable* graph_nodes_;
+  std::unordered_set<uint64_t> described_;  // graph nodes described in this session
   // grid x, y, z, block x, y, z, registers, static and dynamic shared memory.
   using Geometry = std::array<int64_t, 9>;
   struct GeometryHash {

@@ -13,8 +13,10 @@
 #include "collectors/cupti/activity_records.h"
 #include "collectors/cupti/cupti_library.h"
 #include "collectors/cupti/gpu_clock.h"
+#include "collectors/cupti/graph_nodes.h"
 #include "core/clock.h"
 #include "core/collector.h"
+#include "trainprof/range.h"
 
 namespace trainprof::cupti {
 namespace {
@@ -49,6 +51,11 @@ struct Shared {
   std::unique_ptr<ActivityTranslator> translator;
   CuptiStats stats;
   std::atomic<size_t> outstanding{0};  // buffers handed to CUPTI, not yet returned
+  // Who made each CUDA graph node, for the process's life: a graph captured
+  // in one session may be launched in the next. Its own lock: the callbacks
+  // run on the threads that make graphs, while a buffer holds `mu`.
+  GraphNodeTable graph_nodes;
+  std::atomic<GraphNodeIdFn> graph_node_id{nullptr};
 };
 
 Shared& shared() {
@@ -71,6 +78,19 @@ void log_once_malformed() {
   static std::atomic<bool> said{false};
   if (!said.exchange(true)) {
     base::log_warning("GPU: a CUPTI activity buffer could not be walked to its end; the rest of it is lost");
+  }
+}
+
+// CUPTI's resource callbacks while a session records GPU activity: graph
+// nodes made, cloned and destroyed (graph_nodes.h), on the thread that
+// makes them.
+void CUPTIAPI on_resource(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
+  Shared& s = shared();
+  try {
+    on_graph_resource(cbid, static_cast<const CUpti_ResourceData*>(data), s.graph_node_id.load(),
+                      core::open_operator, detail::now_ticks(), s.graph_nodes);
+  } catch (...) {  // no memory for the table: the node goes unnamed
   }
 }
 
@@ -126,7 +146,8 @@ class CuptiCollector final : public core::Collector {
       s.stats.library = s.cupti->path;
       s.clock = std::make_unique<GpuClock>(core::ticks_per_ns());
       add_sync_point_locked(s);
-      s.translator = std::make_unique<ActivityTranslator>(s.clock.get(), s.cupti->get_callback_name);
+      s.translator =
+          std::make_unique<ActivityTranslator>(s.clock.get(), s.cupti->get_callback_name, &s.graph_nodes);
       // At every start: CUPTI keeps one pair of buffer callbacks per process,
       // and torch.profiler (Kineto) registers its own when it runs between
       // two of our sessions; ours would then never see a buffer again.
@@ -138,6 +159,7 @@ class CuptiCollector final : public core::Collector {
           return failed_locked(s, std::string("cuptiActivityEnable(") + kind_name(kind) + ")", r);
         enabled_.push_back(kind);
       }
+      watch_graph_nodes_locked(s);
       s.stats.active = true;
     } catch (const std::exception& e) {
       base::log_error(std::string("GPU: CUPTI could not start: ") + e.what() +
@@ -152,6 +174,10 @@ class CuptiCollector final : public core::Collector {
     s.cupti->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     std::lock_guard<std::mutex> lock(s.mu);
     disable_locked(s);
+    if (subscriber_ != nullptr) {  // one subscriber per process: torch.profiler's may come next
+      s.cupti->unsubscribe(subscriber_);
+      subscriber_ = nullptr;
+    }
     if (s.stats.dropped > 0) {
       base::log_warning("GPU: CUPTI dropped " + std::to_string(s.stats.dropped) +
                         " activity records (its buffers were full)");
@@ -161,6 +187,36 @@ class CuptiCollector final : public core::Collector {
   }
 
  private:
+  // Graph nodes made while the session records are named by the operator
+  // that made them. CUPTI allows one subscriber per process: when another
+  // tool holds it, graph activities still carry their graph and node ids.
+  void watch_graph_nodes_locked(Shared& s) {
+    const CuptiLibrary& c = *s.cupti;
+    if (c.subscribe == nullptr || c.unsubscribe == nullptr || c.enable_callback == nullptr ||
+        c.get_graph_node_id == nullptr) {
+      return graph_nodes_unnamed(c.path + " lacks the callback functions");
+    }
+    s.graph_node_id.store(c.get_graph_node_id);
+    CUptiResult r = c.subscribe(&subscriber_, on_resource, nullptr);
+    if (r != CUPTI_SUCCESS) {
+      subscriber_ = nullptr;
+      return graph_nodes_unnamed("cuptiSubscribe failed with " + CuptiLibrary::error_text(r) +
+                                 " (another tool subscribed to CUPTI?)");
+    }
+    for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED,
+                                  CUPTI_CBID_RESOURCE_GRAPHNODE_DESTROY_STARTING}) {
+      r = c.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, cbid);
+      if (r != CUPTI_SUCCESS)
+        return graph_nodes_unnamed("cuptiEnableCallback failed with " + CuptiLibrary::error_text(r));
+    }
+  }
+
+  void graph_nodes_unnamed(const std::string& why) {
+    if (said_graphs_) return;
+    said_graphs_ = true;
+    base::log_info("GPU: CUDA graph nodes are not named by the operator that captured them: " + why);
+  }
+
   void disable_locked(Shared& s) {
     for (CUpti_ActivityKind kind : enabled_) s.cupti->activity_disable(kind);
     enabled_.clear();
@@ -198,6 +254,8 @@ class CuptiCollector final : public core::Collector {
 
   bool asked_ = false;  // the last session asked for GPU activity
   bool said_ = false;   // the reason is given once per process
+  bool said_graphs_ = false;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
   std::vector<CUpti_ActivityKind> enabled_;
 };
 

@@ -73,6 +73,10 @@ bool bind_all(void* handle, CuptiLibrary& c) {
                   bind(handle, "cuptiActivityGetNumDroppedRecords", &c.get_num_dropped_records) &&
                   bind(handle, "cuptiGetTimestamp", &c.get_timestamp);
   bind(handle, "cuptiGetCallbackName", &c.get_callback_name);  // newer CUPTIs only
+  bind(handle, "cuptiSubscribe", &c.subscribe);
+  bind(handle, "cuptiUnsubscribe", &c.unsubscribe);
+  bind(handle, "cuptiEnableCallback", &c.enable_callback);
+  bind(handle, "cuptiGetGraphNodeId", &c.get_graph_node_id);
   return complete;
 }
 

@@ -31,6 +31,13 @@ struct CuptiLibrary {
   CUptiResult (*get_num_dropped_records)(CUcontext, uint32_t, size_t*) = nullptr;
   CUptiResult (*get_timestamp)(uint64_t*) = nullptr;
   CallbackNameFn get_callback_name = nullptr;  // optional
+  // Callbacks, for the CUDA graph nodes' makers (optional: without them,
+  // graph nodes are not named by the operator that captured them).
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
+  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                 CUpti_CallbackId) = nullptr;
+  GraphNodeIdFn get_graph_node_id = nullptr;
 
   // "CUPTI_ERROR_..." for `result`, or its number. Read from our own table,
   // not cuptiGetResultString: after a failed start, CUPTI 13.2's recurses

@@ -602,6 +602,7 @@ void shut_down_at_exit() {
 __attribute__((constructor)) void register_torch_collector() {
   g_collector = new TorchCollector();
   core::register_collector(g_collector);
+  core::register_open_operator(innermost_operator);
   // Registered here, so it runs when this library is finalized: before
   // LibTorch's (which this library uses) and before libtrainprof's, whose
   // exit handler closes a session still open.
