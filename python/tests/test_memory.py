@@ -91,12 +91,22 @@ def test_parameters_gradients_and_adam_state_are_exact_at_the_peak(tmp_path: Pat
     categories = {e["category"] for e in trace if e["action"] == "alloc"}
     assert {"gradient", "temporary"} <= categories, categories
     allocs = sum(e["action"] == "alloc" for e in trace)
+    earlier = "(allocated before the run or not reported)"
+    alive = [block for seg in snapshot["segments"] for block in seg["blocks"] if block["state"] == "active_allocated"]
     assert allocs == sum(e["action"] == "free_completed" for e in trace) + sum(
-        1 for seg in snapshot["segments"] if seg["blocks"][0]["frames"][0]["name"] != "(allocated before the run or not reported)")
+        1 for block in alive if block["frames"][0]["name"] != earlier)
     # Blocks from before the run alive at the end: the parameters and Adam's state, exactly.
-    before = sum(seg["total_size"] for seg in snapshot["segments"]
-                 if seg["blocks"][0]["frames"][0]["name"] == "(allocated before the run or not reported)")
-    assert before == parameter_bytes + state_bytes
+    assert sum(block["size"] for block in alive if block["frames"][0]["name"] == earlier) == \
+        parameter_bytes + state_bytes
+    # What torch's viewer needs to replay the trace: every address an event
+    # names lies in a segment, a segment's blocks tile it, categories are on
+    # the allocations, and the trace ends with the snapshot's moment, whose
+    # category is the viewer's "unknown" for blocks from before the trace.
+    spans = [(seg["address"], seg["address"] + seg["total_size"]) for seg in snapshot["segments"]]
+    assert all(any(lo <= e["addr"] < hi for lo, hi in spans) for e in trace if e["action"] != "snapshot")
+    assert all(sum(block["size"] for block in seg["blocks"]) == seg["total_size"] for seg in snapshot["segments"])
+    assert not any("category" in e for e in trace if e["action"].startswith("free"))
+    assert trace[-1]["action"] == "snapshot" and trace[-1]["category"] == "unknown"
     assert f"total_allocated: " in _memory_viz.segsum(snapshot)
     assert _memory_viz.trace(snapshot).count(" = MEM[") + _memory_viz.trace(snapshot).count("= seg_") == allocs
     assert "aten::" in _memory_viz.segments(snapshot, format_flamegraph=lambda lines: lines)

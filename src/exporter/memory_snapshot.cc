@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "analysis/memory.h"
@@ -127,6 +128,84 @@ std::map<uint32_t, size_t> device_indices(const std::vector<analysis::SnapshotBl
   return out;
 }
 
+// A segment: a stretch of addresses that exported blocks used, merged
+// where they touch or overlap, so that every address an event names lies in
+// one (torch's viewer replays the events inside the final segments); the
+// blocks alive at the end, in address order.
+struct Segment {
+  size_t device = 0;
+  uint64_t address = 0;
+  uint64_t end = 0;
+  std::vector<const analysis::SnapshotBlock*> alive;
+};
+
+std::vector<Segment> segments(const analysis::MemoryBreakdown& b, std::map<uint32_t, size_t>& index) {
+  std::vector<const analysis::SnapshotBlock*> used;
+  for (const analysis::SnapshotBlock& s : b.blocks) {
+    if ((s.in_trace || s.end_ns == 0) && s.bytes > 0) used.push_back(&s);
+  }
+  std::sort(used.begin(), used.end(),
+            [&index](const analysis::SnapshotBlock* x, const analysis::SnapshotBlock* y) {
+              return std::tie(index[x->device], x->address) < std::tie(index[y->device], y->address);
+            });
+  std::vector<Segment> out;
+  for (const analysis::SnapshotBlock* s : used) {
+    size_t device = index[s->device];
+    if (out.empty() || out.back().device != device || s->address > out.back().end)
+      out.push_back(Segment{device, s->address, s->address, {}});
+    Segment& seg = out.back();
+    seg.end = std::max(seg.end, s->address + s->bytes);
+    // Alive blocks do not overlap; one that would (a lost free) is left out.
+    if (s->end_ns == 0 &&
+        (seg.alive.empty() || seg.alive.back()->address + seg.alive.back()->bytes <= s->address))
+      seg.alive.push_back(s);
+  }
+  return out;
+}
+
+// A segment's blocks tile it: the alive ones, "inactive" between them.
+void write_segment(Pickle& p, const analysis::MemoryBreakdown& b, const Segment& seg) {
+  uint64_t alive = 0;
+  for (const analysis::SnapshotBlock* s : seg.alive) alive += s->bytes;
+  auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
+  p.dict()
+      .item("device", i64(seg.device))
+      .item("address", i64(seg.address))
+      .item("total_size", i64(seg.end - seg.address))
+      .item("allocated_size", i64(alive))
+      .item("active_size", i64(alive))
+      .item("requested_size", i64(alive))
+      .item("stream", 0)
+      .item("segment_type", "large")
+      .key("is_expandable")
+      .boolean(false)
+      .key("frames")
+      .list()
+      .end_list()
+      .key("blocks")
+      .list();
+  uint64_t at = seg.address;
+  auto gap = [&p, &at, &i64](uint64_t until) {
+    if (until > at)
+      p.dict().item("address", i64(at)).item("size", i64(until - at)).item("state", "inactive").end_dict();
+    at = std::max(at, until);
+  };
+  for (const analysis::SnapshotBlock* s : seg.alive) {
+    gap(s->address);
+    p.dict()
+        .item("address", i64(s->address))
+        .item("size", i64(s->bytes))
+        .item("requested_size", i64(s->bytes))
+        .item("state", "active_allocated")
+        .key("frames");
+    frames(p, b.sites[s->site]);
+    p.end_dict();
+    at = s->address + s->bytes;
+  }
+  gap(seg.end);
+  p.end_list().end_dict();
+}
+
 }  // namespace
 
 std::string write_memory_snapshot(const analysis::TraceModel& model, const analysis::MemoryBreakdown& b,
@@ -141,34 +220,7 @@ std::string write_memory_snapshot(const analysis::TraceModel& model, const analy
   };
   Pickle p(&file);
   p.dict().key("segments").list();
-  for (const analysis::SnapshotBlock& s : b.blocks) {
-    if (s.end_ns != 0) continue;  // freed: no longer in a segment at the end
-    auto size = static_cast<int64_t>(s.bytes);
-    p.dict()
-        .item("device", static_cast<int64_t>(index[s.device]))
-        .item("address", static_cast<int64_t>(s.address))
-        .item("total_size", size)
-        .item("allocated_size", size)
-        .item("active_size", size)
-        .item("requested_size", size)
-        .item("stream", 0)
-        .item("segment_type", "large")
-        .key("is_expandable")
-        .boolean(false)
-        .key("frames")
-        .list()
-        .end_list()
-        .key("blocks")
-        .list()
-        .dict()
-        .item("address", static_cast<int64_t>(s.address))
-        .item("size", size)
-        .item("requested_size", size)
-        .item("state", "active_allocated")
-        .key("frames");
-    frames(p, b.sites[s.site]);
-    p.end_dict().end_list().end_dict();
-  }
+  for (const Segment& seg : segments(b, index)) write_segment(p, b, seg);
   p.end_list().key("device_traces").list();
   for (size_t d = 0; d < devices; ++d) {
     // Each exported allocation's events in time order: (time, 0 alloc / 1 free, block).
@@ -190,13 +242,27 @@ std::string write_memory_snapshot(const analysis::TraceModel& model, const analy
             .item("addr", static_cast<int64_t>(s.address))
             .item("size", static_cast<int64_t>(s.bytes))
             .item("stream", 0)
-            .item("time_us", us(ts))
-            .item("category", category(s.cls))
-            .key("frames");
+            .item("time_us", us(ts));
+        if (kind == 0) p.item("category", category(s.cls));  // on the allocation, as torch's
+        p.key("frames");
         frames(p, b.sites[s.site]);
         p.end_dict();
       }
     }
+    // The moment the snapshot stands for (torch's "snapshot" action). Its
+    // category is the viewer's own for blocks allocated before the trace,
+    // which it colors "unknown" and must find among the events' categories.
+    p.dict()
+        .item("action", "snapshot")
+        .item("addr", 0)
+        .item("size", 0)
+        .item("stream", 0)
+        .item("time_us", us(events.empty() ? 0 : std::get<0>(events.back())))
+        .item("category", "unknown")
+        .key("frames")
+        .list()
+        .end_list()
+        .end_dict();
     p.end_list();
   }
   p.end_list()

@@ -7,9 +7,10 @@
 // device_traces: one list per device, CUDA devices at their index and the
 // CPU after them (as torch does for a CPU profile), each allocation an
 // "alloc" event and its free "free_requested" + "free_completed", with the
-// class as "category" and the allocation site as frames; the latest
-// kSnapshotBlocks allocations per device. segments: one per block alive at
-// the end, holding it as its one active block.
+// class as the allocation's "category" and the allocation site as frames;
+// the latest kSnapshotBlocks allocations per device; a closing "snapshot"
+// event. segments: the stretches of addresses those blocks used, holding
+// the blocks alive at the end.
 #ifndef TRAINPROF_EXPORTER_MEMORY_SNAPSHOT_H_
 #define TRAINPROF_EXPORTER_MEMORY_SNAPSHOT_H_
 
