@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -206,3 +209,18 @@ def test_analyse_rejects_bad_arguments(tmp_path: Path, kwargs: dict, error: type
     with pytest.raises(error, match=re.escape(message)):
         trainprof.analyse(**kwargs)
 
+
+
+def test_importing_trainprof_offers_nccl_its_profiler_plugin_unless_one_is_set() -> None:
+    """NCCL reads NCCL_PROFILER_PLUGIN when it makes its first communicator:
+    the package names its libtrainprof.so, whose ncclProfiler_v4 NCCL loads;
+    a value the user set is left alone."""
+    show = ("import ctypes, os, trainprof; path = os.environ.get('NCCL_PROFILER_PLUGIN'); print(path); "
+            "print(bool(path) and os.path.isfile(path) and ctypes.CDLL(path).ncclProfiler_v4 is not None)")
+    env = {k: v for k, v in os.environ.items() if k != "NCCL_PROFILER_PLUGIN"}
+    offered = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, env=env, check=True)
+    path, loadable = offered.stdout.split()
+    assert path.endswith("/trainprof/libtrainprof.so") and loadable == "True", offered.stdout
+    kept = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True,
+                          env={**env, "NCCL_PROFILER_PLUGIN": "none"}, check=True)
+    assert kept.stdout.split()[0] == "none"

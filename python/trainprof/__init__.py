@@ -35,7 +35,7 @@ finally:
     if _options_text is not None:
         _os.environ["TRAINPROF_OPTIONS"] = _options_text
 
-from . import _torch, _zero_code, mstx
+from . import _gpu, _torch, _zero_code, mstx
 from ._dynamic import DynamicProfilerMonitor
 from ._flight import flight_recorder
 from ._ranges import record_function
@@ -88,5 +88,6 @@ _torch.load_if_torch_imported()
 # ones (libpython's frames), however the profile was started (this API or
 # TRAINPROF_OPTIONS); nn.Module paths come from the hooks with_modules installs.
 _trainprof_core.enable_python_context()
+_gpu.offer_nccl_plugin()  # before torch.distributed makes an NCCL communicator
 _zero_code.start_from_environment()
 _zero_code.start_monitor_from_environment()

@@ -59,3 +59,19 @@ def point_core_at_wheel_cupti() -> Optional[str]:
     if found is not None:
         os.environ["TRAINPROF_CUPTI_LIBRARY"] = found
     return found
+
+
+def offer_nccl_plugin() -> Optional[str]:
+    """Sets ``NCCL_PROFILER_PLUGIN`` to this package's libtrainprof.so unless
+    the user set it, so that NCCL, when it makes its first communicator,
+    reports its collectives to trainprof's profiler plugin (their GPU times,
+    written while a profile records; NCCL is asked for nothing otherwise).
+    Returns the value it holds afterwards (None: unset)."""
+    chosen = os.environ.get("NCCL_PROFILER_PLUGIN")
+    if chosen is not None:
+        return chosen
+    library = Path(__file__).with_name("libtrainprof.so")
+    if library.is_file():
+        os.environ["NCCL_PROFILER_PLUGIN"] = str(library)
+        return str(library)
+    return None

@@ -59,7 +59,7 @@ PathGraph::PathGraph(const TraceModel& m, const Ranges& ranges) : m_(m), ranges_
       specials_[d.tid].push_back({d.start_ns, d.start_ns + d.dur_ns, PathKind::kDataWait, d.operation});
   }
   for (const CommCall& c : m.comm_calls) {
-    if ((c.flags & raw::kCommCompletion) == 0)  // a span from post to completion is no call
+    if (is_host_call(c))  // a span from post to completion, or on the GPU, is no call
       specials_[c.tid].push_back({c.start_ns, c.end_ns, PathKind::kCommunication, c.name});
   }
   for (auto& [tid, specials] : specials_) {

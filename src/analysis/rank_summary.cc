@@ -51,7 +51,7 @@ int64_t step_at(const TraceModel& m, uint64_t t) {
 uint64_t time_in_comm(const TraceModel& m, uint64_t start, uint64_t end) {
   UnionLength u;
   for (const CommCall& c : m.comm_calls) {  // in start order
-    if ((c.flags & raw::kCommCompletion) != 0) continue;
+    if (!is_host_call(c)) continue;
     uint64_t s = std::max(c.start_ns, start), e = std::min(c.end_ns, end);
     if (e > s) u.add(s, e);
   }

@@ -159,7 +159,7 @@ WindowComm window_comm(const TraceModel& m, uint64_t start, uint64_t end) {
     if (c.start_ns >= end) break;
     uint64_t s = std::max(c.start_ns, start), e = std::min(c.end_ns, end);
     if (e <= s) continue;
-    bool in_flight = (c.flags & raw::kCommCompletion) != 0;
+    bool in_flight = !is_host_call(c);  // posted, or on the GPU: communication beside the host's work
     add_sorted(in_flight ? w.in_flight : w.blocking, s, e);
     if (!in_flight && (c.flags & raw::kCommRecv) != 0 && (c.flags & raw::kCommNonblocking) == 0) {
       add_sorted(receives, s, e);

@@ -105,6 +105,11 @@ struct CommCall {
   int32_t peer;      // world rank of the peer or root (-1: none)
   int32_t tag;       // -1: none
 };
+// Time a host thread spent in a call: not a nonblocking operation's span
+// from post to completion, nor an NCCL operation timed on the GPU.
+inline bool is_host_call(const CommCall& c) {
+  return (c.flags & (raw::kCommCompletion | raw::kCommOnDevice)) == 0;
+}
 
 // A GPU activity (raw GPU_* events, CUPTI): a kernel, copy, set, runtime or
 // driver call, or synchronization.

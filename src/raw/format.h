@@ -125,6 +125,9 @@ inline constexpr uint64_t kCommNonblocking = 8;  // the posting call of a nonblo
 inline constexpr uint64_t kCommCompletion = 16;  // a nonblocking operation, from its post to its completion
 inline constexpr uint64_t kCommWait = 32;        // a wait or test call (MPI_Wait*, MPI_Test*)
 inline constexpr uint64_t kCommManagement = 64;  // creates or frees a communicator
+// Timed on the device: an NCCL operation from its first GPU channel's start to
+// its last one's end (format 6), recorded by NCCL's threads; not a host call.
+inline constexpr uint64_t kCommOnDevice = 128;
 // Separates the fields of a kCommGroup name.
 inline constexpr char kCommGroupSeparator = '\x1f';
 
