@@ -3,6 +3,7 @@
 // operations timed by their kernel channels on the GPU's clock become COMM
 // events of the communicator's group.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -159,6 +160,39 @@ TEST(NcclPlugin, OperationsTimedOnTheGpuBecomeCommEventsOfTheirCommunicator) {
   const nlohmann::json& plugin = info["collectors"]["nccl"];
   EXPECT_EQ(plugin["operations_not_timed_yet"].get<int>(), 1) << plugin.dump();  // the broadcast
   EXPECT_GE(plugin["operations_written"].get<int>(), 2) << plugin.dump();
+}
+
+// Two ranks (processes) of one NCCL communicator, whose three all-reduces
+// all end together on the GPU while rank 1's kernels start 10 ms late: the
+// cluster pass matches them by (communicator, NCCL sequence) as it matches
+// MPI and Gloo calls, and rank 0 waited 10 ms at each.
+TEST(NcclPlugin, RanksCollectivesAreMatchedByCommunicatorAndSequence) {
+  test::TempDir dir;
+  const uint64_t base = detail::realtime_now_ns() + 300 * kMs;  // both ranks record by then
+  std::vector<test::Child> ranks;
+  for (int rank : {0, 1}) {
+    ranks.push_back(test::spawn({test::helper_path("nccl_rank_child"), dir.path(), std::to_string(rank), "2",
+                                 std::to_string(base), rank == 1 ? "10" : "0"}));
+  }
+  for (test::Child& c : ranks) {
+    int status = test::wait_status(c);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << c.first_line;
+  }
+  ClusterReport report = cluster(dir.path());
+  ASSERT_TRUE(report.ok()) << report.error;
+  nlohmann::json j = nlohmann::json::parse(test::read_text(report.output_dir + "/cluster_analysis.json"));
+  EXPECT_EQ(j["world_size"], 2) << j.dump();
+  EXPECT_EQ(j["collectives_matched"], 3) << j.dump();
+  EXPECT_EQ(j["collectives_unmatched"], 0) << j.dump();
+  for (const nlohmann::json& r : j["per_rank"]) {
+    double waited_ms = r["waited_ns"].get<double>() / 1e6;
+    if (r["rank"] == 0) {
+      EXPECT_NEAR(waited_ms, 30.0, 1.0) << r.dump();  // 10 ms at each of three
+    } else {
+      EXPECT_NEAR(waited_ms, 0.0, 1.0) << r.dump();
+      EXPECT_EQ(r["arrived_last"], 3) << r.dump();
+    }
+  }
 }
 
 TEST(NcclPlugin, DatatypeSizes) {
