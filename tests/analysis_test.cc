@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "analysis/gpu_kernels.h"
 #include "analysis/passes.h"
 #include "analysis/timeline.h"
 #include "core/event.h"
@@ -1628,6 +1629,25 @@ TEST(Database, DbAloneWritesNoTextAndReplacesAPlantedLinkWithoutFollowingIt) {
   EXPECT_EQ(sql(out(run, "trainprof.db"), "SELECT COUNT(*) FROM steps;"),
             "4\n");  // 3 and the one stop() ended
   EXPECT_TRUE(fs::exists(out(run, "profiler_info.json")));
+}
+
+// NCCL renamed its kernels across releases (a rename once broke another
+// tool's communication analysis silently): every name it has used is
+// communication, demangled or not; other kernels are not.
+TEST(GpuKernels, NcclKernelsAreKnownByTheNameOfEveryRelease) {
+  for (const char* name :
+       {"ncclAllReduceRingLLKernel_sum_f32(ncclColl)",
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+        "ncclSymkDevKernel_AllReduce_AGxLL_R(ncclSymkDevWorkArgs4K)", "void ncclKernel<1, 2>(ncclDevComm*)",
+        "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"}) {
+    EXPECT_TRUE(analysis::is_nccl_kernel(name)) << name;
+  }
+  for (const char* name : {"void at::native::vectorized_elementwise_kernel<4, float>(int, float*)",
+                           "ampere_sgemm_128x64_nn", "_Z6kernelv", "my_nccl_wrapper(int)", ""}) {
+    EXPECT_FALSE(analysis::is_nccl_kernel(name)) << name;
+  }
 }
 
 }  // namespace

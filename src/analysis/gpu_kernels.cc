@@ -55,6 +55,15 @@ std::optional<KernelGeometry> kernel_geometry(std::string_view detail) {
   return g;
 }
 
+bool is_nccl_kernel(std::string_view name) {
+  if (name.starts_with("void ")) name.remove_prefix(5);
+  if (name.starts_with("_Z")) {  // mangled: _Z, then the name's length
+    name.remove_prefix(2);
+    while (!name.empty() && name.front() >= '0' && name.front() <= '9') name.remove_prefix(1);
+  }
+  return name.starts_with("nccl");
+}
+
 std::vector<KernelRow> kernel_rows(const TraceModel& m) {
   std::unordered_map<uint32_t, const GpuActivity*> launch = launches_by_correlation(m);
   const std::vector<StepWindow> steps = steps_by_start(m.steps);

@@ -25,6 +25,14 @@ struct KernelGeometry {
 // reads as 0 (raw data is not trusted, and the number is only shown).
 std::optional<KernelGeometry> kernel_geometry(std::string_view detail);
 
+// Whether a kernel is one of NCCL's, whatever its release named it:
+// "ncclAllReduceRingLLKernel_sum_f32(...)" (2.7), "ncclKernel_AllReduce_
+// RING_LL_Sum_float(...)" (2.8 to 2.18), "ncclDevKernel_AllReduce_Sum_f32_
+// RING_LL(...)" (2.19 on), the symmetric-memory "ncclSymk..." kernels, with a
+// return type ("void ...") where a template makes the demangler print one,
+// or still mangled ("_Z39ncclDevKernel...") where demangling failed.
+bool is_nccl_kernel(std::string_view name);
+
 struct KernelRow {
   int64_t step = -1;  // of its launch (or of its start, when the launch was not recorded); -1: none
   int32_t device = -1;

@@ -24,6 +24,7 @@
 #include <span>
 #include <string_view>
 
+#include "analysis/gpu_kernels.h"
 #include "analysis/passes.h"
 #include "raw/format.h"
 #include "trainprof/dataset.h"
@@ -322,9 +323,9 @@ void StepTraceAccumulator::add_window(const TraceModel& m, uint64_t start_ns, ui
 
 namespace {
 
-// NCCL's kernels (ncclKernel_*, ncclDevKernel_*) are communication.
+// NCCL's kernels are communication.
 bool is_communication_kernel(const TraceModel& m, const GpuActivity& a) {
-  return a.kind == raw::EventKind::kGpuKernel && m.name(a.name).starts_with("nccl");
+  return a.kind == raw::EventKind::kGpuKernel && is_nccl_kernel(m.name(a.name));
 }
 
 // The device's part of one step: what ran in it, split into computing and

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "analysis/gpu_kernels.h"
 #include "analysis/path_graph.h"
 
 namespace trainprof::analysis {
@@ -170,7 +171,7 @@ void Retimer::start_device(size_t index) {
   double k = change_.speedup > 0 ? change_.speedup : 1.0;
   uint64_t dur = a.end_ns - a.start_ns;
   if (is_faster(a.name)) dur = static_cast<uint64_t>(static_cast<double>(dur) / k);
-  if (change_.overlap_communication && m_.name(a.name).starts_with("nccl")) dur = 0;
+  if (change_.overlap_communication && is_nccl_kernel(m_.name(a.name))) dur = 0;
   d.new_end = d.new_start + dur;
   devices_[index] = d;
 }
