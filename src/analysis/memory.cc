@@ -121,23 +121,4 @@ std::vector<StepMemoryPeak> step_memory_peaks(const TraceModel& m) {
   return out;
 }
 
-std::string memory_device_name(uint32_t device) {
-  int type = raw::memory_device_type(device);
-  int index = raw::memory_device_index(device);
-  // c10::DeviceType values.
-  std::string name;
-  switch (type) {
-    case 0: name = "CPU"; break;
-    case 1: name = "CUDA"; break;
-    case 6: name = "HIP"; break;
-    case 9: name = "XLA"; break;
-    case 12: name = "XPU"; break;
-    case 13: name = "MPS"; break;
-    case 14: name = "Meta"; break;
-    default: name = "Device" + std::to_string(type); break;
-  }
-  if (index >= 0) name += ":" + std::to_string(index);
-  return raw::memory_from_driver(device) ? name + " driver" : name;
-}
-
 }  // namespace trainprof::analysis

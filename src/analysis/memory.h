@@ -59,8 +59,9 @@ struct StepMemoryPeak {
 };
 std::vector<StepMemoryPeak> step_memory_peaks(const TraceModel& model);
 
-// "CPU", "CUDA:0", ... for a raw::memory_device code.
-std::string memory_device_name(uint32_t device);
+// "CPU", "CUDA:0", ... for a raw::memory_device code (the collectors name
+// devices the same way).
+using raw::memory_device_name;
 
 }  // namespace trainprof::analysis
 

@@ -190,7 +190,7 @@ struct FlightRecorder::State {
   void out_of_memory(uint64_t bytes, uint64_t device, const char* operator_name);
   std::atomic<uint64_t> last_oom_dump_ns{0};  // monotonic; 0: none yet
   std::atomic<int64_t> oom_dumped_step{-1};   // steps_ended at the last out-of-memory dump
-  std::string oom_run_dir;                    // under dump_mu: that dump's run
+  std::optional<FlightDump> oom_dump;         // under dump_mu: the last one written
   // A peer's incident served this rank's own trigger of the same kind.
   void absorb(const std::string& trigger_name);
   // Incidents other ranks announced, queued as dumps.
@@ -362,14 +362,11 @@ void FlightRecorder::State::out_of_memory(uint64_t bytes, uint64_t device, const
   uint64_t last = last_oom_dump_ns.load();
   if (last != 0 && now - last < static_cast<uint64_t>(options.cooldown_s * 1e9)) return;
   last_oom_dump_ns.store(now);
-  int type = raw::memory_device_type(device);
-  std::string where = type == 0 ? "CPU"
-                                : (type == 1 ? "CUDA:" : "device type " + std::to_string(type) + ":") +
-                                      std::to_string(raw::memory_device_index(device));
   int64_t step = steps_ended.load();
   nlohmann::json trigger = {
       {"trigger", "out_of_memory"},
-      {"reason", "an allocation of " + std::to_string(bytes) + " bytes on " + where + " failed" +
+      {"reason", "an allocation of " + std::to_string(bytes) + " bytes on " +
+                     raw::memory_device_name(device) + " failed" +
                      (operator_name != nullptr ? std::string(" in ") + operator_name : std::string()) +
                      " during step " + std::to_string(step)},
       {"step", step},
@@ -378,7 +375,7 @@ void FlightRecorder::State::out_of_memory(uint64_t bytes, uint64_t device, const
   if (!d) return;
   oom_dumped_step.store(step);
   std::lock_guard<std::mutex> lock(dump_mu);
-  if (!d->run_dir.empty()) oom_run_dir = d->run_dir;
+  if (!d->run_dir.empty()) oom_dump = *d;
   done.push_back(std::move(*d));
 }
 
@@ -826,11 +823,10 @@ FlightDump FlightRecorder::dump(std::string_view reason, std::string_view trigge
     // The exception of an allocation that failed in this step: its dump,
     // written at the failure, holds the same steps.
     std::lock_guard<std::mutex> lock(s.dump_mu);
-    if (!s.oom_run_dir.empty()) {
+    if (s.oom_dump) {
       base::log_info("flight recorder: " + std::string(reason) + ": the steps up to it are in '" +
-                     s.oom_run_dir + "' (written at the out-of-memory error)");
-      for (auto it = s.done.rbegin(); it != s.done.rend(); ++it)
-        if (it->run_dir == s.oom_run_dir) return *it;
+                     s.oom_dump->run_dir + "' (written at the out-of-memory error)");
+      return *s.oom_dump;
     }
   }
   std::optional<FlightDump> d = s.write_dump(std::move(trigger));

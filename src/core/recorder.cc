@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 
@@ -56,27 +57,16 @@ inline bool try_fast_append(const Event& e) noexcept {
   return true;
 }
 
-// A block with one free slot is handed over as full: the pair never splits.
-inline bool try_fast_append_pair(const Event& first, const Event& second) noexcept {
+// Slots committed together: a block without room for all of them is handed
+// over as full, so that they never split.
+template <size_t N>
+inline bool try_fast_append_together(const std::array<Event, N>& events) noexcept {
   Block* b = tls_block;
   if (b == nullptr) return false;
   uint32_t i = b->committed.load(std::memory_order_relaxed);
-  if (i + 2 > kEventsPerBlock) return false;
-  b->events[i] = first;
-  b->events[i + 1] = second;
-  b->committed.store(i + 2, std::memory_order_release);
-  return true;
-}
-
-inline bool try_fast_append_triple(const Event& first, const Event& second, const Event& third) noexcept {
-  Block* b = tls_block;
-  if (b == nullptr) return false;
-  uint32_t i = b->committed.load(std::memory_order_relaxed);
-  if (i + 3 > kEventsPerBlock) return false;
-  b->events[i] = first;
-  b->events[i + 1] = second;
-  b->events[i + 2] = third;
-  b->committed.store(i + 3, std::memory_order_release);
+  if (i + N > kEventsPerBlock) return false;
+  for (size_t k = 0; k < N; ++k) b->events[i + k] = events[k];
+  b->committed.store(i + static_cast<uint32_t>(N), std::memory_order_release);
   return true;
 }
 
@@ -116,13 +106,15 @@ void Recorder::append(const Event& e) noexcept {
 }
 
 void Recorder::append_pair(const Event& first, const Event& second) noexcept {
-  if (try_fast_append_pair(first, second)) return;
-  if (replace_block()) try_fast_append_pair(first, second);
+  const std::array<Event, 2> events{first, second};
+  if (try_fast_append_together(events)) return;
+  if (replace_block()) try_fast_append_together(events);
 }
 
 void Recorder::append_triple(const Event& first, const Event& second, const Event& third) noexcept {
-  if (try_fast_append_triple(first, second, third)) return;
-  if (replace_block()) try_fast_append_triple(first, second, third);
+  const std::array<Event, 3> events{first, second, third};
+  if (try_fast_append_together(events)) return;
+  if (replace_block()) try_fast_append_together(events);
 }
 
 bool Recorder::replace_block() noexcept {

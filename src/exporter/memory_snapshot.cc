@@ -6,6 +6,7 @@
 #include <map>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "analysis/memory.h"
@@ -139,18 +140,18 @@ struct Segment {
   std::vector<const analysis::SnapshotBlock*> alive;
 };
 
-std::vector<Segment> segments(const analysis::MemoryBreakdown& b, std::map<uint32_t, size_t>& index) {
+std::vector<Segment> segments(const analysis::MemoryBreakdown& b, const std::map<uint32_t, size_t>& index) {
   std::vector<const analysis::SnapshotBlock*> used;
   for (const analysis::SnapshotBlock& s : b.blocks) {
     if ((s.in_trace || s.end_ns == 0) && s.bytes > 0) used.push_back(&s);
   }
   std::sort(used.begin(), used.end(),
             [&index](const analysis::SnapshotBlock* x, const analysis::SnapshotBlock* y) {
-              return std::tie(index[x->device], x->address) < std::tie(index[y->device], y->address);
+              return std::pair(index.at(x->device), x->address) < std::pair(index.at(y->device), y->address);
             });
   std::vector<Segment> out;
   for (const analysis::SnapshotBlock* s : used) {
-    size_t device = index[s->device];
+    size_t device = index.at(s->device);
     if (out.empty() || out.back().device != device || s->address > out.back().end)
       out.push_back(Segment{device, s->address, s->address, {}});
     Segment& seg = out.back();

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace trainprof::raw {
 
@@ -161,6 +162,25 @@ inline constexpr uint64_t kMemoryFailed = uint64_t{1} << 17;
 inline constexpr const char* kOutOfMemoryDomain = "out of memory";
 inline constexpr bool memory_failed(uint64_t device) {
   return (device & kMemoryFailed) != 0;
+}
+// "CPU", "CUDA:0", "CUDA:0 driver", ... for a memory device code (its type
+// is c10::DeviceType).
+inline std::string memory_device_name(uint64_t device) {
+  int type = memory_device_type(device);
+  int index = memory_device_index(device);
+  std::string name;
+  switch (type) {
+    case 0: name = "CPU"; break;
+    case 1: name = "CUDA"; break;
+    case 6: name = "HIP"; break;
+    case 9: name = "XLA"; break;
+    case 12: name = "XPU"; break;
+    case 13: name = "MPS"; break;
+    case 14: name = "Meta"; break;
+    default: name = "Device" + std::to_string(type); break;
+  }
+  if (index >= 0) name += ":" + std::to_string(index);
+  return memory_from_driver(device) ? name + " driver" : name;
 }
 
 // kOperator flags (low 8 bits of `a`).

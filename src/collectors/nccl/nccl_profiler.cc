@@ -69,7 +69,6 @@ void set_masks(bool recording) {
   for (int* mask : l.masks) __atomic_store_n(mask, recording ? kMask : 0, __ATOMIC_RELAXED);
 }
 
-struct Communicator;
 struct Operation;
 
 struct Channel {
@@ -98,8 +97,7 @@ struct Operation {
 struct Communicator {
   std::mutex mu;  // NCCL calls from the user's thread and from its own threads
   const char* group = nullptr;
-  std::string group_record;  // the COMM_GROUP record's name
-  int ranks = 0;
+  std::string group_record;        // the COMM_GROUP record's name
   bool spans_world = false;        // its ranks are the world's, in order
   uint64_t group_recorded_in = 0;  // g_run when the group was last recorded
   std::unique_ptr<Operation[]> ring;
@@ -155,15 +153,14 @@ void maybe_write(Communicator& c, Operation& op) {
   if (op.expected == 0 || op.ended >= op.expected) write(c, op);
 }
 
-// Under c.mu: the next slot of the ring, its former operation written first.
+// Under c.mu: the next slot of the ring, its former operation written
+// first. Its channels start over: a late report on one of the former
+// operation's channels names no operation and is ignored.
 Operation& take_slot(Communicator& c) {
   Operation& op = c.ring[c.next++ % kRingSize];
   if (op.in_use) write(c, op);  // never finished (a lost stop): written with what it has
-  Communicator* owner = op.comm;
-  std::array<Channel, kMaxChannels> channels = op.channel;
   op = Operation{};
-  op.comm = owner;
-  op.channel = channels;
+  op.comm = &c;
   op.in_use = true;
   return op;
 }
@@ -264,7 +261,6 @@ Result init(void** context, int* activation_mask, const char* comm_name, uint64_
     std::snprintf(hex, sizeof(hex), "%016" PRIx64, comm_hash);
     std::string group = std::string("nccl:") + hex;
     c->group = detail::intern(group);
-    c->ranks = ranks;
     c->spans_world = ranks > 0 && ranks == base::detect_rank().world_size;
     std::string members;
     if (c->spans_world) {
@@ -272,8 +268,7 @@ Result init(void** context, int* activation_mask, const char* comm_name, uint64_
     }
     c->group_record = group + raw::kCommGroupSeparator + members + raw::kCommGroupSeparator + "NCCL" +
                       (comm_name != nullptr && *comm_name != '\0' ? std::string(" ") + comm_name : "");
-    c->ring = std::make_unique<Operation[]>(kRingSize);
-    for (size_t i = 0; i < kRingSize; ++i) c->ring[i].comm = c.get();
+    c->ring = std::make_unique<Operation[]>(kRingSize);  // each slot names its communicator once taken
     {
       Live& l = live();
       std::lock_guard<std::mutex> lock(l.mu);
