@@ -140,7 +140,8 @@ TEST(NcclPlugin, OperationsTimedOnTheGpuBecomeCommEventsOfTheirCommunicator) {
   EXPECT_EQ(groups, 1);
   ASSERT_EQ(comms.size(), 2u);
   const raw::RawEvent& ar = *comms[0];
-  EXPECT_EQ(f.name(ar.name_id), "AllReduce");
+  EXPECT_EQ(f.name(ar.name_id), std::string("AllReduce") + raw::kCommNameSeparator + "Ring" +
+                                    raw::kCommNameSeparator + "LL");  // NCCL's algorithm and protocol
   EXPECT_EQ(ar.a, raw::kCommCollective | raw::kCommOnDevice);
   EXPECT_EQ(ar.b, 8u);  // sequence 7, + 1
   EXPECT_EQ(ar.comm_bytes, 4096u);
@@ -160,6 +161,23 @@ TEST(NcclPlugin, OperationsTimedOnTheGpuBecomeCommEventsOfTheirCommunicator) {
   const nlohmann::json& plugin = info["collectors"]["nccl"];
   EXPECT_EQ(plugin["operations_not_timed_yet"].get<int>(), 1) << plugin.dump();  // the broadcast
   EXPECT_GE(plugin["operations_written"].get<int>(), 2) << plugin.dump();
+  // The timeline names the operation alone, with NCCL's choice beside it.
+  nlohmann::json trace =
+      nlohmann::json::parse(test::read_text(prof.last_run().run_dir + "/PROFILER_OUTPUT/trace_view.json"));
+  int all_reduces = 0;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "communication") continue;
+    if (e["name"] == "AllReduce") {
+      ++all_reduces;
+      EXPECT_EQ(e["args"]["Algorithm"], "Ring") << e.dump();
+      EXPECT_EQ(e["args"]["Protocol"], "LL") << e.dump();
+      EXPECT_EQ(e["args"]["Sequence"], 7) << e.dump();
+    } else {
+      EXPECT_EQ(e["name"], "Send") << e.dump();
+      EXPECT_FALSE(e["args"].contains("Algorithm")) << e.dump();
+    }
+  }
+  EXPECT_EQ(all_reduces, 1);
 }
 
 // Two ranks (processes) of one NCCL communicator, whose three all-reduces

@@ -69,6 +69,27 @@ void add_comm_group(TraceModel& m, StringMerger& merger, const std::string& text
   m.comm_groups.push_back(std::move(g));
 }
 
+// An NCCL operation's name ("AllReduce\x1fRing\x1fLL": operation,
+// algorithm, protocol; docs/FORMAT.md, COMM) in model string ids.
+struct DeviceCommName {
+  uint32_t operation = 0;
+  uint32_t algorithm = 0;
+  uint32_t protocol = 0;
+};
+DeviceCommName split_device_comm_name(StringMerger& merger, std::string_view text) {
+  DeviceCommName parts;
+  size_t first = text.find(raw::kCommNameSeparator);
+  parts.operation = merger.intern(std::string(text.substr(0, first)));
+  if (first == std::string_view::npos) return parts;
+  std::string_view rest = text.substr(first + 1);
+  size_t second = rest.find(raw::kCommNameSeparator);
+  std::string_view algorithm = rest.substr(0, second);
+  std::string_view protocol = second == std::string_view::npos ? std::string_view() : rest.substr(second + 1);
+  if (!algorithm.empty()) parts.algorithm = merger.intern(std::string(algorithm));
+  if (!protocol.empty()) parts.protocol = merger.intern(std::string(protocol));
+  return parts;
+}
+
 // Pass 1 over one file: everything but the slices goes into the model; the
 // slices leave their trace in the sample, the chunk starts and the held set.
 class FileScanner {
@@ -127,9 +148,19 @@ class FileScanner {
     for (size_t i = first_tag_; i < m_.memory_tags.size(); ++i) {
       m_.memory_tags[i].category = keys.id(m_.memory_tags[i].category);
     }
+    std::unordered_map<uint32_t, DeviceCommName> device_names;  // file-local name -> its parts
     for (size_t i = first_comm_; i < m_.comm_calls.size(); ++i) {
-      m_.comm_calls[i].name = keys.id(m_.comm_calls[i].name);
-      m_.comm_calls[i].group = keys.id(m_.comm_calls[i].group);
+      CommCall& c = m_.comm_calls[i];
+      if ((c.flags & raw::kCommOnDevice) != 0) {
+        auto [it, fresh] = device_names.try_emplace(c.name);
+        if (fresh) it->second = split_device_comm_name(merger, f.name(c.name));
+        c.algorithm = it->second.algorithm;
+        c.protocol = it->second.protocol;
+        c.name = it->second.operation;
+      } else {
+        c.name = keys.id(c.name);
+      }
+      c.group = keys.id(c.group);
     }
     for (uint32_t name : group_names_) add_comm_group(m_, merger, f.name(name));
     size_t unended = 0;
@@ -192,7 +223,7 @@ class FileScanner {
       case raw::EventKind::kComm:
         m_.comm_calls.push_back(CommCall{e.t0_ns, e.t1_ns, e.comm_bytes, e.tid, e.name_id, e.comm_group,
                                          static_cast<uint32_t>(e.a), static_cast<int64_t>(e.b) - 1,
-                                         e.comm_peer, e.comm_tag});
+                                         e.comm_peer, e.comm_tag, 0, 0});
         break;
       case raw::EventKind::kCommGroup: group_names_.push_back(e.name_id); break;
       case raw::EventKind::kMemory:

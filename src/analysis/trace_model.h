@@ -104,6 +104,11 @@ struct CommCall {
   int64_t sequence;  // in the group (-1: none)
   int32_t peer;      // world rank of the peer or root (-1: none)
   int32_t tag;       // -1: none
+  // An NCCL operation timed on the device: the algorithm ("Ring", "Tree")
+  // and protocol ("LL", "LL128", "Simple") NCCL chose, string ids (0: not
+  // given; always 0 for host calls).
+  uint32_t algorithm = 0;
+  uint32_t protocol = 0;
 };
 // Time a host thread spent in a call: not a nonblocking operation's span
 // from post to completion, nor an NCCL operation timed on the GPU.

@@ -407,6 +407,14 @@ class TraceWriter {
     if (c.sequence >= 0) num("Sequence", c.sequence);
     if (c.peer >= 0) num((c.flags & (raw::kCommSend | raw::kCommRecv)) != 0 ? "Peer" : "Root", c.peer);
     if (c.tag >= 0 && (c.flags & (raw::kCommSend | raw::kCommRecv)) != 0) num("Tag", c.tag);
+    if (c.algorithm != 0) {
+      key("Algorithm");
+      buf_ += escaped(c.algorithm);
+    }
+    if (c.protocol != 0) {
+      key("Protocol");
+      buf_ += escaped(c.protocol);
+    }
     buf_ += '}';
     end_event();
   }

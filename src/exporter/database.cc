@@ -60,7 +60,8 @@ CREATE TABLE communication (
   id INTEGER PRIMARY KEY, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   tid INTEGER REFERENCES threads(tid), name_id INTEGER REFERENCES strings(id),
   group_id INTEGER REFERENCES communication_groups(name_id), flags INTEGER, sequence INTEGER,
-  bytes INTEGER, peer INTEGER, tag INTEGER, step INTEGER REFERENCES steps(step));
+  bytes INTEGER, peer INTEGER, tag INTEGER, step INTEGER REFERENCES steps(step),
+  algorithm_id INTEGER REFERENCES strings(id), protocol_id INTEGER REFERENCES strings(id));
 CREATE TABLE gpu_activity_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 INSERT INTO gpu_activity_kinds VALUES (0, 'kernel'), (1, 'gpu_memcpy'), (2, 'gpu_memset'), (3, 'cuda_runtime'),
   (4, 'cuda_driver'), (5, 'cuda_sync');
@@ -510,7 +511,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     }
     Statement s(d.db,
                 "INSERT INTO communication(start_ns, end_ns, tid, name_id, group_id, flags, sequence, bytes, "
-                "peer, tag, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "peer, tag, step, algorithm_id, protocol_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 &d.error);
     for (const analysis::CommCall& c : m.comm_calls) {
       s.bind(1, static_cast<int64_t>(c.start_ns) + offset)
@@ -530,6 +531,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
       }
       s.bind(8, i64(c.bytes)).bind(9, static_cast<int64_t>(c.peer)).bind(10, static_cast<int64_t>(c.tag));
       bind_step(s, 11, step_at(by_start, c.start_ns));
+      s.bind_or_null(12, c.algorithm != 0, c.algorithm).bind_or_null(13, c.protocol != 0, c.protocol);
       s.step(d.db, &d.error);
       ++rows_;
     }

@@ -128,7 +128,10 @@ inline constexpr uint64_t kCommWait = 32;        // a wait or test call (MPI_Wai
 inline constexpr uint64_t kCommManagement = 64;  // creates or frees a communicator
 // Timed on the device: an NCCL operation from its first GPU channel's start to
 // its last one's end (format 6), recorded by NCCL's threads; not a host call.
+// Its name may carry the algorithm and protocol NCCL chose after the
+// operation, each after a kCommNameSeparator: "AllReduce\x1fRing\x1fLL".
 inline constexpr uint64_t kCommOnDevice = 128;
+inline constexpr char kCommNameSeparator = '\x1f';
 // Separates the fields of a kCommGroup name.
 inline constexpr char kCommGroupSeparator = '\x1f';
 

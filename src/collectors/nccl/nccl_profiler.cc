@@ -171,6 +171,20 @@ int32_t world_rank(const Communicator& c, int rank) {
   return rank >= 0 && c.spans_world ? rank : -1;
 }
 
+// A collective's name with the algorithm and protocol NCCL chose
+// ("AllReduce\x1fRing\x1fLL", raw/format.h), interned: NCCL's strings are
+// its own and may go with the communicator.
+const char* collective_name(const char* func, const char* algorithm, const char* protocol) {
+  std::string name = func != nullptr && *func != '\0' ? func : "collective";
+  bool has_algorithm = algorithm != nullptr && *algorithm != '\0';
+  bool has_protocol = protocol != nullptr && *protocol != '\0';
+  if (has_algorithm || has_protocol) {
+    ((name += raw::kCommNameSeparator) += has_algorithm ? algorithm : "") += raw::kCommNameSeparator;
+    name += has_protocol ? protocol : "";
+  }
+  return detail::intern(name);
+}
+
 Result start_event(void* context, void** handle, EventDescrV4* d) {
   if (handle != nullptr) *handle = nullptr;
   auto* c = static_cast<Communicator*>(context);
@@ -178,20 +192,21 @@ Result start_event(void* context, void** handle, EventDescrV4* d) {
   try {
     std::lock_guard<std::mutex> lock(c->mu);
     if (d->type == kProfileColl) {
+      const char* name = collective_name(d->coll.func, d->coll.algo, d->coll.proto);  // may throw
       Operation& op = take_slot(*c);
-      op.name = detail::intern(d->coll.func != nullptr ? d->coll.func : "collective");
+      op.name = name;
       op.flags = static_cast<uint8_t>(raw::kCommCollective);
       op.sequence = static_cast<uint32_t>(d->coll.seq_number);
       op.bytes = d->coll.count * datatype_bytes(d->coll.datatype);
       op.expected = d->coll.channels;
-      op.peer = std::string_view(op.name) == "Broadcast" || std::string_view(op.name) == "Reduce"
-                    ? world_rank(*c, d->coll.root)
-                    : -1;
+      std::string_view func = d->coll.func != nullptr ? d->coll.func : "";
+      op.peer = func == "Broadcast" || func == "Reduce" ? world_rank(*c, d->coll.root) : -1;
       *handle = &op;
     } else if (d->type == kProfileP2p) {
-      Operation& op = take_slot(*c);
       std::string_view func = d->p2p.func != nullptr ? d->p2p.func : "";
-      op.name = detail::intern(func.empty() ? "point-to-point" : func);
+      const char* name = detail::intern(func.empty() ? "point-to-point" : func);  // may throw
+      Operation& op = take_slot(*c);
+      op.name = name;
       op.flags = static_cast<uint8_t>(func == "Recv" ? raw::kCommRecv : raw::kCommSend);
       op.bytes = d->p2p.count * datatype_bytes(d->p2p.datatype);
       op.peer = world_rank(*c, d->p2p.peer);
