@@ -3,7 +3,8 @@
 # Idempotent: does nothing (not even apt-get update) when all are present.
 #   scripts/install_deps.sh          build + tests
 #   scripts/install_deps.sh --bench  also the peer for the comparisons in bench/
-#                                    (python3-torch: torch.profiler)
+#                                    (python3-torch: torch.profiler; time, bc:
+#                                    bench/cluster_scale.sh)
 set -euo pipefail
 
 PACKAGES=(
@@ -22,7 +23,7 @@ PACKAGES=(
   prometheus prometheus-node-exporter  # scrape the flight recorder's metrics in the tests
 )
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(python3-torch)
+  PACKAGES+=(python3-torch time bc)
 fi
 
 missing=()

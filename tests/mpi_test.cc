@@ -20,6 +20,7 @@
 #include "analysis/rank_summary.h"
 #include "raw/format.h"
 #include "raw/raw_reader.h"
+#include "synthetic_job.h"
 #include "test_util.h"
 #include "trainprof/advise.h"
 #include "trainprof/analyse.h"
@@ -499,6 +500,36 @@ TEST(MpiCluster, AnalyseMpiSpreadsTheRunsOverTheJob) {
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_NE(alone.output.find("mpirun -np K trainprof analyse --mpi PATH"), std::string::npos)
       << alone.output;
+}
+
+// `mpirun -np 4 trainprof cluster --mpi` on 64 ranks' runs: the processes
+// read their shares and meet through MPI; the first one prints the report
+// and writes every output as `trainprof cluster` alone does, byte for byte.
+TEST(MpiCluster, ClusterMpiWritesWhatTheOneProcessPassWrites) {
+  test::TempDir dir;
+  test::write_synthetic_job(dir.path(), 64);
+  const std::string trainprof = std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof";
+  test::ProcessResult alone =
+      test::run_process({trainprof, "cluster", dir.path(), "--msprof-layout", dir.path() + "/msprof"});
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_NE(alone.output.find("Straggler: rank 5."), std::string::npos) << alone.output;
+  std::map<std::string, std::string> one = test::cluster_outputs(dir.path());
+  test::remove_cluster_outputs(dir.path());
+  test::ProcessResult spread = test::run_process(
+      {TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", trainprof, "cluster",
+       "--mpi", dir.path(), "--msprof-layout", dir.path() + "/msprof"});
+  ASSERT_EQ(spread.exit_code, 0) << spread.output;
+  EXPECT_EQ(spread.output, alone.output) << "one report, from the first process";
+  std::map<std::string, std::string> outputs = test::cluster_outputs(dir.path());
+  ASSERT_EQ(outputs.size(), one.size());
+  for (const auto& [name, text] : one) {
+    EXPECT_TRUE(outputs[name] == text) << name << " differs";
+  }
+  // Outside a launcher, --mpi says what it needs.
+  test::ProcessResult outside = test::run_process({trainprof, "cluster", "--mpi", dir.path()});
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_NE(outside.output.find("mpirun -np K trainprof cluster --mpi PATH"), std::string::npos)
+      << outside.output;
 }
 
 // The msprof-analyze layout is refused through a planted symlink (nothing

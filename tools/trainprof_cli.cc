@@ -4,7 +4,7 @@
 //                          [--window-mb N] [--export-type text|db|text,db] [--trace-format
 //                          json|perfetto|json,perfetto] [--mpi [--mpi-wait-minutes N]]
 //   trainprof summary PATH
-//   trainprof cluster PATH [--jobs N] [--msprof-layout DIR]
+//   trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi]
 //   trainprof --version | --help
 //
 // Exit status: 0 success, 1 a run failed (or nothing to do), 2 bad usage.
@@ -16,11 +16,13 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "analyse_mpi.h"
+#include "mpi_exchange.h"
 #include "trainprof/advise.h"
 #include "trainprof/analyse.h"
 #include "trainprof/diff.h"
@@ -98,7 +100,7 @@ const char* kSummaryHelp =
     "Runs that were not analysed yet are listed with the command that does it.\n";
 
 const char* kClusterHelp =
-    "usage: trainprof cluster PATH [--jobs N] [--msprof-layout DIR]\n"
+    "usage: trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi]\n"
     "\n"
     "PATH holds the runs of several ranks (an MPI job's output directory). Runs not\n"
     "analysed yet are analysed first (--jobs at once). Every collective is matched\n"
@@ -117,6 +119,10 @@ const char* kClusterHelp =
     "  --msprof-layout DIR  also lay the ranks' tables out as msprof-analyze reads them\n"
     "                       (DIR/{worker}_{stamp}_ascend_pt/ per rank), so that\n"
     "                       `msprof-analyze cluster -d DIR -m all` works on them\n"
+    "  --mpi                spread the pass over the processes of an MPI job:\n"
+    "                       `mpirun -np K trainprof cluster --mpi PATH`; each reads\n"
+    "                       (and analyses, where still to do) every K-th run, the\n"
+    "                       first one prints the report and writes the outputs\n"
     "\n"
     "exit status: 0 analysed, 1 nothing to analyse or outputs not written, 2 bad usage\n";
 
@@ -485,11 +491,16 @@ int cmd_cluster(const std::vector<std::string>& args) {
   trainprof::AnalyseOptions options;
   trainprof::ClusterOptions cluster_options;
   std::string path;
+  bool mpi = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
       std::fputs(kClusterHelp, stdout);
       return kOk;
+    }
+    if (a == "--mpi") {
+      mpi = true;
+      continue;
     }
     if (a == "--msprof-layout") {
       if (i + 1 >= args.size() || args[i + 1].empty()) {
@@ -511,8 +522,30 @@ int cmd_cluster(const std::vector<std::string>& args) {
     path = a;
   }
   if (path.empty()) return usage_error("cluster needs a PATH", kClusterHelp);
-  return trainprof::cli::print_cluster_report(trainprof::cluster(path, options, cluster_options)) ? kOk
-                                                                                                  : kFailed;
+  if (!mpi) {
+    return trainprof::cli::print_cluster_report(trainprof::cluster(path, options, cluster_options)) ? kOk
+                                                                                                    : kFailed;
+  }
+  if (trainprof::cli::LaunchPlace place = trainprof::cli::launch_place_from_environment();
+      !place.error.empty()) {
+    std::fprintf(stderr,
+                 "trainprof: --mpi: no MPI launcher environment (OMPI_COMM_WORLD_RANK, PMI_RANK or "
+                 "SLURM_PROCID); run it as `mpirun -np K trainprof cluster --mpi PATH`\n");
+    return kUsage;
+  }
+  std::string error;
+  std::unique_ptr<trainprof::ClusterExchange> exchange = trainprof::cli::make_mpi_exchange(&error);
+  if (exchange == nullptr) {
+    std::fprintf(stderr, "trainprof: %s\n", error.c_str());
+    return kUsage;
+  }
+  cluster_options.exchange = exchange.get();
+  trainprof::ClusterReport report = trainprof::cluster(path, options, cluster_options);
+  if (exchange->index() == 0) return trainprof::cli::print_cluster_report(report) ? kOk : kFailed;
+  for (const std::string& w : report.warnings) {
+    std::fprintf(stderr, "trainprof: [cluster process %d] warning: %s\n", exchange->index(), w.c_str());
+  }
+  return kOk;
 }
 
 // ---------------------------------------------------------------------------

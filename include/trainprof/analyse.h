@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "trainprof/cluster_exchange.h"
+
 namespace trainprof {
 
 struct AnalyseOptions {
@@ -135,6 +137,12 @@ struct ClusterOptions {
   // analysed every run already, and one that failed there would only fail
   // again).
   bool analyse_missing = true;
+  // Spread the pass over the processes this connects (cluster_exchange.h;
+  // nullptr: this process alone). Every process calls cluster() with the
+  // same path and options; each reads its share of the runs (and analyses
+  // those of them still to analyse) and process 0 writes the outputs and
+  // returns the report (the others return an empty one, or their warnings).
+  ClusterExchange* exchange = nullptr;
 };
 
 // The cluster analysis of the runs of several ranks at or below `path`

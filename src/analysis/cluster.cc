@@ -293,7 +293,7 @@ std::string step_ranges(const std::vector<int64_t>& steps) {
   return out;
 }
 
-StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
+StragglerReport describe_ranks(const std::vector<RankSummary>& ranks) {
   StragglerReport r;
   std::map<int, const RankSummary*> by_rank;
   for (const RankSummary& s : ranks) {
@@ -322,13 +322,93 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     if (s->end == "killed") r.killed_ranks.push_back(rank);
     if (s->end == "signal") r.signaled_ranks.push_back(rank);
   }
-  std::map<int, size_t> index;
   for (int rank : r.ranks) {
-    index[rank] = r.per_rank.size();
     RankWaits w;
     w.rank = rank;
     r.per_rank.push_back(w);
   }
+  return r;
+}
+
+void add_ended_early(StragglerReport& r, const std::map<std::string, std::map<int, int64_t>>& last_by_group) {
+  for (const auto& [group, lasts] : last_by_group) {
+    int64_t group_last = 0;
+    for (const auto& [rank, last] : lasts) group_last = std::max(group_last, last);
+    for (const auto& [rank, last] : lasts) {
+      // A named copy: lambdas cannot capture structured bindings before clang 16.
+      const int this_rank = rank;
+      bool listed =
+          std::any_of(r.ended_early.begin(), r.ended_early.end(),
+                      [this_rank](const StragglerReport::EarlyEnd& e) { return e.rank == this_rank; });
+      if (last < group_last && !listed) r.ended_early.push_back({rank, last, group_last});
+    }
+  }
+}
+
+std::vector<int64_t> name_straggler(StragglerReport& r) {
+  // The straggler: the others lost most of their waiting to it.
+  const RankWaits* top = nullptr;
+  for (const RankWaits& w : r.per_rank) {
+    if (top == nullptr || w.waited_for_ns > top->waited_for_ns) top = &w;
+  }
+  if (top == nullptr || r.total_wait_ns == 0 ||
+      static_cast<double>(top->waited_for_ns) < kStragglerShare * static_cast<double>(r.total_wait_ns)) {
+    return {};
+  }
+  r.straggler = top->rank;
+  // Its late steps: those where the others lost at least a tenth of its mean per step.
+  uint64_t most = 0;
+  for (const auto& [step, lost] : top->waited_for_by_step) most = std::max(most, lost);
+  for (const auto& [step, lost] : top->waited_for_by_step) {
+    if (lost * 10 >= most) r.straggler_steps.push_back(step);
+  }
+  return r.straggler_steps;
+}
+
+void late_step_means(const RankSummary& s, const std::vector<int64_t>& late_steps, RankWaits* w) {
+  std::set<int64_t> steps(late_steps.begin(), late_steps.end());
+  step_means(s, w->in_flight_waited_by_step, steps, &w->computing_ns, &w->data_wait_ns, &w->in_comm_ns);
+}
+
+void explain_straggler(StragglerReport& r) {
+  std::vector<double> computing, data, comm;
+  const RankWaits* s = nullptr;
+  for (const RankWaits& w : r.per_rank) {
+    if (w.rank == r.straggler) {
+      s = &w;
+      continue;
+    }
+    computing.push_back(w.computing_ns);
+    data.push_back(w.data_wait_ns);
+    comm.push_back(w.in_comm_ns);
+  }
+  if (s == nullptr) return;
+  r.others_computing_ns = median(computing);
+  r.others_data_wait_ns = median(data);
+  r.others_in_comm_ns = median(comm);
+  r.excess_computing_ns = s->computing_ns - r.others_computing_ns;
+  r.excess_data_wait_ns = s->data_wait_ns - r.others_data_wait_ns;
+  r.excess_in_comm_ns = s->in_comm_ns - r.others_in_comm_ns;
+  // The cause: the largest excess, when it explains a fair part (a tenth)
+  // of what the others lost per late step.
+  double lost_per_step =
+      r.straggler_steps.empty()
+          ? 0
+          : static_cast<double>(s->waited_for_ns) /
+                static_cast<double>(r.straggler_steps.size() * std::max<size_t>(1, r.per_rank.size() - 1));
+  std::vector<std::pair<double, std::string>> causes = {{r.excess_computing_ns, "compute"},
+                                                        {r.excess_data_wait_ns, "data loading"},
+                                                        {r.excess_in_comm_ns, "communication"}};
+  auto best = std::max_element(causes.begin(), causes.end());
+  r.cause = best->first > 0.1 * lost_per_step && best->first > 0 ? best->second : "unknown";
+}
+
+StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
+  StragglerReport r = describe_ranks(ranks);
+  std::map<int, const RankSummary*> by_rank;
+  std::map<int, size_t> index;
+  for (const RankSummary& s : ranks) by_rank[s.rank] = &s;
+  for (size_t i = 0; i < r.per_rank.size(); ++i) index[r.per_rank[i].rank] = i;
 
   // (group name, sequence) -> every member's arrival; group name -> members.
   std::map<std::pair<std::string, int64_t>, std::vector<Arrival>> arrivals;
@@ -348,18 +428,7 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
       last = std::max(last, key.second);
     }
   }
-  for (const auto& [group, lasts] : last_by_group) {
-    int64_t group_last = 0;
-    for (const auto& [rank, last] : lasts) group_last = std::max(group_last, last);
-    for (const auto& [rank, last] : lasts) {
-      // A named copy: lambdas cannot capture structured bindings before clang 16.
-      const int this_rank = rank;
-      bool listed =
-          std::any_of(r.ended_early.begin(), r.ended_early.end(),
-                      [this_rank](const StragglerReport::EarlyEnd& e) { return e.rank == this_rank; });
-      if (last < group_last && !listed) r.ended_early.push_back({rank, last, group_last});
-    }
-  }
+  add_ended_early(r, last_by_group);
   for (const auto& [key, list] : arrivals) {
     if (list.size() < 2 || list.size() != members[key.first]) {
       if (list.size() < members[key.first]) ++r.unmatched;
@@ -382,55 +451,10 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     if (last.step >= 0) late.waited_for_by_step[last.step] += lost;
     r.total_wait_ns += lost;
   }
-
-  // The straggler: the others lost most of their waiting to it.
-  const RankWaits* top = nullptr;
-  for (const RankWaits& w : r.per_rank) {
-    if (top == nullptr || w.waited_for_ns > top->waited_for_ns) top = &w;
-  }
-  if (top == nullptr || r.total_wait_ns == 0 ||
-      static_cast<double>(top->waited_for_ns) < kStragglerShare * static_cast<double>(r.total_wait_ns)) {
-    return r;
-  }
-  r.straggler = top->rank;
-  // Its late steps: those where the others lost at least a tenth of its mean per step.
-  uint64_t most = 0;
-  for (const auto& [step, lost] : top->waited_for_by_step) most = std::max(most, lost);
-  std::set<int64_t> late_steps;
-  for (const auto& [step, lost] : top->waited_for_by_step) {
-    if (lost * 10 >= most) late_steps.insert(step);
-  }
-  r.straggler_steps.assign(late_steps.begin(), late_steps.end());
-  for (RankWaits& w : r.per_rank) {
-    step_means(*by_rank[w.rank], w.in_flight_waited_by_step, late_steps, &w.computing_ns, &w.data_wait_ns,
-               &w.in_comm_ns);
-  }
-  std::vector<double> computing, data, comm;
-  for (const RankWaits& w : r.per_rank) {
-    if (w.rank == r.straggler) continue;
-    computing.push_back(w.computing_ns);
-    data.push_back(w.data_wait_ns);
-    comm.push_back(w.in_comm_ns);
-  }
-  r.others_computing_ns = median(computing);
-  r.others_data_wait_ns = median(data);
-  r.others_in_comm_ns = median(comm);
-  const RankWaits& s = r.per_rank[index[r.straggler]];
-  r.excess_computing_ns = s.computing_ns - r.others_computing_ns;
-  r.excess_data_wait_ns = s.data_wait_ns - r.others_data_wait_ns;
-  r.excess_in_comm_ns = s.in_comm_ns - r.others_in_comm_ns;
-  // The cause: the largest excess, when it explains a fair part (a tenth)
-  // of what the others lost per late step.
-  double lost_per_step =
-      late_steps.empty()
-          ? 0
-          : static_cast<double>(top->waited_for_ns) /
-                static_cast<double>(late_steps.size() * std::max<size_t>(1, r.per_rank.size() - 1));
-  std::vector<std::pair<double, std::string>> causes = {{r.excess_computing_ns, "compute"},
-                                                        {r.excess_data_wait_ns, "data loading"},
-                                                        {r.excess_in_comm_ns, "communication"}};
-  auto best = std::max_element(causes.begin(), causes.end());
-  r.cause = best->first > 0.1 * lost_per_step && best->first > 0 ? best->second : "unknown";
+  std::vector<int64_t> late_steps = name_straggler(r);
+  if (r.straggler < 0) return r;
+  for (RankWaits& w : r.per_rank) late_step_means(*by_rank[w.rank], late_steps, &w);
+  explain_straggler(r);
   return r;
 }
 

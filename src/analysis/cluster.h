@@ -127,6 +127,25 @@ inline constexpr double kStragglerShare = 0.5;
 
 StragglerReport find_straggler(const std::vector<RankSummary>& ranks);
 
+// find_straggler's parts, for a pass spread over processes
+// (pipeline/cluster_spread.h), which matches the collectives itself:
+// What the summaries say of their ranks (the world, the missing, those that
+// ended abnormally, the clocks), with per_rank made, by rank, and no waits.
+// Only the summaries' rank, world size, host, clock and end are read.
+StragglerReport describe_ranks(const std::vector<RankSummary>& ranks);
+// Each rank's last collective sequence per group: those behind their
+// group's last, into r.ended_early (a rank once, at its first group by name).
+void add_ended_early(StragglerReport& r, const std::map<std::string, std::map<int, int64_t>>& last_by_group);
+// With the waits in per_rank and total_wait_ns: the straggler (r.straggler,
+// r.straggler_steps) when one stands out; returns its late steps (empty: none).
+std::vector<int64_t> name_straggler(StragglerReport& r);
+// A rank's means of computing, data wait and time in communication over the
+// straggler's late steps, into `w` (its in-flight waiting per step already there).
+void late_step_means(const RankSummary& s, const std::vector<int64_t>& late_steps, RankWaits* w);
+// With every rank's means in per_rank: the others' medians, the straggler's
+// excess over them, and its cause.
+void explain_straggler(StragglerReport& r);
+
 // The report as the command prints it (and straggler_report.txt holds).
 std::string straggler_text(const StragglerReport& r);
 

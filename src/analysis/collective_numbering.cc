@@ -63,13 +63,11 @@ uint64_t first_start(const Member& m) {
   return t;
 }
 
-// The groups whose numbering starts with the rank's profiling: MPI's count
-// from the communicator's creation and need no alignment.
+}  // namespace
+
 bool numbered_from_profiling(const RankGroup& g) {
   return g.origin.starts_with("torch.distributed");
 }
-
-}  // namespace
 
 NumberingReport align_collective_numbering(std::vector<RankSummary>& ranks, uint64_t tolerance_ns) {
   NumberingReport report;

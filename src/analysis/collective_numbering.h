@@ -40,6 +40,11 @@ struct NumberingReport {
   std::vector<Unaligned> unaligned;
 };
 
+// The groups whose numbering starts with each rank's profiling
+// (torch.distributed's): the only ones aligned. MPI's and NCCL's count from
+// the communicator's creation.
+bool numbered_from_profiling(const RankGroup& g);
+
 // Renumbers `ranks`' collectives in place (by their group's name) and says
 // what it shifted and what it left out. `tolerance_ns` widens the time
 // overlap (the clocks' alignment error).

@@ -12,19 +12,23 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "analysis/cluster.h"
 #include "analysis/cluster_path.h"
 #include "analysis/collective_numbering.h"
 #include "analysis/incident_report.h"
 #include "analysis/rank_summary.h"
+#include "analysis/rank_summary_bytes.h"
 #include "analysis/what_if.h"
+#include "base/byte_buffer.h"
 #include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "core/analysis_hook.h"
 #include "exporter/cluster_trace.h"
 #include "exporter/communication_json.h"
 #include "exporter/csv_tables.h"
+#include "pipeline/cluster_spread.h"
 #include "pipeline/run_advice.h"
 #include "trainprof/analyse.h"
 
@@ -298,57 +302,147 @@ ClusterReport incident_only(const std::string& path, const std::string& text, co
   return report;
 }
 
-ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& options,
-                                const ClusterOptions& cluster_options) {
-  ClusterReport report;
-  std::vector<std::string> runs = find_run_directories(path);
-  if (runs.empty()) {
-    report.error = "no run directory (*_trainprof) at or below '" + path + "'";
-    return report;
-  }
-  std::vector<analysis::IncidentRank> incident = incident_ranks(runs);
-  analysis::IncidentReport incident_summary = analysis::incident_report(incident);
-  std::string incident_text = incident.empty() ? "" : analysis::incident_text(incident_summary, incident);
+// What one process reads of its share of the runs: each summary and
+// warning with the index of its run among all runs found, so that process 0
+// puts them back in the one-process order.
+struct ShareRead {
+  std::vector<std::pair<uint64_t, std::string>> warnings;
+  std::vector<std::pair<uint64_t, analysis::RankSummary>> summaries;
+};
+
+// The runs `index`, `index` + `count`, ... of `runs`: analysed where still
+// to be (or again, where their clock alignment changed since), then their
+// rank summaries read.
+ShareRead read_share(const std::string& path, const std::vector<std::string>& runs, int index, int count,
+                     const AnalyseOptions& options, const ClusterOptions& cluster_options) {
+  ShareRead share;
+  std::vector<size_t> mine;
+  for (size_t i = static_cast<size_t>(index); i < runs.size(); i += static_cast<size_t>(count))
+    mine.push_back(i);
   bool all_analysed = true;
-  for (const std::string& run : runs) all_analysed = all_analysed && analysed(run);
+  for (size_t i : mine) all_analysed = all_analysed && analysed(runs[i]);
   if (!all_analysed && !cluster_options.analyse_missing) {
-    for (const std::string& run : runs) {
-      if (!analysed(run)) report.warnings.push_back(run + ": not analysed, left out");
+    for (size_t i : mine) {
+      if (!analysed(runs[i])) share.warnings.emplace_back(i, runs[i] + ": not analysed, left out");
     }
   } else if (!all_analysed) {
-    AnalyseReport a = analyse(path, options);
+    AnalyseOptions sharded = options;
+    sharded.shard_count = count;
+    sharded.shard_index = index;
+    AnalyseReport a = analyse(path, sharded);
     for (const RunAnalysis& run : a.runs) {
-      if (!run.ok) report.warnings.push_back(run.run_dir + ": not analysed: " + run.error);
+      auto found = std::find(runs.begin(), runs.end(), run.run_dir);
+      if (!run.ok)
+        share.warnings.emplace_back(found - runs.begin(), run.run_dir + ": not analysed: " + run.error);
     }
   }
-  for (const std::string& run : runs) {
+  for (size_t i : mine) {
+    const std::string& run = runs[i];
     if (!analysed(run) || !clock_changed_since_analysis(run)) continue;
     if (!cluster_options.analyse_missing) {
-      report.warnings.push_back(run +
-                                ": its clock alignment changed after it was analysed; analyse it again "
-                                "for times on rank 0's clock");
+      share.warnings.emplace_back(i, run +
+                                         ": its clock alignment changed after it was analysed; analyse it "
+                                         "again for times on rank 0's clock");
       continue;
     }
     AnalyseReport a = analyse(run, options);  // on the alignment the run has now
     for (const RunAnalysis& again : a.runs) {
-      if (!again.ok) report.warnings.push_back(again.run_dir + ": not analysed again: " + again.error);
+      if (!again.ok) share.warnings.emplace_back(i, again.run_dir + ": not analysed again: " + again.error);
     }
   }
-  std::map<int, analysis::RankSummary> by_rank;
-  for (const std::string& run : runs) {
+  for (size_t i : mine) {
+    const std::string& run = runs[i];
     std::string text =
         base::read_regular_file_at(AT_FDCWD, run + "/PROFILER_OUTPUT/rank_summary.json", /*follow=*/false);
     if (text.empty()) {
       if (analysed(run))  // else said above
-        report.warnings.push_back(run + ": no communication recorded (no PROFILER_OUTPUT/rank_summary.json)");
+        share.warnings.emplace_back(
+            i, run + ": no communication recorded (no PROFILER_OUTPUT/rank_summary.json)");
       continue;
     }
     analysis::RankSummary s;
     if (std::string e = analysis::parse_rank_summary(text, &s); !e.empty()) {
-      report.warnings.push_back(run + "/PROFILER_OUTPUT/rank_summary.json: " + e);
+      share.warnings.emplace_back(i, run + "/PROFILER_OUTPUT/rank_summary.json: " + e);
       continue;
     }
     s.run_dirs = {run};
+    share.summaries.emplace_back(i, std::move(s));
+  }
+  return share;
+}
+
+// A share as bytes for process 0, and back.
+std::string share_bytes(const ShareRead& share) {
+  std::string out;
+  base::ByteWriter w(&out);
+  w.put<uint64_t>(share.warnings.size());
+  for (const auto& [run, text] : share.warnings) {
+    w.put(run);
+    w.put(text);
+  }
+  w.put<uint64_t>(share.summaries.size());
+  for (const auto& [run, s] : share.summaries) {
+    w.put(run);
+    analysis::append_rank_summary_bytes(s, &out);
+  }
+  return out;
+}
+
+bool read_share_bytes(std::string_view in, ShareRead* share) {
+  base::ByteReader r(in);
+  uint64_t n = 0, run = 0;
+  if (!r.count(2 * sizeof(uint64_t), &n)) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string text;
+    if (!r.get(&run) || !r.get(&text)) return false;
+    share->warnings.emplace_back(run, std::move(text));
+  }
+  if (!r.get(&n)) return false;
+  std::string_view rest = r.rest();
+  for (uint64_t i = 0; i < n; ++i) {
+    analysis::RankSummary s;
+    base::ByteReader at(rest);
+    if (!at.get(&run)) return false;
+    rest = at.rest();
+    if (!analysis::read_rank_summary_bytes(&rest, &s)) return false;
+    share->summaries.emplace_back(run, std::move(s));
+  }
+  return rest.empty();
+}
+
+// Each summary of `mine` to the process `to(summary)`, the warnings to
+// process 0; what arrives here, in the order of the runs. One exchange on
+// every process.
+template <typename To>
+ShareRead route_shares(ShareRead mine, ClusterExchange& exchange, To to, std::string* error) {
+  const int here = exchange.index();
+  std::vector<ShareRead> away(static_cast<size_t>(exchange.size()));
+  ShareRead kept;
+  (here == 0 ? kept : away[0]).warnings = std::move(mine.warnings);
+  for (auto& entry : mine.summaries) {
+    int p = to(entry.second);
+    (p == here ? kept : away[static_cast<size_t>(p)]).summaries.push_back(std::move(entry));
+  }
+  std::vector<std::string> outgoing(away.size());
+  for (size_t p = 0; p < away.size(); ++p) {
+    if (static_cast<int>(p) != here) outgoing[p] = share_bytes(away[p]);
+  }
+  std::vector<std::string> incoming = exchange.all_to_all(std::move(outgoing));
+  for (size_t p = 0; p < incoming.size(); ++p) {
+    if (static_cast<int>(p) != here && !read_share_bytes(incoming[p], &kept) && error->empty())
+      *error = "the summaries process " + std::to_string(p) + " read arrived damaged";
+  }
+  std::stable_sort(kept.warnings.begin(), kept.warnings.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(kept.summaries.begin(), kept.summaries.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  return kept;
+}
+
+// A rank's runs (in the runs' order) as one summary per rank, by rank.
+std::map<int, analysis::RankSummary> merged_by_rank(ShareRead& share) {
+  std::map<int, analysis::RankSummary> by_rank;
+  for (auto& [run, s] : share.summaries) {
     auto [it, inserted] = by_rank.emplace(s.rank, analysis::RankSummary());
     if (inserted) {
       it->second = std::move(s);
@@ -356,6 +450,65 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
       merge_into(it->second, std::move(s));
     }
   }
+  return by_rank;
+}
+
+// This process alone.
+class OneProcess final : public ClusterExchange {
+ public:
+  int index() const override { return 0; }
+  int size() const override { return 1; }
+  std::vector<std::string> all_to_all(std::vector<std::string> outgoing) override { return outgoing; }
+};
+
+ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& options,
+                                const ClusterOptions& cluster_options) {
+  ClusterReport report;
+  OneProcess alone;
+  ClusterExchange& exchange = cluster_options.exchange != nullptr ? *cluster_options.exchange : alone;
+  std::vector<std::string> runs;
+  ShareRead share;
+  try {  // whatever happens here, this process meets the others below
+    runs = find_run_directories(path);
+    share = read_share(path, runs, exchange.index(), exchange.size(), options, cluster_options);
+  } catch (const std::exception& e) {
+    share.warnings.emplace_back(0, "process " + std::to_string(exchange.index()) +
+                                       " could not read its share of the runs: " + e.what());
+  }
+  std::map<int, analysis::RankSummary> by_rank;
+  std::optional<pipeline::SpreadMatch> spread;  // the matching, when spread over processes
+  if (cluster_options.exchange == nullptr) {
+    share = route_shares(
+        std::move(share), exchange, [](const auto&) { return 0; }, &report.error);
+    by_rank = merged_by_rank(share);
+  } else {
+    // Each rank's summaries to its process, merged and matched there, then
+    // (renumbered) to process 0 for the outputs.
+    const int processes = exchange.size();
+    share = route_shares(
+        std::move(share), exchange,
+        [processes](const analysis::RankSummary& s) { return pipeline::rank_owner(s.rank, processes); },
+        &report.error);
+    std::vector<analysis::RankSummary> mine;
+    for (auto& [rank, s] : merged_by_rank(share)) mine.push_back(std::move(s));
+    spread = pipeline::spread_match(mine, exchange, kNumberingSlackNs);
+    if (!spread->error.empty() && report.error.empty()) report.error = spread->error;
+    ShareRead back;
+    back.warnings = std::move(share.warnings);
+    for (analysis::RankSummary& s : mine) back.summaries.emplace_back(s.rank, std::move(s));
+    share = route_shares(
+        std::move(back), exchange, [](const auto&) { return 0; }, &report.error);
+    for (auto& [rank, s] : share.summaries) by_rank.emplace(s.rank, std::move(s));
+  }
+  if (exchange.index() != 0 || !report.error.empty()) return report;
+  if (runs.empty()) {
+    report.error = "no run directory (*_trainprof) at or below '" + path + "'";
+    return report;
+  }
+  std::vector<analysis::IncidentRank> incident = incident_ranks(runs);
+  analysis::IncidentReport incident_summary = analysis::incident_report(incident);
+  std::string incident_text = incident.empty() ? "" : analysis::incident_text(incident_summary, incident);
+  for (auto& [run, warning] : share.warnings) report.warnings.push_back(std::move(warning));
   if (by_rank.empty() && !incident.empty()) {
     return incident_only(path, incident_text, analysis::incident_json(incident_summary), std::move(report));
   }
@@ -372,8 +525,9 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   // Two members' readings of one collective can seem apart by their clocks'
   // error bounds, and by the moment between a call and its clock reading.
   analysis::NumberingReport numbering =
-      analysis::align_collective_numbering(ranks, 2 * clock_error_ns + kNumberingSlackNs);
-  analysis::StragglerReport r = analysis::find_straggler(ranks);
+      spread ? std::move(spread->numbering)
+             : analysis::align_collective_numbering(ranks, 2 * clock_error_ns + kNumberingSlackNs);
+  analysis::StragglerReport r = spread ? std::move(spread->report) : analysis::find_straggler(ranks);
   r.numbering = analysis::numbering_text(numbering);
   std::vector<analysis::CommTiming> timings = analysis::comm_timings(ranks);
   std::vector<analysis::LinkBandwidth> links = analysis::link_bandwidths(timings);

@@ -1,0 +1,529 @@
+// Copyright trainprof authors.
+#include "pipeline/cluster_spread.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "analysis/rank_summary_bytes.h"
+#include "base/byte_buffer.h"
+
+namespace trainprof::pipeline {
+namespace {
+
+using analysis::RankCollective;
+using analysis::RankSummary;
+using analysis::RankWaits;
+
+// FNV-1a: the same owner for the same key on every process.
+uint64_t key_hash(std::string_view text, int64_t sequence = 0) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= static_cast<const unsigned char*>(p)[i];
+      h *= 1099511628211ull;
+    }
+  };
+  mix(text.data(), text.size());
+  mix(&sequence, sizeof(sequence));
+  return h;
+}
+
+// One all-to-all: a message to each process, written in turn, and what
+// arrives; a message that cannot be read is said in `error` (the protocol
+// goes on, so that no process waits for another's next call).
+class Round {
+ public:
+  explicit Round(ClusterExchange& x) : x_(x), out_(static_cast<size_t>(x.size())) {}
+  base::ByteWriter to(int process) { return base::ByteWriter(&out_[static_cast<size_t>(process)]); }
+  std::string& bytes_to(int process) { return out_[static_cast<size_t>(process)]; }
+  std::vector<std::string> run() { return x_.all_to_all(std::move(out_)); }
+
+ private:
+  ClusterExchange& x_;
+  std::vector<std::string> out_;
+};
+
+// Reads each process's message with `read` (false: damaged).
+template <typename Read>
+void read_all(const std::vector<std::string>& incoming, const char* what, std::string* error, Read read) {
+  for (size_t p = 0; p < incoming.size(); ++p) {
+    base::ByteReader r(incoming[p]);
+    if ((!read(r) || !r.empty()) && error->empty())
+      *error = std::string(what) + " from process " + std::to_string(p) + " arrived damaged";
+  }
+}
+
+// Reads `n` items, each with `item` (false: damaged).
+template <typename Item>
+bool read_items(base::ByteReader& r, size_t least_bytes, Item item) {
+  uint64_t n = 0;
+  if (!r.count(least_bytes, &n)) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!item()) return false;
+  }
+  return true;
+}
+
+// 1. Each group's size (as the highest rank holding it says) and the
+// clocks' largest error, on every process.
+struct Facts {
+  std::map<std::string, std::pair<int, uint64_t>> group_size;  // name -> (rank that said, size)
+  uint64_t clock_error_ns = 0;
+};
+
+Facts share_facts(const std::vector<RankSummary>& mine, ClusterExchange& x, std::string* error) {
+  std::map<std::string, std::pair<int, uint64_t>> local;
+  uint64_t clock_error = 0;
+  for (const RankSummary& s : mine) {
+    clock_error = std::max(clock_error, s.clock_error_ns);
+    for (const analysis::RankGroup& g : s.groups) {
+      auto [it, fresh] = local.try_emplace(g.name, s.rank, g.world_ranks.size());
+      if (!fresh && s.rank >= it->second.first) it->second = {s.rank, g.world_ranks.size()};
+    }
+  }
+  std::string message;
+  base::ByteWriter w(&message);
+  w.put(clock_error);
+  w.put<uint64_t>(local.size());
+  for (const auto& [name, said] : local) {
+    w.put(name);
+    w.put<int32_t>(said.first);
+    w.put(said.second);
+  }
+  Round round(x);
+  for (int p = 0; p < x.size(); ++p) round.bytes_to(p) = message;
+  Facts facts;
+  read_all(round.run(), "the groups' sizes", error, [&](base::ByteReader& r) {
+    uint64_t e = 0;
+    if (!r.get(&e)) return false;
+    facts.clock_error_ns = std::max(facts.clock_error_ns, e);
+    return read_items(r, 20, [&] {
+      std::string name;
+      int32_t rank = 0;
+      uint64_t size = 0;
+      if (!r.get(&name) || !r.get(&rank) || !r.get(&size)) return false;
+      auto [it, fresh] = facts.group_size.try_emplace(name, rank, size);
+      if (!fresh && rank >= it->second.first) it->second = {rank, size};
+      return true;
+    });
+  });
+  return facts;
+}
+
+// 2. The torch.distributed groups' numbering, aligned where each group is
+// owned; the offsets (or the collectives left out) applied where each rank
+// is; the report on process 0.
+analysis::NumberingReport align_numbering(std::vector<RankSummary>& mine, ClusterExchange& x,
+                                          uint64_t tolerance_ns, std::string* error) {
+  const int processes = x.size();
+  Round members(x);
+  for (const RankSummary& s : mine) {
+    std::map<uint32_t, std::vector<const RankCollective*>> by_group;
+    for (const RankCollective& c : s.collectives) {
+      if (c.group < s.groups.size() && analysis::numbered_from_profiling(s.groups[c.group]))
+        by_group[c.group].push_back(&c);
+    }
+    for (const auto& [group, calls] : by_group) {
+      const analysis::RankGroup& g = s.groups[group];
+      base::ByteWriter w = members.to(static_cast<int>(key_hash(g.name) % static_cast<uint64_t>(processes)));
+      w.put(g.name);
+      w.put(g.origin);
+      w.put<int32_t>(s.rank);
+      w.put(s.host);
+      w.put<uint8_t>(s.clock_aligned);
+      w.put<uint64_t>(calls.size());
+      for (const RankCollective* c : calls) {
+        w.put(c->sequence);
+        w.put(c->operation);
+        w.put(c->bytes);
+        w.put(c->start_ns);
+        w.put(c->end_ns);
+      }
+    }
+  }
+  // Each member as a summary of its one group, ordered by (group, rank) as
+  // the one-process pass meets them.
+  std::vector<RankSummary> owned;
+  read_all(members.run(), "a group's collectives", error, [&](base::ByteReader& r) {
+    while (!r.empty()) {
+      RankSummary m;
+      analysis::RankGroup g;
+      int32_t rank = 0;
+      uint8_t aligned = 0;
+      if (!r.get(&g.name) || !r.get(&g.origin) || !r.get(&rank) || !r.get(&m.host) || !r.get(&aligned))
+        return false;
+      m.rank = rank;
+      m.clock_aligned = aligned != 0;
+      m.groups.push_back(std::move(g));
+      bool ok = read_items(r, 48, [&] {
+        RankCollective c{};
+        c.group = 0;
+        if (!r.get(&c.sequence) || !r.get(&c.operation) || !r.get(&c.bytes) || !r.get(&c.start_ns) ||
+            !r.get(&c.end_ns))
+          return false;
+        m.collectives.push_back(std::move(c));
+        return true;
+      });
+      if (!ok) return false;
+      owned.push_back(std::move(m));
+    }
+    return true;
+  });
+  std::sort(owned.begin(), owned.end(), [](const RankSummary& a, const RankSummary& b) {
+    return std::tie(a.groups[0].name, a.rank) < std::tie(b.groups[0].name, b.rank);
+  });
+  analysis::NumberingReport found = analysis::align_collective_numbering(owned, tolerance_ns);
+
+  // Each result to its rank's process and to process 0.
+  Round results(x);
+  auto send = [&](int rank, const std::string& group, uint8_t left_out, int64_t offset, uint64_t calls,
+                  const std::string& why) {
+    // (process, 1: for the report; 0: to apply)
+    for (auto [p, for_report] : {std::pair{rank_owner(rank, processes), 0}, std::pair{0, 1}}) {
+      base::ByteWriter w = results.to(p);
+      w.put<uint8_t>(static_cast<uint8_t>(for_report));
+      w.put<int32_t>(rank);
+      w.put(group);
+      w.put(left_out);
+      w.put(offset);
+      w.put(calls);
+      w.put(why);
+    }
+  };
+  for (const auto& s : found.shifted) send(s.rank, s.group, 0, s.offset, 0, "");
+  for (const auto& u : found.unaligned) send(u.rank, u.group, 1, 0, u.collectives, u.why);
+  analysis::NumberingReport report;
+  std::map<int, RankSummary*> held;
+  for (RankSummary& s : mine) held[s.rank] = &s;
+  read_all(results.run(), "a numbering", error, [&](base::ByteReader& r) {
+    while (!r.empty()) {
+      uint8_t for_report = 0, left_out = 0;
+      int32_t rank = 0;
+      std::string group, why;
+      int64_t offset = 0;
+      uint64_t calls = 0;
+      if (!r.get(&for_report) || !r.get(&rank) || !r.get(&group) || !r.get(&left_out) || !r.get(&offset) ||
+          !r.get(&calls) || !r.get(&why))
+        return false;
+      if (for_report != 0) {
+        if (left_out != 0) {
+          report.unaligned.push_back({rank, group, calls, why});
+        } else {
+          report.shifted.push_back({rank, group, offset});
+        }
+        continue;
+      }
+      auto it = held.find(rank);
+      if (it == held.end()) return false;
+      RankSummary& s = *it->second;
+      auto in_group = [&s, &group](const RankCollective& c) {
+        return c.group < s.groups.size() && s.groups[c.group].name == group &&
+               analysis::numbered_from_profiling(s.groups[c.group]);
+      };
+      if (left_out != 0) {
+        std::erase_if(s.collectives, in_group);
+      } else {
+        for (RankCollective& c : s.collectives) c.sequence += in_group(c) ? offset : 0;
+      }
+    }
+    return true;
+  });
+  auto by_group_rank = [](const auto& a, const auto& b) {
+    return std::tie(a.group, a.rank) < std::tie(b.group, b.rank);
+  };
+  std::sort(report.shifted.begin(), report.shifted.end(), by_group_rank);
+  std::sort(report.unaligned.begin(), report.unaligned.end(), by_group_rank);
+  return report;
+}
+
+// What process 0 learns of the waits, per rank, from the processes that
+// matched the collectives.
+struct WaitSums {
+  uint64_t waited_ns = 0, waited_for_ns = 0, late_collectives = 0;
+  std::map<int64_t, uint64_t> waited_for_by_step;
+};
+
+void put_step_sums(base::ByteWriter& w, const std::map<int64_t, uint64_t>& by_step) {
+  w.put<uint64_t>(by_step.size());
+  for (const auto& [step, ns] : by_step) {
+    w.put(step);
+    w.put(ns);
+  }
+}
+
+bool get_step_sums(base::ByteReader& r, std::map<int64_t, uint64_t>* by_step) {
+  return read_items(r, 16, [&] {
+    int64_t step = 0;
+    uint64_t ns = 0;
+    if (!r.get(&step) || !r.get(&ns)) return false;
+    (*by_step)[step] += ns;
+    return true;
+  });
+}
+
+}  // namespace
+
+SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uint64_t slack_ns) {
+  SpreadMatch out;
+  const int processes = x.size();
+  const bool first = x.index() == 0;
+  std::sort(mine.begin(), mine.end(),
+            [](const RankSummary& a, const RankSummary& b) { return a.rank < b.rank; });
+  Facts facts = share_facts(mine, x, &out.error);
+  out.numbering = align_numbering(mine, x, 2 * facts.clock_error_ns + slack_ns, &out.error);
+
+  // 3. Every arrival to the owner of its (group, sequence).
+  Round arrivals(x);
+  for (const RankSummary& s : mine) {
+    for (const RankCollective& c : s.collectives) {
+      const std::string& group = s.groups[c.group].name;
+      base::ByteWriter w =
+          arrivals.to(static_cast<int>(key_hash(group, c.sequence) % static_cast<uint64_t>(processes)));
+      w.put(group);
+      w.put(c.sequence);
+      w.put<int32_t>(s.rank);
+      w.put(c.start_ns);
+      w.put(c.step);
+      w.put<uint8_t>(c.in_flight);
+    }
+  }
+  struct Arrival {
+    int rank;
+    uint64_t start_ns;
+    int64_t step;
+    bool in_flight;
+  };
+  std::map<std::pair<std::string, int64_t>, std::vector<Arrival>> owned;
+  read_all(arrivals.run(), "an arrival", &out.error, [&](base::ByteReader& r) {
+    while (!r.empty()) {
+      std::string group;
+      int64_t sequence = 0, step = 0;
+      int32_t rank = 0;
+      uint64_t start = 0;
+      uint8_t in_flight = 0;
+      if (!r.get(&group) || !r.get(&sequence) || !r.get(&rank) || !r.get(&start) || !r.get(&step) ||
+          !r.get(&in_flight))
+        return false;
+      owned[{std::move(group), sequence}].push_back(Arrival{rank, start, step, in_flight != 0});
+    }
+    return true;
+  });
+  // The waits at the collectives owned here, summed per rank.
+  uint64_t matched = 0, unmatched = 0, total_wait = 0;
+  std::map<int, WaitSums> sums;                                  // -> process 0
+  std::map<int, std::map<int64_t, uint64_t>> in_flight_by_step;  // -> each rank's process
+  for (const auto& [key, list] : owned) {
+    auto size = facts.group_size.find(key.first);
+    uint64_t members = size == facts.group_size.end() ? 0 : size->second.second;
+    if (list.size() < 2 || list.size() != members) {
+      if (list.size() < members) ++unmatched;
+      continue;
+    }
+    ++matched;
+    const Arrival& last = *std::max_element(list.begin(), list.end(), [](const Arrival& a, const Arrival& b) {
+      return std::tie(a.start_ns, a.rank) < std::tie(b.start_ns, b.rank);
+    });
+    uint64_t lost = 0;
+    for (const Arrival& a : list) {
+      uint64_t wait = last.start_ns - a.start_ns;
+      sums[a.rank].waited_ns += wait;
+      if (a.in_flight && a.step >= 0) in_flight_by_step[a.rank][a.step] += wait;
+      lost += wait;
+    }
+    WaitSums& late = sums[last.rank];
+    late.waited_for_ns += lost;
+    ++late.late_collectives;
+    if (last.step >= 0) late.waited_for_by_step[last.step] += lost;
+    total_wait += lost;
+  }
+
+  // 4. To process 0: each rank's facts and last sequence per group (from
+  // the rank's process), the sums (from where they were matched); to each
+  // rank's process, its in-flight waiting per step.
+  Round gather(x);
+  {
+    base::ByteWriter w = gather.to(0);
+    w.put<uint64_t>(mine.size());
+    std::string facts_bytes;
+    for (const RankSummary& s : mine) {
+      RankSummary light;
+      light.rank = s.rank;
+      light.world_size = s.world_size;
+      light.host = s.host;
+      light.clock_aligned = s.clock_aligned;
+      light.clock_offset_ns = s.clock_offset_ns;
+      light.clock_error_ns = s.clock_error_ns;
+      light.clock_problem = s.clock_problem;
+      light.end = s.end;
+      std::string bytes;
+      analysis::append_rank_summary_bytes(light, &bytes);
+      w.put(bytes);
+      std::map<std::string, int64_t> last;
+      for (const RankCollective& c : s.collectives) {
+        auto [it, fresh] = last.try_emplace(s.groups[c.group].name, 0);
+        it->second = std::max(it->second, c.sequence);
+      }
+      w.put<uint64_t>(last.size());
+      for (const auto& [group, sequence] : last) {
+        w.put(group);
+        w.put(sequence);
+      }
+    }
+    w.put(matched);
+    w.put(unmatched);
+    w.put(total_wait);
+    w.put<uint64_t>(sums.size());
+    for (const auto& [rank, sum] : sums) {
+      w.put<int32_t>(rank);
+      w.put(sum.waited_ns);
+      w.put(sum.waited_for_ns);
+      w.put(sum.late_collectives);
+      put_step_sums(w, sum.waited_for_by_step);
+    }
+  }
+  std::vector<std::string> gathered = gather.run();
+  // The in-flight waits, in a round of their own: process 0's message above
+  // holds one kind of thing only.
+  Round in_flight(x);
+  for (const auto& [rank, by_step] : in_flight_by_step) {
+    base::ByteWriter w = in_flight.to(rank_owner(rank, processes));
+    w.put<int32_t>(rank);
+    put_step_sums(w, by_step);
+  }
+  std::map<int, std::map<int64_t, uint64_t>> my_in_flight;
+  read_all(in_flight.run(), "in-flight waits", &out.error, [&](base::ByteReader& r) {
+    while (!r.empty()) {
+      int32_t rank = 0;
+      if (!r.get(&rank) || !get_step_sums(r, &my_in_flight[rank])) return false;
+    }
+    return true;
+  });
+
+  analysis::StragglerReport& report = out.report;
+  std::vector<int64_t> late_steps;
+  if (first) {
+    std::vector<RankSummary> lights;
+    std::map<std::string, std::map<int, int64_t>> last_by_group;
+    std::map<int, WaitSums> all_sums;
+    read_all(gathered, "the ranks' waits", &out.error, [&](base::ByteReader& r) {
+      bool ok = read_items(r, 16, [&] {
+        std::string bytes;
+        if (!r.get(&bytes)) return false;
+        std::string_view in = bytes;
+        RankSummary light;
+        if (!analysis::read_rank_summary_bytes(&in, &light)) return false;
+        int rank = light.rank;
+        lights.push_back(std::move(light));
+        return read_items(r, 16, [&] {
+          std::string group;
+          int64_t sequence = 0;
+          if (!r.get(&group) || !r.get(&sequence)) return false;
+          last_by_group[group][rank] = sequence;
+          return true;
+        });
+      });
+      uint64_t m = 0, u = 0, t = 0;
+      if (!ok || !r.get(&m) || !r.get(&u) || !r.get(&t)) return false;
+      report.matched += m;
+      report.unmatched += u;
+      report.total_wait_ns += t;
+      return read_items(r, 36, [&] {
+        int32_t rank = 0;
+        WaitSums more;
+        if (!r.get(&rank) || !r.get(&more.waited_ns) || !r.get(&more.waited_for_ns) ||
+            !r.get(&more.late_collectives) || !get_step_sums(r, &more.waited_for_by_step))
+          return false;
+        WaitSums& sum = all_sums[rank];
+        sum.waited_ns += more.waited_ns;
+        sum.waited_for_ns += more.waited_for_ns;
+        sum.late_collectives += more.late_collectives;
+        for (const auto& [step, ns] : more.waited_for_by_step) sum.waited_for_by_step[step] += ns;
+        return true;
+      });
+    });
+    uint64_t matched_all = report.matched, unmatched_all = report.unmatched, wait_all = report.total_wait_ns;
+    std::sort(lights.begin(), lights.end(),
+              [](const RankSummary& a, const RankSummary& b) { return a.rank < b.rank; });
+    report = analysis::describe_ranks(lights);
+    report.matched = matched_all;
+    report.unmatched = unmatched_all;
+    report.total_wait_ns = wait_all;
+    analysis::add_ended_early(report, last_by_group);
+    for (RankWaits& w : report.per_rank) {
+      auto it = all_sums.find(w.rank);
+      if (it == all_sums.end()) continue;
+      w.waited_ns = it->second.waited_ns;
+      w.waited_for_ns = it->second.waited_for_ns;
+      w.late_collectives = it->second.late_collectives;
+      w.waited_for_by_step = std::move(it->second.waited_for_by_step);
+    }
+    late_steps = analysis::name_straggler(report);
+  }
+
+  // 5. The straggler's late steps to every process; each rank's means over
+  // them back to process 0.
+  Round steps(x);
+  if (first) {
+    for (int p = 0; p < processes; ++p) {
+      base::ByteWriter w = steps.to(p);
+      w.put<int32_t>(report.straggler);
+      w.put<uint64_t>(late_steps.size());
+      for (int64_t step : late_steps) w.put(step);
+    }
+  }
+  int32_t straggler = -1;
+  std::vector<int64_t> told_steps;
+  read_all(steps.run(), "the late steps", &out.error, [&](base::ByteReader& r) {
+    if (r.empty()) return true;  // from the processes other than 0
+    return r.get(&straggler) && read_items(r, 8, [&] {
+             int64_t step = 0;
+             if (!r.get(&step)) return false;
+             told_steps.push_back(step);
+             return true;
+           });
+  });
+  Round means(x);
+  if (straggler >= 0) {
+    base::ByteWriter w = means.to(0);
+    for (const RankSummary& s : mine) {
+      RankWaits wait;
+      wait.in_flight_waited_by_step = my_in_flight[s.rank];
+      analysis::late_step_means(s, told_steps, &wait);
+      w.put<int32_t>(s.rank);
+      w.put(wait.computing_ns);
+      w.put(wait.data_wait_ns);
+      w.put(wait.in_comm_ns);
+    }
+  }
+  std::map<int, RankWaits> all_means;
+  read_all(means.run(), "the ranks' means", &out.error, [&](base::ByteReader& r) {
+    while (!r.empty()) {
+      int32_t rank = 0;
+      RankWaits w;
+      if (!r.get(&rank) || !r.get(&w.computing_ns) || !r.get(&w.data_wait_ns) || !r.get(&w.in_comm_ns))
+        return false;
+      all_means[rank] = w;
+    }
+    return true;
+  });
+  if (first && report.straggler >= 0) {
+    for (RankWaits& w : report.per_rank) {
+      const RankWaits& m = all_means[w.rank];
+      w.computing_ns = m.computing_ns;
+      w.data_wait_ns = m.data_wait_ns;
+      w.in_comm_ns = m.in_comm_ns;
+    }
+    analysis::explain_straggler(report);
+  }
+  if (!first) {
+    out.numbering = {};
+    out.report = {};
+  }
+  return out;
+}
+
+}  // namespace trainprof::pipeline

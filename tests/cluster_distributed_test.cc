@@ -1,0 +1,172 @@
+// Copyright trainprof authors. The cluster pass spread over processes
+// (ClusterOptions::exchange): the same outputs, byte for byte, as the pass
+// in one process. The processes here are threads meeting at a barrier; the
+// MPI command (`mpirun trainprof cluster --mpi`) is tested in mpi_test.cc.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "analysis/rank_summary.h"
+#include "analysis/rank_summary_bytes.h"
+#include "synthetic_job.h"
+#include "test_util.h"
+#include "trainprof/analyse.h"
+
+namespace trainprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `size` threads' all-to-all: each leaves its messages in a shared box,
+// all meet, each takes what was left for it, all meet again.
+class ThreadExchange final : public ClusterExchange {
+ public:
+  struct Box {
+    explicit Box(int size) : meet(size), messages(static_cast<size_t>(size)) {}
+    std::barrier<> meet;
+    std::vector<std::vector<std::string>> messages;  // [from][to]
+    int calls = 0;                                   // by process 0
+  };
+  ThreadExchange(Box* box, int index) : box_(box), index_(index) {}
+  int index() const override { return index_; }
+  int size() const override { return static_cast<int>(box_->messages.size()); }
+  std::vector<std::string> all_to_all(std::vector<std::string> outgoing) override {
+    EXPECT_EQ(outgoing.size(), box_->messages.size());
+    box_->messages[static_cast<size_t>(index_)] = std::move(outgoing);
+    if (index_ == 0) ++box_->calls;
+    box_->meet.arrive_and_wait();
+    std::vector<std::string> incoming;
+    for (auto& from : box_->messages) incoming.push_back(from[static_cast<size_t>(index_)]);
+    box_->meet.arrive_and_wait();
+    return incoming;
+  }
+
+ private:
+  Box* box_;
+  int index_;
+};
+
+// The cluster pass on `dir` over `processes` threads: process 0's report,
+// and the others' (empty but for warnings).
+std::vector<ClusterReport> cluster_over(const std::string& dir, int processes, int* exchanges) {
+  ThreadExchange::Box box(processes);
+  std::vector<ClusterReport> reports(static_cast<size_t>(processes));
+  std::vector<std::thread> threads;
+  for (int p = 0; p < processes; ++p) {
+    threads.emplace_back([&, p] {
+      ThreadExchange exchange(&box, p);
+      ClusterOptions options;
+      options.analyse_missing = false;
+      options.exchange = &exchange;
+      options.msprof_dir = dir + "/msprof";
+      reports[static_cast<size_t>(p)] = cluster(dir, {}, options);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  *exchanges = box.calls;
+  return reports;
+}
+
+// 64 ranks (a shifted numbering, a group left out for one rank, a rank of
+// two runs, a straggler): spread over 1, 3 and 4 processes, every output
+// file is the one-process pass's, byte for byte.
+TEST(ClusterDistributed, SpreadOverProcessesTheOutputsAreTheOneProcessPasses) {
+  test::TempDir dir;
+  test::write_synthetic_job(dir.path(), 64);
+  ClusterOptions alone;
+  alone.analyse_missing = false;
+  alone.msprof_dir = dir.path() + "/msprof";
+  ClusterReport expected = cluster(dir.path(), {}, alone);
+  ASSERT_TRUE(expected.ok()) << expected.error;
+  EXPECT_EQ(expected.straggler, 5) << expected.text;
+  EXPECT_NE(expected.text.find("rank 2 in group 1 +3"), std::string::npos) << expected.text;
+  EXPECT_NE(expected.text.find("Not matched: rank 12's"), std::string::npos) << expected.text;
+  std::map<std::string, std::string> one = test::cluster_outputs(dir.path());
+  EXPECT_GE(one.size(), 64u * 2 + 6) << "each rank's tables and the cluster's";
+
+  for (int processes : {1, 3, 4}) {
+    SCOPED_TRACE(std::to_string(processes) + " processes");
+    test::remove_cluster_outputs(dir.path());
+    int exchanges = 0;
+    std::vector<ClusterReport> reports = cluster_over(dir.path(), processes, &exchanges);
+    EXPECT_GE(exchanges, 1);
+    const ClusterReport& first = reports[0];
+    ASSERT_TRUE(first.ok()) << first.error;
+    EXPECT_EQ(first.text, expected.text);
+    EXPECT_EQ(first.straggler, expected.straggler);
+    EXPECT_EQ(first.cause, expected.cause);
+    EXPECT_EQ(first.warnings, expected.warnings);
+    for (size_t p = 1; p < reports.size(); ++p) {
+      EXPECT_TRUE(reports[p].ok()) << reports[p].error;
+      EXPECT_TRUE(reports[p].text.empty()) << "only the first process reports";
+    }
+    std::map<std::string, std::string> spread = test::cluster_outputs(dir.path());
+    ASSERT_EQ(spread.size(), one.size());
+    for (const auto& [name, text] : one) {
+      auto it = spread.find(name);
+      ASSERT_NE(it, spread.end()) << name;
+      EXPECT_TRUE(it->second == text) << name << " differs";
+    }
+  }
+}
+
+// Every process meets the others as often whatever it finds: a path with no
+// run, and runs whose summaries are damaged on some processes' share only.
+TEST(ClusterDistributed, ProcessesThatFindNothingOrDamageStillMeetTheOthers) {
+  test::TempDir dir;
+  int exchanges = 0;
+  std::vector<ClusterReport> reports = cluster_over(dir.sub("nothing"), 3, &exchanges);
+  EXPECT_NE(reports[0].error.find("no run directory"), std::string::npos) << reports[0].error;
+
+  test::write_synthetic_job(dir.path(), 16);
+  std::vector<std::string> runs = test::run_dirs(dir.path());
+  ASSERT_EQ(runs.size(), 17u);  // rank 9 has two
+  std::ofstream(runs[4] + "/PROFILER_OUTPUT/rank_summary.json", std::ios::trunc) << "{\"version\": 99";
+  reports = cluster_over(dir.path(), 3, &exchanges);
+  ASSERT_TRUE(reports[0].ok()) << reports[0].error;
+  ASSERT_EQ(reports[0].warnings.size(), 1u);
+  EXPECT_NE(reports[0].warnings[0].find(runs[4] + "/PROFILER_OUTPUT/rank_summary.json"), std::string::npos)
+      << reports[0].warnings[0];
+  EXPECT_NE(reports[0].text.find("Missing: rank(s) "), std::string::npos) << reports[0].text;
+}
+
+// The bytes a summary travels in: read back whole; cut or damaged, refused.
+TEST(ClusterDistributed, SummariesTravelWholeAndDamagedBytesAreRefused) {
+  test::TempDir dir;
+  test::write_synthetic_job(dir.path(), 16);
+  std::vector<std::string> runs = test::run_dirs(dir.path());
+  analysis::RankSummary s;
+  ASSERT_EQ(analysis::parse_rank_summary(test::read_text(runs[2] + "/PROFILER_OUTPUT/rank_summary.json"), &s),
+            "");
+  s.run_dirs = {"a", "b"};
+  s.collectives[3].in_flight = true;
+  std::string bytes;
+  analysis::append_rank_summary_bytes(s, &bytes);
+  analysis::append_rank_summary_bytes(s, &bytes);  // two, one after the other
+  std::string_view in = bytes;
+  analysis::RankSummary back, again;
+  ASSERT_TRUE(analysis::read_rank_summary_bytes(&in, &back));
+  ASSERT_TRUE(analysis::read_rank_summary_bytes(&in, &again));
+  EXPECT_TRUE(in.empty());
+  EXPECT_EQ(analysis::rank_summary_json(back), analysis::rank_summary_json(s));
+  EXPECT_EQ(back.run_dirs, s.run_dirs);
+  EXPECT_TRUE(back.collectives[3].in_flight);
+  EXPECT_EQ(back.groups.size(), s.groups.size());
+  for (size_t cut : {size_t{0}, size_t{3}, bytes.size() / 2 - 1}) {
+    std::string_view part = std::string_view(bytes).substr(0, cut);
+    EXPECT_FALSE(analysis::read_rank_summary_bytes(&part, &back)) << cut;
+  }
+  std::string huge = bytes;
+  std::fill(huge.begin() + 8, huge.begin() + 16, '\xff');  // the host's length
+  std::string_view damaged = huge;
+  EXPECT_FALSE(analysis::read_rank_summary_bytes(&damaged, &back));
+}
+
+}  // namespace
+}  // namespace trainprof
