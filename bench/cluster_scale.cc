@@ -147,6 +147,9 @@ int run_cluster(const std::string& dir) {
   auto start = std::chrono::steady_clock::now();
   trainprof::ClusterOptions options;
   options.analyse_missing = false;
+  options.on_stage = [](const std::string& stage, double seconds) {
+    std::printf("  [cluster] %s: %.2f s\n", stage.c_str(), seconds);
+  };
   trainprof::ClusterReport r = trainprof::cluster(dir, {}, options);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!r.ok()) {

@@ -23,7 +23,7 @@ for n in "${ranks[@]}"; do
     start=$(date +%s.%N)
     mpirun --oversubscribe --allow-run-as-root -np "$k" \
       /usr/bin/time -f "  process: %e s, peak RSS %M KB" \
-      "$build/bin/trainprof" cluster --mpi "$tmp/$n" 2>&1 >/dev/null | grep -E '^  process:' || true
+      "$build/bin/trainprof" cluster --mpi --progress "$tmp/$n" 2>&1 >/dev/null | grep -E "^  process:|^\[cluster\]" || true
     end=$(date +%s.%N)
     echo "cluster --mpi on $k process(es): $(echo "$end - $start" | bc) s (mpirun's start included)"
   done

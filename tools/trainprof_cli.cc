@@ -4,7 +4,7 @@
 //                          [--window-mb N] [--export-type text|db|text,db] [--trace-format
 //                          json|perfetto|json,perfetto] [--mpi [--mpi-wait-minutes N]]
 //   trainprof summary PATH
-//   trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi]
+//   trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi] [--progress]
 //   trainprof --version | --help
 //
 // Exit status: 0 success, 1 a run failed (or nothing to do), 2 bad usage.
@@ -100,7 +100,7 @@ const char* kSummaryHelp =
     "Runs that were not analysed yet are listed with the command that does it.\n";
 
 const char* kClusterHelp =
-    "usage: trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi]\n"
+    "usage: trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi] [--progress]\n"
     "\n"
     "PATH holds the runs of several ranks (an MPI job's output directory). Runs not\n"
     "analysed yet are analysed first (--jobs at once). Every collective is matched\n"
@@ -123,6 +123,7 @@ const char* kClusterHelp =
     "                       `mpirun -np K trainprof cluster --mpi PATH`; each reads\n"
     "                       (and analyses, where still to do) every K-th run, the\n"
     "                       first one prints the report and writes the outputs\n"
+    "  --progress           each stage's end and seconds on stderr (always on a terminal)\n"
     "\n"
     "exit status: 0 analysed, 1 nothing to analyse or outputs not written, 2 bad usage\n";
 
@@ -491,7 +492,7 @@ int cmd_cluster(const std::vector<std::string>& args) {
   trainprof::AnalyseOptions options;
   trainprof::ClusterOptions cluster_options;
   std::string path;
-  bool mpi = false;
+  bool mpi = false, progress = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -500,6 +501,10 @@ int cmd_cluster(const std::vector<std::string>& args) {
     }
     if (a == "--mpi") {
       mpi = true;
+      continue;
+    }
+    if (a == "--progress") {
+      progress = true;
       continue;
     }
     if (a == "--msprof-layout") {
@@ -522,6 +527,11 @@ int cmd_cluster(const std::vector<std::string>& args) {
     path = a;
   }
   if (path.empty()) return usage_error("cluster needs a PATH", kClusterHelp);
+  if (progress || isatty(STDERR_FILENO) != 0) {
+    cluster_options.on_stage = [](const std::string& stage, double seconds) {
+      std::fprintf(stderr, "[cluster] %s: %.2f s\n", stage.c_str(), seconds);
+    };
+  }
   if (!mpi) {
     return trainprof::cli::print_cluster_report(trainprof::cluster(path, options, cluster_options)) ? kOk
                                                                                                     : kFailed;

@@ -143,6 +143,11 @@ struct ClusterOptions {
   // those of them still to analyse) and process 0 writes the outputs and
   // returns the report (the others return an empty one, or their warnings).
   ClusterExchange* exchange = nullptr;
+  // Called on process 0 as each stage of the pass ends (from the calling
+  // thread): what was done ("read 1024 summaries", "wrote
+  // cluster_communication.json") and the seconds it took. The command
+  // prints them, so that a pass of minutes shows where it is.
+  std::function<void(const std::string& stage, double seconds)> on_stage;
 };
 
 // The cluster analysis of the runs of several ranks at or below `path`

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -453,6 +454,21 @@ std::map<int, analysis::RankSummary> merged_by_rank(ShareRead& share) {
   return by_rank;
 }
 
+// Tells ClusterOptions::on_stage each stage's end and its seconds.
+class StageClock {
+ public:
+  explicit StageClock(const std::function<void(const std::string&, double)>& tell) : tell_(tell) {}
+  void done(const std::string& what) {
+    auto now = std::chrono::steady_clock::now();
+    if (tell_) tell_(what, std::chrono::duration<double>(now - start_).count());
+    start_ = now;
+  }
+
+ private:
+  const std::function<void(const std::string&, double)>& tell_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 // This process alone.
 class OneProcess final : public ClusterExchange {
  public:
@@ -461,46 +477,127 @@ class OneProcess final : public ClusterExchange {
   std::vector<std::string> all_to_all(std::vector<std::string> outgoing) override { return outgoing; }
 };
 
-ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& options,
-                                const ClusterOptions& cluster_options) {
-  ClusterReport report;
-  OneProcess alone;
-  ClusterExchange& exchange = cluster_options.exchange != nullptr ? *cluster_options.exchange : alone;
-  std::vector<std::string> runs;
-  ShareRead share;
-  try {  // whatever happens here, this process meets the others below
-    runs = find_run_directories(path);
-    share = read_share(path, runs, exchange.index(), exchange.size(), options, cluster_options);
-  } catch (const std::exception& e) {
-    share.warnings.emplace_back(0, "process " + std::to_string(exchange.index()) +
-                                       " could not read its share of the runs: " + e.what());
+// What process 0 leaves for the processes of the ranks to write: each
+// rank's communication tables (and msprof-analyze layout).
+struct RankTables {
+  std::vector<analysis::RankSummary> ranks;
+  std::vector<analysis::CommTiming> timings;
+};
+
+void put_timing(base::ByteWriter& w, const analysis::CommTiming& t) {
+  w.put(t.group);
+  w.put(t.sequence);
+  w.put(t.operation);
+  w.put<int32_t>(t.rank);
+  w.put(t.step);
+  w.put(t.start_ns);
+  w.put(t.end_ns);
+  w.put(t.bytes);
+  w.put(t.wait_ns);
+  w.put<uint8_t>(static_cast<uint8_t>((t.one_host ? 1 : 0) | (t.transfer ? 2 : 0) | (t.sends ? 4 : 0)));
+  w.put(t.peer);
+  w.put(t.tag);
+  w.put(t.run);
+}
+
+bool get_timing(base::ByteReader& r, analysis::CommTiming* t) {
+  int32_t rank = 0;
+  uint8_t flags = 0;
+  if (!r.get(&t->group) || !r.get(&t->sequence) || !r.get(&t->operation) || !r.get(&rank) ||
+      !r.get(&t->step) || !r.get(&t->start_ns) || !r.get(&t->end_ns) || !r.get(&t->bytes) ||
+      !r.get(&t->wait_ns) || !r.get(&flags) || !r.get(&t->peer) || !r.get(&t->tag) || !r.get(&t->run))
+    return false;
+  t->rank = rank;
+  t->one_host = (flags & 1) != 0;
+  t->transfer = (flags & 2) != 0;
+  t->sends = (flags & 4) != 0;
+  return true;
+}
+
+// Each process writes its own ranks' communication tables (and their part
+// of the msprof-analyze layout) from the timings process 0 sends it (none
+// when process 0 wrote no outputs); their problems go back to process 0's
+// report. Two exchanges on every process.
+void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables from_first,
+                              ClusterExchange& exchange, const ClusterOptions& cluster_options,
+                              ClusterReport* report) {
+  const int processes = exchange.size();
+  std::vector<std::string> outgoing(static_cast<size_t>(processes));
+  if (exchange.index() == 0 && !from_first.ranks.empty()) {
+    for (int p = 0; p < processes; ++p) base::ByteWriter(&outgoing[static_cast<size_t>(p)]).put<uint8_t>(1);
+    for (const analysis::CommTiming& t : from_first.timings) {
+      base::ByteWriter w(&outgoing[static_cast<size_t>(pipeline::rank_owner(t.rank, processes))]);
+      put_timing(w, t);
+    }
   }
-  std::map<int, analysis::RankSummary> by_rank;
-  std::optional<pipeline::SpreadMatch> spread;  // the matching, when spread over processes
-  if (cluster_options.exchange == nullptr) {
-    share = route_shares(
-        std::move(share), exchange, [](const auto&) { return 0; }, &report.error);
-    by_rank = merged_by_rank(share);
-  } else {
-    // Each rank's summaries to its process, merged and matched there, then
-    // (renumbered) to process 0 for the outputs.
-    const int processes = exchange.size();
-    share = route_shares(
-        std::move(share), exchange,
-        [processes](const analysis::RankSummary& s) { return pipeline::rank_owner(s.rank, processes); },
-        &report.error);
-    std::vector<analysis::RankSummary> mine;
-    for (auto& [rank, s] : merged_by_rank(share)) mine.push_back(std::move(s));
-    spread = pipeline::spread_match(mine, exchange, kNumberingSlackNs);
-    if (!spread->error.empty() && report.error.empty()) report.error = spread->error;
-    ShareRead back;
-    back.warnings = std::move(share.warnings);
-    for (analysis::RankSummary& s : mine) back.summaries.emplace_back(s.rank, std::move(s));
-    share = route_shares(
-        std::move(back), exchange, [](const auto&) { return 0; }, &report.error);
-    for (auto& [rank, s] : share.summaries) by_rank.emplace(s.rank, std::move(s));
+  if (exchange.index() == 0) {
+    for (analysis::RankSummary& s : from_first.ranks) {
+      if (pipeline::rank_owner(s.rank, processes) == 0) own.push_back(std::move(s));
+    }
+    from_first = {};
   }
-  if (exchange.index() != 0 || !report.error.empty()) return report;
+  std::vector<std::string> incoming = exchange.all_to_all(std::move(outgoing));
+  std::vector<analysis::CommTiming> timings;
+  bool go = false;
+  std::string problem;
+  base::ByteReader r(incoming[0]);
+  uint8_t flag = 0;
+  if (r.get(&flag)) go = flag == 1;
+  while (go && !r.empty()) {
+    analysis::CommTiming t;
+    if (!get_timing(r, &t)) {
+      problem = "the timings for process " + std::to_string(exchange.index()) + "'s ranks arrived damaged";
+      break;
+    }
+    timings.push_back(std::move(t));
+  }
+  ClusterReport mine;
+  if (go && problem.empty()) {
+    // Each timing's group list: its rank's own.
+    std::map<std::pair<int, std::string>, const std::vector<int32_t>*> groups;
+    for (const analysis::RankSummary& s : own) {
+      for (const analysis::RankGroup& g : s.groups) groups[{s.rank, g.name}] = &g.world_ranks;
+    }
+    static const std::vector<int32_t> kNone;
+    for (analysis::CommTiming& t : timings) {
+      auto it = groups.find({t.rank, t.group});
+      t.group_ranks = it != groups.end() ? it->second : &kNone;
+    }
+    write_rank_tables(own, timings, &mine);
+    if (!cluster_options.msprof_dir.empty() && !own.empty())
+      problem = export_msprof(cluster_options.msprof_dir, own, timings);
+  }
+  std::vector<std::string> said(static_cast<size_t>(processes));
+  base::ByteWriter w(&said[0]);
+  w.put(problem);
+  w.put<uint64_t>(mine.warnings.size());
+  for (const std::string& warning : mine.warnings) w.put(warning);
+  std::vector<std::string> heard = exchange.all_to_all(std::move(said));
+  if (exchange.index() != 0) return;
+  for (size_t p = 0; p < heard.size(); ++p) {
+    base::ByteReader h(heard[p]);
+    std::string error;
+    uint64_t n = 0;
+    bool ok = h.get(&error) && h.count(8, &n);
+    for (uint64_t i = 0; ok && i < n; ++i) {
+      std::string warning;
+      ok = h.get(&warning);
+      if (ok) report->warnings.push_back(std::move(warning));
+    }
+    if (!ok) error = "the problems process " + std::to_string(p) + " met arrived damaged";
+    if (!error.empty() && report->error.empty()) report->error = error;
+  }
+}
+
+// Process 0's part: the report and the cluster outputs from every rank's
+// summary. `tables`: nullptr to write each rank's communication tables (and
+// the msprof-analyze layout) here; else the ranks and their timings are
+// left there for the processes of the ranks to write them.
+ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_options,
+                       const std::vector<std::string>& runs, ShareRead& share,
+                       std::map<int, analysis::RankSummary> by_rank,
+                       std::optional<pipeline::SpreadMatch> spread, StageClock& clock, ClusterReport report,
+                       RankTables* tables) {
   if (runs.empty()) {
     report.error = "no run directory (*_trainprof) at or below '" + path + "'";
     return report;
@@ -509,6 +606,10 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   analysis::IncidentReport incident_summary = analysis::incident_report(incident);
   std::string incident_text = incident.empty() ? "" : analysis::incident_text(incident_summary, incident);
   for (auto& [run, warning] : share.warnings) report.warnings.push_back(std::move(warning));
+  clock.done("read " + std::to_string(by_rank.size()) + " rank(s)' summaries" +
+             (spread ? ", matched their collectives over " +
+                           std::to_string(cluster_options.exchange->size()) + " process(es)"
+                     : ""));
   if (by_rank.empty() && !incident.empty()) {
     return incident_only(path, incident_text, analysis::incident_json(incident_summary), std::move(report));
   }
@@ -529,6 +630,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
              : analysis::align_collective_numbering(ranks, 2 * clock_error_ns + kNumberingSlackNs);
   analysis::StragglerReport r = spread ? std::move(spread->report) : analysis::find_straggler(ranks);
   r.numbering = analysis::numbering_text(numbering);
+  if (!spread) clock.done("matched the collectives");
   std::vector<analysis::CommTiming> timings = analysis::comm_timings(ranks);
   std::vector<analysis::LinkBandwidth> links = analysis::link_bandwidths(timings);
   analysis::ClusterPath job_path = analysis::cluster_critical_path(ranks, r.straggler);
@@ -539,6 +641,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   report.cause = r.cause;
   report.missing_ranks = r.missing_ranks;
 
+  clock.done("timed " + std::to_string(timings.size()) + " operations, the links and the critical path");
   base::UniqueFd out = open_output_dir(path, &report);
   if (!out.valid()) return report;
   // The small outputs, made and written one at a time; the communication
@@ -563,30 +666,97 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     std::string e = base::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);
     if (!e.empty() && report.error.empty()) report.error = e;
   }
-  std::string e = exporter::write_cluster_communication_json(
-      timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication.json"});
-  if (!e.empty() && report.error.empty()) report.error = e;
-  e = exporter::write_cluster_communication_matrix_json(
-      timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication_matrix.json"});
-  if (!e.empty() && report.error.empty()) report.error = e;
+  clock.done(
+      "wrote the report, cluster_step_trace_time.csv, cluster_critical_path.csv, cluster_analysis.json");
+  auto written = [&](const std::string& e, const std::string& what) {
+    if (!e.empty() && report.error.empty()) report.error = e;
+    clock.done("wrote " + what);
+  };
+  written(exporter::write_cluster_communication_json(
+              timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication.json"}),
+          "cluster_communication.json");
+  written(
+      exporter::write_cluster_communication_matrix_json(
+          timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication_matrix.json"}),
+      "cluster_communication_matrix.json");
   std::map<int, std::string> hosts;
   for (const analysis::RankSummary& s : ranks) hosts[s.rank] = s.host;
-  e = exporter::write_cluster_trace(
-      timings, job_path.segments, hosts,
-      exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.json"});
-  if (!e.empty() && report.error.empty()) report.error = e;
-  e = exporter::write_cluster_perfetto_trace(
-      timings, job_path.segments, hosts,
-      exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.pftrace"});
-  if (!e.empty() && report.error.empty()) report.error = e;
+  written(exporter::write_cluster_trace(
+              timings, job_path.segments, hosts,
+              exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.json"}),
+          "cluster_trace_view.json");
+  written(exporter::write_cluster_perfetto_trace(
+              timings, job_path.segments, hosts,
+              exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.pftrace"}),
+          "cluster_trace_view.pftrace");
+  if (tables != nullptr) {
+    tables->timings = std::move(timings);  // their group lists point into the summaries: moved with them
+    tables->ranks = std::move(ranks);
+    return report;
+  }
   write_rank_tables(ranks, timings, &report);
+  clock.done("wrote each rank's communication.json and communication_matrix.json");
   if (!cluster_options.msprof_dir.empty()) {
-    std::string e = export_msprof(cluster_options.msprof_dir, ranks, timings);
-    if (!e.empty() && report.error.empty()) report.error = e;
+    written(export_msprof(cluster_options.msprof_dir, ranks, timings), "the msprof-analyze layout");
   }
   return report;
 }
 
+ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& options,
+                                const ClusterOptions& cluster_options) {
+  ClusterReport report;
+  StageClock clock(cluster_options.on_stage);
+  OneProcess alone;
+  ClusterExchange& exchange = cluster_options.exchange != nullptr ? *cluster_options.exchange : alone;
+  std::vector<std::string> runs;
+  ShareRead share;
+  try {  // whatever happens here, this process meets the others below
+    runs = find_run_directories(path);
+    share = read_share(path, runs, exchange.index(), exchange.size(), options, cluster_options);
+  } catch (const std::exception& e) {
+    share.warnings.emplace_back(0, "process " + std::to_string(exchange.index()) +
+                                       " could not read its share of the runs: " + e.what());
+  }
+  std::map<int, analysis::RankSummary> by_rank;
+  std::optional<pipeline::SpreadMatch> spread;  // the matching, when spread over processes
+  std::vector<analysis::RankSummary> own_copy;  // this process's ranks, renumbered
+  if (cluster_options.exchange == nullptr) {
+    share = route_shares(
+        std::move(share), exchange, [](const auto&) { return 0; }, &report.error);
+    by_rank = merged_by_rank(share);
+  } else {
+    // Each rank's summaries to its process, merged and matched there, then
+    // (renumbered) to process 0 for the outputs.
+    const int processes = exchange.size();
+    share = route_shares(
+        std::move(share), exchange,
+        [processes](const analysis::RankSummary& s) { return pipeline::rank_owner(s.rank, processes); },
+        &report.error);
+    std::vector<analysis::RankSummary> mine;
+    for (auto& [rank, s] : merged_by_rank(share)) mine.push_back(std::move(s));
+    spread = pipeline::spread_match(mine, exchange, kNumberingSlackNs);
+    // Its ranks' tables are written here (process 0's from the summaries it keeps).
+    if (exchange.index() != 0) own_copy = mine;
+    if (!spread->error.empty() && report.error.empty()) report.error = spread->error;
+    ShareRead back;
+    back.warnings = std::move(share.warnings);
+    for (analysis::RankSummary& s : mine) back.summaries.emplace_back(s.rank, std::move(s));
+    share = route_shares(
+        std::move(back), exchange, [](const auto&) { return 0; }, &report.error);
+    for (auto& [rank, s] : share.summaries) by_rank.emplace(s.rank, std::move(s));
+  }
+  RankTables tables;
+  if (exchange.index() == 0 && report.error.empty()) {
+    report = conclude(path, cluster_options, runs, share, std::move(by_rank), std::move(spread), clock,
+                      std::move(report), spread ? &tables : nullptr);
+  }
+  if (cluster_options.exchange != nullptr) {
+    write_rank_tables_spread(std::move(own_copy), std::move(tables), exchange, cluster_options, &report);
+    if (exchange.index() == 0)
+      clock.done("wrote each rank's communication.json and communication_matrix.json");
+  }
+  return report;
+}
 }  // namespace
 
 ClusterReport cluster(const std::string& path, const AnalyseOptions& options,
