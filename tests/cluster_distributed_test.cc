@@ -136,6 +136,61 @@ TEST(ClusterDistributed, ProcessesThatFindNothingOrDamageStillMeetTheOthers) {
   EXPECT_NE(reports[0].text.find("Missing: rank(s) "), std::string::npos) << reports[0].text;
 }
 
+// Runs that cannot be one more cycle of their rank's schedule are left out
+// and named, in one process and spread alike: a copy of rank 3's run (it
+// overlaps the original in time), a run of rank 7 from a world of 32, and
+// rank 20 of that other job, whose size the report names. The straggler
+// stays rank 5.
+TEST(ClusterDistributed, RunsOfAnotherJobOrCopiesAreLeftOutAndNamed) {
+  test::TempDir dir;
+  test::write_synthetic_job(dir.path(), 16);
+  std::vector<std::string> runs = test::run_dirs(dir.path());
+  std::string copy = dir.path() + "/node0_1003_20261127000000009_trainprof";
+  fs::copy(runs[3], copy, fs::copy_options::recursive);
+  analysis::RankSummary other;
+  ASSERT_EQ(
+      analysis::parse_rank_summary(test::read_text(runs[4] + "/PROFILER_OUTPUT/rank_summary.json"), &other),
+      "");
+  other.world_size = 32;
+  other.groups.resize(1);
+  other.groups[0].name = "777";
+  other.groups[0].world_ranks.clear();
+  for (int r = 0; r < 32; ++r) other.groups[0].world_ranks.push_back(r);
+  std::erase_if(other.collectives, [](const analysis::RankCollective& c) { return c.group != 0; });
+  other.transfers.clear();
+  for (int rank : {7, 20}) {
+    other.rank = rank;
+    std::string run = dir.path() + "/node9_" + std::to_string(2000 + rank) + "_20261127000000009_trainprof";
+    fs::create_directories(run + "/PROFILER_OUTPUT");
+    std::ofstream(run + "/profiler_info.json") << "{}\n";
+    std::ofstream(run + "/PROFILER_OUTPUT/profiler_info.json") << "{}\n";
+    std::ofstream(run + "/PROFILER_OUTPUT/rank_summary.json") << analysis::rank_summary_json(other);
+  }
+  ClusterOptions alone;
+  alone.analyse_missing = false;
+  ClusterReport one = cluster(dir.path(), {}, alone);
+  ASSERT_TRUE(one.ok()) << one.error;
+  EXPECT_EQ(one.straggler, 5) << one.text;
+  EXPECT_NE(one.text.find("The runs disagree on the world's size: 16 (rank(s) 0-15) 32 (rank(s) 20)"),
+            std::string::npos)
+      << one.text;
+  std::string said;
+  for (const std::string& w : one.warnings) said += w + "\n";
+  EXPECT_NE(said.find(copy + ": left out of the cluster pass: it overlaps in time rank 3's run " + runs[3]),
+            std::string::npos)
+      << said;
+  EXPECT_NE(
+      said.find("node9_2007_20261127000000009_trainprof: left out of the cluster pass: a world of 32 ranks, "
+                "where rank 7's earlier run had 16"),
+      std::string::npos)
+      << said;
+  int exchanges = 0;
+  std::vector<ClusterReport> spread = cluster_over(dir.path(), 3, &exchanges);
+  ASSERT_TRUE(spread[0].ok()) << spread[0].error;
+  EXPECT_EQ(spread[0].text, one.text);
+  EXPECT_EQ(spread[0].warnings, one.warnings);
+}
+
 // The bytes a summary travels in: read back whole; cut or damaged, refused.
 TEST(ClusterDistributed, SummariesTravelWholeAndDamagedBytesAreRefused) {
   test::TempDir dir;

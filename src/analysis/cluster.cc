@@ -300,6 +300,9 @@ StragglerReport describe_ranks(const std::vector<RankSummary>& ranks) {
     by_rank[s.rank] = &s;
     r.world_size = std::max(r.world_size, s.world_size);
   }
+  std::map<int, std::vector<int>> sizes;
+  for (const auto& [rank, s] : by_rank) sizes[s->world_size].push_back(rank);
+  if (sizes.size() > 1) r.world_sizes.assign(sizes.begin(), sizes.end());
   r.clocks_aligned = !by_rank.empty();
   r.one_host = !by_rank.empty() && !by_rank.begin()->second->host.empty();
   for (const auto& [rank, s] : by_rank) {
@@ -463,6 +466,16 @@ std::string straggler_text(const StragglerReport& r) {
                     " ranks, " + std::to_string(r.matched) + " collectives matched across their groups";
   if (r.unmatched > 0) out += ", " + std::to_string(r.unmatched) + " recorded by some members only";
   out += ".\n";
+  if (!r.world_sizes.empty()) {
+    out += "Two jobs? The runs disagree on the world's size:";
+    for (const auto& [size, ranks] : r.world_sizes) {
+      out += " " + std::to_string(size) + " (rank(s) " +
+             step_ranges(std::vector<int64_t>(ranks.begin(), ranks.end())) + ")";
+    }
+    out +=
+        "; collectives match only within one job's groups, and the missing ranks are counted in the "
+        "largest.\n";
+  }
   if (!r.missing_ranks.empty()) {
     std::vector<int64_t> missing(r.missing_ranks.begin(), r.missing_ranks.end());
     out += "Missing: rank(s) " + step_ranges(missing) +

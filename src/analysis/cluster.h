@@ -37,8 +37,11 @@ struct StragglerReport {
   int world_size = 0;
   std::vector<int> ranks;          // with a summary
   std::vector<int> missing_ranks;  // of the world, without one
-  uint64_t matched = 0;            // collectives every member of their group recorded
-  uint64_t unmatched = 0;          // recorded by some members only
+  // When the summaries disagree on the world's size (runs of two jobs in
+  // one directory): each size with the ranks that said it. Empty: they agree.
+  std::vector<std::pair<int, std::vector<int>>> world_sizes;
+  uint64_t matched = 0;    // collectives every member of their group recorded
+  uint64_t unmatched = 0;  // recorded by some members only
   uint64_t total_wait_ns = 0;
   std::vector<int> killed_ranks;    // runs without a final flush (SIGKILL, a crash)
   std::vector<int> signaled_ranks;  // runs flushed by a signal handler (the job aborted)

@@ -164,6 +164,11 @@ json report_json(const analysis::StragglerReport& r, const analysis::NumberingRe
                          {"only_waited", l.only_waited}});
   }
   out["links"] = link_list;
+  if (!r.world_sizes.empty()) {
+    json sizes = json::array();
+    for (const auto& [size, ranks] : r.world_sizes) sizes.push_back({{"world_size", size}, {"ranks", ranks}});
+    out["world_sizes_disagree"] = sizes;
+  }
   json shifted = json::array(), unaligned = json::array();
   for (const auto& s : numbering.shifted)
     shifted.push_back({{"rank", s.rank}, {"group", s.group}, {"offset", s.offset}});
@@ -440,16 +445,61 @@ ShareRead route_shares(ShareRead mine, ClusterExchange& exchange, To to, std::st
   return kept;
 }
 
-// A rank's runs (in the runs' order) as one summary per rank, by rank.
+// The wall-clock span a summary covers: its steps (a schedule's cycles
+// follow one another step by step; a call in flight may outlast its run's
+// last step), or its calls when it has no step.
+std::pair<uint64_t, uint64_t> time_span(const analysis::RankSummary& s) {
+  uint64_t first = UINT64_MAX, last = 0;
+  auto cover = [&](uint64_t start, uint64_t end) {
+    first = std::min(first, start);
+    last = std::max(last, end);
+  };
+  for (const analysis::RankStep& st : s.steps) cover(st.start_ns, st.end_ns);
+  if (!s.steps.empty()) return {first, last};
+  for (const analysis::RankCollective& c : s.collectives) cover(c.start_ns, c.end_ns);
+  for (const analysis::RankTransfer& t : s.transfers) cover(t.start_ns, t.end_ns);
+  return {first, last};
+}
+
+// Why a further run of a rank cannot be one more cycle of its schedule
+// ("": it can): it belongs to a world of another size, or it overlaps in
+// time what the rank's earlier runs cover (a copy of a run, or a second job
+// of the same size writing to the same directory).
+std::string not_a_further_cycle(const analysis::RankSummary& kept, const analysis::RankSummary& more) {
+  if (more.world_size != kept.world_size) {
+    return "a world of " + std::to_string(more.world_size) + " ranks, where rank " +
+           std::to_string(kept.rank) + "'s earlier run had " + std::to_string(kept.world_size) +
+           " (another job's run)";
+  }
+  auto [kept_first, kept_last] = time_span(kept);
+  auto [more_first, more_last] = time_span(more);
+  if (more_first <= more_last && kept_first <= kept_last && more_first < kept_last &&
+      kept_first < more_last) {
+    return "it overlaps in time rank " + std::to_string(kept.rank) + "'s run " +
+           (kept.run_dirs.empty() ? std::string() : kept.run_dirs.back()) +
+           " (a copy, or another job's run of the same rank)";
+  }
+  return "";
+}
+
+// A rank's runs (in the runs' order) as one summary per rank, by rank: the
+// cycles of a schedule side by side. A run that cannot be a further cycle
+// of its rank is left out, with a warning (never merged into a wrong
+// timeline, where it would make a straggler of its rank).
 std::map<int, analysis::RankSummary> merged_by_rank(ShareRead& share) {
   std::map<int, analysis::RankSummary> by_rank;
   for (auto& [run, s] : share.summaries) {
     auto [it, inserted] = by_rank.emplace(s.rank, analysis::RankSummary());
     if (inserted) {
       it->second = std::move(s);
-    } else {
-      merge_into(it->second, std::move(s));
+      continue;
     }
+    if (std::string why = not_a_further_cycle(it->second, s); !why.empty()) {
+      share.warnings.emplace_back(run, (s.run_dirs.empty() ? std::string("a run") : s.run_dirs.back()) +
+                                           ": left out of the cluster pass: " + why);
+      continue;
+    }
+    merge_into(it->second, std::move(s));
   }
   return by_rank;
 }
@@ -605,6 +655,8 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   std::vector<analysis::IncidentRank> incident = incident_ranks(runs);
   analysis::IncidentReport incident_summary = analysis::incident_report(incident);
   std::string incident_text = incident.empty() ? "" : analysis::incident_text(incident_summary, incident);
+  std::stable_sort(share.warnings.begin(), share.warnings.end(),  // the merge's after the reading's
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [run, warning] : share.warnings) report.warnings.push_back(std::move(warning));
   clock.done("read " + std::to_string(by_rank.size()) + " rank(s)' summaries" +
              (spread ? ", matched their collectives over " +
