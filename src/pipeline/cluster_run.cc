@@ -799,8 +799,14 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   }
   RankTables tables;
   if (exchange.index() == 0 && report.error.empty()) {
-    report = conclude(path, cluster_options, runs, share, std::move(by_rank), std::move(spread), clock,
-                      std::move(report), spread ? &tables : nullptr);
+    try {  // the others wait below for what this process sends them
+      report = conclude(path, cluster_options, runs, share, std::move(by_rank), std::move(spread), clock,
+                        std::move(report), spread ? &tables : nullptr);
+    } catch (const std::exception& e) {
+      if (cluster_options.exchange == nullptr) throw;
+      report.error = std::string("cluster analysis failed: ") + e.what();
+      tables = {};
+    }
   }
   if (cluster_options.exchange != nullptr) {
     write_rank_tables_spread(std::move(own_copy), std::move(tables), exchange, cluster_options, &report);
