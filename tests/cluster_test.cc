@@ -210,6 +210,34 @@ TEST(Cluster, RanksOfOneHostShareItsClock) {
   EXPECT_NE(straggler_text(r).find("Clocks: not aligned"), std::string::npos);
 }
 
+// A rank on another host whose clock was never aligned to rank 0's and
+// that always seems to arrive last (its clock may simply run ahead) is not
+// named the straggler: the report says who stood out and why it was not
+// named. Aligned, the same rank is named.
+TEST(Cluster, ARankWhoseClockCannotBeComparedIsNeverNamedTheStraggler) {
+  std::vector<RankSummary> ranks = world(3, 4, [](int rank, int) { return rank == 2 ? 60.0 : 10.0; });
+  ranks[0].host = ranks[1].host = "a";
+  ranks[2].host = "b";
+  ranks[0].clock_aligned = ranks[1].clock_aligned = true;
+  StragglerReport r = find_straggler(ranks);
+  EXPECT_EQ(r.straggler, -1);
+  EXPECT_EQ(r.withheld_straggler, 2);
+  EXPECT_EQ(r.unaligned_ranks, std::vector<int>{2});
+  std::string text = straggler_text(r);
+  EXPECT_NE(
+      text.find("No straggler named: rank 2 accounts for most of the waiting, but rank(s) 2 are on other "
+                "hosts than rank 0 with clocks not aligned to it"),
+      std::string::npos)
+      << text;
+  ranks[2].clock_aligned = true;
+  r = find_straggler(ranks);
+  EXPECT_EQ(r.straggler, 2);
+  EXPECT_EQ(r.withheld_straggler, -1);
+  ranks[2].clock_aligned = false;
+  ranks[2].host = "a";  // rank 0's host: one clock
+  EXPECT_EQ(find_straggler(ranks).straggler, 2);
+}
+
 // A rank whose wall clock runs ahead of rank 0's by 300 ms at its first
 // measurement and 302 ms at its second, 10 s later: its times come out on
 // rank 0's clock, less the offset interpolated at each moment (this clock

@@ -314,6 +314,14 @@ StragglerReport describe_ranks(const std::vector<RankSummary>& ranks) {
     r.clock_error_ns = std::max(r.clock_error_ns, s->clock_error_ns);
     if (!s->clock_problem.empty()) r.clock_problems.emplace_back(rank, s->clock_problem);
   }
+  // Times compare with rank 0's when aligned to it, or on its host's clock.
+  if (!by_rank.empty()) {
+    auto reference = by_rank.find(0);
+    const std::string& host = (reference != by_rank.end() ? reference : by_rank.begin())->second->host;
+    for (const auto& [rank, s] : by_rank) {
+      if (!s->clock_aligned && s->host != host) r.unaligned_ranks.push_back(rank);
+    }
+  }
   // The gaps between the ranks there (sorted), without a lookup per rank of the world.
   int next = 0;
   for (const auto& [rank, s] : by_rank) {
@@ -356,6 +364,10 @@ std::vector<int64_t> name_straggler(StragglerReport& r) {
   }
   if (top == nullptr || r.total_wait_ns == 0 ||
       static_cast<double>(top->waited_for_ns) < kStragglerShare * static_cast<double>(r.total_wait_ns)) {
+    return {};
+  }
+  if (!r.unaligned_ranks.empty()) {  // never a straggler made by a clock's offset
+    r.withheld_straggler = top->rank;
     return {};
   }
   r.straggler = top->rank;
@@ -520,7 +532,14 @@ std::string straggler_text(const StragglerReport& r) {
   }
   out += r.numbering;
   out += "Waiting at collectives, all ranks: " + ms(static_cast<double>(r.total_wait_ns)) + ".\n";
-  if (r.straggler < 0) {
+  if (r.withheld_straggler >= 0) {
+    out += "No straggler named: rank " + std::to_string(r.withheld_straggler) +
+           " accounts for most of the waiting, but rank(s) " +
+           step_ranges(std::vector<int64_t>(r.unaligned_ranks.begin(), r.unaligned_ranks.end())) +
+           " are on other hosts than rank 0 with clocks not aligned to it, so who arrived last may be a "
+           "clock's offset (libtrainprof_mpi and torch.distributed measure each rank's offset to rank 0 "
+           "when profiling starts and stops).\n";
+  } else if (r.straggler < 0) {
     out += r.total_wait_ns == 0 || r.matched == 0
                ? "No straggler: no matched collective kept a rank waiting.\n"
                : "No straggler: no rank accounts for half of the waiting (the ranks take turns arriving "

@@ -60,6 +60,12 @@ struct StragglerReport {
   uint64_t clock_error_ns = 0;   // the largest error bound of the alignment
   // Ranks whose clock exchanges went short (unfinished, failed): rank, why.
   std::vector<std::pair<int, std::string>> clock_problems;
+  // Ranks whose times cannot be compared with rank 0's: no clock alignment,
+  // on another host than rank 0 (or than the lowest rank, without rank 0).
+  std::vector<int> unaligned_ranks;
+  // The rank that stood out, when unaligned_ranks kept it from being named
+  // (its lateness, or the others', may be a clock's offset); -1: none.
+  int withheld_straggler = -1;
   std::string numbering;            // collective_numbering.h's lines, set by the caller
   std::vector<RankWaits> per_rank;  // by rank
   int straggler = -1;               // -1: none stands out

@@ -164,6 +164,9 @@ json report_json(const analysis::StragglerReport& r, const analysis::NumberingRe
                          {"only_waited", l.only_waited}});
   }
   out["links"] = link_list;
+  if (r.withheld_straggler >= 0) {
+    out["straggler_withheld"] = {{"rank", r.withheld_straggler}, {"unaligned_ranks", r.unaligned_ranks}};
+  }
   if (!r.world_sizes.empty()) {
     json sizes = json::array();
     for (const auto& [size, ranks] : r.world_sizes) sizes.push_back({{"world_size", size}, {"ranks", ranks}});
