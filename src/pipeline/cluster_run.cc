@@ -801,10 +801,11 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     for (auto& [rank, s] : share.summaries) by_rank.emplace(s.rank, std::move(s));
   }
   RankTables tables;
+  RankTables* left_for_ranks = spread ? &tables : nullptr;  // before `spread` is moved
   if (exchange.index() == 0 && report.error.empty()) {
     try {  // the others wait below for what this process sends them
       report = conclude(path, cluster_options, runs, share, std::move(by_rank), std::move(spread), clock,
-                        std::move(report), spread ? &tables : nullptr);
+                        std::move(report), left_for_ranks);
     } catch (const std::exception& e) {
       if (cluster_options.exchange == nullptr) throw;
       report.error = std::string("cluster analysis failed: ") + e.what();
