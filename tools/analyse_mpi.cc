@@ -30,7 +30,7 @@ bool parse_int(const char* text, int* out) {
 
 }  // namespace
 
-LaunchPlace launch_place_from_environment() {
+LaunchPlace launch_place_from_environment(const std::string& command) {
   LaunchPlace p;
   // (rank, size, job) as each launcher names them.
   struct Names {
@@ -60,12 +60,13 @@ LaunchPlace launch_place_from_environment() {
   }
   p.error =
       "--mpi: no MPI launcher environment (OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID); run it as "
-      "`mpirun -np K trainprof analyse --mpi PATH`";
+      "`mpirun -np K trainprof " +
+      command + " --mpi PATH`";
   return p;
 }
 
 int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minutes) {
-  LaunchPlace place = launch_place_from_environment();
+  LaunchPlace place = launch_place_from_environment("analyse");
   if (!place.error.empty()) {
     std::fprintf(stderr, "trainprof: %s\n", place.error.c_str());
     return kUsage;

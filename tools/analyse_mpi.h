@@ -26,7 +26,9 @@ struct LaunchPlace {
   std::string job;    // the same in every process of the job
   std::string error;  // why there is no place (not launched by mpirun or srun)
 };
-LaunchPlace launch_place_from_environment();
+// `command` ("analyse", "cluster") names the command in the error that
+// says how to launch it.
+LaunchPlace launch_place_from_environment(const std::string& command);
 
 // Returns the command's exit status (0: every run of this process analysed
 // and, on the first process, the cluster outputs written).

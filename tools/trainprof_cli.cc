@@ -536,11 +536,11 @@ int cmd_cluster(const std::vector<std::string>& args) {
     return trainprof::cli::print_cluster_report(trainprof::cluster(path, options, cluster_options)) ? kOk
                                                                                                     : kFailed;
   }
-  if (trainprof::cli::LaunchPlace place = trainprof::cli::launch_place_from_environment();
-      !place.error.empty()) {
-    std::fprintf(stderr,
-                 "trainprof: --mpi: no MPI launcher environment (OMPI_COMM_WORLD_RANK, PMI_RANK or "
-                 "SLURM_PROCID); run it as `mpirun -np K trainprof cluster --mpi PATH`\n");
+  // A launcher is enough: MPI itself gives the place (the job id matters to
+  // analyse --mpi's files only).
+  if (trainprof::cli::LaunchPlace place = trainprof::cli::launch_place_from_environment("cluster");
+      place.rank < 0) {
+    std::fprintf(stderr, "trainprof: %s\n", place.error.c_str());
     return kUsage;
   }
   std::string error;

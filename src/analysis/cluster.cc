@@ -9,13 +9,6 @@
 namespace trainprof::analysis {
 namespace {
 
-struct Arrival {
-  int rank;
-  uint64_t start_ns;
-  int64_t step;
-  bool in_flight;
-};
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -418,6 +411,31 @@ void explain_straggler(StragglerReport& r) {
   r.cause = best->first > 0.1 * lost_per_step && best->first > 0 ? best->second : "unknown";
 }
 
+void match_collective(const std::vector<Arrival>& list, size_t members,
+                      const std::function<RankWaits&(int rank)>& waits_of, MatchCounts* counts) {
+  if (list.size() < 2 || list.size() != members) {
+    if (list.size() < members) ++counts->unmatched;
+    return;
+  }
+  ++counts->matched;
+  const Arrival& last = *std::max_element(list.begin(), list.end(), [](const Arrival& a, const Arrival& b) {
+    return std::tie(a.start_ns, a.rank) < std::tie(b.start_ns, b.rank);
+  });
+  uint64_t lost = 0;
+  for (const Arrival& a : list) {
+    uint64_t wait = last.start_ns - a.start_ns;
+    RankWaits& w = waits_of(a.rank);
+    w.waited_ns += wait;
+    if (a.in_flight && a.step >= 0) w.in_flight_waited_by_step[a.step] += wait;
+    lost += wait;
+  }
+  RankWaits& late = waits_of(last.rank);
+  late.waited_for_ns += lost;
+  ++late.late_collectives;
+  if (last.step >= 0) late.waited_for_by_step[last.step] += lost;
+  counts->total_wait_ns += lost;
+}
+
 StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
   StragglerReport r = describe_ranks(ranks);
   std::map<int, const RankSummary*> by_rank;
@@ -444,28 +462,14 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
     }
   }
   add_ended_early(r, last_by_group);
+  MatchCounts counts;
   for (const auto& [key, list] : arrivals) {
-    if (list.size() < 2 || list.size() != members[key.first]) {
-      if (list.size() < members[key.first]) ++r.unmatched;
-      continue;
-    }
-    ++r.matched;
-    const Arrival& last = *std::max_element(list.begin(), list.end(), [](const Arrival& a, const Arrival& b) {
-      return std::tie(a.start_ns, a.rank) < std::tie(b.start_ns, b.rank);
-    });
-    uint64_t lost = 0;
-    for (const Arrival& a : list) {
-      uint64_t wait = last.start_ns - a.start_ns;
-      r.per_rank[index[a.rank]].waited_ns += wait;
-      if (a.in_flight && a.step >= 0) r.per_rank[index[a.rank]].in_flight_waited_by_step[a.step] += wait;
-      lost += wait;
-    }
-    RankWaits& late = r.per_rank[index[last.rank]];
-    late.waited_for_ns += lost;
-    ++late.late_collectives;
-    if (last.step >= 0) late.waited_for_by_step[last.step] += lost;
-    r.total_wait_ns += lost;
+    match_collective(
+        list, members[key.first], [&](int rank) -> RankWaits& { return r.per_rank[index[rank]]; }, &counts);
   }
+  r.matched = counts.matched;
+  r.unmatched = counts.unmatched;
+  r.total_wait_ns = counts.total_wait_ns;
   std::vector<int64_t> late_steps = name_straggler(r);
   if (r.straggler < 0) return r;
   for (RankWaits& w : r.per_rank) late_step_means(*by_rank[w.rank], late_steps, &w);

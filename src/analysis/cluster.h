@@ -12,6 +12,7 @@
 #define TRAINPROF_ANALYSIS_CLUSTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -135,6 +136,28 @@ std::string links_text(const std::vector<LinkBandwidth>& links);
 inline constexpr double kStragglerShare = 0.5;
 
 StragglerReport find_straggler(const std::vector<RankSummary>& ranks);
+
+// A member's arrival at a collective.
+struct Arrival {
+  int rank;
+  uint64_t start_ns;
+  int64_t step;
+  bool in_flight;
+};
+// Collectives matched and not, and all the waiting at them.
+struct MatchCounts {
+  uint64_t matched = 0;    // every member of the group recorded it
+  uint64_t unmatched = 0;  // some members only
+  uint64_t total_wait_ns = 0;
+};
+// One collective's arrivals (from the members that recorded it) against its
+// group's size: matched when every member, at least two, recorded it. Then
+// each member's wait for the last arrival (by start, then rank) goes to
+// waits_of(its rank): waited_ns, and its in-flight waiting per step; what
+// they all lost to the last one goes to its waited_for_ns,
+// late_collectives and waited_for_by_step.
+void match_collective(const std::vector<Arrival>& list, size_t members,
+                      const std::function<RankWaits&(int rank)>& waits_of, MatchCounts* counts);
 
 // find_straggler's parts, for a pass spread over processes
 // (pipeline/cluster_spread.h), which matches the collectives itself:

@@ -240,13 +240,6 @@ analysis::NumberingReport align_numbering(std::vector<RankSummary>& mine, Cluste
   return report;
 }
 
-// What process 0 learns of the waits, per rank, from the processes that
-// matched the collectives.
-struct WaitSums {
-  uint64_t waited_ns = 0, waited_for_ns = 0, late_collectives = 0;
-  std::map<int64_t, uint64_t> waited_for_by_step;
-};
-
 void put_step_sums(base::ByteWriter& w, const std::map<int64_t, uint64_t>& by_step) {
   w.put<uint64_t>(by_step.size());
   for (const auto& [step, ns] : by_step) {
@@ -291,13 +284,7 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
       w.put<uint8_t>(c.in_flight);
     }
   }
-  struct Arrival {
-    int rank;
-    uint64_t start_ns;
-    int64_t step;
-    bool in_flight;
-  };
-  std::map<std::pair<std::string, int64_t>, std::vector<Arrival>> owned;
+  std::map<std::pair<std::string, int64_t>, std::vector<analysis::Arrival>> owned;
   read_all(arrivals.run(), "an arrival", &out.error, [&](base::ByteReader& r) {
     while (!r.empty()) {
       std::string group;
@@ -308,37 +295,19 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
       if (!r.get(&group) || !r.get(&sequence) || !r.get(&rank) || !r.get(&start) || !r.get(&step) ||
           !r.get(&in_flight))
         return false;
-      owned[{std::move(group), sequence}].push_back(Arrival{rank, start, step, in_flight != 0});
+      owned[{std::move(group), sequence}].push_back(analysis::Arrival{rank, start, step, in_flight != 0});
     }
     return true;
   });
-  // The waits at the collectives owned here, summed per rank.
-  uint64_t matched = 0, unmatched = 0, total_wait = 0;
-  std::map<int, WaitSums> sums;                                  // -> process 0
-  std::map<int, std::map<int64_t, uint64_t>> in_flight_by_step;  // -> each rank's process
+  // The waits at the collectives owned here, summed per rank: the in-flight
+  // waiting per step goes to each rank's process, the rest to process 0.
+  analysis::MatchCounts counts;
+  std::map<int, RankWaits> sums;
   for (const auto& [key, list] : owned) {
     auto size = facts.group_size.find(key.first);
-    uint64_t members = size == facts.group_size.end() ? 0 : size->second.second;
-    if (list.size() < 2 || list.size() != members) {
-      if (list.size() < members) ++unmatched;
-      continue;
-    }
-    ++matched;
-    const Arrival& last = *std::max_element(list.begin(), list.end(), [](const Arrival& a, const Arrival& b) {
-      return std::tie(a.start_ns, a.rank) < std::tie(b.start_ns, b.rank);
-    });
-    uint64_t lost = 0;
-    for (const Arrival& a : list) {
-      uint64_t wait = last.start_ns - a.start_ns;
-      sums[a.rank].waited_ns += wait;
-      if (a.in_flight && a.step >= 0) in_flight_by_step[a.rank][a.step] += wait;
-      lost += wait;
-    }
-    WaitSums& late = sums[last.rank];
-    late.waited_for_ns += lost;
-    ++late.late_collectives;
-    if (last.step >= 0) late.waited_for_by_step[last.step] += lost;
-    total_wait += lost;
+    analysis::match_collective(
+        list, size == facts.group_size.end() ? 0 : size->second.second,
+        [&sums](int rank) -> RankWaits& { return sums[rank]; }, &counts);
   }
 
   // 4. To process 0: each rank's facts and last sequence per group (from
@@ -348,7 +317,6 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
   {
     base::ByteWriter w = gather.to(0);
     w.put<uint64_t>(mine.size());
-    std::string facts_bytes;
     for (const RankSummary& s : mine) {
       RankSummary light;
       light.rank = s.rank;
@@ -373,9 +341,9 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
         w.put(sequence);
       }
     }
-    w.put(matched);
-    w.put(unmatched);
-    w.put(total_wait);
+    w.put(counts.matched);
+    w.put(counts.unmatched);
+    w.put(counts.total_wait_ns);
     w.put<uint64_t>(sums.size());
     for (const auto& [rank, sum] : sums) {
       w.put<int32_t>(rank);
@@ -389,10 +357,11 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
   // The in-flight waits, in a round of their own: process 0's message above
   // holds one kind of thing only.
   Round in_flight(x);
-  for (const auto& [rank, by_step] : in_flight_by_step) {
+  for (const auto& [rank, sum] : sums) {
+    if (sum.in_flight_waited_by_step.empty()) continue;
     base::ByteWriter w = in_flight.to(rank_owner(rank, processes));
     w.put<int32_t>(rank);
-    put_step_sums(w, by_step);
+    put_step_sums(w, sum.in_flight_waited_by_step);
   }
   std::map<int, std::map<int64_t, uint64_t>> my_in_flight;
   read_all(in_flight.run(), "in-flight waits", &out.error, [&](base::ByteReader& r) {
@@ -408,7 +377,8 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
   if (first) {
     std::vector<RankSummary> lights;
     std::map<std::string, std::map<int, int64_t>> last_by_group;
-    std::map<int, WaitSums> all_sums;
+    std::map<int, RankWaits> all_sums;
+    analysis::MatchCounts all_counts;
     read_all(gathered, "the ranks' waits", &out.error, [&](base::ByteReader& r) {
       bool ok = read_items(r, 16, [&] {
         std::string bytes;
@@ -426,18 +396,19 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
           return true;
         });
       });
-      uint64_t m = 0, u = 0, t = 0;
-      if (!ok || !r.get(&m) || !r.get(&u) || !r.get(&t)) return false;
-      report.matched += m;
-      report.unmatched += u;
-      report.total_wait_ns += t;
+      analysis::MatchCounts some;
+      if (!ok || !r.get(&some.matched) || !r.get(&some.unmatched) || !r.get(&some.total_wait_ns))
+        return false;
+      all_counts.matched += some.matched;
+      all_counts.unmatched += some.unmatched;
+      all_counts.total_wait_ns += some.total_wait_ns;
       return read_items(r, 36, [&] {
         int32_t rank = 0;
-        WaitSums more;
+        RankWaits more;
         if (!r.get(&rank) || !r.get(&more.waited_ns) || !r.get(&more.waited_for_ns) ||
             !r.get(&more.late_collectives) || !get_step_sums(r, &more.waited_for_by_step))
           return false;
-        WaitSums& sum = all_sums[rank];
+        RankWaits& sum = all_sums[rank];
         sum.waited_ns += more.waited_ns;
         sum.waited_for_ns += more.waited_for_ns;
         sum.late_collectives += more.late_collectives;
@@ -445,13 +416,12 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
         return true;
       });
     });
-    uint64_t matched_all = report.matched, unmatched_all = report.unmatched, wait_all = report.total_wait_ns;
     std::sort(lights.begin(), lights.end(),
               [](const RankSummary& a, const RankSummary& b) { return a.rank < b.rank; });
     report = analysis::describe_ranks(lights);
-    report.matched = matched_all;
-    report.unmatched = unmatched_all;
-    report.total_wait_ns = wait_all;
+    report.matched = all_counts.matched;
+    report.unmatched = all_counts.unmatched;
+    report.total_wait_ns = all_counts.total_wait_ns;
     analysis::add_ended_early(report, last_by_group);
     for (RankWaits& w : report.per_rank) {
       auto it = all_sums.find(w.rank);
@@ -519,11 +489,7 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
     }
     analysis::explain_straggler(report);
   }
-  if (!first) {
-    out.numbering = {};
-    out.report = {};
-  }
-  return out;
+  return out;  // on the other processes, numbering and report are empty
 }
 
 }  // namespace trainprof::pipeline
