@@ -54,7 +54,8 @@ class ThreadExchange final : public ClusterExchange {
 
 // The cluster pass on `dir` over `processes` threads: process 0's report,
 // and the others' (empty but for warnings).
-std::vector<ClusterReport> cluster_over(const std::string& dir, int processes, int* exchanges) {
+std::vector<ClusterReport> cluster_over(const std::string& dir, int processes, int* exchanges,
+                                        size_t full_json_max_ranks = 1024) {
   ThreadExchange::Box box(processes);
   std::vector<ClusterReport> reports(static_cast<size_t>(processes));
   std::vector<std::thread> threads;
@@ -65,6 +66,7 @@ std::vector<ClusterReport> cluster_over(const std::string& dir, int processes, i
       options.analyse_missing = false;
       options.exchange = &exchange;
       options.msprof_dir = dir + "/msprof";
+      options.full_json_max_ranks = full_json_max_ranks;
       reports[static_cast<size_t>(p)] = cluster(dir, {}, options);
     });
   }
@@ -73,16 +75,33 @@ std::vector<ClusterReport> cluster_over(const std::string& dir, int processes, i
   return reports;
 }
 
+// Every file of `one` in `spread` with the same bytes, and no other.
+void expect_same_files(const std::map<std::string, std::string>& one,
+                       const std::map<std::string, std::string>& spread) {
+  ASSERT_EQ(spread.size(), one.size());
+  for (const auto& [name, text] : one) {
+    auto it = spread.find(name);
+    ASSERT_NE(it, spread.end()) << name;
+    EXPECT_TRUE(it->second == text) << name << " differs";
+  }
+}
+
+// The pass in this process alone, with the msprof-analyze layout.
+ClusterReport one_process(const std::string& dir, size_t full_json_max_ranks = 1024) {
+  ClusterOptions alone;
+  alone.analyse_missing = false;
+  alone.msprof_dir = dir + "/msprof";
+  alone.full_json_max_ranks = full_json_max_ranks;
+  return cluster(dir, {}, alone);
+}
+
 // 64 ranks (a shifted numbering, a group left out for one rank, a rank of
 // two runs, a straggler): spread over 1, 3 and 4 processes, every output
 // file is the one-process pass's, byte for byte.
 TEST(ClusterDistributed, SpreadOverProcessesTheOutputsAreTheOneProcessPasses) {
   test::TempDir dir;
   test::write_synthetic_job(dir.path(), 64);
-  ClusterOptions alone;
-  alone.analyse_missing = false;
-  alone.msprof_dir = dir.path() + "/msprof";
-  ClusterReport expected = cluster(dir.path(), {}, alone);
+  ClusterReport expected = one_process(dir.path());
   ASSERT_TRUE(expected.ok()) << expected.error;
   EXPECT_EQ(expected.straggler, 5) << expected.text;
   EXPECT_NE(expected.text.find("rank 2 in group 1 +3"), std::string::npos) << expected.text;
@@ -106,14 +125,29 @@ TEST(ClusterDistributed, SpreadOverProcessesTheOutputsAreTheOneProcessPasses) {
       EXPECT_TRUE(reports[p].ok()) << reports[p].error;
       EXPECT_TRUE(reports[p].text.empty()) << "only the first process reports";
     }
-    std::map<std::string, std::string> spread = test::cluster_outputs(dir.path());
-    ASSERT_EQ(spread.size(), one.size());
-    for (const auto& [name, text] : one) {
-      auto it = spread.find(name);
-      ASSERT_NE(it, spread.end()) << name;
-      EXPECT_TRUE(it->second == text) << name << " differs";
-    }
+    expect_same_files(one, test::cluster_outputs(dir.path()));
   }
+}
+
+// Above ClusterOptions::full_json_max_ranks (no JSON table of every rank,
+// the database, the msprof-analyze layout on request), spread the same.
+TEST(ClusterDistributed, AboveTheJsonLimitSpreadOverProcessesTheOutputsAreTheOneProcessPasses) {
+  test::TempDir dir;
+  test::write_synthetic_job(dir.path(), 80);
+  ClusterReport expected = one_process(dir.path(), 64);
+  ASSERT_TRUE(expected.ok()) << expected.error;
+  EXPECT_EQ(expected.straggler, 5) << expected.text;
+  std::map<std::string, std::string> one = test::cluster_outputs(dir.path());
+  EXPECT_EQ(one.count("trainprof.db"), 1u);
+  EXPECT_EQ(one.count("cluster_communication.json"), 0u);
+  EXPECT_GE(one.size(), 80u * 2) << "the msprof-analyze layout's tables";
+  test::remove_cluster_outputs(dir.path());
+  int exchanges = 0;
+  std::vector<ClusterReport> reports = cluster_over(dir.path(), 3, &exchanges, 64);
+  ASSERT_TRUE(reports[0].ok()) << reports[0].error;
+  EXPECT_EQ(reports[0].text, expected.text);
+  EXPECT_EQ(reports[0].warnings, expected.warnings);
+  expect_same_files(one, test::cluster_outputs(dir.path()));
 }
 
 // Every process meets the others as often whatever it finds: a path with no

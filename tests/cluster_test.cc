@@ -751,8 +751,36 @@ TEST(RankSummary, TransfersRoundTripAndVersion1IsRead) {
   EXPECT_FALSE(back.collectives[0].in_flight);
   old["version"] = 3;  // version 3 collectives have 8 elements
   EXPECT_NE(parse_rank_summary(old.dump(), &back).find("8-element"), std::string::npos);
-  old["version"] = 5;
+  old["version"] = 6;
   EXPECT_NE(parse_rank_summary(old.dump(), &back).find("version"), std::string::npos);
+}
+
+// A group's members are written as runs of consecutive ranks, in their
+// group-rank order (a world of 10^5 ranks is [[0, 99999]] in every
+// summary, not 10^5 numbers); the plain lists of earlier summaries are read
+// alike, and runs that cannot be are refused.
+TEST(RankSummary, GroupMembersTravelAsRunsInTheirOrder) {
+  std::vector<RankSummary> ranks = world(2, 2, [](int, int) { return 10.0; });
+  RankSummary s = ranks[0];
+  s.groups.push_back({"scattered", {3, 4, 5, 9, 1, 2, 7}, "test"});
+  std::string text = rank_summary_json(s);
+  nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["groups"][0]["ranks"], nlohmann::json::parse("[[0, 1]]"));
+  EXPECT_EQ(j["groups"].back()["ranks"], nlohmann::json::parse("[[3, 5], 9, [1, 2], 7]"));
+  RankSummary back;
+  ASSERT_EQ(parse_rank_summary(text, &back), "");
+  EXPECT_EQ(back.groups.back().world_ranks, (std::vector<int32_t>{3, 4, 5, 9, 1, 2, 7}));
+  EXPECT_EQ(back.groups[0].world_ranks, (std::vector<int32_t>{0, 1}));
+
+  j["version"] = 4;
+  j["groups"].back()["ranks"] = nlohmann::json::parse("[3, 4, 5, 9, 1, 2, 7]");
+  ASSERT_EQ(parse_rank_summary(j.dump(), &back), "");
+  EXPECT_EQ(back.groups.back().world_ranks, (std::vector<int32_t>{3, 4, 5, 9, 1, 2, 7}));
+  for (const char* damaged : {"[[5, 3]]", "[[1, 2, 3]]", "[[0, 2147483647]]", "[\"0-3\"]", "{}"}) {
+    SCOPED_TRACE(damaged);
+    j["groups"].back()["ranks"] = nlohmann::json::parse(damaged);
+    EXPECT_NE(parse_rank_summary(j.dump(), &back), "");
+  }
 }
 
 TEST(RankSummary, InFlightCollectivesRoundTrip) {

@@ -4,7 +4,7 @@
 //                          [--window-mb N] [--export-type text|db|text,db] [--trace-format
 //                          json|perfetto|json,perfetto] [--mpi [--mpi-wait-minutes N]]
 //   trainprof summary PATH
-//   trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi] [--progress]
+//   trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi] [--full-json] [--progress]
 //   trainprof --version | --help
 //
 // Exit status: 0 success, 1 a run failed (or nothing to do), 2 bad usage.
@@ -100,7 +100,7 @@ const char* kSummaryHelp =
     "Runs that were not analysed yet are listed with the command that does it.\n";
 
 const char* kClusterHelp =
-    "usage: trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi] [--progress]\n"
+    "usage: trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi] [--full-json] [--progress]\n"
     "\n"
     "PATH holds the runs of several ranks (an MPI job's output directory). Runs not\n"
     "analysed yet are analysed first (--jobs at once). Every collective is matched\n"
@@ -112,9 +112,15 @@ const char* kClusterHelp =
     "It also lists the slow links: bytes over transit time per link (a collective as\n"
     "its rank's own link), below half the median of their transport.\n"
     "Outputs: PATH/cluster_analysis_output/straggler_report.txt,\n"
-    "cluster_step_trace_time.csv, cluster_communication.json,\n"
-    "cluster_communication_matrix.json, cluster_analysis.json; and in each rank's\n"
-    "PROFILER_OUTPUT/ its communication.json and communication_matrix.json.\n"
+    "cluster_analysis.json, cluster_step_trace_time.csv, cluster_critical_path.csv,\n"
+    "cluster_communication_summary.json (per group and operation: percentiles of\n"
+    "wait, transit and bandwidth; the slowest collectives, transfers and links in\n"
+    "full), trainprof.db (every rank's part in every operation, SQLite, indexed),\n"
+    "cluster_trace_view.json and .pftrace (the timeline). For jobs of up to 1,024\n"
+    "ranks also msprof-analyze's cluster_communication.json and\n"
+    "cluster_communication_matrix.json, and in each rank's PROFILER_OUTPUT/ its\n"
+    "communication.json and communication_matrix.json; above, those go to\n"
+    "trainprof.db only and the timeline draws the 64 ranks that matter most.\n"
     "\n"
     "  --msprof-layout DIR  also lay the ranks' tables out as msprof-analyze reads them\n"
     "                       (DIR/{worker}_{stamp}_ascend_pt/ per rank), so that\n"
@@ -123,6 +129,9 @@ const char* kClusterHelp =
     "                       `mpirun -np K trainprof cluster --mpi PATH`; each reads\n"
     "                       (and analyses, where still to do) every K-th run, the\n"
     "                       first one prints the report and writes the outputs\n"
+    "  --full-json          write msprof-analyze's JSON tables and every rank on the\n"
+    "                       timeline whatever the job's size (about 1.1 KB a rank and\n"
+    "                       operation)\n"
     "  --progress           each stage's end and seconds on stderr (always on a terminal)\n"
     "\n"
     "exit status: 0 analysed, 1 nothing to analyse or outputs not written, 2 bad usage\n";
@@ -505,6 +514,10 @@ int cmd_cluster(const std::vector<std::string>& args) {
     }
     if (a == "--progress") {
       progress = true;
+      continue;
+    }
+    if (a == "--full-json") {
+      cluster_options.full_json_max_ranks = SIZE_MAX;
       continue;
     }
     if (a == "--msprof-layout") {

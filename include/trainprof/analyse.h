@@ -11,6 +11,7 @@
 #ifndef TRAINPROF_ANALYSE_H_
 #define TRAINPROF_ANALYSE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -143,6 +144,15 @@ struct ClusterOptions {
   // those of them still to analyse) and process 0 writes the outputs and
   // returns the report (the others return an empty one, or their warnings).
   ClusterExchange* exchange = nullptr;
+  // The communication tables of every rank and operation in msprof-analyze's
+  // JSON layout (cluster_communication.json, cluster_communication_matrix.json,
+  // each rank's communication.json and communication_matrix.json, about
+  // 1.1 KB a rank and operation) and a timeline of every rank are written for
+  // jobs of at most this many ranks (1,024: msprof-analyze's own limit).
+  // Above, those tables are in cluster_analysis_output/trainprof.db only, and
+  // the timeline draws the straggler and the ranks the others waited for
+  // most (64). SIZE_MAX: always (`--full-json`).
+  size_t full_json_max_ranks = 1024;
   // Called on process 0 as each stage of the pass ends (from the calling
   // thread): what was done ("read 1024 summaries", "wrote
   // cluster_communication.json") and the seconds it took. The command

@@ -99,7 +99,7 @@ def test_each_call_is_recorded_with_its_bytes_group_sequence_and_peer(calls_run:
                                if json.loads(p.read_text())["rank"] == rank).read_text())
         assert info["world_size"] == 3  # torch.distributed's rank and world name the run
         groups = {g["name"]: g for g in s["groups"]}
-        assert groups["0"]["ranks"] == [0, 1, 2]
+        assert groups["0"]["ranks"] == [[0, 2]]  # runs of consecutive ranks as [first, last]
         if rank != 1:
             assert groups["1"]["ranks"] == [0, 2]  # a subgroup's members as world ranks
         assert all(g["origin"] == "torch.distributed gloo" for g in groups.values())

@@ -2,6 +2,7 @@
 #include "analysis/cluster.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <tuple>
@@ -566,8 +567,45 @@ std::string straggler_text(const StragglerReport& r) {
            signed_ms(r.excess_data_wait_ns) + "), in communication " + ms(s->in_comm_ns) + " vs " +
            ms(r.others_in_comm_ns) + " (" + signed_ms(r.excess_in_comm_ns) + ").\n";
   }
+  return out + rank_table(r.per_rank);
+}
+
+namespace {
+
+// The value at or below which `share` of the sorted `values` lie (nearest rank).
+uint64_t at_share(const std::vector<uint64_t>& sorted, double share) {
+  size_t rank = static_cast<size_t>(std::ceil(share * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+}  // namespace
+
+std::string rank_table(const std::vector<RankWaits>& per_rank) {
+  std::string out;
+  std::vector<const RankWaits*> rows;
+  for (const RankWaits& w : per_rank) rows.push_back(&w);
+  if (rows.size() > kRankTableRows) {
+    // Many ranks: how much they waited, then the ranks the others waited for most.
+    std::vector<uint64_t> waited;
+    for (const RankWaits& w : per_rank) waited.push_back(w.waited_ns);
+    std::sort(waited.begin(), waited.end());
+    auto ms_of = [](uint64_t ns) { return ms(static_cast<double>(ns)); };
+    out += "Waited for others, per rank of " + std::to_string(rows.size()) + ": minimum " +
+           ms_of(waited.front()) + ", median " + ms_of(at_share(waited, 0.5)) + ", 90th percentile " +
+           ms_of(at_share(waited, 0.9)) + ", 99th " + ms_of(at_share(waited, 0.99)) + ", maximum " +
+           ms_of(waited.back()) + ".\n";
+    std::partial_sort(rows.begin(), rows.begin() + kRankTableListed, rows.end(),
+                      [](const RankWaits* a, const RankWaits* b) {
+                        if (a->waited_for_ns != b->waited_for_ns) return a->waited_for_ns > b->waited_for_ns;
+                        return a->rank < b->rank;
+                      });
+    rows.resize(kRankTableListed);
+    out += "The " + std::to_string(kRankTableListed) +
+           " ranks the others waited for most (every rank: cluster_analysis.json, trainprof.db):\n";
+  }
   out += "rank  waited for others  others waited for it  arrived last\n";
-  for (const RankWaits& w : r.per_rank) {
+  for (const RankWaits* row : rows) {
+    const RankWaits& w = *row;
     char line[128];
     std::snprintf(line, sizeof(line), "%4d  %17s  %20s  %12llu\n", w.rank,
                   ms(static_cast<double>(w.waited_ns)).c_str(),

@@ -181,6 +181,13 @@ void explain_straggler(StragglerReport& r);
 // The report as the command prints it (and straggler_report.txt holds).
 std::string straggler_text(const StragglerReport& r);
 
+// Its table of each rank's waiting: every rank, or above kRankTableRows
+// ranks the distribution of their waiting and the kRankTableListed ranks the
+// others waited for most.
+inline constexpr size_t kRankTableRows = 64;
+inline constexpr size_t kRankTableListed = 20;
+std::string rank_table(const std::vector<RankWaits>& per_rank);
+
 // "1-5,7,9-10".
 std::string step_ranges(const std::vector<int64_t>& steps);
 

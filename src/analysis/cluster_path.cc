@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 namespace trainprof::analysis {
 namespace {
@@ -22,10 +23,13 @@ struct Meeting {
   int last_rank = 0;
 };
 
-// One rank's step: its span and the meetings it took part in, in time order.
+// One rank's step: its span and the meetings it took part in, in time
+// order, with its own part in each (found once: a meeting of the world has
+// a part per rank).
 struct RankStepMeetings {
   uint64_t start_ns = 0, end_ns = 0;
   std::vector<const Meeting*> meetings;
+  std::vector<const Part*> parts;
 };
 
 struct StepMeetings {
@@ -61,7 +65,7 @@ std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ra
   }
   std::map<int64_t, StepMeetings> out;
   for (const RankSummary& s : ranks) {
-    for (const RankStep& st : s.steps) out[st.row.step].by_rank[s.rank] = {st.start_ns, st.end_ns, {}};
+    for (const RankStep& st : s.steps) out[st.row.step].by_rank[s.rank] = {st.start_ns, st.end_ns, {}, {}};
   }
   for (auto& [key, m] : by_key) {
     auto step = out.find(std::get<0>(key));
@@ -78,14 +82,14 @@ std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ra
       return a.last_arrival_ns < b.last_arrival_ns;
     });
     for (const Meeting& m : step.meetings) {
-      for (const Part& p : m.parts) step.by_rank[p.rank].meetings.push_back(&m);
+      for (const Part& p : m.parts) {
+        RankStepMeetings& mine = step.by_rank[p.rank];
+        mine.meetings.push_back(&m);
+        mine.parts.push_back(&p);
+      }
     }
   }
   return out;
-}
-
-const Part& part_of(const Meeting& m, int rank) {
-  return *std::find_if(m.parts.begin(), m.parts.end(), [rank](const Part& p) { return p.rank == rank; });
 }
 
 // The chain back from the rank that ended the step last, in time order.
@@ -102,12 +106,13 @@ void walk_back(int64_t number, const StepMeetings& step, std::vector<ClusterPath
   for (;;) {
     const RankStepMeetings& mine = step.by_rank.at(rank);
     // The rank's meeting before the one the path reached it at.
-    auto at = std::find(mine.meetings.begin(), mine.meetings.end(), arrived_at);
-    const Meeting* before = at != mine.meetings.begin() ? *(at - 1) : nullptr;
-    uint64_t from = before != nullptr ? part_of(*before, rank).end_ns : mine.start_ns;
+    size_t at = static_cast<size_t>(std::find(mine.meetings.begin(), mine.meetings.end(), arrived_at) -
+                                    mine.meetings.begin());
+    const Meeting* before = at > 0 ? mine.meetings[at - 1] : nullptr;
+    uint64_t from = before != nullptr ? mine.parts[at - 1]->end_ns : mine.start_ns;
     chain.push_back({number, false, rank, work, from, gap(from, t)});
     if (before == nullptr) break;
-    uint64_t released = part_of(*before, rank).end_ns;
+    uint64_t released = mine.parts[at - 1]->end_ns;
     chain.push_back(
         {number, true, rank, before->name, before->last_arrival_ns, gap(before->last_arrival_ns, released)});
     work = "before " + before->name;
@@ -121,54 +126,69 @@ void walk_back(int64_t number, const StepMeetings& step, std::vector<ClusterPath
 // The step replayed (see the header), `straggler`'s work at the others'
 // median when >= 0. Returns the job's step length.
 uint64_t replay(const StepMeetings& step, int straggler) {
-  std::map<int, uint64_t> t, next;  // per rank: its time now, its next meeting's index
-  std::map<const Meeting*, uint64_t> last_arrival;
+  // Per rank, by a dense slot (a meeting of the world has a part per rank:
+  // lookups in maps would cost more than the replay): its step, its time
+  // now, its next meeting's index.
+  std::unordered_map<int, size_t> slot;
+  std::vector<const RankStepMeetings*> of;
+  std::vector<uint64_t> t;
+  std::vector<size_t> next;
   uint64_t first_start = UINT64_MAX;
   for (const auto& [rank, s] : step.by_rank) {
-    t[rank] = s.start_ns;
+    slot.emplace(rank, of.size());
+    of.push_back(&s);
+    t.push_back(s.start_ns);
+    next.push_back(0);
     first_start = std::min(first_start, s.start_ns);
   }
   // A rank's work before its k-th meeting (k == its count: to the step's end).
-  auto work = [&step](int rank, size_t k) {
-    const RankStepMeetings& s = step.by_rank.at(rank);
-    uint64_t from = k == 0 ? s.start_ns : part_of(*s.meetings[k - 1], rank).end_ns;
-    uint64_t to = k < s.meetings.size() ? part_of(*s.meetings[k], rank).start_ns : s.end_ns;
+  auto work = [&of](size_t i, size_t k) {
+    const RankStepMeetings& s = *of[i];
+    uint64_t from = k == 0 ? s.start_ns : s.parts[k - 1]->end_ns;
+    uint64_t to = k < s.meetings.size() ? s.parts[k]->start_ns : s.end_ns;
     return gap(from, to);
   };
-  auto median_work = [&](const Meeting* m, int rank, size_t k) {
+  auto median_work = [&](const Meeting* m, size_t i, size_t k) {
     std::vector<uint64_t> others;
     if (m == nullptr) {  // to the step's end
-      for (const auto& [r, s] : step.by_rank)
-        if (r != rank) others.push_back(work(r, s.meetings.size()));
+      for (size_t j = 0; j < of.size(); ++j)
+        if (j != i) others.push_back(work(j, of[j]->meetings.size()));
     } else {
       for (const Part& p : m->parts) {
-        if (p.rank == rank) continue;
-        const auto& theirs = step.by_rank.at(p.rank).meetings;
-        size_t index = static_cast<size_t>(std::find(theirs.begin(), theirs.end(), m) - theirs.begin());
-        others.push_back(work(p.rank, index));
+        size_t j = slot.at(p.rank);
+        if (j == i) continue;
+        const auto& theirs = of[j]->meetings;
+        others.push_back(
+            work(j, static_cast<size_t>(std::find(theirs.begin(), theirs.end(), m) - theirs.begin())));
       }
     }
     // At the median, never longer than it was: a rank faster than the
     // others in some piece keeps that piece.
-    return others.empty() ? work(rank, k) : std::min(work(rank, k), median(others));
+    return others.empty() ? work(i, k) : std::min(work(i, k), median(others));
   };
+  std::vector<size_t> slots;
   for (const Meeting& m : step.meetings) {
     uint64_t arrival = 0;
+    slots.clear();
     for (const Part& p : m.parts) {
-      size_t k = next[p.rank];
-      uint64_t w = p.rank == straggler ? median_work(&m, p.rank, k) : work(p.rank, k);
-      arrival = std::max(arrival, t[p.rank] + w);
+      size_t i = slot.at(p.rank);
+      slots.push_back(i);
+      uint64_t w = p.rank == straggler ? median_work(&m, i, next[i]) : work(i, next[i]);
+      arrival = std::max(arrival, t[i] + w);
     }
-    for (const Part& p : m.parts) {
-      t[p.rank] = arrival + gap(m.last_arrival_ns, p.end_ns);  // its transfer after the last arrival
-      ++next[p.rank];
+    for (size_t n = 0; n < m.parts.size(); ++n) {
+      size_t i = slots[n];
+      t[i] = arrival + gap(m.last_arrival_ns, m.parts[n].end_ns);  // its transfer after the last arrival
+      ++next[i];
     }
   }
   uint64_t last_end = 0;
-  for (const auto& [rank, s] : step.by_rank) {
-    size_t k = s.meetings.size();
-    uint64_t w = rank == straggler ? median_work(nullptr, rank, k) : work(rank, k);
-    last_end = std::max(last_end, t[rank] + w);
+  auto straggler_slot = slot.find(straggler);
+  for (size_t i = 0; i < of.size(); ++i) {
+    size_t k = of[i]->meetings.size();
+    bool late = straggler_slot != slot.end() && straggler_slot->second == i;
+    uint64_t w = late ? median_work(nullptr, i, k) : work(i, k);
+    last_end = std::max(last_end, t[i] + w);
   }
   return gap(first_start, last_end);
 }

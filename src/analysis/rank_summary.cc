@@ -77,6 +77,49 @@ int32_t i32(const json& v) {
   return static_cast<int32_t>(x);
 }
 
+// A group's members in group-rank order, each run of consecutive ranks as
+// [first, last] (version 5): a group of the world is [[0, N-1]], not N
+// numbers in every rank's summary (at 10^5 ranks, 600 KB each).
+json member_runs(const std::vector<int32_t>& ranks) {
+  json out = json::array();
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && static_cast<int64_t>(ranks[j + 1]) == static_cast<int64_t>(ranks[j]) + 1)
+      ++j;
+    if (j == i) {
+      out.push_back(ranks[i]);
+    } else {
+      out.push_back(json::array({ranks[i], ranks[j]}));
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+// Groups larger than any job (and a bound on what a damaged file can make us allocate).
+constexpr uint64_t kMaxGroupMembers = uint64_t{1} << 24;
+
+// member_runs' form, or the plain list of ranks before version 5.
+std::string read_member_runs(const json& runs, std::vector<int32_t>* ranks) {
+  if (!runs.is_array()) return "a group's ranks are not an array";
+  uint64_t members = 0;
+  for (const json& r : runs) {
+    int64_t first = 0, last = 0;
+    if (r.is_array()) {
+      if (r.size() != 2) return "a group's run of ranks is not [first, last]";
+      first = i32(r[0]);
+      last = i32(r[1]);
+      if (last < first) return "a group's run of ranks ends before it starts";
+    } else {
+      first = last = i32(r);
+    }
+    members += static_cast<uint64_t>(last - first) + 1;
+    if (members > kMaxGroupMembers) return "a group has more than 2^24 ranks";
+    for (int64_t rank = first; rank <= last; ++rank) ranks->push_back(static_cast<int32_t>(rank));
+  }
+  return "";
+}
+
 }  // namespace
 
 RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows) {
@@ -154,7 +197,7 @@ std::string rank_summary_json(const RankSummary& s) {
   }
   json groups = json::array();
   for (const RankGroup& g : s.groups)
-    groups.push_back({{"name", g.name}, {"ranks", g.world_ranks}, {"origin", g.origin}});
+    groups.push_back({{"name", g.name}, {"ranks", member_runs(g.world_ranks)}, {"origin", g.origin}});
   // Collectives are the bulk: one array each, [group, sequence, operation,
   // start_ns, end_ns, bytes, step, in flight (1) or not (0)] (version 3; 7
   // elements before).
@@ -170,7 +213,7 @@ std::string rank_summary_json(const RankSummary& s) {
     transfers.push_back(json::array(
         {t.group, t.operation, t.start_ns, t.end_ns, t.bytes, t.step, t.peer, t.tag, t.send ? 1 : 0}));
   }
-  json out = {{"version", 4},
+  json out = {{"version", 5},
               {"rank", s.rank},
               {"world_size", s.world_size},
               {"host", s.host},
@@ -196,7 +239,7 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
     int version = j.is_object() && j.contains("version") && j["version"].is_number_integer()
                       ? j["version"].get<int>()
                       : 0;
-    if (version < 1 || version > 4) return "not a version 1 to 4 rank summary";
+    if (version < 1 || version > 5) return "not a version 1 to 5 rank summary";
     RankSummary s;
     s.rank = i32(j.at("rank"));
     s.world_size = i32(j.at("world_size"));
@@ -241,7 +284,8 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
     }
     for (const json& g : j.at("groups")) {
       RankGroup group{g.at("name").get<std::string>(), {}, g.at("origin").get<std::string>()};
-      for (const json& r : g.at("ranks")) group.world_ranks.push_back(i32(r));
+      std::string e = read_member_runs(g.at("ranks"), &group.world_ranks);
+      if (!e.empty()) return e;
       s.groups.push_back(std::move(group));
     }
     for (const json& c : j.at("collectives")) {

@@ -1,12 +1,9 @@
 // Copyright trainprof authors.
 #include "exporter/database.h"
 
-#include <fcntl.h>
 #include <sqlite3.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -15,8 +12,8 @@
 #include <string_view>
 
 #include "analysis/gpu_launches.h"
-#include "base/safe_file.h"
 #include "exporter/gpu_activity.h"
+#include "exporter/sqlite_file.h"
 #include "raw/format.h"
 
 namespace trainprof::exporter {
@@ -86,61 +83,6 @@ CREATE INDEX communication_by_group ON communication(group_id, sequence);
 CREATE INDEX gpu_activity_by_correlation ON gpu_activity(correlation, kind);
 )sql";
 
-// A prepared statement, finalized at the end of its scope.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql, std::string* error) {
-    if (error->empty() && sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
-      *error = std::string("cannot prepare '") + sql + "': " + sqlite3_errmsg(db);
-  }
-  ~Statement() { sqlite3_finalize(s_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Statement& bind(int i, int64_t v) {
-    if (s_ != nullptr) sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  Statement& bind(int i, double v) {
-    if (s_ != nullptr) sqlite3_bind_double(s_, i, v);
-    return *this;
-  }
-  Statement& bind(int i, const std::string& v) {
-    if (s_ != nullptr) sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  // Text, or NULL when empty (what was not recorded).
-  Statement& bind_text_or_null(int i, std::string_view v) {
-    if (v.empty()) return bind_null(i);
-    if (s_ != nullptr) sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Statement& bind_null(int i) {
-    if (s_ != nullptr) sqlite3_bind_null(s_, i);
-    return *this;
-  }
-  // `v`, or NULL when it is not `known` (what does not apply to a row).
-  Statement& bind_or_null(int i, bool known, int64_t v) { return known ? bind(i, v) : bind_null(i); }
-  // Runs it once and resets it; false (and `error`) when it failed.
-  bool step(sqlite3* db, std::string* error) {
-    if (s_ == nullptr || !error->empty()) return false;
-    int rc = sqlite3_step(s_);
-    sqlite3_reset(s_);
-    if (rc != SQLITE_DONE) {
-      *error = std::string("cannot write the database: ") + sqlite3_errmsg(db);
-      return false;
-    }
-    return true;
-  }
-
- private:
-  sqlite3_stmt* s_ = nullptr;
-};
-
-int64_t i64(uint64_t v) {
-  return static_cast<int64_t>(std::min<uint64_t>(v, INT64_MAX));
-}
-
 // A slice's row: start, end, tid, name, kind, backward, inputs and step (the
 // last two negative for NULL).
 constexpr int kSliceColumns = 8;
@@ -163,10 +105,8 @@ void bind_slice(Statement& s, int first, const SliceRow& row) {
 }  // namespace
 
 struct DatabaseWriter::Impl {
-  OutputPath path;
-  std::string tmp_name;
-  sqlite3* db = nullptr;
-  std::string error;
+  explicit Impl(const OutputPath& path) : file(path, kSchema) {}
+  SqliteFile file;
   // Slices go in kSliceBatch rows a statement (fewer statement runs: about
   // 1.5x the single-row rate); the rest one by one at the end.
   std::unique_ptr<Statement> insert_slice;
@@ -174,62 +114,24 @@ struct DatabaseWriter::Impl {
   std::vector<SliceRow> pending;
   int64_t realtime_offset = 0;
   bool have_offset = false;
-  bool finished = false;
-
-  bool exec(const char* sql) {
-    if (!error.empty()) return false;
-    char* message = nullptr;
-    if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-      error =
-          std::string("cannot write the database: ") + (message != nullptr ? message : sqlite3_errmsg(db));
-      sqlite3_free(message);
-      return false;
-    }
-    return true;
-  }
 };
 
-DatabaseWriter::DatabaseWriter(const OutputPath& path) : impl_(std::make_unique<Impl>()) {
+DatabaseWriter::DatabaseWriter(const OutputPath& path) : impl_(std::make_unique<Impl>(path)) {
   Impl& d = *impl_;
-  d.path = path;
-  // A fresh file we made under a random name (O_EXCL, no symlink
-  // followed) in the output directory, which is private (0700): SQLite,
-  // which opens files by name, opens that one; it never creates one.
-  int fd = base::create_temporary_at(path.dir_fd, path.name, &d.tmp_name);
-  if (fd < 0) {
-    d.error = "cannot create " + path.display() + ": " + std::strerror(errno);
-    return;
-  }
-  ::close(fd);
-  std::string tmp_path = path.dir + "/" + d.tmp_name;
-  if (sqlite3_open_v2(tmp_path.c_str(), &d.db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-    d.error = "cannot open " + path.display() +
-              " as a database: " + (d.db != nullptr ? sqlite3_errmsg(d.db) : "out of memory");
-    return;
-  }
-  // One writer, a file that is renamed into place only when complete: no
-  // journal and no syncs are needed for it to be whole or absent.
-  d.exec(
-      "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE; "
-      "PRAGMA page_size=65536; PRAGMA cache_size=-65536;");
-  d.exec("BEGIN");
-  d.exec(kSchema);
   const std::string insert =
       "INSERT INTO slices(start_ns, end_ns, tid, name_id, kind, backward, inputs_id, step) VALUES ";
   const std::string row = "(?, ?, ?, ?, ?, ?, ?, ?)";
-  d.insert_slice = std::make_unique<Statement>(d.db, (insert + row).c_str(), &d.error);
+  d.insert_slice = std::make_unique<Statement>(d.file.db(), (insert + row).c_str(), &d.file.error());
   std::string batch = insert + row;
   for (int i = 1; i < kSliceBatch; ++i) batch += ", " + row;
-  d.insert_slices = std::make_unique<Statement>(d.db, batch.c_str(), &d.error);
+  d.insert_slices = std::make_unique<Statement>(d.file.db(), batch.c_str(), &d.file.error());
   d.pending.reserve(kSliceBatch);
 }
 
+// The statements are finalized before the file closes.
 DatabaseWriter::~DatabaseWriter() {
-  Impl& d = *impl_;
-  d.insert_slice.reset();
-  d.insert_slices.reset();
-  if (d.db != nullptr) sqlite3_close_v2(d.db);
-  if (!d.finished && !d.tmp_name.empty()) unlinkat(d.path.dir_fd, d.tmp_name.c_str(), 0);
+  impl_->insert_slice.reset();
+  impl_->insert_slices.reset();
 }
 
 namespace {
@@ -317,7 +219,7 @@ uint64_t write_gpu_activity(sqlite3* db, std::string* error, const analysis::Tra
 
 void DatabaseWriter::add_window(const analysis::TraceModel& m) {
   Impl& d = *impl_;
-  if (!d.error.empty()) return;
+  if (!d.file.error().empty()) return;
   std::vector<analysis::StepWindow> steps = analysis::steps_by_start(m.steps);
   int64_t offset = m.realtime_offset_ns;
   for (const analysis::ThreadSlices& thread : m.threads) {
@@ -337,7 +239,7 @@ void DatabaseWriter::add_window(const analysis::TraceModel& m) {
       if (d.pending.size() < kSliceBatch) continue;
       for (int r = 0; r < kSliceBatch; ++r) bind_slice(*d.insert_slices, 1 + r * kSliceColumns, d.pending[r]);
       d.pending.clear();
-      if (!d.insert_slices->step(d.db, &d.error)) return;
+      if (!d.insert_slices->step(d.file.db(), &d.file.error())) return;
     }
   }
 }
@@ -350,7 +252,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
   Impl& d = *impl_;
   for (const SliceRow& row : d.pending) {
     bind_slice(*d.insert_slice, 1, row);
-    d.insert_slice->step(d.db, &d.error);
+    d.insert_slice->step(d.file.db(), &d.file.error());
   }
   d.pending.clear();
   d.insert_slice.reset();
@@ -358,9 +260,9 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
   int64_t offset = m.realtime_offset_ns;
   std::vector<analysis::StepWindow> by_start = analysis::steps_by_start(m.steps);
   {
-    Statement s(d.db, "INSERT INTO strings(id, value) VALUES (?, ?)", &d.error);
-    for (size_t i = 0; i < m.strings.size() && d.error.empty(); ++i) {
-      s.bind(1, static_cast<int64_t>(i)).bind(2, m.strings[i]).step(d.db, &d.error);
+    Statement s(d.file.db(), "INSERT INTO strings(id, value) VALUES (?, ?)", &d.file.error());
+    for (size_t i = 0; i < m.strings.size() && d.file.error().empty(); ++i) {
+      s.bind(1, static_cast<int64_t>(i)).bind(2, m.strings[i]).step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
@@ -371,7 +273,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     for (const analysis::SliceKey& k : m.keys) {
       if (k.inputs != 0) inputs.insert(k.inputs);
     }
-    Statement s(d.db, "INSERT INTO operator_inputs VALUES (?, ?, ?, ?, ?, ?)", &d.error);
+    Statement s(d.file.db(), "INSERT INTO operator_inputs VALUES (?, ?, ?, ?, ?, ?)", &d.file.error());
     for (uint32_t id : inputs) {
       auto stack = m.call_stacks.find(id);
       s.bind(1, static_cast<int64_t>(id));
@@ -385,7 +287,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
       s.bind_text_or_null(
            5, stack != m.call_stacks.end() ? std::string_view(stack->second) : analysis::input_stack(m, id))
           .bind_text_or_null(6, analysis::input_module(m, id))
-          .step(d.db, &d.error);
+          .step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
@@ -399,7 +301,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     for (const analysis::GpuActivity& a : m.gpu) {
       if (a.kind == raw::EventKind::kGpuApi && a.thread != 0) threads.emplace(a.thread, "");
     }
-    Statement s(d.db, "INSERT INTO threads(tid, name) VALUES (?, ?)", &d.error);
+    Statement s(d.file.db(), "INSERT INTO threads(tid, name) VALUES (?, ?)", &d.file.error());
     for (const auto& [tid, name] : threads) {
       s.bind(1, static_cast<int64_t>(tid));
       if (name.empty()) {
@@ -407,7 +309,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
       } else {
         s.bind(2, name);
       }
-      s.step(d.db, &d.error);
+      s.step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
@@ -416,7 +318,8 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     // and the database must not fail the analysis over it.
     std::map<int64_t, const analysis::StepTraceRow*> row_of;
     for (const analysis::StepTraceRow& r : rows) row_of[r.step] = &r;
-    Statement s(d.db, "INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", &d.error);
+    Statement s(d.file.db(), "INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                &d.file.error());
     for (const analysis::StepWindow& w : m.steps) {
       analysis::StepTraceRow r;
       if (auto it = row_of.find(w.number); it != row_of.end()) r = *it->second;
@@ -433,13 +336,13 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
           .bind(11, i64(r.communication_not_overlapped_exclude_receive_ns))
           .bind(12, i64(r.preparing_ns))
           .bind(13, i64(r.data_wait_ns))
-          .step(d.db, &d.error);
+          .step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
   {
-    Statement s(d.db, "INSERT OR IGNORE INTO operator_statistics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &d.error);
+    Statement s(d.file.db(), "INSERT OR IGNORE INTO operator_statistics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                &d.file.error());
     for (const analysis::OpStatisticRow& r : operators) {
       s.bind(1, r.name)
           .bind(2, i64(r.count))
@@ -450,16 +353,16 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
           .bind(7, r.ratio_percent)
           .bind(8, i64(r.flops))
           .bind(9, r.core_type)
-          .step(d.db, &d.error);
+          .step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
   {
-    Statement s(d.db,
+    Statement s(d.file.db(),
                 "INSERT INTO memory(ts_ns, tid, address, bytes, total_allocated, total_reserved, device, "
                 "operator_id, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &d.error);
-    for (size_t i = 0; i < m.memory.size() && d.error.empty(); ++i) {
+                &d.file.error());
+    for (size_t i = 0; i < m.memory.size() && d.file.error().empty(); ++i) {
       const analysis::MemoryRecord& r = m.memory[i];
       uint32_t op = i < memory_operators.size() ? memory_operators[i] : 0;
       s.bind(1, static_cast<int64_t>(r.ts_ns) + offset)
@@ -475,16 +378,16 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
         s.bind_null(8);
       }
       bind_step(s, 9, step_at(by_start, r.ts_ns));
-      s.step(d.db, &d.error);
+      s.step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
   {
     Statement s(
-        d.db,
+        d.file.db(),
         "INSERT INTO data_stages(start_ns, end_ns, tid, operation_id, stage_id, custom_info_id, step) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        &d.error);
+        &d.file.error());
     for (const analysis::DataStageSlice& r : m.data_stages) {
       s.bind(1, static_cast<int64_t>(r.start_ns) + offset)
           .bind(2, static_cast<int64_t>(r.start_ns + r.dur_ns) + offset)
@@ -497,22 +400,25 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
         s.bind_null(6);
       }
       bind_step(s, 7, step_at(by_start, r.start_ns));
-      s.step(d.db, &d.error);
+      s.step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
   {
-    Statement g(d.db, "INSERT OR IGNORE INTO communication_groups VALUES (?, ?, ?)", &d.error);
+    Statement g(d.file.db(), "INSERT OR IGNORE INTO communication_groups VALUES (?, ?, ?)", &d.file.error());
     for (const analysis::CommGroup& group : m.comm_groups) {
       std::string ranks;
       for (int32_t r : group.world_ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-      g.bind(1, static_cast<int64_t>(group.name)).bind(2, ranks).bind(3, group.origin).step(d.db, &d.error);
+      g.bind(1, static_cast<int64_t>(group.name))
+          .bind(2, ranks)
+          .bind(3, group.origin)
+          .step(d.file.db(), &d.file.error());
       ++rows_;
     }
-    Statement s(d.db,
+    Statement s(d.file.db(),
                 "INSERT INTO communication(start_ns, end_ns, tid, name_id, group_id, flags, sequence, bytes, "
                 "peer, tag, step, algorithm_id, protocol_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &d.error);
+                &d.file.error());
     for (const analysis::CommCall& c : m.comm_calls) {
       s.bind(1, static_cast<int64_t>(c.start_ns) + offset)
           .bind(2, static_cast<int64_t>(c.end_ns) + offset)
@@ -532,13 +438,13 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
       s.bind(8, i64(c.bytes)).bind(9, static_cast<int64_t>(c.peer)).bind(10, static_cast<int64_t>(c.tag));
       bind_step(s, 11, step_at(by_start, c.start_ns));
       s.bind_or_null(12, c.algorithm != 0, c.algorithm).bind_or_null(13, c.protocol != 0, c.protocol);
-      s.step(d.db, &d.error);
+      s.step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
-  rows_ += write_gpu_activity(d.db, &d.error, m, by_start);
+  rows_ += write_gpu_activity(d.file.db(), &d.file.error(), m, by_start);
   {
-    Statement s(d.db, "INSERT INTO run_info VALUES (?, ?)", &d.error);
+    Statement s(d.file.db(), "INSERT INTO run_info VALUES (?, ?)", &d.file.error());
     for (const auto& [key, value] : {std::pair<const char*, std::string>{"rank", std::to_string(m.rank)},
                                      {"world_size", std::to_string(m.world_size)},
                                      {"host", m.host},
@@ -547,19 +453,11 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
                                      {"closed_cleanly", m.closed_cleanly ? "1" : "0"},
                                      {"events", std::to_string(m.event_count)},
                                      {"profiler_info", run_info_json}}) {
-      s.bind(1, std::string(key)).bind(2, value).step(d.db, &d.error);
+      s.bind(1, std::string(key)).bind(2, value).step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
-  d.exec(kIndexes);
-  d.exec("COMMIT");
-  // Closed whatever happened (every statement is finalized by now).
-  if (sqlite3_close_v2(d.db) != SQLITE_OK && d.error.empty()) d.error = "cannot close " + d.path.display();
-  d.db = nullptr;
-  if (d.error.empty() && renameat(d.path.dir_fd, d.tmp_name.c_str(), d.path.dir_fd, d.path.name.c_str()) != 0)
-    d.error = "cannot rename the database into place as " + d.path.display() + ": " + std::strerror(errno);
-  if (d.error.empty()) d.finished = true;
-  return d.error;
+  return d.file.finish(kIndexes);
 }
 
 }  // namespace trainprof::exporter

@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "analysis/cluster.h"
 #include "analysis/cluster_path.h"
@@ -26,6 +27,8 @@
 #include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "core/analysis_hook.h"
+#include "exporter/cluster_database.h"
+#include "exporter/cluster_summary.h"
 #include "exporter/cluster_trace.h"
 #include "exporter/communication_json.h"
 #include "exporter/csv_tables.h"
@@ -124,8 +127,9 @@ std::string what_if_text(int straggler, const analysis::WhatIfSummary& s) {
   return line;
 }
 
+// `links_listed`: how many of the links (slowest first) are listed.
 json report_json(const analysis::StragglerReport& r, const analysis::NumberingReport& numbering,
-                 const std::vector<analysis::LinkBandwidth>& links) {
+                 const std::vector<analysis::LinkBandwidth>& links, size_t links_listed) {
   json ranks = json::array();
   for (const analysis::RankWaits& w : r.per_rank) {
     ranks.push_back({{"rank", w.rank},
@@ -151,19 +155,10 @@ json report_json(const analysis::StragglerReport& r, const analysis::NumberingRe
               {"per_rank", ranks},
               {"straggler", r.straggler}};
   json link_list = json::array();
-  for (const analysis::LinkBandwidth& l : links) {
-    link_list.push_back({{"src", l.src},
-                         {"dst", l.dst},
-                         {"kind", l.collective ? "collective" : "p2p"},
-                         {"transport", l.transport},
-                         {"bytes", l.bytes},
-                         {"transit_ns", l.transit_ns},
-                         {"operations", l.operations},
-                         {"gb_per_s", l.gb_per_s},
-                         {"slow", l.slow},
-                         {"only_waited", l.only_waited}});
-  }
+  for (size_t i = 0; i < links.size() && i < links_listed; ++i)
+    link_list.push_back(exporter::link_json(links[i]));
   out["links"] = link_list;
+  out["links_total"] = links.size();
   if (r.withheld_straggler >= 0) {
     out["straggler_withheld"] = {{"rank", r.withheld_straggler}, {"unaligned_ranks", r.unaligned_ranks}};
   }
@@ -188,6 +183,49 @@ json report_json(const analysis::StragglerReport& r, const analysis::NumberingRe
                                  {"in_communication", r.excess_in_comm_ns}};
   }
   return out;
+}
+
+// How many ranks the cluster timeline of a job above full_json_max_ranks draws.
+constexpr size_t kTimelineRanks = 64;
+
+// The ranks a timeline of many draws: the straggler (or the one withheld),
+// the lowest rank, those the job's critical path passes through, then those
+// the others waited for most (ties: those that waited least, then by rank),
+// `count` in all unless the path alone passes through more.
+std::set<int> timeline_ranks(const analysis::StragglerReport& r,
+                             const std::vector<analysis::ClusterPathSegment>& path, size_t count) {
+  std::set<int> drawn;
+  if (r.straggler >= 0) drawn.insert(r.straggler);
+  if (r.withheld_straggler >= 0) drawn.insert(r.withheld_straggler);
+  if (!r.ranks.empty()) drawn.insert(r.ranks.front());
+  for (const analysis::ClusterPathSegment& segment : path) drawn.insert(segment.rank);
+  std::vector<const analysis::RankWaits*> order;
+  for (const analysis::RankWaits& w : r.per_rank) order.push_back(&w);
+  std::sort(order.begin(), order.end(), [](const analysis::RankWaits* a, const analysis::RankWaits* b) {
+    if (a->waited_for_ns != b->waited_for_ns) return a->waited_for_ns > b->waited_for_ns;
+    if (a->waited_ns != b->waited_ns) return a->waited_ns < b->waited_ns;
+    return a->rank < b->rank;
+  });
+  for (size_t i = 0; i < order.size() && drawn.size() < count; ++i) drawn.insert(order[i]->rank);
+  return drawn;
+}
+
+std::string rank_list(const std::set<int>& ranks) {
+  return analysis::step_ranges(std::vector<int64_t>(ranks.begin(), ranks.end()));
+}
+
+// Why the tables of every rank and operation are left to trainprof.db.
+std::string scale_notice(size_t ranks, size_t rank_parts, size_t max_ranks) {
+  char size[32];
+  std::snprintf(size, sizeof(size), "%.1f GB", 1.1e3 * static_cast<double>(rank_parts) / 1e9);
+  return std::to_string(ranks) + " ranks, more than " + std::to_string(max_ranks) +
+         ": cluster_communication.json, cluster_communication_matrix.json and each rank's "
+         "communication.json and communication_matrix.json are not written (msprof-analyze's layout, "
+         "about " +
+         size +
+         " here). Every rank's part in every operation is in cluster_analysis_output/trainprof.db; "
+         "cluster_communication_summary.json has the distributions and the slowest operations in full "
+         "(--full-json writes the JSON tables too)";
 }
 
 // Each rank's communication.json and communication_matrix.json, into the
@@ -533,6 +571,7 @@ class OneProcess final : public ClusterExchange {
 // What process 0 leaves for the processes of the ranks to write: each
 // rank's communication tables (and msprof-analyze layout).
 struct RankTables {
+  bool rank_tables = true;  // communication.json and communication_matrix.json (else only msprof's layout)
   std::vector<analysis::RankSummary> ranks;
   std::vector<analysis::CommTiming> timings;
 };
@@ -576,8 +615,12 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables
                               ClusterReport* report) {
   const int processes = exchange.size();
   std::vector<std::string> outgoing(static_cast<size_t>(processes));
-  if (exchange.index() == 0 && !from_first.ranks.empty()) {
-    for (int p = 0; p < processes; ++p) base::ByteWriter(&outgoing[static_cast<size_t>(p)]).put<uint8_t>(1);
+  // The first byte: 1, timings follow; 2, the communication tables are wanted.
+  const bool wanted = from_first.rank_tables || !cluster_options.msprof_dir.empty();
+  if (exchange.index() == 0 && !from_first.ranks.empty() && wanted) {
+    const uint8_t flag = 1 | (from_first.rank_tables ? 2 : 0);
+    for (int p = 0; p < processes; ++p)
+      base::ByteWriter(&outgoing[static_cast<size_t>(p)]).put<uint8_t>(flag);
     for (const analysis::CommTiming& t : from_first.timings) {
       base::ByteWriter w(&outgoing[static_cast<size_t>(pipeline::rank_owner(t.rank, processes))]);
       put_timing(w, t);
@@ -591,11 +634,14 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables
   }
   std::vector<std::string> incoming = exchange.all_to_all(std::move(outgoing));
   std::vector<analysis::CommTiming> timings;
-  bool go = false;
+  bool go = false, rank_tables = false;
   std::string problem;
   base::ByteReader r(incoming[0]);
   uint8_t flag = 0;
-  if (r.get(&flag)) go = flag == 1;
+  if (r.get(&flag)) {
+    go = (flag & 1) != 0;
+    rank_tables = (flag & 2) != 0;
+  }
   while (go && !r.empty()) {
     analysis::CommTiming t;
     if (!get_timing(r, &t)) {
@@ -616,7 +662,7 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables
       auto it = groups.find({t.rank, t.group});
       t.group_ranks = it != groups.end() ? it->second : &kNone;
     }
-    write_rank_tables(own, timings, &mine);
+    if (rank_tables) write_rank_tables(own, timings, &mine);
     if (!cluster_options.msprof_dir.empty() && !own.empty())
       problem = export_msprof(cluster_options.msprof_dir, own, timings);
   }
@@ -699,8 +745,11 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   clock.done("timed " + std::to_string(timings.size()) + " operations, the links and the critical path");
   base::UniqueFd out = open_output_dir(path, &report);
   if (!out.valid()) return report;
-  // The small outputs, made and written one at a time; the communication
-  // tables below are written as they are made (hundreds of MB at 1,024 ranks).
+  // Above full_json_max_ranks, the tables of every rank and operation go to
+  // trainprof.db only, and the timeline draws the ranks that matter.
+  const bool full_json = ranks.size() <= cluster_options.full_json_max_ranks;
+  // The small outputs, made and written one at a time; the large ones below
+  // are written as they are made (hundreds of MB at 1,024 ranks).
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
       {"straggler_report.txt", [&report] { return report.text; }},
       {"cluster_step_trace_time.csv", [&ranks] { return exporter::cluster_step_trace_csv(ranks); }},
@@ -708,7 +757,7 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
        [&job_path] { return exporter::cluster_critical_path_csv(job_path.segments); }},
       {"cluster_analysis.json",
        [&] {
-         json j = report_json(r, numbering, links);
+         json j = report_json(r, numbering, links, full_json ? links.size() : exporter::kSlowestListed);
          j["what_if"] = straggler_what_if(r.straggler, at_median);
          bool estimated = r.straggler >= 0 && at_median.steps > 0;
          j["advice"] = pipeline::findings_json(analysis::advise_cluster(
@@ -716,41 +765,74 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
          if (!incident.empty()) j["incident"] = analysis::incident_json(incident_summary);
          return base::json_text(j, 1) + "\n";
        }},
+      {"cluster_communication_summary.json",
+       [&] { return exporter::cluster_communication_summary_json(timings, links); }},
   };
   for (const auto& [name, make] : outputs) {
     std::string e = base::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);
     if (!e.empty() && report.error.empty()) report.error = e;
   }
   clock.done(
-      "wrote the report, cluster_step_trace_time.csv, cluster_critical_path.csv, cluster_analysis.json");
+      "wrote the report, cluster_step_trace_time.csv, cluster_critical_path.csv, cluster_analysis.json, "
+      "cluster_communication_summary.json");
   auto written = [&](const std::string& e, const std::string& what) {
     if (!e.empty() && report.error.empty()) report.error = e;
     clock.done("wrote " + what);
   };
-  written(exporter::write_cluster_communication_json(
-              timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication.json"}),
-          "cluster_communication.json");
   written(
-      exporter::write_cluster_communication_matrix_json(
-          timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication_matrix.json"}),
-      "cluster_communication_matrix.json");
+      exporter::write_cluster_database(exporter::ClusterTables{ranks, r, timings, links},
+                                       exporter::OutputPath{out.get(), report.output_dir, "trainprof.db"}),
+      "trainprof.db");
+  if (full_json) {
+    written(exporter::write_cluster_communication_json(
+                timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication.json"}),
+            "cluster_communication.json");
+    written(
+        exporter::write_cluster_communication_matrix_json(
+            timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication_matrix.json"}),
+        "cluster_communication_matrix.json");
+  } else {
+    report.warnings.push_back(
+        scale_notice(ranks.size(), timings.size(), cluster_options.full_json_max_ranks));
+    // An earlier pass's, of other runs, would pass for this one's.
+    for (const char* stale : {"cluster_communication.json", "cluster_communication_matrix.json"})
+      unlinkat(out.get(), stale, 0);
+  }
+  std::vector<analysis::CommTiming> drawn_timings;
+  std::set<int> drawn;
+  if (!full_json) {
+    drawn = timeline_ranks(r, job_path.segments, kTimelineRanks);
+    for (const analysis::CommTiming& t : timings)
+      if (drawn.count(t.rank) != 0) drawn_timings.push_back(t);
+    report.warnings.push_back("cluster_trace_view.json draws " + std::to_string(drawn.size()) + " of the " +
+                              std::to_string(ranks.size()) +
+                              " ranks: the straggler, the lowest rank, those on the critical path and "
+                              "those the others waited for most: " +
+                              rank_list(drawn));
+  }
+  const std::vector<analysis::CommTiming>& on_timeline = full_json ? timings : drawn_timings;
   std::map<int, std::string> hosts;
-  for (const analysis::RankSummary& s : ranks) hosts[s.rank] = s.host;
+  for (const analysis::RankSummary& s : ranks) {
+    if (full_json || drawn.count(s.rank) != 0) hosts[s.rank] = s.host;
+  }
   written(exporter::write_cluster_trace(
-              timings, job_path.segments, hosts,
+              on_timeline, job_path.segments, hosts,
               exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.json"}),
           "cluster_trace_view.json");
   written(exporter::write_cluster_perfetto_trace(
-              timings, job_path.segments, hosts,
+              on_timeline, job_path.segments, hosts,
               exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.pftrace"}),
           "cluster_trace_view.pftrace");
   if (tables != nullptr) {
+    tables->rank_tables = full_json;
     tables->timings = std::move(timings);  // their group lists point into the summaries: moved with them
     tables->ranks = std::move(ranks);
     return report;
   }
-  write_rank_tables(ranks, timings, &report);
-  clock.done("wrote each rank's communication.json and communication_matrix.json");
+  if (full_json) {
+    write_rank_tables(ranks, timings, &report);
+    clock.done("wrote each rank's communication.json and communication_matrix.json");
+  }
   if (!cluster_options.msprof_dir.empty()) {
     written(export_msprof(cluster_options.msprof_dir, ranks, timings), "the msprof-analyze layout");
   }
