@@ -165,12 +165,17 @@ struct ClusterOptions {
 // collective matched across its group's ranks, how long each rank waited
 // at them and for whom, and the straggler with its cause. Writes
 // {path}/cluster_analysis_output/: straggler_report.txt (the text below),
-// cluster_step_trace_time.csv (every rank's steps), cluster_communication.json
-// (each collective's and transfer's wait and transit per rank),
+// cluster_analysis.json, cluster_step_trace_time.csv (every rank's steps),
+// cluster_critical_path.csv, cluster_communication_summary.json (per group
+// and operation the distributions of wait, transit and bandwidth; the
+// slowest operations and links in full), trainprof.db (every rank's part in
+// every operation, SQLite) and the timeline; for jobs of at most
+// ClusterOptions::full_json_max_ranks also cluster_communication.json (each
+// collective's and transfer's wait and transit per rank),
 // cluster_communication_matrix.json (bytes, time and bandwidth per link) and
-// cluster_analysis.json; and into each rank's PROFILER_OUTPUT/ its
-// communication.json and communication_matrix.json (their waits need every
-// rank's data, so the cluster pass writes them).
+// into each rank's PROFILER_OUTPUT/ its communication.json and
+// communication_matrix.json (their waits need every rank's data, so the
+// cluster pass writes them).
 struct ClusterReport {
   std::string error;  // nothing could be done (no run, no communication, unwritable output)
   std::vector<std::string> warnings;

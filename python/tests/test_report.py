@@ -186,3 +186,68 @@ def test_two_runs_on_one_page_open_with_what_changed(tmp_path: Path, batches: li
     # Then each run's own sections, A's first.
     assert re.findall(r'<section class="run" id="run-\d+" data-run="([^"]+)"', rendered.stdout) == [run.name,
                                                                                                    other.name]
+
+
+def write_many_ranks(root: Path, ranks: int, slow: int) -> None:
+    """`ranks` analysed runs of one job, as the per-rank analysis leaves them: 4 steps, each a world allreduce
+    after the step's work; rank `slow` works 20 ms longer in steps 1-3, so the others wait for it."""
+    ms = 1_000_000
+    t0 = 1_795_551_497_000_000_000
+    header = ("Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+              "Communication(Not Overlapped and Exclude Receive),Preparing,Data Wait\n")
+    for rank in range(ranks):
+        run = root / f"node{rank // 8}_{1000 + rank}_20261127000000000_trainprof"
+        (run / "PROFILER_OUTPUT").mkdir(parents=True)
+        (run / "profiler_info.json").write_text("{}\n")
+        (run / "PROFILER_OUTPUT" / "profiler_info.json").write_text(
+            json.dumps({"rank": rank, "world_size": ranks, "host": f"node{rank // 8}"}))
+        steps, collectives, csv_rows = [], [], []
+        for step in range(4):
+            start = t0 + step * 50 * ms
+            work = (30 + (20 if rank == slow and step >= 1 else 0) + rank % 7 * 0.01) * ms
+            arrive, end = start + int(work), start + 51 * ms if step >= 1 else start + 31 * ms
+            comm = end - arrive
+            steps.append({"step": step, "start_ns": start, "end_ns": start + 50 * ms, "computing_ns": int(work),
+                          "communication_not_overlapped_ns": comm, "overlapped_ns": 0, "communication_ns": comm,
+                          "free_ns": 0, "stage_ns": 0, "bubble_ns": 0,
+                          "communication_not_overlapped_exclude_receive_ns": 0, "preparing_ns": 0,
+                          "data_wait_ns": 0, "in_comm_ns": comm})
+            collectives.append([0, step, "MPI_Allreduce", arrive, end, 1 << 20, step, 0])
+            csv_rows.append(f"{rank},{step},{work / 1e3:.3f},{comm / 1e3:.3f},0,{comm / 1e3:.3f},0,0,0,0,0,0\n")
+        summary = {"version": 5, "rank": rank, "world_size": ranks, "host": f"node{rank // 8}", "end": "normal",
+                   "clock_aligned": True, "clock_offset_ns": 0, "clock_error_ns": 2000, "clock_problem": "",
+                   "data_wait_separate": True, "steps": steps,
+                   "groups": [{"name": "world", "ranks": [[0, ranks - 1]], "origin": "MPI_COMM_WORLD"}],
+                   "collectives": collectives, "transfers": []}
+        (run / "PROFILER_OUTPUT" / "rank_summary.json").write_text(json.dumps(summary))
+        (run / "PROFILER_OUTPUT" / "step_trace_time.csv").write_text(header + "".join(csv_rows))
+
+
+def test_a_job_of_many_ranks_is_a_heat_map_and_the_ranks_that_matter(tmp_path: Path) -> None:
+    write_many_ranks(tmp_path, 300, slow=137)
+    result = subprocess.run([sys.executable, "-m", "trainprof", "cluster", str(tmp_path)], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and "Straggler: rank 137." in result.stdout, result.stdout + result.stderr
+    result = subprocess.run([sys.executable, "-m", "trainprof", "report", str(tmp_path)], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    rendered = chromium("--dump-dom", (tmp_path / "report.html").as_uri())
+    assert rendered.returncode == 0 and console_lines(rendered.stderr) == []
+    dom = Tables()
+    dom.feed(rendered.stdout)
+    # Ranks x steps: 300 ranks in 100 rows of 3; the hottest computing cell is the straggler's.
+    maps = re.findall(r'<svg class="heat-map" data-metric="([^"]+)" data-rows="(\d+)" data-ranks-per-row="(\d+)"'
+                      r'(.*?)</svg>', rendered.stdout, re.S)
+    assert [m[0] for m in maps][:2] == ["Computing", "Communication(Not Overlapped)"]
+    computing = maps[0]
+    assert computing[1:3] == ("100", "3")
+    cells = [(float(us), rank) for rank, us in re.findall(r'data-rank="(\d+)" data-us="([\d.]+)"', computing[3])]
+    assert len(cells) == 100 * 4
+    assert max(cells)[1] == "137"
+    # The waiting table lists the 20 ranks the others waited for most, the straggler first.
+    rows = dom.tables["cluster-table"][1:]
+    assert len(rows) == 20 and rows[0][0] == "137"
+    # Each run's own section for the straggler and the lowest rank only, and said so.
+    shown = re.findall(r'<section class="run" id="run-\d+" data-run="([^"]+)"', rendered.stdout)
+    assert sorted(shown) == ["node0_1000_20261127000000000_trainprof", "node17_1137_20261127000000000_trainprof"]
+    assert "300 runs: the sections above are rank(s) 0, 137" in rendered.stdout

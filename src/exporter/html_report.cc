@@ -8,8 +8,12 @@
 // totals over time with the peak, the data-pipeline stages, and a timeline of
 // the slowest step read from trace_view.json (events are written in time
 // order, one a line, so the reading stops after that step). For a parent of
-// several ranks' runs with a cluster analysis: each rank's waiting and the
-// waiting it caused, and the straggler report.
+// several ranks' runs with a cluster analysis: a heat map of ranks x steps
+// (binned to at most 128 x 64 cells, each its bin's most, so a slow rank
+// shows however many there are), each rank's waiting and the waiting it
+// caused (above 64 ranks, the 20 the others waited for most), and the
+// straggler report; above 64 runs, only the straggler's and the lowest
+// rank's own sections.
 #include <fcntl.h>
 
 #include <algorithm>
@@ -453,21 +457,148 @@ std::string cluster_path_section(const fs::path& dir) {
          table(rows, "cluster-path-table", 200);
 }
 
+// The ranks x steps heat map: at most kHeatRows rows (consecutive ranks
+// binned) and kHeatColumns columns (steps binned), each cell the largest
+// value of its bin, so a slow rank stands out however many there are.
+constexpr size_t kHeatRows = 128, kHeatColumns = 64;
+// Above kRankRowsShown ranks the waiting table lists kRanksListed of them.
+constexpr size_t kRankRowsShown = 64, kRanksListed = 20;
+
+struct HeatCell {
+  double us = -1;  // -1: no rank of the bin had the step
+  std::string rank;
+};
+
+// One metric's heat map of cluster_step_trace_time.csv's `rank` rows.
+std::string heat_map(const CsvRows& rows, const char* metric, bool shown) {
+  int step_c = column(rows, "Step"), type_c = column(rows, "Type"), rank_c = column(rows, "Index"),
+      value_c = column(rows, metric);
+  if (step_c < 0 || type_c < 0 || rank_c < 0 || value_c < 0) return "";
+  std::map<long long, size_t> rank_row, step_column;  // rank / step -> its place before binning
+  for (size_t r = 1; r < rows.size(); ++r) {
+    if (cell(rows[r], type_c) != "rank") continue;
+    rank_row.emplace(std::atoll(cell(rows[r], rank_c).c_str()), 0);
+    step_column.emplace(std::atoll(cell(rows[r], step_c).c_str()), 0);
+  }
+  if (rank_row.size() < 2 || step_column.empty()) return "";
+  size_t rank_bin = (rank_row.size() + kHeatRows - 1) / kHeatRows;
+  size_t step_bin = (step_column.size() + kHeatColumns - 1) / kHeatColumns;
+  size_t i = 0;
+  for (auto& [rank, place] : rank_row) place = i++ / rank_bin;
+  i = 0;
+  for (auto& [step, place] : step_column) place = i++ / step_bin;
+  size_t height = (rank_row.size() + rank_bin - 1) / rank_bin,
+         width = (step_column.size() + step_bin - 1) / step_bin;
+  std::vector<std::vector<HeatCell>> grid(height, std::vector<HeatCell>(width));
+  std::vector<std::string> first_rank(height), last_rank(height), first_step(width), last_step(width);
+  for (const auto& [rank, place] : rank_row) {
+    if (first_rank[place].empty()) first_rank[place] = std::to_string(rank);
+    last_rank[place] = std::to_string(rank);
+  }
+  for (const auto& [step, place] : step_column) {
+    if (first_step[place].empty()) first_step[place] = std::to_string(step);
+    last_step[place] = std::to_string(step);
+  }
+  double low = -1, high = 0;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    if (cell(rows[r], type_c) != "rank") continue;
+    HeatCell& c = grid[rank_row[std::atoll(cell(rows[r], rank_c).c_str())]]
+                      [step_column[std::atoll(cell(rows[r], step_c).c_str())]];
+    double us = number(cell(rows[r], value_c));
+    if (us > c.us) c = {us, cell(rows[r], rank_c)};
+  }
+  for (const auto& row : grid) {
+    for (const HeatCell& c : row) {
+      if (c.us < 0) continue;
+      low = low < 0 ? c.us : std::min(low, c.us);
+      high = std::max(high, c.us);
+    }
+  }
+  auto span = [](const std::string& a, const std::string& b) { return a == b ? a : a + "-" + b; };
+  const double cell_w = std::clamp(640.0 / static_cast<double>(width), 6.0, 40.0);
+  const double cell_h = std::clamp(480.0 / static_cast<double>(height), 3.0, 16.0);
+  std::string svg = "<svg class=\"heat-map\" data-metric=\"" + escape(metric) + "\" data-rows=\"" +
+                    std::to_string(height) + "\" data-ranks-per-row=\"" + std::to_string(rank_bin) +
+                    "\" width=\"" + fmt(80 + cell_w * static_cast<double>(width), 0) + "\" height=\"" +
+                    fmt(30 + cell_h * static_cast<double>(height), 0) + "\" role=\"img\"" +
+                    (shown ? "" : " style=\"display:none\"") + ">";
+  for (size_t x = 0; x < width; x += std::max<size_t>(1, width / 8)) {
+    svg += "<text class=\"axis\" x=\"" + fmt(80 + cell_w * static_cast<double>(x), 1) + "\" y=\"10\">step " +
+           first_step[x] + "</text>";
+  }
+  for (size_t y = 0; y < height; ++y) {
+    double top = 16 + cell_h * static_cast<double>(y);
+    if (y % std::max<size_t>(1, static_cast<size_t>(14 / cell_h) + 1) == 0) {
+      svg += "<text class=\"axis\" x=\"0\" y=\"" + fmt(top + cell_h, 1) + "\">rank " +
+             span(first_rank[y], last_rank[y]) + "</text>";
+    }
+    for (size_t x = 0; x < width; ++x) {
+      const HeatCell& c = grid[y][x];
+      if (c.us < 0) continue;
+      // White (the least) to red (the most).
+      double heat = high > low ? (c.us - low) / (high - low) : 0;
+      int fade = static_cast<int>(255 * (1 - heat));
+      char colour[16];
+      std::snprintf(colour, sizeof(colour), "#ff%02x%02x", fade, fade);
+      svg += "<rect x=\"" + fmt(80 + cell_w * static_cast<double>(x), 1) + "\" y=\"" + fmt(top, 1) +
+             "\" width=\"" + fmt(cell_w, 1) + "\" height=\"" + fmt(cell_h, 1) + "\" fill=\"" + colour +
+             "\" data-rank=\"" + escape(c.rank) + "\" data-us=\"" + fmt(c.us, 3) + "\"><title>rank " +
+             escape(span(first_rank[y], last_rank[y])) + ", step " + span(first_step[x], last_step[x]) +
+             ": " + escape(metric) + " " + fmt(c.us / 1000, 3) + " ms (the most: rank " + escape(c.rank) +
+             ")</title></rect>";
+    }
+  }
+  return svg + "</svg>";
+}
+
+// Heat maps of every rank's steps (cluster_step_trace_time.csv), one metric
+// shown at a time.
+std::string heat_map_section(const fs::path& dir) {
+  CsvRows rows = exporter::read_csv_file((dir / "cluster_step_trace_time.csv").string());
+  static const char* const kMetrics[] = {"Computing", "Communication(Not Overlapped)", "Free", "Data Wait"};
+  std::string maps, choices;
+  for (const char* metric : kMetrics) {
+    std::string map = heat_map(rows, metric, maps.empty());
+    if (map.empty()) continue;
+    choices += "<option>" + escape(metric) + "</option>";
+    maps += map;
+  }
+  if (maps.empty()) return "";
+  return "<h3>Ranks x steps</h3>\n<p class=\"note\">Each cell: the most of its ranks and steps (hover for "
+         "the "
+         "rank); white the least, red the most. <select class=\"heat-metric\" "
+         "onchange=\"var v=this.value;this.parentNode.nextElementSibling.querySelectorAll('svg.heat-map')."
+         "forEach(function(s){s.style.display=s.dataset.metric===v?'':'none';});\">" +
+         choices + "</select></p>\n<div class=\"heat-maps\">" + maps + "</div>\n";
+}
+
 std::string cluster_section(const std::string& path) {
   fs::path dir = fs::path(path) / "cluster_analysis_output";
   json c = json::parse(base::read_regular_file_at(AT_FDCWD, (dir / "cluster_analysis.json").string(), false),
                        nullptr, false);
   if (!c.is_object() || !c.contains("per_rank") || !c["per_rank"].is_array()) return "";
-  std::string html =
-      "<section id=\"cluster\"><h2>Cluster</h2>\n" + advice_section(c) + "<h3>Waiting per rank</h3>\n";
+  std::string html = "<section id=\"cluster\"><h2>Cluster</h2>\n" + advice_section(c) + heat_map_section(dir);
+  // Many ranks: those the others waited for most.
+  std::vector<json> per_rank(c["per_rank"].begin(), c["per_rank"].end());
+  if (per_rank.size() > kRankRowsShown) {
+    std::stable_sort(per_rank.begin(), per_rank.end(), [](const json& a, const json& b) {
+      return a.value("others_waited_for_it_ns", 0.0) > b.value("others_waited_for_it_ns", 0.0);
+    });
+    html += "<h3>Waiting per rank: the " + std::to_string(kRanksListed) + " of " +
+            std::to_string(per_rank.size()) +
+            " ranks the others waited for most (every rank: cluster_analysis.json, trainprof.db)</h3>\n";
+    per_rank.resize(kRanksListed);
+  } else {
+    html += "<h3>Waiting per rank</h3>\n";
+  }
   double most = 1;
-  for (const json& r : c["per_rank"]) {
+  for (const json& r : per_rank) {
     most = std::max({most, r.value("waited_ns", 0.0), r.value("others_waited_for_it_ns", 0.0)});
   }
   html +=
       "<table class=\"cluster-table sortable\"><thead><tr><th>Rank</th><th>Waited for others (ms)</th>"
       "<th>Others waited for it (ms)</th><th>Arrived last</th><th></th></tr></thead><tbody>\n";
-  for (const json& r : c["per_rank"]) {
+  for (const json& r : per_rank) {
     double waited = r.value("waited_ns", 0.0), caused = r.value("others_waited_for_it_ns", 0.0);
     html += "<tr><td>" + std::to_string(r.value("rank", 0)) + "</td><td>" + fmt(waited / 1e6, 3) +
             "</td><td>" + fmt(caused / 1e6, 3) + "</td><td>" + std::to_string(r.value("arrived_last", 0)) +
@@ -523,10 +654,47 @@ std::vector<std::string> analysed_runs(const std::string& path, std::string* err
 }
 
 // The cluster's section and each run's, numbered from `first_index`.
+// Above this many runs, only the straggler's and the lowest rank's have a
+// section of their own (each is a page of its own: `trainprof report RUN`).
+constexpr size_t kRunSectionsShown = 64;
+
+// The rank a run's analysis names (-1: none).
+long long rank_of(const std::string& run) {
+  json info =
+      json::parse(base::read_regular_file_at(
+                      AT_FDCWD, (fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json").string(), false),
+                  nullptr, false);
+  const json* rank = info.is_object() && info.contains("rank") ? &info["rank"] : nullptr;
+  return rank != nullptr && rank->is_number_integer() ? rank->get<long long>() : -1;
+}
+
+// The cluster's section and each run's (numbered from `first_index`), or
+// for many runs the straggler's and the lowest rank's, said so.
 std::string sections(const std::string& path, const std::vector<std::string>& analysed, size_t first_index) {
   std::string html = cluster_section(path);
-  for (size_t i = 0; i < analysed.size(); ++i) html += run_section(analysed[i], first_index + i);
-  return html;
+  if (analysed.size() <= kRunSectionsShown) {
+    for (size_t i = 0; i < analysed.size(); ++i) html += run_section(analysed[i], first_index + i);
+    return html;
+  }
+  json c = json::parse(
+      base::read_regular_file_at(
+          AT_FDCWD, (fs::path(path) / "cluster_analysis_output" / "cluster_analysis.json").string(), false),
+      nullptr, false);
+  long long straggler = c.is_object() && c.contains("straggler") && c["straggler"].is_number_integer()
+                            ? c["straggler"].get<long long>()
+                            : -1;
+  std::vector<long long> ranks;
+  for (const std::string& run : analysed) ranks.push_back(rank_of(run));
+  long long lowest = *std::min_element(ranks.begin(), ranks.end());
+  std::string shown;
+  for (size_t i = 0; i < analysed.size(); ++i) {
+    if (ranks[i] != straggler && ranks[i] != lowest) continue;
+    html += run_section(analysed[i], first_index + i);
+    shown += (shown.empty() ? "" : ", ") + std::to_string(ranks[i]);
+  }
+  return html + "<p class=\"note runs-left-out\">" + std::to_string(analysed.size()) +
+         " runs: the sections above are rank(s) " + escape(shown) +
+         " (the straggler and the lowest rank). Any run's own page: trainprof report RUN_DIRECTORY.</p>\n";
 }
 
 std::string page(const std::string& title, const std::string& body) {
