@@ -14,6 +14,7 @@
 #include "analysis/cluster_path.h"
 #include "analysis/collective_numbering.h"
 #include "analysis/rank_summary.h"
+#include "analysis/rank_summary_bytes.h"
 #include "exporter/communication_json.h"
 #include "raw/format.h"
 
@@ -771,6 +772,13 @@ TEST(RankSummary, GroupMembersTravelAsRunsInTheirOrder) {
   ASSERT_EQ(parse_rank_summary(text, &back), "");
   EXPECT_EQ(back.groups.back().world_ranks, (std::vector<int32_t>{3, 4, 5, 9, 1, 2, 7}));
   EXPECT_EQ(back.groups[0].world_ranks, (std::vector<int32_t>{0, 1}));
+  // So do the bytes a spread pass sends them in.
+  std::string bytes;
+  append_rank_summary_bytes(s, &bytes);
+  std::string_view in = bytes;
+  RankSummary sent;
+  ASSERT_TRUE(read_rank_summary_bytes(&in, &sent));
+  EXPECT_EQ(sent.groups.back().world_ranks, (std::vector<int32_t>{3, 4, 5, 9, 1, 2, 7}));
 
   j["version"] = 4;
   j["groups"].back()["ranks"] = nlohmann::json::parse("[3, 4, 5, 9, 1, 2, 7]");

@@ -215,10 +215,11 @@ std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timing
     }
     out.push_back(l);
   }
-  for (LinkBandwidth& l : out) {
-    const std::vector<double>& all = per_kind[link_kind(l)];
-    l.slow = !l.only_waited && all.size() >= 3 && l.gb_per_s < kSlowLinkShare * median(all);
-  }
+  // Each kind's median once (a kind can hold a link per rank).
+  std::map<std::string, double> median_of;
+  for (const auto& [kind, all] : per_kind) median_of[kind] = all.size() >= 3 ? median(all) : 0;
+  for (LinkBandwidth& l : out)
+    l.slow = !l.only_waited && l.gb_per_s < kSlowLinkShare * median_of[link_kind(l)];
   // Measured links slowest first, then those that only waited.
   std::sort(out.begin(), out.end(), [](const LinkBandwidth& a, const LinkBandwidth& b) {
     return std::tie(a.only_waited, a.gb_per_s, a.src, a.dst) <

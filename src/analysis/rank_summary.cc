@@ -77,50 +77,64 @@ int32_t i32(const json& v) {
   return static_cast<int32_t>(x);
 }
 
-// A group's members in group-rank order, each run of consecutive ranks as
-// [first, last] (version 5): a group of the world is [[0, N-1]], not N
-// numbers in every rank's summary (at 10^5 ranks, 600 KB each).
-json member_runs(const std::vector<int32_t>& ranks) {
+// A group's members as JSON: each run of consecutive ranks as [first,
+// last], a rank alone as itself (version 5).
+json members_json(const std::vector<int32_t>& ranks) {
   json out = json::array();
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && static_cast<int64_t>(ranks[j + 1]) == static_cast<int64_t>(ranks[j]) + 1)
-      ++j;
-    if (j == i) {
-      out.push_back(ranks[i]);
+  for (const MemberRun& run : member_runs(ranks)) {
+    if (run.first == run.last) {
+      out.push_back(run.first);
     } else {
-      out.push_back(json::array({ranks[i], ranks[j]}));
+      out.push_back(json::array({run.first, run.last}));
     }
-    i = j + 1;
   }
   return out;
 }
 
-// Groups larger than any job (and a bound on what a damaged file can make us allocate).
-constexpr uint64_t kMaxGroupMembers = uint64_t{1} << 24;
-
-// member_runs' form, or the plain list of ranks before version 5.
-std::string read_member_runs(const json& runs, std::vector<int32_t>* ranks) {
+// members_json's form, or the plain list of ranks before version 5.
+std::string read_members(const json& runs, std::vector<int32_t>* ranks) {
   if (!runs.is_array()) return "a group's ranks are not an array";
-  uint64_t members = 0;
+  std::vector<MemberRun> read;
   for (const json& r : runs) {
-    int64_t first = 0, last = 0;
-    if (r.is_array()) {
-      if (r.size() != 2) return "a group's run of ranks is not [first, last]";
-      first = i32(r[0]);
-      last = i32(r[1]);
-      if (last < first) return "a group's run of ranks ends before it starts";
+    if (!r.is_array()) {
+      read.push_back({i32(r), i32(r)});
+    } else if (r.size() == 2) {
+      read.push_back({i32(r[0]), i32(r[1])});
     } else {
-      first = last = i32(r);
+      return "a group's run of ranks is not [first, last]";
     }
-    members += static_cast<uint64_t>(last - first) + 1;
-    if (members > kMaxGroupMembers) return "a group has more than 2^24 ranks";
-    for (int64_t rank = first; rank <= last; ++rank) ranks->push_back(static_cast<int32_t>(rank));
   }
-  return "";
+  return expand_member_runs(read, ranks);
 }
 
 }  // namespace
+
+std::vector<MemberRun> member_runs(const std::vector<int32_t>& ranks) {
+  std::vector<MemberRun> runs;
+  for (int32_t r : ranks) {
+    if (!runs.empty() && runs.back().last != INT32_MAX && runs.back().last + 1 == r) {
+      runs.back().last = r;
+    } else {
+      runs.push_back({r, r});
+    }
+  }
+  return runs;
+}
+
+std::string expand_member_runs(const std::vector<MemberRun>& runs, std::vector<int32_t>* ranks) {
+  constexpr uint64_t kMaxGroupMembers = uint64_t{1} << 24;
+  uint64_t members = 0;
+  for (const MemberRun& run : runs) {
+    if (run.last < run.first) return "a group's run of ranks ends before it starts";
+    members += static_cast<uint64_t>(static_cast<int64_t>(run.last) - run.first) + 1;
+    if (members > kMaxGroupMembers) return "a group has more than 2^24 ranks";
+  }
+  ranks->reserve(ranks->size() + members);
+  for (const MemberRun& run : runs) {
+    for (int64_t r = run.first; r <= run.last; ++r) ranks->push_back(static_cast<int32_t>(r));
+  }
+  return "";
+}
 
 RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows) {
   RankSummary s;
@@ -197,7 +211,7 @@ std::string rank_summary_json(const RankSummary& s) {
   }
   json groups = json::array();
   for (const RankGroup& g : s.groups)
-    groups.push_back({{"name", g.name}, {"ranks", member_runs(g.world_ranks)}, {"origin", g.origin}});
+    groups.push_back({{"name", g.name}, {"ranks", members_json(g.world_ranks)}, {"origin", g.origin}});
   // Collectives are the bulk: one array each, [group, sequence, operation,
   // start_ns, end_ns, bytes, step, in flight (1) or not (0)] (version 3; 7
   // elements before).
@@ -284,7 +298,7 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
     }
     for (const json& g : j.at("groups")) {
       RankGroup group{g.at("name").get<std::string>(), {}, g.at("origin").get<std::string>()};
-      std::string e = read_member_runs(g.at("ranks"), &group.world_ranks);
+      std::string e = read_members(g.at("ranks"), &group.world_ranks);
       if (!e.empty()) return e;
       s.groups.push_back(std::move(group));
     }

@@ -37,8 +37,12 @@ void append_rank_summary_bytes(const RankSummary& s, std::string* out) {
   w.put<uint64_t>(s.groups.size());
   for (const RankGroup& g : s.groups) {
     w.put(g.name);
-    w.put<uint64_t>(g.world_ranks.size());
-    for (int32_t r : g.world_ranks) w.put(r);
+    std::vector<MemberRun> runs = member_runs(g.world_ranks);
+    w.put<uint64_t>(runs.size());
+    for (const MemberRun& run : runs) {
+      w.put(run.first);
+      w.put(run.last);
+    }
     w.put(g.origin);
   }
   w.put<uint64_t>(s.collectives.size());
@@ -95,11 +99,12 @@ bool read_rank_summary_bytes(std::string_view* in, RankSummary* out) {
   if (!r.count(3 * sizeof(uint64_t), &n)) return false;
   s.groups.resize(n);
   for (RankGroup& g : s.groups) {
-    if (!r.get(&g.name) || !r.count(sizeof(int32_t), &n)) return false;
-    g.world_ranks.resize(n);
-    for (int32_t& member : g.world_ranks) {
-      if (!r.get(&member)) return false;
+    if (!r.get(&g.name) || !r.count(2 * sizeof(int32_t), &n)) return false;
+    std::vector<MemberRun> runs(n);
+    for (MemberRun& run : runs) {
+      if (!r.get(&run.first) || !r.get(&run.last)) return false;
     }
+    if (!expand_member_runs(runs, &g.world_ranks).empty()) return false;
     if (!r.get(&g.origin)) return false;
   }
   if (!r.count(kFixedCallBytes, &n)) return false;
