@@ -82,7 +82,7 @@ RankSummary synthetic_rank(const Timeline& t, int rank, int ranks, int steps, in
   s.clock_aligned = true;
   s.clock_error_ns = 2000;
   trainprof::analysis::RankGroup world{"5271525275218210614", {}, "MPI_COMM_WORLD"};
-  for (int r = 0; r < ranks; ++r) world.world_ranks.push_back(r);
+  world.world_ranks = trainprof::analysis::GroupMembers::consecutive(0, ranks);
   s.groups.push_back(std::move(world));
   size_t k = 0;
   for (int step = 0; step < steps; ++step) {

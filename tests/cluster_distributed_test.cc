@@ -188,8 +188,7 @@ TEST(ClusterDistributed, RunsOfAnotherJobOrCopiesAreLeftOutAndNamed) {
   other.world_size = 32;
   other.groups.resize(1);
   other.groups[0].name = "777";
-  other.groups[0].world_ranks.clear();
-  for (int r = 0; r < 32; ++r) other.groups[0].world_ranks.push_back(r);
+  other.groups[0].world_ranks = analysis::GroupMembers::consecutive(0, 32);
   std::erase_if(other.collectives, [](const analysis::RankCollective& c) { return c.group != 0; });
   other.transfers.clear();
   for (int rank : {7, 20}) {

@@ -34,7 +34,7 @@ std::vector<RankSummary> world(int ranks, int steps, Arrive arrive_ms) {
     s.world_size = ranks;
     RankGroup world;
     world.name = "123";
-    for (int k = 0; k < ranks; ++k) world.world_ranks.push_back(k);
+    world.world_ranks = GroupMembers::consecutive(0, ranks);
     world.origin = "MPI_COMM_WORLD";
     s.groups.push_back(world);
     for (int step = 0; step < steps; ++step) {

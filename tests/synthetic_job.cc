@@ -76,12 +76,10 @@ void write_synthetic_job(const std::string& dir, int ranks) {
     s.clock_aligned = true;
     s.clock_error_ns = 2000;
     s.data_wait_separate = true;
-    RankGroup world{"5271525275218210614", {}, "MPI_COMM_WORLD"};
-    RankGroup even{"1", {}, "torch.distributed gloo"};
-    for (int r = 0; r < ranks; ++r) {
-      world.world_ranks.push_back(r);
-      if (r % 2 == 0) even.world_ranks.push_back(r);
-    }
+    std::vector<int32_t> evens;
+    for (int r = 0; r < ranks; r += 2) evens.push_back(r);
+    RankGroup world{"5271525275218210614", analysis::GroupMembers::consecutive(0, ranks), "MPI_COMM_WORLD"};
+    RankGroup even{"1", std::move(evens), "torch.distributed gloo"};
     s.groups.push_back(world);
     if (rank % 2 == 0) s.groups.push_back(even);
     int first_step = rank == 2 ? 1 : 0;  // it started profiling a step late

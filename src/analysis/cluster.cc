@@ -78,7 +78,7 @@ void add_collective_timings(const std::vector<RankSummary>& ranks, const std::ma
   std::map<std::pair<std::string, int64_t>, std::vector<Member>> by_key;
   std::map<std::string, const std::vector<int32_t>*> members;
   for (const RankSummary& s : ranks) {
-    for (const RankGroup& g : s.groups) members[g.name] = &g.world_ranks;
+    for (const RankGroup& g : s.groups) members[g.name] = &g.world_ranks.list();
     for (const RankCollective& c : s.collectives)
       by_key[{s.groups[c.group].name, c.sequence}].push_back({&s, &c});
   }
@@ -123,7 +123,7 @@ void add_transfer_timings(const std::vector<RankSummary>& ranks, const std::map<
       const RankGroup& g = s.groups[x.group];
       CommTiming t;
       t.group = g.name;
-      t.group_ranks = &g.world_ranks;
+      t.group_ranks = &g.world_ranks.list();
       t.sequence = count[{x.group, x.operation}]++;
       t.operation = x.operation;
       t.rank = s.rank;

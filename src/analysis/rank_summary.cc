@@ -79,9 +79,9 @@ int32_t i32(const json& v) {
 
 // A group's members as JSON: each run of consecutive ranks as [first,
 // last], a rank alone as itself (version 5).
-json members_json(const std::vector<int32_t>& ranks) {
+json members_json(const GroupMembers& members) {
   json out = json::array();
-  for (const MemberRun& run : member_runs(ranks)) {
+  for (const MemberRun& run : members.runs()) {
     if (run.first == run.last) {
       out.push_back(run.first);
     } else {
@@ -92,7 +92,7 @@ json members_json(const std::vector<int32_t>& ranks) {
 }
 
 // members_json's form, or the plain list of ranks before version 5.
-std::string read_members(const json& runs, std::vector<int32_t>* ranks) {
+std::string read_members(const json& runs, GroupMembers* members) {
   if (!runs.is_array()) return "a group's ranks are not an array";
   std::vector<MemberRun> read;
   for (const json& r : runs) {
@@ -104,37 +104,10 @@ std::string read_members(const json& runs, std::vector<int32_t>* ranks) {
       return "a group's run of ranks is not [first, last]";
     }
   }
-  return expand_member_runs(read, ranks);
+  return GroupMembers::from_runs(std::move(read), members);
 }
 
 }  // namespace
-
-std::vector<MemberRun> member_runs(const std::vector<int32_t>& ranks) {
-  std::vector<MemberRun> runs;
-  for (int32_t r : ranks) {
-    if (!runs.empty() && runs.back().last != INT32_MAX && runs.back().last + 1 == r) {
-      runs.back().last = r;
-    } else {
-      runs.push_back({r, r});
-    }
-  }
-  return runs;
-}
-
-std::string expand_member_runs(const std::vector<MemberRun>& runs, std::vector<int32_t>* ranks) {
-  constexpr uint64_t kMaxGroupMembers = uint64_t{1} << 24;
-  uint64_t members = 0;
-  for (const MemberRun& run : runs) {
-    if (run.last < run.first) return "a group's run of ranks ends before it starts";
-    members += static_cast<uint64_t>(static_cast<int64_t>(run.last) - run.first) + 1;
-    if (members > kMaxGroupMembers) return "a group has more than 2^24 ranks";
-  }
-  ranks->reserve(ranks->size() + members);
-  for (const MemberRun& run : runs) {
-    for (int64_t r = run.first; r <= run.last; ++r) ranks->push_back(static_cast<int32_t>(r));
-  }
-  return "";
-}
 
 RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows) {
   RankSummary s;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/group_members.h"
 #include "analysis/passes.h"
 #include "analysis/trace_model.h"
 
@@ -26,7 +27,7 @@ struct RankStep {
 
 struct RankGroup {
   std::string name;
-  std::vector<int32_t> world_ranks;
+  GroupMembers world_ranks;  // shared by the summaries holding the same list
   std::string origin;
 };
 
@@ -90,18 +91,6 @@ struct RankSummary {
 };
 
 // From an analysed model and its step rows (same order as model.steps).
-// A group's members as runs of consecutive world ranks, in group-rank
-// order: how summaries store and send them (a group of the world is one
-// run, not N numbers in every rank's summary).
-struct MemberRun {
-  int32_t first = 0, last = 0;
-};
-std::vector<MemberRun> member_runs(const std::vector<int32_t>& ranks);
-// Appends the runs' ranks to `ranks`: "" or why not (a run that ends
-// before it starts; more than 2^24 members in all, more than any job and a
-// bound on what damaged input can make us allocate).
-std::string expand_member_runs(const std::vector<MemberRun>& runs, std::vector<int32_t>* ranks);
-
 RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows);
 
 std::string rank_summary_json(const RankSummary& s);

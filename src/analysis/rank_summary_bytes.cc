@@ -37,9 +37,8 @@ void append_rank_summary_bytes(const RankSummary& s, std::string* out) {
   w.put<uint64_t>(s.groups.size());
   for (const RankGroup& g : s.groups) {
     w.put(g.name);
-    std::vector<MemberRun> runs = member_runs(g.world_ranks);
-    w.put<uint64_t>(runs.size());
-    for (const MemberRun& run : runs) {
+    w.put<uint64_t>(g.world_ranks.runs().size());
+    for (const MemberRun& run : g.world_ranks.runs()) {
       w.put(run.first);
       w.put(run.last);
     }
@@ -104,7 +103,7 @@ bool read_rank_summary_bytes(std::string_view* in, RankSummary* out) {
     for (MemberRun& run : runs) {
       if (!r.get(&run.first) || !r.get(&run.last)) return false;
     }
-    if (!expand_member_runs(runs, &g.world_ranks).empty()) return false;
+    if (!GroupMembers::from_runs(std::move(runs), &g.world_ranks).empty()) return false;
     if (!r.get(&g.origin)) return false;
   }
   if (!r.count(kFixedCallBytes, &n)) return false;

@@ -655,7 +655,7 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables
     // Each timing's group list: its rank's own.
     std::map<std::pair<int, std::string>, const std::vector<int32_t>*> groups;
     for (const analysis::RankSummary& s : own) {
-      for (const analysis::RankGroup& g : s.groups) groups[{s.rank, g.name}] = &g.world_ranks;
+      for (const analysis::RankGroup& g : s.groups) groups[{s.rank, g.name}] = &g.world_ranks.list();
     }
     static const std::vector<int32_t> kNone;
     for (analysis::CommTiming& t : timings) {
