@@ -161,7 +161,7 @@ json transfer_json(const CommTiming& t) {
           {"transit_ms", round4(ms(transit_ns(t)))}};
 }
 
-// The `count` largest of what `push` offers, largest first.
+// The `count` largest of what is offered, largest first.
 template <typename T, typename Greater = std::greater<T>>
 class Slowest {
  public:
