@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 namespace trainprof::analysis {
 namespace {
@@ -69,21 +70,60 @@ std::string signed_ms(double ns) {
 
 namespace {
 
+struct PairHash {
+  size_t operator()(const std::pair<size_t, int64_t>& p) const {
+    return std::hash<uint64_t>()(static_cast<uint64_t>(p.first) * 0x9E3779B97F4A7C15ull ^
+                                 static_cast<uint64_t>(p.second));
+  }
+};
+
+// Group names numbered in the order first seen.
+class GroupIds {
+ public:
+  size_t of(const std::string& name) {
+    auto [it, fresh] = ids_.try_emplace(name, names_.size());
+    if (fresh) names_.push_back(&it->first);
+    return it->second;
+  }
+  const std::string& name(size_t id) const { return *names_[id]; }
+  size_t size() const { return names_.size(); }
+
+ private:
+  std::unordered_map<std::string, size_t> ids_;
+  std::vector<const std::string*> names_;
+};
+
 void add_collective_timings(const std::vector<RankSummary>& ranks, const std::map<int, std::string>& host,
                             std::vector<CommTiming>* out) {
   struct Member {
     const RankSummary* rank;
     const RankCollective* call;
   };
-  std::map<std::pair<std::string, int64_t>, std::vector<Member>> by_key;
-  std::map<std::string, const std::vector<int32_t>*> members;
+  // Each collective's members by (group, sequence), the groups numbered
+  // (a map keyed by names would compare strings for each of 10^7 calls at
+  // 10^5 ranks), then taken in (name, sequence) order.
+  GroupIds ids;
+  std::unordered_map<std::pair<size_t, int64_t>, std::vector<Member>, PairHash> by_key;
+  std::vector<const std::vector<int32_t>*> members;
   for (const RankSummary& s : ranks) {
-    for (const RankGroup& g : s.groups) members[g.name] = &g.world_ranks.list();
-    for (const RankCollective& c : s.collectives)
-      by_key[{s.groups[c.group].name, c.sequence}].push_back({&s, &c});
+    std::vector<size_t> id_of;
+    for (const RankGroup& g : s.groups) {
+      id_of.push_back(ids.of(g.name));
+      if (members.size() < ids.size()) members.resize(ids.size(), nullptr);
+      members[id_of.back()] = &g.world_ranks.list();
+    }
+    for (const RankCollective& c : s.collectives) by_key[{id_of[c.group], c.sequence}].push_back({&s, &c});
   }
-  for (const auto& [key, list] : by_key) {
-    const std::vector<int32_t>& group = *members.at(key.first);
+  std::vector<std::pair<size_t, int64_t>> keys;
+  for (const auto& [key, list] : by_key) keys.push_back(key);
+  std::sort(keys.begin(), keys.end(), [&ids](const auto& a, const auto& b) {
+    int names = ids.name(a.first).compare(ids.name(b.first));
+    return names != 0 ? names < 0 : a.second < b.second;
+  });
+  for (const auto& key_ids : keys) {
+    const std::vector<Member>& list = by_key.at(key_ids);
+    const std::pair<std::string, int64_t> key{ids.name(key_ids.first), key_ids.second};
+    const std::vector<int32_t>& group = *members[key_ids.first];
     if (list.size() < 2 || list.size() != group.size()) continue;
     const std::string& own_host = host.at(list.front().rank->rank);
     bool one_host = true;
@@ -188,25 +228,52 @@ std::string link_kind(const LinkBandwidth& l) {
 }  // namespace
 
 std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timings) {
-  std::map<std::tuple<int, int, bool, std::string>, LinkBandwidth> by_link;
+  // By (src, dst, collective, one host): hashed, since each of 10^7
+  // operations at 10^5 ranks looks its link up; then in that order.
+  struct LinkKey {
+    int src, dst;
+    bool collective, one_host;
+    bool operator==(const LinkKey&) const = default;
+  };
+  struct LinkHash {
+    size_t operator()(const LinkKey& k) const {
+      uint64_t v =
+          (static_cast<uint64_t>(static_cast<uint32_t>(k.src)) << 32 | static_cast<uint32_t>(k.dst)) *
+          0x9E3779B97F4A7C15ull;
+      return std::hash<uint64_t>()(v ^ (k.collective ? 2 : 0) ^ (k.one_host ? 1 : 0));
+    }
+  };
+  std::unordered_map<LinkKey, LinkBandwidth, LinkHash> links;
   for (const CommTiming& t : timings) {
     // A transfer counts once, on its sending side.
     if (t.transfer && (t.peer < 0 || !t.sends)) continue;
     int dst = t.transfer ? t.peer : t.rank;
-    std::string transport = t.one_host ? "SDMA" : "RDMA";
-    LinkBandwidth& l = by_link[{t.rank, dst, !t.transfer, transport}];
-    l.src = t.rank;
-    l.dst = dst;
-    l.collective = !t.transfer;
-    l.transport = transport;
+    auto [it, fresh] = links.try_emplace(LinkKey{t.rank, dst, !t.transfer, t.one_host});
+    LinkBandwidth& l = it->second;
+    if (fresh) {
+      l.src = t.rank;
+      l.dst = dst;
+      l.collective = !t.transfer;
+      l.transport = t.one_host ? "SDMA" : "RDMA";
+    }
     l.bytes += t.bytes;
     uint64_t elapse = t.end_ns > t.start_ns ? t.end_ns - t.start_ns : 0;
     l.transit_ns += elapse - std::min(elapse, t.wait_ns);
     ++l.operations;
   }
+  // ("RDMA" before "SDMA": the transport's name's order.)
+  std::vector<std::pair<LinkKey, LinkBandwidth*>> by_link;
+  for (auto& [key, l] : links) by_link.emplace_back(key, &l);
+  std::sort(by_link.begin(), by_link.end(), [](const auto& a, const auto& b) {
+    LinkKey x = a.first, y = b.first;
+    return std::tie(x.src, x.dst, x.collective) != std::tie(y.src, y.dst, y.collective)
+               ? std::tie(x.src, x.dst, x.collective) < std::tie(y.src, y.dst, y.collective)
+               : !x.one_host && y.one_host;
+  });
   std::vector<LinkBandwidth> out;
   std::map<std::string, std::vector<double>> per_kind;
-  for (auto& [key, l] : by_link) {
+  for (auto& [key, link] : by_link) {
+    LinkBandwidth& l = *link;
     if (l.bytes == 0) continue;
     l.only_waited = l.transit_ns == 0;
     if (!l.only_waited) {

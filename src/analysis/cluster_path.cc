@@ -35,6 +35,9 @@ struct RankStepMeetings {
 struct StepMeetings {
   std::vector<Meeting> meetings;            // in order of their last arrival
   std::map<int, RankStepMeetings> by_rank;  // ranks with the step
+  // The same, looked up by rank (a map's lookups, one per member of each
+  // collective, would cost more than the rest of the pass at 10^5 ranks).
+  std::unordered_map<int, RankStepMeetings*> of_rank;
 };
 
 uint64_t median(std::vector<uint64_t> v) {
@@ -49,28 +52,55 @@ uint64_t gap(uint64_t from, uint64_t to) {
 
 // Every step's matched blocking collectives, and each rank's part in them.
 std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ranks) {
-  using Key = std::tuple<int64_t, std::string, int64_t>;  // step, group, sequence
-  std::map<Key, Meeting> by_key;
-  std::map<Key, size_t> members;
+  // By (step, group, sequence), the groups numbered (a key of names would
+  // compare strings for each of 10^7 calls at 10^5 ranks); then in (step,
+  // group name, sequence) order.
+  using Key = std::tuple<int64_t, size_t, int64_t>;
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      uint64_t v = static_cast<uint64_t>(std::get<0>(k)) * 0x9E3779B97F4A7C15ull;
+      v = (v ^ std::get<1>(k)) * 0x9E3779B97F4A7C15ull;
+      return std::hash<uint64_t>()(v ^ static_cast<uint64_t>(std::get<2>(k)));
+    }
+  };
+  std::unordered_map<std::string, size_t> group_id;
+  std::vector<const std::string*> group_name;
+  std::unordered_map<Key, std::pair<Meeting, size_t>, KeyHash> meeting_of;  // and its group's size
   for (const RankSummary& s : ranks) {
+    std::vector<size_t> id_of;
+    for (const RankGroup& g : s.groups) {
+      auto [it, fresh] = group_id.try_emplace(g.name, group_name.size());
+      if (fresh) group_name.push_back(&it->first);
+      id_of.push_back(it->second);
+    }
     for (const RankCollective& c : s.collectives) {
       if (c.in_flight || c.step < 0 || c.group >= s.groups.size()) continue;
       const RankGroup& g = s.groups[c.group];
-      Key key{c.step, g.name, c.sequence};
-      Meeting& m = by_key[key];
+      auto& [m, members] = meeting_of[Key{c.step, id_of[c.group], c.sequence}];
       if (m.parts.empty()) m.name = c.operation + " #" + std::to_string(c.sequence) + " (" + g.name + ")";
       m.parts.push_back(Part{s.rank, c.start_ns, c.end_ns});
-      members[key] = g.world_ranks.size();
+      members = g.world_ranks.size();
     }
   }
+  std::vector<Key> keys;
+  for (const auto& [key, meeting] : meeting_of) keys.push_back(key);
+  std::sort(keys.begin(), keys.end(), [&group_name](const Key& a, const Key& b) {
+    if (std::get<0>(a) != std::get<0>(b)) return std::get<0>(a) < std::get<0>(b);
+    int names = group_name[std::get<1>(a)]->compare(*group_name[std::get<1>(b)]);
+    return names != 0 ? names < 0 : std::get<2>(a) < std::get<2>(b);
+  });
   std::map<int64_t, StepMeetings> out;
   for (const RankSummary& s : ranks) {
     for (const RankStep& st : s.steps) out[st.row.step].by_rank[s.rank] = {st.start_ns, st.end_ns, {}, {}};
   }
-  for (auto& [key, m] : by_key) {
+  for (auto& [number, step] : out) {
+    for (auto& [rank, mine] : step.by_rank) step.of_rank.emplace(rank, &mine);
+  }
+  for (const Key& key : keys) {
+    auto& [m, members] = meeting_of.at(key);
     auto step = out.find(std::get<0>(key));
-    bool whole = step != out.end() && m.parts.size() == members[key] && m.parts.size() > 1;
-    for (const Part& p : m.parts) whole = whole && step->second.by_rank.count(p.rank) != 0;
+    bool whole = step != out.end() && m.parts.size() == members && m.parts.size() > 1;
+    for (const Part& p : m.parts) whole = whole && step->second.of_rank.count(p.rank) != 0;
     if (!whole) continue;  // a member without it or without the step: nothing to match
     for (const Part& p : m.parts) {
       if (p.start_ns >= m.last_arrival_ns) m.last_arrival_ns = p.start_ns, m.last_rank = p.rank;
@@ -83,7 +113,7 @@ std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ra
     });
     for (const Meeting& m : step.meetings) {
       for (const Part& p : m.parts) {
-        RankStepMeetings& mine = step.by_rank[p.rank];
+        RankStepMeetings& mine = *step.of_rank.at(p.rank);
         mine.meetings.push_back(&m);
         mine.parts.push_back(&p);
       }
@@ -104,7 +134,7 @@ void walk_back(int64_t number, const StepMeetings& step, std::vector<ClusterPath
   std::string work = "to the step's end";
   const Meeting* arrived_at = nullptr;  // where the path reached this rank (null: the step's end)
   for (;;) {
-    const RankStepMeetings& mine = step.by_rank.at(rank);
+    const RankStepMeetings& mine = *step.of_rank.at(rank);
     // The rank's meeting before the one the path reached it at.
     size_t at = static_cast<size_t>(std::find(mine.meetings.begin(), mine.meetings.end(), arrived_at) -
                                     mine.meetings.begin());
