@@ -298,3 +298,32 @@ TEST(ClusterScale, TenThousandRanksOutputsStayWithinAFewKilobytesARank) {
 
 }  // namespace
 }  // namespace trainprof
+
+namespace trainprof {
+namespace {
+
+// `trainprof cluster` leaves the JSON tables out above 1,024 ranks and says
+// so; `--full-json` writes them whatever the size.
+TEST(ClusterOutputs, TheCommandWritesTheJsonTablesOfManyRanksOnlyWithFullJson) {
+  test::TempDir dir;
+  test::write_synthetic_job(dir.path(), 1030);
+  const std::string cli = std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof";
+  const std::string out = dir.path() + "/cluster_analysis_output";
+  test::ProcessResult sized = test::run_process({cli, "cluster", dir.path()});
+  ASSERT_EQ(sized.exit_code, 0) << sized.output.substr(0, 2000);
+  EXPECT_NE(sized.output.find("1030 ranks, more than 1024"), std::string::npos)
+      << sized.output.substr(0, 2000);
+  EXPECT_NE(sized.output.find("Straggler: rank 5."), std::string::npos);
+  EXPECT_FALSE(fs::exists(out + "/cluster_communication.json"));
+  EXPECT_TRUE(fs::exists(out + "/trainprof.db"));
+
+  test::ProcessResult full = test::run_process({cli, "cluster", "--full-json", dir.path()});
+  ASSERT_EQ(full.exit_code, 0) << full.output.substr(0, 2000);
+  EXPECT_EQ(full.output.find("more than 1024"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out + "/cluster_communication.json"));
+  EXPECT_TRUE(fs::exists(out + "/cluster_communication_matrix.json"));
+  EXPECT_EQ(rank_tables_below(dir.path()), 2u * 1031);
+}
+
+}  // namespace
+}  // namespace trainprof
