@@ -305,6 +305,11 @@ namespace {
 // `trainprof cluster` leaves the JSON tables out above 1,024 ranks and says
 // so; `--full-json` writes them whatever the size.
 TEST(ClusterOutputs, TheCommandWritesTheJsonTablesOfManyRanksOnlyWithFullJson) {
+#ifdef TRAINPROF_TEST_SANITIZED
+  // 1,030 ranks' JSON tables take 4 s here and 100 s under ASan; the limit
+  // itself is tested under the sanitizers above with a lower one.
+  GTEST_SKIP() << "too slow under the sanitizers";
+#endif
   test::TempDir dir;
   test::write_synthetic_job(dir.path(), 1030);
   const std::string cli = std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof";
