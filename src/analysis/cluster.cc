@@ -2,11 +2,12 @@
 #include "analysis/cluster.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <set>
 #include <tuple>
 #include <unordered_map>
+
+#include "analysis/group_ids.h"
 
 namespace trainprof::analysis {
 namespace {
@@ -75,22 +76,6 @@ struct PairHash {
     return std::hash<uint64_t>()(static_cast<uint64_t>(p.first) * 0x9E3779B97F4A7C15ull ^
                                  static_cast<uint64_t>(p.second));
   }
-};
-
-// Group names numbered in the order first seen.
-class GroupIds {
- public:
-  size_t of(const std::string& name) {
-    auto [it, fresh] = ids_.try_emplace(name, names_.size());
-    if (fresh) names_.push_back(&it->first);
-    return it->second;
-  }
-  const std::string& name(size_t id) const { return *names_[id]; }
-  size_t size() const { return names_.size(); }
-
- private:
-  std::unordered_map<std::string, size_t> ids_;
-  std::vector<const std::string*> names_;
 };
 
 void add_collective_timings(const std::vector<RankSummary>& ranks, const std::map<int, std::string>& host,
@@ -637,16 +622,6 @@ std::string straggler_text(const StragglerReport& r) {
   }
   return out + rank_table(r.per_rank);
 }
-
-namespace {
-
-// The value at or below which `share` of the sorted `values` lie (nearest rank).
-uint64_t at_share(const std::vector<uint64_t>& sorted, double share) {
-  size_t rank = static_cast<size_t>(std::ceil(share * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
-}
-
-}  // namespace
 
 std::string rank_table(const std::vector<RankWaits>& per_rank) {
   std::string out;

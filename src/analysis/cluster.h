@@ -11,6 +11,8 @@
 #ifndef TRAINPROF_ANALYSIS_CLUSTER_H_
 #define TRAINPROF_ANALYSIS_CLUSTER_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -187,6 +189,14 @@ std::string straggler_text(const StragglerReport& r);
 inline constexpr size_t kRankTableRows = 64;
 inline constexpr size_t kRankTableListed = 20;
 std::string rank_table(const std::vector<RankWaits>& per_rank);
+
+// The value at or below which `share` (0-1) of the sorted, non-empty
+// `values` lie: the nearest-rank percentile, a value that occurred.
+template <typename T>
+T at_share(const std::vector<T>& sorted, double share) {
+  size_t rank = static_cast<size_t>(std::ceil(share * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
 
 // "1-5,7,9-10".
 std::string step_ranges(const std::vector<int64_t>& steps);

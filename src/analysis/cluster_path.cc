@@ -6,6 +6,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "analysis/group_ids.h"
+
 namespace trainprof::analysis {
 namespace {
 
@@ -63,16 +65,11 @@ std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ra
       return std::hash<uint64_t>()(v ^ static_cast<uint64_t>(std::get<2>(k)));
     }
   };
-  std::unordered_map<std::string, size_t> group_id;
-  std::vector<const std::string*> group_name;
+  GroupIds ids;
   std::unordered_map<Key, std::pair<Meeting, size_t>, KeyHash> meeting_of;  // and its group's size
   for (const RankSummary& s : ranks) {
     std::vector<size_t> id_of;
-    for (const RankGroup& g : s.groups) {
-      auto [it, fresh] = group_id.try_emplace(g.name, group_name.size());
-      if (fresh) group_name.push_back(&it->first);
-      id_of.push_back(it->second);
-    }
+    for (const RankGroup& g : s.groups) id_of.push_back(ids.of(g.name));
     for (const RankCollective& c : s.collectives) {
       if (c.in_flight || c.step < 0 || c.group >= s.groups.size()) continue;
       const RankGroup& g = s.groups[c.group];
@@ -84,9 +81,9 @@ std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ra
   }
   std::vector<Key> keys;
   for (const auto& [key, meeting] : meeting_of) keys.push_back(key);
-  std::sort(keys.begin(), keys.end(), [&group_name](const Key& a, const Key& b) {
+  std::sort(keys.begin(), keys.end(), [&ids](const Key& a, const Key& b) {
     if (std::get<0>(a) != std::get<0>(b)) return std::get<0>(a) < std::get<0>(b);
-    int names = group_name[std::get<1>(a)]->compare(*group_name[std::get<1>(b)]);
+    int names = ids.name(std::get<1>(a)).compare(ids.name(std::get<1>(b)));
     return names != 0 ? names < 0 : std::get<2>(a) < std::get<2>(b);
   });
   std::map<int64_t, StepMeetings> out;

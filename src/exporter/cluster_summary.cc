@@ -42,14 +42,10 @@ double round4(double v) {
 json distribution(std::vector<double>& values) {
   if (values.empty()) return nullptr;
   std::sort(values.begin(), values.end());
-  auto at = [&values](double p) {
-    size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
-    return round4(values[std::clamp<size_t>(rank, 1, values.size()) - 1]);
-  };
   return {{"min", round4(values.front())},
-          {"p50", at(50)},
-          {"p90", at(90)},
-          {"p99", at(99)},
+          {"p50", round4(analysis::at_share(values, 0.5))},
+          {"p90", round4(analysis::at_share(values, 0.9))},
+          {"p99", round4(analysis::at_share(values, 0.99))},
           {"max", round4(values.back())}};
 }
 

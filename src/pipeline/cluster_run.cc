@@ -895,9 +895,13 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     }
   }
   if (cluster_options.exchange != nullptr) {
+    const bool rank_tables = tables.rank_tables;  // false above full_json_max_ranks
     write_rank_tables_spread(std::move(own_copy), std::move(tables), exchange, cluster_options, &report);
-    if (exchange.index() == 0)
+    if (exchange.index() == 0 && rank_tables) {
       clock.done("wrote each rank's communication.json and communication_matrix.json");
+    } else if (exchange.index() == 0 && !cluster_options.msprof_dir.empty()) {
+      clock.done("wrote the msprof-analyze layout");
+    }
   }
   return report;
 }
