@@ -78,6 +78,17 @@ struct PairHash {
   }
 };
 
+// Whether every member of a group is on one host: that host, else nullptr.
+const std::string* common_host(const std::vector<int32_t>& group, const std::map<int, std::string>& host) {
+  const std::string* common = nullptr;
+  for (int32_t r : group) {
+    auto it = host.find(r);
+    if (it == host.end() || (common != nullptr && it->second != *common)) return nullptr;
+    common = &it->second;
+  }
+  return common;
+}
+
 void add_collective_timings(const std::vector<RankSummary>& ranks, const std::map<int, std::string>& host,
                             std::vector<CommTiming>* out) {
   struct Member {
@@ -89,37 +100,44 @@ void add_collective_timings(const std::vector<RankSummary>& ranks, const std::ma
   // 10^5 ranks), then taken in (name, sequence) order.
   GroupIds ids;
   std::unordered_map<std::pair<size_t, int64_t>, std::vector<Member>, PairHash> by_key;
-  std::vector<const std::vector<int32_t>*> members;
+  struct Group {
+    const RankGroup* group = nullptr;  // a summary's: the timings' name and member list
+    bool host_known = false;           // `host` below found
+    const std::string* host = nullptr;
+  };
+  std::vector<Group> groups;
+  size_t calls = 0;
   for (const RankSummary& s : ranks) {
     std::vector<size_t> id_of;
     for (const RankGroup& g : s.groups) {
       id_of.push_back(ids.of(g.name));
-      if (members.size() < ids.size()) members.resize(ids.size(), nullptr);
-      members[id_of.back()] = &g.world_ranks.list();
+      if (groups.size() < ids.size()) groups.resize(ids.size());
+      groups[id_of.back()].group = &g;
     }
     for (const RankCollective& c : s.collectives) by_key[{id_of[c.group], c.sequence}].push_back({&s, &c});
+    calls += s.collectives.size();
   }
+  out->reserve(out->size() + calls);
   std::vector<std::pair<size_t, int64_t>> keys;
   for (const auto& [key, list] : by_key) keys.push_back(key);
   std::sort(keys.begin(), keys.end(), [&ids](const auto& a, const auto& b) {
     int names = ids.name(a.first).compare(ids.name(b.first));
     return names != 0 ? names < 0 : a.second < b.second;
   });
-  for (const auto& key_ids : keys) {
-    const std::vector<Member>& list = by_key.at(key_ids);
-    const std::pair<std::string, int64_t> key{ids.name(key_ids.first), key_ids.second};
-    const std::vector<int32_t>& group = *members[key_ids.first];
-    if (list.size() < 2 || list.size() != group.size()) continue;
-    const std::string& own_host = host.at(list.front().rank->rank);
-    bool one_host = true;
-    for (int32_t r : group) one_host = one_host && host.count(r) && host.at(r) == own_host;
+  for (const auto& key : keys) {
+    const std::vector<Member>& list = by_key.at(key);
+    Group& g = groups[key.first];
+    const std::vector<int32_t>& members = g.group->world_ranks.list();
+    if (list.size() < 2 || list.size() != members.size()) continue;
+    if (!g.host_known) g = {g.group, true, common_host(members, host)};
+    const bool one_host = g.host != nullptr && *g.host == host.at(list.front().rank->rank);
     uint64_t last = 0;
     for (const Member& m : list) last = std::max(last, m.call->start_ns);
     for (const Member& m : list) {
       const RankCollective& c = *m.call;
-      CommTiming t;
-      t.group = key.first;
-      t.group_ranks = &group;
+      CommTiming& t = out->emplace_back();
+      t.group = g.group->name;
+      t.group_ranks = &members;
       t.sequence = key.second;
       t.operation = c.operation;
       t.rank = m.rank->rank;
@@ -131,7 +149,6 @@ void add_collective_timings(const std::vector<RankSummary>& ranks, const std::ma
       t.wait_ns = std::min(last - c.start_ns, elapse);
       t.one_host = one_host;
       t.run = c.run;
-      out->push_back(std::move(t));
     }
   }
 }
@@ -139,11 +156,13 @@ void add_collective_timings(const std::vector<RankSummary>& ranks, const std::ma
 void add_transfer_timings(const std::vector<RankSummary>& ranks, const std::map<int, std::string>& host,
                           std::vector<CommTiming>* out) {
   // (group, sender, receiver, tag) -> the sends, the receives, in order.
-  using Channel = std::tuple<std::string, int32_t, int32_t, int32_t>;
+  using Channel = std::tuple<std::string_view, int32_t, int32_t, int32_t>;
   std::map<Channel, std::pair<std::vector<size_t>, std::vector<size_t>>> channels;
-  size_t first = out->size();
+  size_t first = out->size(), transfers = 0;
+  for (const RankSummary& s : ranks) transfers += s.transfers.size();
+  out->reserve(first + transfers);
   for (const RankSummary& s : ranks) {
-    std::map<std::pair<uint32_t, std::string>, int64_t> count;  // (group, operation) -> instances so far
+    std::map<std::pair<uint32_t, std::string_view>, int64_t> count;  // (group, operation) -> instances so far
     for (const RankTransfer& x : s.transfers) {
       const RankGroup& g = s.groups[x.group];
       CommTiming t;
@@ -493,34 +512,39 @@ void match_collective(const std::vector<Arrival>& list, size_t members,
 StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
   StragglerReport r = describe_ranks(ranks);
   std::map<int, const RankSummary*> by_rank;
-  std::map<int, size_t> index;
+  std::unordered_map<int, size_t> index;
   for (const RankSummary& s : ranks) by_rank[s.rank] = &s;
   for (size_t i = 0; i < r.per_rank.size(); ++i) index[r.per_rank[i].rank] = i;
 
-  // (group name, sequence) -> every member's arrival; group name -> members.
-  std::map<std::pair<std::string, int64_t>, std::vector<Arrival>> arrivals;
-  std::map<std::string, size_t> members;
-  for (const auto& [rank, s] : by_rank) {
-    for (const RankGroup& g : s->groups) members[g.name] = g.world_ranks.size();
-    for (const RankCollective& c : s->collectives) {
-      arrivals[{s->groups[c.group].name, c.sequence}].push_back(
-          Arrival{rank, c.start_ns, c.step, c.in_flight});
-    }
-  }
+  // (group, sequence) -> every member's arrival, the groups numbered (10^7
+  // calls at 10^5 ranks); a group's size as its highest rank says.
+  GroupIds ids;
+  std::unordered_map<std::pair<size_t, int64_t>, std::vector<Arrival>, PairHash> arrivals;
+  std::vector<size_t> members;
   // Each rank's last collective per group, against the group's last.
   std::map<std::string, std::map<int, int64_t>> last_by_group;
-  for (const auto& [key, list] : arrivals) {
-    for (const Arrival& a : list) {
-      int64_t& last = last_by_group[key.first][a.rank];
-      last = std::max(last, key.second);
+  for (const auto& [rank, s] : by_rank) {
+    std::vector<size_t> id_of;
+    for (const RankGroup& g : s->groups) {
+      id_of.push_back(ids.of(g.name));
+      members.resize(ids.size(), 0);
+      members[id_of.back()] = g.world_ranks.size();
+    }
+    std::vector<int64_t> last(s->groups.size(), INT64_MIN);
+    for (const RankCollective& c : s->collectives) {
+      arrivals[{id_of[c.group], c.sequence}].push_back(Arrival{rank, c.start_ns, c.step, c.in_flight});
+      last[c.group] = std::max(last[c.group], c.sequence);
+    }
+    for (size_t g = 0; g < last.size(); ++g) {
+      if (last[g] == INT64_MIN) continue;
+      int64_t& group_last = last_by_group[s->groups[g].name].try_emplace(rank, 0).first->second;
+      group_last = std::max(group_last, last[g]);
     }
   }
   add_ended_early(r, last_by_group);
   MatchCounts counts;
-  for (const auto& [key, list] : arrivals) {
-    match_collective(
-        list, members[key.first], [&](int rank) -> RankWaits& { return r.per_rank[index[rank]]; }, &counts);
-  }
+  auto waits_of = [&](int rank) -> RankWaits& { return r.per_rank[index.at(rank)]; };
+  for (const auto& [key, list] : arrivals) match_collective(list, members[key.first], waits_of, &counts);
   r.matched = counts.matched;
   r.unmatched = counts.unmatched;
   r.total_wait_ns = counts.total_wait_ns;

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/rank_summary.h"
@@ -84,15 +85,17 @@ struct StragglerReport {
 // the rest is the transfer; or one side of a point-to-point transfer, where a
 // receive posted before its send waited for the send (and a send before its
 // receive, for the receive).
+//
+// Its names and its group's world ranks are owned by the summaries the
+// timing came from: 10^5 ranks make 10^7 timings, and a copy of each name
+// in each (a heap block where the name is long) cost gigabytes.
 struct CommTiming {
-  std::string group;
-  // World ranks of the group, owned by the summaries the timing came from
-  // (one copy for all: 1,024 ranks' worth for each of 10^5 timings would not fit).
+  std::string_view group;
   const std::vector<int32_t>* group_ranks = nullptr;
   // A collective's sequence in its group; a transfer's count among this
   // rank's transfers of the same operation in the group.
   int64_t sequence = 0;
-  std::string operation;
+  std::string_view operation;
   int rank = 0;
   int64_t step = -1;  // this rank's step (-1: none)
   uint64_t start_ns = 0, end_ns = 0, bytes = 0;
@@ -192,10 +195,14 @@ std::string rank_table(const std::vector<RankWaits>& per_rank);
 
 // The value at or below which `share` (0-1) of the sorted, non-empty
 // `values` lie: the nearest-rank percentile, a value that occurred.
+// Its index among `n` sorted values: nearest_rank(share, n).
+inline size_t nearest_rank(double share, size_t n) {
+  size_t rank = static_cast<size_t>(std::ceil(share * static_cast<double>(n)));
+  return std::clamp<size_t>(rank, 1, n) - 1;
+}
 template <typename T>
 T at_share(const std::vector<T>& sorted, double share) {
-  size_t rank = static_cast<size_t>(std::ceil(share * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+  return sorted[nearest_rank(share, sorted.size())];
 }
 
 // "1-5,7,9-10".

@@ -37,7 +37,7 @@ class ByteReader {
   explicit ByteReader(std::string_view in) : in_(in) {}
   template <typename T>
   [[nodiscard]] bool get(T* v) {
-    static_assert(std::is_trivially_copyable_v<T>);
+    static_assert(std::is_trivially_copyable_v<T> && !std::is_same_v<T, std::string_view>);
     if (in_.size() < sizeof(T)) return false;
     std::memcpy(v, in_.data(), sizeof(T));
     in_.remove_prefix(sizeof(T));
@@ -47,6 +47,14 @@ class ByteReader {
     uint64_t n = 0;
     if (!get(&n) || n > in_.size()) return false;
     s->assign(in_.data(), n);
+    in_.remove_prefix(n);
+    return true;
+  }
+  // A view of the string in the bytes read: valid as long as they are.
+  [[nodiscard]] bool get(std::string_view* s) {
+    uint64_t n = 0;
+    if (!get(&n) || n > in_.size()) return false;
+    *s = in_.substr(0, n);
     in_.remove_prefix(n);
     return true;
   }

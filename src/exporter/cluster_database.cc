@@ -56,16 +56,24 @@ uint64_t transit_ns(const CommTiming& t) {
 }
 
 // Interned names: the strings table's ids (operations) or the groups'.
+// Rows come in runs of one group and operation: the last name is checked
+// before the map.
 class Ids {
  public:
-  int64_t of(const std::string& name, bool* fresh) {
-    auto [it, added] = ids_.try_emplace(name, static_cast<int64_t>(ids_.size()) + 1);
+  int64_t of(std::string_view name, bool* fresh) {
+    *fresh = false;
+    if (last_id_ != 0 && name == last_) return last_id_;
+    auto [it, added] = ids_.try_emplace(std::string(name), static_cast<int64_t>(ids_.size()) + 1);
     *fresh = added;
-    return it->second;
+    last_ = it->first;
+    last_id_ = it->second;
+    return last_id_;
   }
 
  private:
   std::unordered_map<std::string, int64_t> ids_;
+  std::string_view last_;  // a key of ids_: nodes stay put
+  int64_t last_id_ = 0;
 };
 
 struct RankTotals {
@@ -89,7 +97,16 @@ class Writer {
   sqlite3* db() { return file_.db(); }
   std::string* error() { return &file_.error(); }
 
-  int64_t operation_id(const std::string& name) {
+  // Ranks are small numbers: their totals by index (a hash per row cost
+  // 4 % of the table's time), the others' in a map.
+  RankTotals& totals_of(int rank) {
+    if (rank < 0 || rank >= kIndexedRanks) return other_totals_[rank];
+    auto r = static_cast<size_t>(rank);
+    if (r >= totals_.size()) totals_.resize(std::max(r + 1, 2 * totals_.size()));
+    return totals_[r];
+  }
+
+  int64_t operation_id(std::string_view name) {
     bool fresh = false;
     int64_t id = operations_.of(name, &fresh);
     if (fresh) insert_string_->bind(1, id).bind(2, name).step(db(), error());
@@ -139,7 +156,7 @@ class Writer {
           .bind(14, i64(t.bytes))
           .bind(15, static_cast<int64_t>(t.one_host))
           .step(db(), error());
-      RankTotals& totals = totals_[t.rank];
+      RankTotals& totals = totals_of(t.rank);
       ++totals.operations;
       totals.elapse_ns += elapse_ns(t);
       totals.wait_ns += t.wait_ns;
@@ -191,7 +208,7 @@ class Writer {
       for (const std::string& dir : r.run_dirs) runs += (runs.empty() ? "" : "\n") + dir;
       auto w = waits.find(r.rank);
       bool known = w != waits.end();
-      const RankTotals& t = totals_[r.rank];
+      const RankTotals& t = totals_of(r.rank);
       s.bind(1, static_cast<int64_t>(r.rank))
           .bind_text_or_null(2, r.host)
           .bind_text_or_null(3, runs)
@@ -272,7 +289,9 @@ class Writer {
   SqliteFile file_;
   std::unique_ptr<Statement> insert_string_, insert_group_;
   Ids operations_, groups_;
-  std::unordered_map<int, RankTotals> totals_;
+  static constexpr int kIndexedRanks = 1 << 24;
+  std::vector<RankTotals> totals_;
+  std::unordered_map<int, RankTotals> other_totals_;
   // The collective being read: its first timing, its last arrival so far.
   const CommTiming* first_ = nullptr;
   const CommTiming* last_ = nullptr;

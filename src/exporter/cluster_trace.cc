@@ -131,7 +131,7 @@ struct Flow {
 // own start + wait).
 std::vector<Flow> cluster_flows(const std::vector<CommTiming>& timings) {
   std::vector<Flow> flows;
-  std::map<std::pair<std::string, int64_t>, std::vector<const CommTiming*>> collectives;
+  std::map<std::pair<std::string_view, int64_t>, std::vector<const CommTiming*>> collectives;
   for (const CommTiming& t : timings) {
     if (!t.transfer) collectives[{t.group, t.sequence}].push_back(&t);
   }
@@ -146,7 +146,7 @@ std::vector<Flow> cluster_flows(const std::vector<CommTiming>& timings) {
   }
   // Transfers: the k-th send of (group, sender, receiver, tag) to the k-th
   // receive, as MPI delivers them (timings are in start order per rank).
-  using Channel = std::tuple<std::string, int, int, int32_t>;
+  using Channel = std::tuple<std::string_view, int, int, int32_t>;
   std::map<Channel, std::pair<std::vector<const CommTiming*>, std::vector<const CommTiming*>>> channels;
   for (const CommTiming& t : timings) {
     if (!t.transfer || t.peer < 0 || t.tag < 0) continue;

@@ -62,11 +62,11 @@ const char* kind(const CommTiming& t) {
 }
 
 std::string op_name(const CommTiming& t) {
-  return t.operation + "_" + std::to_string(t.sequence);
+  return std::string(t.operation) + "_" + std::to_string(t.sequence);
 }
 
 std::string op_key(const CommTiming& t) {
-  return op_name(t) + "@" + t.group;
+  return op_name(t) + "@" + std::string(t.group);
 }
 
 std::string step_key(const CommTiming& t) {
@@ -226,8 +226,8 @@ RankMatrix rank_matrix(const std::vector<const CommTiming*>& mine) {
            std::vector<std::pair<double, Links>>>
       instances;
   for (const CommTiming* t : mine) {
-    instances[{step_key(*t), kind(*t), op_type(t->operation), t->group}].emplace_back(
-        ratio(megabytes(*t), transit_ms(*t)), instance_links(*t));
+    instances[{step_key(*t), kind(*t), op_type(std::string(t->operation)), std::string(t->group)}]
+        .emplace_back(ratio(megabytes(*t), transit_ms(*t)), instance_links(*t));
   }
   RankMatrix out;
   for (auto& [key, list] : instances) {
@@ -261,7 +261,7 @@ RankMatrix rank_matrix(const std::vector<const CommTiming*>& mine) {
 // kind in it (made once: at 1,024 ranks it is 6 KB).
 std::map<std::pair<std::string, std::string>, std::string> group_tuples(const std::vector<CommTiming>& all) {
   std::map<std::pair<std::string, std::string>, std::set<int>> ranks;
-  for (const CommTiming& t : all) ranks[{t.group, kind(t)}].insert(t.rank);
+  for (const CommTiming& t : all) ranks[{std::string(t.group), kind(t)}].insert(t.rank);
   std::map<std::pair<std::string, std::string>, std::string> out;
   for (const auto& [key, set] : ranks) out[key] = rank_tuple(set);
   return out;
@@ -318,7 +318,8 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
   std::vector<Entry> entries;
   entries.reserve(timings.size());
   for (const CommTiming& t : timings)
-    entries.push_back(Entry{tuple_order.at(tuples.at({t.group, kind(t)})), step_key(t), op_key(t), &t});
+    entries.push_back(
+        Entry{tuple_order.at(tuples.at({std::string(t.group), kind(t)})), step_key(t), op_key(t), &t});
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return std::tie(a.tuple, a.step, a.key, a.timing->rank) <
            std::tie(b.tuple, b.step, b.key, b.timing->rank);
@@ -353,7 +354,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
     if (new_key) out += std::string(new_step ? "" : ",") + "\n  " + quoted(e.key) + ": {";
     const CommTiming& t = *e.timing;
     out += std::string(new_key ? "" : ", ") + quoted(std::to_string(t.rank)) + ": " +
-           base::json_text(op_info(t, &totals[t.group][t.rank]));
+           base::json_text(op_info(t, &totals[std::string(t.group)][t.rank]));
     drain(out);
   }
   if (!entries.empty()) {

@@ -66,7 +66,7 @@ class Statement {
     if (s_ != nullptr) sqlite3_bind_double(s_, i, v);
     return *this;
   }
-  Statement& bind(int i, const std::string& v) {
+  Statement& bind(int i, std::string_view v) {
     if (s_ != nullptr) sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -592,6 +593,7 @@ void put_timing(base::ByteWriter& w, const analysis::CommTiming& t) {
   w.put(t.run);
 }
 
+// Its names are views of the bytes read (valid as long as they are).
 bool get_timing(base::ByteReader& r, analysis::CommTiming* t) {
   int32_t rank = 0;
   uint8_t flags = 0;
@@ -648,19 +650,19 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables
       problem = "the timings for process " + std::to_string(exchange.index()) + "'s ranks arrived damaged";
       break;
     }
-    timings.push_back(std::move(t));
+    timings.push_back(t);
   }
   ClusterReport mine;
   if (go && problem.empty()) {
-    // Each timing's group list: its rank's own.
-    std::map<std::pair<int, std::string>, const std::vector<int32_t>*> groups;
+    // Each timing's group: its rank's own.
+    std::map<std::pair<int, std::string_view>, const analysis::RankGroup*> groups;
     for (const analysis::RankSummary& s : own) {
-      for (const analysis::RankGroup& g : s.groups) groups[{s.rank, g.name}] = &g.world_ranks.list();
+      for (const analysis::RankGroup& g : s.groups) groups[{s.rank, g.name}] = &g;
     }
     static const std::vector<int32_t> kNone;
     for (analysis::CommTiming& t : timings) {
       auto it = groups.find({t.rank, t.group});
-      t.group_ranks = it != groups.end() ? it->second : &kNone;
+      t.group_ranks = it != groups.end() ? &it->second->world_ranks.list() : &kNone;
     }
     if (rank_tables) write_rank_tables(own, timings, &mine);
     if (!cluster_options.msprof_dir.empty() && !own.empty())
@@ -748,6 +750,17 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   // Above full_json_max_ranks, the tables of every rank and operation go to
   // trainprof.db only, and the timeline draws the ranks that matter.
   const bool full_json = ranks.size() <= cluster_options.full_json_max_ranks;
+  // trainprof.db is the largest output (24 M rows at 10^5 ranks) and SQLite
+  // writes it on one core: it is made in a thread of its own, beside the
+  // outputs below, which read the same tables. (The future waits for it
+  // however this function ends: it is destroyed before what it reads.)
+  auto started = std::chrono::steady_clock::now();
+  const exporter::OutputPath database_path{out.get(), report.output_dir, "trainprof.db"};
+  std::future<std::pair<std::string, double>> database = std::async(std::launch::async, [&] {
+    std::string e =
+        exporter::write_cluster_database(exporter::ClusterTables{ranks, r, timings, links}, database_path);
+    return std::pair{e, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+  });
   // The small outputs, made and written one at a time; the large ones below
   // are written as they are made (hundreds of MB at 1,024 ranks).
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
@@ -779,10 +792,6 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
     if (!e.empty() && report.error.empty()) report.error = e;
     clock.done("wrote " + what);
   };
-  written(
-      exporter::write_cluster_database(exporter::ClusterTables{ranks, r, timings, links},
-                                       exporter::OutputPath{out.get(), report.output_dir, "trainprof.db"}),
-      "trainprof.db");
   if (full_json) {
     written(exporter::write_cluster_communication_json(
                 timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication.json"}),
@@ -823,6 +832,11 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
               on_timeline, job_path.segments, hosts,
               exporter::OutputPath{out.get(), report.output_dir, "cluster_trace_view.pftrace"}),
           "cluster_trace_view.pftrace");
+  auto [database_error, database_seconds] = database.get();
+  char took[32];
+  std::snprintf(took, sizeof(took), "%.2f s", database_seconds);
+  written(database_error,
+          std::string("trainprof.db (") + took + " in a thread of its own, beside the outputs above)");
   if (tables != nullptr) {
     tables->rank_tables = full_json;
     tables->timings = std::move(timings);  // their group lists point into the summaries: moved with them
