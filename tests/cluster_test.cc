@@ -540,7 +540,8 @@ const CommTiming* find_timing(const std::vector<CommTiming>& all, int rank, cons
 }
 
 TEST(Cluster, TransfersPairInOrderAndTheEarlierSideWaits) {
-  std::vector<CommTiming> all = comm_timings(two_ranks_with_transfers());
+  const std::vector<RankSummary> ranks = two_ranks_with_transfers();
+  std::vector<CommTiming> all = comm_timings(ranks);
   const CommTiming* send0 = find_timing(all, 0, "MPI_Send", 0);
   const CommTiming* send1 = find_timing(all, 0, "MPI_Send", 1);
   const CommTiming* recv0 = find_timing(all, 1, "MPI_Recv", 0);

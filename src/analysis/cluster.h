@@ -111,7 +111,9 @@ struct CommTiming {
 // recorded, by (group, sequence, rank); then every transfer, by (rank, start).
 // Sends and receives pair in order per (group, sender, receiver, tag), as
 // MPI delivers them.
+// The timings view the summaries' names: `ranks` must outlive them.
 std::vector<CommTiming> comm_timings(const std::vector<RankSummary>& ranks);
+std::vector<CommTiming> comm_timings(std::vector<RankSummary>&& ranks) = delete;
 
 // Bytes moved over transit time per link, summed over every operation: a
 // collective counts as its rank's own link (r -> r), a transfer as sender ->

@@ -736,6 +736,23 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   if (!spread) clock.done("matched the collectives");
   std::vector<analysis::CommTiming> timings = analysis::comm_timings(ranks);
   std::vector<analysis::LinkBandwidth> links = analysis::link_bandwidths(timings);
+  clock.done("timed " + std::to_string(timings.size()) + " operations and their links");
+  base::UniqueFd out = open_output_dir(path, &report);
+  // trainprof.db is the largest output (24 M rows at 10^5 ranks) and SQLite
+  // writes it on one core: it is made in a thread of its own, beside the
+  // critical path and the outputs below, which read the same tables. (The
+  // future waits for it however this function ends: it is destroyed before
+  // what it reads.)
+  auto started = std::chrono::steady_clock::now();
+  const exporter::OutputPath database_path{out.get(), report.output_dir, "trainprof.db"};
+  std::future<std::pair<std::string, double>> database;
+  if (out.valid()) {
+    database = std::async(std::launch::async, [&] {
+      std::string e =
+          exporter::write_cluster_database(exporter::ClusterTables{ranks, r, timings, links}, database_path);
+      return std::pair{e, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+    });
+  }
   analysis::ClusterPath job_path = analysis::cluster_critical_path(ranks, r.straggler);
   analysis::WhatIfSummary at_median = analysis::summarize_what_if(job_path.straggler_at_median);
   report.text = incident_text + analysis::straggler_text(r) + what_if_text(r.straggler, at_median) +
@@ -743,24 +760,11 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   report.straggler = r.straggler;
   report.cause = r.cause;
   report.missing_ranks = r.missing_ranks;
-
-  clock.done("timed " + std::to_string(timings.size()) + " operations, the links and the critical path");
-  base::UniqueFd out = open_output_dir(path, &report);
+  clock.done("found the critical path");
   if (!out.valid()) return report;
   // Above full_json_max_ranks, the tables of every rank and operation go to
   // trainprof.db only, and the timeline draws the ranks that matter.
   const bool full_json = ranks.size() <= cluster_options.full_json_max_ranks;
-  // trainprof.db is the largest output (24 M rows at 10^5 ranks) and SQLite
-  // writes it on one core: it is made in a thread of its own, beside the
-  // outputs below, which read the same tables. (The future waits for it
-  // however this function ends: it is destroyed before what it reads.)
-  auto started = std::chrono::steady_clock::now();
-  const exporter::OutputPath database_path{out.get(), report.output_dir, "trainprof.db"};
-  std::future<std::pair<std::string, double>> database = std::async(std::launch::async, [&] {
-    std::string e =
-        exporter::write_cluster_database(exporter::ClusterTables{ranks, r, timings, links}, database_path);
-    return std::pair{e, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
-  });
   // The small outputs, made and written one at a time; the large ones below
   // are written as they are made (hundreds of MB at 1,024 ranks).
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
@@ -836,7 +840,7 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   char took[32];
   std::snprintf(took, sizeof(took), "%.2f s", database_seconds);
   written(database_error,
-          std::string("trainprof.db (") + took + " in a thread of its own, beside the outputs above)");
+          std::string("trainprof.db (") + took + " in a thread of its own, beside the stages above)");
   if (tables != nullptr) {
     tables->rank_tables = full_json;
     tables->timings = std::move(timings);  // their group lists point into the summaries: moved with them
