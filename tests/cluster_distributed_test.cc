@@ -17,6 +17,7 @@
 #include "synthetic_job.h"
 #include "test_util.h"
 #include "trainprof/analyse.h"
+#include "trainprof/shard_meeting.h"
 
 namespace trainprof {
 namespace {
@@ -254,6 +255,35 @@ TEST(ClusterDistributed, SummariesTravelWholeAndDamagedBytesAreRefused) {
   std::fill(huge.begin() + 8, huge.begin() + 16, '\xff');  // the host's length
   std::string_view damaged = huge;
   EXPECT_FALSE(analysis::read_rank_summary_bytes(&damaged, &back));
+}
+
+// `analyse --mpi` meets through files: the first process's decision on the
+// cluster pass reaches the others; a decision file planted as a symlink is
+// not read; the place removed under them reads as "alone" (they end rather
+// than wait on).
+TEST(ShardMeeting, TheFirstProcessDecisionReachesTheOthersAndAPlaceGoneMeansAlone) {
+  test::TempDir dir;
+  ShardMeeting first(dir.path(), "job/1", 2), second(dir.path(), "job/1", 2);
+  ASSERT_TRUE(first.ok()) << first.error();
+  ASSERT_TRUE(second.ok()) << second.error();
+  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kNone);
+  EXPECT_EQ(first.mark(0, true, 3), "");
+  EXPECT_EQ(second.mark(1, false, 2), "");
+  int failed = 0;
+  EXPECT_EQ(first.marked(&failed), std::vector<bool>({true, true}));
+  EXPECT_EQ(failed, 1);
+  const std::string place = dir.path() + "/cluster_analysis_output/.analyse_mpi_job_1";
+  ASSERT_TRUE(std::filesystem::is_directory(place));
+  std::ofstream(dir.path() + "/elsewhere") << "spread\n";
+  std::filesystem::create_symlink(dir.path() + "/elsewhere", place + "/decision");
+  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kNone);
+  EXPECT_EQ(first.decide(ShardMeeting::Decision::kSpread), "");  // replaces the link
+  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kSpread);
+  EXPECT_EQ(first.decide(ShardMeeting::Decision::kAlone), "");
+  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kAlone);
+  first.remove();
+  EXPECT_FALSE(std::filesystem::exists(place));
+  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kAlone);
 }
 
 }  // namespace

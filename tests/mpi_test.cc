@@ -473,8 +473,9 @@ TEST(MpiCluster, WritesEachRanksCommunicationTables) {
 }
 
 // `mpirun -np 3 trainprof analyse --mpi` on four ranks' runs: every run
-// analysed by one of the three processes, and the first one's cluster pass
-// names the straggler; the files they met through are gone afterwards.
+// analysed by one of the three processes, then the cluster pass spread over
+// the three, naming the straggler and writing what `trainprof cluster`
+// alone writes; the files they met through are gone afterwards.
 TEST(MpiCluster, AnalyseMpiSpreadsTheRunsOverTheJob) {
   test::TempDir dir;
   run_straggler(dir, 1, "compute", 6);
@@ -491,11 +492,22 @@ TEST(MpiCluster, AnalyseMpiSpreadsTheRunsOverTheJob) {
     EXPECT_TRUE(std::filesystem::exists(run + "/PROFILER_OUTPUT/rank_summary.json")) << run;
   }
   EXPECT_NE(p.output.find("Straggler: rank 1."), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("[analysis rank 0] the cluster pass is spread over the 3 processes"),
+            std::string::npos)
+      << p.output;
   std::string out = dir.path() + "/cluster_analysis_output";
   EXPECT_TRUE(std::filesystem::exists(out + "/cluster_communication.json"));
   for (const auto& e : std::filesystem::directory_iterator(out)) {
     EXPECT_FALSE(e.path().filename().string().starts_with(".analyse_mpi")) << e.path();
   }
+  std::map<std::string, std::string> spread = test::cluster_outputs(dir.path());
+  test::remove_cluster_outputs(dir.path());
+  test::ProcessResult one =
+      test::run_process({std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof", "cluster", dir.path()});
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  std::map<std::string, std::string> alone_outputs = test::cluster_outputs(dir.path());
+  ASSERT_EQ(spread.size(), alone_outputs.size());
+  for (const auto& [name, text] : alone_outputs) EXPECT_TRUE(spread[name] == text) << name << " differs";
   // Outside a launcher, --mpi says what it needs.
   test::ProcessResult alone =
       test::run_process({std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof", "analyse", "--mpi", dir.path()});

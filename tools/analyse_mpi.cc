@@ -1,12 +1,15 @@
 // Copyright trainprof authors.
 #include "analyse_mpi.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <vector>
 
+#include "mpi_exchange.h"
 #include "trainprof/shard_meeting.h"
 
 namespace trainprof::cli {
@@ -25,6 +28,46 @@ bool parse_int(const char* text, int* out) {
   long v = std::strtol(text, &end, 10);
   if (end == text || *end != '\0' || v < 0 || v > 1 << 24) return false;
   *out = static_cast<int>(v);
+  return true;
+}
+
+// The exchange of the MPI job, when its processes are the launcher's
+// (else nullptr, said: a launcher without MPI's process manager makes each
+// process a job of one).
+std::unique_ptr<ClusterExchange> spread_exchange(const LaunchPlace& place) {
+  std::string error;
+  std::unique_ptr<ClusterExchange> exchange = make_mpi_exchange(&error);
+  if (exchange != nullptr && (exchange->size() != place.size || exchange->index() != place.rank)) {
+    error = "MPI sees process " + std::to_string(exchange->index()) + " of " +
+            std::to_string(exchange->size()) + " where the launcher said " + std::to_string(place.rank) +
+            " of " + std::to_string(place.size);
+    exchange.reset();
+  }
+  if (exchange == nullptr) {
+    std::fprintf(stderr, "trainprof: [analysis rank %d] the cluster pass cannot be spread: %s\n", place.rank,
+                 error.c_str());
+  }
+  return exchange;
+}
+
+// A process other than the first: waits for the first's decision and, when
+// the cluster pass is spread, takes its part. It waits as long as the first
+// does: the first ends the job (mpirun ends the others with it when it
+// fails), and decides as soon as it is done. False: its part failed.
+bool join_cluster_pass(const std::string& path, const AnalyseOptions& options, const LaunchPlace& place,
+                       const ShardMeeting& meeting) {
+  ShardMeeting::Decision d = ShardMeeting::Decision::kNone;
+  while ((d = meeting.decision()) == ShardMeeting::Decision::kNone)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (d != ShardMeeting::Decision::kSpread) return true;
+  std::unique_ptr<ClusterExchange> exchange = spread_exchange(place);
+  if (exchange == nullptr) return false;
+  ClusterOptions cluster_options;
+  cluster_options.analyse_missing = false;
+  cluster_options.exchange = exchange.get();
+  ClusterReport report = cluster(path, options, cluster_options);
+  for (const std::string& w : report.warnings)
+    std::fprintf(stderr, "trainprof: [analysis rank %d] warning: %s\n", place.rank, w.c_str());
   return true;
 }
 
@@ -105,7 +148,10 @@ int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minute
     std::fprintf(stderr, "trainprof: [analysis rank %d] %s\n", place.rank, error.c_str());
     return kFailed;
   }
-  if (place.rank != 0) return failed == 0 ? kOk : kFailed;
+  if (place.rank != 0) {
+    bool joined = join_cluster_pass(path, options, place, meeting);
+    return failed == 0 && joined ? kOk : kFailed;
+  }
 
   // The first process: the others' files, then the cluster pass.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(wait_minutes);
@@ -135,10 +181,32 @@ int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minute
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  meeting.remove();
+  // With every process there (and past its analysis, so none can keep the
+  // others waiting in MPI), the cluster pass is spread over them; else the
+  // first runs it alone, and the decision stays for the late ones to read.
+  bool everyone = std::find(seen.begin(), seen.end(), false) == seen.end();
+  bool spread = everyone && place.size > 1 && mpi_exchange_built();
+  error = meeting.decide(spread ? ShardMeeting::Decision::kSpread : ShardMeeting::Decision::kAlone);
+  if (!error.empty()) {
+    std::fprintf(stderr, "trainprof: [analysis rank 0] %s\n", error.c_str());
+    spread = false;
+  }
+  // The others read the decision, or the place gone as "alone"; after a
+  // wait given up, it stays for the late ones to read. A spread pass
+  // removes it once over (every process has read it to take part).
+  if (!spread && (everyone || !error.empty())) meeting.remove();
   ClusterOptions cluster_options;
   cluster_options.analyse_missing = false;
-  if (!print_cluster_report(cluster(path, options, cluster_options))) return kFailed;
+  std::unique_ptr<ClusterExchange> exchange;
+  if (spread) exchange = spread_exchange(place);
+  cluster_options.exchange = exchange.get();
+  if (exchange != nullptr) {
+    std::printf("[analysis rank 0] the cluster pass is spread over the %d processes\n", place.size);
+    std::fflush(stdout);
+  }
+  ClusterReport report = cluster(path, options, cluster_options);
+  if (spread) meeting.remove();
+  if (!print_cluster_report(report)) return kFailed;
   return failed == 0 && failed_ranks == 0 ? kOk : kFailed;
 }
 

@@ -5,11 +5,14 @@
 //
 // Each process analyses every K-th run (its rank from the launcher's
 // environment: OpenMPI, MPICH/PMI, Slurm), then says so with a file under
-// PATH/cluster_analysis_output/.analyse_mpi_{job}/; the first process waits
-// for the others' files and runs the cluster pass, which reads the per-rank
-// summaries only, never raw events. The processes meet through files and not
-// through MPI, so the command needs no MPI library: PATH must be on a file
-// system every process sees (as the runs' data already is).
+// PATH/cluster_analysis_output/.analyse_mpi_{job}/ (PATH must be on a file
+// system every process sees, as the runs' data already is). They meet
+// through files and not through MPI so that the first can give up on a
+// process that never ends its analysis (--mpi-wait-minutes). Then the
+// cluster pass, which reads the per-rank summaries only, never raw events:
+// when every process came, it is spread over them through MPI, as `trainprof
+// cluster --mpi` spreads it; else (or in a trainprof built without MPI) the
+// first process runs it alone and the others end.
 #ifndef TRAINPROF_TOOLS_ANALYSE_MPI_H_
 #define TRAINPROF_TOOLS_ANALYSE_MPI_H_
 

@@ -94,7 +94,13 @@ class MpiExchange final : public ClusterExchange {
 std::unique_ptr<ClusterExchange> make_mpi_exchange(std::string*) {
   return std::make_unique<MpiExchange>();
 }
+bool mpi_exchange_built() {
+  return true;
+}
 #else
+bool mpi_exchange_built() {
+  return false;
+}
 std::unique_ptr<ClusterExchange> make_mpi_exchange(std::string* error) {
   *error = "this trainprof was built without MPI (Debian: libopenmpi-dev); --mpi needs it";
   return nullptr;

@@ -15,6 +15,8 @@ namespace trainprof::cli {
 // this trainprof was built without MPI. MPI ends the job on any failure of
 // its own (its default error handler), as ClusterExchange asks.
 std::unique_ptr<ClusterExchange> make_mpi_exchange(std::string* error);
+// Whether make_mpi_exchange can make one (this trainprof was built with MPI).
+bool mpi_exchange_built();
 
 }  // namespace trainprof::cli
 

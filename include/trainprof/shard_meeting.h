@@ -13,7 +13,12 @@
 //   int failed = 0;
 //   std::vector<bool> marked = meeting.marked(&failed);
 //   ...
-//   meeting.remove();
+//   meeting.decide(every_shard_marked ? ShardMeeting::Decision::kSpread
+//                                     : ShardMeeting::Decision::kAlone);
+//   // on the others, until the first has decided (or went away):
+//   ShardMeeting::Decision d = meeting.decision();
+//   ...
+//   meeting.remove();  // the first, once the others have read it
 #ifndef TRAINPROF_SHARD_MEETING_H_
 #define TRAINPROF_SHARD_MEETING_H_
 
@@ -44,7 +49,18 @@ class ShardMeeting {
   std::string mark(int shard, bool succeeded, size_t runs);
   // The shards marked so far, by index; `failed`: how many of them failed.
   std::vector<bool> marked(int* failed) const;
-  // Removes the marks and the meeting place (once the wait is over).
+  // How the cluster pass goes on, as the first process decides once every
+  // shard is marked or it gave up waiting: spread over the processes (all
+  // of them are there to take part), or run by the first alone (the others
+  // end). kNone: not decided yet.
+  enum class Decision { kNone, kAlone, kSpread };
+  // The first process's decision, for the others to read. Returns "" or the error.
+  std::string decide(Decision d);
+  // The decision; kAlone once the meeting place was removed (the first
+  // process went on alone), kNone while it is not made.
+  Decision decision() const;
+  // Removes the marks, the decision and the meeting place (once the wait is
+  // over, and the others have read the decision).
   void remove();
 
  private:

@@ -709,10 +709,8 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   std::stable_sort(share.warnings.begin(), share.warnings.end(),  // the merge's after the reading's
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [run, warning] : share.warnings) report.warnings.push_back(std::move(warning));
-  clock.done("read " + std::to_string(by_rank.size()) + " rank(s)' summaries" +
-             (spread ? ", matched their collectives over " +
-                           std::to_string(cluster_options.exchange->size()) + " process(es)"
-                     : ""));
+  clock.done(spread ? "gathered " + std::to_string(by_rank.size()) + " rank(s)' summaries on process 0"
+                    : "read " + std::to_string(by_rank.size()) + " rank(s)' summaries");
   if (by_rank.empty() && !incident.empty()) {
     return incident_only(path, incident_text, analysis::incident_json(incident_summary), std::move(report));
   }
@@ -890,6 +888,10 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     std::vector<analysis::RankSummary> mine;
     for (auto& [rank, s] : merged_by_rank(share)) mine.push_back(std::move(s));
     spread = pipeline::spread_match(mine, exchange, kNumberingSlackNs);
+    if (exchange.index() == 0) {
+      clock.done("read the summaries and matched their collectives over " + std::to_string(processes) +
+                 " process(es)");
+    }
     // Its ranks' tables are written here (process 0's from the summaries it keeps).
     if (exchange.index() != 0) own_copy = mine;
     if (!spread->error.empty() && report.error.empty()) report.error = spread->error;

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -99,8 +100,30 @@ std::vector<bool> ShardMeeting::marked(int* failed) const {
   return seen;
 }
 
+namespace {
+constexpr const char* kDecisionFile = "decision";
+}  // namespace
+
+std::string ShardMeeting::decide(Decision d) {
+  if (!ok()) return error_;
+  return base::write_file_atomically_at(meeting_fd_, kDecisionFile,
+                                        d == Decision::kSpread ? "spread\n" : "alone\n",
+                                        output_dir_ + "/" + name_ + "/" + kDecisionFile);
+}
+
+ShardMeeting::Decision ShardMeeting::decision() const {
+  struct stat st {};
+  // A place removed under its descriptor has no links left.
+  if (meeting_fd_ < 0 || fstat(meeting_fd_, &st) != 0 || st.st_nlink == 0) return Decision::kAlone;
+  std::string text = base::read_regular_file_at(meeting_fd_, kDecisionFile, false);
+  if (text == "spread\n") return Decision::kSpread;
+  if (text == "alone\n") return Decision::kAlone;
+  return Decision::kNone;
+}
+
 void ShardMeeting::remove() {
   if (meeting_fd_ >= 0) {
+    unlinkat(meeting_fd_, kDecisionFile, 0);
     for (int s = 0; s < shards_; ++s) {
       unlinkat(meeting_fd_, (std::to_string(s) + ".done").c_str(), 0);
       unlinkat(meeting_fd_, (std::to_string(s) + ".failed").c_str(), 0);
