@@ -111,6 +111,13 @@ struct CommTiming {
 // recorded, by (group, sequence, rank); then every transfer, by (rank, start).
 // Sends and receives pair in order per (group, sender, receiver, tag), as
 // MPI delivers them.
+// Whether two of the timings' names are the same: the timings of one
+// group share one view of its name, and those of one collective one of its
+// operation's, so the pointers mostly answer before the bytes.
+inline bool same_name(std::string_view a, std::string_view b) {
+  return (a.data() == b.data() && a.size() == b.size()) || a == b;
+}
+
 // The timings view the summaries' names: `ranks` must outlive them.
 std::vector<CommTiming> comm_timings(const std::vector<RankSummary>& ranks);
 std::vector<CommTiming> comm_timings(std::vector<RankSummary>&& ranks) = delete;

@@ -62,7 +62,7 @@ class Ids {
  public:
   int64_t of(std::string_view name, bool* fresh) {
     *fresh = false;
-    if (last_id_ != 0 && name == last_) return last_id_;
+    if (last_id_ != 0 && analysis::same_name(name, last_)) return last_id_;
     auto [it, added] = ids_.try_emplace(std::string(name), static_cast<int64_t>(ids_.size()) + 1);
     *fresh = added;
     last_ = it->first;
@@ -164,7 +164,8 @@ class Writer {
       totals.bytes += t.bytes;
       if (t.transfer) continue;
       // The collective's last arrival: by start, then rank (analysis::match_collective's order).
-      if (first_ == nullptr || first_->group != t.group || first_->sequence != t.sequence) {
+      if (first_ == nullptr || !analysis::same_name(first_->group, t.group) ||
+          first_->sequence != t.sequence) {
         first_ = &t;
         last_ = &t;
         members_ = 0;
@@ -179,7 +180,8 @@ class Writer {
       end_ = std::max(end_, t.end_ns);
       wait_ += t.wait_ns;
       bytes_ = std::max(bytes_, t.bytes);
-      bool ends = i + 1 == timings.size() || timings[i + 1].transfer || timings[i + 1].group != t.group ||
+      bool ends = i + 1 == timings.size() || timings[i + 1].transfer ||
+                  !analysis::same_name(timings[i + 1].group, t.group) ||
                   timings[i + 1].sequence != t.sequence;
       if (!ends) continue;
       collective.bind(1, group)

@@ -95,7 +95,7 @@ json group_json(const std::vector<const CommTiming*>& parts) {
   std::string_view current_name;
   RankSet ranks;
   for (const CommTiming* t : parts) {
-    if (current == nullptr || t->operation != current_name) {
+    if (current == nullptr || !analysis::same_name(t->operation, current_name)) {
       current = &by_operation[t->operation];
       current_name = t->operation;
     }
@@ -285,7 +285,8 @@ std::string cluster_communication_summary_json(const std::vector<CommTiming>& ti
     }
     group.push_back(&t);
     bool collective_ends = i + 1 == timings.size() || timings[i + 1].transfer ||
-                           timings[i + 1].group != t.group || timings[i + 1].sequence != t.sequence;
+                           !analysis::same_name(timings[i + 1].group, t.group) ||
+                           timings[i + 1].sequence != t.sequence;
     if (collective_ends) {
       uint64_t first = UINT64_MAX, end = 0;
       for (size_t m = begin; m <= i; ++m) {
@@ -296,7 +297,8 @@ std::string cluster_communication_summary_json(const std::vector<CommTiming>& ti
       ++collective_count;
       begin = i + 1;
     }
-    bool group_ends = i + 1 == timings.size() || timings[i + 1].transfer || timings[i + 1].group != t.group;
+    bool group_ends = i + 1 == timings.size() || timings[i + 1].transfer ||
+                      !analysis::same_name(timings[i + 1].group, t.group);
     if (group_ends) {
       groups.push_back(group_json(group));
       group.clear();
