@@ -258,32 +258,49 @@ TEST(ClusterDistributed, SummariesTravelWholeAndDamagedBytesAreRefused) {
 }
 
 // `analyse --mpi` meets through files: the first process's decision on the
-// cluster pass reaches the others; a decision file planted as a symlink is
-// not read; the place removed under them reads as "alone" (they end rather
-// than wait on).
-TEST(ShardMeeting, TheFirstProcessDecisionReachesTheOthersAndAPlaceGoneMeansAlone) {
+// cluster pass reaches the others; the first decision made stands (another
+// process that gave up waiting for the first decides "alone", and the first
+// follows it); anything but the file decide() writes (a planted symlink)
+// reads as "alone", so it cannot draw the processes into MPI; the place
+// removed under them reads as "alone" too (they end rather than wait on).
+TEST(ShardMeeting, TheFirstDecisionStandsAndAnythingElseMeansAlone) {
   test::TempDir dir;
-  ShardMeeting first(dir.path(), "job/1", 2), second(dir.path(), "job/1", 2);
-  ASSERT_TRUE(first.ok()) << first.error();
-  ASSERT_TRUE(second.ok()) << second.error();
-  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kNone);
-  EXPECT_EQ(first.mark(0, true, 3), "");
-  EXPECT_EQ(second.mark(1, false, 2), "");
-  int failed = 0;
-  EXPECT_EQ(first.marked(&failed), std::vector<bool>({true, true}));
-  EXPECT_EQ(failed, 1);
   const std::string place = dir.path() + "/cluster_analysis_output/.analyse_mpi_job_1";
-  ASSERT_TRUE(std::filesystem::is_directory(place));
-  std::ofstream(dir.path() + "/elsewhere") << "spread\n";
-  std::filesystem::create_symlink(dir.path() + "/elsewhere", place + "/decision");
-  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kNone);
-  EXPECT_EQ(first.decide(ShardMeeting::Decision::kSpread), "");  // replaces the link
-  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kSpread);
-  EXPECT_EQ(first.decide(ShardMeeting::Decision::kAlone), "");
-  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kAlone);
-  first.remove();
-  EXPECT_FALSE(std::filesystem::exists(place));
-  EXPECT_EQ(second.decision(), ShardMeeting::Decision::kAlone);
+  std::string error;
+  {
+    ShardMeeting first(dir.path(), "job/1", 2), second(dir.path(), "job/1", 2);
+    ASSERT_TRUE(first.ok()) << first.error();
+    ASSERT_TRUE(second.ok()) << second.error();
+    EXPECT_EQ(second.decision(), ShardMeeting::Decision::kNone);
+    EXPECT_EQ(first.mark(0, true, 3), "");
+    EXPECT_EQ(second.mark(1, false, 2), "");
+    int failed = 0;
+    EXPECT_EQ(first.marked(&failed), std::vector<bool>({true, true}));
+    EXPECT_EQ(failed, 1);
+    ASSERT_TRUE(std::filesystem::is_directory(place));
+    EXPECT_EQ(first.decide(ShardMeeting::Decision::kSpread, &error), ShardMeeting::Decision::kSpread);
+    EXPECT_EQ(error, "");
+    EXPECT_EQ(second.decision(), ShardMeeting::Decision::kSpread);
+    // Giving up later changes nothing: the decision stands.
+    EXPECT_EQ(second.decide(ShardMeeting::Decision::kAlone, &error), ShardMeeting::Decision::kSpread);
+    first.remove();
+    EXPECT_FALSE(std::filesystem::exists(place));
+    EXPECT_EQ(second.decision(), ShardMeeting::Decision::kAlone);
+  }
+  {
+    ShardMeeting first(dir.path(), "job/1", 2), second(dir.path(), "job/1", 2);
+    EXPECT_EQ(second.decide(ShardMeeting::Decision::kAlone, &error), ShardMeeting::Decision::kAlone);
+    EXPECT_EQ(first.decide(ShardMeeting::Decision::kSpread, &error), ShardMeeting::Decision::kAlone);
+    first.remove();
+  }
+  {
+    ShardMeeting first(dir.path(), "job/1", 2), second(dir.path(), "job/1", 2);
+    std::ofstream(dir.path() + "/elsewhere") << "spread\n";
+    std::filesystem::create_symlink(dir.path() + "/elsewhere", place + "/decision");
+    EXPECT_EQ(second.decision(), ShardMeeting::Decision::kAlone);
+    EXPECT_EQ(first.decide(ShardMeeting::Decision::kSpread, &error), ShardMeeting::Decision::kAlone);
+    EXPECT_EQ(test::read_text(dir.path() + "/elsewhere"), "spread\n");  // not written through
+  }
 }
 
 }  // namespace

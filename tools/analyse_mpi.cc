@@ -52,13 +52,30 @@ std::unique_ptr<ClusterExchange> spread_exchange(const LaunchPlace& place) {
 
 // A process other than the first: waits for the first's decision and, when
 // the cluster pass is spread, takes its part. It waits as long as the first
-// does: the first ends the job (mpirun ends the others with it when it
-// fails), and decides as soon as it is done. False: its part failed.
+// waits for the others (a first that never decides, gone or still
+// analysing, is then given up on: the pass is left to it alone, and the
+// first follows that decision). False: its part failed.
 bool join_cluster_pass(const std::string& path, const AnalyseOptions& options, const LaunchPlace& place,
-                       const ShardMeeting& meeting) {
+                       ShardMeeting& meeting, int wait_minutes) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(wait_minutes);
   ShardMeeting::Decision d = ShardMeeting::Decision::kNone;
-  while ((d = meeting.decision()) == ShardMeeting::Decision::kNone)
+  while ((d = meeting.decision()) == ShardMeeting::Decision::kNone) {
+    if (std::chrono::steady_clock::now() >= give_up) {
+      std::string error;
+      d = meeting.decide(ShardMeeting::Decision::kAlone, &error);
+      if (!error.empty())
+        std::fprintf(stderr, "trainprof: [analysis rank %d] %s\n", place.rank, error.c_str());
+      if (d != ShardMeeting::Decision::kSpread) {
+        std::fprintf(
+            stderr,
+            "trainprof: [analysis rank %d] the first process did not decide within %d minute(s); the "
+            "cluster pass is left to it alone\n",
+            place.rank, wait_minutes);
+      }
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   if (d != ShardMeeting::Decision::kSpread) return true;
   std::unique_ptr<ClusterExchange> exchange = spread_exchange(place);
   if (exchange == nullptr) return false;
@@ -149,7 +166,7 @@ int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minute
     return kFailed;
   }
   if (place.rank != 0) {
-    bool joined = join_cluster_pass(path, options, place, meeting);
+    bool joined = join_cluster_pass(path, options, place, meeting, wait_minutes);
     return failed == 0 && joined ? kOk : kFailed;
   }
 
@@ -186,11 +203,16 @@ int analyse_mpi(const std::string& path, AnalyseOptions options, int wait_minute
   // first runs it alone, and the decision stays for the late ones to read.
   bool everyone = std::find(seen.begin(), seen.end(), false) == seen.end();
   bool spread = everyone && place.size > 1 && mpi_exchange_built();
-  error = meeting.decide(spread ? ShardMeeting::Decision::kSpread : ShardMeeting::Decision::kAlone);
-  if (!error.empty()) {
-    std::fprintf(stderr, "trainprof: [analysis rank 0] %s\n", error.c_str());
-    spread = false;
+  ShardMeeting::Decision decided =
+      meeting.decide(spread ? ShardMeeting::Decision::kSpread : ShardMeeting::Decision::kAlone, &error);
+  if (!error.empty()) std::fprintf(stderr, "trainprof: [analysis rank 0] %s\n", error.c_str());
+  if (spread && decided != ShardMeeting::Decision::kSpread && error.empty()) {
+    std::fprintf(
+        stderr,
+        "trainprof: [analysis rank 0] another process gave up waiting for this one; the cluster pass "
+        "runs here alone\n");
   }
+  spread = decided == ShardMeeting::Decision::kSpread;
   // The others read the decision, or the place gone as "alone"; after a
   // wait given up, it stays for the late ones to read. A spread pass
   // removes it once over (every process has read it to take part).

@@ -13,9 +13,10 @@
 //   int failed = 0;
 //   std::vector<bool> marked = meeting.marked(&failed);
 //   ...
-//   meeting.decide(every_shard_marked ? ShardMeeting::Decision::kSpread
-//                                     : ShardMeeting::Decision::kAlone);
-//   // on the others, until the first has decided (or went away):
+//   std::string error;
+//   ShardMeeting::Decision d = meeting.decide(
+//       every_shard_marked ? ShardMeeting::Decision::kSpread : ShardMeeting::Decision::kAlone, &error);
+//   // on the others, until the first has decided (or, given up on, decide kAlone):
 //   ShardMeeting::Decision d = meeting.decision();
 //   ...
 //   meeting.remove();  // the first, once the others have read it
@@ -54,10 +55,13 @@ class ShardMeeting {
   // of them are there to take part), or run by the first alone (the others
   // end). kNone: not decided yet.
   enum class Decision { kNone, kAlone, kSpread };
-  // The first process's decision, for the others to read. Returns "" or the error.
-  std::string decide(Decision d);
-  // The decision; kAlone once the meeting place was removed (the first
-  // process went on alone), kNone while it is not made.
+  // The first decision made stands: `wanted` is written unless one is there
+  // already (another process that gave up waiting for the first decides
+  // kAlone, and the first then follows it). Returns the decision in force;
+  // kAlone, with `*error` set, when none could be written.
+  Decision decide(Decision wanted, std::string* error);
+  // The decision in force: kNone while none is made; kAlone for "alone",
+  // for anything else found in its place, and once the place is removed.
   Decision decision() const;
   // Removes the marks, the decision and the meeting place (once the wait is
   // over, and the others have read the decision).

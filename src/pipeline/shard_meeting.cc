@@ -104,21 +104,30 @@ namespace {
 constexpr const char* kDecisionFile = "decision";
 }  // namespace
 
-std::string ShardMeeting::decide(Decision d) {
-  if (!ok()) return error_;
-  return base::write_file_atomically_at(meeting_fd_, kDecisionFile,
-                                        d == Decision::kSpread ? "spread\n" : "alone\n",
-                                        output_dir_ + "/" + name_ + "/" + kDecisionFile);
+ShardMeeting::Decision ShardMeeting::decide(Decision wanted, std::string* error) {
+  error->clear();
+  if (!ok()) {
+    *error = error_;
+    return Decision::kAlone;
+  }
+  // Created only where nothing is: of two processes deciding at once, one wins.
+  bool existed = false;
+  *error = base::write_file_if_absent_at(meeting_fd_, kDecisionFile,
+                                         wanted == Decision::kSpread ? "spread\n" : "alone\n",
+                                         output_dir_ + "/" + name_ + "/" + kDecisionFile, &existed);
+  Decision d = decision();
+  return d == Decision::kNone ? Decision::kAlone : d;
 }
 
 ShardMeeting::Decision ShardMeeting::decision() const {
   struct stat st {};
   // A place removed under its descriptor has no links left.
   if (meeting_fd_ < 0 || fstat(meeting_fd_, &st) != 0 || st.st_nlink == 0) return Decision::kAlone;
-  std::string text = base::read_regular_file_at(meeting_fd_, kDecisionFile, false);
-  if (text == "spread\n") return Decision::kSpread;
-  if (text == "alone\n") return Decision::kAlone;
-  return Decision::kNone;
+  if (fstatat(meeting_fd_, kDecisionFile, &st, AT_SYMLINK_NOFOLLOW) != 0) return Decision::kNone;
+  // Only the file decide() writes can spread the pass: anything else found
+  // there (planted, damaged) keeps the processes out of MPI.
+  return base::read_regular_file_at(meeting_fd_, kDecisionFile, false) == "spread\n" ? Decision::kSpread
+                                                                                     : Decision::kAlone;
 }
 
 void ShardMeeting::remove() {
