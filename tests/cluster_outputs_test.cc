@@ -296,12 +296,6 @@ TEST(ClusterScale, TenThousandRanksOutputsStayWithinAFewKilobytesARank) {
   EXPECT_EQ(summary["slowest_collectives"][0]["arrivals"].size(), 16u) << "the latest 16 of 10,000";
 }
 
-}  // namespace
-}  // namespace trainprof
-
-namespace trainprof {
-namespace {
-
 // `trainprof cluster` leaves the JSON tables out above 1,024 ranks and says
 // so; `--full-json` writes them whatever the size.
 TEST(ClusterOutputs, TheCommandWritesTheJsonTablesOfManyRanksOnlyWithFullJson) {

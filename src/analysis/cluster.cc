@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "analysis/group_ids.h"
+#include "analysis/rank_indexed.h"
 
 namespace trainprof::analysis {
 namespace {
@@ -147,8 +148,7 @@ void add_collective_timings(const std::vector<RankSummary>& ranks, const std::ma
       t.start_ns = c.start_ns;
       t.end_ns = c.end_ns;
       t.bytes = c.bytes;
-      uint64_t elapse = c.end_ns > c.start_ns ? c.end_ns - c.start_ns : 0;
-      t.wait_ns = std::min(last - c.start_ns, elapse);
+      t.wait_ns = std::min(last - c.start_ns, t.elapse_ns());
       t.one_host = one_host;
       t.run = c.run;
     }
@@ -202,8 +202,8 @@ void add_transfer_timings(const std::vector<RankSummary>& ranks, const std::map<
       CommTiming& a = all[sends[k]];
       CommTiming& b = all[receives[k]];
       for (auto [own, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
-        uint64_t elapse = own->end_ns > own->start_ns ? own->end_ns - own->start_ns : 0;
-        if (other->start_ns > own->start_ns) own->wait_ns = std::min(other->start_ns - own->start_ns, elapse);
+        if (other->start_ns > own->start_ns)
+          own->wait_ns = std::min(other->start_ns - own->start_ns, own->elapse_ns());
       }
     }
   }
@@ -267,37 +267,32 @@ std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timing
   struct Sums {
     uint64_t bytes = 0, transit_ns = 0, operations = 0;
   };
-  constexpr int kDenseRanks = 1 << 24;
-  std::vector<std::array<Sums, 2>> own;  // by rank, by one host
+  RankIndexed<std::array<Sums, 2>> own;  // by rank, by one host
   for (const CommTiming& t : timings) {
     // A transfer counts once, on its sending side.
     if (t.transfer && (t.peer < 0 || !t.sends)) continue;
-    uint64_t elapse = t.end_ns > t.start_ns ? t.end_ns - t.start_ns : 0;
-    uint64_t transit = elapse - std::min(elapse, t.wait_ns);
-    if (!t.transfer && t.rank >= 0 && t.rank < kDenseRanks) {
-      auto r = static_cast<size_t>(t.rank);
-      if (r >= own.size()) own.resize(std::max(r + 1, 2 * own.size()));
-      Sums& sums = own[r][t.one_host ? 1 : 0];
+    if (!t.transfer) {
+      Sums& sums = own[t.rank][t.one_host ? 1 : 0];
       sums.bytes += t.bytes;
-      sums.transit_ns += transit;
+      sums.transit_ns += t.transit_ns();
       ++sums.operations;
       continue;
     }
-    LinkBandwidth& l = link_of(LinkKey{t.rank, t.transfer ? t.peer : t.rank, !t.transfer, t.one_host});
+    LinkBandwidth& l = link_of(LinkKey{t.rank, t.peer, false, t.one_host});
     l.bytes += t.bytes;
-    l.transit_ns += transit;
+    l.transit_ns += t.transit_ns();
     ++l.operations;
   }
-  for (size_t r = 0; r < own.size(); ++r) {
-    for (int one_host : {0, 1}) {
-      const Sums& sums = own[r][static_cast<size_t>(one_host)];
+  own.for_each([&link_of](int rank, const std::array<Sums, 2>& by_host) {
+    for (bool one_host : {false, true}) {
+      const Sums& sums = by_host[one_host ? 1 : 0];
       if (sums.operations == 0) continue;
-      LinkBandwidth& l = link_of(LinkKey{static_cast<int>(r), static_cast<int>(r), true, one_host == 1});
+      LinkBandwidth& l = link_of(LinkKey{rank, rank, true, one_host});
       l.bytes += sums.bytes;
       l.transit_ns += sums.transit_ns;
       l.operations += sums.operations;
     }
-  }
+  });
   // ("RDMA" before "SDMA": the transport's name's order.)
   std::vector<std::pair<LinkKey, LinkBandwidth*>> by_link;
   for (auto& [key, l] : links) by_link.emplace_back(key, &l);

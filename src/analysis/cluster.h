@@ -106,19 +106,23 @@ struct CommTiming {
   bool sends = false;     // a transfer's sending side
   int32_t tag = -1;       // a transfer's tag, -1: unknown
   uint32_t run = 0;       // index into the rank's RankSummary::run_dirs
+
+  uint64_t elapse_ns() const { return end_ns > start_ns ? end_ns - start_ns : 0; }
+  // The elapse less the wait: the data moving.
+  uint64_t transit_ns() const { return elapse_ns() - std::min(elapse_ns(), wait_ns); }
 };
-// Every rank's timings of every collective that all members of its group
-// recorded, by (group, sequence, rank); then every transfer, by (rank, start).
-// Sends and receives pair in order per (group, sender, receiver, tag), as
-// MPI delivers them.
+
 // Whether two of the timings' names are the same: the timings of one
 // group share one view of its name, and those of one collective one of its
 // operation's, so the pointers mostly answer before the bytes.
 inline bool same_name(std::string_view a, std::string_view b) {
   return (a.data() == b.data() && a.size() == b.size()) || a == b;
 }
-
-// The timings view the summaries' names: `ranks` must outlive them.
+// Every rank's timings of every collective that all members of its group
+// recorded, by (group, sequence, rank); then every transfer, by (rank, start).
+// Sends and receives pair in order per (group, sender, receiver, tag), as
+// MPI delivers them. The timings view the summaries' names: `ranks` must
+// outlive them.
 std::vector<CommTiming> comm_timings(const std::vector<RankSummary>& ranks);
 std::vector<CommTiming> comm_timings(std::vector<RankSummary>&& ranks) = delete;
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "analysis/rank_indexed.h"
 #include "exporter/sqlite_file.h"
 
 namespace trainprof::exporter {
@@ -46,14 +47,6 @@ CREATE INDEX communication_by_collective ON communication(group_id, sequence);
 CREATE INDEX communication_by_rank ON communication(rank, step);
 CREATE INDEX collectives_by_step ON collectives(step);
 )sql";
-
-uint64_t elapse_ns(const CommTiming& t) {
-  return t.end_ns - std::min(t.start_ns, t.end_ns);
-}
-
-uint64_t transit_ns(const CommTiming& t) {
-  return elapse_ns(t) - std::min(elapse_ns(t), t.wait_ns);
-}
 
 // Interned names: the strings table's ids (operations) or the groups'.
 // Rows come in runs of one group and operation: the last name is checked
@@ -96,15 +89,6 @@ class Writer {
  private:
   sqlite3* db() { return file_.db(); }
   std::string* error() { return &file_.error(); }
-
-  // Ranks are small numbers: their totals by index (a hash per row cost
-  // 4 % of the table's time), the others' in a map.
-  RankTotals& totals_of(int rank) {
-    if (rank < 0 || rank >= kIndexedRanks) return other_totals_[rank];
-    auto r = static_cast<size_t>(rank);
-    if (r >= totals_.size()) totals_.resize(std::max(r + 1, 2 * totals_.size()));
-    return totals_[r];
-  }
 
   int64_t operation_id(std::string_view name) {
     bool fresh = false;
@@ -152,15 +136,15 @@ class Writer {
           .bind(10, i64(t.start_ns))
           .bind(11, i64(t.end_ns))
           .bind(12, i64(t.wait_ns))
-          .bind(13, i64(transit_ns(t)))
+          .bind(13, i64(t.transit_ns()))
           .bind(14, i64(t.bytes))
           .bind(15, static_cast<int64_t>(t.one_host))
           .step(db(), error());
-      RankTotals& totals = totals_of(t.rank);
+      RankTotals& totals = totals_[t.rank];
       ++totals.operations;
-      totals.elapse_ns += elapse_ns(t);
+      totals.elapse_ns += t.elapse_ns();
       totals.wait_ns += t.wait_ns;
-      totals.transit_ns += transit_ns(t);
+      totals.transit_ns += t.transit_ns();
       totals.bytes += t.bytes;
       if (t.transfer) continue;
       // The collective's last arrival: by start, then rank (analysis::match_collective's order).
@@ -210,7 +194,7 @@ class Writer {
       for (const std::string& dir : r.run_dirs) runs += (runs.empty() ? "" : "\n") + dir;
       auto w = waits.find(r.rank);
       bool known = w != waits.end();
-      const RankTotals& t = totals_of(r.rank);
+      const RankTotals& t = totals_[r.rank];
       s.bind(1, static_cast<int64_t>(r.rank))
           .bind_text_or_null(2, r.host)
           .bind_text_or_null(3, runs)
@@ -254,7 +238,7 @@ class Writer {
     for (const analysis::LinkBandwidth& l : in_.links) {
       s.bind(1, static_cast<int64_t>(l.src))
           .bind(2, static_cast<int64_t>(l.dst))
-          .bind(3, std::string(l.collective ? "collective" : "p2p"))
+          .bind(3, l.collective ? "collective" : "p2p")
           .bind(4, l.transport)
           .bind(5, i64(l.bytes))
           .bind(6, i64(l.transit_ns))
@@ -283,7 +267,7 @@ class Writer {
           {"total_wait_ns", std::to_string(r.total_wait_ns)},
           {"clocks_aligned", r.clocks_aligned ? "1" : "0"},
           {"clock_error_ns", std::to_string(r.clock_error_ns)}}) {
-      s.bind(1, std::string(key)).bind(2, value).step(db(), error());
+      s.bind(1, key).bind(2, value).step(db(), error());
     }
   }
 
@@ -291,9 +275,7 @@ class Writer {
   SqliteFile file_;
   std::unique_ptr<Statement> insert_string_, insert_group_;
   Ids operations_, groups_;
-  static constexpr int kIndexedRanks = 1 << 24;
-  std::vector<RankTotals> totals_;
-  std::unordered_map<int, RankTotals> other_totals_;
+  analysis::RankIndexed<RankTotals> totals_;  // a hash per row cost 4 % of the table's time
   // The collective being read: its first timing, its last arrival so far.
   const CommTiming* first_ = nullptr;
   const CommTiming* last_ = nullptr;

@@ -6,9 +6,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <set>
 #include <tuple>
 
+#include "analysis/rank_indexed.h"
 #include "base/json_limits.h"
 
 namespace trainprof::exporter {
@@ -16,14 +16,6 @@ namespace {
 
 using analysis::CommTiming;
 using nlohmann::json;
-
-uint64_t elapse_ns(const CommTiming& t) {
-  return t.end_ns - std::min(t.start_ns, t.end_ns);
-}
-
-uint64_t transit_ns(const CommTiming& t) {
-  return elapse_ns(t) - std::min(elapse_ns(t), t.wait_ns);
-}
 
 double ms(uint64_t ns) {
   return static_cast<double>(ns) / 1e6;
@@ -57,26 +49,19 @@ json distribution(std::vector<double>& values) {
   return out;
 }
 
-// Distinct ranks: a bitmap (ranks are small numbers), a set for the others.
+// Distinct ranks, counted as they are first seen.
 class RankSet {
  public:
   void insert(int rank) {
-    if (rank < 0 || rank >= kBitmapRanks) {
-      others_.insert(rank);
-      return;
-    }
-    auto r = static_cast<size_t>(rank);
-    if (r >= seen_.size()) seen_.resize(std::max(r + 1, 2 * seen_.size()), false);
-    if (!seen_[r]) ++in_bitmap_;
-    seen_[r] = true;
+    uint8_t& seen = seen_[rank];
+    size_ += seen == 0 ? 1 : 0;
+    seen = 1;
   }
-  size_t size() const { return in_bitmap_ + others_.size(); }
+  size_t size() const { return size_; }
 
  private:
-  static constexpr int kBitmapRanks = 1 << 24;
-  std::vector<bool> seen_;
-  size_t in_bitmap_ = 0;
-  std::set<int> others_;
+  analysis::RankIndexed<uint8_t> seen_;
+  size_t size_ = 0;
 };
 
 // One operation's parts in one group.
@@ -107,11 +92,11 @@ json group_json(const std::vector<const CommTiming*>& parts) {
       if (!t->transfer) p.last_sequence = t->sequence;
     }
     if (!t->transfer || t->sends) p.bytes += t->bytes;
-    p.elapse_ms.push_back(ms(elapse_ns(*t)));
+    p.elapse_ms.push_back(ms(t->elapse_ns()));
     p.wait_ms.push_back(ms(t->wait_ns));
-    p.transit_ms.push_back(ms(transit_ns(*t)));
-    if (transit_ns(*t) > 0 && t->bytes > 0)
-      p.gb_per_s.push_back(static_cast<double>(t->bytes) / static_cast<double>(transit_ns(*t)));
+    p.transit_ms.push_back(ms(t->transit_ns()));
+    if (t->transit_ns() > 0 && t->bytes > 0)
+      p.gb_per_s.push_back(static_cast<double>(t->bytes) / static_cast<double>(t->transit_ns()));
   }
   json operations = json::array();
   for (auto& [name, p] : by_operation) {
@@ -160,7 +145,7 @@ json collective_json(const std::vector<CommTiming>& timings, const Collective& c
     arrivals.push_back({{"rank", t.rank},
                         {"start_us", us(t.start_ns)},
                         {"wait_ms", round4(ms(t.wait_ns))},
-                        {"elapse_ms", round4(ms(elapse_ns(t)))}});
+                        {"elapse_ms", round4(ms(t.elapse_ns()))}});
   }
   return {{"group", last.group},
           {"sequence", last.sequence},
@@ -188,9 +173,9 @@ json transfer_json(const CommTiming& t) {
           {"step", t.step},
           {"bytes", t.bytes},
           {"start_us", us(t.start_ns)},
-          {"elapse_ms", round4(ms(elapse_ns(t)))},
+          {"elapse_ms", round4(ms(t.elapse_ns()))},
           {"wait_ms", round4(ms(t.wait_ns))},
-          {"transit_ms", round4(ms(transit_ns(t)))}};
+          {"transit_ms", round4(ms(t.transit_ns()))}};
 }
 
 // The `count` largest of what is offered, largest first.
@@ -279,7 +264,7 @@ std::string cluster_communication_summary_json(const std::vector<CommTiming>& ti
     ranks.insert(t.rank);
     if (t.transfer) {
       transfer_groups[t.group].push_back(&t);
-      transfers.offer({elapse_ns(t), i});
+      transfers.offer({t.elapse_ns(), i});
       transfer_count += t.sends ? 1 : 0;
       continue;
     }

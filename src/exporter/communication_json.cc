@@ -38,7 +38,7 @@ double ms(uint64_t ns) {
 }
 
 double elapse_ms(const CommTiming& t) {
-  return ms(t.end_ns - std::min(t.start_ns, t.end_ns));
+  return ms(t.elapse_ns());
 }
 
 double wait_ms(const CommTiming& t) {

@@ -453,7 +453,7 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
                                      {"closed_cleanly", m.closed_cleanly ? "1" : "0"},
                                      {"events", std::to_string(m.event_count)},
                                      {"profiler_info", run_info_json}}) {
-      s.bind(1, std::string(key)).bind(2, value).step(d.file.db(), &d.file.error());
+      s.bind(1, key).bind(2, value).step(d.file.db(), &d.file.error());
       ++rows_;
     }
   }
