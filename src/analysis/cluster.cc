@@ -91,6 +91,64 @@ const std::string* common_host(const std::vector<int32_t>& group, const std::map
   return common;
 }
 
+// A member's part in a collective whose last member arrived at `last`.
+CommTiming collective_timing(const RankGroup& group, std::string_view operation, int rank,
+                             const RankCollective& c, uint64_t last, bool one_host) {
+  CommTiming t;
+  t.group = group.name;
+  t.group_ranks = &group.world_ranks.list();
+  t.sequence = c.sequence;
+  t.operation = operation;
+  t.rank = rank;
+  t.step = c.step;
+  t.start_ns = c.start_ns;
+  t.end_ns = c.end_ns;
+  t.bytes = c.bytes;
+  t.wait_ns = std::min(last - c.start_ns, t.elapse_ns());
+  t.one_host = one_host;
+  t.run = c.run;
+  return t;
+}
+
+// One side of a transfer, its wait left to the pairing; `sequence`: its
+// count among the rank's transfers of the same operation in the group.
+CommTiming transfer_timing(const RankSummary& s, const RankTransfer& x, int64_t sequence,
+                           const std::map<int, std::string>& host) {
+  const RankGroup& g = s.groups[x.group];
+  CommTiming t;
+  t.group = g.name;
+  t.group_ranks = &g.world_ranks.list();
+  t.sequence = sequence;
+  t.operation = x.operation;
+  t.rank = s.rank;
+  t.step = x.step;
+  t.start_ns = x.start_ns;
+  t.end_ns = x.end_ns;
+  t.bytes = x.bytes;
+  t.transfer = true;
+  t.peer = x.peer;
+  t.sends = x.send;
+  t.tag = x.tag;
+  auto peer_host = host.find(x.peer);
+  t.one_host = x.peer >= 0 && peer_host != host.end() && peer_host->second == s.host;
+  t.run = x.run;
+  return t;
+}
+
+// A side that arrived before its other side waited for it.
+void wait_for_other_side(uint64_t other_start_ns, CommTiming* own) {
+  if (other_start_ns > own->start_ns)
+    own->wait_ns = std::min(other_start_ns - own->start_ns, own->elapse_ns());
+}
+
+// The transfers from `first` on, by (rank, start).
+void sort_transfers(std::vector<CommTiming>* out, size_t first) {
+  std::stable_sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(),
+                   [](const CommTiming& a, const CommTiming& b) {
+                     return std::tie(a.rank, a.start_ns) < std::tie(b.rank, b.start_ns);
+                   });
+}
+
 void add_collective_timings(const std::vector<RankSummary>& ranks, const std::map<int, std::string>& host,
                             std::vector<CommTiming>* out) {
   struct Member {
@@ -138,19 +196,8 @@ void add_collective_timings(const std::vector<RankSummary>& ranks, const std::ma
     const std::string_view operation = list.front().call->operation;
     for (const Member& m : list) {
       const RankCollective& c = *m.call;
-      CommTiming& t = out->emplace_back();
-      t.group = g.group->name;
-      t.group_ranks = &members;
-      t.sequence = key.second;
-      t.operation = c.operation == operation ? operation : std::string_view(c.operation);
-      t.rank = m.rank->rank;
-      t.step = c.step;
-      t.start_ns = c.start_ns;
-      t.end_ns = c.end_ns;
-      t.bytes = c.bytes;
-      t.wait_ns = std::min(last - c.start_ns, t.elapse_ns());
-      t.one_host = one_host;
-      t.run = c.run;
+      out->push_back(collective_timing(*g.group, c.operation == operation ? operation : c.operation,
+                                       m.rank->rank, c, last, one_host));
     }
   }
 }
@@ -166,28 +213,11 @@ void add_transfer_timings(const std::vector<RankSummary>& ranks, const std::map<
   for (const RankSummary& s : ranks) {
     std::map<std::pair<uint32_t, std::string_view>, int64_t> count;  // (group, operation) -> instances so far
     for (const RankTransfer& x : s.transfers) {
-      const RankGroup& g = s.groups[x.group];
-      CommTiming t;
-      t.group = g.name;
-      t.group_ranks = &g.world_ranks.list();
-      t.sequence = count[{x.group, x.operation}]++;
-      t.operation = x.operation;
-      t.rank = s.rank;
-      t.step = x.step;
-      t.start_ns = x.start_ns;
-      t.end_ns = x.end_ns;
-      t.bytes = x.bytes;
-      t.transfer = true;
-      t.peer = x.peer;
-      t.sends = x.send;
-      t.tag = x.tag;
-      t.one_host = x.peer >= 0 && host.count(x.peer) && host.at(x.peer) == s.host;
-      t.run = x.run;
       if (x.peer >= 0 && x.tag >= 0) {
-        Channel c{g.name, x.send ? s.rank : x.peer, x.send ? x.peer : s.rank, x.tag};
+        Channel c{s.groups[x.group].name, x.send ? s.rank : x.peer, x.send ? x.peer : s.rank, x.tag};
         (x.send ? channels[c].first : channels[c].second).push_back(out->size());
       }
-      out->push_back(std::move(t));
+      out->push_back(transfer_timing(s, x, count[{x.group, x.operation}]++, host));
     }
   }
   // MPI does not overtake: the k-th send of a channel is its k-th receive.
@@ -201,16 +231,11 @@ void add_transfer_timings(const std::vector<RankSummary>& ranks, const std::map<
     for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
       CommTiming& a = all[sends[k]];
       CommTiming& b = all[receives[k]];
-      for (auto [own, other] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
-        if (other->start_ns > own->start_ns)
-          own->wait_ns = std::min(other->start_ns - own->start_ns, own->elapse_ns());
-      }
+      wait_for_other_side(b.start_ns, &a);
+      wait_for_other_side(a.start_ns, &b);
     }
   }
-  std::stable_sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(),
-                   [](const CommTiming& a, const CommTiming& b) {
-                     return std::tie(a.rank, a.start_ns) < std::tie(b.rank, b.start_ns);
-                   });
+  sort_transfers(out, first);
 }
 
 }  // namespace
@@ -221,6 +246,47 @@ std::vector<CommTiming> comm_timings(const std::vector<RankSummary>& ranks) {
   std::vector<CommTiming> out;
   add_collective_timings(ranks, host, &out);
   add_transfer_timings(ranks, host, &out);
+  return out;
+}
+
+std::vector<CommTiming> own_comm_timings(const std::vector<RankSummary>& ranks,
+                                         const std::vector<MatchedEnds>& ends,
+                                         const std::map<int, std::string>& host) {
+  std::vector<CommTiming> out;
+  auto end_of = [](const std::vector<uint64_t>& list, size_t j) {
+    return j < list.size() ? list[j] : MatchedEnds::kUnmatched;
+  };
+  for (size_t i = 0; i < ranks.size() && i < ends.size(); ++i) {
+    const RankSummary& s = ranks[i];
+    std::vector<int8_t> one_host(s.groups.size(), -1);  // per group, found once
+    for (size_t j = 0; j < s.collectives.size(); ++j) {
+      const uint64_t last = end_of(ends[i].collective_last, j);
+      if (last == MatchedEnds::kUnmatched) continue;
+      const RankCollective& c = s.collectives[j];
+      const RankGroup& g = s.groups[c.group];
+      if (one_host[c.group] < 0) {
+        const std::string* common = common_host(g.world_ranks.list(), host);
+        one_host[c.group] = common != nullptr && *common == s.host ? 1 : 0;
+      }
+      out.push_back(collective_timing(g, c.operation, s.rank, c, last, one_host[c.group] == 1));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const CommTiming& a, const CommTiming& b) {
+    return std::tie(a.group, a.sequence, a.rank) < std::tie(b.group, b.sequence, b.rank);
+  });
+  const size_t first = out.size();
+  for (size_t i = 0; i < ranks.size() && i < ends.size(); ++i) {
+    const RankSummary& s = ranks[i];
+    std::map<std::pair<uint32_t, std::string_view>, int64_t> count;  // as add_transfer_timings counts
+    for (size_t j = 0; j < s.transfers.size(); ++j) {
+      const RankTransfer& x = s.transfers[j];
+      CommTiming t = transfer_timing(s, x, count[{x.group, x.operation}]++, host);
+      const uint64_t other = end_of(ends[i].transfer_other_start, j);
+      if (other != MatchedEnds::kUnmatched) wait_for_other_side(other, &t);
+      out.push_back(t);
+    }
+  }
+  sort_transfers(&out, first);
   return out;
 }
 

@@ -126,6 +126,27 @@ inline bool same_name(std::string_view a, std::string_view b) {
 std::vector<CommTiming> comm_timings(const std::vector<RankSummary>& ranks);
 std::vector<CommTiming> comm_timings(std::vector<RankSummary>&& ranks) = delete;
 
+// What the other ranks' records tell of one rank's communication, learnt
+// where its collectives and channels are matched (a pass spread over
+// processes, pipeline/cluster_spread.h): for each of its collectives (in
+// RankSummary::collectives' order) the last member's arrival, and for each
+// of its transfers the other side's start; kUnmatched where a collective's
+// members did not all record it, or a transfer has no other side.
+struct MatchedEnds {
+  static constexpr uint64_t kUnmatched = UINT64_MAX;
+  std::vector<uint64_t> collective_last;
+  std::vector<uint64_t> transfer_other_start;
+};
+// The timings of `ranks` alone, those comm_timings would make of them among
+// every rank's summary, in its order: `ends[i]` is ranks[i]'s, `host` every
+// rank's host. (A collective's members are those of its rank's own group:
+// comm_timings takes the highest rank's list, the same where they agree.)
+std::vector<CommTiming> own_comm_timings(const std::vector<RankSummary>& ranks,
+                                         const std::vector<MatchedEnds>& ends,
+                                         const std::map<int, std::string>& host);
+std::vector<CommTiming> own_comm_timings(std::vector<RankSummary>&& ranks, const std::vector<MatchedEnds>&,
+                                         const std::map<int, std::string>&) = delete;
+
 // Bytes moved over transit time per link, summed over every operation: a
 // collective counts as its rank's own link (r -> r), a transfer as sender ->
 // receiver (the sending side's record). Links are compared with their like

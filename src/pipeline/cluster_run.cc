@@ -574,59 +574,29 @@ class OneProcess final : public ClusterExchange {
 struct RankTables {
   bool rank_tables = true;  // communication.json and communication_matrix.json (else only msprof's layout)
   std::vector<analysis::RankSummary> ranks;
-  std::vector<analysis::CommTiming> timings;
 };
 
-void put_timing(base::ByteWriter& w, const analysis::CommTiming& t) {
-  w.put(t.group);
-  w.put(t.sequence);
-  w.put(t.operation);
-  w.put<int32_t>(t.rank);
-  w.put(t.step);
-  w.put(t.start_ns);
-  w.put(t.end_ns);
-  w.put(t.bytes);
-  w.put(t.wait_ns);
-  w.put<uint8_t>(static_cast<uint8_t>((t.one_host ? 1 : 0) | (t.transfer ? 2 : 0) | (t.sends ? 4 : 0)));
-  w.put(t.peer);
-  w.put(t.tag);
-  w.put(t.run);
-}
-
-// Its names are views of the bytes read (valid as long as they are).
-bool get_timing(base::ByteReader& r, analysis::CommTiming* t) {
-  int32_t rank = 0;
-  uint8_t flags = 0;
-  if (!r.get(&t->group) || !r.get(&t->sequence) || !r.get(&t->operation) || !r.get(&rank) ||
-      !r.get(&t->step) || !r.get(&t->start_ns) || !r.get(&t->end_ns) || !r.get(&t->bytes) ||
-      !r.get(&t->wait_ns) || !r.get(&flags) || !r.get(&t->peer) || !r.get(&t->tag) || !r.get(&t->run))
-    return false;
-  t->rank = rank;
-  t->one_host = (flags & 1) != 0;
-  t->transfer = (flags & 2) != 0;
-  t->sends = (flags & 4) != 0;
-  return true;
-}
+// What the matching told this process of its own ranks (`own`, by rank).
+struct OwnEnds {
+  std::vector<analysis::MatchedEnds> ends;
+  std::map<int, std::string> hosts;
+};
 
 // Each process writes its own ranks' communication tables (and their part
-// of the msprof-analyze layout) from the timings process 0 sends it (none
-// when process 0 wrote no outputs); their problems go back to process 0's
-// report. Two exchanges on every process.
-void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables from_first,
-                              ClusterExchange& exchange, const ClusterOptions& cluster_options,
-                              ClusterReport* report) {
+// of the msprof-analyze layout) from its own ranks' timings, once process 0
+// says the outputs are wanted (not when it wrote no outputs); their
+// problems go back to process 0's report. Two exchanges on every process.
+void write_rank_tables_spread(std::vector<analysis::RankSummary> own, const OwnEnds& own_ends,
+                              RankTables from_first, ClusterExchange& exchange,
+                              const ClusterOptions& cluster_options, ClusterReport* report) {
   const int processes = exchange.size();
   std::vector<std::string> outgoing(static_cast<size_t>(processes));
-  // The first byte: 1, timings follow; 2, the communication tables are wanted.
+  // The one byte: 1, go; 2, the communication tables are wanted.
   const bool wanted = from_first.rank_tables || !cluster_options.msprof_dir.empty();
   if (exchange.index() == 0 && !from_first.ranks.empty() && wanted) {
     const uint8_t flag = 1 | (from_first.rank_tables ? 2 : 0);
     for (int p = 0; p < processes; ++p)
       base::ByteWriter(&outgoing[static_cast<size_t>(p)]).put<uint8_t>(flag);
-    for (const analysis::CommTiming& t : from_first.timings) {
-      base::ByteWriter w(&outgoing[static_cast<size_t>(pipeline::rank_owner(t.rank, processes))]);
-      put_timing(w, t);
-    }
   }
   if (exchange.index() == 0) {
     for (analysis::RankSummary& s : from_first.ranks) {
@@ -635,7 +605,6 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables
     from_first = {};
   }
   std::vector<std::string> incoming = exchange.all_to_all(std::move(outgoing));
-  std::vector<analysis::CommTiming> timings;
   bool go = false, rank_tables = false;
   std::string problem;
   base::ByteReader r(incoming[0]);
@@ -644,26 +613,14 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables
     go = (flag & 1) != 0;
     rank_tables = (flag & 2) != 0;
   }
-  while (go && !r.empty()) {
-    analysis::CommTiming t;
-    if (!get_timing(r, &t)) {
-      problem = "the timings for process " + std::to_string(exchange.index()) + "'s ranks arrived damaged";
-      break;
-    }
-    timings.push_back(t);
+  if (go && own.size() != own_ends.ends.size()) {
+    problem = "process " + std::to_string(exchange.index()) + " holds " + std::to_string(own.size()) +
+              " rank(s) but was told of " + std::to_string(own_ends.ends.size());
   }
   ClusterReport mine;
   if (go && problem.empty()) {
-    // Each timing's group: its rank's own.
-    std::map<std::pair<int, std::string_view>, const analysis::RankGroup*> groups;
-    for (const analysis::RankSummary& s : own) {
-      for (const analysis::RankGroup& g : s.groups) groups[{s.rank, g.name}] = &g;
-    }
-    static const std::vector<int32_t> kNone;
-    for (analysis::CommTiming& t : timings) {
-      auto it = groups.find({t.rank, t.group});
-      t.group_ranks = it != groups.end() ? &it->second->world_ranks.list() : &kNone;
-    }
+    std::vector<analysis::CommTiming> timings =
+        analysis::own_comm_timings(own, own_ends.ends, own_ends.hosts);
     if (rank_tables) write_rank_tables(own, timings, &mine);
     if (!cluster_options.msprof_dir.empty() && !own.empty())
       problem = export_msprof(cluster_options.msprof_dir, own, timings);
@@ -692,8 +649,8 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, RankTables
 
 // Process 0's part: the report and the cluster outputs from every rank's
 // summary. `tables`: nullptr to write each rank's communication tables (and
-// the msprof-analyze layout) here; else the ranks and their timings are
-// left there for the processes of the ranks to write them.
+// the msprof-analyze layout) here; else the ranks are left there, and the
+// processes of the ranks time them and write them.
 ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_options,
                        const std::vector<std::string>& runs, ShareRead& share,
                        std::map<int, analysis::RankSummary> by_rank,
@@ -841,7 +798,6 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
           std::string("trainprof.db (") + took + " in a thread of its own, beside the stages above)");
   if (tables != nullptr) {
     tables->rank_tables = full_json;
-    tables->timings = std::move(timings);  // their group lists point into the summaries: moved with them
     tables->ranks = std::move(ranks);
     return report;
   }
@@ -873,6 +829,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   std::map<int, analysis::RankSummary> by_rank;
   std::optional<pipeline::SpreadMatch> spread;  // the matching, when spread over processes
   std::vector<analysis::RankSummary> own_copy;  // this process's ranks, renumbered
+  OwnEnds own_ends;                             // what the matching told of them
   if (cluster_options.exchange == nullptr) {
     share = route_shares(
         std::move(share), exchange, [](const auto&) { return 0; }, &report.error);
@@ -888,6 +845,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     std::vector<analysis::RankSummary> mine;
     for (auto& [rank, s] : merged_by_rank(share)) mine.push_back(std::move(s));
     spread = pipeline::spread_match(mine, exchange, kNumberingSlackNs);
+    own_ends = {std::move(spread->ends), std::move(spread->hosts)};
     if (exchange.index() == 0) {
       clock.done("read the summaries and matched their collectives over " + std::to_string(processes) +
                  " process(es)");
@@ -916,7 +874,8 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   }
   if (cluster_options.exchange != nullptr) {
     const bool rank_tables = tables.rank_tables;  // false above full_json_max_ranks
-    write_rank_tables_spread(std::move(own_copy), std::move(tables), exchange, cluster_options, &report);
+    write_rank_tables_spread(std::move(own_copy), own_ends, std::move(tables), exchange, cluster_options,
+                             &report);
     if (exchange.index() == 0 && rank_tables) {
       clock.done("wrote each rank's communication.json and communication_matrix.json");
     } else if (exchange.index() == 0 && !cluster_options.msprof_dir.empty()) {

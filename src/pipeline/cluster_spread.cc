@@ -73,6 +73,7 @@ bool read_items(base::ByteReader& r, size_t least_bytes, Item item) {
 struct Facts {
   std::map<std::string, std::pair<int, uint64_t>> group_size;  // name -> (rank that said, size)
   uint64_t clock_error_ns = 0;
+  std::map<int, std::string> hosts;  // every rank's
 };
 
 Facts share_facts(const std::vector<RankSummary>& mine, ClusterExchange& x, std::string* error) {
@@ -94,6 +95,11 @@ Facts share_facts(const std::vector<RankSummary>& mine, ClusterExchange& x, std:
     w.put<int32_t>(said.first);
     w.put(said.second);
   }
+  w.put<uint64_t>(mine.size());
+  for (const RankSummary& s : mine) {
+    w.put<int32_t>(s.rank);
+    w.put(s.host);
+  }
   Round round(x);
   for (int p = 0; p < x.size(); ++p) round.bytes_to(p) = message;
   Facts facts;
@@ -101,15 +107,23 @@ Facts share_facts(const std::vector<RankSummary>& mine, ClusterExchange& x, std:
     uint64_t e = 0;
     if (!r.get(&e)) return false;
     facts.clock_error_ns = std::max(facts.clock_error_ns, e);
-    return read_items(r, 20, [&] {
-      std::string name;
-      int32_t rank = 0;
-      uint64_t size = 0;
-      if (!r.get(&name) || !r.get(&rank) || !r.get(&size)) return false;
-      auto [it, fresh] = facts.group_size.try_emplace(name, rank, size);
-      if (!fresh && rank >= it->second.first) it->second = {rank, size};
-      return true;
-    });
+    return read_items(r, 20,
+                      [&] {
+                        std::string name;
+                        int32_t rank = 0;
+                        uint64_t size = 0;
+                        if (!r.get(&name) || !r.get(&rank) || !r.get(&size)) return false;
+                        auto [it, fresh] = facts.group_size.try_emplace(name, rank, size);
+                        if (!fresh && rank >= it->second.first) it->second = {rank, size};
+                        return true;
+                      }) &&
+           read_items(r, 12, [&] {
+             int32_t rank = 0;
+             std::string host;
+             if (!r.get(&rank) || !r.get(&host)) return false;
+             facts.hosts[rank] = std::move(host);
+             return true;
+           });
   });
   return facts;
 }
@@ -258,6 +272,127 @@ bool get_step_sums(base::ByteReader& r, std::map<int64_t, uint64_t>* by_step) {
   });
 }
 
+// A collective or transfer of this process's ranks: mine[rank][index].
+struct Slot {
+  size_t rank, index;
+};
+
+// Reads the answers to what was `asked` of each process, one uint64_t
+// each in the order asked, into `slot_of(rank)[index]`.
+template <typename SlotOf>
+void read_answers(const std::vector<std::string>& incoming, const std::vector<std::vector<Slot>>& asked,
+                  const char* what, std::string* error, SlotOf slot_of) {
+  size_t p = 0;
+  read_all(incoming, what, error, [&](base::ByteReader& r) {
+    const std::vector<Slot>& slots = asked[p++];
+    for (const Slot& slot : slots) {
+      uint64_t value = 0;
+      if (!r.get(&value)) return false;
+      std::vector<uint64_t>& list = slot_of(slot.rank);
+      if (slot.index < list.size()) list[slot.index] = value;
+    }
+    return true;
+  });
+}
+
+// A collective owned here: its members' arrivals, its last one.
+struct Owned {
+  std::vector<analysis::Arrival> arrivals;
+  uint64_t last = analysis::MatchedEnds::kUnmatched;
+};
+
+// The last arrival where every one of the group's `members` recorded the
+// collective (as analysis::comm_timings decides), else kUnmatched.
+uint64_t last_arrival(const std::vector<analysis::Arrival>& arrivals, size_t members) {
+  if (arrivals.size() < 2 || arrivals.size() != members) return analysis::MatchedEnds::kUnmatched;
+  uint64_t last = 0;
+  for (const analysis::Arrival& a : arrivals) last = std::max(last, a.start_ns);
+  return last;
+}
+
+// 4a. Each arrival's collective's last arrival back where it came from.
+void send_collective_ends(const std::vector<std::vector<Owned*>>& arrived,
+                          const std::vector<std::vector<Slot>>& asked, ClusterExchange& x, SpreadMatch* out) {
+  Round answers(x);
+  for (size_t p = 0; p < arrived.size(); ++p) {
+    base::ByteWriter w = answers.to(static_cast<int>(p));
+    for (const Owned* collective : arrived[p]) w.put(collective->last);
+  }
+  read_answers(answers.run(), asked, "the collectives' last arrivals", &out->error,
+               [out](size_t rank) -> std::vector<uint64_t>& { return out->ends[rank].collective_last; });
+}
+
+// 4b. Each transfer's side to the owner of its channel (group, sender,
+// receiver, tag), which pairs the k-th send with the k-th receive by start
+// (MPI does not overtake) and sends each side the other's start.
+void send_transfer_ends(const std::vector<RankSummary>& mine, ClusterExchange& x, SpreadMatch* out) {
+  const int processes = x.size();
+  Round sides(x);
+  std::vector<std::vector<Slot>> asked(static_cast<size_t>(processes));
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const RankSummary& s = mine[i];
+    for (size_t j = 0; j < s.transfers.size(); ++j) {
+      const analysis::RankTransfer& t = s.transfers[j];
+      if (t.peer < 0 || t.tag < 0) continue;
+      const std::string& group = s.groups[t.group].name;
+      const int32_t sender = t.send ? s.rank : t.peer, receiver = t.send ? t.peer : s.rank;
+      const int64_t pair = static_cast<int64_t>(static_cast<uint64_t>(static_cast<uint32_t>(sender)) << 32 |
+                                                static_cast<uint32_t>(receiver)) ^
+                           static_cast<int64_t>(t.tag) * 0x9E3779B9;
+      const int owner = static_cast<int>(key_hash(group, pair) % static_cast<uint64_t>(processes));
+      asked[static_cast<size_t>(owner)].push_back({i, j});
+      base::ByteWriter w = sides.to(owner);
+      w.put(group);
+      w.put(sender);
+      w.put(receiver);
+      w.put(t.tag);
+      w.put<uint8_t>(t.send);
+      w.put(t.start_ns);
+    }
+  }
+  // A side: its start, and where its answer goes (process, place in its message).
+  struct Side {
+    uint64_t start_ns;
+    size_t process, place;
+  };
+  using Channel = std::tuple<std::string, int32_t, int32_t, int32_t>;
+  std::map<Channel, std::pair<std::vector<Side>, std::vector<Side>>> channels;  // sends, receives
+  std::vector<std::vector<uint64_t>> answer(static_cast<size_t>(processes));
+  size_t from = 0;
+  read_all(sides.run(), "a transfer's side", &out->error, [&](base::ByteReader& r) {
+    const size_t p = from++;
+    while (!r.empty()) {
+      Channel c;
+      uint8_t send = 0;
+      uint64_t start = 0;
+      if (!r.get(&std::get<0>(c)) || !r.get(&std::get<1>(c)) || !r.get(&std::get<2>(c)) ||
+          !r.get(&std::get<3>(c)) || !r.get(&send) || !r.get(&start))
+        return false;
+      auto& [sends, receives] = channels[std::move(c)];
+      (send != 0 ? sends : receives).push_back({start, p, answer[p].size()});
+      answer[p].push_back(analysis::MatchedEnds::kUnmatched);
+    }
+    return true;
+  });
+  auto by_start = [](const Side& a, const Side& b) { return a.start_ns < b.start_ns; };
+  for (auto& [channel, both] : channels) {
+    auto& [sends, receives] = both;
+    std::stable_sort(sends.begin(), sends.end(), by_start);
+    std::stable_sort(receives.begin(), receives.end(), by_start);
+    for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
+      answer[sends[k].process][sends[k].place] = receives[k].start_ns;
+      answer[receives[k].process][receives[k].place] = sends[k].start_ns;
+    }
+  }
+  Round answers(x);
+  for (size_t p = 0; p < answer.size(); ++p) {
+    base::ByteWriter w = answers.to(static_cast<int>(p));
+    for (uint64_t start : answer[p]) w.put(start);
+  }
+  read_answers(answers.run(), asked, "the transfers' other sides", &out->error,
+               [out](size_t rank) -> std::vector<uint64_t>& { return out->ends[rank].transfer_other_start; });
+}
+
 }  // namespace
 
 SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uint64_t slack_ns) {
@@ -269,13 +404,18 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
   Facts facts = share_facts(mine, x, &out.error);
   out.numbering = align_numbering(mine, x, 2 * facts.clock_error_ns + slack_ns, &out.error);
 
-  // 3. Every arrival to the owner of its (group, sequence).
+  // 3. Every arrival to the owner of its (group, sequence); what was sent
+  // to each process, in order (the answers come back in it).
   Round arrivals(x);
-  for (const RankSummary& s : mine) {
-    for (const RankCollective& c : s.collectives) {
+  std::vector<std::vector<Slot>> asked(static_cast<size_t>(processes));
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const RankSummary& s = mine[i];
+    for (size_t j = 0; j < s.collectives.size(); ++j) {
+      const RankCollective& c = s.collectives[j];
       const std::string& group = s.groups[c.group].name;
-      base::ByteWriter w =
-          arrivals.to(static_cast<int>(key_hash(group, c.sequence) % static_cast<uint64_t>(processes)));
+      const int owner = static_cast<int>(key_hash(group, c.sequence) % static_cast<uint64_t>(processes));
+      asked[static_cast<size_t>(owner)].push_back({i, j});
+      base::ByteWriter w = arrivals.to(owner);
       w.put(group);
       w.put(c.sequence);
       w.put<int32_t>(s.rank);
@@ -284,8 +424,12 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
       w.put<uint8_t>(c.in_flight);
     }
   }
-  std::map<std::pair<std::string, int64_t>, std::vector<analysis::Arrival>> owned;
+  std::map<std::pair<std::string, int64_t>, Owned> owned;
+  // Each process's arrivals' collectives, in the order they came.
+  std::vector<std::vector<Owned*>> arrived(static_cast<size_t>(processes));
+  size_t from = 0;
   read_all(arrivals.run(), "an arrival", &out.error, [&](base::ByteReader& r) {
+    const size_t p = from++;
     while (!r.empty()) {
       std::string group;
       int64_t sequence = 0, step = 0;
@@ -295,7 +439,9 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
       if (!r.get(&group) || !r.get(&sequence) || !r.get(&rank) || !r.get(&start) || !r.get(&step) ||
           !r.get(&in_flight))
         return false;
-      owned[{std::move(group), sequence}].push_back(analysis::Arrival{rank, start, step, in_flight != 0});
+      Owned& collective = owned[{std::move(group), sequence}];
+      collective.arrivals.push_back(analysis::Arrival{rank, start, step, in_flight != 0});
+      arrived[p].push_back(&collective);
     }
     return true;
   });
@@ -303,14 +449,24 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
   // waiting per step goes to each rank's process, the rest to process 0.
   analysis::MatchCounts counts;
   std::map<int, RankWaits> sums;
-  for (const auto& [key, list] : owned) {
+  for (auto& [key, collective] : owned) {
     auto size = facts.group_size.find(key.first);
+    const size_t members = size == facts.group_size.end() ? 0 : size->second.second;
+    collective.last = last_arrival(collective.arrivals, members);
     analysis::match_collective(
-        list, size == facts.group_size.end() ? 0 : size->second.second,
-        [&sums](int rank) -> RankWaits& { return sums[rank]; }, &counts);
+        collective.arrivals, members, [&sums](int rank) -> RankWaits& { return sums[rank]; }, &counts);
   }
 
-  // 4. To process 0: each rank's facts and last sequence per group (from
+  out.ends.resize(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    out.ends[i].collective_last.assign(mine[i].collectives.size(), analysis::MatchedEnds::kUnmatched);
+    out.ends[i].transfer_other_start.assign(mine[i].transfers.size(), analysis::MatchedEnds::kUnmatched);
+  }
+  send_collective_ends(arrived, asked, x, &out);
+  send_transfer_ends(mine, x, &out);
+  out.hosts = std::move(facts.hosts);
+
+  // 5. To process 0: each rank's facts and last sequence per group (from
   // the rank's process), the sums (from where they were matched); to each
   // rank's process, its in-flight waiting per step.
   Round gather(x);
@@ -434,7 +590,7 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
     late_steps = analysis::name_straggler(report);
   }
 
-  // 5. The straggler's late steps to every process; each rank's means over
+  // 6. The straggler's late steps to every process; each rank's means over
   // them back to process 0.
   Round steps(x);
   if (first) {

@@ -10,7 +10,11 @@
 //   3. every collective's arrival goes to the process that owns its
 //      (group, sequence) (a hash of both), which finds the last arrival and
 //      each member's wait, and sends the sums per rank on;
-//   4. process 0 gathers the ranks' facts and waits, names the straggler,
+//   4. the owner of each collective sends each member's process its last
+//      arrival, and the owner of each channel (group, sender, receiver, tag)
+//      each side's process the other side's start: every process can time
+//      its own ranks' communication (analysis::own_comm_timings);
+//   5. process 0 gathers the ranks' facts and waits, names the straggler,
 //      and asks each process for its ranks' means over the late steps.
 // The results on process 0 are those of align_collective_numbering and
 // find_straggler on all the summaries in one process (analysis/cluster.h),
@@ -21,6 +25,7 @@
 #define TRAINPROF_PIPELINE_CLUSTER_SPREAD_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +40,10 @@ struct SpreadMatch {  // on process 0; empty on the others
   analysis::NumberingReport numbering;
   analysis::StragglerReport report;  // its `numbering` text left to the caller
   std::string error;                 // a message arrived damaged (on any process)
+  // On every process: its ranks' ends, in the order `mine` is left in (by
+  // rank), and every rank's host (for analysis::own_comm_timings).
+  std::vector<analysis::MatchedEnds> ends;
+  std::map<int, std::string> hosts;
 };
 
 // `mine`: this process's ranks' summaries, one per rank, each rank held by
