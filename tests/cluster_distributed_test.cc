@@ -4,6 +4,9 @@
 // MPI command (`mpirun trainprof cluster --mpi`) is tested in mpi_test.cc.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
+#include <algorithm>
 #include <barrier>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +17,7 @@
 
 #include "analysis/rank_summary.h"
 #include "analysis/rank_summary_bytes.h"
+#include "exporter/cluster_database.h"
 #include "synthetic_job.h"
 #include "test_util.h"
 #include "trainprof/analyse.h"
@@ -56,7 +60,8 @@ class ThreadExchange final : public ClusterExchange {
 // The cluster pass on `dir` over `processes` threads: process 0's report,
 // and the others' (empty but for warnings).
 std::vector<ClusterReport> cluster_over(const std::string& dir, int processes, int* exchanges,
-                                        size_t full_json_max_ranks = 1024) {
+                                        size_t full_json_max_ranks = 1024,
+                                        size_t database_split_rows = ClusterOptions{}.database_split_rows) {
   ThreadExchange::Box box(processes);
   std::vector<ClusterReport> reports(static_cast<size_t>(processes));
   std::vector<std::thread> threads;
@@ -68,6 +73,7 @@ std::vector<ClusterReport> cluster_over(const std::string& dir, int processes, i
       options.exchange = &exchange;
       options.msprof_dir = dir + "/msprof";
       options.full_json_max_ranks = full_json_max_ranks;
+      options.database_split_rows = database_split_rows;
       reports[static_cast<size_t>(p)] = cluster(dir, {}, options);
     });
   }
@@ -149,6 +155,96 @@ TEST(ClusterDistributed, AboveTheJsonLimitSpreadOverProcessesTheOutputsAreTheOne
   EXPECT_EQ(reports[0].text, expected.text);
   EXPECT_EQ(reports[0].warnings, expected.warnings);
   expect_same_files(one, test::cluster_outputs(dir.path()));
+}
+
+// Every row of every table of the cluster database at `path` (its parts
+// joined), each table's rows sorted; run_info without the pass's name.
+std::map<std::string, std::vector<std::string>> database_rows(const std::string& path, std::string* error) {
+  sqlite3* db = nullptr;
+  *error = exporter::open_cluster_database(path, &db);
+  std::map<std::string, std::vector<std::string>> tables;
+  for (const char* table : {"run_info", "strings", "communication_groups", "ranks", "steps", "communication",
+                            "collectives", "links"}) {
+    if (!error->empty()) break;
+    sqlite3_stmt* s = nullptr;
+    std::string sql = std::string("SELECT * FROM ") + table;
+    if (std::string(table) == "run_info") sql += " WHERE key != 'database_pass'";
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    std::vector<std::string>& rows = tables[table];
+    while (s != nullptr && sqlite3_step(s) == SQLITE_ROW) {
+      std::string row;
+      for (int c = 0; c < sqlite3_column_count(s); ++c) {
+        const unsigned char* text = sqlite3_column_text(s, c);
+        row += (text != nullptr ? reinterpret_cast<const char*>(text) : "NULL") + std::string("|");
+      }
+      rows.push_back(row);
+    }
+    sqlite3_finalize(s);
+    std::sort(rows.begin(), rows.end());
+  }
+  sqlite3_close(db);
+  return tables;
+}
+
+// Above ClusterOptions::database_split_rows, trainprof.db's communication
+// rows are split over part files the processes write: joined, every table
+// holds the one-process database's rows, at 3 processes (3 parts) and at 10
+// (8 parts, processes 8 and 9 send theirs to another's); the other outputs
+// are the one-process pass's, byte for byte. A later pass with fewer parts
+// removes the parts beyond its own; a part of another pass, or one missing,
+// is refused by name.
+TEST(ClusterDistributed, AtScaleTheDatabaseIsSplitOverTheProcessesAndJoinsWhole) {
+  test::TempDir dir;
+  test::write_synthetic_job(dir.path(), 80);
+  ClusterReport expected = one_process(dir.path(), 64);
+  ASSERT_TRUE(expected.ok()) << expected.error;
+  const std::string out = dir.path() + "/cluster_analysis_output/";
+  std::string error;
+  std::map<std::string, std::vector<std::string>> one = database_rows(out + "trainprof.db", &error);
+  ASSERT_EQ(error, "");
+  ASSERT_GT(one["communication"].size(), 80u * 30) << "every rank's collectives and transfers";
+  std::map<std::string, std::string> one_files = test::cluster_outputs(dir.path());
+  one_files.erase("trainprof.db");
+
+  test::remove_cluster_outputs(dir.path());
+  for (int processes : {10, 3}) {  // the second over the first's outputs
+    SCOPED_TRACE(std::to_string(processes) + " processes");
+    int exchanges = 0;
+    std::vector<ClusterReport> reports = cluster_over(dir.path(), processes, &exchanges, 64, 0);
+    ASSERT_TRUE(reports[0].ok()) << reports[0].error;
+    EXPECT_EQ(reports[0].text, expected.text);
+    const int parts = std::min(processes, 8);
+    for (int part = 1; part < 8; ++part) {
+      EXPECT_EQ(fs::exists(out + "trainprof.db.part" + std::to_string(part)), part < parts) << part;
+    }
+    std::map<std::string, std::vector<std::string>> spread = database_rows(out + "trainprof.db", &error);
+    ASSERT_EQ(error, "");
+    for (const auto& [table, rows] : one) EXPECT_TRUE(spread[table] == rows) << table << " differs";
+    // Each part holds some of the rows: the split is real.
+    std::string main_rows = test::sqlite3_query(TRAINPROF_TEST_SQLITE3, out + "trainprof.db",
+                                                "SELECT COUNT(*) FROM communication");
+    EXPECT_LT(std::stoul(main_rows), one["communication"].size() / 2) << main_rows;
+    std::map<std::string, std::string> files = test::cluster_outputs(dir.path());
+    files.erase("trainprof.db");
+    std::erase_if(files, [](const auto& f) { return f.first.starts_with("trainprof.db.part"); });
+    expect_same_files(one_files, files);
+  }
+
+  // A part of another pass, then one missing: named, never joined.
+  const std::string part2 = out + "trainprof.db.part2";
+  fs::copy_file(part2, dir.path() + "/part2.saved");
+  {
+    int exchanges = 0;
+    // Another pass over the same runs: its own name in each file.
+    std::vector<ClusterReport> again = cluster_over(dir.path(), 3, &exchanges, 64, 0);
+    ASSERT_TRUE(again[0].ok()) << again[0].error;
+  }
+  fs::copy_file(dir.path() + "/part2.saved", part2, fs::copy_options::overwrite_existing);
+  database_rows(out + "trainprof.db", &error);
+  EXPECT_NE(error.find("trainprof.db.part2 is a part of another cluster pass"), std::string::npos) << error;
+  fs::remove(part2);
+  database_rows(out + "trainprof.db", &error);
+  EXPECT_NE(error.find("cannot read " + part2), std::string::npos) << error;
 }
 
 // Every process meets the others as often whatever it finds: a path with no

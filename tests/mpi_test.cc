@@ -528,6 +528,11 @@ TEST(MpiCluster, ClusterMpiWritesWhatTheOneProcessPassWrites) {
   ASSERT_EQ(alone.exit_code, 0) << alone.output;
   EXPECT_NE(alone.output.find("Straggler: rank 5."), std::string::npos) << alone.output;
   std::map<std::string, std::string> one = test::cluster_outputs(dir.path());
+  const std::string sums =
+      "SELECT COUNT(*), SUM(wait_ns), SUM(start_ns % 1000000007), SUM(rank * sequence), SUM(transfer) FROM "
+      "communication";
+  test::ProcessResult one_sums = test::run_process({trainprof, "sql", dir.path(), sums});
+  ASSERT_EQ(one_sums.exit_code, 0) << one_sums.output;
   test::remove_cluster_outputs(dir.path());
   test::ProcessResult spread = test::run_process(
       {TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", trainprof, "cluster",
@@ -539,6 +544,23 @@ TEST(MpiCluster, ClusterMpiWritesWhatTheOneProcessPassWrites) {
   for (const auto& [name, text] : one) {
     EXPECT_TRUE(outputs[name] == text) << name << " differs";
   }
+  // Split over the processes' part files, trainprof.db's communication
+  // rows are the one-process pass's once `trainprof sql` joins them.
+  test::ProcessResult split =
+      test::run_process({TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4",
+                         trainprof, "cluster", "--mpi", "--database-split-rows", "1", dir.path()});
+  ASSERT_EQ(split.exit_code, 0) << split.output;
+  const std::string out = dir.path() + "/cluster_analysis_output/";
+  EXPECT_TRUE(std::filesystem::exists(out + "trainprof.db.part3"));
+  test::ProcessResult joined = test::run_process({trainprof, "sql", dir.path(), sums});
+  ASSERT_EQ(joined.exit_code, 0) << joined.output;
+  EXPECT_EQ(joined.output, one_sums.output);
+  EXPECT_NE(test::sqlite3_query(TRAINPROF_TEST_SQLITE3, out + "trainprof.db", sums), one_sums.output);
+  std::filesystem::remove(out + "trainprof.db.part3");
+  test::ProcessResult missing = test::run_process({trainprof, "sql", dir.path(), sums});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("cannot read " + out + "trainprof.db.part3"), std::string::npos)
+      << missing.output;
   // Outside a launcher, --mpi says what it needs.
   test::ProcessResult outside = test::run_process({trainprof, "cluster", "--mpi", dir.path()});
   EXPECT_EQ(outside.exit_code, 2);

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -46,6 +47,7 @@ const char* kMainHelp =
     "  diff A B       compare two runs per step: what changed the step time\n"
     "  whatif RUN     estimate the step time with some work made shorter\n"
     "  advise PATH    what to change, the largest saving first, with its evidence\n"
+    "  sql PATH QUERY run SQL on a cluster's trainprof.db, its part files joined\n"
     "  options        list the profiler's options: name, type, default, range, meaning\n"
     "\n"
     "options:\n"
@@ -136,8 +138,27 @@ const char* kClusterHelp =
     "                       timeline whatever the job's size (about 1.1 KB a rank and\n"
     "                       operation)\n"
     "  --progress           each stage's end and seconds on stderr (always on a terminal)\n"
+    "  --database-split-rows N  with --mpi: from N collectives and transfers on (default\n"
+    "                       4000000), trainprof.db's communication rows are split over\n"
+    "                       part files (trainprof.db.part1, ...) that up to 8 processes\n"
+    "                       write at once; `trainprof sql` joins them\n"
     "\n"
     "exit status: 0 analysed, 1 nothing to analyse or outputs not written, 2 bad usage\n";
+
+const char* kSqlHelp =
+    "usage: trainprof sql PATH QUERY\n"
+    "\n"
+    "Runs QUERY (SQL, read-only) on a cluster's trainprof.db (docs/DB_SCHEMA.md,\n"
+    "\"Cluster\"): PATH is the database, or a directory holding it or holding\n"
+    "cluster_analysis_output/trainprof.db. A cluster pass spread over MPI processes\n"
+    "splits the communication table of a large job over part files beside it\n"
+    "(trainprof.db.part1, ...); here they are joined into one `communication`.\n"
+    "Prints the rows as CSV, the column names first (NULL: an empty field).\n"
+    "\n"
+    "  trainprof sql job/ \"SELECT rank, SUM(wait_ns) FROM communication GROUP BY rank\"\n"
+    "\n"
+    "exit status: 0 done, 1 the database or a part cannot be read or the query\n"
+    "failed, 2 bad usage\n";
 
 // Numeric options: their ranges. 2^20 MB (1 TiB) is far above what any
 // viewer opens or any machine holds, and keeps MB -> bytes far from overflowing.
@@ -523,6 +544,14 @@ int cmd_cluster(const std::vector<std::string>& args) {
       cluster_options.full_json_max_ranks = SIZE_MAX;
       continue;
     }
+    if (a == "--database-split-rows") {
+      uint64_t rows = 0;
+      if (!parse_number(i + 1 < args.size() ? &args[++i] : nullptr, UINT64_MAX / 2, &rows)) {
+        return usage_error("--database-split-rows needs a number of rows, at least 1", kClusterHelp);
+      }
+      cluster_options.database_split_rows = rows;
+      continue;
+    }
     if (a == "--msprof-layout") {
       if (i + 1 >= args.size() || args[i + 1].empty()) {
         return usage_error("--msprof-layout needs a directory", kClusterHelp);
@@ -669,6 +698,44 @@ int cmd_options(const std::vector<std::string>& args) {
   return kOk;
 }
 
+// ---------------------------------------------------------------------------
+// sql
+
+// A CSV field: quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::optional<std::string>& value) {
+  if (!value) return "";
+  if (value->find_first_of(",\"\r\n") == std::string::npos) return *value;
+  std::string quoted = "\"";
+  for (char c : *value) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+int cmd_sql(const std::vector<std::string>& args) {
+  std::vector<std::string> positional;
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::fputs(kSqlHelp, stdout);
+      return kOk;
+    }
+    positional.push_back(a);
+  }
+  if (positional.size() != 2) return usage_error("sql needs a PATH and a QUERY", kSqlHelp);
+  std::string line;
+  std::string error = trainprof::query_cluster_database(positional[0], positional[1],
+                                                        [&line](const trainprof::QueryRow& row) {
+                                                          line.clear();
+                                                          for (size_t c = 0; c < row.size(); ++c)
+                                                            line += (c == 0 ? "" : ",") + csv_field(row[c]);
+                                                          line += '\n';
+                                                          std::fwrite(line.data(), 1, line.size(), stdout);
+                                                        });
+  if (!error.empty()) {
+    std::fprintf(stderr, "trainprof: %s\n", error.c_str());
+    return kFailed;
+  }
+  return kOk;
+}
+
 int run_command(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return usage_error("a command is needed", kMainHelp);
@@ -690,6 +757,7 @@ int run_command(int argc, char** argv) {
   if (cmd == "whatif") return cmd_whatif(rest);
   if (cmd == "advise") return cmd_advise(rest);
   if (cmd == "options") return cmd_options(rest);
+  if (cmd == "sql") return cmd_sql(rest);
   return usage_error("unknown command '" + cmd + "'", kMainHelp);
 }
 

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -153,6 +154,14 @@ struct ClusterOptions {
   // the timeline draws the straggler and the ranks the others waited for
   // most (64). SIZE_MAX: always (`--full-json`).
   size_t full_json_max_ranks = 1024;
+  // Spread over processes, with at least this many collectives and
+  // transfers recorded, trainprof.db's communication table is split over
+  // up to 8 files (trainprof.db.part1 ... beside trainprof.db, which names
+  // them) that as many processes write at once: SQLite writes a file on one
+  // core, about 2.3 us a row (24 M rows at 100,000 ranks: 55 s). `trainprof
+  // sql` and trainprof.open_cluster_database() join them again. SIZE_MAX:
+  // always one file.
+  size_t database_split_rows = 4000000;
   // Called on process 0 as each stage of the pass ends (from the calling
   // thread): what was done ("read 1024 summaries", "wrote
   // cluster_communication.json") and the seconds it took. The command
@@ -188,6 +197,16 @@ struct ClusterReport {
 };
 ClusterReport cluster(const std::string& path, const AnalyseOptions& options = {},
                       const ClusterOptions& cluster_options = {});
+
+// Runs `sql` (read-only) on a cluster's trainprof.db with its part files
+// joined into one `communication` (ClusterOptions::database_split_rows):
+// `on_row` gets the column names once, then each row (NULL: std::nullopt).
+// `path`: the database, or a directory holding it (or holding
+// cluster_analysis_output/trainprof.db). Returns "" or the error (a part
+// missing or of another pass is named).
+using QueryRow = std::vector<std::optional<std::string>>;
+std::string query_cluster_database(const std::string& path, const std::string& sql,
+                                   const std::function<void(const QueryRow& row)>& on_row);
 
 // Parses "3-5" or "3,4,5" (or "7") into step numbers; throws
 // std::invalid_argument naming the problem.

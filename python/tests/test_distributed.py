@@ -5,9 +5,11 @@ cause."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -136,6 +138,41 @@ def test_the_cluster_pass_matches_every_collective_of_the_ranks(calls_run: Path)
         ops = set().union(*(step["collective"].keys() for step in comm.values()))
         assert any(op.startswith("allreduce") and op.endswith("@0") for op in ops)
         assert any(op.startswith("barrier") for op in ops)
+
+
+def test_a_split_cluster_database_opens_as_the_one_file_it_replaces(calls_run: Path, tmp_path: Path) -> None:
+    """Spread over 3 MPI processes with --database-split-rows 1, the
+    communication rows go to part files; trainprof.open_cluster_database
+    joins them into the rows the one-process pass writes, and names a part
+    that is missing."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("OpenMPI's mpirun is not installed (scripts/install_deps.sh installs it)")
+    import trainprof
+    runs = tmp_path / "runs"
+    shutil.copytree(calls_run, runs, ignore=shutil.ignore_patterns("cluster_analysis_output"))
+    cli = [sys.executable, "-m", "trainprof", "cluster"]
+    done = subprocess.run([*cli, str(runs)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    everything = "SELECT * FROM communication ORDER BY rank, group_id, sequence, transfer, start_ns"
+    with contextlib.closing(trainprof.open_cluster_database(runs)) as one:
+        expected = one.execute(everything).fetchall()
+    assert len(expected) >= 3 * 6  # every rank's 6 collectives, and the two sides of the send
+    done = subprocess.run([mpirun, "--oversubscribe", "--allow-run-as-root", "-np", "3", *cli, "--mpi",
+                           "--database-split-rows", "1", str(runs)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = runs / "cluster_analysis_output"
+    assert sorted(p.name for p in out.glob("trainprof.db.part*")) == ["trainprof.db.part1", "trainprof.db.part2"]
+    db = trainprof.open_cluster_database(out / "trainprof.db")
+    try:
+        assert db.execute(everything).fetchall() == expected
+        in_main = db.execute("SELECT COUNT(*) FROM main.communication").fetchone()[0]
+        assert 0 < in_main < len(expected)  # rank 0's rows only
+    finally:
+        db.close()
+    (out / "trainprof.db.part2").unlink()
+    with pytest.raises(ValueError, match="cannot read .*trainprof.db.part2"):
+        trainprof.open_cluster_database(runs)
 
 
 def test_clock_offsets_to_rank_0_are_recovered_within_their_bound(calls_run: Path) -> None:

@@ -41,7 +41,7 @@ from ._flight import flight_recorder
 from ._ranges import record_function
 from . import _trainprof as _trainprof_core
 from ._trainprof import version as _core_version
-from .analysis import advise, analyse, summary
+from .analysis import advise, analyse, open_cluster_database, summary
 from .profiler import (
     ExportType,
     HostSystem,
@@ -68,6 +68,7 @@ __all__ = [
     "analyse",
     "flight_recorder",
     "mstx",
+    "open_cluster_database",
     "profile",
     "record_function",
     "schedule",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pathlib
+import sqlite3
 from typing import Any, Optional, Sequence, Union
 
 from . import _trainprof
@@ -109,6 +111,72 @@ def advise(profiler_path: Union[str, "os.PathLike[str]"]) -> list[dict[str, Any]
         raise ValueError(f"profiler_path: {error}")
     result: list[dict[str, Any]] = json.loads(findings)
     return result
+
+
+def open_cluster_database(path: Union[str, "os.PathLike[str]"]) -> sqlite3.Connection:
+    """Opens a cluster's trainprof.db read-only, as ``trainprof sql`` does:
+    a cluster pass spread over MPI processes splits the communication table
+    of a large job over part files beside it (``trainprof.db.part1``, ...;
+    trainprof.db's ``database_parts`` table names them); they are attached
+    and joined into one temporary view ``communication``, so that queries
+    read as on one file (each file's indexes still serve them).
+
+    Args:
+        path: the database, or a directory holding it or holding
+            ``cluster_analysis_output/trainprof.db``.
+
+    Returns:
+        A ``sqlite3.Connection`` (close it when done).
+
+    Raises:
+        TypeError: ``path`` is not a str or os.PathLike.
+        ValueError: not a cluster database, or a part missing, damaged or
+            left by another cluster pass (named; run ``trainprof cluster``
+            again).
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    file = os.fspath(path)
+    if os.path.isdir(file):
+        here = os.path.join(file, "trainprof.db")
+        file = here if os.path.isfile(here) else os.path.join(file, "cluster_analysis_output", "trainprof.db")
+    if not os.path.isfile(file):
+        raise ValueError(f"path: no cluster trainprof.db at {file}")
+
+    def read_only(name: str) -> str:
+        return pathlib.Path(name).resolve().as_uri() + "?mode=ro"
+
+    db = sqlite3.connect(read_only(file), uri=True)
+    try:
+        try:
+            parts = [row[0] for row in db.execute("SELECT file FROM database_parts ORDER BY part")]
+            passes = [row[0] for row in db.execute("SELECT value FROM run_info WHERE key = 'database_pass'")]
+        except sqlite3.DatabaseError as e:
+            raise ValueError(f"{file} is not a cluster trainprof.db: {e}") from None
+        view = "CREATE TEMP VIEW communication AS SELECT * FROM main.communication"
+        for number, part in enumerate(parts, start=1):
+            # Only the names a pass writes are opened, beside the database.
+            if number >= _MAX_DATABASE_PARTS or part != f"trainprof.db.part{number}" or len(passes) != 1:
+                raise ValueError(f"{file} names an unexpected part {part!r}")
+            part_path = os.path.join(os.path.dirname(file), part)
+            try:
+                db.execute("ATTACH DATABASE ? AS ?", (read_only(part_path), f"part{number}"))
+                found = [row[0] for row in db.execute(f"SELECT value FROM part{number}.part_info WHERE key = 'pass'")]
+            except sqlite3.DatabaseError as e:
+                raise ValueError(f"cannot read {part_path} (part of {file}): {e}") from None
+            if found != passes:
+                raise ValueError(f"{part_path} is a part of another cluster pass than {file}: "
+                                 "run the cluster pass again")
+            view += f" UNION ALL SELECT * FROM part{number}.communication"
+        db.execute(view)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+# trainprof.db and its parts: SQLite attaches at most 10 files by default.
+_MAX_DATABASE_PARTS = 8
 
 
 def _existing_path(profiler_path: Any) -> Union[str, bytes]:

@@ -2,8 +2,10 @@
 #include "exporter/cluster_database.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
@@ -40,7 +42,35 @@ CREATE TABLE collectives (group_id INTEGER NOT NULL, sequence INTEGER NOT NULL, 
 CREATE TABLE links (src INTEGER NOT NULL, dst INTEGER NOT NULL, kind TEXT NOT NULL, transport TEXT NOT NULL,
   bytes INTEGER NOT NULL, transit_ns INTEGER NOT NULL, operations INTEGER NOT NULL, gb_per_s REAL,
   slow INTEGER NOT NULL, only_waited INTEGER NOT NULL);
+CREATE TABLE database_parts (part INTEGER PRIMARY KEY, file TEXT NOT NULL);
 )sql";
+
+// A part: the rows of its ranks, and which pass and part it is.
+constexpr const char* kPartSchema = R"sql(
+CREATE TABLE part_info (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+CREATE TABLE communication (rank INTEGER NOT NULL, step INTEGER, group_id INTEGER NOT NULL,
+  sequence INTEGER NOT NULL, operation_id INTEGER NOT NULL, transfer INTEGER NOT NULL, peer INTEGER,
+  tag INTEGER, sends INTEGER, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, wait_ns INTEGER NOT NULL,
+  transit_ns INTEGER NOT NULL, bytes INTEGER NOT NULL, one_host INTEGER NOT NULL);
+)sql";
+
+constexpr const char* kPartIndexes = R"sql(
+CREATE INDEX communication_by_collective ON communication(group_id, sequence);
+CREATE INDEX communication_by_rank ON communication(rank, step);
+)sql";
+
+constexpr const char* kInsertRow =
+    "INSERT INTO communication VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+void bind_row(Statement& s, const CommunicationRow& row) {
+  for (int i = 0; i < 15; ++i) {
+    if ((row.nulls >> i & 1) != 0) {
+      s.bind_null(i + 1);
+    } else {
+      s.bind(i + 1, row.values[i]);
+    }
+  }
+}
 
 constexpr const char* kIndexes = R"sql(
 CREATE INDEX communication_by_collective ON communication(group_id, sequence);
@@ -48,36 +78,16 @@ CREATE INDEX communication_by_rank ON communication(rank, step);
 CREATE INDEX collectives_by_step ON collectives(step);
 )sql";
 
-// Interned names: the strings table's ids (operations) or the groups'.
-// Rows come in runs of one group and operation: the last name is checked
-// before the map.
-class Ids {
- public:
-  int64_t of(std::string_view name, bool* fresh) {
-    *fresh = false;
-    if (last_id_ != 0 && analysis::same_name(name, last_)) return last_id_;
-    auto [it, added] = ids_.try_emplace(std::string(name), static_cast<int64_t>(ids_.size()) + 1);
-    *fresh = added;
-    last_ = it->first;
-    last_id_ = it->second;
-    return last_id_;
-  }
-
- private:
-  std::unordered_map<std::string, int64_t> ids_;
-  std::string_view last_;  // a key of ids_: nodes stay put
-  int64_t last_id_ = 0;
-};
-
 struct RankTotals {
   uint64_t operations = 0, elapse_ns = 0, wait_ns = 0, transit_ns = 0, bytes = 0;
 };
 
 class Writer {
  public:
-  Writer(const ClusterTables& in, const OutputPath& path) : in_(in), file_(path, kSchema) {}
+  Writer(const ClusterTables& in, const OutputPath& path) : in_(in), file_(path, kSchema), rows_(in.layout) {}
 
   std::string write() {
+    names();
     communication();
     ranks();
     steps();
@@ -90,56 +100,47 @@ class Writer {
   sqlite3* db() { return file_.db(); }
   std::string* error() { return &file_.error(); }
 
-  int64_t operation_id(std::string_view name) {
-    bool fresh = false;
-    int64_t id = operations_.of(name, &fresh);
-    if (fresh) insert_string_->bind(1, id).bind(2, name).step(db(), error());
-    return id;
-  }
-
-  int64_t group_id(const CommTiming& t) {
-    bool fresh = false;
-    int64_t id = groups_.of(t.group, &fresh);
-    if (fresh) {
-      std::string ranks;
-      size_t size = t.group_ranks != nullptr ? t.group_ranks->size() : 0;
-      for (size_t i = 0; i < size; ++i) ranks += (i == 0 ? "" : ",") + std::to_string((*t.group_ranks)[i]);
-      insert_group_->bind(1, id).bind(2, t.group).bind(3, static_cast<int64_t>(size)).bind(4, ranks);
-      insert_group_->step(db(), error());
+  // Every name, numbered as the layout says; each group's members as its
+  // highest rank says (as the timings take them).
+  void names() {
+    Statement string(db(), "INSERT INTO strings VALUES (?, ?)", error());
+    for (size_t i = 0; i < in_.layout.operations.size(); ++i)
+      string.bind(1, static_cast<int64_t>(i + 1)).bind(2, in_.layout.operations[i]).step(db(), error());
+    std::unordered_map<std::string_view, const analysis::RankGroup*> last;
+    for (const analysis::RankSummary& r : in_.ranks) {
+      for (const analysis::RankGroup& g : r.groups) last[g.name] = &g;
     }
-    return id;
+    Statement group(db(), "INSERT INTO communication_groups VALUES (?, ?, ?, ?)", error());
+    for (size_t i = 0; i < in_.layout.groups.size(); ++i) {
+      auto it = last.find(in_.layout.groups[i]);
+      const std::vector<int32_t> none;
+      const std::vector<int32_t>& members = it != last.end() ? it->second->world_ranks.list() : none;
+      std::string ranks;
+      for (size_t m = 0; m < members.size(); ++m) ranks += (m == 0 ? "" : ",") + std::to_string(members[m]);
+      group.bind(1, static_cast<int64_t>(i + 1))
+          .bind(2, in_.layout.groups[i])
+          .bind(3, static_cast<int64_t>(members.size()))
+          .bind(4, ranks)
+          .step(db(), error());
+    }
   }
 
-  // Every timing; and each collective, whose members' timings come
-  // together ((group, sequence, rank) order), once all of them are seen.
+  // Every timing of part 0's ranks; and each collective, whose members'
+  // timings come together ((group, sequence, rank) order), once all of them
+  // are seen.
   void communication() {
-    insert_string_ = std::make_unique<Statement>(db(), "INSERT INTO strings VALUES (?, ?)", error());
-    insert_group_ =
-        std::make_unique<Statement>(db(), "INSERT INTO communication_groups VALUES (?, ?, ?, ?)", error());
-    Statement row(db(), "INSERT INTO communication VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                  error());
+    Statement row(db(), kInsertRow, error());
     Statement collective(db(), "INSERT OR IGNORE INTO collectives VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          error());
     const std::vector<CommTiming>& timings = in_.timings;
+    const bool split = in_.layout.parts > 1;
     for (size_t i = 0; i < timings.size() && error()->empty(); ++i) {
       const CommTiming& t = timings[i];
-      int64_t group = group_id(t), operation = operation_id(t.operation);
-      row.bind(1, static_cast<int64_t>(t.rank))
-          .bind_or_null(2, t.step >= 0, t.step)
-          .bind(3, group)
-          .bind(4, t.sequence)
-          .bind(5, operation)
-          .bind(6, static_cast<int64_t>(t.transfer))
-          .bind_or_null(7, t.transfer && t.peer >= 0, t.peer)
-          .bind_or_null(8, t.transfer && t.tag >= 0, t.tag)
-          .bind_or_null(9, t.transfer, t.sends)
-          .bind(10, i64(t.start_ns))
-          .bind(11, i64(t.end_ns))
-          .bind(12, i64(t.wait_ns))
-          .bind(13, i64(t.transit_ns()))
-          .bind(14, i64(t.bytes))
-          .bind(15, static_cast<int64_t>(t.one_host))
-          .step(db(), error());
+      const CommunicationRow values = rows_.of(t);
+      if (!split || in_.layout.part_of(t.rank) == 0) {
+        bind_row(row, values);
+        row.step(db(), error());
+      }
       RankTotals& totals = totals_[t.rank];
       ++totals.operations;
       totals.elapse_ns += t.elapse_ns();
@@ -168,9 +169,9 @@ class Writer {
                   !analysis::same_name(timings[i + 1].group, t.group) ||
                   timings[i + 1].sequence != t.sequence;
       if (!ends) continue;
-      collective.bind(1, group)
+      collective.bind(1, values.values[2])
           .bind(2, t.sequence)
-          .bind(3, operation_id(first_->operation))
+          .bind(3, rows_.of(*first_).values[4])
           .bind_or_null(4, last_->step >= 0, last_->step)
           .bind(5, static_cast<int64_t>(members_))
           .bind(6, i64(bytes_))
@@ -181,8 +182,6 @@ class Writer {
           .bind(11, i64(wait_))
           .step(db(), error());
     }
-    insert_string_.reset();
-    insert_group_.reset();
   }
 
   void ranks() {
@@ -269,12 +268,16 @@ class Writer {
           {"clock_error_ns", std::to_string(r.clock_error_ns)}}) {
       s.bind(1, key).bind(2, value).step(db(), error());
     }
+    if (in_.layout.parts <= 1) return;
+    s.bind(1, "database_pass").bind(2, in_.layout.pass).step(db(), error());
+    Statement part(db(), "INSERT INTO database_parts VALUES (?, ?)", error());
+    for (int p = 1; p < in_.layout.parts; ++p)
+      part.bind(1, static_cast<int64_t>(p)).bind(2, database_part_name(p)).step(db(), error());
   }
 
   const ClusterTables& in_;
   SqliteFile file_;
-  std::unique_ptr<Statement> insert_string_, insert_group_;
-  Ids operations_, groups_;
+  CommunicationRows rows_;
   analysis::RankIndexed<RankTotals> totals_;  // a hash per row cost 4 % of the table's time
   // The collective being read: its first timing, its last arrival so far.
   const CommTiming* first_ = nullptr;
@@ -282,10 +285,145 @@ class Writer {
   uint64_t members_ = 0, end_ = 0, wait_ = 0, first_start_ = 0, bytes_ = 0;
 };
 
+// The first column of `sql`'s rows as text, one vector entry each.
+std::vector<std::string> text_rows(sqlite3* db, const std::string& sql, std::string* error) {
+  std::vector<std::string> out;
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+    *error = sqlite3_errmsg(db);
+    return out;
+  }
+  int rc = SQLITE_ROW;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const unsigned char* text = sqlite3_column_text(s, 0);
+    out.emplace_back(text != nullptr ? reinterpret_cast<const char*>(text) : "");
+  }
+  if (rc != SQLITE_DONE) *error = sqlite3_errmsg(db);
+  sqlite3_finalize(s);
+  return out;
+}
+
 }  // namespace
+
+std::string database_part_name(int part) {
+  return std::string(kClusterDatabaseName) + ".part" + std::to_string(part);
+}
+
+DatabaseLayout one_database(const std::vector<const analysis::RankSummary*>& ranks) {
+  std::set<std::string_view> groups, operations;
+  for (const analysis::RankSummary* rank : ranks) {
+    const analysis::RankSummary& r = *rank;
+    for (const analysis::RankGroup& g : r.groups) groups.insert(g.name);
+    for (const analysis::RankCollective& c : r.collectives) operations.insert(c.operation);
+    for (const analysis::RankTransfer& t : r.transfers) operations.insert(t.operation);
+  }
+  DatabaseLayout layout;
+  layout.groups.assign(groups.begin(), groups.end());
+  layout.operations.assign(operations.begin(), operations.end());
+  return layout;
+}
+
+CommunicationRows::CommunicationRows(const DatabaseLayout& layout) {
+  for (size_t i = 0; i < layout.groups.size(); ++i) groups_[layout.groups[i]] = static_cast<int64_t>(i + 1);
+  for (size_t i = 0; i < layout.operations.size(); ++i)
+    operations_[layout.operations[i]] = static_cast<int64_t>(i + 1);
+}
+
+// Rows come in runs of one group and operation: the last name answers
+// before the map.
+int64_t CommunicationRows::id(std::string_view name, const std::unordered_map<std::string_view, int64_t>& ids,
+                              std::pair<std::string_view, int64_t>* last) {
+  if (last->second != 0 && analysis::same_name(name, last->first)) return last->second;
+  auto it = ids.find(name);
+  if (it == ids.end()) return 0;
+  *last = {name, it->second};
+  return it->second;
+}
+
+CommunicationRow CommunicationRows::of(const CommTiming& t) {
+  CommunicationRow row{};
+  auto set = [&row](int column, bool known, int64_t v) {
+    row.values[column - 1] = known ? v : 0;
+    if (!known) row.nulls |= 1u << (column - 1);
+  };
+  set(1, true, t.rank);
+  set(2, t.step >= 0, t.step);
+  set(3, true, id(t.group, groups_, &last_group_));
+  set(4, true, t.sequence);
+  set(5, true, id(t.operation, operations_, &last_operation_));
+  set(6, true, t.transfer);
+  set(7, t.transfer && t.peer >= 0, t.peer);
+  set(8, t.transfer && t.tag >= 0, t.tag);
+  set(9, t.transfer, t.sends);
+  set(10, true, i64(t.start_ns));
+  set(11, true, i64(t.end_ns));
+  set(12, true, i64(t.wait_ns));
+  set(13, true, i64(t.transit_ns()));
+  set(14, true, i64(t.bytes));
+  set(15, true, t.one_host);
+  return row;
+}
 
 std::string write_cluster_database(const ClusterTables& tables, const OutputPath& path) {
   return Writer(tables, path).write();
+}
+
+std::string write_cluster_database_part(const std::vector<CommunicationRow>& rows, int part,
+                                        const std::string& pass, const OutputPath& path) {
+  SqliteFile file(path, kPartSchema);
+  {
+    Statement info(file.db(), "INSERT INTO part_info VALUES (?, ?)", &file.error());
+    info.bind(1, "pass").bind(2, pass).step(file.db(), &file.error());
+    info.bind(1, "part").bind(2, std::to_string(part)).step(file.db(), &file.error());
+    info.bind(1, "rows").bind(2, std::to_string(rows.size())).step(file.db(), &file.error());
+    Statement row(file.db(), kInsertRow, &file.error());
+    for (size_t i = 0; i < rows.size() && file.error().empty(); ++i) {
+      bind_row(row, rows[i]);
+      row.step(file.db(), &file.error());
+    }
+  }
+  return file.finish(kPartIndexes);
+}
+
+std::string open_cluster_database(const std::string& path, sqlite3** db) {
+  *db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+    return "cannot open " + path + ": " + (*db != nullptr ? sqlite3_errmsg(*db) : "out of memory");
+  std::string error;
+  std::vector<std::string> parts = text_rows(*db, "SELECT file FROM database_parts ORDER BY part", &error);
+  std::vector<std::string> pass =
+      text_rows(*db, "SELECT value FROM run_info WHERE key = 'database_pass'", &error);
+  if (!error.empty()) return path + " is not a cluster trainprof.db: " + error;
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::string view = "CREATE TEMP VIEW communication AS SELECT * FROM main.communication";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    // Only the names a pass writes are opened, beside the database (an
+    // attached file opens read-only, as the database did).
+    const int part = static_cast<int>(i) + 1;
+    if (part >= kMaxDatabaseParts || parts[i] != database_part_name(part) || pass.size() != 1)
+      return path + " names an unexpected part '" + parts[i] + "'";
+    const std::string schema = "part" + std::to_string(part);
+    const std::string part_path = (dir / parts[i]).string();
+    sqlite3_stmt* attach = nullptr;
+    if (sqlite3_prepare_v2(*db, "ATTACH DATABASE ? AS ?", -1, &attach, nullptr) == SQLITE_OK) {
+      sqlite3_bind_text(attach, 1, part_path.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(attach, 2, schema.c_str(), -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(attach) != SQLITE_DONE) error = sqlite3_errmsg(*db);
+    } else {
+      error = sqlite3_errmsg(*db);
+    }
+    sqlite3_finalize(attach);
+    std::vector<std::string> found;
+    if (error.empty())
+      found = text_rows(*db, "SELECT value FROM " + schema + ".part_info WHERE key = 'pass'", &error);
+    if (!error.empty()) return "cannot read " + part_path + " (part of " + path + "): " + error;
+    if (found.size() != 1 || found[0] != pass[0])
+      return part_path + " is a part of another cluster pass than " + path + ": run the cluster pass again";
+    view += " UNION ALL SELECT * FROM " + schema + ".communication";
+  }
+  if (sqlite3_exec(*db, view.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+    return "cannot join the parts of " + path + ": " + sqlite3_errmsg(*db);
+  return "";
 }
 
 }  // namespace trainprof::exporter

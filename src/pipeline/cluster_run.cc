@@ -582,13 +582,101 @@ struct OwnEnds {
   std::map<int, std::string> hosts;
 };
 
+// At scale, trainprof.db's communication rows are split over part files
+// written at once by processes 1 to parts - 1 while process 0 concludes
+// (exporter/cluster_database.h). Two exchanges on every process: process 0
+// says the split (`layout`, on process 0: parts 1 when none), then each
+// process sends its ranks' rows to their part's writer (a rank's rows are
+// in part (rank % processes) % parts; part 0's, in trainprof.db, process 0
+// writes from its own timings). Returns this process's part's problem.
+std::string split_database(const std::string& path, const std::map<int, analysis::RankSummary>& by_rank,
+                           const std::vector<analysis::RankSummary>& own, const OwnEnds& own_ends,
+                           ClusterExchange& exchange, const ClusterOptions& cluster_options,
+                           exporter::DatabaseLayout* layout) {
+  const int processes = exchange.size();
+  std::vector<std::string> plan(static_cast<size_t>(processes));
+  if (exchange.index() == 0) {
+    uint64_t records = 0;
+    for (const auto& [rank, s] : by_rank) records += s.collectives.size() + s.transfers.size();
+    if (processes >= 2 && !by_rank.empty() && records >= cluster_options.database_split_rows) {
+      std::vector<const analysis::RankSummary*> all;
+      for (const auto& [rank, s] : by_rank) all.push_back(&s);
+      *layout = exporter::one_database(all);
+      layout->parts = std::min(processes, exporter::kMaxDatabaseParts);
+      layout->processes = processes;
+      layout->pass = std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
+                     std::to_string(getpid());
+      std::string message;
+      base::ByteWriter w(&message);
+      w.put<int32_t>(layout->parts);
+      w.put(layout->pass);
+      for (const std::vector<std::string>* names : {&layout->groups, &layout->operations}) {
+        w.put<uint64_t>(names->size());
+        for (const std::string& name : *names) w.put(name);
+      }
+      for (std::string& to : plan) to = message;
+    }
+  }
+  std::vector<std::string> told = exchange.all_to_all(std::move(plan));
+  exporter::DatabaseLayout here;
+  std::string problem;
+  base::ByteReader r(told[0]);
+  int32_t parts = 1;
+  bool ok =
+      r.empty() || (r.get(&parts) && parts >= 2 && parts <= exporter::kMaxDatabaseParts && r.get(&here.pass));
+  for (std::vector<std::string>* names : {&here.groups, &here.operations}) {
+    uint64_t n = 0;
+    ok = ok && (r.empty() || r.count(8, &n));
+    for (uint64_t i = 0; ok && i < n; ++i) ok = r.get(&names->emplace_back());
+  }
+  if (!ok || !r.empty()) {
+    problem = "the database's split arrived damaged at process " + std::to_string(exchange.index());
+    parts = 1;
+  }
+  here.parts = parts;
+  here.processes = processes;
+  const int writer = exchange.index() % std::max(parts, 1);
+  std::vector<std::string> rows_out(static_cast<size_t>(processes));
+  if (parts > 1 && writer != 0) {
+    std::vector<analysis::CommTiming> timings =
+        analysis::own_comm_timings(own, own_ends.ends, own_ends.hosts);
+    exporter::CommunicationRows rows(here);
+    std::string& message = rows_out[static_cast<size_t>(writer)];
+    message.reserve(timings.size() * sizeof(exporter::CommunicationRow));
+    for (const analysis::CommTiming& t : timings) {
+      const exporter::CommunicationRow row = rows.of(t);
+      message.append(reinterpret_cast<const char*>(&row), sizeof(row));
+    }
+  }
+  std::vector<std::string> arrived = exchange.all_to_all(std::move(rows_out));
+  if (exchange.index() == 0 || exchange.index() >= parts) return problem;
+  std::vector<exporter::CommunicationRow> rows;
+  for (size_t p = 0; p < arrived.size(); ++p) {
+    if (arrived[p].size() % sizeof(exporter::CommunicationRow) != 0) {
+      return "the communication rows from process " + std::to_string(p) + " arrived damaged";
+    }
+    const size_t n = arrived[p].size() / sizeof(exporter::CommunicationRow);
+    const size_t at = rows.size();
+    rows.resize(at + n);
+    std::memcpy(rows.data() + at, arrived[p].data(), arrived[p].size());
+    std::string().swap(arrived[p]);
+  }
+  ClusterReport opened;
+  base::UniqueFd out = open_output_dir(path, &opened);
+  if (!out.valid()) return opened.error;
+  return exporter::write_cluster_database_part(
+      rows, exchange.index(), here.pass,
+      exporter::OutputPath{out.get(), opened.output_dir, exporter::database_part_name(exchange.index())});
+}
+
 // Each process writes its own ranks' communication tables (and their part
 // of the msprof-analyze layout) from its own ranks' timings, once process 0
 // says the outputs are wanted (not when it wrote no outputs); their
 // problems go back to process 0's report. Two exchanges on every process.
 void write_rank_tables_spread(std::vector<analysis::RankSummary> own, const OwnEnds& own_ends,
                               RankTables from_first, ClusterExchange& exchange,
-                              const ClusterOptions& cluster_options, ClusterReport* report) {
+                              const ClusterOptions& cluster_options, const std::string& part_problem,
+                              ClusterReport* report) {
   const int processes = exchange.size();
   std::vector<std::string> outgoing(static_cast<size_t>(processes));
   // The one byte: 1, go; 2, the communication tables are wanted.
@@ -625,6 +713,7 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, const OwnE
     if (!cluster_options.msprof_dir.empty() && !own.empty())
       problem = export_msprof(cluster_options.msprof_dir, own, timings);
   }
+  if (!part_problem.empty()) problem = part_problem + (problem.empty() ? "" : "; " + problem);
   std::vector<std::string> said(static_cast<size_t>(processes));
   base::ByteWriter w(&said[0]);
   w.put(problem);
@@ -655,7 +744,7 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
                        const std::vector<std::string>& runs, ShareRead& share,
                        std::map<int, analysis::RankSummary> by_rank,
                        std::optional<pipeline::SpreadMatch> spread, StageClock& clock, ClusterReport report,
-                       RankTables* tables) {
+                       RankTables* tables, exporter::DatabaseLayout split) {
   if (runs.empty()) {
     report.error = "no run directory (*_trainprof) at or below '" + path + "'";
     return report;
@@ -699,12 +788,19 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   // future waits for it however this function ends: it is destroyed before
   // what it reads.)
   auto started = std::chrono::steady_clock::now();
-  const exporter::OutputPath database_path{out.get(), report.output_dir, "trainprof.db"};
+  const exporter::OutputPath database_path{out.get(), report.output_dir, exporter::kClusterDatabaseName};
+  // Split by the processes (their parts are being written), or one file.
+  std::vector<const analysis::RankSummary*> all;
+  for (const analysis::RankSummary& s : ranks) all.push_back(&s);
+  const exporter::DatabaseLayout layout = split.parts > 1 ? std::move(split) : exporter::one_database(all);
   std::future<std::pair<std::string, double>> database;
   if (out.valid()) {
+    // An earlier pass's parts beyond this one's would be read for its.
+    for (int part = layout.parts; part < exporter::kMaxDatabaseParts; ++part)
+      unlinkat(out.get(), exporter::database_part_name(part).c_str(), 0);
     database = std::async(std::launch::async, [&] {
-      std::string e =
-          exporter::write_cluster_database(exporter::ClusterTables{ranks, r, timings, links}, database_path);
+      std::string e = exporter::write_cluster_database(
+          exporter::ClusterTables{ranks, r, timings, links, layout}, database_path);
       return std::pair{e, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
     });
   }
@@ -795,7 +891,11 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   char took[32];
   std::snprintf(took, sizeof(took), "%.2f s", database_seconds);
   written(database_error,
-          std::string("trainprof.db (") + took + " in a thread of its own, beside the stages above)");
+          std::string("trainprof.db (") + took + " in a thread of its own, beside the stages above" +
+              (layout.parts > 1 ? "; its communication rows split with " + std::to_string(layout.parts - 1) +
+                                      " part file(s) the other processes wrote meanwhile"
+                                : "") +
+              ")");
   if (tables != nullptr) {
     tables->rank_tables = full_json;
     tables->ranks = std::move(ranks);
@@ -830,6 +930,8 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   std::optional<pipeline::SpreadMatch> spread;  // the matching, when spread over processes
   std::vector<analysis::RankSummary> own_copy;  // this process's ranks, renumbered
   OwnEnds own_ends;                             // what the matching told of them
+  exporter::DatabaseLayout split;               // on process 0: trainprof.db's parts
+  std::string part_problem;                     // this process's part's
   if (cluster_options.exchange == nullptr) {
     share = route_shares(
         std::move(share), exchange, [](const auto&) { return 0; }, &report.error);
@@ -859,13 +961,14 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     share = route_shares(
         std::move(back), exchange, [](const auto&) { return 0; }, &report.error);
     for (auto& [rank, s] : share.summaries) by_rank.emplace(s.rank, std::move(s));
+    part_problem = split_database(path, by_rank, own_copy, own_ends, exchange, cluster_options, &split);
   }
   RankTables tables;
   RankTables* left_for_ranks = spread ? &tables : nullptr;  // before `spread` is moved
   if (exchange.index() == 0 && report.error.empty()) {
     try {  // the others wait below for what this process sends them
       report = conclude(path, cluster_options, runs, share, std::move(by_rank), std::move(spread), clock,
-                        std::move(report), left_for_ranks);
+                        std::move(report), left_for_ranks, std::move(split));
     } catch (const std::exception& e) {
       if (cluster_options.exchange == nullptr) throw;
       report.error = std::string("cluster analysis failed: ") + e.what();
@@ -875,7 +978,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   if (cluster_options.exchange != nullptr) {
     const bool rank_tables = tables.rank_tables;  // false above full_json_max_ranks
     write_rank_tables_spread(std::move(own_copy), own_ends, std::move(tables), exchange, cluster_options,
-                             &report);
+                             part_problem, &report);
     if (exchange.index() == 0 && rank_tables) {
       clock.done("wrote each rank's communication.json and communication_matrix.json");
     } else if (exchange.index() == 0 && !cluster_options.msprof_dir.empty()) {
