@@ -148,6 +148,8 @@ def open_cluster_database(path: Union[str, "os.PathLike[str]"]) -> sqlite3.Conne
 
     db = sqlite3.connect(read_only(file), uri=True)
     try:
+        if db.execute("SELECT name FROM sqlite_master WHERE name = 'database_parts'").fetchone() is None:
+            return db  # one file (a run's, an earlier pass's): nothing to join
         try:
             parts = [row[0] for row in db.execute("SELECT file FROM database_parts ORDER BY part")]
             passes = [row[0] for row in db.execute("SELECT value FROM run_info WHERE key = 'database_pass'")]

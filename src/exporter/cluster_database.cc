@@ -368,18 +368,20 @@ std::string write_cluster_database(const ClusterTables& tables, const OutputPath
   return Writer(tables, path).write();
 }
 
-std::string write_cluster_database_part(const std::vector<CommunicationRow>& rows, int part,
-                                        const std::string& pass, const OutputPath& path) {
+std::string write_cluster_database_part(const std::function<bool(CommunicationRow* row)>& next_row,
+                                        uint64_t rows, int part, const std::string& pass,
+                                        const OutputPath& path) {
   SqliteFile file(path, kPartSchema);
   {
     Statement info(file.db(), "INSERT INTO part_info VALUES (?, ?)", &file.error());
     info.bind(1, "pass").bind(2, pass).step(file.db(), &file.error());
     info.bind(1, "part").bind(2, std::to_string(part)).step(file.db(), &file.error());
-    info.bind(1, "rows").bind(2, std::to_string(rows.size())).step(file.db(), &file.error());
-    Statement row(file.db(), kInsertRow, &file.error());
-    for (size_t i = 0; i < rows.size() && file.error().empty(); ++i) {
-      bind_row(row, rows[i]);
-      row.step(file.db(), &file.error());
+    info.bind(1, "rows").bind(2, std::to_string(rows)).step(file.db(), &file.error());
+    Statement insert(file.db(), kInsertRow, &file.error());
+    CommunicationRow row;
+    while (file.error().empty() && next_row(&row)) {
+      bind_row(insert, row);
+      insert.step(file.db(), &file.error());
     }
   }
   return file.finish(kPartIndexes);
@@ -390,10 +392,14 @@ std::string open_cluster_database(const std::string& path, sqlite3** db) {
   if (sqlite3_open_v2(path.c_str(), db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
     return "cannot open " + path + ": " + (*db != nullptr ? sqlite3_errmsg(*db) : "out of memory");
   std::string error;
+  // A database of one file (a run's, an earlier pass's) has no parts to join.
+  if (text_rows(*db, "SELECT name FROM sqlite_master WHERE name = 'database_parts'", &error).empty())
+    return error.empty() ? "" : "cannot read " + path + ": " + error;
   std::vector<std::string> parts = text_rows(*db, "SELECT file FROM database_parts ORDER BY part", &error);
   std::vector<std::string> pass =
       text_rows(*db, "SELECT value FROM run_info WHERE key = 'database_pass'", &error);
   if (!error.empty()) return path + " is not a cluster trainprof.db: " + error;
+  if (parts.empty()) return "";
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::string view = "CREATE TEMP VIEW communication AS SELECT * FROM main.communication";
   for (size_t i = 0; i < parts.size(); ++i) {

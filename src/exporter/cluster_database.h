@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -83,13 +84,16 @@ class CommunicationRows {
   std::pair<std::string_view, int64_t> last_group_, last_operation_;
 };
 
-// Writes part `part` of the pass named `pass`: `rows` in its communication table.
-std::string write_cluster_database_part(const std::vector<CommunicationRow>& rows, int part,
-                                        const std::string& pass, const OutputPath& path);
+// Writes part `part` of the pass named `pass`: the `rows` rows `next_row`
+// gives (false: no more) in its communication table.
+std::string write_cluster_database_part(const std::function<bool(CommunicationRow* row)>& next_row,
+                                        uint64_t rows, int part, const std::string& pass,
+                                        const OutputPath& path);
 
 // Opens a cluster trainprof.db read-only with its parts attached, and a
 // temporary view `communication` over its own rows and theirs (queries by
-// rank or by collective still use each file's index). *db is set even on
+// rank or by collective still use each file's index); a database without
+// parts (or any other SQLite file) opens as it is. *db is set even on
 // failure (sqlite3_close it); returns "" or what is wrong: a part missing,
 // damaged, or of another pass.
 std::string open_cluster_database(const std::string& path, sqlite3** db);

@@ -584,11 +584,11 @@ struct OwnEnds {
 
 // At scale, trainprof.db's communication rows are split over part files
 // written at once by processes 1 to parts - 1 while process 0 concludes
-// (exporter/cluster_database.h). Two exchanges on every process: process 0
-// says the split (`layout`, on process 0: parts 1 when none), then each
-// process sends its ranks' rows to their part's writer (a rank's rows are
-// in part (rank % processes) % parts; part 0's, in trainprof.db, process 0
-// writes from its own timings). Returns this process's part's problem.
+// (exporter/cluster_database.h). Process 0 says the split (`layout`, on
+// process 0: parts 1 when none); a rank's rows are in part (rank %
+// processes) % parts, part 0's in trainprof.db, written by process 0 from
+// its own timings. One exchange on every process, two above
+// kMaxDatabaseParts processes. Returns this process's part's problem.
 std::string split_database(const std::string& path, const std::map<int, analysis::RankSummary>& by_rank,
                            const std::vector<analysis::RankSummary>& own, const OwnEnds& own_ends,
                            ClusterExchange& exchange, const ClusterOptions& cluster_options,
@@ -636,36 +636,53 @@ std::string split_database(const std::string& path, const std::map<int, analysis
   here.parts = parts;
   here.processes = processes;
   const int writer = exchange.index() % std::max(parts, 1);
-  std::vector<std::string> rows_out(static_cast<size_t>(processes));
-  if (parts > 1 && writer != 0) {
-    std::vector<analysis::CommTiming> timings =
-        analysis::own_comm_timings(own, own_ends.ends, own_ends.hosts);
-    exporter::CommunicationRows rows(here);
+  std::vector<analysis::CommTiming> timings;  // this process's ranks'
+  if (parts > 1 && writer != 0) timings = analysis::own_comm_timings(own, own_ends.ends, own_ends.hosts);
+  exporter::CommunicationRows row_of(here);
+  // Up to kMaxDatabaseParts processes, each writes its own rows and process
+  // 0 goes on at once; beyond, the others send theirs to their part's
+  // writer (whether they do is the same on every process, whatever the
+  // split said, so every process makes as many exchanges).
+  const bool send = processes > exporter::kMaxDatabaseParts;
+  std::vector<std::string> arrived;  // the rows sent here, as they came
+  uint64_t rows = timings.size();
+  if (send) {
+    std::vector<std::string> rows_out(static_cast<size_t>(processes));
     std::string& message = rows_out[static_cast<size_t>(writer)];
     message.reserve(timings.size() * sizeof(exporter::CommunicationRow));
     for (const analysis::CommTiming& t : timings) {
-      const exporter::CommunicationRow row = rows.of(t);
+      const exporter::CommunicationRow row = row_of.of(t);
       message.append(reinterpret_cast<const char*>(&row), sizeof(row));
     }
-  }
-  std::vector<std::string> arrived = exchange.all_to_all(std::move(rows_out));
-  if (exchange.index() == 0 || exchange.index() >= parts) return problem;
-  std::vector<exporter::CommunicationRow> rows;
-  for (size_t p = 0; p < arrived.size(); ++p) {
-    if (arrived[p].size() % sizeof(exporter::CommunicationRow) != 0) {
-      return "the communication rows from process " + std::to_string(p) + " arrived damaged";
+    std::vector<analysis::CommTiming>().swap(timings);
+    arrived = exchange.all_to_all(std::move(rows_out));
+    rows = 0;
+    for (size_t p = 0; p < arrived.size(); ++p) {
+      if (arrived[p].size() % sizeof(exporter::CommunicationRow) != 0)
+        return "the communication rows from process " + std::to_string(p) + " arrived damaged";
+      rows += arrived[p].size() / sizeof(exporter::CommunicationRow);
     }
-    const size_t n = arrived[p].size() / sizeof(exporter::CommunicationRow);
-    const size_t at = rows.size();
-    rows.resize(at + n);
-    std::memcpy(rows.data() + at, arrived[p].data(), arrived[p].size());
-    std::string().swap(arrived[p]);
   }
+  if (exchange.index() == 0 || exchange.index() >= parts) return problem;
+  // The rows made one at a time, never all held twice.
+  size_t next = 0, from = 0, at = 0;
+  auto next_row = [&](exporter::CommunicationRow* row) {
+    if (!send) {
+      if (next >= timings.size()) return false;
+      *row = row_of.of(timings[next++]);
+      return true;
+    }
+    for (; from < arrived.size() && at >= arrived[from].size(); at = 0) std::string().swap(arrived[from++]);
+    if (from >= arrived.size()) return false;
+    std::memcpy(row, arrived[from].data() + at, sizeof(*row));
+    at += sizeof(*row);
+    return true;
+  };
   ClusterReport opened;
   base::UniqueFd out = open_output_dir(path, &opened);
   if (!out.valid()) return opened.error;
   return exporter::write_cluster_database_part(
-      rows, exchange.index(), here.pass,
+      next_row, rows, exchange.index(), here.pass,
       exporter::OutputPath{out.get(), opened.output_dir, exporter::database_part_name(exchange.index())});
 }
 
