@@ -48,8 +48,8 @@ class DroppingMemoryReporter final : public torch::profiler::impl::ProfilerState
       : ProfilerStateBase(
             torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::Disabled)),
         read_clock_(read_clock) {}
-  void reportMemoryUsage(void*, int64_t, trainprof::torch::MemoryTotal,
-                         trainprof::torch::MemoryTotal, c10::Device) override {
+  void reportMemoryUsage(void*, int64_t, trainprof::torch::MemoryTotal, trainprof::torch::MemoryTotal,
+                         c10::Device) override {
     if (read_clock_) t_ticks += trainprof::detail::now_ticks();
   }
   bool memoryProfilingEnabled() const override { return true; }
