@@ -155,10 +155,12 @@ def open_cluster_database(path: Union[str, "os.PathLike[str]"]) -> sqlite3.Conne
             passes = [row[0] for row in db.execute("SELECT value FROM run_info WHERE key = 'database_pass'")]
         except sqlite3.DatabaseError as e:
             raise ValueError(f"{file} is not a cluster trainprof.db: {e}") from None
+        if parts and len(passes) != 1:
+            raise ValueError(f"{file} names its parts but not its pass")
         view = "CREATE TEMP VIEW communication AS SELECT * FROM main.communication"
         for number, part in enumerate(parts, start=1):
             # Only the names a pass writes are opened, beside the database.
-            if number >= _MAX_DATABASE_PARTS or part != f"trainprof.db.part{number}" or len(passes) != 1:
+            if number >= _MAX_DATABASE_PARTS or part != f"trainprof.db.part{number}":
                 raise ValueError(f"{file} names an unexpected part {part!r}")
             part_path = os.path.join(os.path.dirname(file), part)
             try:

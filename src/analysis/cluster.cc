@@ -188,7 +188,7 @@ void add_collective_timings(const std::vector<RankSummary>& ranks, const std::ma
     const std::vector<Member>& list = by_key.at(key);
     Group& g = groups[key.first];
     const std::vector<int32_t>& members = g.group->world_ranks.list();
-    if (list.size() < 2 || list.size() != members.size()) continue;
+    if (!recorded_by_all(list.size(), members.size())) continue;
     if (!g.host_known) g = {g.group, true, common_host(members, host)};
     const bool one_host = g.host != nullptr && *g.host == host.at(list.front().rank->rank);
     uint64_t last = 0;
@@ -220,20 +220,15 @@ void add_transfer_timings(const std::vector<RankSummary>& ranks, const std::map<
       out->push_back(transfer_timing(s, x, count[{x.group, x.operation}]++, host));
     }
   }
-  // MPI does not overtake: the k-th send of a channel is its k-th receive.
   // Each side waited for the other's arrival when it came first.
+  std::vector<CommTiming>& all = *out;
   for (auto& [channel, sides] : channels) {
-    auto& [sends, receives] = sides;
-    std::vector<CommTiming>& all = *out;
-    auto by_start = [&all](size_t a, size_t b) { return all[a].start_ns < all[b].start_ns; };
-    std::stable_sort(sends.begin(), sends.end(), by_start);
-    std::stable_sort(receives.begin(), receives.end(), by_start);
-    for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
-      CommTiming& a = all[sends[k]];
-      CommTiming& b = all[receives[k]];
-      wait_for_other_side(b.start_ns, &a);
-      wait_for_other_side(a.start_ns, &b);
-    }
+    pair_in_order(
+        sides.first, sides.second, [&all](size_t i) { return all[i].start_ns; },
+        [&all](size_t send, size_t receive) {
+          wait_for_other_side(all[receive].start_ns, &all[send]);
+          wait_for_other_side(all[send].start_ns, &all[receive]);
+        });
   }
   sort_transfers(out, first);
 }
@@ -580,7 +575,7 @@ void explain_straggler(StragglerReport& r) {
 
 void match_collective(const std::vector<Arrival>& list, size_t members,
                       const std::function<RankWaits&(int rank)>& waits_of, MatchCounts* counts) {
-  if (list.size() < 2 || list.size() != members) {
+  if (!recorded_by_all(list.size(), members)) {
     if (list.size() < members) ++counts->unmatched;
     return;
   }

@@ -176,6 +176,24 @@ inline constexpr double kStragglerShare = 0.5;
 
 StragglerReport find_straggler(const std::vector<RankSummary>& ranks);
 
+// A collective is matched when every member of its group recorded it (and
+// the group has more than one): only then is its last arrival known.
+inline bool recorded_by_all(size_t arrivals, size_t members) {
+  return arrivals >= 2 && arrivals == members;
+}
+
+// One channel's (group, sender, receiver, tag) sends and receives, paired:
+// MPI does not overtake, so the k-th send by start is the k-th receive.
+// Each side keeps its order among equal starts. `pair(send, receive)` is
+// called for each pair.
+template <typename Side, typename StartOf, typename Pair>
+void pair_in_order(std::vector<Side>& sends, std::vector<Side>& receives, StartOf start_of, Pair pair) {
+  auto by_start = [&start_of](const Side& a, const Side& b) { return start_of(a) < start_of(b); };
+  std::stable_sort(sends.begin(), sends.end(), by_start);
+  std::stable_sort(receives.begin(), receives.end(), by_start);
+  for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) pair(sends[k], receives[k]);
+}
+
 // A member's arrival at a collective.
 struct Arrival {
   int rank;

@@ -31,10 +31,6 @@ CREATE TABLE steps (rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEG
   computing_ns INTEGER, communication_not_overlapped_ns INTEGER, overlapped_ns INTEGER,
   communication_ns INTEGER, free_ns INTEGER, data_wait_ns INTEGER, in_communication_ns INTEGER,
   PRIMARY KEY (rank, step)) WITHOUT ROWID;
-CREATE TABLE communication (rank INTEGER NOT NULL, step INTEGER, group_id INTEGER NOT NULL,
-  sequence INTEGER NOT NULL, operation_id INTEGER NOT NULL, transfer INTEGER NOT NULL, peer INTEGER,
-  tag INTEGER, sends INTEGER, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, wait_ns INTEGER NOT NULL,
-  transit_ns INTEGER NOT NULL, bytes INTEGER NOT NULL, one_host INTEGER NOT NULL);
 CREATE TABLE collectives (group_id INTEGER NOT NULL, sequence INTEGER NOT NULL, operation_id INTEGER NOT NULL,
   step INTEGER, members INTEGER NOT NULL, bytes INTEGER NOT NULL, first_start_ns INTEGER NOT NULL,
   last_start_ns INTEGER NOT NULL, last_rank INTEGER NOT NULL, end_ns INTEGER NOT NULL,
@@ -45,16 +41,20 @@ CREATE TABLE links (src INTEGER NOT NULL, dst INTEGER NOT NULL, kind TEXT NOT NU
 CREATE TABLE database_parts (part INTEGER PRIMARY KEY, file TEXT NOT NULL);
 )sql";
 
-// A part: the rows of its ranks, and which pass and part it is.
+// A part: which pass and part it is (and the table below).
 constexpr const char* kPartSchema = R"sql(
 CREATE TABLE part_info (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+)sql";
+
+// The communication table, in trainprof.db and in each part alike.
+constexpr const char* kCommunicationSchema = R"sql(
 CREATE TABLE communication (rank INTEGER NOT NULL, step INTEGER, group_id INTEGER NOT NULL,
   sequence INTEGER NOT NULL, operation_id INTEGER NOT NULL, transfer INTEGER NOT NULL, peer INTEGER,
   tag INTEGER, sends INTEGER, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, wait_ns INTEGER NOT NULL,
   transit_ns INTEGER NOT NULL, bytes INTEGER NOT NULL, one_host INTEGER NOT NULL);
 )sql";
 
-constexpr const char* kPartIndexes = R"sql(
+constexpr const char* kCommunicationIndexes = R"sql(
 CREATE INDEX communication_by_collective ON communication(group_id, sequence);
 CREATE INDEX communication_by_rank ON communication(rank, step);
 )sql";
@@ -72,11 +72,7 @@ void bind_row(Statement& s, const CommunicationRow& row) {
   }
 }
 
-constexpr const char* kIndexes = R"sql(
-CREATE INDEX communication_by_collective ON communication(group_id, sequence);
-CREATE INDEX communication_by_rank ON communication(rank, step);
-CREATE INDEX collectives_by_step ON collectives(step);
-)sql";
+constexpr const char* kCollectivesIndex = "CREATE INDEX collectives_by_step ON collectives(step);";
 
 struct RankTotals {
   uint64_t operations = 0, elapse_ns = 0, wait_ns = 0, transit_ns = 0, bytes = 0;
@@ -84,7 +80,9 @@ struct RankTotals {
 
 class Writer {
  public:
-  Writer(const ClusterTables& in, const OutputPath& path) : in_(in), file_(path, kSchema), rows_(in.layout) {}
+  Writer(const ClusterTables& in, const OutputPath& path) : in_(in), file_(path, kSchema), rows_(in.layout) {
+    file_.exec(kCommunicationSchema);
+  }
 
   std::string write() {
     names();
@@ -93,7 +91,8 @@ class Writer {
     steps();
     links();
     run_info();
-    return file_.finish(kIndexes);
+    file_.exec(kCollectivesIndex);
+    return file_.finish(kCommunicationIndexes);
   }
 
  private:
@@ -111,9 +110,9 @@ class Writer {
       for (const analysis::RankGroup& g : r.groups) last[g.name] = &g;
     }
     Statement group(db(), "INSERT INTO communication_groups VALUES (?, ?, ?, ?)", error());
+    const std::vector<int32_t> none;
     for (size_t i = 0; i < in_.layout.groups.size(); ++i) {
       auto it = last.find(in_.layout.groups[i]);
-      const std::vector<int32_t> none;
       const std::vector<int32_t>& members = it != last.end() ? it->second->world_ranks.list() : none;
       std::string ranks;
       for (size_t m = 0; m < members.size(); ++m) ranks += (m == 0 ? "" : ",") + std::to_string(members[m]);
@@ -136,9 +135,8 @@ class Writer {
     const bool split = in_.layout.parts > 1;
     for (size_t i = 0; i < timings.size() && error()->empty(); ++i) {
       const CommTiming& t = timings[i];
-      const CommunicationRow values = rows_.of(t);
       if (!split || in_.layout.part_of(t.rank) == 0) {
-        bind_row(row, values);
+        bind_row(row, rows_.of(t));
         row.step(db(), error());
       }
       RankTotals& totals = totals_[t.rank];
@@ -169,9 +167,9 @@ class Writer {
                   !analysis::same_name(timings[i + 1].group, t.group) ||
                   timings[i + 1].sequence != t.sequence;
       if (!ends) continue;
-      collective.bind(1, values.values[2])
+      collective.bind(1, rows_.group_id(t.group))
           .bind(2, t.sequence)
-          .bind(3, rows_.of(*first_).values[4])
+          .bind(3, rows_.operation_id(first_->operation))
           .bind_or_null(4, last_->step >= 0, last_->step)
           .bind(5, static_cast<int64_t>(members_))
           .bind(6, i64(bytes_))
@@ -340,6 +338,14 @@ int64_t CommunicationRows::id(std::string_view name, const std::unordered_map<st
   return it->second;
 }
 
+int64_t CommunicationRows::group_id(std::string_view name) {
+  return id(name, groups_, &last_group_);
+}
+
+int64_t CommunicationRows::operation_id(std::string_view name) {
+  return id(name, operations_, &last_operation_);
+}
+
 CommunicationRow CommunicationRows::of(const CommTiming& t) {
   CommunicationRow row{};
   auto set = [&row](int column, bool known, int64_t v) {
@@ -348,9 +354,9 @@ CommunicationRow CommunicationRows::of(const CommTiming& t) {
   };
   set(1, true, t.rank);
   set(2, t.step >= 0, t.step);
-  set(3, true, id(t.group, groups_, &last_group_));
+  set(3, true, group_id(t.group));
   set(4, true, t.sequence);
-  set(5, true, id(t.operation, operations_, &last_operation_));
+  set(5, true, operation_id(t.operation));
   set(6, true, t.transfer);
   set(7, t.transfer && t.peer >= 0, t.peer);
   set(8, t.transfer && t.tag >= 0, t.tag);
@@ -372,6 +378,7 @@ std::string write_cluster_database_part(const std::function<bool(CommunicationRo
                                         uint64_t rows, int part, const std::string& pass,
                                         const OutputPath& path) {
   SqliteFile file(path, kPartSchema);
+  file.exec(kCommunicationSchema);
   {
     Statement info(file.db(), "INSERT INTO part_info VALUES (?, ?)", &file.error());
     info.bind(1, "pass").bind(2, pass).step(file.db(), &file.error());
@@ -384,7 +391,7 @@ std::string write_cluster_database_part(const std::function<bool(CommunicationRo
       insert.step(file.db(), &file.error());
     }
   }
-  return file.finish(kPartIndexes);
+  return file.finish(kCommunicationIndexes);
 }
 
 std::string open_cluster_database(const std::string& path, sqlite3** db) {
@@ -400,13 +407,14 @@ std::string open_cluster_database(const std::string& path, sqlite3** db) {
       text_rows(*db, "SELECT value FROM run_info WHERE key = 'database_pass'", &error);
   if (!error.empty()) return path + " is not a cluster trainprof.db: " + error;
   if (parts.empty()) return "";
+  if (pass.size() != 1) return path + " names its parts but not its pass";
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::string view = "CREATE TEMP VIEW communication AS SELECT * FROM main.communication";
   for (size_t i = 0; i < parts.size(); ++i) {
     // Only the names a pass writes are opened, beside the database (an
     // attached file opens read-only, as the database did).
     const int part = static_cast<int>(i) + 1;
-    if (part >= kMaxDatabaseParts || parts[i] != database_part_name(part) || pass.size() != 1)
+    if (part >= kMaxDatabaseParts || parts[i] != database_part_name(part))
       return path + " names an unexpected part '" + parts[i] + "'";
     const std::string schema = "part" + std::to_string(part);
     const std::string part_path = (dir / parts[i]).string();

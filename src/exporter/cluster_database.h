@@ -76,6 +76,8 @@ class CommunicationRows {
  public:
   explicit CommunicationRows(const DatabaseLayout& layout);
   CommunicationRow of(const analysis::CommTiming& t);
+  int64_t group_id(std::string_view name);
+  int64_t operation_id(std::string_view name);
 
  private:
   int64_t id(std::string_view name, const std::unordered_map<std::string_view, int64_t>& ids,

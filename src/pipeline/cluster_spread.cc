@@ -304,7 +304,7 @@ struct Owned {
 // The last arrival where every one of the group's `members` recorded the
 // collective (as analysis::comm_timings decides), else kUnmatched.
 uint64_t last_arrival(const std::vector<analysis::Arrival>& arrivals, size_t members) {
-  if (arrivals.size() < 2 || arrivals.size() != members) return analysis::MatchedEnds::kUnmatched;
+  if (!analysis::recorded_by_all(arrivals.size(), members)) return analysis::MatchedEnds::kUnmatched;
   uint64_t last = 0;
   for (const analysis::Arrival& a : arrivals) last = std::max(last, a.start_ns);
   return last;
@@ -323,8 +323,8 @@ void send_collective_ends(const std::vector<std::vector<Owned*>>& arrived,
 }
 
 // 4b. Each transfer's side to the owner of its channel (group, sender,
-// receiver, tag), which pairs the k-th send with the k-th receive by start
-// (MPI does not overtake) and sends each side the other's start.
+// receiver, tag), which pairs them (analysis::pair_in_order) and sends
+// each side the other's start.
 void send_transfer_ends(const std::vector<RankSummary>& mine, ClusterExchange& x, SpreadMatch* out) {
   const int processes = x.size();
   Round sides(x);
@@ -374,15 +374,13 @@ void send_transfer_ends(const std::vector<RankSummary>& mine, ClusterExchange& x
     }
     return true;
   });
-  auto by_start = [](const Side& a, const Side& b) { return a.start_ns < b.start_ns; };
   for (auto& [channel, both] : channels) {
-    auto& [sends, receives] = both;
-    std::stable_sort(sends.begin(), sends.end(), by_start);
-    std::stable_sort(receives.begin(), receives.end(), by_start);
-    for (size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
-      answer[sends[k].process][sends[k].place] = receives[k].start_ns;
-      answer[receives[k].process][receives[k].place] = sends[k].start_ns;
-    }
+    analysis::pair_in_order(
+        both.first, both.second, [](const Side& side) { return side.start_ns; },
+        [&answer](const Side& send, const Side& receive) {
+          answer[send.process][send.place] = receive.start_ns;
+          answer[receive.process][receive.place] = send.start_ns;
+        });
   }
   Round answers(x);
   for (size_t p = 0; p < answer.size(); ++p) {
