@@ -33,6 +33,7 @@
 #include "exporter/cluster_trace.h"
 #include "exporter/communication_json.h"
 #include "exporter/csv_tables.h"
+#include "pipeline/cluster_path_spread.h"
 #include "pipeline/cluster_spread.h"
 #include "pipeline/run_advice.h"
 #include "trainprof/analyse.h"
@@ -756,12 +757,14 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, const OwnE
 // Process 0's part: the report and the cluster outputs from every rank's
 // summary. `tables`: nullptr to write each rank's communication tables (and
 // the msprof-analyze layout) here; else the ranks are left there, and the
-// processes of the ranks time them and write them.
+// processes of the ranks time them and write them. `walked`: the critical
+// path, when the processes walked it (else walked here).
 ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_options,
                        const std::vector<std::string>& runs, ShareRead& share,
                        std::map<int, analysis::RankSummary> by_rank,
                        std::optional<pipeline::SpreadMatch> spread, StageClock& clock, ClusterReport report,
-                       RankTables* tables, exporter::DatabaseLayout split) {
+                       RankTables* tables, exporter::DatabaseLayout split,
+                       std::optional<analysis::ClusterPath> walked) {
   if (runs.empty()) {
     report.error = "no run directory (*_trainprof) at or below '" + path + "'";
     return report;
@@ -821,14 +824,15 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
       return std::pair{e, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
     });
   }
-  analysis::ClusterPath job_path = analysis::cluster_critical_path(ranks, r.straggler);
+  analysis::ClusterPath job_path =
+      walked ? std::move(*walked) : analysis::cluster_critical_path(ranks, r.straggler);
   analysis::WhatIfSummary at_median = analysis::summarize_what_if(job_path.straggler_at_median);
   report.text = incident_text + analysis::straggler_text(r) + what_if_text(r.straggler, at_median) +
                 analysis::links_text(links);
   report.straggler = r.straggler;
   report.cause = r.cause;
   report.missing_ranks = r.missing_ranks;
-  clock.done("found the critical path");
+  if (!walked) clock.done("found the critical path");
   if (!out.valid()) return report;
   // Above full_json_max_ranks, the tables of every rank and operation go to
   // trainprof.db only, and the timeline draws the ranks that matter.
@@ -949,6 +953,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   OwnEnds own_ends;                             // what the matching told of them
   exporter::DatabaseLayout split;               // on process 0: trainprof.db's parts
   std::string part_problem;                     // this process's part's
+  std::optional<analysis::ClusterPath> walked;  // on process 0: the critical path the processes walked
   if (cluster_options.exchange == nullptr) {
     share = route_shares(
         std::move(share), exchange, [](const auto&) { return 0; }, &report.error);
@@ -969,6 +974,12 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
       clock.done("read the summaries and matched their collectives over " + std::to_string(processes) +
                  " process(es)");
     }
+    // Each step's path where the step is owned, before the summaries go to process 0.
+    std::vector<const analysis::RankSummary*> walking;
+    for (const analysis::RankSummary& s : mine) walking.push_back(&s);
+    walked = pipeline::spread_critical_path(walking, spread->report.straggler, exchange, &report.error);
+    if (exchange.index() == 0)
+      clock.done("walked the critical path over " + std::to_string(processes) + " process(es)");
     // Its ranks' tables are written here (process 0's from the summaries it keeps).
     if (exchange.index() != 0) own_copy = mine;
     if (!spread->error.empty() && report.error.empty()) report.error = spread->error;
@@ -985,7 +996,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   if (exchange.index() == 0 && report.error.empty()) {
     try {  // the others wait below for what this process sends them
       report = conclude(path, cluster_options, runs, share, std::move(by_rank), std::move(spread), clock,
-                        std::move(report), left_for_ranks, std::move(split));
+                        std::move(report), left_for_ranks, std::move(split), std::move(walked));
     } catch (const std::exception& e) {
       if (cluster_options.exchange == nullptr) throw;
       report.error = std::string("cluster analysis failed: ") + e.what();
