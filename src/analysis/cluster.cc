@@ -294,9 +294,9 @@ std::string link_kind(const LinkBandwidth& l) {
 
 }  // namespace
 
-std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timings) {
+std::vector<LinkBandwidth> link_sums(std::span<const CommTiming> timings) {
   // By (src, dst, collective, one host): hashed, since each of 10^7
-  // operations at 10^5 ranks looks its link up; then in that order.
+  // operations at 10^5 ranks looks its link up.
   struct LinkKey {
     int src, dst;
     bool collective, one_host;
@@ -354,26 +354,29 @@ std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timing
       l.operations += sums.operations;
     }
   });
-  // ("RDMA" before "SDMA": the transport's name's order.)
-  std::vector<std::pair<LinkKey, LinkBandwidth*>> by_link;
-  for (auto& [key, l] : links) by_link.emplace_back(key, &l);
-  std::sort(by_link.begin(), by_link.end(), [](const auto& a, const auto& b) {
-    LinkKey x = a.first, y = b.first;
-    return std::tie(x.src, x.dst, x.collective) != std::tie(y.src, y.dst, y.collective)
-               ? std::tie(x.src, x.dst, x.collective) < std::tie(y.src, y.dst, y.collective)
-               : !x.one_host && y.one_host;
+  std::vector<LinkBandwidth> out;
+  out.reserve(links.size());
+  for (auto& [key, l] : links) out.push_back(std::move(l));
+  return out;
+}
+
+std::vector<LinkBandwidth> finish_links(std::vector<LinkBandwidth> sums) {
+  // In (src, dst, kind, transport) order ("RDMA" before "SDMA"), as the
+  // medians see them.
+  std::sort(sums.begin(), sums.end(), [](const LinkBandwidth& x, const LinkBandwidth& y) {
+    return std::tie(x.src, x.dst, x.collective, x.transport) <
+           std::tie(y.src, y.dst, y.collective, y.transport);
   });
   std::vector<LinkBandwidth> out;
   std::map<std::string, std::vector<double>> per_kind;
-  for (auto& [key, link] : by_link) {
-    LinkBandwidth& l = *link;
+  for (LinkBandwidth& l : sums) {
     if (l.bytes == 0) continue;
     l.only_waited = l.transit_ns == 0;
     if (!l.only_waited) {
       l.gb_per_s = static_cast<double>(l.bytes) / static_cast<double>(l.transit_ns);
       per_kind[link_kind(l)].push_back(l.gb_per_s);
     }
-    out.push_back(l);
+    out.push_back(std::move(l));
   }
   // Each kind's median once (a kind can hold a link per rank).
   std::map<std::string, double> median_of;
@@ -386,6 +389,10 @@ std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timing
            std::tie(b.only_waited, b.gb_per_s, b.src, b.dst);
   });
   return out;
+}
+
+std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timings) {
+  return finish_links(link_sums(timings));
 }
 
 std::string links_text(const std::vector<LinkBandwidth>& links) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -167,6 +168,11 @@ struct LinkBandwidth {
 };
 inline constexpr double kSlowLinkShare = 0.5;
 std::vector<LinkBandwidth> link_bandwidths(const std::vector<CommTiming>& timings);
+// Its two halves, for timings held by several processes: each link's
+// bytes, transit and operations (a link's timings are all its sending
+// rank's), then the links made of the sums, every link's once.
+std::vector<LinkBandwidth> link_sums(std::span<const CommTiming> timings);
+std::vector<LinkBandwidth> finish_links(std::vector<LinkBandwidth> sums);
 
 // The links part of the report: the slow ones, or the slowest few.
 std::string links_text(const std::vector<LinkBandwidth>& links);

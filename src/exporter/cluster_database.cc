@@ -2,6 +2,7 @@
 #include "exporter/cluster_database.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -9,7 +10,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "analysis/rank_indexed.h"
 #include "exporter/sqlite_file.h"
 
 namespace trainprof::exporter {
@@ -74,10 +74,6 @@ void bind_row(Statement& s, const CommunicationRow& row) {
 
 constexpr const char* kCollectivesIndex = "CREATE INDEX collectives_by_step ON collectives(step);";
 
-struct RankTotals {
-  uint64_t operations = 0, elapse_ns = 0, wait_ns = 0, transit_ns = 0, bytes = 0;
-};
-
 class Writer {
  public:
   Writer(const ClusterTables& in, const OutputPath& path) : in_(in), file_(path, kSchema), rows_(in.layout) {
@@ -124,60 +120,41 @@ class Writer {
     }
   }
 
-  // Every timing of part 0's ranks; and each collective, whose members'
-  // timings come together ((group, sequence, rank) order), once all of them
-  // are seen.
+  // Every timing of part 0's ranks; and each collective.
   void communication() {
     Statement row(db(), kInsertRow, error());
-    Statement collective(db(), "INSERT OR IGNORE INTO collectives VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         error());
-    const std::vector<CommTiming>& timings = in_.timings;
     const bool split = in_.layout.parts > 1;
-    for (size_t i = 0; i < timings.size() && error()->empty(); ++i) {
-      const CommTiming& t = timings[i];
-      if (!split || in_.layout.part_of(t.rank) == 0) {
-        bind_row(row, rows_.of(t));
+    for (const CommTiming& t : in_.timings) {
+      if (!error()->empty()) return;
+      if (split && in_.layout.part_of(t.rank) != 0) continue;
+      bind_row(row, rows_.of(t));
+      row.step(db(), error());
+    }
+    static const std::vector<std::string> kNone;
+    for (const std::string& sent : in_.more_rows != nullptr ? *in_.more_rows : kNone) {
+      for (size_t at = 0; at + sizeof(CommunicationRow) <= sent.size() && error()->empty();
+           at += sizeof(CommunicationRow)) {
+        CommunicationRow r;
+        std::memcpy(&r, sent.data() + at, sizeof(r));
+        bind_row(row, r);
         row.step(db(), error());
       }
-      RankTotals& totals = totals_[t.rank];
-      ++totals.operations;
-      totals.elapse_ns += t.elapse_ns();
-      totals.wait_ns += t.wait_ns;
-      totals.transit_ns += t.transit_ns();
-      totals.bytes += t.bytes;
-      if (t.transfer) continue;
-      // The collective's last arrival: by start, then rank (analysis::match_collective's order).
-      if (first_ == nullptr || !analysis::same_name(first_->group, t.group) ||
-          first_->sequence != t.sequence) {
-        first_ = &t;
-        last_ = &t;
-        members_ = 0;
-        end_ = 0;
-        wait_ = 0;
-        first_start_ = t.start_ns;
-        bytes_ = 0;
-      }
-      ++members_;
-      if (t.start_ns >= last_->start_ns) last_ = &t;
-      first_start_ = std::min(first_start_, t.start_ns);
-      end_ = std::max(end_, t.end_ns);
-      wait_ += t.wait_ns;
-      bytes_ = std::max(bytes_, t.bytes);
-      bool ends = i + 1 == timings.size() || timings[i + 1].transfer ||
-                  !analysis::same_name(timings[i + 1].group, t.group) ||
-                  timings[i + 1].sequence != t.sequence;
-      if (!ends) continue;
-      collective.bind(1, rows_.group_id(t.group))
-          .bind(2, t.sequence)
-          .bind(3, rows_.operation_id(first_->operation))
-          .bind_or_null(4, last_->step >= 0, last_->step)
-          .bind(5, static_cast<int64_t>(members_))
-          .bind(6, i64(bytes_))
-          .bind(7, i64(first_start_))
-          .bind(8, i64(last_->start_ns))
-          .bind(9, static_cast<int64_t>(last_->rank))
-          .bind(10, i64(end_))
-          .bind(11, i64(wait_))
+    }
+    Statement collective(db(), "INSERT OR IGNORE INTO collectives VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         error());
+    for (const analysis::CollectiveRow& c : in_.digest.rows) {
+      if (!error()->empty()) return;
+      collective.bind(1, rows_.group_id(c.group))
+          .bind(2, c.sequence)
+          .bind(3, rows_.operation_id(c.operation))
+          .bind_or_null(4, c.step >= 0, c.step)
+          .bind(5, static_cast<int64_t>(c.members))
+          .bind(6, i64(c.bytes))
+          .bind(7, i64(c.first_start_ns))
+          .bind(8, i64(c.last_start_ns))
+          .bind(9, static_cast<int64_t>(c.last_rank))
+          .bind(10, i64(c.end_ns))
+          .bind(11, i64(c.wait_ns))
           .step(db(), error());
     }
   }
@@ -191,7 +168,8 @@ class Writer {
       for (const std::string& dir : r.run_dirs) runs += (runs.empty() ? "" : "\n") + dir;
       auto w = waits.find(r.rank);
       bool known = w != waits.end();
-      const RankTotals& t = totals_[r.rank];
+      auto sums = in_.digest.totals.find(r.rank);
+      const analysis::RankTotals t = sums != in_.digest.totals.end() ? sums->second : analysis::RankTotals{};
       s.bind(1, static_cast<int64_t>(r.rank))
           .bind_text_or_null(2, r.host)
           .bind_text_or_null(3, runs)
@@ -276,11 +254,6 @@ class Writer {
   const ClusterTables& in_;
   SqliteFile file_;
   CommunicationRows rows_;
-  analysis::RankIndexed<RankTotals> totals_;  // a hash per row cost 4 % of the table's time
-  // The collective being read: its first timing, its last arrival so far.
-  const CommTiming* first_ = nullptr;
-  const CommTiming* last_ = nullptr;
-  uint64_t members_ = 0, end_ = 0, wait_ = 0, first_start_ = 0, bytes_ = 0;
 };
 
 // The first column of `sql`'s rows as text, one vector entry each.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "analysis/cluster.h"
+#include "analysis/comm_digest.h"
 #include "analysis/rank_summary.h"
 #include "exporter/output_file.h"
 
@@ -53,11 +54,18 @@ DatabaseLayout one_database(const std::vector<const analysis::RankSummary*>& ran
 
 // What the cluster pass found, for its database.
 struct ClusterTables {
-  const std::vector<analysis::RankSummary>& ranks;  // by rank
+  // By rank: their facts, steps and groups (their calls are not read).
+  const std::vector<analysis::RankSummary>& ranks;
   const analysis::StragglerReport& report;
-  const std::vector<analysis::CommTiming>& timings;  // analysis::comm_timings' order
+  // The communication table's rows: every rank's timings, or at least
+  // those of part 0's ranks (the others' are left to their parts).
+  const std::vector<analysis::CommTiming>& timings;
+  const analysis::CommDigest& digest;  // finished: the collectives and each rank's totals
   const std::vector<analysis::LinkBandwidth>& links;
   const DatabaseLayout& layout;  // trainprof.db takes the rows of part 0
+  // More of part 0's rows, as other processes sent them (CommunicationRow's
+  // back to back); nullptr: none.
+  const std::vector<std::string>* more_rows = nullptr;
 };
 
 // Writes trainprof.db to `path` (made under a temporary name, renamed into

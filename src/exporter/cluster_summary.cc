@@ -5,10 +5,8 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <queue>
 #include <tuple>
 
-#include "analysis/rank_indexed.h"
 #include "base/json_limits.h"
 
 namespace trainprof::exporter {
@@ -30,8 +28,7 @@ double round4(double v) {
 }
 
 // Nearest-rank percentiles of `values` (reordered here): the value at or
-// below which p % of them lie. Selected, not sorted: a world group's
-// operations have 10^7 parts at 10^5 ranks.
+// below which p % of them lie. Selected, not sorted.
 json distribution(std::vector<double>& values) {
   if (values.empty()) return nullptr;
   auto [min, max] = std::minmax_element(values.begin(), values.end());
@@ -49,59 +46,21 @@ json distribution(std::vector<double>& values) {
   return out;
 }
 
-// Distinct ranks, counted as they are first seen.
-class RankSet {
- public:
-  void insert(int rank) {
-    uint8_t& seen = seen_[rank];
-    size_ += seen == 0 ? 1 : 0;
-    seen = 1;
-  }
-  size_t size() const { return size_; }
+// The same of values counted at the reported resolution.
+json distribution(const analysis::ValueCounts& values) {
+  if (values.empty()) return nullptr;
+  return {{"min", values.min()},
+          {"p50", values.at_share(0.5)},
+          {"p90", values.at_share(0.9)},
+          {"p99", values.at_share(0.99)},
+          {"max", values.max()}};
+}
 
- private:
-  analysis::RankIndexed<uint8_t> seen_;
-  size_t size_ = 0;
-};
-
-// One operation's parts in one group.
-struct OperationParts {
-  uint64_t operations = 0;  // collectives (distinct sequences), or transfers (sending sides)
-  uint64_t parts = 0;       // every rank's part
-  uint64_t bytes = 0;       // collectives: each member's; transfers: the sending sides'
-  int64_t last_sequence = -1;
-  std::vector<double> elapse_ms, wait_ms, transit_ms, gb_per_s;
-};
-
-json group_json(const std::vector<const CommTiming*>& parts) {
-  const CommTiming& first = *parts.front();
-  std::map<std::string_view, OperationParts> by_operation;
-  OperationParts* current = nullptr;  // parts come in runs of one operation
-  std::string_view current_name;
-  RankSet ranks;
-  for (const CommTiming* t : parts) {
-    if (current == nullptr || !analysis::same_name(t->operation, current_name)) {
-      current = &by_operation[t->operation];
-      current_name = t->operation;
-    }
-    OperationParts& p = *current;
-    ++p.parts;
-    ranks.insert(t->rank);
-    if (t->transfer ? t->sends : p.last_sequence != t->sequence) {
-      ++p.operations;
-      if (!t->transfer) p.last_sequence = t->sequence;
-    }
-    if (!t->transfer || t->sends) p.bytes += t->bytes;
-    p.elapse_ms.push_back(ms(t->elapse_ns()));
-    p.wait_ms.push_back(ms(t->wait_ns));
-    p.transit_ms.push_back(ms(t->transit_ns()));
-    if (t->transit_ns() > 0 && t->bytes > 0)
-      p.gb_per_s.push_back(static_cast<double>(t->bytes) / static_cast<double>(t->transit_ns()));
-  }
+json group_json(bool transfer, const std::string& name, const analysis::GroupDigest& g) {
   json operations = json::array();
-  for (auto& [name, p] : by_operation) {
-    operations.push_back({{"operation", name},
-                          {first.transfer ? "transfers" : "collectives", p.operations},
+  for (const auto& [operation, p] : g.operations) {
+    operations.push_back({{"operation", operation},
+                          {transfer ? "transfers" : "collectives", p.operations},
                           {"rank_parts", p.parts},
                           {"bytes", p.bytes},
                           {"elapse_ms", distribution(p.elapse_ms)},
@@ -109,61 +68,38 @@ json group_json(const std::vector<const CommTiming*>& parts) {
                           {"transit_ms", distribution(p.transit_ms)},
                           {"bandwidth_gb_per_s", distribution(p.gb_per_s)}});
   }
-  return {{"group", first.group},
-          {"kind", first.transfer ? "p2p" : "collective"},
-          {"members", first.group_ranks != nullptr ? first.group_ranks->size() : ranks.size()},
-          {"ranks_with_operations", ranks.size()},
+  return {{"group", name},
+          {"kind", transfer ? "p2p" : "collective"},
+          {"members", g.members != analysis::GroupDigest::kUnknownMembers ? g.members : g.ranks},
+          {"ranks_with_operations", g.ranks},
           {"operations", operations}};
 }
 
-// A collective: its members' timings, timings[begin, end).
-struct Collective {
-  uint64_t duration_ns;  // first arrival to the last member's end
-  size_t begin, end;
-  bool operator>(const Collective& o) const { return duration_ns > o.duration_ns; }
-};
-
-json collective_json(const std::vector<CommTiming>& timings, const Collective& c) {
-  std::vector<const CommTiming*> members;
-  for (size_t i = c.begin; i < c.end; ++i) members.push_back(&timings[i]);
-  // Latest arrival first (by start, then rank: the one the others waited for).
-  std::sort(members.begin(), members.end(), [](const CommTiming* a, const CommTiming* b) {
-    return std::tie(a->start_ns, a->rank) > std::tie(b->start_ns, b->rank);
-  });
-  const CommTiming& last = *members.front();
-  const CommTiming& first = *members.back();
-  uint64_t end = 0, wait = 0, bytes = 0;
-  for (const CommTiming* t : members) {
-    end = std::max(end, t->end_ns);
-    wait += t->wait_ns;
-    bytes = std::max(bytes, t->bytes);
-  }
-  size_t listed = members.size() <= kListedMembers ? members.size() : kLatestMembers;
+json collective_json(const analysis::CollectiveRow& c) {
   json arrivals = json::array();
-  for (size_t i = 0; i < listed; ++i) {
-    const CommTiming& t = *members[i];
-    arrivals.push_back({{"rank", t.rank},
-                        {"start_us", us(t.start_ns)},
-                        {"wait_ms", round4(ms(t.wait_ns))},
-                        {"elapse_ms", round4(ms(t.elapse_ns()))}});
+  for (const analysis::MemberArrival& a : c.arrivals) {
+    arrivals.push_back({{"rank", a.rank},
+                        {"start_us", us(a.start_ns)},
+                        {"wait_ms", round4(ms(a.wait_ns))},
+                        {"elapse_ms", round4(ms(a.elapse_ns))}});
   }
-  return {{"group", last.group},
-          {"sequence", last.sequence},
-          {"operation", last.operation},
-          {"step", last.step},
-          {"members", members.size()},
-          {"bytes", bytes},
-          {"duration_ms", round4(ms(c.duration_ns))},
-          {"arrival_spread_ms", round4(ms(last.start_ns - first.start_ns))},
-          {"after_last_arrival_ms", round4(ms(end - std::min(end, last.start_ns)))},
-          {"members_waited_ms", round4(ms(wait))},
-          {"first_arrival", {{"rank", first.rank}, {"start_us", us(first.start_ns)}}},
-          {"last_arrival", {{"rank", last.rank}, {"start_us", us(last.start_ns)}}},
-          {"arrivals_listed", listed == members.size() ? "all, latest first" : "the latest, latest first"},
+  return {{"group", c.group},
+          {"sequence", c.sequence},
+          {"operation", c.last_operation},
+          {"step", c.step},
+          {"members", c.members},
+          {"bytes", c.bytes},
+          {"duration_ms", round4(ms(c.duration_ns()))},
+          {"arrival_spread_ms", round4(ms(c.last_start_ns - c.first_start_ns))},
+          {"after_last_arrival_ms", round4(ms(c.end_ns - std::min(c.end_ns, c.last_start_ns)))},
+          {"members_waited_ms", round4(ms(c.wait_ns))},
+          {"first_arrival", {{"rank", c.first_rank}, {"start_us", us(c.first_start_ns)}}},
+          {"last_arrival", {{"rank", c.last_rank}, {"start_us", us(c.last_start_ns)}}},
+          {"arrivals_listed", c.all_arrivals ? "all, latest first" : "the latest, latest first"},
           {"arrivals", arrivals}};
 }
 
-json transfer_json(const CommTiming& t) {
+json transfer_json(const analysis::SlowTransfer& t) {
   return {{"group", t.group},
           {"operation", t.operation},
           {"rank", t.rank},
@@ -173,41 +109,10 @@ json transfer_json(const CommTiming& t) {
           {"step", t.step},
           {"bytes", t.bytes},
           {"start_us", us(t.start_ns)},
-          {"elapse_ms", round4(ms(t.elapse_ns()))},
+          {"elapse_ms", round4(ms(t.elapse_ns))},
           {"wait_ms", round4(ms(t.wait_ns))},
-          {"transit_ms", round4(ms(t.transit_ns()))}};
+          {"transit_ms", round4(ms(t.transit_ns))}};
 }
-
-// The `count` largest of what is offered, largest first.
-template <typename T, typename Greater = std::greater<T>>
-class Slowest {
- public:
-  explicit Slowest(size_t count) : count_(count) {}
-  void offer(const T& item) {
-    if (heap_.size() < count_) {
-      heap_.push(item);
-    } else if (count_ > 0 && Greater()(item, heap_.top())) {
-      heap_.pop();
-      heap_.push(item);
-    }
-  }
-  std::vector<T> largest_first() {
-    std::vector<T> out;
-    for (; !heap_.empty(); heap_.pop()) out.push_back(heap_.top());
-    std::reverse(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  size_t count_;
-  std::priority_queue<T, std::vector<T>, Greater> heap_;  // the smallest on top
-};
-
-struct TransferByElapse {
-  uint64_t elapse_ns;
-  size_t index;
-  bool operator>(const TransferByElapse& o) const { return elapse_ns > o.elapse_ns; }
-};
 
 json links_json(const std::vector<analysis::LinkBandwidth>& links) {
   std::map<std::string, std::vector<double>> bandwidths;
@@ -247,58 +152,18 @@ nlohmann::json link_json(const analysis::LinkBandwidth& l) {
           {"only_waited", l.only_waited}};
 }
 
-std::string cluster_communication_summary_json(const std::vector<CommTiming>& timings,
+std::string cluster_communication_summary_json(const analysis::CommDigest& digest,
                                                const std::vector<analysis::LinkBandwidth>& links) {
   json groups = json::array();
-  Slowest<Collective, std::greater<Collective>> collectives(kSlowestListed);
-  Slowest<TransferByElapse, std::greater<TransferByElapse>> transfers(kSlowestListed);
-  // Collectives come by (group, sequence, rank): a group's together, then
-  // one collective's members together. Transfers come by rank: gathered per group.
-  std::map<std::string_view, std::vector<const CommTiming*>> transfer_groups;
-  std::vector<const CommTiming*> group;
-  RankSet ranks;
-  uint64_t collective_count = 0, transfer_count = 0;
-  size_t begin = 0;
-  for (size_t i = 0; i < timings.size(); ++i) {
-    const CommTiming& t = timings[i];
-    ranks.insert(t.rank);
-    if (t.transfer) {
-      transfer_groups[t.group].push_back(&t);
-      transfers.offer({t.elapse_ns(), i});
-      transfer_count += t.sends ? 1 : 0;
-      continue;
-    }
-    group.push_back(&t);
-    bool collective_ends = i + 1 == timings.size() || timings[i + 1].transfer ||
-                           !analysis::same_name(timings[i + 1].group, t.group) ||
-                           timings[i + 1].sequence != t.sequence;
-    if (collective_ends) {
-      uint64_t first = UINT64_MAX, end = 0;
-      for (size_t m = begin; m <= i; ++m) {
-        first = std::min(first, timings[m].start_ns);
-        end = std::max(end, timings[m].end_ns);
-      }
-      collectives.offer({end - std::min(end, first), begin, i + 1});
-      ++collective_count;
-      begin = i + 1;
-    }
-    bool group_ends = i + 1 == timings.size() || timings[i + 1].transfer ||
-                      !analysis::same_name(timings[i + 1].group, t.group);
-    if (group_ends) {
-      groups.push_back(group_json(group));
-      group.clear();
-    }
-  }
-  for (const auto& [name, parts] : transfer_groups) groups.push_back(group_json(parts));
+  for (const auto& [key, g] : digest.groups) groups.push_back(group_json(key.first, key.second, g));
   json slowest_collectives = json::array(), slowest_transfers = json::array();
-  for (const Collective& c : collectives.largest_first())
-    slowest_collectives.push_back(collective_json(timings, c));
-  for (const TransferByElapse& t : transfers.largest_first())
-    slowest_transfers.push_back(transfer_json(timings[t.index]));
-  json out = {{"ranks", ranks.size()},
-              {"collectives", collective_count},
-              {"transfers", transfer_count},
-              {"rank_parts", timings.size()},
+  for (const analysis::CollectiveRow& c : digest.slow_collectives)
+    slowest_collectives.push_back(collective_json(c));
+  for (const analysis::SlowTransfer& t : digest.slow_transfers) slowest_transfers.push_back(transfer_json(t));
+  json out = {{"ranks", digest.ranks},
+              {"collectives", digest.collectives},
+              {"transfers", digest.transfers},
+              {"rank_parts", digest.parts},
               {"groups", groups},
               {"slowest_collectives", slowest_collectives},
               {"slowest_transfers", slowest_transfers},

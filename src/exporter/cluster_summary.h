@@ -8,8 +8,8 @@
 //   bandwidth;
 // - the slowest collectives in full (from the first arrival to the last
 //   member's end): who arrived first and last, the spread, and the members'
-//   arrivals (every member in groups of up to kListedMembers, else the
-//   latest kLatestMembers); the slowest transfers; the slowest links and
+//   arrivals (every member in groups of up to analysis::kArrivalsAll, else the
+//   latest kArrivalsLatest); the slowest transfers; the slowest links and
 //   the links' bandwidth distribution per kind and transport.
 //
 // Every rank's part in every operation is in trainprof.db's communication
@@ -23,20 +23,19 @@
 #include <vector>
 
 #include "analysis/cluster.h"
+#include "analysis/comm_digest.h"
 
 namespace trainprof::exporter {
 
-inline constexpr size_t kSlowestListed = 20;  // collectives, transfers and links in full
-inline constexpr size_t kListedMembers = 64;
-inline constexpr size_t kLatestMembers = 16;
+inline constexpr size_t kSlowestListed = analysis::kSlowestKept;  // collectives, transfers, links in full
 
 // A link as both this and cluster_analysis.json list it: src, dst, kind
 // (collective or p2p), transport, bytes, transit_ns, operations, gb_per_s,
 // slow, only_waited.
 nlohmann::json link_json(const analysis::LinkBandwidth& link);
 
-// `timings` in analysis::comm_timings' order; `links` slowest first (analysis::link_bandwidths).
-std::string cluster_communication_summary_json(const std::vector<analysis::CommTiming>& timings,
+// From every rank's timings' digest (finished); `links` slowest first (analysis::links_of).
+std::string cluster_communication_summary_json(const analysis::CommDigest& digest,
                                                const std::vector<analysis::LinkBandwidth>& links);
 
 }  // namespace trainprof::exporter

@@ -20,6 +20,7 @@
 #include "analysis/cluster.h"
 #include "analysis/cluster_path.h"
 #include "analysis/collective_numbering.h"
+#include "analysis/comm_digest.h"
 #include "analysis/incident_report.h"
 #include "analysis/rank_summary.h"
 #include "analysis/rank_summary_bytes.h"
@@ -33,6 +34,7 @@
 #include "exporter/cluster_trace.h"
 #include "exporter/communication_json.h"
 #include "exporter/csv_tables.h"
+#include "pipeline/cluster_digest_spread.h"
 #include "pipeline/cluster_path_spread.h"
 #include "pipeline/cluster_spread.h"
 #include "pipeline/run_advice.h"
@@ -573,8 +575,9 @@ class OneProcess final : public ClusterExchange {
 // What process 0 leaves for the processes of the ranks to write: each
 // rank's communication tables (and msprof-analyze layout).
 struct RankTables {
+  bool concluded = false;   // process 0 wrote the outputs
   bool rank_tables = true;  // communication.json and communication_matrix.json (else only msprof's layout)
-  std::vector<analysis::RankSummary> ranks;
+  std::vector<analysis::RankSummary> ranks;  // process 0's own among them (none when the timings stay)
 };
 
 // What the matching told this process of its own ranks (`own`, by rank).
@@ -583,35 +586,101 @@ struct OwnEnds {
   std::map<int, std::string> hosts;
 };
 
-// At scale, trainprof.db's communication rows are split over part files
-// written at once by processes 1 to parts - 1 while process 0 concludes
-// (exporter/cluster_database.h). Process 0 says the split (`layout`, on
-// process 0: parts 1 when none); a rank's rows are in part (rank %
-// processes) % parts, part 0's in trainprof.db, written by process 0 from
-// its own timings. One exchange on every process, two above
-// kMaxDatabaseParts processes. Returns this process's part's problem.
-std::string split_database(const std::string& path, const std::map<int, analysis::RankSummary>& by_rank,
-                           const std::vector<analysis::RankSummary>& own, const OwnEnds& own_ends,
-                           ClusterExchange& exchange, const ClusterOptions& cluster_options,
-                           exporter::DatabaseLayout* layout) {
+// What process 0 has of every rank's timings when they stay where they
+// were made: their digest and the timeline's ranks' timings, its own ranks'
+// timings, and part 0's rows the processes beyond kMaxDatabaseParts sent.
+struct StayedTimings {
+  pipeline::GatheredDigest gathered;
+  const std::vector<analysis::CommTiming>* own = nullptr;
+  std::vector<std::string> part0_rows;  // exporter::CommunicationRow's, back to back
+};
+
+// A summary without its calls: what process 0 reads of a rank when its
+// timings stay where they were made (its facts, steps and groups).
+analysis::RankSummary without_calls(const analysis::RankSummary& s) {
+  analysis::RankSummary out;
+  out.rank = s.rank;
+  out.world_size = s.world_size;
+  out.host = s.host;
+  out.clock_aligned = s.clock_aligned;
+  out.clock_offset_ns = s.clock_offset_ns;
+  out.clock_error_ns = s.clock_error_ns;
+  out.clock_problem = s.clock_problem;
+  out.data_wait_separate = s.data_wait_separate;
+  out.end = s.end;
+  out.run_dirs = s.run_dirs;
+  out.steps = s.steps;
+  out.groups = s.groups;
+  return out;
+}
+
+// How process 0 lays the outputs out, said to every process.
+struct OutputPlan {
+  // trainprof.db's split (parts 1: one file). At scale its communication
+  // rows are split over part files written at once by processes 1 to
+  // parts - 1 while process 0 concludes (exporter/cluster_database.h); a
+  // rank's rows are in part (rank % processes) % parts.
+  exporter::DatabaseLayout layout;
+  // Above full_json_max_ranks with a split database, every rank's timings
+  // stay on its process: process 0 gets their digest
+  // (pipeline/cluster_digest_spread.h) and its summaries without their calls.
+  bool timings_stay = false;
+};
+
+// Every process tells process 0 its ranks, its calls and their names;
+// process 0 decides the plan and tells every process. Two exchanges on
+// every process.
+OutputPlan plan_outputs(const std::vector<analysis::RankSummary>& mine, ClusterExchange& exchange,
+                        const ClusterOptions& cluster_options, std::string* error) {
   const int processes = exchange.size();
+  std::vector<std::string> census(static_cast<size_t>(processes));
+  {
+    uint64_t records = 0;
+    std::set<std::string_view> groups, operations;
+    for (const analysis::RankSummary& s : mine) {
+      records += s.collectives.size() + s.transfers.size();
+      for (const analysis::RankGroup& g : s.groups) groups.insert(g.name);
+      for (const analysis::RankCollective& c : s.collectives) operations.insert(c.operation);
+      for (const analysis::RankTransfer& t : s.transfers) operations.insert(t.operation);
+    }
+    base::ByteWriter w(&census[0]);
+    w.put<uint64_t>(mine.size());
+    w.put(records);
+    for (const std::set<std::string_view>* names : {&groups, &operations}) {
+      w.put<uint64_t>(names->size());
+      for (std::string_view name : *names) w.put(name);
+    }
+  }
+  std::vector<std::string> counted = exchange.all_to_all(std::move(census));
   std::vector<std::string> plan(static_cast<size_t>(processes));
   if (exchange.index() == 0) {
-    uint64_t records = 0;
-    for (const auto& [rank, s] : by_rank) records += s.collectives.size() + s.transfers.size();
-    if (processes >= 2 && !by_rank.empty() && records >= cluster_options.database_split_rows) {
-      std::vector<const analysis::RankSummary*> all;
-      for (const auto& [rank, s] : by_rank) all.push_back(&s);
-      *layout = exporter::one_database(all);
-      layout->parts = std::min(processes, exporter::kMaxDatabaseParts);
-      layout->processes = processes;
-      layout->pass = std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
-                     std::to_string(getpid());
+    uint64_t ranks = 0, records = 0;
+    std::set<std::string> groups, operations;
+    for (size_t p = 0; p < counted.size(); ++p) {
+      base::ByteReader r(counted[p]);
+      uint64_t n = 0, k = 0;
+      bool ok = r.get(&n) && r.get(&k);
+      ranks += n;
+      records += k;
+      for (std::set<std::string>* names : {&groups, &operations}) {
+        ok = ok && r.count(8, &n);
+        for (uint64_t i = 0; ok && i < n; ++i) {
+          std::string name;
+          ok = r.get(&name);
+          names->insert(std::move(name));
+        }
+      }
+      if ((!ok || !r.empty()) && error->empty())
+        *error = "the census process " + std::to_string(p) + " sent arrived damaged";
+    }
+    if (processes >= 2 && ranks > 0 && records >= cluster_options.database_split_rows) {
       std::string message;
       base::ByteWriter w(&message);
-      w.put<int32_t>(layout->parts);
-      w.put(layout->pass);
-      for (const std::vector<std::string>* names : {&layout->groups, &layout->operations}) {
+      w.put<int32_t>(std::min(processes, exporter::kMaxDatabaseParts));
+      w.put(std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
+            std::to_string(getpid()));
+      w.put<uint8_t>(ranks > cluster_options.full_json_max_ranks);
+      for (const std::set<std::string>* names : {&groups, &operations}) {
         w.put<uint64_t>(names->size());
         for (const std::string& name : *names) w.put(name);
       }
@@ -619,57 +688,77 @@ std::string split_database(const std::string& path, const std::map<int, analysis
     }
   }
   std::vector<std::string> told = exchange.all_to_all(std::move(plan));
-  exporter::DatabaseLayout here;
-  std::string problem;
+  OutputPlan out;
+  exporter::DatabaseLayout& here = out.layout;
   base::ByteReader r(told[0]);
   int32_t parts = 1;
-  bool ok =
-      r.empty() || (r.get(&parts) && parts >= 2 && parts <= exporter::kMaxDatabaseParts && r.get(&here.pass));
+  uint8_t stay = 0;
+  bool ok = r.empty() || (r.get(&parts) && parts >= 2 && parts <= exporter::kMaxDatabaseParts &&
+                          r.get(&here.pass) && r.get(&stay));
   for (std::vector<std::string>* names : {&here.groups, &here.operations}) {
     uint64_t n = 0;
     ok = ok && (r.empty() || r.count(8, &n));
     for (uint64_t i = 0; ok && i < n; ++i) ok = r.get(&names->emplace_back());
   }
   if (!ok || !r.empty()) {
-    problem = "the database's split arrived damaged at process " + std::to_string(exchange.index());
-    parts = 1;
+    if (error->empty())
+      *error = "the outputs' plan arrived damaged at process " + std::to_string(exchange.index());
+    return OutputPlan{};
   }
   here.parts = parts;
   here.processes = processes;
+  out.timings_stay = parts > 1 && stay != 0;
+  return out;
+}
+
+// Writes this process's part of trainprof.db from `timings` (its ranks')
+// when it is a part's writer. Up to kMaxDatabaseParts processes, each
+// writes its own rows and process 0 goes on at once; beyond, the others
+// send theirs to their part's writer (whether they do is the same on every
+// process, whatever the plan said, so every process makes as many
+// exchanges): one exchange then. Part 0's rows sent to process 0 go to
+// `part0_rows` when the timings stay where they are (process 0 has no
+// other). Returns this process's part's problem.
+std::string write_database_part(const std::string& path, const OutputPlan& plan,
+                                const std::vector<analysis::CommTiming>& timings, ClusterExchange& exchange,
+                                std::vector<std::string>* part0_rows) {
+  const int processes = exchange.size();
+  const exporter::DatabaseLayout& here = plan.layout;
+  const int parts = here.parts;
   const int writer = exchange.index() % std::max(parts, 1);
-  std::vector<analysis::CommTiming> timings;  // this process's ranks'
-  if (parts > 1 && writer != 0) timings = analysis::own_comm_timings(own, own_ends.ends, own_ends.hosts);
   exporter::CommunicationRows row_of(here);
-  // Up to kMaxDatabaseParts processes, each writes its own rows and process
-  // 0 goes on at once; beyond, the others send theirs to their part's
-  // writer (whether they do is the same on every process, whatever the
-  // split said, so every process makes as many exchanges).
   const bool send = processes > exporter::kMaxDatabaseParts;
+  const bool mine_written = parts > 1 && writer != 0 && exchange.index() < parts;
   std::vector<std::string> arrived;  // the rows sent here, as they came
-  uint64_t rows = timings.size();
+  uint64_t rows = mine_written ? timings.size() : 0;
   if (send) {
     std::vector<std::string> rows_out(static_cast<size_t>(processes));
     std::string& message = rows_out[static_cast<size_t>(writer)];
-    message.reserve(timings.size() * sizeof(exporter::CommunicationRow));
-    for (const analysis::CommTiming& t : timings) {
-      const exporter::CommunicationRow row = row_of.of(t);
-      message.append(reinterpret_cast<const char*>(&row), sizeof(row));
+    // Process 0's own rows are its; a writer's own stay with it.
+    const bool sends_own = parts > 1 && exchange.index() >= parts && (writer != 0 || plan.timings_stay);
+    if (sends_own) {
+      message.reserve(timings.size() * sizeof(exporter::CommunicationRow));
+      for (const analysis::CommTiming& t : timings) {
+        const exporter::CommunicationRow row = row_of.of(t);
+        message.append(reinterpret_cast<const char*>(&row), sizeof(row));
+      }
     }
-    std::vector<analysis::CommTiming>().swap(timings);
     arrived = exchange.all_to_all(std::move(rows_out));
-    rows = 0;
     for (size_t p = 0; p < arrived.size(); ++p) {
       if (arrived[p].size() % sizeof(exporter::CommunicationRow) != 0)
         return "the communication rows from process " + std::to_string(p) + " arrived damaged";
       rows += arrived[p].size() / sizeof(exporter::CommunicationRow);
     }
   }
-  if (exchange.index() == 0 || exchange.index() >= parts) return problem;
+  if (exchange.index() == 0) {
+    if (plan.timings_stay) *part0_rows = std::move(arrived);
+    return "";
+  }
+  if (!mine_written) return "";
   // The rows made one at a time, never all held twice.
   size_t next = 0, from = 0, at = 0;
   auto next_row = [&](exporter::CommunicationRow* row) {
-    if (!send) {
-      if (next >= timings.size()) return false;
+    if (next < timings.size()) {
       *row = row_of.of(timings[next++]);
       return true;
     }
@@ -692,14 +781,14 @@ std::string split_database(const std::string& path, const std::map<int, analysis
 // says the outputs are wanted (not when it wrote no outputs); their
 // problems go back to process 0's report. Two exchanges on every process.
 void write_rank_tables_spread(std::vector<analysis::RankSummary> own, const OwnEnds& own_ends,
-                              RankTables from_first, ClusterExchange& exchange,
-                              const ClusterOptions& cluster_options, const std::string& part_problem,
-                              ClusterReport* report) {
+                              const std::vector<analysis::CommTiming>& own_timings, RankTables from_first,
+                              ClusterExchange& exchange, const ClusterOptions& cluster_options,
+                              const std::string& part_problem, ClusterReport* report) {
   const int processes = exchange.size();
   std::vector<std::string> outgoing(static_cast<size_t>(processes));
   // The one byte: 1, go; 2, the communication tables are wanted.
   const bool wanted = from_first.rank_tables || !cluster_options.msprof_dir.empty();
-  if (exchange.index() == 0 && !from_first.ranks.empty() && wanted) {
+  if (exchange.index() == 0 && from_first.concluded && wanted) {
     const uint8_t flag = 1 | (from_first.rank_tables ? 2 : 0);
     for (int p = 0; p < processes; ++p)
       base::ByteWriter(&outgoing[static_cast<size_t>(p)]).put<uint8_t>(flag);
@@ -725,8 +814,11 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, const OwnE
   }
   ClusterReport mine;
   if (go && problem.empty()) {
-    std::vector<analysis::CommTiming> timings =
-        analysis::own_comm_timings(own, own_ends.ends, own_ends.hosts);
+    // Made already where the timings stay or this process writes a part.
+    const bool made = !own_timings.empty() || own.empty();
+    std::vector<analysis::CommTiming> made_here;
+    if (!made) made_here = analysis::own_comm_timings(own, own_ends.ends, own_ends.hosts);
+    const std::vector<analysis::CommTiming>& timings = made ? own_timings : made_here;
     if (rank_tables) write_rank_tables(own, timings, &mine);
     if (!cluster_options.msprof_dir.empty() && !own.empty())
       problem = export_msprof(cluster_options.msprof_dir, own, timings);
@@ -758,13 +850,15 @@ void write_rank_tables_spread(std::vector<analysis::RankSummary> own, const OwnE
 // summary. `tables`: nullptr to write each rank's communication tables (and
 // the msprof-analyze layout) here; else the ranks are left there, and the
 // processes of the ranks time them and write them. `walked`: the critical
-// path, when the processes walked it (else walked here).
+// path, when the processes walked it (else walked here). `stayed`: what
+// process 0 has of the timings when they stay where they were made (else
+// every rank's are made here, from `by_rank`).
 ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_options,
                        const std::vector<std::string>& runs, ShareRead& share,
                        std::map<int, analysis::RankSummary> by_rank,
                        std::optional<pipeline::SpreadMatch> spread, StageClock& clock, ClusterReport report,
                        RankTables* tables, exporter::DatabaseLayout split,
-                       std::optional<analysis::ClusterPath> walked) {
+                       std::optional<analysis::ClusterPath> walked, std::optional<StayedTimings> stayed) {
   if (runs.empty()) {
     report.error = "no run directory (*_trainprof) at or below '" + path + "'";
     return report;
@@ -798,9 +892,16 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   analysis::StragglerReport r = spread ? std::move(spread->report) : analysis::find_straggler(ranks);
   r.numbering = analysis::numbering_text(numbering);
   if (!spread) clock.done("matched the collectives");
-  std::vector<analysis::CommTiming> timings = analysis::comm_timings(ranks);
-  std::vector<analysis::LinkBandwidth> links = analysis::link_bandwidths(timings);
-  clock.done("timed " + std::to_string(timings.size()) + " operations and their links");
+  // Every rank's timings, unless they stayed where they were made.
+  std::vector<analysis::CommTiming> timings;
+  analysis::CommDigest made_here;
+  if (!stayed) {
+    timings = analysis::comm_timings(ranks);
+    made_here = analysis::digest_timings(timings);
+  }
+  const analysis::CommDigest& digest = stayed ? stayed->gathered.digest : made_here;
+  std::vector<analysis::LinkBandwidth> links = analysis::links_of(digest);
+  clock.done("timed " + std::to_string(digest.parts) + " operations and their links");
   base::UniqueFd out = open_output_dir(path, &report);
   // trainprof.db is the largest output (24 M rows at 10^5 ranks) and SQLite
   // writes it on one core: it is made in a thread of its own, beside the
@@ -820,7 +921,9 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
       unlinkat(out.get(), exporter::database_part_name(part).c_str(), 0);
     database = std::async(std::launch::async, [&] {
       std::string e = exporter::write_cluster_database(
-          exporter::ClusterTables{ranks, r, timings, links, layout}, database_path);
+          exporter::ClusterTables{ranks, r, stayed ? *stayed->own : timings, digest, links, layout,
+                                  stayed ? &stayed->part0_rows : nullptr},
+          database_path);
       return std::pair{e, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
     });
   }
@@ -836,7 +939,7 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   if (!out.valid()) return report;
   // Above full_json_max_ranks, the tables of every rank and operation go to
   // trainprof.db only, and the timeline draws the ranks that matter.
-  const bool full_json = ranks.size() <= cluster_options.full_json_max_ranks;
+  const bool full_json = !stayed && ranks.size() <= cluster_options.full_json_max_ranks;
   // The small outputs, made and written one at a time; the large ones below
   // are written as they are made (hundreds of MB at 1,024 ranks).
   std::vector<std::pair<const char*, std::function<std::string()>>> outputs = {
@@ -855,7 +958,7 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
          return base::json_text(j, 1) + "\n";
        }},
       {"cluster_communication_summary.json",
-       [&] { return exporter::cluster_communication_summary_json(timings, links); }},
+       [&] { return exporter::cluster_communication_summary_json(digest, links); }},
   };
   for (const auto& [name, make] : outputs) {
     std::string e = base::write_file_atomically_at(out.get(), name, make(), report.output_dir + "/" + name);
@@ -877,8 +980,7 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
             timings, exporter::OutputPath{out.get(), report.output_dir, "cluster_communication_matrix.json"}),
         "cluster_communication_matrix.json");
   } else {
-    report.warnings.push_back(
-        scale_notice(ranks.size(), timings.size(), cluster_options.full_json_max_ranks));
+    report.warnings.push_back(scale_notice(ranks.size(), digest.parts, cluster_options.full_json_max_ranks));
     // An earlier pass's, of other runs, would pass for this one's.
     for (const char* stale : {"cluster_communication.json", "cluster_communication_matrix.json"})
       unlinkat(out.get(), stale, 0);
@@ -887,7 +989,7 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   std::set<int> drawn;
   if (!full_json) {
     drawn = timeline_ranks(r, job_path.segments, kTimelineRanks);
-    for (const analysis::CommTiming& t : timings)
+    for (const analysis::CommTiming& t : stayed ? stayed->gathered.drawn : timings)
       if (drawn.count(t.rank) != 0) drawn_timings.push_back(t);
     report.warnings.push_back("cluster_trace_view.json draws " + std::to_string(drawn.size()) + " of the " +
                               std::to_string(ranks.size()) +
@@ -918,8 +1020,9 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
                                 : "") +
               ")");
   if (tables != nullptr) {
+    tables->concluded = true;
     tables->rank_tables = full_json;
-    tables->ranks = std::move(ranks);
+    if (!stayed) tables->ranks = std::move(ranks);  // else each process has its own whole
     return report;
   }
   if (full_json) {
@@ -948,12 +1051,14 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
                                        " could not read its share of the runs: " + e.what());
   }
   std::map<int, analysis::RankSummary> by_rank;
-  std::optional<pipeline::SpreadMatch> spread;  // the matching, when spread over processes
-  std::vector<analysis::RankSummary> own_copy;  // this process's ranks, renumbered
-  OwnEnds own_ends;                             // what the matching told of them
-  exporter::DatabaseLayout split;               // on process 0: trainprof.db's parts
-  std::string part_problem;                     // this process's part's
-  std::optional<analysis::ClusterPath> walked;  // on process 0: the critical path the processes walked
+  std::optional<pipeline::SpreadMatch> spread;    // the matching, when spread over processes
+  std::vector<analysis::RankSummary> own_copy;    // this process's ranks, renumbered
+  OwnEnds own_ends;                               // what the matching told of them
+  std::vector<analysis::CommTiming> own_timings;  // theirs, where this process needs them
+  OutputPlan plan;                                // trainprof.db's parts; whether timings stay
+  std::string part_problem;                       // this process's part's
+  std::optional<analysis::ClusterPath> walked;    // on process 0: the critical path the processes walked
+  std::optional<StayedTimings> stayed;            // on process 0, when the timings stay
   if (cluster_options.exchange == nullptr) {
     share = route_shares(
         std::move(share), exchange, [](const auto&) { return 0; }, &report.error);
@@ -962,6 +1067,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     // Each rank's summaries to its process, merged and matched there, then
     // (renumbered) to process 0 for the outputs.
     const int processes = exchange.size();
+    const bool first = exchange.index() == 0;
     share = route_shares(
         std::move(share), exchange,
         [processes](const analysis::RankSummary& s) { return pipeline::rank_owner(s.rank, processes); },
@@ -970,7 +1076,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     for (auto& [rank, s] : merged_by_rank(share)) mine.push_back(std::move(s));
     spread = pipeline::spread_match(mine, exchange, kNumberingSlackNs);
     own_ends = {std::move(spread->ends), std::move(spread->hosts)};
-    if (exchange.index() == 0) {
+    if (first) {
       clock.done("read the summaries and matched their collectives over " + std::to_string(processes) +
                  " process(es)");
     }
@@ -978,25 +1084,54 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     std::vector<const analysis::RankSummary*> walking;
     for (const analysis::RankSummary& s : mine) walking.push_back(&s);
     walked = pipeline::spread_critical_path(walking, spread->report.straggler, exchange, &report.error);
-    if (exchange.index() == 0)
-      clock.done("walked the critical path over " + std::to_string(processes) + " process(es)");
-    // Its ranks' tables are written here (process 0's from the summaries it keeps).
-    if (exchange.index() != 0) own_copy = mine;
+    if (first) clock.done("walked the critical path over " + std::to_string(processes) + " process(es)");
     if (!spread->error.empty() && report.error.empty()) report.error = spread->error;
+    std::string plan_problem;
+    plan = plan_outputs(mine, exchange, cluster_options, &plan_problem);
+    // Its ranks' tables are written here (process 0's from the summaries
+    // it keeps, unless the timings stay: then it keeps its own too).
+    if (plan.timings_stay) {
+      own_copy = std::move(mine);
+      for (const analysis::RankSummary& s : own_copy) mine.push_back(without_calls(s));
+    } else if (!first) {
+      own_copy = mine;
+    }
+    const int writer = exchange.index() % plan.layout.parts;
+    if ((plan.timings_stay || (plan.layout.parts > 1 && writer != 0)) &&
+        own_copy.size() == own_ends.ends.size())
+      own_timings = analysis::own_comm_timings(own_copy, own_ends.ends, own_ends.hosts);
+    // Each process's digest of its timings to process 0 (made whether or
+    // not they stay, so that every process makes as many exchanges).
+    std::set<int> drawn;
+    if (first && plan.timings_stay && walked)
+      drawn = timeline_ranks(spread->report, walked->segments, kTimelineRanks);
+    static const std::vector<analysis::CommTiming> kNone;
+    pipeline::GatheredDigest gathered =
+        pipeline::spread_digest(plan.timings_stay ? own_timings : kNone, drawn, exchange, &report.error);
+    if (first && plan.timings_stay) {
+      stayed.emplace();
+      stayed->gathered = std::move(gathered);
+      stayed->own = &own_timings;
+      clock.done("digested every rank's timings where they were made");
+    }
     ShareRead back;
     back.warnings = std::move(share.warnings);
     for (analysis::RankSummary& s : mine) back.summaries.emplace_back(s.rank, std::move(s));
     share = route_shares(
         std::move(back), exchange, [](const auto&) { return 0; }, &report.error);
     for (auto& [rank, s] : share.summaries) by_rank.emplace(s.rank, std::move(s));
-    part_problem = split_database(path, by_rank, own_copy, own_ends, exchange, cluster_options, &split);
+    part_problem =
+        write_database_part(path, plan, own_timings, exchange, stayed ? &stayed->part0_rows : nullptr);
+    if (!plan_problem.empty())
+      part_problem = plan_problem + (part_problem.empty() ? "" : "; " + part_problem);
   }
   RankTables tables;
   RankTables* left_for_ranks = spread ? &tables : nullptr;  // before `spread` is moved
   if (exchange.index() == 0 && report.error.empty()) {
     try {  // the others wait below for what this process sends them
       report = conclude(path, cluster_options, runs, share, std::move(by_rank), std::move(spread), clock,
-                        std::move(report), left_for_ranks, std::move(split), std::move(walked));
+                        std::move(report), left_for_ranks, std::move(plan.layout), std::move(walked),
+                        std::move(stayed));
     } catch (const std::exception& e) {
       if (cluster_options.exchange == nullptr) throw;
       report.error = std::string("cluster analysis failed: ") + e.what();
@@ -1005,8 +1140,8 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
   }
   if (cluster_options.exchange != nullptr) {
     const bool rank_tables = tables.rank_tables;  // false above full_json_max_ranks
-    write_rank_tables_spread(std::move(own_copy), own_ends, std::move(tables), exchange, cluster_options,
-                             part_problem, &report);
+    write_rank_tables_spread(std::move(own_copy), own_ends, own_timings, std::move(tables), exchange,
+                             cluster_options, part_problem, &report);
     if (exchange.index() == 0 && rank_tables) {
       clock.done("wrote each rank's communication.json and communication_matrix.json");
     } else if (exchange.index() == 0 && !cluster_options.msprof_dir.empty()) {

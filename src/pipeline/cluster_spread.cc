@@ -18,20 +18,6 @@ using analysis::RankCollective;
 using analysis::RankSummary;
 using analysis::RankWaits;
 
-// FNV-1a: the same owner for the same key on every process.
-uint64_t key_hash(std::string_view text, int64_t sequence = 0) {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&h](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      h ^= static_cast<const unsigned char*>(p)[i];
-      h *= 1099511628211ull;
-    }
-  };
-  mix(text.data(), text.size());
-  mix(&sequence, sizeof(sequence));
-  return h;
-}
-
 // One all-to-all: a message to each process, written in turn, and what
 // arrives; a message that cannot be read is said in `error` (the protocol
 // goes on, so that no process waits for another's next call).
@@ -143,7 +129,7 @@ analysis::NumberingReport align_numbering(std::vector<RankSummary>& mine, Cluste
     }
     for (const auto& [group, calls] : by_group) {
       const analysis::RankGroup& g = s.groups[group];
-      base::ByteWriter w = members.to(static_cast<int>(key_hash(g.name) % static_cast<uint64_t>(processes)));
+      base::ByteWriter w = members.to(key_owner(g.name, 0, processes));
       w.put(g.name);
       w.put(g.origin);
       w.put<int32_t>(s.rank);
@@ -339,7 +325,7 @@ void send_transfer_ends(const std::vector<RankSummary>& mine, ClusterExchange& x
       const int64_t pair = static_cast<int64_t>(static_cast<uint64_t>(static_cast<uint32_t>(sender)) << 32 |
                                                 static_cast<uint32_t>(receiver)) ^
                            static_cast<int64_t>(t.tag) * 0x9E3779B9;
-      const int owner = static_cast<int>(key_hash(group, pair) % static_cast<uint64_t>(processes));
+      const int owner = key_owner(group, pair, processes);
       asked[static_cast<size_t>(owner)].push_back({i, j});
       base::ByteWriter w = sides.to(owner);
       w.put(group);
@@ -393,6 +379,20 @@ void send_transfer_ends(const std::vector<RankSummary>& mine, ClusterExchange& x
 
 }  // namespace
 
+// FNV-1a of the name's bytes, then the number's.
+int key_owner(std::string_view name, int64_t number, int processes) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= static_cast<const unsigned char*>(p)[i];
+      h *= 1099511628211ull;
+    }
+  };
+  mix(name.data(), name.size());
+  mix(&number, sizeof(number));
+  return static_cast<int>(h % static_cast<uint64_t>(processes));
+}
+
 SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uint64_t slack_ns) {
   SpreadMatch out;
   const int processes = x.size();
@@ -411,7 +411,7 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
     for (size_t j = 0; j < s.collectives.size(); ++j) {
       const RankCollective& c = s.collectives[j];
       const std::string& group = s.groups[c.group].name;
-      const int owner = static_cast<int>(key_hash(group, c.sequence) % static_cast<uint64_t>(processes));
+      const int owner = key_owner(group, c.sequence, processes);
       asked[static_cast<size_t>(owner)].push_back({i, j});
       base::ByteWriter w = arrivals.to(owner);
       w.put(group);

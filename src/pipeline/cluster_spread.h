@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/cluster.h"
@@ -57,6 +58,10 @@ SpreadMatch spread_match(std::vector<analysis::RankSummary>& mine, ClusterExchan
 inline int rank_owner(int rank, int processes) {
   return rank % processes;
 }
+
+// The process that owns a name and a number (a hash of both, the same on
+// every process): that of a collective's (group, sequence) matches it.
+int key_owner(std::string_view name, int64_t number, int processes);
 
 }  // namespace trainprof::pipeline
 
