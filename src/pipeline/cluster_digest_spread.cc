@@ -24,9 +24,12 @@ using base::ByteWriter;
 class NameTable {
  public:
   uint32_t index(std::string_view name) {
+    // Records come in runs of one name: the last answers first.
+    if (last_ < names_.size() && analysis::same_name(names_[last_], name)) return last_;
     auto [it, fresh] = index_.try_emplace(name, static_cast<uint32_t>(names_.size()));
     if (fresh) names_.push_back(name);
-    return it->second;
+    last_ = it->second;
+    return last_;
   }
   void put(ByteWriter& w) const {
     w.put<uint64_t>(names_.size());
@@ -36,6 +39,7 @@ class NameTable {
  private:
   std::map<std::string_view, uint32_t> index_;
   std::vector<std::string_view> names_;
+  uint32_t last_ = UINT32_MAX;
 };
 
 // Every name read, held once; timings view them.
@@ -345,7 +349,9 @@ bool get_digest(ByteReader& r, CommDigest* d) {
 bool timings_order(const CommTiming& a, const CommTiming& b) {
   if (a.transfer != b.transfer) return !a.transfer;
   if (a.transfer) return a.rank < b.rank;
-  return std::tie(a.group, a.sequence, a.rank) < std::tie(b.group, b.sequence, b.rank);
+  // A name read here is held once: equal names mostly share their bytes.
+  if (!analysis::same_name(a.group, b.group)) return a.group < b.group;
+  return std::tie(a.sequence, a.rank) < std::tie(b.sequence, b.rank);
 }
 
 }  // namespace
@@ -366,6 +372,11 @@ GatheredDigest spread_digest(const std::vector<CommTiming>& timings, const std::
     if (here == 0) {
       for (int rank : drawn) w.put<int32_t>(rank);
     }
+    // This process's own parts stay as they are (an empty message to itself).
+    if (static_cast<int>(p) == here) {
+      outgoing[p] += timings_message({});
+      continue;
+    }
     outgoing[p] += timings_message(parts[p]);
     std::vector<const CommTiming*>().swap(parts[p]);
   }
@@ -373,8 +384,10 @@ GatheredDigest spread_digest(const std::vector<CommTiming>& timings, const std::
   std::unordered_set<std::string> owned_names;
   NameStore store(&owned_names);
   std::vector<CommTiming> owned;  // the collectives this process owns, every member's part
+  std::vector<size_t> runs;       // where each process's parts begin: each in order already
   std::set<int> to_draw;
   for (size_t p = 0; p < incoming.size(); ++p) {
+    runs.push_back(owned.size());
     ByteReader r(incoming[p]);
     uint64_t n = 0;
     bool ok = r.count(4, &n);
@@ -385,10 +398,23 @@ GatheredDigest spread_digest(const std::vector<CommTiming>& timings, const std::
     }
     ok = ok && read_timings(r, &store, &owned) && r.empty();
     std::string().swap(incoming[p]);
+    if (static_cast<int>(p) == here) {
+      for (const CommTiming* t : parts[p]) owned.push_back(*t);
+      std::vector<const CommTiming*>().swap(parts[p]);
+    }
     if (!ok && error->empty())
       *error = "the collective parts process " + std::to_string(p) + " sent arrived damaged";
   }
-  std::sort(owned.begin(), owned.end(), timings_order);
+  // Each sender's parts come in comm_timings' order: merged, not sorted.
+  runs.push_back(owned.size());
+  for (size_t width = 1; width + 1 < runs.size(); width *= 2) {
+    for (size_t i = 0; i + width + 1 < runs.size(); i += 2 * width) {
+      const size_t end = runs[std::min(i + 2 * width, runs.size() - 1)];
+      std::inplace_merge(owned.begin() + static_cast<std::ptrdiff_t>(runs[i]),
+                         owned.begin() + static_cast<std::ptrdiff_t>(runs[i + width]),
+                         owned.begin() + static_cast<std::ptrdiff_t>(end), timings_order);
+    }
+  }
 
   // 2. The digests, and the drawn ranks' timings, to process 0.
   CommDigest mine;
