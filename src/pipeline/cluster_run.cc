@@ -636,17 +636,16 @@ OutputPlan plan_outputs(const std::vector<analysis::RankSummary>& mine, ClusterE
   std::vector<std::string> census(static_cast<size_t>(processes));
   {
     uint64_t records = 0;
-    std::set<std::string_view> groups, operations;
+    std::vector<const analysis::RankSummary*> all;
     for (const analysis::RankSummary& s : mine) {
       records += s.collectives.size() + s.transfers.size();
-      for (const analysis::RankGroup& g : s.groups) groups.insert(g.name);
-      for (const analysis::RankCollective& c : s.collectives) operations.insert(c.operation);
-      for (const analysis::RankTransfer& t : s.transfers) operations.insert(t.operation);
+      all.push_back(&s);
     }
+    const exporter::DatabaseLayout names_here = exporter::one_database(all);  // its names, sorted
     base::ByteWriter w(&census[0]);
     w.put<uint64_t>(mine.size());
     w.put(records);
-    for (const std::set<std::string_view>* names : {&groups, &operations}) {
+    for (const std::vector<std::string>* names : {&names_here.groups, &names_here.operations}) {
       w.put<uint64_t>(names->size());
       for (std::string_view name : *names) w.put(name);
     }
