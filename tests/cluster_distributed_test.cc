@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -319,6 +320,124 @@ TEST(ClusterDistributed, RunsOfAnotherJobOrCopiesAreLeftOutAndNamed) {
   ASSERT_TRUE(spread[0].ok()) << spread[0].error;
   EXPECT_EQ(spread[0].text, one.text);
   EXPECT_EQ(spread[0].warnings, one.warnings);
+}
+
+// Rewrites the summary of `run` with `change`.
+template <typename Change>
+void change_summary(const std::string& run, Change change) {
+  const std::string file = run + "/PROFILER_OUTPUT/rank_summary.json";
+  analysis::RankSummary s;
+  ASSERT_EQ(analysis::parse_rank_summary(test::read_text(file), &s), "") << file;
+  change(s);
+  std::ofstream(file, std::ios::trunc) << analysis::rank_summary_json(s);
+}
+
+// Two jobs of one world size in one directory, their runs an hour apart (a
+// job run again into the same directory, half of its ranks recorded):
+// without their job ids the second's runs would pass for further cycles of
+// the first's ranks 0-7, their collectives' numbers meeting the first's. The
+// job with the most ranks is analysed, exactly as if it were alone, the
+// other named and left out; --job-id picks the other; a job no run recorded
+// is an error naming those there are. Spread over 3 processes, the same.
+TEST(ClusterDistributed, RunsOfTwoJobsAreToldApartByTheirJobIds) {
+  test::TempDir dir, second;
+  test::write_synthetic_job(dir.path(), 16);
+  for (const std::string& run : test::run_dirs(dir.path()))
+    change_summary(run, [](analysis::RankSummary& s) { s.job = "602669057"; });
+  ClusterReport alone = one_process(dir.path());
+  ASSERT_TRUE(alone.ok()) << alone.error;
+  ASSERT_EQ(alone.straggler, 5) << alone.text;
+  std::map<std::string, std::string> outputs_alone = test::cluster_outputs(dir.path());
+  test::remove_cluster_outputs(dir.path());
+
+  test::write_synthetic_job(second.path(), 16);
+  constexpr uint64_t kHour = 3600ull * 1000000000ull;
+  for (const std::string& run : test::run_dirs(second.path())) {
+    analysis::RankSummary s;
+    ASSERT_EQ(analysis::parse_rank_summary(test::read_text(run + "/PROFILER_OUTPUT/rank_summary.json"), &s),
+              "");
+    if (s.rank >= 8) continue;  // ranks 8-15 left nothing
+    change_summary(run, [&](analysis::RankSummary& later) {
+      later.job = "602669123";
+      for (analysis::RankStep& st : later.steps) st.start_ns += kHour, st.end_ns += kHour;
+      for (analysis::RankCollective& c : later.collectives) c.start_ns += kHour, c.end_ns += kHour;
+      for (analysis::RankTransfer& t : later.transfers) t.start_ns += kHour, t.end_ns += kHour;
+    });
+    std::string name = fs::path(run).filename().string();
+    name.replace(name.find("20261127"), 8, "20261128");
+    fs::copy(run, dir.path() + "/" + name, fs::copy_options::recursive);
+  }
+  ASSERT_EQ(test::run_dirs(dir.path()).size(), 17u + 8u);
+
+  ClusterReport both = one_process(dir.path());
+  ASSERT_TRUE(both.ok()) << both.error;
+  const std::string jobs_line =
+      "Jobs: these runs are of 2 jobs; analysed job '602669057' (16 rank(s), 17 run(s)), the one with the "
+      "most "
+      "ranks, the latest started among equals; left out '602669123' (8 rank(s), 8 run(s)) (`trainprof "
+      "cluster "
+      "--job-id ID` analyses another).\n";
+  EXPECT_EQ(both.text, jobs_line + alone.text);
+  EXPECT_EQ(both.straggler, 5);
+  EXPECT_EQ(both.warnings, alone.warnings);
+  std::map<std::string, std::string> outputs_both = test::cluster_outputs(dir.path());
+  const std::string analysis_json = "cluster_analysis.json", report = "straggler_report.txt";
+  nlohmann::json analysis_both = nlohmann::json::parse(outputs_both.at(analysis_json));
+  ASSERT_EQ(analysis_both["jobs"].size(), 2u) << analysis_both.dump(1);
+  EXPECT_EQ(analysis_both["jobs"][0], nlohmann::json({{"job", "602669057"},
+                                                      {"ranks", 16},
+                                                      {"runs", 17},
+                                                      {"start_ns", 1795551497000000000ull},
+                                                      {"analysed", true}}));
+  EXPECT_EQ(analysis_both["jobs"][1]["analysed"], false);
+  analysis_both.erase("jobs");
+  EXPECT_EQ(analysis_both, nlohmann::json::parse(outputs_alone.at(analysis_json)));
+  EXPECT_EQ(outputs_both.at(report), jobs_line + outputs_alone.at(report));
+  for (auto* outputs : {&outputs_both, &outputs_alone}) outputs->erase(analysis_json), outputs->erase(report);
+  expect_same_files(outputs_alone, outputs_both);
+
+  int exchanges = 0;
+  test::remove_cluster_outputs(dir.path());
+  std::vector<ClusterReport> spread = cluster_over(dir.path(), 3, &exchanges);
+  ASSERT_TRUE(spread[0].ok()) << spread[0].error;
+  EXPECT_EQ(spread[0].text, both.text);
+
+  ClusterOptions asked;
+  asked.analyse_missing = false;
+  asked.job_id = "602669123";
+  ClusterReport other = cluster(dir.path(), {}, asked);
+  ASSERT_TRUE(other.ok()) << other.error;
+  EXPECT_NE(other.text.find("analysed job '602669123' (8 rank(s), 8 run(s)), as asked (--job-id); left out "
+                            "'602669057' (16 rank(s), 17 run(s))"),
+            std::string::npos)
+      << other.text;
+  EXPECT_EQ(other.missing_ranks, (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15})) << other.text;
+  // Its world collectives lack ranks 8-15: none is matched, none with the other job's.
+  EXPECT_NE(other.text.find("0 collectives matched across their groups"), std::string::npos) << other.text;
+  EXPECT_EQ(other.straggler, -1) << other.text;
+
+  asked.job_id = "42";
+  ClusterReport none = cluster(dir.path(), {}, asked);
+  EXPECT_EQ(
+      none.error,
+      "no run of job '42' (--job-id); the runs are of '602669057' (16 rank(s), 17 run(s)), '602669123' (8 "
+      "rank(s), 8 run(s))");
+  asked.exchange = nullptr;
+  std::vector<ClusterReport> spread_none(3);
+  {
+    ThreadExchange::Box box(3);
+    std::vector<std::thread> threads;
+    for (int p = 0; p < 3; ++p) {
+      threads.emplace_back([&, p] {
+        ThreadExchange exchange(&box, p);
+        ClusterOptions o = asked;
+        o.exchange = &exchange;
+        spread_none[static_cast<size_t>(p)] = cluster(dir.path(), {}, o);
+      });
+    }
+    for (std::thread& t : threads) t.join();  // every process returns: none waits for another
+  }
+  for (const ClusterReport& r : spread_none) EXPECT_EQ(r.error, none.error);
 }
 
 // The bytes a summary travels in: read back whole; cut or damaged, refused.

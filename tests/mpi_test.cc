@@ -891,6 +891,59 @@ TEST(MpiCluster, SaysWhichRankIsMissing) {
   EXPECT_NE(r.text.find("4 recorded by some members only"), std::string::npos) << r.text;
 }
 
+// Two mpirun jobs of 4 ranks profiled into one directory, one after the
+// other: each run records its mpirun's job id (PMIX_NAMESPACE), so the
+// second job's runs are not taken for further cycles of the first's. Of two
+// jobs of as many ranks the later is analysed (its straggler, rank 1, named)
+// and the first named as left out; `--job-id` analyses the first (rank 2),
+// in one process and spread over an MPI job.
+TEST(MpiCluster, TwoJobsInOneDirectoryAreAnalysedOneAtATime) {
+  test::TempDir dir;
+  run_straggler(dir, 2, "sleepy", 4);
+  std::set<std::string> first_jobs;
+  for (const std::string& run : test::run_dirs(dir.path()))
+    first_jobs.insert(nlohmann::json::parse(test::read_text(run + "/profiler_info.json")).value("job", ""));
+  ASSERT_EQ(first_jobs.size(), 1u);
+  const std::string first = *first_jobs.begin();
+  ASSERT_FALSE(first.empty()) << "mpirun names its job";
+  run_straggler(dir, 1, "sleepy", 4);
+  ASSERT_EQ(test::run_dirs(dir.path()).size(), 2u * kRanks);
+
+  ClusterReport later = cluster(dir.path());
+  ASSERT_TRUE(later.ok()) << later.error;
+  EXPECT_EQ(later.straggler, 1) << later.text;
+  EXPECT_NE(later.text.find("Jobs: these runs are of 2 jobs; analysed job '"), std::string::npos)
+      << later.text;
+  EXPECT_NE(later.text.find("left out '" + first + "' (4 rank(s), 4 run(s))"), std::string::npos)
+      << later.text;
+  EXPECT_NE(later.text.find("Cluster: 4 of 4 ranks"), std::string::npos) << later.text;
+  for (const std::string& run : test::run_dirs(dir.path())) {
+    analysis::RankSummary s;
+    ASSERT_EQ(analysis::parse_rank_summary(test::read_text(run + "/PROFILER_OUTPUT/rank_summary.json"), &s),
+              "");
+    EXPECT_FALSE(s.job.empty()) << run;
+  }
+
+  const std::string trainprof = std::string(TRAINPROF_TEST_BIN_DIR) + "/trainprof";
+  test::ProcessResult alone = test::run_process({trainprof, "cluster", "--job-id", first, dir.path()});
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_NE(alone.output.find("Straggler: rank 2."), std::string::npos) << alone.output;
+  EXPECT_NE(alone.output.find("analysed job '" + first + "' (4 rank(s), 4 run(s)), as asked (--job-id)"),
+            std::string::npos)
+      << alone.output;
+  test::ProcessResult spread =
+      test::run_process({TRAINPROF_TEST_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "3",
+                         trainprof, "cluster", "--mpi", "--job-id", first, dir.path()});
+  ASSERT_EQ(spread.exit_code, 0) << spread.output;
+  EXPECT_EQ(spread.output, alone.output);
+  test::ProcessResult unknown =
+      test::run_process({trainprof, "cluster", "--job-id", "no-such-job", dir.path()});
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
+  EXPECT_NE(unknown.output.find("no run of job 'no-such-job' (--job-id); the runs are of '"),
+            std::string::npos)
+      << unknown.output;
+}
+
 TEST(MpiCluster, ClockOffsetsAreMeasuredAndRemoved) {
   // Rank 2's wall clock is 300 ms ahead (as on a machine whose clock is off).
   constexpr int64_t kShift = 300000000;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -270,6 +271,44 @@ TEST(Profiler, RankComesFromTheLauncherEnvironment) {
   raw::RawFile f = test::read_run(run);
   EXPECT_EQ(f.header.rank, 3);
   EXPECT_EQ(f.header.world_size, 8);
+}
+
+// The launcher's job id goes into profiler_info.json, so that the runs of
+// two jobs written to one directory are told apart: the launcher nearest
+// the process first (torchrun's default "none" names no job), a Slurm step
+// with its job, and bytes no terminal should print replaced.
+TEST(Profiler, JobIdComesFromTheLauncherEnvironment) {
+  const char* const kVariables[] = {
+      "TRAINPROF_JOB_ID", "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
+      "SLURM_JOB_ID",     "SLURM_STEP_ID",       "LSB_JOBID",      "PBS_JOBID",
+      "FLUX_JOB_ID"};
+  std::map<std::string, std::string> saved;
+  for (const char* name : kVariables) {
+    if (const char* v = std::getenv(name); v != nullptr) saved[name] = v;
+    unsetenv(name);
+  }
+  auto info_of_a_run = [] {
+    TempDir dir;
+    Profiler prof(options_in(dir));
+    prof.stop();
+    return nlohmann::json::parse(test::read_text(prof.last_run().run_dir + "/profiler_info.json"));
+  };
+  nlohmann::json none = info_of_a_run();
+  EXPECT_FALSE(none.contains("job")) << none.dump();
+  setenv("SLURM_JOB_ID", "4711", 1);
+  setenv("SLURM_STEP_ID", "3", 1);
+  setenv("TORCHELASTIC_RUN_ID", "none", 1);
+  nlohmann::json slurm = info_of_a_run();
+  EXPECT_EQ(slurm["job"], "4711.3");
+  EXPECT_EQ(slurm["job_source"], "SLURM_JOB_ID+SLURM_STEP_ID");
+  setenv("PMIX_NAMESPACE", "602669057", 1);  // an mpirun inside the allocation
+  EXPECT_EQ(info_of_a_run()["job"], "602669057");
+  setenv("TRAINPROF_JOB_ID", ("run\n\x1b[2J" + std::string(200, 'x')).c_str(), 1);
+  nlohmann::json own = info_of_a_run();
+  EXPECT_EQ(own["job_source"], "TRAINPROF_JOB_ID");
+  EXPECT_EQ(own["job"], "run??[2J" + std::string(128 - 8, 'x'));
+  for (const char* name : kVariables) unsetenv(name);
+  for (const auto& [name, value] : saved) setenv(name.c_str(), value.c_str(), 1);
 }
 
 TEST(Profiler, MetadataOverrideCapAndJson) {

@@ -105,7 +105,8 @@ const char* kSummaryHelp =
     "Runs that were not analysed yet are listed with the command that does it.\n";
 
 const char* kClusterHelp =
-    "usage: trainprof cluster PATH [--jobs N] [--msprof-layout DIR] [--mpi] [--full-json] [--progress]\n"
+    "usage: trainprof cluster PATH [--jobs N] [--job-id ID] [--msprof-layout DIR] [--mpi] [--full-json]\n"
+    "                         [--progress]\n"
     "\n"
     "PATH holds the runs of several ranks (an MPI job's output directory). Runs not\n"
     "analysed yet are analysed first (--jobs at once). Every collective is matched\n"
@@ -127,6 +128,11 @@ const char* kClusterHelp =
     "communication.json and communication_matrix.json; above, those go to\n"
     "trainprof.db only and the timeline draws the 64 ranks that matter most.\n"
     "\n"
+    "  --job-id ID          when PATH holds the runs of several jobs (each run records\n"
+    "                       its launcher's job id: TRAINPROF_JOB_ID, TORCHELASTIC_RUN_ID,\n"
+    "                       PMIX_NAMESPACE, SLURM_JOB_ID.SLURM_STEP_ID, ...), analyse\n"
+    "                       job ID's; by default the job with the most ranks (the\n"
+    "                       latest started among equals), the others named and left out\n"
     "  --msprof-layout DIR  also lay the ranks' tables out as msprof-analyze reads them\n"
     "                       (DIR/{worker}_{stamp}_ascend_pt/ per rank), so that\n"
     "                       `msprof-analyze cluster -d DIR -m all` works on them\n"
@@ -551,6 +557,12 @@ int cmd_cluster(const std::vector<std::string>& args) {
         return usage_error("--database-split-rows needs a number of rows, at least 1", kClusterHelp);
       }
       cluster_options.database_split_rows = rows;
+      continue;
+    }
+    if (a == "--job-id") {
+      if (i + 1 >= args.size() || args[i + 1].empty())
+        return usage_error("--job-id needs a job id", kClusterHelp);
+      cluster_options.job_id = args[++i];
       continue;
     }
     if (a == "--msprof-layout") {

@@ -139,6 +139,13 @@ struct ClusterOptions {
   // analysed every run already, and one that failed there would only fail
   // again).
   bool analyse_missing = true;
+  // The job to analyse when the runs are of several (each run records its
+  // launcher's job id: TRAINPROF_JOB_ID, torchrun's TORCHELASTIC_RUN_ID,
+  // mpirun's PMIX_NAMESPACE, Slurm's SLURM_JOB_ID.SLURM_STEP_ID, ...; its
+  // profiler_info.json "job"). Empty: the job with the most ranks, the
+  // latest started among equals; the report names the others, left out.
+  // A job no run recorded is an error.
+  std::string job_id;
   // Spread the pass over the processes this connects (cluster_exchange.h;
   // nullptr: this process alone). Every process calls cluster() with the
   // same path and options; each reads its share of the runs (and analyses

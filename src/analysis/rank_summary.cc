@@ -114,6 +114,7 @@ RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& r
   s.rank = m.rank;
   s.world_size = m.world_size;
   s.host = m.host;
+  s.job = m.job;
   s.end = !m.closed_cleanly ? "killed" : m.stop_reason == "signal" ? "signal" : "normal";
   s.clock_aligned = !m.clock_offsets.empty();
   s.clock_problem = m.clock_problem;
@@ -214,6 +215,7 @@ std::string rank_summary_json(const RankSummary& s) {
               {"groups", groups},
               {"collectives", collectives},
               {"transfers", transfers}};
+  if (!s.job.empty()) out["job"] = s.job;  // absent: no launcher named one
   return base::json_text(out) + "\n";
 }
 
@@ -231,6 +233,7 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
     s.rank = i32(j.at("rank"));
     s.world_size = i32(j.at("world_size"));
     s.host = j.at("host").get<std::string>();
+    if (auto job = j.find("job"); job != j.end()) s.job = base::clean_job_id(job->get<std::string>());
     s.end = j.at("end").get<std::string>();
     if (s.end != "normal" && s.end != "signal" && s.end != "killed")
       return "end is not normal, signal or killed";

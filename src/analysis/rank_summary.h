@@ -67,6 +67,9 @@ struct RankSummary {
   int rank = 0;
   int world_size = 1;
   std::string host;
+  // The launcher's job id the run recorded ("": none; its profiler_info.json
+  // "job"): the cluster pass analyses one job's runs.
+  std::string job;
   // Wall-clock times are the reference rank's (rank 0) when aligned: the
   // largest offset removed and the largest error bound of the measurements.
   bool clock_aligned = false;

@@ -24,6 +24,7 @@ void append_rank_summary_bytes(const RankSummary& s, std::string* out) {
   w.put<int32_t>(s.rank);
   w.put<int32_t>(s.world_size);
   w.put(s.host);
+  w.put(s.job);
   w.put<uint8_t>(s.clock_aligned);
   w.put(s.clock_offset_ns);
   w.put(s.clock_error_ns);
@@ -77,7 +78,7 @@ bool read_rank_summary_bytes(std::string_view* in, RankSummary* out) {
   int32_t rank = 0, world_size = 0;
   uint8_t aligned = 0, separate = 0;
   uint64_t n = 0;
-  if (!r.get(&rank) || !r.get(&world_size) || !r.get(&s.host) || !r.get(&aligned) ||
+  if (!r.get(&rank) || !r.get(&world_size) || !r.get(&s.host) || !r.get(&s.job) || !r.get(&aligned) ||
       !r.get(&s.clock_offset_ns) || !r.get(&s.clock_error_ns) || !r.get(&s.clock_problem) ||
       !r.get(&separate) || !r.get(&s.end) || !r.count(sizeof(uint64_t), &n)) {
     return false;

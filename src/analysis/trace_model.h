@@ -239,6 +239,7 @@ struct TraceModel {
   int rank = 0;
   int world_size = 1;
   std::string host;
+  std::string job;  // profiler_info.json's: the launcher's job id ("": none named)
   uint32_t pid = 0;
   int64_t realtime_offset_ns = 0;  // realtime = monotonic + offset
   uint64_t session_start_ns = 0;   // monotonic ns of the run's first anchor

@@ -80,6 +80,37 @@ RankInfo detect_rank() {
   return info;
 }
 
+JobInfo detect_job() {
+  static const char* const kJobVariables[] = {
+      "TRAINPROF_JOB_ID", "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
+      "SLURM_JOB_ID",     "LSB_JOBID",           "PBS_JOBID",      "FLUX_JOB_ID"};
+  JobInfo job;
+  for (const char* name : kJobVariables) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    std::string_view id = value;
+    if (std::string_view(name) == "TORCHELASTIC_RUN_ID" && id == "none") continue;  // torchrun's default
+    job.id = id;
+    job.source = name;
+    if (const char* step = std::getenv("SLURM_STEP_ID");
+        job.source == "SLURM_JOB_ID" && step != nullptr && *step != '\0') {
+      job.id = job.id + "." + step;
+      job.source += "+SLURM_STEP_ID";
+    }
+    job.id = clean_job_id(job.id);
+    break;
+  }
+  return job;
+}
+
+std::string clean_job_id(std::string_view raw) {
+  std::string id(raw.substr(0, kMaxJobIdBytes));
+  for (char& c : id) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return id;
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";

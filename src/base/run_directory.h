@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "trainprof/frontend.h"
 
@@ -24,6 +25,25 @@ struct RankInfo {
   std::string source = "default";  // which variables gave them
 };
 RankInfo detect_rank();
+
+// The job this process belongs to, as its launcher names it, so that the
+// runs of two jobs written to one directory are told apart (the cluster
+// pass analyses one job). The first set of: TRAINPROF_JOB_ID (the user's
+// own), TORCHELASTIC_RUN_ID (torchrun's rendezvous id; its default "none"
+// names no job), PMIX_NAMESPACE and OMPI_MCA_ess_base_jobid (an mpirun),
+// SLURM_JOB_ID with SLURM_STEP_ID (an srun step), LSB_JOBID, PBS_JOBID,
+// FLUX_JOB_ID. The launcher nearest the process comes first: two mpiruns in
+// one Slurm allocation are two jobs. Empty id: none of them is set. At
+// most kMaxJobIdBytes bytes; bytes other than printable ASCII become '?'.
+constexpr size_t kMaxJobIdBytes = 128;
+struct JobInfo {
+  std::string id;
+  std::string source;  // the variable(s) that gave it
+};
+JobInfo detect_job();
+// `raw` as a job id: cut to kMaxJobIdBytes, bytes other than printable
+// ASCII as '?' (a job id read back from a file is held to the same rule).
+std::string clean_job_id(std::string_view raw);
 
 // set_runtime_rank: trainprof/frontend.h.
 

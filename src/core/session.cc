@@ -239,6 +239,7 @@ bool Session::set_up(const ProfilerOptions& options, uint32_t extra_buffer_mb) {
   rank_ = rank.rank;
   world_size_ = rank.world_size;
   rank_source_ = rank.source;
+  job_ = base::detect_job();
   options_json_ = base::json_text(core::options_to_json(options));
   // Buffers first: a run that cannot get them leaves no directory behind.
   std::string error;
@@ -386,6 +387,7 @@ std::string Session::dump_locked(const std::string& flight_recorder_json, std::s
   run.rank_ = rank_;
   run.world_size_ = world_size_;
   run.rank_source_ = rank_source_;
+  run.job_ = job_;
   run.options_json_ = options_json_;
   run.anchor_ = anchor_;
   run.start_monotonic_ns_ = start_monotonic_ns_;
@@ -619,6 +621,10 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
   j["rank"] = rank_;
   j["world_size"] = world_size_;
   j["rank_source"] = rank_source_;
+  if (!job_.id.empty()) {
+    j["job"] = job_.id;
+    j["job_source"] = job_.source;
+  }
   j["clock"] = {{"source", core::clock_source() == core::ClockSource::kTsc ? "tsc" : "monotonic"},
                 {"ticks_per_ns", core::ticks_per_ns()},
                 {"anchor_ticks", anchor_.ticks},

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/run_directory.h"
 #include "base/safe_file.h"
 #include "core/clock.h"
 #include "core/flusher.h"
@@ -112,6 +113,7 @@ class Session {
   int rank_ = 0;
   int world_size_ = 1;
   std::string rank_source_;
+  base::JobInfo job_;  // the launcher's job, so that two jobs' runs in one directory are told apart
   core::ClockAnchor anchor_;
   uint64_t start_monotonic_ns_ = 0;
   RunSummary summary_;

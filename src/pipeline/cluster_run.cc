@@ -35,6 +35,7 @@
 #include "exporter/communication_json.h"
 #include "exporter/csv_tables.h"
 #include "pipeline/cluster_digest_spread.h"
+#include "pipeline/cluster_jobs.h"
 #include "pipeline/cluster_path_spread.h"
 #include "pipeline/cluster_spread.h"
 #include "pipeline/run_advice.h"
@@ -359,6 +360,7 @@ ClusterReport incident_only(const std::string& path, const std::string& text, co
 struct ShareRead {
   std::vector<std::pair<uint64_t, std::string>> warnings;
   std::vector<std::pair<uint64_t, analysis::RankSummary>> summaries;
+  pipeline::JobChoice jobs;  // on process 0 after the last routing: the job analysed
 };
 
 // The runs `index`, `index` + `count`, ... of `runs`: analysed where still
@@ -549,6 +551,23 @@ std::map<int, analysis::RankSummary> merged_by_rank(ShareRead& share) {
   return by_rank;
 }
 
+// The job whose runs this pass analyses (chosen alike on every process: one
+// exchange), and this process's runs of other jobs dropped.
+pipeline::JobChoice keep_one_job(ShareRead& share, const std::string& wanted, ClusterExchange& exchange) {
+  std::vector<pipeline::JobOfRun> runs;
+  for (const auto& [run, s] : share.summaries) {
+    uint64_t start = time_span(s).first;
+    runs.push_back(pipeline::JobOfRun{s.job, s.rank, start == UINT64_MAX ? 0 : start});
+  }
+  pipeline::JobChoice choice = pipeline::choose_job(runs, wanted, exchange);
+  if (choice.several() || !choice.error.empty()) {
+    std::erase_if(share.summaries, [&](const auto& entry) {
+      return !choice.error.empty() || entry.second.job != choice.analysed;
+    });
+  }
+  return choice;
+}
+
 // Tells ClusterOptions::on_stage each stage's end and its seconds.
 class StageClock {
  public:
@@ -602,6 +621,7 @@ analysis::RankSummary without_calls(const analysis::RankSummary& s) {
   out.rank = s.rank;
   out.world_size = s.world_size;
   out.host = s.host;
+  out.job = s.job;
   out.clock_aligned = s.clock_aligned;
   out.clock_offset_ns = s.clock_offset_ns;
   out.clock_error_ns = s.clock_error_ns;
@@ -929,8 +949,8 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
   analysis::ClusterPath job_path =
       walked ? std::move(*walked) : analysis::cluster_critical_path(ranks, r.straggler);
   analysis::WhatIfSummary at_median = analysis::summarize_what_if(job_path.straggler_at_median);
-  report.text = incident_text + analysis::straggler_text(r) + what_if_text(r.straggler, at_median) +
-                analysis::links_text(links);
+  report.text = pipeline::jobs_text(share.jobs) + incident_text + analysis::straggler_text(r) +
+                what_if_text(r.straggler, at_median) + analysis::links_text(links);
   report.straggler = r.straggler;
   report.cause = r.cause;
   report.missing_ranks = r.missing_ranks;
@@ -954,6 +974,7 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
          j["advice"] = pipeline::findings_json(analysis::advise_cluster(
              r, links, at_median.recorded_ms, estimated ? at_median.estimated_ms : -1));
          if (!incident.empty()) j["incident"] = analysis::incident_json(incident_summary);
+         if (share.jobs.several()) j["jobs"] = pipeline::jobs_json(share.jobs);
          return base::json_text(j, 1) + "\n";
        }},
       {"cluster_communication_summary.json",
@@ -1049,6 +1070,12 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     share.warnings.emplace_back(0, "process " + std::to_string(exchange.index()) +
                                        " could not read its share of the runs: " + e.what());
   }
+  pipeline::JobChoice jobs = keep_one_job(share, cluster_options.job_id, exchange);
+  if (!jobs.error.empty()) {  // on every process alike: none goes on to wait for the others
+    report.error = jobs.error;
+    return report;
+  }
+  if (!jobs.damaged.empty()) report.error = jobs.damaged;
   std::map<int, analysis::RankSummary> by_rank;
   std::optional<pipeline::SpreadMatch> spread;    // the matching, when spread over processes
   std::vector<analysis::RankSummary> own_copy;    // this process's ranks, renumbered
@@ -1062,6 +1089,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     share = route_shares(
         std::move(share), exchange, [](const auto&) { return 0; }, &report.error);
     by_rank = merged_by_rank(share);
+    share.jobs = std::move(jobs);
   } else {
     // Each rank's summaries to its process, merged and matched there, then
     // (renumbered) to process 0 for the outputs.
@@ -1119,6 +1147,7 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     share = route_shares(
         std::move(back), exchange, [](const auto&) { return 0; }, &report.error);
     for (auto& [rank, s] : share.summaries) by_rank.emplace(s.rank, std::move(s));
+    share.jobs = std::move(jobs);
     part_problem =
         write_database_part(path, plan, own_timings, exchange, stayed ? &stayed->part0_rows : nullptr);
     if (!plan_problem.empty())

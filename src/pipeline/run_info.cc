@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/json_limits.h"
+#include "base/run_directory.h"
 #include "base/safe_file.h"
 #include "trainprof/version.h"
 
@@ -29,6 +30,8 @@ constexpr std::pair<const char*, json::value_t> kInfoFields[] = {
     {"rank", json::value_t::number_unsigned},
     {"world_size", json::value_t::number_unsigned},
     {"rank_source", json::value_t::string},
+    {"job", json::value_t::string},
+    {"job_source", json::value_t::string},
     {"clock", json::value_t::object},
     {"start_time_ns", json::value_t::number_unsigned},
     {"start_monotonic_ns", json::value_t::number_unsigned},
@@ -161,6 +164,9 @@ void read_run_end(const json& info, analysis::TraceModel& model) {
   }
   if (auto lost = info.find("events_lost"); lost != info.end() && lost->is_number_unsigned()) {
     model.events_lost = lost->get<uint64_t>();
+  }
+  if (auto job = info.find("job"); job != info.end() && job->is_string()) {
+    model.job = base::clean_job_id(job->get<std::string>());
   }
   if (auto options = info.find("options"); options != info.end() && options->is_object()) {
     auto n = options->find("sample_operators");
