@@ -438,6 +438,32 @@ TEST(ClusterDistributed, RunsOfTwoJobsAreToldApartByTheirJobIds) {
     for (std::thread& t : threads) t.join();  // every process returns: none waits for another
   }
   for (const ClusterReport& r : spread_none) EXPECT_EQ(r.error, none.error);
+
+  // A run without a job id (a rank whose exchange with rank 0 failed, where
+  // the front end names the job): beside two named jobs, left out too ...
+  std::string rank7;
+  for (const std::string& run : test::run_dirs(dir.path())) {
+    if (run.find("_1007_20261127") != std::string::npos) rank7 = run;
+  }
+  ASSERT_FALSE(rank7.empty());
+  change_summary(rank7, [](analysis::RankSummary& s) { s.job.clear(); });
+  ClusterReport without = one_process(dir.path());
+  ASSERT_TRUE(without.ok()) << without.error;
+  EXPECT_EQ(
+      without.text.rfind("Jobs: these runs are of 3 jobs; analysed job '602669057' (15 rank(s), 16 run(s)), "
+                         "the one with the most ranks, the latest started among equals; left out (runs "
+                         "without a job id) (1 rank(s), 1 run(s)), '602669123' (8 rank(s), 8 run(s))",
+                         0),
+      0u)
+      << without.text;
+  EXPECT_EQ(without.missing_ranks, std::vector<int>{7});
+  // ... and with the only job named, analysed with it, as before job ids.
+  for (const std::string& run : test::run_dirs(dir.path())) {
+    if (run.find("20261128") != std::string::npos) fs::remove_all(run);
+  }
+  ClusterReport one_named = one_process(dir.path());
+  ASSERT_TRUE(one_named.ok()) << one_named.error;
+  EXPECT_EQ(one_named.text, alone.text);
 }
 
 // The bytes a summary travels in: read back whole; cut or damaged, refused.

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "test_util.h"
+#include "trainprof/frontend.h"
 #include "trainprof/trainprof.h"
 
 namespace trainprof {
@@ -308,6 +309,23 @@ TEST(Profiler, JobIdComesFromTheLauncherEnvironment) {
   EXPECT_EQ(own["job_source"], "TRAINPROF_JOB_ID");
   EXPECT_EQ(own["job"], "run??[2J" + std::string(128 - 8, 'x'));
   for (const char* name : kVariables) unsetenv(name);
+
+  // No launcher names one: the job the runtime's ranks agreed on (the Python
+  // front end's, through torch.distributed's store), amending the run this
+  // process closed before it came; a launcher's still comes first.
+  TempDir dir;
+  Profiler before(options_in(dir));
+  before.stop();
+  const std::string closed = before.last_run().run_dir + "/profiler_info.json";
+  EXPECT_FALSE(nlohmann::json::parse(test::read_text(closed)).contains("job"));
+  detail::set_runtime_job("torch.distributed-4f1c", "torch.distributed store");
+  nlohmann::json amended = nlohmann::json::parse(test::read_text(closed));
+  EXPECT_EQ(amended["job"], "torch.distributed-4f1c");
+  EXPECT_EQ(amended["job_source"], "torch.distributed store");
+  EXPECT_EQ(info_of_a_run()["job"], "torch.distributed-4f1c");
+  setenv("PMIX_NAMESPACE", "602669057", 1);
+  EXPECT_EQ(info_of_a_run()["job"], "602669057");
+  unsetenv("PMIX_NAMESPACE");
   for (const auto& [name, value] : saved) setenv(name.c_str(), value.c_str(), 1);
 }
 

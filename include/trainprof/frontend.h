@@ -3,7 +3,8 @@
 // another framework would be another. A C++ program that uses the profiler
 // directly needs none of this.
 //
-//   - the rank and world size its communication runtime gave it;
+//   - the rank and world size its communication runtime gave it, and the
+//     job its ranks agreed on where no launcher names one;
 //   - the offset of this process' clock from a reference rank's, measured
 //     by the front end (ping-pongs over torch.distributed's store), and the
 //     start and end of each background exchange, so that a run closed while
@@ -21,6 +22,15 @@ namespace trainprof::detail {
 // The process' rank and world size as its communication runtime knows them
 // (libtrainprof_mpi after MPI_Init: source "MPI"); runs opened later use them.
 void set_runtime_rank(int rank, int world_size, const char* source) noexcept;
+
+// The job this process belongs to as its runtime agreed with the reference
+// rank (the Python front end: rank 0's token through torch.distributed's
+// store, the same on every rank of one process group and another after a
+// restart), so that two jobs' runs in one directory are told apart where no
+// launcher names the job (its environment comes first). Runs opened later
+// record it (profiler_info.json "job", "job_source": `source`), and the runs
+// this process closed without a job are amended with it.
+void set_runtime_job(const std::string& id, const char* source) noexcept;
 
 // This process' wall clock (CLOCK_REALTIME), ns.
 uint64_t realtime_now_ns();

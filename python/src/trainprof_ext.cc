@@ -684,6 +684,11 @@ void bind_data_stages(nb::module_& m) {
         trainprof::detail::set_runtime_rank(rank, world_size, "torch.distributed");
       },
       "rank"_a, "world_size"_a);
+  // The job rank 0 named through torch.distributed's store (where no launcher names one).
+  m.def(
+      "set_runtime_job",
+      [](const std::string& id) { trainprof::detail::set_runtime_job(id, "torch.distributed store"); },
+      "id"_a, ReleaseGil());
   // Clock alignment measured by the front end (python/trainprof/_distributed.py).
   m.def("realtime_ns", &trainprof::detail::realtime_now_ns);
   m.def(

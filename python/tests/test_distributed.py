@@ -499,3 +499,68 @@ def test_a_hang_of_one_gloo_rank_is_dumped_by_all_and_the_missing_rank_named(tmp
     assert "in busy_elsewhere" in report[rank3:], report
     incident = json.loads((incidents[0] / "cluster_analysis_output" / "cluster_analysis.json").read_text())["incident"]
     assert incident["stuck_collectives"][0]["missing"] == [3], incident
+
+
+# Two ranks, the slow one (argv[2]) sleeping before each allreduce, with no
+# launcher's job id in the environment (as under torchrun without
+# --standalone or --rdzv-id): rank 0 names the process group through the store.
+SLOW_RANK = textwrap.dedent("""
+    import os, sys, time, torch, torch.distributed as dist, trainprof
+    rank, out, slow = int(os.environ["RANK"]), sys.argv[1], int(sys.argv[2])
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    level1 = trainprof._ExperimentalConfig(profiler_level=trainprof.ProfilerLevel.Level1)
+    with trainprof.profile(experimental_config=level1,
+                           on_trace_ready=trainprof.tensorboard_trace_handler(out, worker_name=f"rank{rank}")) as prof:
+        t = torch.ones(1000)
+        for step in range(6):
+            if rank == slow:
+                time.sleep(0.05)
+            dist.all_reduce(t)
+            prof.step()
+    dist.destroy_process_group()
+""")
+
+LAUNCHER_JOB_IDS = ("TRAINPROF_JOB_ID", "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
+                    "SLURM_JOB_ID", "LSB_JOBID", "PBS_JOBID", "FLUX_JOB_ID")
+
+
+def test_two_torch_jobs_in_one_directory_are_told_apart_by_the_name_rank_0_gave(tmp_path: Path) -> None:
+    """Without a job id the second job's runs would pass for further cycles
+    of the first's ranks (same world, apart in time) and their collectives'
+    numbers would meet. Each job's ranks record rank 0's name for it; the
+    cluster pass analyses the later job (as many ranks) and names the first,
+    left out; --job-id analyses the first."""
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_RANK)
+    out = tmp_path / "out"
+    base = {k: v for k, v in os.environ.items() if k not in LAUNCHER_JOB_IDS}
+    jobs = []
+    for slow in (0, 1):
+        env = dict(base, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+        before = set(out.glob("*_trainprof"))
+        procs = [subprocess.Popen([sys.executable, str(script), str(out), str(slow)], env=dict(env, RANK=str(r)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+        for r, p in enumerate(procs):
+            _, err = p.communicate(timeout=300)
+            assert p.returncode == 0, f"rank {r}: {err}"
+        infos = [json.loads((run / "profiler_info.json").read_text()) for run in set(out.glob("*_trainprof")) - before]
+        assert sorted(i["rank"] for i in infos) == [0, 1]
+        assert {i.get("job_source") for i in infos} == {"torch.distributed store"}, infos
+        [job] = {i["job"] for i in infos}  # the same on both ranks
+        assert re.fullmatch(r"torch\.distributed-[0-9a-f]{16}", job)
+        jobs.append(job)
+    assert jobs[0] != jobs[1]
+
+    result = subprocess.run([sys.executable, "-m", "trainprof", "cluster", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert f"analysed job '{jobs[1]}' (2 rank(s), 2 run(s))" in result.stdout, result.stdout
+    assert f"left out '{jobs[0]}' (2 rank(s), 2 run(s))" in result.stdout, result.stdout
+    assert "Straggler: rank 1." in result.stdout, result.stdout
+    analysis = json.loads((out / "cluster_analysis_output" / "cluster_analysis.json").read_text())
+    assert [(j["job"], j["analysed"]) for j in analysis["jobs"]] == sorted([(jobs[0], False), (jobs[1], True)])
+    first = subprocess.run([sys.executable, "-m", "trainprof", "cluster", "--job-id", jobs[0], str(out)],
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "Straggler: rank 0." in first.stdout, first.stdout

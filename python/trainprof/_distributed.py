@@ -15,6 +15,7 @@ import datetime
 import logging
 import sys
 import threading
+import uuid
 from typing import Any, Optional
 
 from . import _torch, _trainprof
@@ -97,9 +98,18 @@ _threads: list[threading.Thread] = []
 _start_lock = threading.Lock()
 
 
+# Rank 0's name for this job (this process group): every rank's runs record
+# it where no launcher names the job (torchrun without --standalone or a
+# rendezvous id names none), so that the runs of two jobs written to one
+# directory are told apart. Another process group, or a restart, another name.
+_JOB = f"torch.distributed-{uuid.uuid4().hex[:16]}"
+
+
 def _ping_pong(store: Any, rank: int, world: int, prefix: str) -> None:
     wait = datetime.timedelta(seconds=_WAIT)
     if rank == 0:  # the reference: its own offset is 0 by definition
+        store.set(f"{prefix}/job", _JOB)  # before any answer: a peer that has one reads it
+        _trainprof.set_runtime_job(_JOB)
         _trainprof.add_clock_sync_point(0, _trainprof.realtime_ns(), 0, 0)
         for peer in range(1, world):
             try:
@@ -123,7 +133,9 @@ def _ping_pong(store: Any, rank: int, world: int, prefix: str) -> None:
         t1 = _trainprof.realtime_ns()
         if t1 - t0 < best[0]:
             best = (t1 - t0, (t0 + t1) // 2 - theirs, (t0 + t1) // 2)
+    job = store.get(f"{prefix}/job").decode("ascii", "replace")
     store.set(f"{prefix}/{rank}/done", "1")
+    _trainprof.set_runtime_job(job)
     _trainprof.add_clock_sync_point(0, best[2], best[1], best[0] // 2 + 1)
 
 

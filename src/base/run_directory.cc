@@ -17,6 +17,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 namespace trainprof::base {
 namespace {
@@ -33,6 +36,12 @@ bool parse_int(const char* text, int* out) {
 // Packed rank (low 32 bits) and world size (high), 0: not set; with the source.
 std::atomic<uint64_t> g_runtime_rank{0};
 std::atomic<const char*> g_runtime_source{nullptr};
+// The runtime's job, read without a lock; every one published is kept (it
+// is replaced rarely, if ever: a front end sets the same id again at each
+// clock exchange), so that a reader never holds a freed one.
+std::atomic<const JobInfo*> g_runtime_job{nullptr};
+std::mutex g_runtime_jobs_mutex;
+std::vector<std::unique_ptr<JobInfo>> g_runtime_jobs;  // their owners
 
 }  // namespace
 
@@ -98,9 +107,20 @@ JobInfo detect_job() {
       job.source += "+SLURM_STEP_ID";
     }
     job.id = clean_job_id(job.id);
-    break;
+    return job;
   }
+  if (const JobInfo* runtime = g_runtime_job.load(std::memory_order_acquire); runtime != nullptr)
+    return *runtime;
   return job;
+}
+
+void remember_runtime_job(const std::string& id, const std::string& source) {
+  std::string clean = clean_job_id(id);
+  std::lock_guard lock(g_runtime_jobs_mutex);
+  const JobInfo* now = g_runtime_job.load(std::memory_order_acquire);
+  if (clean.empty() || (now != nullptr && now->id == clean && now->source == source)) return;
+  g_runtime_jobs.push_back(std::make_unique<JobInfo>(JobInfo{clean, source}));
+  g_runtime_job.store(g_runtime_jobs.back().get(), std::memory_order_release);
 }
 
 std::string clean_job_id(std::string_view raw) {

@@ -33,14 +33,19 @@ RankInfo detect_rank();
 // names no job), PMIX_NAMESPACE and OMPI_MCA_ess_base_jobid (an mpirun),
 // SLURM_JOB_ID with SLURM_STEP_ID (an srun step), LSB_JOBID, PBS_JOBID,
 // FLUX_JOB_ID. The launcher nearest the process comes first: two mpiruns in
-// one Slurm allocation are two jobs. Empty id: none of them is set. At
-// most kMaxJobIdBytes bytes; bytes other than printable ASCII become '?'.
+// one Slurm allocation are two jobs. When none of them is set, the job the
+// front end's runtime agreed on (detail::set_runtime_job), if it did; else
+// an empty id. At most kMaxJobIdBytes bytes; bytes other than printable
+// ASCII become '?'.
 constexpr size_t kMaxJobIdBytes = 128;
 struct JobInfo {
   std::string id;
   std::string source;  // the variable(s) that gave it
 };
 JobInfo detect_job();
+// detail::set_runtime_job's part here: what detect_job falls back on.
+// Lock-free to read (profiler_info.json may be written from a signal handler).
+void remember_runtime_job(const std::string& id, const std::string& source);
 // `raw` as a job id: cut to kMaxJobIdBytes, bytes other than printable
 // ASCII as '?' (a job id read back from a file is held to the same rule).
 std::string clean_job_id(std::string_view raw);

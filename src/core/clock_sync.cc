@@ -7,6 +7,7 @@
 
 #include "base/json_limits.h"
 #include "base/log.h"
+#include "base/run_directory.h"
 #include "base/safe_file.h"
 
 namespace trainprof::core {
@@ -41,18 +42,28 @@ nlohmann::json points_json() {
   return sync;
 }
 
-void amend(const std::string& run_dir, const nlohmann::json& sync) {
+// Rewrites a closed run's profiler_info.json with `change` applied (false:
+// nothing to change); `what` names the change in a warning.
+template <typename Change>
+void amend(const std::string& run_dir, const char* what, Change change) {
   base::UniqueFd dir(base::open_directory_at(AT_FDCWD, run_dir));
   if (!dir.valid()) return;  // moved or removed since: nothing to amend
   std::string text = base::read_regular_file_at(dir.get(), "profiler_info.json", /*follow=*/false);
   nlohmann::json info;
   if (text.empty() || !base::parse_json_limited(text, &info).empty() || !info.is_object()) return;
-  info["clock_sync"] = sync;
+  if (!change(info)) return;
   std::string error = base::write_file_atomically_at(
       dir.get(), "profiler_info.json",
       info.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
       run_dir + "/profiler_info.json");
-  if (!error.empty()) base::log_warning("cannot add the clock alignment to a closed run: " + error);
+  if (!error.empty()) base::log_warning(std::string("cannot add ") + what + " to a closed run: " + error);
+}
+
+void amend(const std::string& run_dir, const nlohmann::json& sync) {
+  amend(run_dir, "the clock alignment", [&](nlohmann::json& info) {
+    info["clock_sync"] = sync;
+    return true;
+  });
 }
 
 // Applies `change` to the state, then rewrites the closed runs' clock_sync.
@@ -90,6 +101,27 @@ void note_clock_exchange_started() noexcept {
     ++core::g_exchanges_started;
     ++core::g_exchanges_running;
   });
+}
+
+void set_runtime_job(const std::string& id, const char* source) noexcept {
+  try {
+    base::remember_runtime_job(id, source != nullptr ? source : "runtime");
+    base::JobInfo job = base::detect_job();  // the environment's, when it names one
+    std::vector<std::string> runs;
+    {
+      std::lock_guard lock(core::g_mutex);
+      runs = core::g_closed_runs;
+    }
+    for (const std::string& run : runs) {
+      core::amend(run, "the job id", [&](nlohmann::json& info) {
+        if (info.contains("job") || job.id.empty()) return false;
+        info["job"] = job.id;
+        info["job_source"] = job.source;
+        return true;
+      });
+    }
+  } catch (...) {
+  }
 }
 
 void note_clock_exchange_ended(bool failed, const std::string& reason) noexcept {

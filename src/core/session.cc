@@ -621,9 +621,10 @@ std::string Session::info_json(std::string_view stop_reason, uint64_t stop_realt
   j["rank"] = rank_;
   j["world_size"] = world_size_;
   j["rank_source"] = rank_source_;
-  if (!job_.id.empty()) {
-    j["job"] = job_.id;
-    j["job_source"] = job_.source;
+  // A runtime's job (detail::set_runtime_job) may come after the run opened.
+  if (base::JobInfo job = job_.id.empty() ? base::detect_job() : job_; !job.id.empty()) {
+    j["job"] = job.id;
+    j["job_source"] = job.source;
   }
   j["clock"] = {{"source", core::clock_source() == core::ClockSource::kTsc ? "tsc" : "monotonic"},
                 {"ticks_per_ns", core::ticks_per_ns()},

@@ -115,43 +115,42 @@ JobChoice choose_job(const std::vector<JobOfRun>& mine, const std::string& wante
     choice.jobs.push_back(
         JobSeen{id, static_cast<int>(c.ranks.size()), c.runs, c.start_ns == UINT64_MAX ? 0 : c.start_ns});
   }
+  std::vector<const JobSeen*> named;
+  for (const JobSeen& j : choice.jobs) {
+    if (!j.id.empty()) named.push_back(&j);
+  }
   if (!wanted.empty()) {
-    auto found = std::find_if(choice.jobs.begin(), choice.jobs.end(),
-                              [&](const JobSeen& j) { return j.id == wanted; });
-    if (found == choice.jobs.end()) {
+    auto found = std::find_if(named.begin(), named.end(), [&](const JobSeen* j) { return j->id == wanted; });
+    if (found == named.end()) {
       choice.error = "no run of job '" + wanted + "' (--job-id)" +
                      (choice.jobs.empty() ? std::string() : "; the runs are of " + job_list(choice.jobs));
       return choice;
     }
     choice.analysed = wanted;
     choice.why = "as asked (--job-id)";
-  } else if (!choice.jobs.empty()) {
+  } else if (!named.empty()) {
     // The most ranks; among equals the job that started last, then the smaller id.
-    auto best =
-        std::max_element(choice.jobs.begin(), choice.jobs.end(), [](const JobSeen& a, const JobSeen& b) {
-          return std::tie(a.ranks, a.start_ns, b.id) < std::tie(b.ranks, b.start_ns, a.id);
-        });
-    choice.analysed = best->id;
+    auto best = std::max_element(named.begin(), named.end(), [](const JobSeen* a, const JobSeen* b) {
+      return std::tie(a->ranks, a->start_ns, b->id) < std::tie(b->ranks, b->start_ns, a->id);
+    });
+    choice.analysed = (*best)->id;
     choice.why = "the one with the most ranks, the latest started among equals";
   }
-  for (JobSeen& j : choice.jobs) j.analysed = j.id == choice.analysed;
+  choice.with_unnamed = named.size() <= 1;
+  for (JobSeen& j : choice.jobs) j.analysed = choice.keeps(j.id);
   return choice;
 }
 
+bool JobChoice::left_out() const {
+  return std::any_of(jobs.begin(), jobs.end(), [](const JobSeen& j) { return !j.analysed; });
+}
+
 std::string jobs_text(const JobChoice& choice) {
-  if (!choice.several()) return "";
-  std::vector<JobSeen> others;
-  const JobSeen* analysed = nullptr;
-  for (const JobSeen& j : choice.jobs) {
-    if (j.analysed) {
-      analysed = &j;
-    } else {
-      others.push_back(j);
-    }
-  }
-  if (analysed == nullptr) return "";
+  if (!choice.left_out()) return "";
+  std::vector<JobSeen> kept, others;
+  for (const JobSeen& j : choice.jobs) (j.analysed ? kept : others).push_back(j);
   return "Jobs: these runs are of " + std::to_string(choice.jobs.size()) + " jobs; analysed job " +
-         job_list({*analysed}) + ", " + choice.why + "; left out " + job_list(others) +
+         job_list(kept) + ", " + choice.why + "; left out " + job_list(others) +
          " (`trainprof cluster --job-id ID` analyses another).\n";
 }
 

@@ -8,7 +8,10 @@
 // runs it read, one exchange tells every process every count, and all
 // choose alike: the job asked for, else the one with the most ranks (among
 // equals, the one that started last: a job run again), so that every
-// process keeps the same runs.
+// process keeps the same runs. Runs without a job id (recorded before runs
+// had one, or a rank whose exchange with rank 0 failed where the front end
+// names the job) go with the job analysed when it is the only one named,
+// as all runs did before; beside two named jobs they are left out too.
 #ifndef TRAINPROF_PIPELINE_CLUSTER_JOBS_H_
 #define TRAINPROF_PIPELINE_CLUSTER_JOBS_H_
 
@@ -33,16 +36,19 @@ struct JobSeen {
   int ranks = 0;   // distinct ranks among its runs
   uint64_t runs = 0;
   uint64_t start_ns = 0;  // its earliest run's start
-  bool analysed = false;
+  bool analysed = false;  // its runs are kept
 };
 
 struct JobChoice {
-  std::vector<JobSeen> jobs;  // every job seen, by id; one or none: nothing to choose
-  std::string analysed;       // the id whose runs are kept
-  std::string why;            // how it was chosen ("" with one job)
+  std::vector<JobSeen> jobs;  // every job seen, by id ("" first)
+  std::string analysed;       // the named job whose runs are kept ("": none is named)
+  bool with_unnamed = true;   // the runs without a job id are kept too
+  std::string why;            // how it was chosen
   std::string error;          // the job asked for has no run (the same on every process)
   std::string damaged;        // a count arrived damaged here
-  bool several() const { return jobs.size() > 1; }
+  // Whether runs are left out for being of another job than the one analysed.
+  bool left_out() const;
+  bool keeps(const std::string& job) const { return job.empty() ? with_unnamed : job == analysed; }
 };
 
 // Every process calls this once with the runs it read (one exchange);
@@ -50,7 +56,7 @@ struct JobChoice {
 // the same choice.
 JobChoice choose_job(const std::vector<JobOfRun>& mine, const std::string& wanted, ClusterExchange& exchange);
 
-// The report's line on the jobs ("" unless there were several), and their
+// The report's line on the jobs ("" unless runs were left out), and their
 // JSON array for cluster_analysis.json ("jobs").
 std::string jobs_text(const JobChoice& choice);
 nlohmann::json jobs_json(const JobChoice& choice);

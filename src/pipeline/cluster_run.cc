@@ -560,11 +560,8 @@ pipeline::JobChoice keep_one_job(ShareRead& share, const std::string& wanted, Cl
     runs.push_back(pipeline::JobOfRun{s.job, s.rank, start == UINT64_MAX ? 0 : start});
   }
   pipeline::JobChoice choice = pipeline::choose_job(runs, wanted, exchange);
-  if (choice.several() || !choice.error.empty()) {
-    std::erase_if(share.summaries, [&](const auto& entry) {
-      return !choice.error.empty() || entry.second.job != choice.analysed;
-    });
-  }
+  std::erase_if(share.summaries,
+                [&](const auto& entry) { return !choice.error.empty() || !choice.keeps(entry.second.job); });
   return choice;
 }
 
@@ -974,7 +971,7 @@ ClusterReport conclude(const std::string& path, const ClusterOptions& cluster_op
          j["advice"] = pipeline::findings_json(analysis::advise_cluster(
              r, links, at_median.recorded_ms, estimated ? at_median.estimated_ms : -1));
          if (!incident.empty()) j["incident"] = analysis::incident_json(incident_summary);
-         if (share.jobs.several()) j["jobs"] = pipeline::jobs_json(share.jobs);
+         if (share.jobs.left_out()) j["jobs"] = pipeline::jobs_json(share.jobs);
          return base::json_text(j, 1) + "\n";
        }},
       {"cluster_communication_summary.json",
