@@ -451,8 +451,8 @@ TEST(ClusterDistributed, RunsOfTwoJobsAreToldApartByTheirJobIds) {
   ASSERT_TRUE(without.ok()) << without.error;
   EXPECT_EQ(
       without.text.rfind("Jobs: these runs are of 3 jobs; analysed job '602669057' (15 rank(s), 16 run(s)), "
-                         "the one with the most ranks, the latest started among equals; left out (runs "
-                         "without a job id) (1 rank(s), 1 run(s)), '602669123' (8 rank(s), 8 run(s))",
+                         "the one with the most ranks, the latest started among equals; left out runs "
+                         "without a job id (1 rank(s), 1 run(s)), '602669123' (8 rank(s), 8 run(s))",
                          0),
       0u)
       << without.text;

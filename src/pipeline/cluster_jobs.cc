@@ -82,7 +82,7 @@ bool add_counts(std::string_view bytes, std::map<std::string, Count>* into) {
 }
 
 std::string job_name(const std::string& id) {
-  return id.empty() ? "(runs without a job id)" : "'" + id + "'";
+  return id.empty() ? "runs without a job id" : "'" + id + "'";
 }
 
 std::string job_list(const std::vector<JobSeen>& jobs) {
