@@ -5,14 +5,17 @@
 // damaged summaries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "analysis/advisor.h"
 #include "analysis/cluster.h"
 #include "analysis/cluster_path.h"
 #include "analysis/collective_numbering.h"
+#include "analysis/comm_digest.h"
 #include "analysis/rank_summary.h"
 #include "analysis/rank_summary_bytes.h"
 #include "exporter/communication_json.h"
@@ -800,6 +803,77 @@ TEST(RankSummary, InFlightCollectivesRoundTrip) {
   ASSERT_EQ(back.collectives.size(), 2u);
   EXPECT_FALSE(back.collectives[0].in_flight);
   EXPECT_TRUE(back.collectives[1].in_flight);
+}
+
+}  // namespace
+}  // namespace trainprof::analysis
+
+namespace trainprof::analysis {
+namespace {
+
+// A collective's members split over processes (rank % 3, as the spread
+// pass holds them), each share's part merged in any order: the row, its
+// arrivals and its operations are those of the part over every member.
+// Starts tie (the last arrival is then the higher rank, the first the
+// lower); one member names another operation.
+TEST(CommDigest, PartsOfACollectiveAddUpToItsWholeRow) {
+  for (int members : {10, 64, 65, 300}) {
+    SCOPED_TRACE(std::to_string(members) + " members");
+    std::vector<CommTiming> timings;
+    for (int rank = 0; rank < members; ++rank) {
+      CommTiming t;
+      t.group = "world";
+      t.sequence = 7;
+      t.operation = rank == 4 ? "allreduce_coalesced" : "allreduce";
+      t.rank = rank;
+      t.step = rank % 5;
+      t.start_ns = 1000 + static_cast<uint64_t>((rank * 37) % 50) * 10;  // ties among ranks
+      t.end_ns = 9000 + static_cast<uint64_t>(rank % 7);
+      t.wait_ns = static_cast<uint64_t>(rank) * 3;
+      t.bytes = 1024 + static_cast<uint64_t>(rank % 2);
+      timings.push_back(t);
+    }
+    std::vector<CollectivePart> whole;
+    collective_parts(timings, [&](CollectivePart&& p) { whole.push_back(std::move(p)); });
+    ASSERT_EQ(whole.size(), 1u);
+    for (std::vector<int> order : {std::vector<int>{0, 1, 2}, {2, 0, 1}, {1, 2, 0}}) {
+      std::vector<CollectivePart> shares(3);
+      for (int share = 0; share < 3; ++share) {
+        std::vector<CommTiming> mine;
+        for (const CommTiming& t : timings) {
+          if (t.rank % 3 == share) mine.push_back(t);
+        }
+        collective_parts(mine,
+                         [&](CollectivePart&& p) { shares[static_cast<size_t>(share)] = std::move(p); });
+      }
+      CollectivePart merged = std::move(shares[static_cast<size_t>(order[0])]);
+      merge_part(std::move(shares[static_cast<size_t>(order[1])]), &merged);
+      merge_part(std::move(shares[static_cast<size_t>(order[2])]), &merged);
+      const CollectiveRow& a = merged.row;
+      const CollectiveRow& b = whole[0].row;
+      EXPECT_EQ(std::tie(a.group, a.sequence, a.operation, a.last_operation, a.step, a.members, a.bytes),
+                std::tie(b.group, b.sequence, b.operation, b.last_operation, b.step, b.members, b.bytes));
+      EXPECT_EQ(std::tie(a.first_start_ns, a.first_rank, a.last_start_ns, a.last_rank, a.end_ns, a.wait_ns),
+                std::tie(b.first_start_ns, b.first_rank, b.last_start_ns, b.last_rank, b.end_ns, b.wait_ns));
+      EXPECT_EQ(a.all_arrivals, b.all_arrivals);
+      EXPECT_EQ(a.all_arrivals, members <= 64);
+      ASSERT_EQ(a.arrivals.size(), b.arrivals.size());
+      EXPECT_EQ(a.arrivals.size(), members <= 64 ? static_cast<size_t>(members) : 16u);
+      for (size_t i = 0; i < a.arrivals.size(); ++i) {
+        EXPECT_EQ(std::tie(a.arrivals[i].rank, a.arrivals[i].start_ns, a.arrivals[i].wait_ns,
+                           a.arrivals[i].elapse_ns),
+                  std::tie(b.arrivals[i].rank, b.arrivals[i].start_ns, b.arrivals[i].wait_ns,
+                           b.arrivals[i].elapse_ns))
+            << i;
+      }
+      EXPECT_EQ(merged.lowest_rank, 0);
+      std::vector<std::string> ops_a = merged.operations, ops_b = whole[0].operations;
+      std::sort(ops_a.begin(), ops_a.end());
+      std::sort(ops_b.begin(), ops_b.end());
+      EXPECT_EQ(ops_a, ops_b);
+      EXPECT_EQ(ops_b.size(), 2u);
+    }
+  }
 }
 
 }  // namespace

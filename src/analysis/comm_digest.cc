@@ -88,15 +88,17 @@ CollectiveRow collective_row(std::span<const CommTiming> timings, size_t begin, 
   return row;
 }
 
-// The arrivals the summary lists of a slow collective: latest first.
+// The arrivals a part keeps of its members: latest first, every one while
+// they are at most kArrivalsAll, else the latest kArrivalsLatest.
 void add_arrivals(std::span<const CommTiming> timings, size_t begin, size_t end, CollectiveRow* row) {
   std::vector<const CommTiming*> members;
   for (size_t i = begin; i < end; ++i) members.push_back(&timings[i]);
-  std::sort(members.begin(), members.end(), [](const CommTiming* a, const CommTiming* b) {
-    return std::tie(a->start_ns, a->rank) > std::tie(b->start_ns, b->rank);
-  });
   row->all_arrivals = members.size() <= kArrivalsAll;
   size_t listed = row->all_arrivals ? members.size() : kArrivalsLatest;
+  std::partial_sort(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(listed), members.end(),
+                    [](const CommTiming* a, const CommTiming* b) {
+                      return std::tie(a->start_ns, a->rank) > std::tie(b->start_ns, b->rank);
+                    });
   for (size_t i = 0; i < listed; ++i) {
     const CommTiming& t = *members[i];
     row->arrivals.push_back({t.rank, t.start_ns, t.wait_ns, t.elapse_ns()});
@@ -243,40 +245,92 @@ void add_rank_timings(std::span<const CommTiming> timings, CommDigest* digest) {
                            std::make_move_iterator(sums.end()));
 }
 
-void add_collective_timings(std::span<const CommTiming> timings, CommDigest* digest) {
-  std::vector<std::pair<size_t, size_t>> spans;  // each row's members, [begin, end)
-  const size_t first_row = digest->rows.size();
+namespace {
+
+// The part of the collective of timings [begin, end) (its members, by rank).
+CollectivePart part_of(std::span<const CommTiming> timings, size_t begin, size_t end) {
+  CollectivePart part;
+  part.row = collective_row(timings, begin, end);
+  part.lowest_rank = timings[begin].rank;
+  add_arrivals(timings, begin, end, &part.row);
+  for (size_t m = begin; m < end; ++m) {
+    std::string_view name = timings[m].operation;
+    if (std::find(part.operations.begin(), part.operations.end(), name) == part.operations.end())
+      part.operations.emplace_back(name);
+  }
+  return part;
+}
+
+// Calls `each(part)` for each collective of `timings`, in their order.
+template <typename Each>
+void for_each_part(std::span<const CommTiming> timings, Each each) {
   size_t begin = 0;
   for (size_t i = 0; i < timings.size(); ++i) {
     const CommTiming& t = timings[i];
     bool ends = i + 1 == timings.size() || !same_name(timings[i + 1].group, t.group) ||
                 timings[i + 1].sequence != t.sequence;
     if (!ends) continue;
-    digest->rows.push_back(collective_row(timings, begin, i + 1));
-    spans.emplace_back(begin, i + 1);
-    // Each operation its members name counts the collective once.
-    std::vector<std::string_view> named;
-    for (size_t m = begin; m <= i; ++m) {
-      if (std::find(named.begin(), named.end(), timings[m].operation) != named.end()) continue;
-      named.push_back(timings[m].operation);
-      ++digest->collective_operations[{std::string(t.group), std::string(timings[m].operation)}];
-    }
-    ++digest->collectives;
+    each(part_of(timings, begin, i + 1));
     begin = i + 1;
   }
-  // This share's slowest, with their arrivals, among the others'.
-  std::vector<size_t> order(spans.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto slower = [&](size_t a, size_t b) {
-    return slower_collective(digest->rows[first_row + a], digest->rows[first_row + b]);
-  };
-  const size_t kept = std::min(order.size(), kSlowestKept);
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(kept), order.end(), slower);
-  for (size_t k = 0; k < kept; ++k) {
-    CollectiveRow row = digest->rows[first_row + order[k]];
-    add_arrivals(timings, spans[order[k]].first, spans[order[k]].second, &row);
-    digest->slow_collectives.push_back(std::move(row));
+}
+
+}  // namespace
+
+void collective_parts(std::span<const CommTiming> timings,
+                      const std::function<void(CollectivePart&&)>& each) {
+  for_each_part(timings, each);
+}
+
+void merge_part(CollectivePart&& more, CollectivePart* into) {
+  CollectiveRow& a = into->row;
+  CollectiveRow& b = more.row;
+  if (more.lowest_rank < into->lowest_rank) {
+    into->lowest_rank = more.lowest_rank;
+    a.operation = std::move(b.operation);
   }
+  // The first arrival by start, then the lower rank; the last by start, then the higher.
+  if (std::tie(b.first_start_ns, b.first_rank) < std::tie(a.first_start_ns, a.first_rank)) {
+    a.first_start_ns = b.first_start_ns;
+    a.first_rank = b.first_rank;
+  }
+  if (std::tie(b.last_start_ns, b.last_rank) > std::tie(a.last_start_ns, a.last_rank)) {
+    a.last_start_ns = b.last_start_ns;
+    a.last_rank = b.last_rank;
+    a.last_operation = std::move(b.last_operation);
+    a.step = b.step;
+  }
+  a.end_ns = std::max(a.end_ns, b.end_ns);
+  a.wait_ns += b.wait_ns;
+  a.bytes = std::max(a.bytes, b.bytes);
+  a.members += b.members;
+  for (std::string& name : more.operations) {
+    if (std::find(into->operations.begin(), into->operations.end(), name) == into->operations.end())
+      into->operations.push_back(std::move(name));
+  }
+  a.arrivals.insert(a.arrivals.end(), b.arrivals.begin(), b.arrivals.end());
+  a.all_arrivals = a.members <= kArrivalsAll;
+  const size_t listed = a.all_arrivals ? a.arrivals.size() : std::min(a.arrivals.size(), kArrivalsLatest);
+  std::partial_sort(a.arrivals.begin(), a.arrivals.begin() + static_cast<std::ptrdiff_t>(listed),
+                    a.arrivals.end(), [](const MemberArrival& x, const MemberArrival& y) {
+                      return std::tie(x.start_ns, x.rank) > std::tie(y.start_ns, y.rank);
+                    });
+  a.arrivals.resize(listed);
+}
+
+void add_collective(CollectivePart&& whole, CommDigest* digest) {
+  // Each operation its members name counts the collective once.
+  for (const std::string& name : whole.operations) ++digest->collective_operations[{whole.row.group, name}];
+  ++digest->collectives;
+  CollectiveRow row = whole.row;  // the table's row: no arrivals
+  row.arrivals.clear();
+  row.all_arrivals = true;
+  digest->rows.push_back(std::move(row));
+  offer(&digest->slow_collectives, std::move(whole.row), slower_collective);
+}
+
+void add_collective_timings(std::span<const CommTiming> timings, CommDigest* digest) {
+  for_each_part(timings, [&](CollectivePart&& part) { add_collective(std::move(part), digest); });
   keep_slowest(&digest->slow_collectives, slower_collective);
 }
 
@@ -317,6 +371,8 @@ void merge_digest(CommDigest&& more, CommDigest* into) {
 }
 
 void finish_digest(CommDigest* digest) {
+  keep_slowest(&digest->slow_collectives, slower_collective);  // offered, perhaps not trimmed yet
+  keep_slowest(&digest->slow_transfers, slower_transfer);
   std::sort(digest->rows.begin(), digest->rows.end(), [](const CollectiveRow& a, const CollectiveRow& b) {
     return std::tie(a.group, a.sequence) < std::tie(b.group, b.sequence);
   });

@@ -9,9 +9,11 @@
 //   - a rank digest, from any set of whole ranks' timings: each group's and
 //     operation's distributions, counts and bytes, each rank's totals, the
 //     links' sums, the slowest transfers;
-//   - a collective digest, from any set of whole collectives' timings
-//     (every member's): each collective's row and the slowest ones with
-//     their members' arrivals.
+//   - a collective digest, from any set of whole collectives: each
+//     collective's row and the slowest ones with their members' latest
+//     arrivals. A collective's row adds up from parts (CollectivePart: the
+//     row over the members one process holds), so its members' timings
+//     never travel, only a part from each process holding some.
 // Distributions are kept as each value at the resolution it is reported
 // at (1e-4 ms, 1e-4 GB/s) with its count: rounding keeps the order, so the
 // nearest-rank percentiles of the counts are those of the values, rounded.
@@ -20,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -137,6 +140,26 @@ struct CommDigest {
 void add_rank_timings(std::span<const CommTiming> timings, CommDigest* digest);
 // `timings`: collectives' every member's part, by (group, sequence, rank).
 void add_collective_timings(std::span<const CommTiming> timings, CommDigest* digest);
+
+// A collective's row over some of its members (those one process holds):
+// the parts of one collective add up (merge_part) to its row over every
+// member, so that a collective's members' timings need not travel to one
+// process to be digested, only a part per process.
+struct CollectivePart {
+  // Over these members. Its arrivals, latest first: every member's while
+  // they are at most kArrivalsAll, else the latest kArrivalsLatest.
+  CollectiveRow row;
+  int lowest_rank = 0;                  // the member whose operation names the row
+  std::vector<std::string> operations;  // the names these members used, each once
+};
+// Calls `each` with the part of each collective in `timings` (collectives'
+// members, by (group, sequence, rank)), one at a time, in their order.
+void collective_parts(std::span<const CommTiming> timings, const std::function<void(CollectivePart&&)>& each);
+// Adds `more`, a part of the same collective, to `into`.
+void merge_part(CollectivePart&& more, CollectivePart* into);
+// A whole collective (every part merged) into the digest: its row, and
+// with its arrivals among the slowest.
+void add_collective(CollectivePart&& whole, CommDigest* digest);
 // Both, from comm_timings' whole output: the one-process digest.
 CommDigest digest_timings(const std::vector<CommTiming>& timings);
 // `more`'s into `into`: the shares must not overlap (no rank, no

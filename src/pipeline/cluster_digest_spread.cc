@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <unordered_set>
@@ -142,6 +143,154 @@ bool read_timings(ByteReader& r, NameStore* store, std::vector<CommTiming>* out)
   r = ByteReader(r.rest().substr(bytes.size()));  // past the records
   return true;
 }
+
+// A collective's part as it travels (analysis::CollectivePart), its names
+// as indices into its message's table; then `operations` name indices
+// (uint32_t) and `arrivals` ArrivalRecords.
+struct PartRecord {
+  int64_t sequence, step;
+  uint64_t members, bytes, first_start_ns, last_start_ns, end_ns, wait_ns;
+  uint32_t group, operation, last_operation;
+  int32_t first_rank, last_rank, lowest_rank;
+  uint32_t operations, arrivals;
+  uint8_t all_arrivals, pad[7];
+};
+static_assert(sizeof(PartRecord) == 104 && std::is_trivially_copyable_v<PartRecord>);
+
+struct ArrivalRecord {
+  int32_t rank;
+  uint32_t pad;
+  uint64_t start_ns, wait_ns, elapse_ns;
+};
+static_assert(sizeof(ArrivalRecord) == 32 && std::is_trivially_copyable_v<ArrivalRecord>);
+
+// A message of parts: a name table, then the records.
+class PartsMessage {
+ public:
+  void add(const analysis::CollectivePart& part) {
+    const CollectiveRow& row = part.row;
+    PartRecord r{};
+    r.sequence = row.sequence;
+    r.step = row.step;
+    r.members = row.members;
+    r.bytes = row.bytes;
+    r.first_start_ns = row.first_start_ns;
+    r.last_start_ns = row.last_start_ns;
+    r.end_ns = row.end_ns;
+    r.wait_ns = row.wait_ns;
+    r.group = names_.index(hold(row.group));
+    r.operation = names_.index(hold(row.operation));
+    r.last_operation = names_.index(hold(row.last_operation));
+    r.first_rank = row.first_rank;
+    r.last_rank = row.last_rank;
+    r.lowest_rank = part.lowest_rank;
+    r.operations = static_cast<uint32_t>(part.operations.size());
+    r.arrivals = static_cast<uint32_t>(row.arrivals.size());
+    r.all_arrivals = row.all_arrivals;
+    append(r);
+    for (const std::string& name : part.operations) append(names_.index(hold(name)));
+    for (const analysis::MemberArrival& a : row.arrivals)
+      append(ArrivalRecord{a.rank, 0, a.start_ns, a.wait_ns, a.elapse_ns});
+    ++count_;
+  }
+  std::string bytes() const {
+    std::string out;
+    ByteWriter w(&out);
+    names_.put(w);
+    w.put<uint64_t>(count_);
+    out += records_;
+    return out;
+  }
+
+ private:
+  template <typename T>
+  void append(const T& v) {
+    records_.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  // The parts given are gone by the time the table is written: it views
+  // copies held here (a set's nodes never move).
+  std::string_view hold(const std::string& name) { return *held_.insert(name).first; }
+  std::unordered_set<std::string> held_;
+  NameTable names_;
+  std::string records_;
+  uint64_t count_ = 0;
+};
+
+// Reads a parts message one part at a time.
+class PartsReader {
+ public:
+  // False: its table or count is damaged.
+  bool open(ByteReader r) {
+    uint64_t n = 0;
+    if (!r.count(8, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string_view name;
+      if (!r.get(&name)) return false;
+      names_.push_back(name);
+    }
+    if (!r.count(sizeof(PartRecord), &left_)) return false;
+    rest_ = r.rest();
+    return true;
+  }
+  // The next part into `part`; false at the end or when damaged (`damaged()`).
+  bool next(analysis::CollectivePart* part) {
+    if (left_ == 0) return false;
+    --left_;
+    PartRecord r;
+    if (!take(&r) || r.group >= names_.size() || r.operation >= names_.size() ||
+        r.last_operation >= names_.size() || r.operations > rest_.size() / sizeof(uint32_t))
+      return fail();
+    *part = analysis::CollectivePart();
+    CollectiveRow& row = part->row;
+    row.group = names_[r.group];
+    row.sequence = r.sequence;
+    row.operation = names_[r.operation];
+    row.last_operation = names_[r.last_operation];
+    row.step = r.step;
+    row.members = r.members;
+    row.bytes = r.bytes;
+    row.first_start_ns = r.first_start_ns;
+    row.last_start_ns = r.last_start_ns;
+    row.end_ns = r.end_ns;
+    row.wait_ns = r.wait_ns;
+    row.first_rank = r.first_rank;
+    row.last_rank = r.last_rank;
+    row.all_arrivals = r.all_arrivals != 0;
+    part->lowest_rank = r.lowest_rank;
+    for (uint32_t i = 0; i < r.operations; ++i) {
+      uint32_t name = 0;
+      if (!take(&name) || name >= names_.size()) return fail();
+      part->operations.emplace_back(names_[name]);
+    }
+    if (r.arrivals > rest_.size() / sizeof(ArrivalRecord)) return fail();
+    for (uint32_t i = 0; i < r.arrivals; ++i) {
+      ArrivalRecord a;
+      if (!take(&a)) return fail();
+      row.arrivals.push_back({a.rank, a.start_ns, a.wait_ns, a.elapse_ns});
+    }
+    return true;
+  }
+  bool damaged() const { return damaged_; }
+  bool done() const { return left_ == 0 && rest_.empty(); }
+
+ private:
+  template <typename T>
+  bool take(T* v) {
+    if (rest_.size() < sizeof(T)) return false;
+    std::memcpy(v, rest_.data(), sizeof(T));
+    rest_.remove_prefix(sizeof(T));
+    return true;
+  }
+  bool fail() {
+    damaged_ = true;
+    left_ = 0;
+    return false;
+  }
+  std::vector<std::string_view> names_;  // views of the message
+  std::string_view rest_;
+  uint64_t left_ = 0;
+  bool damaged_ = false;
+};
 
 void put_counts(ByteWriter& w, const analysis::ValueCounts& v) {
   w.put<uint64_t>(v.counts().size());
@@ -360,11 +509,16 @@ GatheredDigest spread_digest(const std::vector<CommTiming>& timings, const std::
                              ClusterExchange& exchange, std::string* error) {
   const int processes = exchange.size();
   const int here = exchange.index();
-  // 1. Each collective part to its collective's owner, after the drawn ranks.
-  std::vector<std::vector<const CommTiming*>> parts(static_cast<size_t>(processes));
-  for (const CommTiming& t : timings) {
-    if (!t.transfer) parts[static_cast<size_t>(key_owner(t.group, t.sequence, processes))].push_back(&t);
-  }
+  // 1. Each collective's part here (its members among this process's
+  // ranks) to the collective's owner, after the drawn ranks.
+  std::vector<PartsMessage> parts(static_cast<size_t>(processes));
+  auto transfers =
+      std::find_if(timings.begin(), timings.end(), [](const CommTiming& t) { return t.transfer; });
+  analysis::collective_parts(std::span<const CommTiming>(timings.begin(), transfers),
+                             [&](analysis::CollectivePart&& part) {
+                               int owner = key_owner(part.row.group, part.row.sequence, processes);
+                               parts[static_cast<size_t>(owner)].add(part);
+                             });
   std::vector<std::string> outgoing(static_cast<size_t>(processes));
   for (size_t p = 0; p < outgoing.size(); ++p) {
     ByteWriter w(&outgoing[p]);
@@ -372,22 +526,24 @@ GatheredDigest spread_digest(const std::vector<CommTiming>& timings, const std::
     if (here == 0) {
       for (int rank : drawn) w.put<int32_t>(rank);
     }
-    // This process's own parts stay as they are (an empty message to itself).
-    if (static_cast<int>(p) == here) {
-      outgoing[p] += timings_message({});
-      continue;
-    }
-    outgoing[p] += timings_message(parts[p]);
-    std::vector<const CommTiming*>().swap(parts[p]);
+    outgoing[p] += parts[p].bytes();
+    parts[p] = PartsMessage();
   }
   std::vector<std::string> incoming = exchange.all_to_all(std::move(outgoing));
-  std::unordered_set<std::string> owned_names;
-  NameStore store(&owned_names);
-  std::vector<CommTiming> owned;  // the collectives this process owns, every member's part
-  std::vector<size_t> runs;       // where each process's parts begin: each in order already
+  // Each sender's parts come in (group, sequence) order: merged as they are
+  // read, each collective digested once its parts are all in.
   std::set<int> to_draw;
+  std::vector<PartsReader> readers(incoming.size());
+  std::vector<analysis::CollectivePart> next(incoming.size());
+  auto damaged = [&](size_t p) {
+    if (error->empty())
+      *error = "the collective parts process " + std::to_string(p) + " sent arrived damaged";
+  };
+  using Key = std::pair<std::string_view, int64_t>;
+  auto key = [&](size_t p) { return Key(next[p].row.group, next[p].row.sequence); };
+  auto later = [&](size_t a, size_t b) { return key(a) > key(b); };
+  std::vector<size_t> heap;  // the senders with a part left, the smallest key on top
   for (size_t p = 0; p < incoming.size(); ++p) {
-    runs.push_back(owned.size());
     ByteReader r(incoming[p]);
     uint64_t n = 0;
     bool ok = r.count(4, &n);
@@ -396,31 +552,43 @@ GatheredDigest spread_digest(const std::vector<CommTiming>& timings, const std::
       ok = r.get(&rank);
       if (p == 0) to_draw.insert(rank);
     }
-    ok = ok && read_timings(r, &store, &owned) && r.empty();
-    std::string().swap(incoming[p]);
-    if (static_cast<int>(p) == here) {
-      for (const CommTiming* t : parts[p]) owned.push_back(*t);
-      std::vector<const CommTiming*>().swap(parts[p]);
+    if (!ok || !readers[p].open(ByteReader(r.rest()))) {
+      damaged(p);
+      continue;
     }
-    if (!ok && error->empty())
-      *error = "the collective parts process " + std::to_string(p) + " sent arrived damaged";
+    if (readers[p].next(&next[p])) heap.push_back(p);
   }
-  // Each sender's parts come in comm_timings' order: merged, not sorted.
-  runs.push_back(owned.size());
-  for (size_t width = 1; width + 1 < runs.size(); width *= 2) {
-    for (size_t i = 0; i + width + 1 < runs.size(); i += 2 * width) {
-      const size_t end = runs[std::min(i + 2 * width, runs.size() - 1)];
-      std::inplace_merge(owned.begin() + static_cast<std::ptrdiff_t>(runs[i]),
-                         owned.begin() + static_cast<std::ptrdiff_t>(runs[i + width]),
-                         owned.begin() + static_cast<std::ptrdiff_t>(end), timings_order);
+  std::make_heap(heap.begin(), heap.end(), later);
+  CommDigest mine;
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    size_t p = heap.back();
+    heap.pop_back();
+    analysis::CollectivePart whole = std::move(next[p]);
+    const Key whole_key(whole.row.group, whole.row.sequence);
+    auto advance = [&](size_t q) {
+      if (readers[q].next(&next[q])) {
+        heap.push_back(q);
+        std::push_heap(heap.begin(), heap.end(), later);
+      }
+    };
+    advance(p);
+    while (!heap.empty() && key(heap.front()) == whole_key) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      size_t q = heap.back();
+      heap.pop_back();
+      analysis::merge_part(std::move(next[q]), &whole);
+      advance(q);
     }
+    analysis::add_collective(std::move(whole), &mine);
   }
+  for (size_t p = 0; p < readers.size(); ++p) {
+    if (readers[p].damaged() || !readers[p].done()) damaged(p);
+  }
+  std::vector<std::string>().swap(incoming);
 
   // 2. The digests, and the drawn ranks' timings, to process 0.
-  CommDigest mine;
   analysis::add_rank_timings(timings, &mine);
-  analysis::add_collective_timings(owned, &mine);
-  std::vector<CommTiming>().swap(owned);
   std::vector<const CommTiming*> shown;
   for (const CommTiming& t : timings) {
     if (to_draw.count(t.rank) != 0) shown.push_back(&t);

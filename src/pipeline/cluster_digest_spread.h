@@ -1,11 +1,14 @@
 // Copyright trainprof authors. The cluster outputs' digest of every rank's
 // communication timings (analysis/comm_digest.h) made over the processes
 // of a ClusterExchange, the timings staying where they were made:
-//   1. each process sends each of its ranks' collective parts to the owner
-//      of its (group, sequence) (process 0's messages also name the ranks
-//      the timeline draws);
+//   1. each process sends each collective's part (analysis::CollectivePart:
+//      the row over its members among this process's ranks, with their
+//      latest arrivals) to the owner of its (group, sequence) (process 0's
+//      messages also name the ranks the timeline draws): a collective over
+//      every rank travels as one part per process, not a record per member;
 //   2. each process digests its own ranks' timings and the collectives it
-//      owns, and sends process 0 the digest and its drawn ranks' timings.
+//      owns (their parts merged as they are read), and sends process 0 the
+//      digest and its drawn ranks' timings.
 // Process 0 merges the digests: the one-process digest, field for field.
 #ifndef TRAINPROF_PIPELINE_CLUSTER_DIGEST_SPREAD_H_
 #define TRAINPROF_PIPELINE_CLUSTER_DIGEST_SPREAD_H_
