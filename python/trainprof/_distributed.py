@@ -133,9 +133,14 @@ def _ping_pong(store: Any, rank: int, world: int, prefix: str) -> None:
         t1 = _trainprof.realtime_ns()
         if t1 - t0 < best[0]:
             best = (t1 - t0, (t0 + t1) // 2 - theirs, (t0 + t1) // 2)
-    job = store.get(f"{prefix}/job").decode("ascii", "replace")
+    try:  # rank 0's name for the job, set before its first answer (none from an older trainprof)
+        store.wait([f"{prefix}/job"], datetime.timedelta(seconds=1))
+        job = store.get(f"{prefix}/job").decode("ascii", "replace")
+    except Exception:
+        job = ""
     store.set(f"{prefix}/{rank}/done", "1")
-    _trainprof.set_runtime_job(job)
+    if job:
+        _trainprof.set_runtime_job(job)
     _trainprof.add_clock_sync_point(0, best[2], best[1], best[0] // 2 + 1)
 
 
