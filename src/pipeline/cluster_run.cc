@@ -1086,7 +1086,6 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     share = route_shares(
         std::move(share), exchange, [](const auto&) { return 0; }, &report.error);
     by_rank = merged_by_rank(share);
-    share.jobs = std::move(jobs);
   } else {
     // Each rank's summaries to its process, merged and matched there, then
     // (renumbered) to process 0 for the outputs.
@@ -1144,12 +1143,12 @@ ClusterReport cluster_unguarded(const std::string& path, const AnalyseOptions& o
     share = route_shares(
         std::move(back), exchange, [](const auto&) { return 0; }, &report.error);
     for (auto& [rank, s] : share.summaries) by_rank.emplace(s.rank, std::move(s));
-    share.jobs = std::move(jobs);
     part_problem =
         write_database_part(path, plan, own_timings, exchange, stayed ? &stayed->part0_rows : nullptr);
     if (!plan_problem.empty())
       part_problem = plan_problem + (part_problem.empty() ? "" : "; " + part_problem);
   }
+  share.jobs = std::move(jobs);  // the share is process 0's last routing's, either way
   RankTables tables;
   RankTables* left_for_ranks = spread ? &tables : nullptr;  // before `spread` is moved
   if (exchange.index() == 0 && report.error.empty()) {
