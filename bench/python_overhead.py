@@ -290,7 +290,8 @@ def run_export(args: argparse.Namespace, out: str) -> dict:
         result["kineto_tensorboard_trace_handler"].append(time.perf_counter() - t0)
         del prof
 
-        prof = trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(os.path.join(out, "tp")))
+        prof = trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(os.path.join(out, "tp")),
+                                 start_profile=True)
         w.op(n)
         t0 = time.perf_counter()
         prof.stop()

@@ -370,11 +370,17 @@ TEST(Analysis, StepSelection) {
   r = analyse_one(run, with_steps({2, 4}));
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("consecutive"), std::string::npos) << r.error;
-  EXPECT_NE(r.error.find("recorded steps: 0-6"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("recorded steps: 1-5; 0 is the start-up, not a step; 6 is the tail after the last "
+                         "step, not a step"),
+            std::string::npos)
+      << r.error;
   r = analyse_one(run, with_steps({7, 8}));
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("step 7 was not recorded"), std::string::npos) << r.error;
-  EXPECT_NE(r.error.find("0-6"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("1-5"), std::string::npos) << r.error;
+  r = analyse_one(run, with_steps({0, 1}));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("step 0 is not a step; recorded steps: 1-5"), std::string::npos) << r.error;
 
   EXPECT_EQ(parse_step_list("3-5"), (std::vector<int64_t>{3, 4, 5}));
   EXPECT_EQ(parse_step_list("3,4,5"), (std::vector<int64_t>{3, 4, 5}));
@@ -435,7 +441,8 @@ TEST(Analysis, StepTraceBreakdownAddsUp) {
       "Stage",      "Bubble",        "Communication(Not Overlapped and Exclude Receive)",
       "Preparing",  "Data Wait"};
   EXPECT_EQ(rows[0], header);
-  ASSERT_EQ(rows.size(), 6u);  // steps 0-3 and the short step 4 before stop()
+  ASSERT_EQ(rows.size(),
+            4u);  // steps 1-3: step 0 is the start-up, 4 (from the last step() to stop()) the tail
   // Each step's length, from its ProfilerStep#N slice in the timeline.
   std::map<std::string, int64_t> step_ns;
   json trace = read_json(out(run, "trace_view.json"));
@@ -444,7 +451,7 @@ TEST(Analysis, StepTraceBreakdownAddsUp) {
     if (name.starts_with("ProfilerStep#") && e.value("ph", "") == "X")
       step_ns[name.substr(13)] = std::llround(e["dur"].get<double>() * 1000);
   }
-  for (size_t i = 1; i <= 5; ++i) {
+  for (size_t i = 1; i <= 3; ++i) {
     int64_t computing = ns_of(rows[i][1]), not_overlapped = ns_of(rows[i][2]), free = ns_of(rows[i][5]),
             preparing = ns_of(rows[i][9]), data_wait = ns_of(rows[i][10]);
     ASSERT_TRUE(step_ns.count(rows[i][0])) << rows[i][0];
@@ -452,7 +459,6 @@ TEST(Analysis, StepTraceBreakdownAddsUp) {
     EXPECT_EQ(computing + not_overlapped + data_wait + free, step_ns[rows[i][0]]) << i;
     EXPECT_EQ(ns_of(rows[i][4]), 0);  // no communication, no data waits recorded
     EXPECT_EQ(data_wait, 0);
-    if (i == 5) break;  // the short last step
     EXPECT_GE(computing, 3'000'000) << i;
     EXPECT_GE(free, 2'000'000) << i;
     EXPECT_GE(preparing, 2'000'000) << i;
@@ -830,7 +836,7 @@ TEST(Analysis, TraceSizeLimitCutsWholeSteps) {
   EXPECT_LT(steps, 50);
   EXPECT_EQ(busy, 400 * steps);
   // The CSVs still cover every step.
-  EXPECT_EQ(read_csv(out(run, "step_trace_time.csv")).size(), 52u);  // header + 0..50
+  EXPECT_EQ(read_csv(out(run, "step_trace_time.csv")).size(), 50u);  // header + 1..49 (0: start-up, 50: tail)
 }
 
 // Issue 18 item 2: when no whole step fits (here the run's one step is 10x
@@ -1091,11 +1097,12 @@ TEST(Analysis, MemoryReportsAreAttributedMatchedAndPeakedPerStep) {
   ProfilerOptions o;
   o.output_path = dir.path();
   Profiler prof(o);
+  prof.step();  // step 0, the start-up, is empty
   std::thread other(memory_workload, uint64_t{1} << 40);
   memory_workload(uint64_t{2} << 40);
   other.join();
   prof.step();
-  report_memory(uint64_t{3} << 40, 1 << 20, 1 << 20);  // step 1: one MiB
+  report_memory(uint64_t{3} << 40, 1 << 20, 1 << 20);  // step 2: one MiB
   prof.step();
   prof.stop();
   std::string run = prof.last_run().run_dir;
@@ -1115,7 +1122,7 @@ TEST(Analysis, MemoryReportsAreAttributedMatchedAndPeakedPerStep) {
     EXPECT_EQ(records[i][0], "LibTorch") << i;
   }
   EXPECT_EQ((std::vector<std::string>{records.back()[2], records.back()[3], records.back()[4]}),
-            (std::vector<std::string>{"1.000000", "2.000000", "1.000000"}));  // step 1's MiB
+            (std::vector<std::string>{"1.000000", "2.000000", "1.000000"}));  // step 2's MiB
   CsvRows rows = read_csv(out(run, "operator_memory.csv"));
   ASSERT_EQ(rows.size(), 2 * (kBlocks + 1) + 1 + 1u);
   std::map<std::pair<std::string, bool>, int> by_op;  // (name, released) -> rows
@@ -1143,8 +1150,9 @@ TEST(Analysis, MemoryReportsAreAttributedMatchedAndPeakedPerStep) {
   const json& memory = info["analysis"]["memory"];
   EXPECT_EQ(memory["frees"], 2 * (kBlocks - 10));
   EXPECT_EQ(memory["frees_matched"], 2 * (kBlocks - 10));
-  // Step 0's peak is one thread's 3000 blocks + 32 bytes; step 1's the MiB.
-  ASSERT_EQ(memory["steps"].size(), 3u);
+  // Step 1's peak is one thread's 3000 blocks + 32 bytes; step 2's the MiB
+  // (0 is the start-up, 3 the tail: not steps).
+  ASSERT_EQ(memory["steps"].size(), 2u);
   EXPECT_EQ(memory["steps"][0]["Peak Memory(bytes)"], 64 * kBlocks + 32);
   EXPECT_EQ(memory["steps"][1]["Peak Memory(bytes)"], 1 << 20);
 
@@ -1163,7 +1171,7 @@ TEST(Analysis, MemoryReportsAreAttributedMatchedAndPeakedPerStep) {
   EXPECT_EQ(counters, reports);
 
   // --steps narrows the memory outputs to the window.
-  ASSERT_TRUE(analyse_one(run, with_steps({1})).ok);
+  ASSERT_TRUE(analyse_one(run, with_steps({2})).ok);
   EXPECT_EQ(read_csv(out(run, "memory_record.csv")).size(), 2u);
   EXPECT_EQ(read_csv(out(run, "operator_memory.csv")).size(), 2u);
 }
@@ -1501,7 +1509,7 @@ TEST(Windows, OutputsOfManyWindowsAreThoseOfOne) {
   json info = read_json(out(run, "profiler_info.json"));
   EXPECT_EQ(info["analysis"]["slices"], 40 * (2 * 2010 + 3 + 1) + 41 + 1);
   CsvRows steps = read_csv(out(run, "step_trace_time.csv"));
-  EXPECT_EQ(steps.size(), 1 + 41u);
+  EXPECT_EQ(steps.size(), 1 + 39u);  // 1-39: 0 is the start-up, 40 the tail
   // Operators keep their shapes (read after them, so re-keyed in the second
   // pass), and each autograd node its forward op.
   std::string text = test::read_text(out(run, "operator_details.csv"));
@@ -1577,7 +1585,7 @@ TEST(Database, AnswersWhatTheTextTablesSay) {
   }
   // Steps and their breakdown, as step_trace_time.csv.
   CsvRows steps = read_csv(out(run, "step_trace_time.csv"));
-  ASSERT_GE(steps.size(), 6u);
+  ASSERT_EQ(steps.size(), 5u);  // steps 1-4: 0 is the start-up, 5 the tail
   for (size_t i = 1; i < steps.size(); ++i) {
     EXPECT_EQ(sql(db, "SELECT computing_ns || ',' || free_ns FROM steps WHERE step = " + steps[i][0] + ";"),
               std::to_string(ns_of(steps[i][1])) + "," + std::to_string(ns_of(steps[i][5])) + "\n")
@@ -1627,7 +1635,7 @@ TEST(Database, DbAloneWritesNoTextAndReplacesAPlantedLinkWithoutFollowingIt) {
   EXPECT_FALSE(fs::is_symlink(out(run, "trainprof.db")));
   EXPECT_EQ(test::read_text(target), "keep");
   EXPECT_EQ(sql(out(run, "trainprof.db"), "SELECT COUNT(*) FROM steps;"),
-            "4\n");  // 3 and the one stop() ended
+            "2\n");  // 1 and 2: 0 is the start-up, 3 (ended by stop()) the tail
   EXPECT_TRUE(fs::exists(out(run, "profiler_info.json")));
 }
 

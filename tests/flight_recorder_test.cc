@@ -82,9 +82,11 @@ TEST(FlightRecorder, ASlowStepIsDumpedOnceWithItsRatio) {
   EXPECT_GT(fired["ratio"].get<double>(), 8.0);
   EXPECT_LT(fired["median_ns"].get<uint64_t>(), 75'000'000u);
   EXPECT_TRUE(fired["complete_from_monotonic_ns"].is_null());  // the ring dropped nothing
-  // Analysed: the run holds the steps so far, the slow one last.
+  // Analysed: the run holds the steps so far (0, the start-up, is none),
+  // the slow one last.
   std::string steps = test::read_text(d.run_dir + "/PROFILER_OUTPUT/step_trace_time.csv");
-  EXPECT_NE(steps.find("\n0,"), std::string::npos) << steps;
+  EXPECT_EQ(steps.find("\n0,"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("\n1,"), std::string::npos) << steps;
   EXPECT_NE(steps.find("\n60,"), std::string::npos) << steps;
   std::string summary = summarize_run(d.run_dir);
   EXPECT_NE(summary.find("  flight recorder: step 60 took "), std::string::npos) << summary;

@@ -160,8 +160,10 @@ class DynamicProfilerMonitor {
   const std::vector<std::string>& runs() const { return runs_; }
 
  private:
-  void start_collection() noexcept;
-  void stop_collection() noexcept;
+  // `at_step_boundary`: called from step(), where one step ends and the
+  // next begins (else from the constructor or the destructor).
+  void start_collection(bool at_step_boundary) noexcept;
+  void stop_collection(bool at_step_boundary) noexcept;
 
   DynamicSchedule schedule_;
   std::unique_ptr<Profiler> profiler_;

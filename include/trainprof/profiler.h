@@ -54,10 +54,20 @@ class Profiler {
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
+  // Recording starts; what runs until the first step() is the start-up
+  // phase (imports, set-up, the first batch), which the analysis keeps out
+  // of the step statistics.
   void start();
+  // Recording stops; what ran since the last step() is the tail, kept out
+  // of the step statistics too.
   void stop();
   // Marks the end of one training step; drives the schedule.
   void step();
+  // start() and stop() where one step ends and the next begins: for a
+  // controller that acts in its own step() (DynamicProfilerMonitor). The
+  // first and last steps recorded are then steps, not start-up and tail.
+  void start_at_step_boundary();
+  void stop_at_step_boundary();
 
   // Number of step() calls since construction (0-based current step).
   int64_t step_num() const;
@@ -101,7 +111,9 @@ class Profiler {
  private:
   void open_run_locked();
   void close_run_locked(bool call_trace_ready);
-  void record_step_range_locked();
+  void record_step_range_locked(bool at_stop);
+  void start_locked(bool at_step_boundary);
+  void stop_locked(bool at_step_boundary);
   bool reap_analyses_locked(bool wait);
   void write_metadata_locked(const Session& session) const;
 
@@ -116,6 +128,9 @@ class Profiler {
   int64_t step_num_ = 0;
   ProfilerAction action_ = ProfilerAction::None;
   uint64_t step_start_ticks_ = 0;
+  // The open step began at start(), not at a step() boundary: it is the
+  // start-up phase, which the analysis keeps out of the step statistics.
+  bool step_began_at_start_ = false;
   std::shared_ptr<Session> session_;
   RunSummary last_run_;
   std::map<std::string, std::string> metadata_;  // key -> JSON text

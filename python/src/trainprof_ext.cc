@@ -395,6 +395,8 @@ void bind_profiler(nb::module_& m) {
       .def(nb::init<trainprof::ProfilerOptions>(), "options"_a)
       .def("start", &Profiler::start, ReleaseGil())
       .def("stop", &Profiler::stop, ReleaseGil())
+      .def("start_at_step_boundary", &Profiler::start_at_step_boundary, ReleaseGil())
+      .def("stop_at_step_boundary", &Profiler::stop_at_step_boundary, ReleaseGil())
       .def("step", &Profiler::step, ReleaseGil())
       .def("step_num", &Profiler::step_num, ReleaseGil())
       .def("set_step_num", &Profiler::set_step_num, "step"_a, ReleaseGil())

@@ -107,9 +107,24 @@ def test_a_starved_loop_is_told_to_feed_it_faster(tmp_path: Path) -> None:
     assert json.loads(result.stdout) == trainprof.advise(run)
 
 
+class ManyScales(torch.nn.Module):
+    """A layer and 300 small parameter tensors (per-feature scales) that the
+    forward uses in one operator: the update, parameter by parameter, is most
+    of the step's operators."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = torch.nn.Linear(32, 32)
+        self.scales = torch.nn.ParameterList([torch.nn.Parameter(torch.ones(32)) for _ in range(300)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) * torch.stack(list(self.scales)).mean(0)
+
+
 @pytest.mark.parametrize("foreach", [False, True])
 def test_an_optimizer_run_per_parameter_is_named(tmp_path: Path, foreach: bool) -> None:
-    model = mlp(layers=6)  # 12 parameter tensors
+    model = ManyScales()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=foreach)
     run = profile_loop(tmp_path, clean_step(model, optimizer))
     if foreach:
@@ -119,6 +134,14 @@ def test_an_optimizer_run_per_parameter_is_named(tmp_path: Path, foreach: bool) 
     assert first["rule"] == "unfused_optimizer", first
     assert first["title"] == "the optimizer runs per parameter (Adam)"
     assert "torch.optim.Adam(..., foreach=True)" in first["change"]
+
+
+def test_torchs_default_optimizer_on_a_model_of_few_tensors_is_clean(tmp_path: Path) -> None:
+    """Adam as torch makes it on the CPU (the per-parameter loop) on a model
+    of 8 tensors: a multi-tensor step would save little of the step."""
+    model = mlp()
+    run = profile_loop(tmp_path, clean_step(model, torch.optim.Adam(model.parameters(), lr=1e-3)))
+    assert rules(run) == []
 
 
 def test_thousands_of_tiny_operators_are_named(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ def test_module_hooks_are_removed_at_stop(trainer: Trainer) -> None:
     from torch.nn.modules import module as torch_module
 
     before = (len(torch_module._global_forward_pre_hooks), len(torch_module._global_forward_hooks))
-    prof = trainprof.profile(with_modules=True)
+    prof = trainprof.profile(with_modules=True, start_profile=True)
     assert len(torch_module._global_forward_pre_hooks) == before[0] + 1
     trainer.run(1)
     prof.stop()

@@ -143,7 +143,8 @@ def test_trainprof_run_flight_recorder_dumps_the_exception_that_ends_a_script(tm
     fired = flight_info(dump)
     assert fired["trigger"] == "exception"
     assert fired["reason"] == "uncaught exception: ValueError: the script failed during step 12"
-    assert [int(r["Step"]) for r in step_rows(dump)] == list(range(12))  # the optimizer's steps, analysed
+    # The optimizer's steps, analysed; step 0 is the start-up (imports, set-up, the first batch).
+    assert [int(r["Step"]) for r in step_rows(dump)] == list(range(1, 12))
     assert "aten::conv2d" in op_statistic(dump)
 
 
@@ -163,7 +164,7 @@ def test_a_crash_of_a_script_under_trainprof_options_leaves_its_last_steps(tmp_p
     analysed = subprocess.run([sys.executable, "-m", "trainprof", "analyse", str(dump)], capture_output=True,
                               text=True, timeout=300)
     assert analysed.returncode == 0, analysed.stderr
-    assert [int(r["Step"]) for r in step_rows(dump)] == list(range(12))
+    assert [int(r["Step"]) for r in step_rows(dump)] == list(range(1, 12))
     summary = subprocess.run([sys.executable, "-m", "trainprof", "summary", str(dump)], capture_output=True,
                              text=True, timeout=120)
     assert "flight recorder: SIGSEGV (a crash) during step 12" in summary.stdout

@@ -84,13 +84,14 @@ def test_a_hugging_face_trainer_run_is_profiled_with_steps_from_its_optimizer(tm
     (run_dir,) = run_dirs(tmp_path / "data")
     with open(run_dir / "PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as f:
         steps = [int(row["Step"]) for row in csv.DictReader(f)]
-    # No schedule: a step per optimizer.step() (the first with the imports and
-    # set-up before it), then the time from the last one to the exit.
-    assert steps == list(range(OPTIMIZER_STEPS + 1))
+    # No schedule: a step between each two optimizer.step() calls. The
+    # start-up (imports, set-up, the first batch, to the first one) and the
+    # tail (from the last one to the exit) are in the timeline, not steps.
+    assert steps == list(range(1, OPTIMIZER_STEPS))
     events = trace_events(run_dir)
     annotations = [e for e in events if e.get("cat") == "user_annotation"]
     step_ranges = sorted((e for e in annotations if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
-    assert [e["name"] for e in step_ranges] == [f"ProfilerStep#{n}" for n in steps]
+    assert [e["name"] for e in step_ranges] == [f"ProfilerStep#{n}" for n in range(OPTIMIZER_STEPS + 1)]
 
     # Each step ends after AdamW's step (torch's range for it), the last one has none.
     optimizer_ranges = [e for e in annotations if e["name"].startswith("Optimizer.step#")]

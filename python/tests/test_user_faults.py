@@ -66,7 +66,8 @@ def test_torch_profiler_on_the_main_thread_after_memory_profiles_in_another_thre
         holder: dict = {}
 
         def control() -> None:
-            holder["prof"] = trainprof.profile(profile_memory=True, on_trace_ready=tensorboard_trace_handler("tp"))
+            holder["prof"] = trainprof.profile(profile_memory=True, on_trace_ready=tensorboard_trace_handler("tp"),
+                                               start_profile=True)
             started.set()
             trained.wait(60)
             holder["prof"].stop()
@@ -90,7 +91,7 @@ LONE_SURROGATE = "half \ud800 pair"
 
 
 def test_names_that_are_not_utf8_are_recorded_with_replacement_characters(trainer: Trainer) -> None:
-    prof = trainprof.profile(on_trace_ready=tensorboard_trace_handler("tp"))
+    prof = trainprof.profile(on_trace_ready=tensorboard_trace_handler("tp"), start_profile=True)
     with trainprof.record_function(NOT_UTF8_FILE):
         trainer.run(1)
 
@@ -153,7 +154,7 @@ def test_a_chdir_while_training_loses_no_cycle(tmp_path: Path, trainer: Trainer)
 
 def test_the_default_output_path_is_resolved_when_the_profile_is_made(tmp_path: Path, trainer: Trainer) -> None:
     start = Path.cwd()
-    prof = trainprof.profile()
+    prof = trainprof.profile(start_profile=True)
     (tmp_path / "elsewhere").mkdir(exist_ok=True)
     os.chdir(tmp_path / "elsewhere")
     trainer.run(1)
@@ -167,7 +168,7 @@ def test_the_default_output_path_is_resolved_when_the_profile_is_made(tmp_path: 
 def test_steps_after_a_stop_in_on_trace_ready_are_said_once(trainer: Trainer,
                                                             capfd: pytest.CaptureFixture) -> None:
     prof = trainprof.profile(schedule=schedule(wait=0, warmup=1, active=1),
-                             on_trace_ready=lambda p: p.stop())
+                             on_trace_ready=lambda p: p.stop(), start_profile=True)
     for _ in range(6):
         trainer.run(1)
         prof.step()

@@ -103,9 +103,21 @@ def test_run_without_options_records_the_whole_script_into_data(tmp_path: Path) 
     runs = run_dirs(tmp_path / "data")
     assert len(runs) == 1
     rows = step_rows(runs[0])  # analysed: the default options say so
-    # a step per optimizer.step(), then the time from the last one to the exit
-    assert [int(r["Step"]) for r in rows] == [0, 1, 2, 3, 4]
-    assert all(float(r["Computing"]) > 0 for r in rows[:4])
+    # A step between each two optimizer.step() calls. Before the first: the
+    # start-up (imports, the model, the first batch); after the last: the
+    # tail to the exit. Neither is a step.
+    assert [int(r["Step"]) for r in rows] == [1, 2, 3]
+    assert all(float(r["Computing"]) > 0 for r in rows)
+    with open(runs[0] / "PROFILER_OUTPUT" / "profiler_info.json") as f:
+        analysis = json.load(f)["analysis"]
+    start_up = analysis["start_up"]
+    assert start_up["recorded_as_step"] == 0 and analysis["tail"]["recorded_as_step"] == 4
+    # It holds the script's import of torch: its collections and seconds,
+    # far more than a step's.
+    assert start_up["gc_collections"] > 0, start_up
+    assert start_up["ms"] > 10 * max(float(r["Computing"]) / 1e3 for r in rows), (start_up, rows)
+    assert "gc_pauses" not in [f["rule"] for f in analysis["advice"]], analysis["advice"]
+    assert "start-up: " in result.stderr, result.stderr
 
 
 def test_run_records_the_dataloader_workers_stages(tmp_path: Path) -> None:
@@ -123,15 +135,16 @@ def test_the_scripts_exit_status_and_exception_pass_through(tmp_path: Path) -> N
     options = json.dumps({"output_path": str(tmp_path / "exit"), "analyse": True})
     result = run(["-m", "trainprof", "run", "--options", options, str(script), "--steps", "3", "--exit", "3"])
     assert result.returncode == 3
-    # still stopped, flushed and analysed: 3 steps, and the time to the exit
-    assert len(step_rows(run_dirs(tmp_path / "exit")[0])) == 3 + 1
+    # Still stopped, flushed and analysed: 3 optimizer steps end the start-up
+    # and steps 1 and 2; the tail runs to the exit.
+    assert [int(r["Step"]) for r in step_rows(run_dirs(tmp_path / "exit")[0])] == [1, 2]
 
     options = json.dumps({"output_path": str(tmp_path / "fail"), "analyse": True})
     result = run(["-m", "trainprof", "run", "--options", options, str(script), "--steps", "2", "--fail"])
     assert result.returncode == 1
     assert "ValueError: the script failed" in result.stderr
     assert "_run.py" not in result.stderr  # the traceback is the script's, as `python train.py` shows it
-    assert len(step_rows(run_dirs(tmp_path / "fail")[0])) == 2 + 1
+    assert [int(r["Step"]) for r in step_rows(run_dirs(tmp_path / "fail")[0])] == [1]
 
 
 def test_run_refuses_bad_options_naming_the_key(tmp_path: Path) -> None:
@@ -251,6 +264,6 @@ def test_a_chdir_in_the_script_loses_no_run(tmp_path: Path) -> None:
                             env={k: v for k, v in os.environ.items() if k != "TRAINPROF_OPTIONS"})
     assert result.returncode == 0, result.stderr
     (run_dir,) = run_dirs(tmp_path / "prof")
-    assert len(step_rows(run_dir)) == 3 + 1, result.stderr
+    assert [int(r["Step"]) for r in step_rows(run_dir)] == [1, 2], result.stderr
     assert not (tmp_path / "elsewhere" / "prof").exists()
     assert f"trainprof summary {tmp_path / 'prof'}" in result.stderr

@@ -85,7 +85,7 @@ class DynamicProfilerMonitor:
             raise ValueError(f"poll_interval must be in (0, 3600] seconds, got {poll_interval}")
         self._schedule = _trainprof.DynamicSchedule(cfg, out, float(poll_interval))
         if self._schedule.collecting():
-            self._start()
+            self._start(at_step_boundary=False)
 
     def step(self) -> None:
         """Ends a training step: starts or stops a collection as the file
@@ -97,13 +97,13 @@ class DynamicProfilerMonitor:
             if self._profile is not None and not stop:
                 self._profile.step()  # a step inside the collection
             if stop:
-                self._stop()
+                self._stop(at_step_boundary=True)
             if start:
-                self._start()
+                self._start(at_step_boundary=True)
         except Exception:
             _log.exception("DynamicProfilerMonitor.step() failed; training goes on")
 
-    def _start(self) -> None:
+    def _start(self, at_step_boundary: bool) -> None:
         assert self._schedule is not None
         collection = self._schedule.collection()
         if collection is None:
@@ -113,15 +113,15 @@ class DynamicProfilerMonitor:
         prof = profile._from_core_options(options)  # start_profile is False: numbered first
         if prof._cpp is not None:
             prof._cpp.set_step_num(first)
-        prof.start()
+        prof._start(at_step_boundary)
         self._profile = prof
         _log.info("DynamicProfilerMonitor: recording steps %d-%d", first, last)
 
-    def _stop(self) -> None:
+    def _stop(self, at_step_boundary: bool = False) -> None:
         prof, self._profile = self._profile, None
         if prof is None:
             return
-        prof.stop()  # the trace handler analyses, as analyse_mode says
+        prof._stop(at_step_boundary)  # the trace handler analyses, as analyse_mode says
         if prof.last_run_dir is not None:
             self._runs.append(prof.last_run_dir)
 

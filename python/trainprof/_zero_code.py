@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import logging
 import os
 import shlex
@@ -264,11 +265,25 @@ def stop() -> None:
         elif _analysed:
             sys.stderr.write(f"[trainprof] {runs} steps; runs analysed under {where} "
                              f"(trainprof summary {shlex.quote(where)})\n")
+            _say_start_up(prof.last_run_dir)
         else:
             sys.stderr.write(f"[trainprof] {runs} steps; runs under {where} "
                              f"(trainprof analyse {shlex.quote(where)})\n")
     except Exception:
         _log.exception("trainprof: stopping the profile at exit failed")
+
+
+def _say_start_up(run_dir: str) -> None:
+    """How long the script ran before its first step: the start-up, which
+    the step statistics leave out (its collections and operators too)."""
+    try:
+        with open(os.path.join(run_dir, "PROFILER_OUTPUT", "profiler_info.json")) as f:
+            start_up = json.load(f)["analysis"]["start_up"]
+        sys.stderr.write(f"[trainprof] start-up: {start_up['ms'] / 1e3:.3f} s before the first optimizer step "
+                         f"(imports, set-up, the first batch; {start_up['gc_collections']} garbage collections), "
+                         "not counted in the step statistics\n")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # no start-up (a run that never stepped) or no analysis
 
 
 def on_uncaught_exception(e: BaseException) -> None:

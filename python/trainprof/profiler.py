@@ -351,9 +351,11 @@ class profile:
         data_process: record data pipeline stages: torch.utils.data.DataLoader's
             (dataset fetch, collate, pin_memory, the loop's wait; worker
             processes included) in dataset.csv and the timeline's Dataset tracks.
-        start_profile: start recording now (MindSpore's default, True); the
-            torch idiom (``with`` or ``start()``) then finds it started, which
-            is fine. False: recording starts at ``start()`` / ``with``.
+        start_profile: True: start recording now, as MindSpore's Profiler
+            does (the torch idiom, ``with`` or ``start()``, then finds it
+            started, which is fine). The default, False, is torch.profiler's:
+            recording starts at ``start()`` / ``with``, so that set-up done
+            between making the profile and entering it is not recorded.
         experimental_config: an ``_ExperimentalConfig``.
         sync_enable: MindSpore's (GPU only): each outermost operator ends
             when the GPU has finished what was queued so far, so its host
@@ -374,7 +376,7 @@ class profile:
                  schedule: Optional["schedule"] = None,
                  on_trace_ready: Optional[Callable[["profile"], Any]] = None, record_shapes: bool = False,
                  profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
-                 with_modules: bool = False, data_process: bool = False, start_profile: bool = True,
+                 with_modules: bool = False, data_process: bool = False, start_profile: bool = False,
                  experimental_config: Optional[_ExperimentalConfig] = None, sync_enable: bool = False,
                  execution_trace_observer: Any = None, acc_events: bool = False,
                  custom_trace_id_callback: Optional[Callable[[], str]] = None,
@@ -491,6 +493,11 @@ class profile:
 
     def start(self) -> None:
         """Starts recording (a warning, no effect, when already started)."""
+        self._start(at_step_boundary=False)
+
+    def _start(self, at_step_boundary: bool) -> None:
+        """start(); ``at_step_boundary``: where one step ends and the next
+        begins (DynamicProfilerMonitor), so the first step is no start-up."""
         if self._cpp is None:
             return
         if self._auto_started and self._cpp.started() and self._cpp.step_num() == 0:
@@ -502,14 +509,17 @@ class profile:
         if self._records_cpu:
             _gc.install()
         self._tag_memory(True)
-        self._call("start")
+        self._call("start_at_step_boundary" if at_step_boundary else "start")
         self._hold_torch_flag()
 
     def stop(self) -> None:
         """Stops recording; the open run is closed and ``on_trace_ready`` called.
         An error is logged, nothing else happens, when not started."""
+        self._stop(at_step_boundary=False)
+
+    def _stop(self, at_step_boundary: bool) -> None:
         self._auto_started = False
-        self._call("stop")
+        self._call("stop_at_step_boundary" if at_step_boundary else "stop")
         self._release_torch_flag()
         self._tag_memory(False)
         _gc.remove()
@@ -530,7 +540,7 @@ class profile:
     def _call(self, method: str) -> None:
         if self._cpp is None:
             return
-        if method != "stop":
+        if not method.startswith("stop"):
             _distributed.sync()  # the rank and groups, before a run may open
         try:
             getattr(self._cpp, method)()

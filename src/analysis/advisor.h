@@ -42,6 +42,9 @@ struct NameFacts {
   uint64_t total_ns = 0;     // duration, summed
   uint64_t self_ns = 0;      // less the direct children's
   uint64_t child_calls = 0;  // direct children on the same thread, summed
+  // Of calls and self_ns: those inside an optimizer's step (at any depth).
+  uint64_t optimizer_calls = 0;
+  uint64_t optimizer_self_ns = 0;
 };
 
 // What the rules read. Times are over the whole run unless per step.
@@ -95,6 +98,8 @@ inline constexpr double kDataWaitShare = 0.10;            // of the step time
 inline constexpr double kDeviceIdleShare = 0.25;          // of the step time, data waits aside
 inline constexpr double kSyncShare = 0.05;                // time blocked in syncs, of the step time
 inline constexpr double kOptimizerOpsPerStep = 40;        // per-parameter operators per optimizer step
+inline constexpr double kMultiTensorSaving = 1.0 / 3;     // of a per-parameter step of small tensors
+inline constexpr double kOptimizerSavingShare = 0.05;     // its estimated saving, of the median step
 inline constexpr double kTinyOpsPerStep = 1000;           // short operators per step
 inline constexpr double kTinyOpUs = 20;                   // "short": under this on average
 inline constexpr double kTinyOpsShare = 0.20;             // their time, of the step time

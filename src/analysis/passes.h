@@ -29,20 +29,35 @@ class SelfTimeAccumulator {
   explicit SelfTimeAccumulator(const TraceModel& model);
   // The window's own slices (each thread's from first_own, timeline order).
   void add_window(const TraceModel& model);
-  // Fills TraceModel::self_by_key and child_calls_by_key; warns about
-  // ranges that do not nest.
+  // Fills TraceModel::self_by_key and child_calls_by_key, and in_steps and
+  // in_start_up; warns about ranges that do not nest.
   void finish(TraceModel& model);
 
  private:
+  enum Phase : uint8_t { kOutside, kInStep, kInStartUp };
   struct Open {
     uint64_t end_ns;
     uint64_t self_ns;  // duration minus the children seen so far
     uint32_t key;
+    Phase phase;        // where it starts
+    bool in_optimizer;  // nested in an optimizer's step
+    bool optimizer;     // an optimizer's step ("Optimizer.step#...")
   };
   void close(std::vector<Open>& stack);
+  Phase phase_of(size_t thread, uint64_t start_ns);
+  bool is_optimizer_step(const TraceModel& model, uint32_t key);
+  KeyTotals* totals_of(Phase p) {
+    return p == kInStep ? &in_steps_ : p == kInStartUp ? &in_start_up_ : nullptr;
+  }
 
   std::vector<uint64_t> self_by_key_;
   std::vector<uint64_t> child_calls_by_key_;
+  KeyTotals in_steps_;
+  KeyTotals in_start_up_;
+  std::vector<StepWindow> steps_;  // counted, by start
+  StepWindow start_up_;
+  std::vector<size_t> next_step_;          // per thread: steps before it end before its last slice
+  std::vector<uint8_t> optimizer_key_;     // per key: 0 not known yet, 1 no, 2 an optimizer's step
   std::vector<std::vector<Open>> stacks_;  // per thread
   uint64_t crossings_ = 0;
   std::string example_;

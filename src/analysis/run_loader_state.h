@@ -137,7 +137,7 @@ inline SliceKey slice_key(const raw::RawEvent& e) {
   k.name = e.name_id;
   k.is_step = e.kind == raw::EventKind::kStep;
   k.is_op = e.kind == raw::EventKind::kOperator;
-  if (k.is_op) k.op_flags = static_cast<uint8_t>(e.a & 0xff);
+  if (k.is_op || k.is_step) k.op_flags = static_cast<uint8_t>(e.a & 0xff);
   return k;
 }
 

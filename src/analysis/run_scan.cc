@@ -341,6 +341,39 @@ void note_file(TraceModel& m, const raw::RawFile& f, bool first_file) {
   for (const auto& [tid, name] : f.thread_names) m.thread_names[tid] = name;
 }
 
+// The held ProfilerStep#N slices as the model's steps and phases.
+void collect_steps(TraceModel& m, const std::vector<HeldSlice>& held) {
+  std::vector<StepWindow> phases[2];  // start-up, tail
+  for (const HeldSlice& h : held) {
+    if (!h.is_step) continue;
+    Slice s{h.start_ns, 0, h.key};
+    StepWindow w{m.step_number(s), h.start_ns, h.start_ns + h.dur_ns};
+    uint8_t flags = m.keys[h.key].op_flags;
+    if (flags & raw::kStepStartUp) {
+      phases[0].push_back(w);
+    } else if (flags & raw::kStepTail) {
+      phases[1].push_back(w);
+    } else {
+      m.steps.push_back(w);
+    }
+  }
+  if (m.steps.empty()) {  // nothing between two step() calls: what there is counts
+    for (auto& p : phases) m.steps.insert(m.steps.end(), p.begin(), p.end());
+  } else {
+    // One of each per run; should a run hold more, the earliest start-up
+    // and the latest tail are the phases, the others count as steps.
+    auto by_start = [](const StepWindow& a, const StepWindow& b) { return a.start_ns < b.start_ns; };
+    std::sort(phases[0].begin(), phases[0].end(), by_start);
+    std::sort(phases[1].begin(), phases[1].end(), by_start);
+    if (!phases[0].empty()) m.start_up = phases[0].front();
+    if (!phases[1].empty()) m.tail = phases[1].back();
+    for (size_t i = 1; i < phases[0].size(); ++i) m.steps.push_back(phases[0][i]);
+    for (size_t i = 0; i + 1 < phases[1].size(); ++i) m.steps.push_back(phases[1][i]);
+  }
+  std::sort(m.steps.begin(), m.steps.end(),
+            [](const StepWindow& a, const StepWindow& b) { return a.number < b.number; });
+}
+
 }  // namespace
 
 bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string* error) {
@@ -383,13 +416,7 @@ bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string*
   for (uint32_t i = 0; i < st.held.size(); ++i) st.held_by_start[i] = i;
   std::stable_sort(st.held_by_start.begin(), st.held_by_start.end(),
                    [&st](uint32_t a, uint32_t b) { return st.held[a].start_ns < st.held[b].start_ns; });
-  for (const HeldSlice& h : st.held) {
-    if (!h.is_step) continue;
-    Slice s{h.start_ns, 0, h.key};
-    m.steps.push_back(StepWindow{m.step_number(s), h.start_ns, h.start_ns + h.dur_ns});
-  }
-  std::sort(m.steps.begin(), m.steps.end(),
-            [](const StepWindow& a, const StepWindow& b) { return a.number < b.number; });
+  collect_steps(m, st.held);
   // Unended async ranges close at the last event of the run.
   for (AsyncRange& a : m.async_ranges) {
     if (a.end_ns == 0) a.end_ns = std::max(a.start_ns, last_end);

@@ -26,6 +26,9 @@ std::string describe_steps(const TraceModel& m) {
     }
     i = j + 1;
   }
+  if (m.start_up.number >= 0) s += "; " + std::to_string(m.start_up.number) + " is the start-up, not a step";
+  if (m.tail.number >= 0)
+    s += "; " + std::to_string(m.tail.number) + " is the tail after the last step, not a step";
   return s;
 }
 
@@ -47,7 +50,11 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
   for (int64_t n : list) {
     auto it =
         std::find_if(m.steps.begin(), m.steps.end(), [n](const StepWindow& w) { return w.number == n; });
-    if (it == m.steps.end()) return "step " + std::to_string(n) + " was not recorded; " + describe_steps(m);
+    if (it == m.steps.end()) {
+      bool phase = n == m.start_up.number || n == m.tail.number;
+      return "step " + std::to_string(n) + (phase ? " is not a step; " : " was not recorded; ") +
+             describe_steps(m);
+    }
     chosen.push_back(*it);
   }
   const SliceSelection selection{true, chosen.front().start_ns, chosen.back().end_ns, list.front(),

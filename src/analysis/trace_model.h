@@ -22,9 +22,23 @@ struct SliceKey {
   uint32_t name = 0;  // TraceModel::strings index
   bool is_step = false;
   bool is_op = false;    // framework operator (cpu_op), not a user range
-  uint8_t op_flags = 0;  // raw::kOperator* flags
+  uint8_t op_flags = 0;  // raw::kOperator* flags; a step's raw::kStep* flags
   uint32_t inputs = 0;   // string id of "dims<US>types" (record_shapes), 0 if none
   auto tie() const { return std::make_tuple(tid, name, is_step, is_op, op_flags, inputs); }
+};
+
+// Calls, durations, self times and direct children summed per key (each
+// vector indexed by key; shorter: the rest are 0).
+struct KeyTotals {
+  std::vector<uint64_t> calls;
+  std::vector<uint64_t> total_ns;
+  std::vector<uint64_t> self_ns;
+  std::vector<uint64_t> child_calls;
+  // Of calls and self_ns: those nested in an optimizer's step
+  // ("Optimizer.step#..." ranges, torch.optim's), at any depth.
+  std::vector<uint64_t> optimizer_calls;
+  std::vector<uint64_t> optimizer_self_ns;
+  uint64_t at(const std::vector<uint64_t>& v, uint32_t key) const { return key < v.size() ? v[key] : 0; }
 };
 
 // An operator's sequence number and forward thread (LibTorch autograd
@@ -256,6 +270,12 @@ struct TraceModel {
   std::vector<uint64_t> self_by_key;
   // Direct children (slices nested right inside, same thread) per key.
   std::vector<uint64_t> child_calls_by_key;
+  // The same counts per key over the slices that start inside the counted
+  // steps (the advisor's facts: start-up and tail left out) and inside the
+  // start-up phase (what it held), as recorded (operator_sampling not
+  // applied).
+  KeyTotals in_steps;
+  KeyTotals in_start_up;
   std::vector<Instant> instants;
   std::vector<CounterSample> counters;
   std::vector<AsyncRange> async_ranges;
@@ -291,6 +311,14 @@ struct TraceModel {
   std::string io_error;           // profiler_info.json's: the write the disk refused ("": none)
   uint64_t events_lost = 0;       // recorded, then refused by the disk (profiler_info.json's)
   std::vector<StepWindow> steps;  // sorted by number
+  // Recorded as ProfilerStep#N but not steps (raw::kStepStartUp,
+  // raw::kStepTail): the start-up phase, from start() to the first step
+  // boundary (imports, model build, the first batch), and the open tail,
+  // from the last step() to stop(). Number -1: the run has none. A run with
+  // no step between two step() calls keeps them among `steps`: they are all
+  // it measured.
+  StepWindow start_up{-1, 0, 0};
+  StepWindow tail{-1, 0, 0};
   SliceSelection selection;
   std::vector<std::string> warnings;
   uint64_t event_count = 0;

@@ -91,30 +91,34 @@ bool DynamicSchedule::start_planned() {
 DynamicProfilerMonitor::DynamicProfilerMonitor(std::string cfg_path, std::string output_path,
                                                double poll_interval_s)
     : schedule_(std::move(cfg_path), std::move(output_path), poll_interval_s) {
-  if (schedule_.collecting()) start_collection();
+  if (schedule_.collecting()) start_collection(false);
 }
 
 DynamicProfilerMonitor::~DynamicProfilerMonitor() {
-  if (profiler_ != nullptr) stop_collection();
+  if (profiler_ != nullptr) stop_collection(false);
 }
 
 void DynamicProfilerMonitor::step() noexcept {
   try {
     DynamicSchedule::Action action = schedule_.step();
     if (profiler_ != nullptr && !action.stop) profiler_->step();  // a step inside the collection
-    if (action.stop) stop_collection();
-    if (action.start) start_collection();
+    if (action.stop) stop_collection(true);
+    if (action.start) start_collection(true);
   } catch (const std::exception& e) {
     base::log_error(std::string("DynamicProfilerMonitor: step() failed: ") + e.what() + "; training goes on");
   }
 }
 
-void DynamicProfilerMonitor::start_collection() noexcept {
+void DynamicProfilerMonitor::start_collection(bool at_step_boundary) noexcept {
   const DynamicCollection& c = *schedule_.collection();
   try {
     profiler_ = std::make_unique<Profiler>(c.options);
     profiler_->set_step_num(c.start_step);
-    profiler_->start();
+    if (at_step_boundary) {
+      profiler_->start_at_step_boundary();  // called from step(): step start_step begins now
+    } else {
+      profiler_->start();
+    }
     base::log_info("DynamicProfilerMonitor: recording steps " + std::to_string(c.start_step) + "-" +
                    std::to_string(c.stop_step) + " into " + profiler_->current_run_dir());
   } catch (const std::exception& e) {
@@ -124,9 +128,14 @@ void DynamicProfilerMonitor::start_collection() noexcept {
   }
 }
 
-void DynamicProfilerMonitor::stop_collection() noexcept {
+void DynamicProfilerMonitor::stop_collection(bool at_step_boundary) noexcept {
   try {
-    profiler_->stop();  // the trace handler analyses, as analyse_mode says
+    // The trace handler analyses, as analyse_mode says.
+    if (at_step_boundary) {
+      profiler_->stop_at_step_boundary();
+    } else {
+      profiler_->stop();
+    }
     if (std::string run = profiler_->last_run().run_dir; !run.empty()) runs_.push_back(run);
   } catch (const std::exception& e) {
     base::log_error(std::string("DynamicProfilerMonitor: stopping the collection failed: ") + e.what());

@@ -18,7 +18,7 @@ struct Event {
   uint64_t t1;       // end ticks (ranges, steps, operators) or payload b (ids, counter bits)
   const char* name;  // process-lifetime string (literal or intern())
   uint8_t kind;      // raw::EventKind
-  uint8_t reserved;  // kOperator: raw::kOperator* flags
+  uint8_t reserved;  // kOperator: raw::kOperator* flags; kStep: raw::kStep* flags
   uint16_t domain;   // marker domain id (intern.h); kOperator: forward thread id
   uint32_t aux;      // step number for kStep; kOperator: sequence number
 };

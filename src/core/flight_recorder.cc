@@ -125,6 +125,10 @@ struct FlightRecorder::State {
   std::mutex step_mu;  // the training thread's side
   int64_t step_num = 0;
   uint64_t step_start_ticks = 0;
+  // The open step began when recording did: the start-up phase (imports,
+  // set-up, the first batch), not a step: flagged for the analysis and
+  // kept out of the slow-step median.
+  bool step_began_at_start = true;
   std::deque<uint64_t> recent_ns;  // the last slow_step_window step times
   uint64_t last_slow_dump_ns = 0;  // monotonic; 0: none yet
   std::unique_ptr<core::HealthSeries> health;
@@ -762,7 +766,9 @@ void FlightRecorder::step() {
   std::lock_guard<std::mutex> lock(s.step_mu);
   if (!s.session) return;
   uint64_t end = detail::now_ticks();
-  Session::record_step(s.step_num, s.step_start_ticks, end);
+  bool start_up = s.step_began_at_start;
+  s.step_began_at_start = false;
+  Session::record_step(s.step_num, s.step_start_ticks, end, start_up ? raw::kStepStartUp : 0);
   auto duration_ns =
       static_cast<uint64_t>(static_cast<double>(end - s.step_start_ticks) / core::ticks_per_ns());
   int64_t finished = s.step_num++;
@@ -797,6 +803,7 @@ void FlightRecorder::step() {
   }
   s.last_step_end_ns.store(detail::monotonic_now_ns());
   s.steps_ended.store(s.step_num);
+  if (start_up) return;  // not a step: the median is of steps
   s.recent_ns.push_back(duration_ns);
   if (s.recent_ns.size() > o.slow_step_window) s.recent_ns.pop_front();
 }

@@ -88,7 +88,9 @@ std::vector<OptionSpec> make_table() {
        },
        +[](const ProfilerOptions& o) { return json(o.output_path); }},
       {"start_profile", "bool", "", "start_profile", false, "profile(start_profile)",
-       "start recording when the profiler is made", TRAINPROF_BOOL_OPTION(start_profile)},
+       "start recording when the profiler is made (Python's `profile` defaults to `false`, as "
+       "torch.profiler: recording starts at `start()` / `with`)",
+       TRAINPROF_BOOL_OPTION(start_profile)},
       {"activities", "choices", "CPU|GPU", "activities", true, "profile(activities)",
        "what is recorded: the host (operators, ranges) and the GPU (CUPTI)",
        +[](const json& v, const std::string& key, ProfilerOptions& o) {

@@ -73,7 +73,7 @@ Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
 
 Profiler::~Profiler() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (started_) stop();
+  if (started_) stop_locked(false);
   // Reap async analyses that have finished; the others go on after this
   // profiler (and even the training process) is gone.
   reap_analyses_locked(false);
@@ -87,6 +87,25 @@ Profiler::~Profiler() {
 
 void Profiler::start() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
+  start_locked(false);
+}
+
+void Profiler::start_at_step_boundary() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  start_locked(true);
+}
+
+void Profiler::stop() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  stop_locked(false);
+}
+
+void Profiler::stop_at_step_boundary() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  stop_locked(true);
+}
+
+void Profiler::start_locked(bool at_step_boundary) {
   if (started_) {
     base::log_warning("start() called while the profiler is already started; ignored");
     return;
@@ -97,16 +116,16 @@ void Profiler::start() {
   action_ = options_.schedule ? options_.schedule->action(step_num_) : ProfilerAction::Record;
   if (is_recording(action_)) open_run_locked();
   step_start_ticks_ = detail::now_ticks();
+  step_began_at_start_ = !at_step_boundary;
 }
 
-void Profiler::stop() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+void Profiler::stop_locked(bool at_step_boundary) {
   if (!started_) {
     base::log_error("stop() called while the profiler is not started; ignored");
     return;
   }
   if (session_) {
-    record_step_range_locked();
+    record_step_range_locked(/*at_stop=*/!at_step_boundary);
     close_run_locked(true);
   }
   started_ = false;
@@ -127,9 +146,10 @@ void Profiler::step() {
   }
   ProfilerAction previous = action_;
   if (!analysis_children_.empty()) reap_analyses_locked(false);  // no zombies between cycles
-  if (session_) record_step_range_locked();
+  if (session_) record_step_range_locked(/*at_stop=*/false);
   ++step_num_;
   step_start_ticks_ = detail::now_ticks();
+  step_began_at_start_ = false;
   if (!options_.schedule) return;
   ProfilerAction next = options_.schedule->action(step_num_);
   if (is_recording(previous) && (previous == ProfilerAction::RecordAndSave || !is_recording(next)) &&
@@ -144,8 +164,9 @@ void Profiler::step() {
   }
 }
 
-void Profiler::record_step_range_locked() {
-  Session::record_step(step_num_, step_start_ticks_, detail::now_ticks());
+void Profiler::record_step_range_locked(bool at_stop) {
+  uint8_t flags = (step_began_at_start_ ? raw::kStepStartUp : 0) | (at_stop ? raw::kStepTail : 0);
+  Session::record_step(step_num_, step_start_ticks_, detail::now_ticks(), flags);
 }
 
 void Profiler::open_run_locked() {

@@ -203,6 +203,7 @@ size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count)
       case raw::EventKind::kRange: dur = e.t1 - e.t0; break;
       case raw::EventKind::kStep:
         dur = e.t1 - e.t0;
+        a = e.reserved;  // raw::kStep* flags
         b = e.aux;
         name = step_name_id(e.aux);
         break;

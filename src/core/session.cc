@@ -584,13 +584,13 @@ void Session::release_recording_lock() {
   recording_lock_.reset();
 }
 
-void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks) {
+void Session::record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks, uint8_t flags) {
   if (!core::Flusher::instance().is_open()) return;  // a fork() child, or a run that failed
   core::Event e{start_ticks,
                 end_ticks,
                 core::kStepNamePrefix,
                 static_cast<uint8_t>(raw::EventKind::kStep),
-                0,
+                flags,
                 0,
                 static_cast<uint32_t>(step_number)};
   core::Recorder::instance().append(e);

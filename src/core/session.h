@@ -72,8 +72,9 @@ class Session {
   // the error.
   std::string write_run_file(const std::string& name, const std::string& text) const;
 
-  // Records a ProfilerStep#N range on the calling thread (even without CPU activity).
-  static void record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks);
+  // Records a ProfilerStep#N range on the calling thread (even without CPU
+  // activity); `flags`: raw::kStepStartUp, raw::kStepTail.
+  static void record_step(int64_t step_number, uint64_t start_ticks, uint64_t end_ticks, uint8_t flags = 0);
 
  private:
   Session() = default;

@@ -234,7 +234,9 @@ void DatabaseWriter::add_window(const analysis::TraceModel& m) {
                                                 : 0,
                                     (key.op_flags & raw::kOperatorBackward) != 0 ? 1 : 0,
                                     key.inputs != 0 ? static_cast<int64_t>(key.inputs) : -1,
-                                    key.is_step ? m.step_number(slice) : step_at(steps, slice.start_ns)}});
+                                    // A step's slice starts its own window; the
+                                    // start-up's and the tail's are in none.
+                                    step_at(steps, slice.start_ns)}});
       ++rows_;
       if (d.pending.size() < kSliceBatch) continue;
       for (int r = 0; r < kSliceBatch; ++r) bind_slice(*d.insert_slices, 1 + r * kSliceColumns, d.pending[r]);

@@ -51,19 +51,25 @@ std::string slowest_data_stage(const analysis::TraceModel& m, int64_t steps) {
          " ms per step (dataset.csv)";
 }
 
-// Every thread's keys of a name as one row.
-std::vector<analysis::NameFacts> host_names(const analysis::TraceModel& m,
-                                            const std::vector<analysis::SliceTotals>& totals) {
+// Every thread's keys of a name as one row, over the slices that start in
+// counted steps: what ran in the start-up phase (imports' collections, the
+// first batch) or after the last step is not the steps' problem.
+std::vector<analysis::NameFacts> host_names(const analysis::TraceModel& m) {
   std::map<std::pair<uint32_t, bool>, analysis::NameFacts> by_name;
-  for (size_t k = 0; k < m.keys.size() && k < totals.size(); ++k) {
+  const analysis::KeyTotals& in = m.in_steps;
+  for (uint32_t k = 0; k < m.keys.size(); ++k) {
     const analysis::SliceKey& key = m.keys[k];
-    if (key.is_step || totals[k].count == 0) continue;
+    if (key.is_step || in.at(in.calls, k) == 0) continue;
+    // About one operator call in N was recorded: the estimate of all calls.
+    uint64_t scale = key.is_op ? std::max<uint32_t>(m.operator_sampling, 1) : 1;
     analysis::NameFacts& n = by_name[{key.name, key.is_op}];
     n.is_op = key.is_op;
-    n.calls += totals[k].count;
-    n.total_ns += totals[k].total_ns;
-    n.self_ns += totals[k].self_ns;
-    if (k < m.child_calls_by_key.size()) n.child_calls += m.child_calls_by_key[k];
+    n.calls += in.at(in.calls, k) * scale;
+    n.total_ns += in.at(in.total_ns, k) * scale;
+    n.self_ns += in.at(in.self_ns, k) * scale;
+    n.child_calls += in.at(in.child_calls, k) * scale;
+    n.optimizer_calls += in.at(in.optimizer_calls, k) * scale;
+    n.optimizer_self_ns += in.at(in.optimizer_self_ns, k) * scale;
   }
   std::vector<analysis::NameFacts> out;
   for (auto& [id, n] : by_name) {
@@ -145,7 +151,7 @@ analysis::AdviceFacts advice_facts(const RunAdviceInput& in) {
   f.slowest_data_stage = slowest_data_stage(m, f.steps);
   f.hide_data_wait_step_ms = what_if_step_ms(*in.what_ifs, *in.critical_path, /*data_wait=*/true);
   f.overlap_comm_step_ms = what_if_step_ms(*in.what_ifs, *in.critical_path, /*data_wait=*/false);
-  f.host = host_names(m, *in.totals);
+  f.host = host_names(m);
   f.gpu = gpu_names(m);
   if (in.host != nullptr) add_host(*in.host, &f);
   add_memory(m, *in.run_info, &f);

@@ -17,8 +17,7 @@
 namespace trainprof::pipeline {
 
 struct RunAdviceInput {
-  const analysis::TraceModel* model;
-  const std::vector<analysis::SliceTotals>* totals;  // per key
+  const analysis::TraceModel* model;  // its in_steps: the host facts
   const std::vector<analysis::StepTraceRow>* steps;
   const std::vector<analysis::WhatIfObserver>* what_ifs;    // the default ones (run_outputs.cc)
   const std::vector<analysis::PathSegment>* critical_path;  // every step's

@@ -97,6 +97,38 @@ std::string analyse_missing(const std::vector<std::string>& runs) {
   return "";
 }
 
+// The output's analysis.in_steps (per name, inside the counted steps)
+// added to `t`'s rows; false when the run has none (analysed by an older
+// version) or it is malformed.
+bool add_in_steps(const std::string& run, RunTables* t) {
+  nlohmann::json info =
+      base::read_json_object((fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json").string());
+  const nlohmann::json* in = nullptr;
+  if (info.is_object() && info.contains("analysis") && info["analysis"].is_object() &&
+      info["analysis"].contains("in_steps"))
+    in = &info["analysis"]["in_steps"];
+  if (in == nullptr || !in->is_object()) return false;
+  std::map<std::pair<std::string, std::string>, std::pair<double, double>> rows;
+  for (const char* where : {"host", "gpu"}) {
+    auto list = in->find(where);
+    if (list == in->end() || !list->is_array()) return false;
+    for (const nlohmann::json& row : *list) {
+      if (!row.is_array() || row.size() != 3 || !row[0].is_string() || !row[1].is_number() ||
+          !row[2].is_number())
+        return false;
+      auto& [c, us] = rows[{where, row[0].get<std::string>()}];
+      c += row[1].get<double>();
+      us += row[2].get<double>();
+    }
+  }
+  for (const auto& [key, v] : rows) {
+    auto& [c, us] = t->rows[key];
+    c += v.first;
+    us += v.second;
+  }
+  return true;
+}
+
 // One analysed run's tables added to `t`.
 std::string load_run(const std::string& run, RunTables* t) {
   exporter::CsvRows steps, ops, stats;
@@ -124,14 +156,19 @@ std::string load_run(const std::string& run, RunTables* t) {
   }
   if (t->steps == 0)
     return "'" + run + "' has no steps (ProfilerStep): mark them with step() to compare per step";
+  // What ran inside the counted steps (the tables count the start-up and
+  // the tail too); runs analysed before it was written: the tables.
+  bool in_steps = add_in_steps(run, t);
   const std::vector<std::string>& oh = ops.front();
   int name = column(oh, "Name"), self = column(oh, "Host Self Duration(us)"), calls = column(oh, "Calls"),
       shapes = column(oh, "Input Shapes");
   for (size_t i = 1; i < ops.size(); ++i) {
     if (static_cast<size_t>(name) >= ops[i].size()) continue;
-    auto& [c, us] = t->rows[{"host", ops[i][static_cast<size_t>(name)]}];
-    c += number(ops[i], calls);
-    us += number(ops[i], self);
+    if (!in_steps) {
+      auto& [c, us] = t->rows[{"host", ops[i][static_cast<size_t>(name)]}];
+      c += number(ops[i], calls);
+      us += number(ops[i], self);
+    }
     if (shapes >= 0 && static_cast<size_t>(shapes) < ops[i].size() &&
         !ops[i][static_cast<size_t>(shapes)].empty())
       t->shapes[ops[i][static_cast<size_t>(name)]].insert(ops[i][static_cast<size_t>(shapes)]);
@@ -139,7 +176,7 @@ std::string load_run(const std::string& run, RunTables* t) {
   const std::vector<std::string>& st = stats.front();
   int type = column(st, "OP Type"), core = column(st, "Core Type"), count = column(st, "Count"),
       total = column(st, "Total Time(us)");
-  for (size_t i = 1; i < stats.size(); ++i) {
+  for (size_t i = 1; i < stats.size() && !in_steps; ++i) {
     if (static_cast<size_t>(std::max(type, core)) >= stats[i].size() ||
         stats[i][static_cast<size_t>(core)] != "GPU")
       continue;

@@ -248,6 +248,79 @@ std::string write_host_outputs(const analysis::TraceModel& model, const OutputDi
 // named range or device activity on the first step's critical path twice as
 // fast. The "what_if" array of profiler_info.json's analysis: those whose
 // kind is on the path.
+// The start-up phase (analysis.start_up) and the open tail (analysis.tail):
+// how long each was and, for the start-up, what it held. Neither counts
+// in the step statistics; a reader is told where those seconds went.
+void add_phases(const analysis::TraceModel& m, json* extra) {
+  json& out = *extra;
+  if (m.start_up.number >= 0) {
+    const analysis::KeyTotals& in = m.in_start_up;
+    uint64_t gc_calls = 0, gc_ns = 0, op_calls = 0, op_self_ns = 0;
+    std::map<std::string, std::pair<uint64_t, uint64_t>> by_name;  // calls, self
+    for (uint32_t k = 0; k < m.keys.size(); ++k) {
+      uint64_t calls = in.at(in.calls, k);
+      if (calls == 0 || m.keys[k].is_step) continue;
+      const std::string& name = m.name(m.keys[k].name);
+      if (!m.keys[k].is_op && name.rfind("gc.collect", 0) == 0) {
+        gc_calls += calls;
+        gc_ns += in.at(in.total_ns, k);
+      }
+      if (m.keys[k].is_op) {
+        op_calls += calls;
+        op_self_ns += in.at(in.self_ns, k);
+      }
+      auto& [c, self] = by_name[name];
+      c += calls;
+      self += in.at(in.self_ns, k);
+    }
+    std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> top(by_name.begin(), by_name.end());
+    std::stable_sort(top.begin(), top.end(),
+                     [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    json names = json::array();
+    for (size_t i = 0; i < top.size() && i < 5; ++i)
+      names.push_back(
+          {{"name", top[i].first}, {"calls", top[i].second.first}, {"self_ms", top[i].second.second / 1e6}});
+    out["start_up"] = {{"recorded_as_step", m.start_up.number},
+                       {"ms", (m.start_up.end_ns - m.start_up.start_ns) / 1e6},
+                       {"gc_collections", gc_calls},
+                       {"gc_ms", gc_ns / 1e6},
+                       {"operator_calls", op_calls * std::max<uint32_t>(m.operator_sampling, 1)},
+                       {"operators_self_ms", op_self_ns * std::max<uint32_t>(m.operator_sampling, 1) / 1e6},
+                       {"top_by_self_time", names}};
+  }
+  if (m.tail.number >= 0)
+    out["tail"] = {{"recorded_as_step", m.tail.number}, {"ms", (m.tail.end_ns - m.tail.start_ns) / 1e6}};
+}
+
+// analysis.in_steps: per name, what ran inside the counted steps (host:
+// calls and self time; GPU: calls and time), for `trainprof diff`'s per-step
+// figures; the CSV tables count the whole run, start-up and tail included.
+json in_steps_json(const analysis::TraceModel& m) {
+  const analysis::KeyTotals& in = m.in_steps;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> host, gpu;
+  for (uint32_t k = 0; k < m.keys.size(); ++k) {
+    uint64_t calls = in.at(in.calls, k);
+    if (calls == 0 || m.keys[k].is_step) continue;
+    uint64_t scale = m.keys[k].is_op ? std::max<uint32_t>(m.operator_sampling, 1) : 1;
+    auto& [c, self] = host[m.name(m.keys[k].name)];
+    c += calls * scale;
+    self += in.at(in.self_ns, k) * scale;
+  }
+  std::vector<analysis::StepWindow> by_start = analysis::steps_by_start(m.steps);
+  for (const analysis::GpuActivity& a : m.gpu) {
+    if (!analysis::is_device_activity(a) || analysis::step_at(by_start, a.start_ns) < 0) continue;
+    auto& [c, ns] = gpu[m.name(a.name)];
+    ++c;
+    ns += a.end_ns > a.start_ns ? a.end_ns - a.start_ns : 0;
+  }
+  auto rows = [](const std::map<std::string, std::pair<uint64_t, uint64_t>>& by_name) {
+    json out = json::array();
+    for (const auto& [name, v] : by_name) out.push_back({name, v.first, v.second / 1e3});
+    return out;
+  };
+  return {{"host", rows(host)}, {"gpu", rows(gpu)}};
+}
+
 json what_if_estimates(const std::vector<analysis::WhatIfObserver>& observers,
                        const std::vector<analysis::PathSegment>& path) {
   auto on_path = [&path](analysis::PathKind kind) {
@@ -453,14 +526,16 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   if (!memory.is_null()) (*extra)["memory"] = memory;
   std::optional<analysis::HostBottlenecks> host;
   if (options.export_text) note(write_host_outputs(model, out, extra, &host));
+  add_phases(model, extra);
+  if (!model.steps.empty()) (*extra)["in_steps"] = in_steps_json(model);
   if (!passes.critical_path().empty())
     (*extra)["what_if"] = what_if_estimates(passes.what_ifs(), passes.critical_path());
   if (options.advise) {
     json run_info;
     base::parse_json_limited(run_info_text, &run_info);  // checked when the run was read
     analysis::AdviceFacts facts =
-        advice_facts(RunAdviceInput{&model, &passes.totals(), &passes.step_rows(), &passes.what_ifs(),
-                                    &passes.critical_path(), host ? &*host : nullptr, &run_info});
+        advice_facts(RunAdviceInput{&model, &passes.step_rows(), &passes.what_ifs(), &passes.critical_path(),
+                                    host ? &*host : nullptr, &run_info});
     (*extra)["advice"] = findings_json(analysis::advise(facts));
   }
   if (!model.comm_calls.empty()) {

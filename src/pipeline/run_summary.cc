@@ -369,6 +369,28 @@ void append_memory_breakdown(std::string& text, const nlohmann::json& info) try 
   text += "  warning: profiler_info.json's analysis.memory is malformed; the memory breakdown is not shown\n";
 }
 
+// The start-up phase (profiler_info.json's analysis.start_up): how long
+// the script ran before its first step, and what took that time, since
+// the step statistics below leave it out.
+void append_start_up(std::string& text, const nlohmann::json& info) try {
+  if (!info.is_object()) return;
+  auto a = info.find("analysis");
+  if (a == info.end() || !a->is_object()) return;
+  auto s = a->find("start_up");
+  if (s == a->end() || !s->is_object()) return;
+  append_format(text,
+                "  start-up: %.3f s before the first step (recorded as ProfilerStep#%lld; not in the step "
+                "statistics): %llu operator calls (%.3f ms), %llu garbage collections (%.3f ms)\n",
+                base::number_field(*s, "ms", 0) / 1e3,
+                static_cast<long long>(s->value("recorded_as_step", int64_t{0})),
+                static_cast<unsigned long long>(s->value("operator_calls", uint64_t{0})),
+                base::number_field(*s, "operators_self_ms", 0),
+                static_cast<unsigned long long>(s->value("gc_collections", uint64_t{0})),
+                base::number_field(*s, "gc_ms", 0));
+} catch (const nlohmann::json::exception&) {  // an edited profiler_info.json
+  text += "  warning: profiler_info.json's analysis.start_up is malformed; the start-up is not shown\n";
+}
+
 // The advisor's findings (profiler_info.json's), first: what to change.
 void append_advice(std::string& text, const nlohmann::json& info, const std::string& run_dir) {
   if (!info.is_object()) return;  // said with the peaks
@@ -419,6 +441,7 @@ std::string summarize_run(const std::string& run_dir) {
   nlohmann::json info = base::read_json_object(info_file);
   append_trigger(text, info);
   append_sampling(text, info);
+  append_start_up(text, info);
   append_advice(text, info, run_dir);
   std::vector<NameTotal> rows =
       totals_by_name(exporter::read_csv_file((out / "operator_details.csv").string()));

@@ -73,7 +73,7 @@ static_assert(sizeof(ChunkHeader) == kChunkHeaderSize, "ChunkHeader is part of t
 // Event kinds (low 5 bits of an event's head byte).
 enum class EventKind : uint8_t {
   kRange = 1,           // user range: name, t0, duration
-  kStep = 2,            // ProfilerStep#N: name, t0, duration, b = step number
+  kStep = 2,            // ProfilerStep#N: name, t0, duration, a = kStep* flags, b = step number
   kMark = 3,            // instant: name = message, a = domain string id
   kCounter = 4,         // name, t0, b = IEEE-754 bits of the value
   kAsyncBegin = 5,      // name = message, a = domain string id, b = range id
@@ -187,6 +187,13 @@ inline std::string memory_device_name(uint64_t device) {
 }
 
 // kOperator flags (low 8 bits of `a`).
+// STEP's `a`: a step not bounded by step() calls on both sides. The one
+// begun at start() holds whatever ran before the first step boundary
+// (imports, model build, the first batch): the start-up phase. The one
+// ended by stop() is the open tail after the last step. The analysis keeps
+// both out of the step statistics.
+inline constexpr uint64_t kStepStartUp = 1;
+inline constexpr uint64_t kStepTail = 2;
 inline constexpr uint64_t kOperatorBackward = 1;  // an autograd node (LibTorch BACKWARD_FUNCTION scope)
 inline constexpr uint64_t kOperatorUser = 2;      // a user scope (torch record_function)
 // Separates the dims from the types in a kOperatorInputs name.
