@@ -182,6 +182,48 @@ TEST(Advisor, ExposedCommunicationGarbageCollectionAndMemory) {
   EXPECT_EQ(rules(analysis::advise(f)), Rules{});
 }
 
+// The first full collection after set-up, however long, is an event, not
+// collections pausing the steps.
+TEST(Advisor, OneOrTwoCollectionsAreNotPauses) {
+  AdviceFacts f = ten_steps();
+  f.host.push_back(NameFacts{"gc.collect (generation 2)", false, 2, 200'000'000, 200'000'000, 0});
+  EXPECT_EQ(rules(analysis::advise(f)), Rules{});
+  f.host[0].calls = 3;
+  EXPECT_EQ(rules(analysis::advise(f)), Rules{"gc_pauses"});
+}
+
+// Python outside operators: the loop's input from an iterator is a data
+// wait, the program's own function a finding of its own, each at a tenth
+// of the step; what the critical path did not see is not counted.
+TEST(Advisor, HostWorkOutsideOperatorsIsNamedByItsFunction) {
+  AdviceFacts f = ten_steps();
+  f.sampling_ms = 5;
+  f.outside = {{"batches (train.py:22)", 150, true},
+               {"log_metrics (train.py:9)", 99, false},
+               {"forward (model.py:40)", 30, false}};
+  f.outside_sampled_ms = 279;
+  std::vector<Finding> x = analysis::advise(f);
+  ASSERT_EQ(rules(x), Rules{"data_wait"});
+  EXPECT_EQ(x[0].title, "the training loop waits for its input (a Python iterator)");
+  EXPECT_NE(
+      x[0].evidence.find("15.000 ms per step (15.0 % of the step time) pulling the next batch outside any "
+                         "DataLoader: batches (train.py:22) 15.000 ms"),
+      std::string::npos)
+      << x[0].evidence;
+  EXPECT_NE(x[0].change.find("make batches (train.py:22) cheaper"), std::string::npos) << x[0].change;
+  f.outside[1].ms = 100;
+  x = analysis::advise(f);
+  ASSERT_EQ(rules(x), (Rules{"data_wait", "host_outside_operators"}));
+  EXPECT_EQ(x[1].title, "host work outside operators: log_metrics (train.py:9)");
+  EXPECT_DOUBLE_EQ(x[1].saving_ms, 10);
+  EXPECT_NE(x[1].evidence.find("log_metrics (train.py:9) 10.000 ms, forward (model.py:40) 3.000 ms"),
+            std::string::npos)
+      << x[1].evidence;
+  // A GPU-bound step: the critical path saw a third of it untracked.
+  f.host_untracked_path_ms = 93;
+  EXPECT_EQ(rules(analysis::advise(f)), Rules{});
+}
+
 TEST(Advisor, HostCpuSaturatedInAQuarterOfTheSteps) {
   AdviceFacts f = ten_steps();
   f.cpu_saturated_steps = {1, 2};

@@ -19,6 +19,7 @@
 
 #include "analysis/gpu_kernels.h"
 #include "analysis/passes.h"
+#include "analysis/python_samples.h"
 #include "analysis/timeline.h"
 #include "core/event.h"
 #include "core/raw_encoder.h"
@@ -475,6 +476,61 @@ TEST(Analysis, UnionLengthCountsOverlapsOnce) {
     u.add(s, e);
   }
   EXPECT_EQ(u.total(), 30u);  // [0, 20) and [30, 40)
+}
+
+// Stack samples are given the part of their span in gaps between their
+// thread's outermost slices, gaps under kGlueGapNs left out; the counted
+// steps' samples on the step's thread, by the program's function.
+TEST(Analysis, StackSamplesAreGivenTheirThreadsTimeOutsideOperators) {
+  analysis::TraceModel m;
+  m.strings = {"",
+               "ProfilerStep#1",
+               "aten::mm",
+               "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py(1500): _call_impl;"
+               "train.py(14): load_features;train.py(40): main",
+               "train.py(22): batches (generator);train.py(38): main",
+               "train.py(41): main"};
+  constexpr uint64_t ms = 1'000'000;
+  uint32_t step = m.key_of({.tid = 1, .name = 1, .is_step = true});
+  uint32_t op = m.key_of({.tid = 1, .name = 2, .is_op = true});
+  uint32_t other_op = m.key_of({.tid = 2, .name = 2, .is_op = true});
+  // Thread 1: operators at [0, 10), [10.05, 20) (a 50 us glue gap), [50, 60), [60, 70) nested
+  // in none; thread 2 (no step): one operator at [0, 100).
+  for (analysis::Slice s : std::vector<analysis::Slice>{{0, 100 * ms, step},
+                                                        {0, 10 * ms, op},
+                                                        {10 * ms + 50'000, 10 * ms - 50'000, op},
+                                                        {50 * ms, 10 * ms, op},
+                                                        {60 * ms, 10 * ms, op},
+                                                        {0, 100 * ms, other_op}}) {
+    m.add_slice(s);
+  }
+  m.steps = {{1, 0, 100 * ms, 1}};
+  // Samples of thread 1: [0, 20) is operators and glue; [20, 45) outside;
+  // [45, 75) 10 outside; [80, 100) outside. Thread 2's: all covered.
+  m.stack_samples = {{0, 20 * ms, 1, 3},
+                     {20 * ms, 45 * ms, 1, 3},
+                     {45 * ms, 75 * ms, 1, 4},
+                     {80 * ms, 100 * ms, 1, 5},
+                     {0, 100 * ms, 2, 5}};
+  analysis::order_timeline(m);
+  analysis::attribute_stack_samples(m);
+  EXPECT_EQ(m.stack_samples[0].outside_ns, 0u);  // the 50 us gap is glue
+  EXPECT_EQ(m.stack_samples[1].outside_ns, 25 * ms);
+  EXPECT_EQ(m.stack_samples[2].outside_ns, 5 * ms + 5 * ms);  // [45, 50) and [70, 75)
+  EXPECT_EQ(m.stack_samples[3].outside_ns, 20 * ms);
+  EXPECT_EQ(m.stack_samples[4].outside_ns, 0u);
+  analysis::OutsideOperators o = analysis::outside_operators(m);
+  EXPECT_EQ(o.samples, 4u);  // thread 2 runs no step
+  EXPECT_EQ(o.outside_ns, 55 * ms);
+  ASSERT_EQ(o.functions.size(), 3u);
+  // The program's innermost frame, past torch's own.
+  EXPECT_EQ(analysis::describe(o.functions[0]), "load_features (train.py:14)");
+  EXPECT_EQ(o.functions[0].ns, 25 * ms);
+  EXPECT_FALSE(o.functions[0].input);
+  EXPECT_EQ(analysis::describe(o.functions[2]), "batches (train.py:22)");
+  EXPECT_TRUE(o.functions[2].input);  // a generator: the loop's input
+  EXPECT_EQ(analysis::top_outside_function(m, 1, 20 * ms, 100 * ms), "load_features (train.py:14)");
+  EXPECT_EQ(analysis::top_outside_function(m, 1, 70 * ms, 100 * ms), "main (train.py:41)");
 }
 
 TEST(Analysis, StepTraceUnionsThreadsAndClipsToTheWindow) {

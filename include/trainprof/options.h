@@ -77,6 +77,11 @@ struct ProfilerOptions {
   // operators' counts and times by N, and the outputs say they are
   // sampled. Ranges, steps, memory and communication are not sampled.
   uint32_t sample_operators = 1;  // [1, 1000000]
+  // The Python package reads every Python thread's stack this often while
+  // recording host activity, so that the analysis names the functions that
+  // spent a step's host time outside operators and ranges; 0: off. A
+  // program without the Python package records no samples.
+  uint32_t python_stack_sampling_ms = 10;  // [0, 1000]
 
   // Remove raw data after a successful analysis.
   bool data_simplification = false;

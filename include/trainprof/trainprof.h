@@ -2,12 +2,11 @@
 #ifndef TRAINPROF_TRAINPROF_H_
 #define TRAINPROF_TRAINPROF_H_
 
+#include "trainprof/advise.h"
 #include "trainprof/analyse.h"
 #include "trainprof/call_events.h"
 #include "trainprof/dataset.h"
 #include "trainprof/diff.h"
-#include "trainprof/advise.h"
-#include "trainprof/what_if.h"
 #include "trainprof/dynamic.h"
 #include "trainprof/env.h"
 #include "trainprof/flight_recorder.h"
@@ -19,6 +18,8 @@
 #include "trainprof/range.h"
 #include "trainprof/schedule.h"
 #include "trainprof/shard_meeting.h"
+#include "trainprof/stack_sample.h"
 #include "trainprof/version.h"
+#include "trainprof/what_if.h"
 
 #endif  // TRAINPROF_TRAINPROF_H_

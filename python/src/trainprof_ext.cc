@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "stack_sampler.h"
 #include "trainprof/advise.h"
 #include "trainprof/analyse.h"
 #include "trainprof/call_events.h"
@@ -320,6 +321,7 @@ void bind_options(nb::module_& m) {
       .def_rw("host_sys", &ProfilerOptions::host_sys)
       .def_rw("host_sys_interval_ms", &ProfilerOptions::host_sys_interval_ms)
       .def_rw("sample_operators", &ProfilerOptions::sample_operators)
+      .def_rw("python_stack_sampling_ms", &ProfilerOptions::python_stack_sampling_ms)
       .def(
           "set_on_trace_ready",
           [](ProfilerOptions& o, nb::object callable) {
@@ -755,6 +757,7 @@ NB_MODULE(_trainprof, m) {
   bind_dynamic(m);
   bind_flight_recorder(m);
   bind_ranges(m);
+  trainprof::python::bind_stack_sampler(m);
   bind_data_stages(m);
   bind_context(m);
 }

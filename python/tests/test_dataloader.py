@@ -162,8 +162,10 @@ def profile_steps(out: Path, loader: DataLoader, data_process: bool, passes: int
                 model(x).sum().backward()
             prof.step()
     rows = step_rows(run_dirs(out)[0])
-    assert len(rows) == BATCHES + 1  # and the one open at stop()
-    return rows[1:BATCHES]  # steps 1..7: each fetched its batch and trained on it
+    # Steps 1..7: each fetched its batch and trained on it (step 0, the
+    # start-up, and the tail open at stop() are not steps).
+    assert [int(r["Step"]) for r in rows] == list(range(1, BATCHES))
+    return rows
 
 
 @pytest.mark.parametrize("data_process", [False, True])

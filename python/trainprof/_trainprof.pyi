@@ -64,6 +64,7 @@ class ProfilerOptions:
     host_sys: set[HostSystem]
     host_sys_interval_ms: int
     sample_operators: int
+    python_stack_sampling_ms: int
     def __init__(self) -> None: ...
     def set_on_trace_ready(self, callable: Callable[[], None]) -> None: ...
     def set_trace_handler(self, dir: Union[str, bytes], worker_name: Union[str, bytes], analyse: bool,

@@ -18,7 +18,7 @@ import os
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from . import _data, _distributed, _gc, _gpu, _memory, _torch
+from . import _data, _distributed, _gc, _gpu, _memory, _stacks, _torch
 from . import _trainprof
 from ._modules import ModuleTracker
 from ._validate import check_bool, check_int, check_path, check_str, check_str_list, utf8_text
@@ -250,6 +250,10 @@ class _ExperimentalConfig:
             analysis scales operators' counts and times by it, and the
             summary says they are sampled: for always-on recording where
             recording every operator costs too much.
+        python_stack_sampling_ms: every Python thread's stack is read this
+            often while recording (default 10; 0: off), so that the analysis
+            names the functions that spent host time outside operators
+            (docs/OUTPUTS.md, "Python outside operators").
     """
 
     def __init__(self, profiler_level: ProfilerLevel = ProfilerLevel.Level0, mstx: bool = False,
@@ -257,7 +261,8 @@ class _ExperimentalConfig:
                  mstx_domain_exclude: Optional[Sequence[str]] = None, data_simplification: bool = False,
                  export_type: Optional[Sequence[Union[ExportType, str]]] = None,
                  host_sys: Optional[Sequence[Union[HostSystem, str]]] = None,
-                 host_sys_interval_ms: int = 50, sample_operators: int = 1) -> None:
+                 host_sys_interval_ms: int = 50, sample_operators: int = 1,
+                 python_stack_sampling_ms: int = 10) -> None:
         if not isinstance(profiler_level, ProfilerLevel):
             raise TypeError(f"profiler_level must be a trainprof.ProfilerLevel, got {profiler_level!r}")
         self.profiler_level = profiler_level
@@ -277,6 +282,9 @@ class _ExperimentalConfig:
         self.sample_operators = check_int("sample_operators", sample_operators, 1)
         if self.sample_operators > 1000000:
             raise ValueError(f"sample_operators must be <= 1000000, got {sample_operators}")
+        self.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0)
+        if self.python_stack_sampling_ms > 1000:
+            raise ValueError(f"python_stack_sampling_ms must be <= 1000, got {python_stack_sampling_ms}")
 
 
 def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) -> list[ExportType]:
@@ -442,7 +450,10 @@ class profile:
         if self._records_cpu:
             _gc.install()  # collections as ranges, for the advisor's gc_pauses
         self._cpp = _trainprof.Profiler(options)  # ValueError for what only the core checks
+        self._sampling_ms = options.python_stack_sampling_ms if self._records_cpu else 0
+        self._sampling = False
         self._hold_torch_flag()
+        self._hold_sampler()
 
     def _tag_memory(self, on: bool) -> None:
         """Memory tags (_memory) while this profile records, profile_memory."""
@@ -460,6 +471,16 @@ class profile:
         if self._records_cpu and not self._torch_flag and self._cpp is not None and self._cpp.started():
             self._torch_flag = True
             _torch.profile_started()
+
+    def _hold_sampler(self) -> None:
+        """The Python stack sampler runs while this profile records (_stacks)."""
+        if not self._sampling and self._sampling_ms > 0 and self._cpp is not None and self._cpp.started():
+            self._sampling = _stacks.acquire(self._sampling_ms)
+
+    def _release_sampler(self) -> None:
+        if getattr(self, "_sampling", False):
+            self._sampling = False
+            _stacks.release()
 
     def _release_torch_flag(self) -> None:
         if self._torch_flag:
@@ -511,6 +532,7 @@ class profile:
         self._tag_memory(True)
         self._call("start_at_step_boundary" if at_step_boundary else "start")
         self._hold_torch_flag()
+        self._hold_sampler()
 
     def stop(self) -> None:
         """Stops recording; the open run is closed and ``on_trace_ready`` called.
@@ -521,6 +543,7 @@ class profile:
         self._auto_started = False
         self._call("stop_at_step_boundary" if at_step_boundary else "stop")
         self._release_torch_flag()
+        self._release_sampler()
         self._tag_memory(False)
         _gc.remove()
         _distributed.measure_clock_offset()  # the drift since the first measurement
@@ -536,6 +559,7 @@ class profile:
                 _torch.profile_stepped()
             else:
                 self._release_torch_flag()  # the schedule's last cycle is over
+                self._release_sampler()
 
     def _call(self, method: str) -> None:
         if self._cpp is None:
@@ -557,6 +581,7 @@ class profile:
         else:
             _distributed.measure_clock_offset()  # as stop() does
             self._release_torch_flag()  # a profile the core stopped (a schedule's last cycle)
+            self._release_sampler()
 
     def __del__(self) -> None:
         try:
@@ -566,6 +591,7 @@ class profile:
                 self._modules.remove()
             if getattr(self, "_torch_flag", False):
                 self._release_torch_flag()
+            self._release_sampler()
             if getattr(self, "_tagging_memory", False):
                 self._tag_memory(False)
         except Exception:
@@ -785,3 +811,4 @@ def _apply_experimental_config(options: _trainprof.ProfilerOptions, config: Any)
     options.host_sys = {_HOST_SYSTEM[part] for part in config.host_sys}
     options.host_sys_interval_ms = config.host_sys_interval_ms
     options.sample_operators = config.sample_operators
+    options.python_stack_sampling_ms = config.python_stack_sampling_ms

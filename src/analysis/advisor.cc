@@ -260,7 +260,9 @@ void gc_pauses(const AdviceFacts& f, std::vector<Finding>* out) {
     ns += h.total_ns;
   }
   double ms = ns / 1e6;
-  if (calls == 0 || f.total_step_ms <= 0 || ms < kGcShare * f.total_step_ms) return;
+  // One or two collections are an event (the first full one after set-up),
+  // not collections pausing the steps.
+  if (calls < kGcMinCollections || f.total_step_ms <= 0 || ms < kGcShare * f.total_step_ms) return;
   Finding x = finding(f, "gc_pauses", "Python's garbage collector pauses the steps");
   x.evidence = format("%llu collections, %.3f ms per step (%.1f %% of the step time)",
                       static_cast<unsigned long long>(calls), per_step(f, ms), percent(ms, f.total_step_ms));
@@ -269,6 +271,61 @@ void gc_pauses(const AdviceFacts& f, std::vector<Finding>* out) {
       "gc.set_threshold, or gc.disable() in the loop with gc.collect() every N steps; avoid "
       "reference cycles made per step";
   set_bound(f, ms, "the collections' time per step", &x);
+  out->push_back(x);
+}
+
+// "a (1.2 ms), b (0.4 ms)": up to three of `names`, per step.
+std::string name_list(const AdviceFacts& f, const std::vector<const OutsideFacts*>& names, double scale) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 3; ++i)
+    text +=
+        format("%s%s %.3f ms", i == 0 ? "" : ", ", names[i]->name.c_str(), per_step(f, names[i]->ms * scale));
+  return text;
+}
+
+// Host time outside operators and ranges, by the functions the stack
+// samples found there: a loop pulling batches from a Python iterator (the
+// input, as a DataLoader's wait would be), or a function of the program's
+// own (logging, metrics, checkpoints, pure-Python work) that holds a
+// share of the step.
+void outside_operators(const AdviceFacts& f, std::vector<Finding>* out) {
+  if (f.outside.empty() || f.total_step_ms <= 0 || f.outside_sampled_ms <= 0) return;
+  // Of what the samples found, what was on the steps' critical path (on a
+  // GPU-bound step host work hides behind the device).
+  double on_path =
+      f.host_untracked_path_ms < 0 ? 1.0 : std::min(1.0, f.host_untracked_path_ms / f.outside_sampled_ms);
+  std::string sampled =
+      format("; Python stacks sampled every %u ms (python_outside_operators.csv)", f.sampling_ms);
+  std::vector<const OutsideFacts*> input, work;
+  double input_ms = 0;
+  for (const OutsideFacts& o : f.outside) {
+    (o.input ? input : work).push_back(&o);
+    if (o.input) input_ms += o.ms * on_path;
+  }
+  if (input_ms >= kDataWaitShare * f.total_step_ms) {
+    Finding x = finding(f, "data_wait", "the training loop waits for its input (a Python iterator)");
+    x.evidence =
+        format("%.3f ms per step (%.1f %% of the step time) pulling the next batch outside any DataLoader: ",
+               per_step(f, input_ms), percent(input_ms, f.total_step_ms)) +
+        name_list(f, input, on_path) + sampled;
+    x.change =
+        "prefetch the batches: read them through a DataLoader with num_workers > 0 (an IterableDataset "
+        "over the iterator), or fill a queue from a background thread; or make " +
+        input[0]->name + " cheaper";
+    set_bound(f, input_ms, "the time pulling the input per step", &x);
+    out->push_back(x);
+  }
+  if (work.empty() || work[0]->ms * on_path < kOutsideShare * f.total_step_ms) return;
+  double ms = work[0]->ms * on_path;
+  Finding x = finding(f, "host_outside_operators", "host work outside operators: " + work[0]->name);
+  x.evidence = format("%.1f %% of the step time outside every operator and range, per step: ",
+                      percent(ms, f.total_step_ms)) +
+               name_list(f, work, on_path) + sampled;
+  x.change =
+      "take it off the step's path: do it every N steps instead of every step, in a background thread or "
+      "process, or make it cheaper (logging, metrics, checkpoints and pure-Python work per batch are the "
+      "usual ones)";
+  set_bound(f, ms, "the function's time outside operators per step", &x);
   out->push_back(x);
 }
 
@@ -301,6 +358,7 @@ std::vector<Finding> advise(const AdviceFacts& facts) {
   memory_near_limit(facts, facts.device_peak_bytes, facts.device_limit_bytes, "GPU",
                     "GPU's memory (allocated)", &out);
   gc_pauses(facts, &out);
+  outside_operators(facts, &out);
   cpu_saturated(facts, &out);
   // A change cannot save more than the step it is made in: a bound that
   // exceeds it (a problem summed over threads, say) is the step.

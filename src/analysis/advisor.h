@@ -47,6 +47,14 @@ struct NameFacts {
   uint64_t optimizer_self_ns = 0;
 };
 
+// A function of the program's that spent host time outside operators and
+// ranges (the stack samples, analysis/python_samples.h), over the counted steps.
+struct OutsideFacts {
+  std::string name;  // "load_features (train.py:14)"
+  double ms = 0;
+  bool input = false;  // pulling the loop's next input (a generator, an iterator's __next__)
+};
+
 // What the rules read. Times are over the whole run unless per step.
 struct AdviceFacts {
   // The steps the rules count (the one open at stop(), under half the
@@ -79,6 +87,12 @@ struct AdviceFacts {
   std::string host_limit_source;  // "cgroup memory limit" or "machine memory"
   uint64_t device_peak_bytes = 0;
   uint64_t device_limit_bytes = 0;
+  // Python outside operators: the functions, the most time first; all
+  // samples' time; the critical path's untracked host time (-1: no path).
+  std::vector<OutsideFacts> outside;
+  double outside_sampled_ms = 0;
+  double host_untracked_path_ms = -1;
+  uint32_t sampling_ms = 0;  // the sampler's interval (0: not sampled)
 };
 
 // Every rule that fires, the largest saving first (findings whose saving
@@ -94,19 +108,21 @@ std::vector<Finding> advise_cluster(const StragglerReport& report, const std::ve
                                     double median_step_ms = 0, double estimated_step_ms = -1);
 
 // Thresholds (docs/ADVICE.md says why each is where it is).
-inline constexpr double kDataWaitShare = 0.10;            // of the step time
-inline constexpr double kDeviceIdleShare = 0.25;          // of the step time, data waits aside
-inline constexpr double kSyncShare = 0.05;                // time blocked in syncs, of the step time
-inline constexpr double kOptimizerOpsPerStep = 40;        // per-parameter operators per optimizer step
-inline constexpr double kMultiTensorSaving = 1.0 / 3;     // of a per-parameter step of small tensors
-inline constexpr double kOptimizerSavingShare = 0.05;     // its estimated saving, of the median step
-inline constexpr double kTinyOpsPerStep = 1000;           // short operators per step
-inline constexpr double kTinyOpUs = 20;                   // "short": under this on average
-inline constexpr double kTinyOpsShare = 0.20;             // their time, of the step time
-inline constexpr double kExposedCommShare = 0.10;         // of the step time
-inline constexpr double kMemoryLimitShare = 0.90;         // of the limit
-inline constexpr double kGcShare = 0.05;                  // of the step time
-inline constexpr double kCpuSaturatedSteps = 0.25;        // of the steps
+inline constexpr double kDataWaitShare = 0.10;         // of the step time
+inline constexpr double kDeviceIdleShare = 0.25;       // of the step time, data waits aside
+inline constexpr double kSyncShare = 0.05;             // time blocked in syncs, of the step time
+inline constexpr double kOptimizerOpsPerStep = 40;     // per-parameter operators per optimizer step
+inline constexpr double kMultiTensorSaving = 1.0 / 3;  // of a per-parameter step of small tensors
+inline constexpr double kOptimizerSavingShare = 0.05;  // its estimated saving, of the median step
+inline constexpr double kTinyOpsPerStep = 1000;        // short operators per step
+inline constexpr double kTinyOpUs = 20;                // "short": under this on average
+inline constexpr double kTinyOpsShare = 0.20;          // their time, of the step time
+inline constexpr double kExposedCommShare = 0.10;      // of the step time
+inline constexpr double kMemoryLimitShare = 0.90;      // of the limit
+inline constexpr double kGcShare = 0.05;               // of the step time
+inline constexpr uint64_t kGcMinCollections = 3;       // over the counted steps
+inline constexpr double kOutsideShare = 0.10;       // one function's time outside operators, of the step time
+inline constexpr double kCpuSaturatedSteps = 0.25;  // of the steps
 inline constexpr double kStragglerAdviceShare = 2.0 / 3;  // of the others' waiting, lost to it
 inline constexpr double kStragglerSavingShare = 0.05;     // re-timed saving, of the job's median step
 

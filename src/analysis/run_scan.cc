@@ -4,6 +4,7 @@
 #include <bit>
 #include <charconv>
 #include <filesystem>
+#include <tuple>
 #include <unordered_map>
 
 #include "analysis/gpu_launches.h"
@@ -145,6 +146,9 @@ class FileScanner {
       n.operator_name = keys.id(n.operator_name);
       m_.gpu_graph_nodes[n.node] = n;
     }
+    for (size_t i = first_sample_; i < m_.stack_samples.size(); ++i) {
+      m_.stack_samples[i].stack = keys.id(m_.stack_samples[i].stack);
+    }
     for (size_t i = first_tag_; i < m_.memory_tags.size(); ++i) {
       m_.memory_tags[i].category = keys.id(m_.memory_tags[i].category);
     }
@@ -247,6 +251,11 @@ class FileScanner {
       case raw::EventKind::kGpuGraphNode:
         graph_nodes_.push_back(GpuGraphNode{e.a, static_cast<uint32_t>(e.b), e.name_id, e.t0_ns});
         break;
+      case raw::EventKind::kStackSample:
+        m_.stack_samples.push_back(
+            StackSample{std::max(e.t0_ns, e.t1_ns - std::min(e.t1_ns, kMaxSampleSpanNs)), e.t1_ns,
+                        static_cast<uint32_t>(e.a), e.name_id});
+        break;
     }
   }
 
@@ -301,6 +310,7 @@ class FileScanner {
   std::vector<uint32_t> group_names_;  // kCommGroup names, file-local
   size_t first_comm_ = m_.comm_calls.size();
   size_t first_tag_ = m_.memory_tags.size();
+  size_t first_sample_ = m_.stack_samples.size();
   size_t first_gpu_ = m_.gpu.size();
   std::vector<GpuGraphNode> graph_nodes_;  // this file's, with file-local string ids
   uint64_t last_end_ns_ = 0;
@@ -347,7 +357,7 @@ void collect_steps(TraceModel& m, const std::vector<HeldSlice>& held) {
   for (const HeldSlice& h : held) {
     if (!h.is_step) continue;
     Slice s{h.start_ns, 0, h.key};
-    StepWindow w{m.step_number(s), h.start_ns, h.start_ns + h.dur_ns};
+    StepWindow w{m.step_number(s), h.start_ns, h.start_ns + h.dur_ns, h.tid};
     uint8_t flags = m.keys[h.key].op_flags;
     if (flags & raw::kStepStartUp) {
       phases[0].push_back(w);
@@ -434,6 +444,10 @@ bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string*
                    [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   std::stable_sort(m.memory_tags.begin(), m.memory_tags.end(),
                    [](const MemoryTag& a, const MemoryTag& b) { return a.ts_ns < b.ts_ns; });
+  std::stable_sort(m.stack_samples.begin(), m.stack_samples.end(),
+                   [](const StackSample& a, const StackSample& b) {
+                     return std::tie(a.tid, a.end_ns) < std::tie(b.tid, b.end_ns);
+                   });
   place_driver_memory_on_calling_threads(m);
   std::sort(st.sample.begin(), st.sample.end(),
             [](const State::Sampled& a, const State::Sampled& b) { return a.start_ns < b.start_ns; });

@@ -69,6 +69,7 @@ std::string select_steps(TraceModel& m, const std::vector<int64_t>& list) {
   keep_if(m.failed_allocations, [&](const MemoryRecord& r) { return inside(r.ts_ns); });
   keep_if(m.memory_tags, [&](const MemoryTag& t) { return inside(t.ts_ns); });
   keep_if(m.gpu, [&](const GpuActivity& a) { return inside(a.start_ns); });
+  keep_if(m.stack_samples, [&](const StackSample& s) { return inside(s.start_ns); });
   m.steps = chosen;
   m.selection = selection;
   return "";

@@ -225,6 +225,24 @@ struct StepWindow {
   int64_t number;
   uint64_t start_ns;
   uint64_t end_ns;
+  uint32_t tid = 0;  // the thread that recorded it (the training loop's)
+};
+
+// A sample stands for at most this long (a sampler held back longer, by a
+// busy machine, knows nothing of what came before; a thread that samples
+// itself, blocked that long, is found where the wait began or ended).
+inline constexpr uint64_t kMaxSampleSpanNs = 1'000'000'000;
+
+// A thread's stack as a front end's sampler found it (STACK_SAMPLE):
+// standing for [start_ns, end_ns) of thread `tid`.
+struct StackSample {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint32_t tid;
+  uint32_t stack;  // string id: "file(line): function" frames, innermost first, ';' between
+  // Of its span, the time its thread spent outside every range and
+  // operator (analysis/python_samples.h sets it).
+  uint64_t outside_ns = 0;
 };
 
 // `steps` sorted by start, for step_at.
@@ -280,6 +298,8 @@ struct TraceModel {
   std::vector<CounterSample> counters;
   std::vector<AsyncRange> async_ranges;
   std::vector<DataStageSlice> data_stages;
+  // By (tid, end_ns); each span at most kMaxSampleSpanNs long.
+  std::vector<StackSample> stack_samples;
   // Symbolized native call stacks (with_stack), by the inputs string id that
   // carries the raw frames (symbolize_call_stacks).
   std::unordered_map<uint32_t, std::string> call_stacks;

@@ -211,6 +211,11 @@ std::vector<OptionSpec> make_table() {
        "_ExperimentalConfig(sample_operators)",
        "about 1 operator call in N recorded (LibTorch's sampling); the analysis scales operators by N",
        TRAINPROF_UINT_OPTION(sample_operators, 1000000)},
+      {"python_stack_sampling_ms", "uint", "[0, 1000]", "python_stack_sampling_ms", false,
+       "_ExperimentalConfig(python_stack_sampling_ms)",
+       "Python only: every Python thread's stack read this often, ms, to name the functions that spend "
+       "host time outside operators; 0: off",
+       TRAINPROF_UINT_OPTION(python_stack_sampling_ms, 1000)},
       {"buffer_mb", "uint", "[1, 1048576]", "buffer_mb", false, "",
        "memory for event buffers, MiB; when full, events are dropped and counted, never waited for",
        TRAINPROF_UINT_OPTION(buffer_mb, 1024 * 1024)},

@@ -62,6 +62,10 @@ void ProfilerOptions::validate() const {
     throw std::invalid_argument("ProfilerOptions.sample_operators must be in [1, 1000000], got " +
                                 std::to_string(sample_operators));
   }
+  if (python_stack_sampling_ms > 1000) {
+    throw std::invalid_argument("ProfilerOptions.python_stack_sampling_ms must be in [0, 1000], got " +
+                                std::to_string(python_stack_sampling_ms));
+  }
   if (host_sys_interval_ms < 1 || host_sys_interval_ms > 60000) {
     throw std::invalid_argument("ProfilerOptions.host_sys_interval_ms must be in [1, 60000], got " +
                                 std::to_string(host_sys_interval_ms));

@@ -201,6 +201,10 @@ size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count)
     uint32_t name = string_id(e.name);
     switch (kind) {
       case raw::EventKind::kRange: dur = e.t1 - e.t0; break;
+      case raw::EventKind::kStackSample:
+        dur = e.t1 - e.t0;
+        a = e.aux;  // the sampled thread
+        break;
       case raw::EventKind::kStep:
         dur = e.t1 - e.t0;
         a = e.reserved;  // raw::kStep* flags

@@ -13,6 +13,7 @@
 #include "core/intern.h"
 #include "core/step_health.h"
 #include "trainprof/range.h"
+#include "trainprof/stack_sample.h"
 
 namespace trainprof::core {}  // namespace trainprof::core
 
@@ -399,6 +400,13 @@ void record_range(const char* name, uint64_t start_ticks) noexcept {
   uint64_t end = detail::now_ticks();
   if (!detail::host_recording()) return;
   core::write_event_fields(start_ticks, end, name, static_cast<uint8_t>(raw::EventKind::kRange), 0, 0, 0);
+}
+
+void record_stack_sample(uint32_t sampled_tid, uint64_t start_ticks, uint64_t end_ticks,
+                         const char* stack) noexcept {
+  if (!detail::host_recording() || end_ticks < start_ticks) return;
+  core::write_event_fields(start_ticks, end_ticks, stack, static_cast<uint8_t>(raw::EventKind::kStackSample),
+                           0, 0, sampled_tid);
 }
 
 }  // namespace trainprof::detail

@@ -1,6 +1,7 @@
 // Copyright trainprof authors.
 #include "exporter/csv_tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -209,7 +210,7 @@ std::string write_critical_path(const analysis::TraceModel& model,
                                 const std::vector<analysis::PathSegment>& path, const OutputPath& path_file) {
   CsvBuilder csv(path_file);
   header(csv, {"Step", "Kind", "Name", "Thread Id", "Device Id", "Stream Id", "Start Time(us)",
-               "Duration(us)", "Step Share(%)", "Count"});
+               "Duration(us)", "Step Share(%)", "Count", "Python"});
   std::map<int64_t, uint64_t> step_ns;
   for (const analysis::StepWindow& w : model.steps) step_ns[w.number] = w.end_ns - w.start_ns;
   const auto offset = static_cast<uint64_t>(model.realtime_offset_ns);
@@ -224,7 +225,11 @@ std::string write_critical_path(const analysis::TraceModel& model,
         .us(s.start_ns + offset)
         .us(s.dur_ns)
         .fixed(length > 0 ? 100.0 * static_cast<double>(s.dur_ns) / static_cast<double>(length) : 0.0, 3)
-        .count(s.count);
+        .count(s.count)
+        // Untracked host time: the function the stack samples found there.
+        .field(s.kind == analysis::PathKind::kHostUntracked
+                   ? analysis::top_outside_function(model, s.tid, s.start_ns, s.start_ns + s.span_ns)
+                   : std::string());
     csv.end_row();
   }
   return csv.commit();
@@ -302,6 +307,24 @@ std::string write_memory_breakdown(const analysis::TraceModel& m, const analysis
     for (size_t c = 0; c < analysis::kMemoryClasses; ++c)
       row("class", analysis::memory_class_name(static_cast<analysis::MemoryClass>(c)), p.by_class[c]);
     for (const analysis::SiteBytes& s : p.sites) row("site", b.sites[s.site], s.bytes);
+  }
+  return csv.commit();
+}
+
+std::string write_python_outside_operators(const analysis::OutsideOperators& outside,
+                                           const OutputPath& path) {
+  CsvBuilder csv(path);
+  header(csv, {"Step", "Function", "File", "Line", "Input", "Time(us)"});
+  for (const auto& [step, functions] : outside.by_step) {
+    for (const analysis::OutsideFunction& f : functions) {
+      csv.field(std::to_string(step))
+          .field(f.function)
+          .field(f.file)
+          .count(static_cast<uint64_t>(std::max(f.line, 0)))
+          .field(f.input ? "yes" : "no")
+          .us(f.ns);
+      csv.end_row();
+    }
   }
   return csv.commit();
 }

@@ -12,6 +12,7 @@
 #include "analysis/memory.h"
 #include "analysis/memory_breakdown.h"
 #include "analysis/passes.h"
+#include "analysis/python_samples.h"
 #include "analysis/rank_summary.h"
 #include "exporter/output_file.h"
 
@@ -30,6 +31,9 @@ std::string write_step_trace_time(const std::vector<analysis::StepTraceRow>& row
 // (start: realtime us; share: of the step's length).
 std::string write_critical_path(const analysis::TraceModel& model,
                                 const std::vector<analysis::PathSegment>& path, const OutputPath& path_file);
+// python_outside_operators.csv: per counted step, the functions the stack
+// samples found outside operators and ranges on the step's thread.
+std::string write_python_outside_operators(const analysis::OutsideOperators& outside, const OutputPath& path);
 // memory_record.csv and operator_memory.csv (profile_memory).
 std::string write_memory_record(const analysis::TraceModel& model, const OutputPath& path);
 std::string write_operator_memory(const analysis::TraceModel& model, const analysis::MemoryMatch& match,

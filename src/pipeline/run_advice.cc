@@ -141,6 +141,22 @@ void add_memory(const analysis::TraceModel& m, const json& run_info, analysis::A
   f->host_limit_source = memory->value("limit_source", std::string("memory limit"));
 }
 
+// The stack samples' functions and what of their time the critical path saw.
+void add_outside(const analysis::OutsideOperators& o, const std::vector<analysis::PathSegment>& path,
+                 const json& run_info, analysis::AdviceFacts* f) {
+  for (const analysis::OutsideFunction& fn : o.functions)
+    f->outside.push_back(analysis::OutsideFacts{analysis::describe(fn), fn.ns / 1e6, fn.input});
+  f->outside_sampled_ms = o.outside_ns / 1e6;
+  if (!path.empty()) {
+    f->host_untracked_path_ms = 0;
+    for (const analysis::PathSegment& s : path)
+      if (s.kind == analysis::PathKind::kHostUntracked) f->host_untracked_path_ms += s.dur_ns / 1e6;
+  }
+  auto options = run_info.is_object() ? run_info.find("options") : run_info.end();
+  if (options != run_info.end() && options->is_object())
+    f->sampling_ms = options->value("python_stack_sampling_ms", 0u);
+}
+
 }  // namespace
 
 analysis::AdviceFacts advice_facts(const RunAdviceInput& in) {
@@ -154,6 +170,7 @@ analysis::AdviceFacts advice_facts(const RunAdviceInput& in) {
   f.host = host_names(m);
   f.gpu = gpu_names(m);
   if (in.host != nullptr) add_host(*in.host, &f);
+  if (in.outside != nullptr) add_outside(*in.outside, *in.critical_path, *in.run_info, &f);
   add_memory(m, *in.run_info, &f);
   return f;
 }

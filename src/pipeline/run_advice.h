@@ -11,6 +11,7 @@
 #include "analysis/critical_path.h"
 #include "analysis/host_usage.h"
 #include "analysis/passes.h"
+#include "analysis/python_samples.h"
 #include "analysis/trace_model.h"
 #include "analysis/what_if.h"
 
@@ -21,8 +22,9 @@ struct RunAdviceInput {
   const std::vector<analysis::StepTraceRow>* steps;
   const std::vector<analysis::WhatIfObserver>* what_ifs;    // the default ones (run_outputs.cc)
   const std::vector<analysis::PathSegment>* critical_path;  // every step's
-  const analysis::HostBottlenecks* host;  // the host sampler's verdict, null when not sampled
-  const nlohmann::json* run_info;         // the run's own profiler_info.json: "memory"
+  const analysis::HostBottlenecks* host;      // the host sampler's verdict, null when not sampled
+  const nlohmann::json* run_info;             // the run's own profiler_info.json: "memory"
+  const analysis::OutsideOperators* outside;  // the stack samples' functions, by time
 };
 
 analysis::AdviceFacts advice_facts(const RunAdviceInput& in);

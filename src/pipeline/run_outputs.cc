@@ -16,6 +16,7 @@
 #include "analysis/memory.h"
 #include "analysis/memory_breakdown.h"
 #include "analysis/passes.h"
+#include "analysis/python_samples.h"
 #include "analysis/rank_summary.h"
 #include "analysis/what_if.h"
 #include "base/json_limits.h"
@@ -321,6 +322,28 @@ json in_steps_json(const analysis::TraceModel& m) {
   return {{"host", rows(host)}, {"gpu", rows(gpu)}};
 }
 
+// analysis.python_outside_operators: the stack samples' verdict over the
+// counted steps, the functions with the most time first.
+json outside_json(const analysis::TraceModel& m, const analysis::OutsideOperators& o) {
+  json functions = json::array();
+  double steps = static_cast<double>(std::max<int64_t>(o.steps, 1));
+  for (size_t i = 0; i < o.functions.size() && i < 10; ++i) {
+    const analysis::OutsideFunction& f = o.functions[i];
+    functions.push_back({{"function", f.function},
+                         {"file", f.file},
+                         {"line", f.line},
+                         {"input", f.input},
+                         {"ms_per_step", f.ns / 1e6 / steps},
+                         {"name", analysis::describe(f)}});
+  }
+  return {{"samples", m.stack_samples.size()},
+          {"samples_in_steps", o.samples},
+          {"steps", o.steps},
+          {"outside_ms_per_step", o.outside_ns / 1e6 / steps},
+          {"glue_gap_ms", analysis::kGlueGapNs / 1e6},
+          {"functions", functions}};
+}
+
 json what_if_estimates(const std::vector<analysis::WhatIfObserver>& observers,
                        const std::vector<analysis::PathSegment>& path) {
   auto on_path = [&path](analysis::PathKind kind) {
@@ -359,12 +382,13 @@ class WindowPasses {
  public:
   // `trace`, `database`: the outputs fed window by window; null: not written.
   // `critical_path`: the critical path's accumulator runs.
-  WindowPasses(const analysis::TraceModel& m, exporter::ChromeTraceWriter* trace,
+  WindowPasses(analysis::TraceModel& m, exporter::ChromeTraceWriter* trace,
                exporter::PerfettoTraceWriter* perfetto, exporter::DatabaseWriter* database,
                bool critical_path)
       : critical_path_(critical_path),
         what_ifs_(default_what_ifs()),
         self_(m),
+        outside_(m),
         launches_(m),
         steps_(m),
         trace_(trace),
@@ -377,8 +401,9 @@ class WindowPasses {
     for (analysis::WhatIfObserver& o : what_ifs_) path_.add_observer(&o);
   }
 
-  void add(const analysis::TraceModel& m, const analysis::Window& w) {
+  void add(analysis::TraceModel& m, const analysis::Window& w) {
     self_.add_window(m);
+    outside_.add_window(m);
     launches_.add_window(m);
     analysis::add_totals(m, &totals_);
     steps_.add_window(m, w.start_ns, w.end_ns);
@@ -399,6 +424,7 @@ class WindowPasses {
   // Self times, totals and step rows complete.
   void finish(analysis::TraceModel& m) {
     self_.finish(m);
+    outside_.finish(m);
     launches_.finish(m);
     analysis::finish_totals(m, &totals_);
     steps_.use_device_time(m);
@@ -418,6 +444,7 @@ class WindowPasses {
   bool critical_path_;
   std::vector<analysis::WhatIfObserver> what_ifs_;  // told of each step by path_
   analysis::SelfTimeAccumulator self_;
+  analysis::OutsideOperatorsAccumulator outside_;
   analysis::LaunchAttribution launches_;
   analysis::StepTraceAccumulator steps_;
   analysis::CriticalPathAccumulator path_;
@@ -471,6 +498,8 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   }
   passes.finish(model);
   for (const std::string& w : model.warnings) add_warning(r, w);  // reading's and the passes'
+  const analysis::OutsideOperators outside = analysis::outside_operators(model);
+  if (!model.stack_samples.empty()) (*extra)["python_outside_operators"] = outside_json(model, outside);
   std::string errors;
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
@@ -507,6 +536,11 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
     } else {
       unlinkat(out.fd, "critical_path.csv", 0);  // of an earlier analysis
     }
+    if (!outside.by_step.empty()) {
+      note(exporter::write_python_outside_operators(outside, out.file("python_outside_operators.csv")));
+    } else {
+      unlinkat(out.fd, "python_outside_operators.csv", 0);
+    }
     if (!model.data_stages.empty()) {
       note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
     } else {
@@ -535,7 +569,7 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
     base::parse_json_limited(run_info_text, &run_info);  // checked when the run was read
     analysis::AdviceFacts facts =
         advice_facts(RunAdviceInput{&model, &passes.step_rows(), &passes.what_ifs(), &passes.critical_path(),
-                                    host ? &*host : nullptr, &run_info});
+                                    host ? &*host : nullptr, &run_info, &outside});
     (*extra)["advice"] = findings_json(analysis::advise(facts));
   }
   if (!model.comm_calls.empty()) {

@@ -391,6 +391,32 @@ void append_start_up(std::string& text, const nlohmann::json& info) try {
   text += "  warning: profiler_info.json's analysis.start_up is malformed; the start-up is not shown\n";
 }
 
+// Python outside operators (profiler_info.json's analysis.
+// python_outside_operators): the functions the stack samples found where
+// no operator or range was, per step.
+void append_outside(std::string& text, const nlohmann::json& info) try {
+  if (!info.is_object()) return;
+  auto a = info.find("analysis");
+  if (a == info.end() || !a->is_object()) return;
+  auto o = a->find("python_outside_operators");
+  if (o == a->end() || !o->is_object()) return;
+  auto functions = o->find("functions");
+  if (functions == o->end() || !functions->is_array() || functions->empty()) return;
+  std::string names;
+  size_t shown = 0;
+  for (const nlohmann::json& f : *functions) {
+    if (!f.is_object() || shown++ == 3) break;
+    char part[64];
+    std::snprintf(part, sizeof(part), " %.3f ms%s", base::number_field(f, "ms_per_step", 0),
+                  f.value("input", false) ? " (input)" : "");
+    names += (names.empty() ? "" : ", ") + shorten(base::string_field(f, "name"), 60) + part;
+  }
+  append_format(text, "  Python outside operators: %.3f ms per step (python_outside_operators.csv): %s\n",
+                base::number_field(*o, "outside_ms_per_step", 0), names.c_str());
+} catch (const nlohmann::json::exception&) {  // an edited profiler_info.json
+  text += "  warning: profiler_info.json's analysis.python_outside_operators is malformed; not shown\n";
+}
+
 // The advisor's findings (profiler_info.json's), first: what to change.
 void append_advice(std::string& text, const nlohmann::json& info, const std::string& run_dir) {
   if (!info.is_object()) return;  // said with the peaks
@@ -442,6 +468,7 @@ std::string summarize_run(const std::string& run_dir) {
   append_trigger(text, info);
   append_sampling(text, info);
   append_start_up(text, info);
+  append_outside(text, info);
   append_advice(text, info, run_dir);
   std::vector<NameTotal> rows =
       totals_by_name(exporter::read_csv_file((out / "operator_details.csv").string()));

@@ -105,8 +105,11 @@ enum class EventKind : uint8_t {
   kGpuGraphNode = 19,  // a CUDA graph node that launched GPU activities of this run: name = the
                        // operator open where it was made (captured), "" when none; t0 = when it was
                        // made (may precede the run), a = graph node id, b = graph id
+  kStackSample = 20,   // a thread's stack as a sampler found it: name = the stack ("file(line):
+                       // function" frames, innermost first, joined by ';'), t0, duration = the span
+                       // the sample stands for, a = the sampled thread's OS id
 };
-inline constexpr uint8_t kMaxEventKind = 19;
+inline constexpr uint8_t kMaxEventKind = 20;
 
 inline constexpr bool is_gpu_event_kind(EventKind kind) {
   return kind >= EventKind::kGpuKernel && kind <= EventKind::kGpuSync;

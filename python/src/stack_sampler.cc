@@ -1,0 +1,318 @@
+// Copyright trainprof authors. The Python stack sampler (stack_sampler.h).
+//
+// One thread of its own, with a Python thread state made once: each look
+// takes the GIL, walks every other thread's frames and records one sample
+// per thread, standing for the time between the previous ask and this one. torch's
+// bindings release the GIL while an operator runs, so a look waits at most
+// for the interpreter's switch interval while another thread runs Python;
+// the sample's span then covers the wait, and the analysis gives it only the
+// part the thread spent outside operators and ranges.
+//
+// A thread that runs pure Python holds the GIL until the switch interval
+// or its next operator, and one blocked in a call that let the GIL go
+// (a sleep, a lock) is found wherever it let go: looks would come when the
+// thread lets go, not at times of their own. The main thread, where
+// training loops mostly run, is therefore sampled from inside: each look
+// asks it (a pending call, which it runs at the next bytecode boundary
+// where it notices: when the sampler asks for the GIL, within the switch
+// interval, or when a blocking call returns) to record its own stack. The
+// stack it finds is where it was when asked, give or take the switch
+// interval, so each such sample stands for the time between two asks:
+// evenly spaced, whatever the thread was doing. When the sampler gets the
+// GIL and the main thread has not run the call yet, it is blocked outside
+// Python (a sleep, a lock, an operator) where it was asked: the sampler
+// reads its stack then, before the blocking call returns and the thread
+// runs on into the next function.
+#include "stack_sampler.h"
+
+#include <nanobind/stl/string.h>
+
+#include <Python.h>
+#include <frameobject.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "trainprof/range.h"
+#include "trainprof/stack_sample.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace trainprof::python {
+namespace {
+
+constexpr int kMaxFrames = 64;
+// Distinct stacks kept formatted; past it a new stack keeps its 8 innermost
+// frames, so that a program that never repeats a stack stays bounded.
+constexpr size_t kMaxStacks = 100000;
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+bool finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+// trainprof's own wrappers (the optimizer's step counter, record_function)
+// are not the program's functions.
+bool own_frame(std::string_view file) {
+  return file.find("/trainprof/_") != std::string_view::npos;
+}
+
+bool is_generator(PyCodeObject* code) {
+  return (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
+}
+
+class StackSampler {
+ public:
+  // "" or why the sampler cannot run here.
+  // `main_tid`: the main thread's OS id (it samples itself).
+  std::string acquire(uint32_t interval_ms, uint32_t main_tid) {
+#if PY_VERSION_HEX < 0x030B0000
+    (void)interval_ms;
+    (void)main_tid;
+    return "Python stack sampling needs Python 3.11 or later (a thread state's OS thread id)";
+#else
+    forget_if_forked();
+    std::lock_guard<std::mutex> lock(mu_);
+    main_tid_ = main_tid;
+    interval_ms_ = users_ == 0 ? interval_ms : std::min(interval_ms_, interval_ms);
+    ++users_;
+    if (!thread_.joinable()) {
+      stopping_ = false;
+      owner_ = getpid();
+      thread_ = std::thread([this] { loop(); });
+    }
+    return "";
+#endif
+  }
+
+  // Called without the GIL: the sampler may be waiting for it.
+  void release() {
+    forget_if_forked();
+    std::thread ending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (users_ == 0 || --users_ > 0) return;
+      stopping_ = true;
+      ending = std::move(thread_);
+    }
+    cv_.notify_all();
+    if (ending.joinable()) ending.join();
+  }
+
+ private:
+  // A fork() child has the parent's state but not its thread.
+  void forget_if_forked() {
+    if (owner_ == 0 || owner_ == getpid()) return;
+    new (&mu_) std::mutex();
+    new (&cv_) std::condition_variable();
+    new (&thread_) std::thread();  // names no thread here: forgotten, not joined
+    users_ = 0;
+    owner_ = 0;
+    main_queued_ = false;
+    main_due_ = false;
+    main_previous_ = 0;
+  }
+
+  void loop() {
+    if (!Py_IsInitialized() || finalizing()) return;
+    PyGILState_STATE gil = PyGILState_Ensure();  // this thread's state, kept
+    PyThreadState* saved = PyEval_SaveThread();
+    uint64_t previous = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stopping_; });
+      if (stopping_) break;
+      lock.unlock();
+      if (!detail::host_recording() || finalizing()) {
+        previous = 0;  // the next look stands for nothing before it
+        main_previous_ = 0;
+      } else {
+        // The other threads' stacks too stand for the time between two
+        // asks: the GIL comes within the switch interval of asking, and a
+        // thread that does not hold it is blocked where it was asked.
+        uint64_t asked = detail::now_ticks();
+        ask_main_thread(asked);
+        PyEval_RestoreThread(saved);
+        look(previous, asked);
+        saved = PyEval_SaveThread();
+        previous = asked;
+      }
+      lock.lock();
+    }
+    lock.unlock();
+    if (finalizing()) return;  // the interpreter is going: its thread states with it
+    PyEval_RestoreThread(saved);
+    PyGILState_Release(gil);
+  }
+
+  // With the GIL: one sample per other thread, for [start, end).
+  void look(uint64_t start, uint64_t end) {
+#if PY_VERSION_HEX >= 0x030B0000
+    PyThreadState* me = PyThreadState_Get();
+    for (PyThreadState* ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts != nullptr;
+         ts = PyThreadState_Next(ts)) {
+      if (ts == me) continue;
+      bool main = ts->native_thread_id == main_tid_;
+      if (main && !main_due_) continue;                   // it sampled itself since the ask
+      PyFrameObject* frame = PyThreadState_GetFrame(ts);  // a new reference, or none
+      if (frame == nullptr) continue;
+      const char* stack = stack_of(frame);
+      Py_DECREF(frame);
+      if (main) {
+        record_main(stack);
+      } else if (stack != nullptr && start != 0 && end > start) {
+        detail::record_stack_sample(static_cast<uint32_t>(ts->native_thread_id), start, end, stack);
+      }
+    }
+#else
+    (void)start;
+    (void)end;
+#endif
+  }
+
+  // One pending call at a time: a main thread blocked outside Python runs
+  // it when it comes back (its sample then stands for the whole wait).
+  void ask_main_thread(uint64_t now) {
+    main_asked_at_ = now;
+    main_due_ = true;
+    if (main_queued_.exchange(true)) return;  // a call still pending answers this ask too
+    if (Py_AddPendingCall(&StackSampler::sample_main_thread, this) != 0) main_queued_ = false;  // queue full
+  }
+
+  // With the GIL: the main thread's sample due for the time from the
+  // previous ask to the last one.
+  void record_main(const char* stack) {
+    main_due_ = false;
+    uint64_t end = main_asked_at_, start = main_previous_.exchange(end);
+#if PY_VERSION_HEX >= 0x030B0000
+    if (stack != nullptr && start != 0 && end > start && detail::host_recording())
+      detail::record_stack_sample(main_tid_, start, end, stack);
+#endif
+  }
+
+  // In the main thread, with the GIL, at a bytecode boundary.
+  static int sample_main_thread(void* self) {
+    auto* s = static_cast<StackSampler*>(self);
+    s->main_queued_ = false;
+    if (!s->main_due_) return 0;  // the sampler read it, blocked, already
+    const char* stack = nullptr;
+    if (PyFrameObject* frame = PyThreadState_GetFrame(PyThreadState_Get())) {
+      stack = s->stack_of(frame);
+      Py_DECREF(frame);
+    }
+    s->record_main(stack);
+    return 0;
+  }
+
+  // The stack's text, interned, looked up by a hash of its frames' code
+  // objects and lines: a repeated stack is a walk and a lookup.
+  const char* stack_of(PyFrameObject* innermost) {
+    uint64_t h = 0;
+    int depth = 0;
+    PyFrameObject* frame = innermost;
+    Py_INCREF(frame);
+    for (; frame != nullptr && depth < kMaxFrames; ++depth) {
+      PyCodeObject* code = PyFrame_GetCode(frame);
+      h = mix(mix(h, reinterpret_cast<uintptr_t>(code)), static_cast<uint64_t>(PyFrame_GetLineNumber(frame)));
+      Py_DECREF(code);
+      PyFrameObject* back = PyFrame_GetBack(frame);
+      Py_DECREF(frame);
+      frame = back;
+    }
+    Py_XDECREF(frame);
+    if (auto it = stacks_.find(h); it != stacks_.end()) return it->second;
+    bool keep = stacks_.size() < kMaxStacks;
+    const char* interned = format(innermost, keep ? kMaxFrames : 8, keep);
+    if (keep) stacks_.emplace(h, interned);
+    return interned;
+  }
+
+  // "file(line): function" frames, innermost first, joined by ';'; a
+  // generator's (or coroutine's) function ends in " (generator)". `keep`:
+  // the code objects stay alive, so that their addresses (in the hash) are
+  // not reused by others.
+  const char* format(PyFrameObject* innermost, int max_frames, bool keep) {
+    std::string text;
+    PyFrameObject* frame = innermost;
+    Py_INCREF(frame);
+    for (int depth = 0; frame != nullptr && depth < max_frames; ++depth) {
+      PyCodeObject* code = PyFrame_GetCode(frame);
+      const char* file = PyUnicode_AsUTF8(code->co_filename);
+      const char* function = PyUnicode_AsUTF8(code->co_name);
+      if (file == nullptr || function == nullptr) {
+        PyErr_Clear();
+      } else if (!own_frame(file)) {
+        if (!text.empty()) text += ';';
+        text.append(file).append("(").append(std::to_string(PyFrame_GetLineNumber(frame))).append("): ");
+        text.append(function);
+        if (is_generator(code)) text += " (generator)";
+      }
+      if (keep) {
+        kept_codes_.push_back(reinterpret_cast<PyObject*>(code));  // the reference is kept
+      } else {
+        Py_DECREF(code);
+      }
+      PyFrameObject* back = PyFrame_GetBack(frame);
+      Py_DECREF(frame);
+      frame = back;
+    }
+    Py_XDECREF(frame);
+    return text.empty() ? nullptr : detail::intern(text);
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+  pid_t owner_ = 0;
+  int users_ = 0;
+  uint32_t interval_ms_ = 10;
+  bool stopping_ = false;
+  uint32_t main_tid_ = 0;
+  std::atomic<bool> main_queued_{false};    // a pending call is queued
+  std::atomic<bool> main_due_{false};       // a sample is due (asked, not yet taken)
+  std::atomic<uint64_t> main_asked_at_{0};  // when the last ask was made
+  std::atomic<uint64_t> main_previous_{0};  // the main thread's previous look; 0: none while recording
+  // The sampler thread's and the main thread's, under the GIL.
+  std::unordered_map<uint64_t, const char*> stacks_;
+  std::vector<PyObject*> kept_codes_;
+};
+
+StackSampler& sampler() {
+  static StackSampler* s = new StackSampler();  // a thread may outlive static destructors
+  return *s;
+}
+
+}  // namespace
+
+void bind_stack_sampler(nb::module_& m) {
+  m.def(
+      "acquire_stack_sampler",
+      [](uint32_t interval_ms, uint32_t main_tid) { return sampler().acquire(interval_ms, main_tid); },
+      "interval_ms"_a, "main_tid"_a);
+  m.def("release_stack_sampler", [] {
+    nb::gil_scoped_release unlocked;
+    sampler().release();
+  });
+}
+
+}  // namespace trainprof::python
