@@ -746,6 +746,12 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   EXPECT_EQ(advice.findings[0].rule, "straggler") << advice.text;
   EXPECT_EQ(advice.findings[0].ranks, std::vector<int>{2}) << advice.text;
   EXPECT_NE(advice.findings[0].evidence.find("cause: compute"), std::string::npos) << advice.text;
+  // The others' exposed communication is their wait for it: said there, not
+  // a finding of its own.
+  for (const Advice& a : advice.findings) EXPECT_NE(a.rule, "exposed_communication") << advice.text;
+  EXPECT_NE(advice.findings[0].evidence.find("is their wait for it, the same time, not counted again"),
+            std::string::npos)
+      << advice.text;
   // Every rank's steps, one row each, in msprof-analyze's cluster layout.
   std::string csv = test::read_text(r.output_dir + "/cluster_step_trace_time.csv");
   EXPECT_EQ(csv.rfind("Step,Type,Index,Computing,", 0), 0u) << csv;

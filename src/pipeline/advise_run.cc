@@ -110,6 +110,36 @@ std::string rank_list(std::vector<int> ranks) {
   return out;
 }
 
+// The other ranks' exposed communication is mostly their wait for the
+// straggler: the same time, which goes when the straggler does. It is
+// said in the straggler's finding and not counted again as a finding of
+// its own (one found on the straggler's rank alone stays).
+void fold_waits_into_straggler(std::vector<Advice>& findings) {
+  auto straggler = std::find_if(findings.begin(), findings.end(),
+                                [](const Advice& a) { return a.rule == "straggler" && !a.ranks.empty(); });
+  if (straggler == findings.end()) return;
+  int slow = straggler->ranks.front();
+  std::vector<Advice> kept;
+  std::string folded;
+  for (Advice& a : findings) {
+    bool others = a.rule == "exposed_communication" &&
+                  std::any_of(a.ranks.begin(), a.ranks.end(), [slow](int r) { return r != slow; });
+    if (!others) {
+      kept.push_back(std::move(a));
+      continue;
+    }
+    std::vector<int> waiting;
+    for (int r : a.ranks)
+      if (r != slow) waiting.push_back(r);
+    folded = "; the exposed communication of rank(s) " + rank_list(waiting) + " (up to " +
+             base::format("%.3f", std::max(0.0, a.saving_ms)) +
+             " ms per step) is their wait for it, the same time, not counted again";
+  }
+  findings = std::move(kept);
+  for (Advice& a : findings)
+    if (a.rule == "straggler") a.evidence += folded;
+}
+
 // One finding per rule over the runs: the one that saves most stands for
 // the others, with every rank it was found on.
 std::vector<Advice> merge_by_rule(std::vector<Advice> all) {
@@ -131,8 +161,8 @@ std::vector<Advice> merge_by_rule(std::vector<Advice> all) {
     if (a.saving_ms > kept.saving_ms) kept = std::move(a);
     kept.ranks = ranks;
   }
-  // A straggler comes first whatever the savings: the others' exposed
-  // communication is mostly their wait for it, and goes when it does.
+  fold_waits_into_straggler(out);
+  // A straggler comes first whatever the savings.
   std::stable_sort(out.begin(), out.end(), [](const Advice& a, const Advice& b) {
     bool a_first = a.rule == "straggler", b_first = b.rule == "straggler";
     return a_first != b_first ? a_first : a.saving_ms > b.saving_ms;
