@@ -1655,6 +1655,10 @@ TEST(Database, AnswersWhatTheTextTablesSay) {
                 "WHERE value IN ('work', 'helper');"),
             "6\n");  // the main thread and five helper threads
   EXPECT_EQ(sql(db, "SELECT value FROM run_info WHERE key = 'stop_reason';"), "stop\n");
+  // The start-up and the tail are step slices (kind 2) outside the steps
+  // table, and no step is an autograd node.
+  EXPECT_EQ(sql(db, "SELECT COUNT(*) FROM slices WHERE kind = 2 AND step IS NULL;"), "2\n");
+  EXPECT_EQ(sql(db, "SELECT COUNT(*) FROM slices WHERE kind = 2 AND backward = 1;"), "0\n");
 }
 
 // Found by fuzzing (fuzz/analyse_fuzz.cc): damaged raw data that numbers two

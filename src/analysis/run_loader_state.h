@@ -103,8 +103,9 @@ class FileKeys {
     uint32_t key;
   };
   static std::pair<uint64_t, uint64_t> pack(const SliceKey& k) {
-    return {(uint64_t{k.tid} << 32) | k.name, (uint64_t{k.inputs} << 32) | (uint64_t{k.op_flags} << 8) |
-                                                  (k.is_op ? 2u : 0u) | (k.is_step ? 1u : 0u)};
+    return {(uint64_t{k.tid} << 32) | k.name, (uint64_t{k.inputs} << 32) | (uint64_t{k.step_flags} << 16) |
+                                                  (uint64_t{k.op_flags} << 8) | (k.is_op ? 2u : 0u) |
+                                                  (k.is_step ? 1u : 0u)};
   }
   static size_t slot_of(std::pair<uint64_t, uint64_t> p) {
     return ((p.first ^ (p.second * 0xff51afd7ed558ccdull)) * 0x9E3779B97F4A7C15ull) >> 40;
@@ -137,7 +138,8 @@ inline SliceKey slice_key(const raw::RawEvent& e) {
   k.name = e.name_id;
   k.is_step = e.kind == raw::EventKind::kStep;
   k.is_op = e.kind == raw::EventKind::kOperator;
-  if (k.is_op || k.is_step) k.op_flags = static_cast<uint8_t>(e.a & 0xff);
+  if (k.is_op) k.op_flags = static_cast<uint8_t>(e.a & 0xff);
+  if (k.is_step) k.step_flags = static_cast<uint8_t>(e.a & 0xff);
   return k;
 }
 

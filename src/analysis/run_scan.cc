@@ -358,7 +358,7 @@ void collect_steps(TraceModel& m, const std::vector<HeldSlice>& held) {
     if (!h.is_step) continue;
     Slice s{h.start_ns, 0, h.key};
     StepWindow w{m.step_number(s), h.start_ns, h.start_ns + h.dur_ns, h.tid};
-    uint8_t flags = m.keys[h.key].op_flags;
+    uint8_t flags = m.keys[h.key].step_flags;
     if (flags & raw::kStepStartUp) {
       phases[0].push_back(w);
     } else if (flags & raw::kStepTail) {

@@ -21,10 +21,11 @@ struct SliceKey {
   uint32_t tid = 0;
   uint32_t name = 0;  // TraceModel::strings index
   bool is_step = false;
-  bool is_op = false;    // framework operator (cpu_op), not a user range
-  uint8_t op_flags = 0;  // raw::kOperator* flags; a step's raw::kStep* flags
-  uint32_t inputs = 0;   // string id of "dims<US>types" (record_shapes), 0 if none
-  auto tie() const { return std::make_tuple(tid, name, is_step, is_op, op_flags, inputs); }
+  bool is_op = false;      // framework operator (cpu_op), not a user range
+  uint8_t op_flags = 0;    // raw::kOperator* flags
+  uint8_t step_flags = 0;  // a step's raw::kStep* flags (start-up, tail)
+  uint32_t inputs = 0;     // string id of "dims<US>types" (record_shapes), 0 if none
+  auto tie() const { return std::make_tuple(tid, name, is_step, is_op, op_flags, step_flags, inputs); }
 };
 
 // Calls, durations, self times and direct children summed per key (each
@@ -378,7 +379,7 @@ struct TraceModel {
   const OpLink* op_link(const Slice& s) const;
 
  private:
-  std::map<std::tuple<uint32_t, uint32_t, bool, bool, uint8_t, uint32_t>, uint32_t> key_index_;
+  std::map<decltype(SliceKey().tie()), uint32_t> key_index_;
   std::unordered_map<uint32_t, uint32_t> thread_index_;
 };
 
