@@ -44,6 +44,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "python_frames.h"
 #include "trainprof/range.h"
 #include "trainprof/stack_sample.h"
 
@@ -57,19 +58,6 @@ constexpr int kMaxFrames = 64;
 // Distinct stacks kept formatted; past it a new stack keeps its 8 innermost
 // frames, so that a program that never repeats a stack stays bounded.
 constexpr size_t kMaxStacks = 100000;
-
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h * 0xff51afd7ed558ccdull;
-}
-
-bool finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
 
 // trainprof's own wrappers (the optimizer's step counter, record_function)
 // are not the program's functions.
@@ -134,7 +122,7 @@ class StackSampler {
   }
 
   void loop() {
-    if (!Py_IsInitialized() || finalizing()) return;
+    if (!Py_IsInitialized() || python_finalizing()) return;
     PyGILState_STATE gil = PyGILState_Ensure();  // this thread's state, kept
     PyThreadState* saved = PyEval_SaveThread();
     uint64_t previous = 0;
@@ -143,7 +131,7 @@ class StackSampler {
       cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stopping_; });
       if (stopping_) break;
       lock.unlock();
-      if (!detail::host_recording() || finalizing()) {
+      if (!detail::host_recording() || python_finalizing()) {
         previous = 0;  // the next look stands for nothing before it
         main_previous_ = 0;
       } else {
@@ -160,7 +148,7 @@ class StackSampler {
       lock.lock();
     }
     lock.unlock();
-    if (finalizing()) return;  // the interpreter is going: its thread states with it
+    if (python_finalizing()) return;  // the interpreter is going: its thread states with it
     PyEval_RestoreThread(saved);
     PyGILState_Release(gil);
   }

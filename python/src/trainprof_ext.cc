@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "python_frames.h"
 #include "stack_sampler.h"
 #include "trainprof/advise.h"
 #include "trainprof/analyse.h"
@@ -121,10 +122,8 @@ struct RangeName {
 
 constexpr int kMaxPythonFrames = 64;
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h * 0xff51afd7ed558ccdull;
-}
+using trainprof::python::mix;
+using trainprof::python::python_finalizing;
 
 // torch's own profiler leaves these frames out of its stacks (its
 // _filter_stack_entry); so do we, with trainprof's wrappers.
@@ -213,14 +212,6 @@ const char* python_stack_locked(PyFrameObject* innermost) {
   const char* interned = text.empty() ? nullptr : trainprof::detail::intern(text);
   stacks->by_hash.emplace(h, interned);
   return interned;
-}
-
-bool python_finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
 }
 
 // The stack provider. torch's bindings release the GIL before they dispatch

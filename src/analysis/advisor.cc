@@ -163,7 +163,7 @@ void unfused_optimizer(const AdviceFacts& f, std::vector<Finding>* out) {
   if (f.steps <= 0 || f.median_step_ms <= 0) return;
   uint64_t fused = fused_calls(f);
   for (const NameFacts& h : f.host) {
-    if (!is_per_parameter_optimizer(h, fused) || h.child_calls == 0) continue;
+    if (!is_per_parameter_optimizer(h, fused)) continue;  // children: 40 or more a call
     double calls = static_cast<double>(h.calls);
     double children = static_cast<double>(h.child_calls) / calls;
     // Short child operators: the update's cost is per tensor (dispatch, the
@@ -175,7 +175,7 @@ void unfused_optimizer(const AdviceFacts& f, std::vector<Finding>* out) {
                       static_cast<double>(h.child_calls);
     if (child_us >= kTinyOpUs) continue;
     double per_call_ms = h.total_ns / 1e6 / calls;
-    double saving = per_call_ms * kMultiTensorSaving * calls / static_cast<double>(f.steps);
+    double saving = per_step(f, h.total_ns / 1e6) * kMultiTensorSaving;
     if (saving < kOptimizerSavingShare * f.median_step_ms) continue;
     std::string optimizer = h.name.substr(h.name.find('#') + 1);
     optimizer = optimizer.substr(0, optimizer.find('.'));
@@ -246,10 +246,6 @@ void memory_near_limit(const AdviceFacts& f, uint64_t peak, uint64_t limit, cons
       "make room before it runs out: a smaller batch with gradient accumulation, activation "
       "checkpointing, mixed precision, or freeing what outlives the step";
   out->push_back(x);  // memory is not step time: no saving
-}
-
-bool is_gc_range(const std::string& name) {
-  return starts_with(name, "gc.collect");
 }
 
 void gc_pauses(const AdviceFacts& f, std::vector<Finding>* out) {
@@ -344,6 +340,10 @@ void cpu_saturated(const AdviceFacts& f, std::vector<Finding>* out) {
 }
 
 }  // namespace
+
+bool is_gc_range(const std::string& name) {
+  return starts_with(name, "gc.collect");
+}
 
 std::vector<Finding> advise(const AdviceFacts& facts) {
   std::vector<Finding> out;

@@ -95,6 +95,10 @@ struct AdviceFacts {
   uint32_t sampling_ms = 0;  // the sampler's interval (0: not sampled)
 };
 
+// A range of Python's garbage collections ("gc.collect (generation N)",
+// recorded by the Python front through gc.callbacks).
+bool is_gc_range(const std::string& name);
+
 // Every rule that fires, the largest saving first (findings whose saving
 // is not estimated last, in the rules' order).
 std::vector<Finding> advise(const AdviceFacts& facts);

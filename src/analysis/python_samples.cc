@@ -224,10 +224,11 @@ OutsideOperators outside_operators(const TraceModel& m) {
   return out;
 }
 
-std::string top_outside_function(const TraceModel& m, uint32_t tid, uint64_t start_ns, uint64_t end_ns) {
-  if (m.stack_samples.empty() || end_ns <= start_ns) return "";
+namespace {
+
+std::string top_in(const TraceModel& m, StackCache& cache, uint32_t tid, uint64_t start_ns, uint64_t end_ns) {
+  if (end_ns <= start_ns) return "";
   auto [first, last] = samples_in(m, tid, start_ns, end_ns);
-  StackCache cache(m);
   FunctionTotals totals;
   for (size_t i = first; i < last; ++i) {
     const Attributed& a = cache.of(m.stack_samples[i].stack);
@@ -235,6 +236,26 @@ std::string top_outside_function(const TraceModel& m, uint32_t tid, uint64_t sta
   }
   std::vector<OutsideFunction> sorted = totals.sorted();
   return sorted.empty() ? "" : describe(sorted.front());
+}
+
+}  // namespace
+
+std::string top_outside_function(const TraceModel& m, uint32_t tid, uint64_t start_ns, uint64_t end_ns) {
+  if (m.stack_samples.empty()) return "";
+  StackCache cache(m);
+  return top_in(m, cache, tid, start_ns, end_ns);
+}
+
+std::vector<std::string> path_outside_functions(const TraceModel& m, const std::vector<PathSegment>& path) {
+  std::vector<std::string> out(path.size());
+  if (m.stack_samples.empty()) return out;
+  StackCache cache(m);  // each stack read once for all the segments
+  for (size_t i = 0; i < path.size(); ++i) {
+    const PathSegment& s = path[i];
+    if (s.kind == PathKind::kHostUntracked)
+      out[i] = top_in(m, cache, s.tid, s.start_ns, s.start_ns + s.span_ns);
+  }
+  return out;
 }
 
 std::string describe(const OutsideFunction& f) {

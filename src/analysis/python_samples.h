@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/critical_path.h"
 #include "analysis/trace_model.h"
 
 namespace trainprof::analysis {
@@ -89,6 +90,11 @@ OutsideOperators outside_operators(const TraceModel& model);
 // The function with the most outside time among `tid`'s samples ending in
 // [start_ns, end_ns) ("" when none): a critical-path segment's.
 std::string top_outside_function(const TraceModel& model, uint32_t tid, uint64_t start_ns, uint64_t end_ns);
+
+// Each critical-path row's top_outside_function: its untracked host
+// time's ("" for other kinds and without samples).
+std::vector<std::string> path_outside_functions(const TraceModel& model,
+                                                const std::vector<PathSegment>& path);
 
 // "load_features (train.py:14)": the file's last component.
 std::string describe(const OutsideFunction& f);

@@ -214,7 +214,10 @@ std::string write_critical_path(const analysis::TraceModel& model,
   std::map<int64_t, uint64_t> step_ns;
   for (const analysis::StepWindow& w : model.steps) step_ns[w.number] = w.end_ns - w.start_ns;
   const auto offset = static_cast<uint64_t>(model.realtime_offset_ns);
-  for (const analysis::PathSegment& s : path) {
+  // Untracked host time: the function the stack samples found there.
+  std::vector<std::string> python = analysis::path_outside_functions(model, path);
+  for (size_t i = 0; i < path.size(); ++i) {
+    const analysis::PathSegment& s = path[i];
     uint64_t length = step_ns.count(s.step) ? step_ns[s.step] : 0;
     csv.field(std::to_string(s.step))
         .field(analysis::path_kind_name(s.kind))
@@ -226,10 +229,7 @@ std::string write_critical_path(const analysis::TraceModel& model,
         .us(s.dur_ns)
         .fixed(length > 0 ? 100.0 * static_cast<double>(s.dur_ns) / static_cast<double>(length) : 0.0, 3)
         .count(s.count)
-        // Untracked host time: the function the stack samples found there.
-        .field(s.kind == analysis::PathKind::kHostUntracked
-                   ? analysis::top_outside_function(model, s.tid, s.start_ns, s.start_ns + s.span_ns)
-                   : std::string());
+        .field(python[i]);
     csv.end_row();
   }
   return csv.commit();

@@ -51,12 +51,10 @@ std::string slowest_data_stage(const analysis::TraceModel& m, int64_t steps) {
          " ms per step (dataset.csv)";
 }
 
-// Every thread's keys of a name as one row, over the slices that start in
-// counted steps: what ran in the start-up phase (imports' collections, the
-// first batch) or after the last step is not the steps' problem.
-std::vector<analysis::NameFacts> host_names(const analysis::TraceModel& m) {
+}  // namespace
+
+std::vector<analysis::NameFacts> name_facts(const analysis::TraceModel& m, const analysis::KeyTotals& in) {
   std::map<std::pair<uint32_t, bool>, analysis::NameFacts> by_name;
-  const analysis::KeyTotals& in = m.in_steps;
   for (uint32_t k = 0; k < m.keys.size(); ++k) {
     const analysis::SliceKey& key = m.keys[k];
     if (key.is_step || in.at(in.calls, k) == 0) continue;
@@ -78,6 +76,8 @@ std::vector<analysis::NameFacts> host_names(const analysis::TraceModel& m) {
   }
   return out;
 }
+
+namespace {
 
 std::vector<analysis::NameFacts> gpu_names(const analysis::TraceModel& m) {
   std::map<uint32_t, analysis::NameFacts> by_name;
@@ -167,7 +167,9 @@ analysis::AdviceFacts advice_facts(const RunAdviceInput& in) {
   f.slowest_data_stage = slowest_data_stage(m, f.steps);
   f.hide_data_wait_step_ms = what_if_step_ms(*in.what_ifs, *in.critical_path, /*data_wait=*/true);
   f.overlap_comm_step_ms = what_if_step_ms(*in.what_ifs, *in.critical_path, /*data_wait=*/false);
-  f.host = host_names(m);
+  // What ran in the start-up (imports' collections, the first batch) or
+  // after the last step is not the steps' problem.
+  f.host = name_facts(m, m.in_steps);
   f.gpu = gpu_names(m);
   if (in.host != nullptr) add_host(*in.host, &f);
   if (in.outside != nullptr) add_outside(*in.outside, *in.critical_path, *in.run_info, &f);

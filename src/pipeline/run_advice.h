@@ -29,6 +29,11 @@ struct RunAdviceInput {
 
 analysis::AdviceFacts advice_facts(const RunAdviceInput& in);
 
+// Every thread's keys of a name as one row, from per-key totals (the
+// counted steps', TraceModel::in_steps, or the start-up's); operators'
+// counts and times scaled by the run's operator sampling.
+std::vector<analysis::NameFacts> name_facts(const analysis::TraceModel& m, const analysis::KeyTotals& totals);
+
 nlohmann::json findings_json(const std::vector<analysis::Finding>& findings);
 
 }  // namespace trainprof::pipeline

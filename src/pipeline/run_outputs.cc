@@ -244,35 +244,26 @@ std::string write_host_outputs(const analysis::TraceModel& model, const OutputDi
   return errors;
 }
 
-// The what-if estimates every analysis makes (analysis/what_if.h): the
-// loop's data waits hidden, its communication overlapped, and the longest
-// named range or device activity on the first step's critical path twice as
-// fast. The "what_if" array of profiler_info.json's analysis: those whose
-// kind is on the path.
 // The start-up phase (analysis.start_up) and the open tail (analysis.tail):
 // how long each was and, for the start-up, what it held. Neither counts
 // in the step statistics; a reader is told where those seconds went.
 void add_phases(const analysis::TraceModel& m, json* extra) {
   json& out = *extra;
   if (m.start_up.number >= 0) {
-    const analysis::KeyTotals& in = m.in_start_up;
     uint64_t gc_calls = 0, gc_ns = 0, op_calls = 0, op_self_ns = 0;
     std::map<std::string, std::pair<uint64_t, uint64_t>> by_name;  // calls, self
-    for (uint32_t k = 0; k < m.keys.size(); ++k) {
-      uint64_t calls = in.at(in.calls, k);
-      if (calls == 0 || m.keys[k].is_step) continue;
-      const std::string& name = m.name(m.keys[k].name);
-      if (!m.keys[k].is_op && name.rfind("gc.collect", 0) == 0) {
-        gc_calls += calls;
-        gc_ns += in.at(in.total_ns, k);
+    for (const analysis::NameFacts& n : name_facts(m, m.in_start_up)) {
+      if (!n.is_op && analysis::is_gc_range(n.name)) {
+        gc_calls += n.calls;
+        gc_ns += n.total_ns;
       }
-      if (m.keys[k].is_op) {
-        op_calls += calls;
-        op_self_ns += in.at(in.self_ns, k);
+      if (n.is_op) {
+        op_calls += n.calls;
+        op_self_ns += n.self_ns;
       }
-      auto& [c, self] = by_name[name];
-      c += calls;
-      self += in.at(in.self_ns, k);
+      auto& [calls, self] = by_name[n.name];
+      calls += n.calls;
+      self += n.self_ns;
     }
     std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> top(by_name.begin(), by_name.end());
     std::stable_sort(top.begin(), top.end(),
@@ -285,8 +276,8 @@ void add_phases(const analysis::TraceModel& m, json* extra) {
                        {"ms", (m.start_up.end_ns - m.start_up.start_ns) / 1e6},
                        {"gc_collections", gc_calls},
                        {"gc_ms", gc_ns / 1e6},
-                       {"operator_calls", op_calls * std::max<uint32_t>(m.operator_sampling, 1)},
-                       {"operators_self_ms", op_self_ns * std::max<uint32_t>(m.operator_sampling, 1) / 1e6},
+                       {"operator_calls", op_calls},
+                       {"operators_self_ms", op_self_ns / 1e6},
                        {"top_by_self_time", names}};
   }
   if (m.tail.number >= 0)
@@ -297,15 +288,11 @@ void add_phases(const analysis::TraceModel& m, json* extra) {
 // calls and self time; GPU: calls and time), for `trainprof diff`'s per-step
 // figures; the CSV tables count the whole run, start-up and tail included.
 json in_steps_json(const analysis::TraceModel& m) {
-  const analysis::KeyTotals& in = m.in_steps;
   std::map<std::string, std::pair<uint64_t, uint64_t>> host, gpu;
-  for (uint32_t k = 0; k < m.keys.size(); ++k) {
-    uint64_t calls = in.at(in.calls, k);
-    if (calls == 0 || m.keys[k].is_step) continue;
-    uint64_t scale = m.keys[k].is_op ? std::max<uint32_t>(m.operator_sampling, 1) : 1;
-    auto& [c, self] = host[m.name(m.keys[k].name)];
-    c += calls * scale;
-    self += in.at(in.self_ns, k) * scale;
+  for (const analysis::NameFacts& n : name_facts(m, m.in_steps)) {
+    auto& [calls, self] = host[n.name];
+    calls += n.calls;
+    self += n.self_ns;
   }
   std::vector<analysis::StepWindow> by_start = analysis::steps_by_start(m.steps);
   for (const analysis::GpuActivity& a : m.gpu) {
@@ -344,6 +331,11 @@ json outside_json(const analysis::TraceModel& m, const analysis::OutsideOperator
           {"functions", functions}};
 }
 
+// The what-if estimates every analysis makes (analysis/what_if.h): the
+// loop's data waits hidden, its communication overlapped, and the longest
+// named range or device activity on the first step's critical path twice as
+// fast. The "what_if" array of profiler_info.json's analysis: those whose
+// kind is on the path.
 json what_if_estimates(const std::vector<analysis::WhatIfObserver>& observers,
                        const std::vector<analysis::PathSegment>& path) {
   auto on_path = [&path](analysis::PathKind kind) {

@@ -295,13 +295,20 @@ void append_critical_path(std::string& text, const fs::path& out) {
   if (!names.empty()) append_format(text, "    longest on it: %s\n", names.c_str());
 }
 
+// profiler_info.json's analysis.`key`, nullptr when there is none (a
+// malformed file is said with the peaks).
+const nlohmann::json* analysis_entry(const nlohmann::json& info, const char* key) {
+  if (!info.is_object()) return nullptr;
+  auto a = info.find("analysis");
+  if (a == info.end() || !a->is_object()) return nullptr;
+  auto entry = a->find(key);
+  return entry == a->end() ? nullptr : &*entry;
+}
+
 // The what-if estimates of the analysis (profiler_info.json's).
 void append_what_if(std::string& text, const nlohmann::json& info) {
-  if (!info.is_object()) return;  // said with the peaks
-  auto a = info.find("analysis");
-  if (a == info.end() || !a->is_object()) return;
-  auto w = a->find("what_if");
-  if (w == a->end() || !w->is_array() || w->empty()) return;
+  const nlohmann::json* w = analysis_entry(info, "what_if");
+  if (w == nullptr || !w->is_array() || w->empty()) return;
   for (const nlohmann::json& e : *w) {
     if (!e.is_object()) continue;
     double recorded = e.value("median_step_ms", 0.0), estimated = e.value("estimated_step_ms", 0.0);
@@ -315,11 +322,8 @@ void append_what_if(std::string& text, const nlohmann::json& info) {
 // What the memory held at its highest peak per device, and what grows from
 // step to step (profiler_info.json's analysis.memory: breakdown, leaks).
 void append_memory_breakdown(std::string& text, const nlohmann::json& info) try {
-  if (!info.is_object()) return;  // said with the peaks
-  auto a = info.find("analysis");
-  if (a == info.end() || !a->is_object()) return;
-  auto memory = a->find("memory");
-  if (memory == a->end() || !memory->is_object()) return;
+  const nlohmann::json* memory = analysis_entry(info, "memory");
+  if (memory == nullptr || !memory->is_object()) return;
   auto peaks = memory->find("breakdown");
   for (const nlohmann::json& p :
        peaks != memory->end() && peaks->is_array() ? *peaks : nlohmann::json::array()) {
@@ -373,11 +377,8 @@ void append_memory_breakdown(std::string& text, const nlohmann::json& info) try 
 // the script ran before its first step, and what took that time, since
 // the step statistics below leave it out.
 void append_start_up(std::string& text, const nlohmann::json& info) try {
-  if (!info.is_object()) return;
-  auto a = info.find("analysis");
-  if (a == info.end() || !a->is_object()) return;
-  auto s = a->find("start_up");
-  if (s == a->end() || !s->is_object()) return;
+  const nlohmann::json* s = analysis_entry(info, "start_up");
+  if (s == nullptr || !s->is_object()) return;
   append_format(text,
                 "  start-up: %.3f s before the first step (recorded as ProfilerStep#%lld; not in the step "
                 "statistics): %llu operator calls (%.3f ms), %llu garbage collections (%.3f ms)\n",
@@ -395,11 +396,8 @@ void append_start_up(std::string& text, const nlohmann::json& info) try {
 // python_outside_operators): the functions the stack samples found where
 // no operator or range was, per step.
 void append_outside(std::string& text, const nlohmann::json& info) try {
-  if (!info.is_object()) return;
-  auto a = info.find("analysis");
-  if (a == info.end() || !a->is_object()) return;
-  auto o = a->find("python_outside_operators");
-  if (o == a->end() || !o->is_object()) return;
+  const nlohmann::json* o = analysis_entry(info, "python_outside_operators");
+  if (o == nullptr || !o->is_object()) return;
   auto functions = o->find("functions");
   if (functions == o->end() || !functions->is_array() || functions->empty()) return;
   std::string names;
@@ -419,11 +417,8 @@ void append_outside(std::string& text, const nlohmann::json& info) try {
 
 // The advisor's findings (profiler_info.json's), first: what to change.
 void append_advice(std::string& text, const nlohmann::json& info, const std::string& run_dir) {
-  if (!info.is_object()) return;  // said with the peaks
-  auto a = info.find("analysis");
-  if (a == info.end() || !a->is_object()) return;
-  auto advice = a->find("advice");
-  if (advice == a->end() || !advice->is_array()) return;
+  const nlohmann::json* advice = analysis_entry(info, "advice");
+  if (advice == nullptr || !advice->is_array()) return;
   if (advice->empty()) {
     text += "  advice: none of the advisor's rules fired (trainprof advise)\n";
     return;
