@@ -533,6 +533,29 @@ TEST(Analysis, StackSamplesAreGivenTheirThreadsTimeOutsideOperators) {
   EXPECT_EQ(analysis::top_outside_function(m, 1, 70 * ms, 100 * ms), "main (train.py:41)");
 }
 
+// A thread outside operators while a collective of the host runs is
+// waiting for it (a Gloo all_reduce's wait(), DDP's wait for its buckets):
+// communication, not a function's work. An NCCL operation timed on the
+// device keeps the host from nothing.
+TEST(Analysis, StackSamplesAreNotGivenTimeTheHostSpentInCommunication) {
+  analysis::TraceModel m;
+  m.strings = {"", "ProfilerStep#1", "aten::mm", "train.py(36): main", "c10d::allreduce_"};
+  constexpr uint64_t ms = 1'000'000;
+  uint32_t step = m.key_of({.tid = 1, .name = 1, .is_step = true});
+  uint32_t op = m.key_of({.tid = 1, .name = 2, .is_op = true});
+  for (analysis::Slice s :
+       std::vector<analysis::Slice>{{0, 100 * ms, step}, {0, 10 * ms, op}, {90 * ms, 10 * ms, op}})
+    m.add_slice(s);
+  m.steps = {{1, 0, 100 * ms, 1}};
+  // In flight [5, 60) on another thread; on the device [70, 80).
+  m.comm_calls = {{5 * ms, 60 * ms, 1024, 7, 4, 0, raw::kCommCollective | raw::kCommCompletion, 0, -1, -1},
+                  {70 * ms, 80 * ms, 1024, 7, 4, 0, raw::kCommCollective | raw::kCommOnDevice, 1, -1, -1}};
+  m.stack_samples = {{0, 100 * ms, 1, 3}};
+  analysis::order_timeline(m);
+  analysis::attribute_stack_samples(m);
+  EXPECT_EQ(m.stack_samples[0].outside_ns, 30 * ms);  // [60, 90): the gap [10, 90) less [10, 60)
+}
+
 TEST(Analysis, StepTraceUnionsThreadsAndClipsToTheWindow) {
   analysis::TraceModel m;
   m.strings = {"", "ProfilerStep#0", "ProfilerStep#1", "op"};

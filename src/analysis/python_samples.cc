@@ -38,6 +38,17 @@ OutsideOperatorsAccumulator::OutsideOperatorsAccumulator(TraceModel& m) {
 
 void OutsideOperatorsAccumulator::add_window(TraceModel& m) {
   if (threads_.empty()) return;
+  // Gaps start where a thread's last outermost slice ended: communication
+  // that ended before every thread's is behind them all.
+  uint64_t behind = UINT64_MAX;
+  for (const auto& [tid, t] : threads_) behind = std::min(behind, t.open_end);
+  std::erase_if(comm_, [behind](const std::pair<uint64_t, uint64_t>& c) { return c.second <= behind; });
+  for (const CommCall& c : m.comm_calls) {
+    // An NCCL operation on the device keeps the GPU busy, not the host.
+    if ((c.flags & raw::kCommOnDevice) == 0 && c.end_ns > c.start_ns)
+      comm_.emplace_back(c.start_ns, c.end_ns);
+  }
+  std::sort(comm_.begin(), comm_.end());
   for (const ThreadSlices& thread : m.threads) {
     auto it = threads_.find(thread.tid);
     if (it == threads_.end()) continue;
@@ -53,8 +64,19 @@ void OutsideOperatorsAccumulator::add_window(TraceModel& m) {
   }
 }
 
+void OutsideOperatorsAccumulator::add_gap(Thread& t, uint64_t from, uint64_t to) const {
+  for (const auto& [start, end] : comm_) {  // in start order
+    if (start >= to) break;
+    if (end <= from) continue;
+    if (start > from) t.gaps.emplace_back(from, start);
+    from = std::max(from, end);
+    if (from >= to) return;
+  }
+  t.gaps.emplace_back(from, to);
+}
+
 void OutsideOperatorsAccumulator::gap_until(TraceModel& m, Thread& t, uint64_t start_ns) {
-  if (start_ns > t.open_end && start_ns - t.open_end >= kGlueGapNs) t.gaps.emplace_back(t.open_end, start_ns);
+  if (start_ns > t.open_end && start_ns - t.open_end >= kGlueGapNs) add_gap(t, t.open_end, start_ns);
   // Every sample that ends by `start_ns` has met all its gaps.
   for (; t.next < t.end && m.stack_samples[t.next].end_ns <= start_ns; ++t.next) {
     StackSample& sample = m.stack_samples[t.next];

@@ -41,10 +41,17 @@ class OutsideOperatorsAccumulator {
     std::vector<std::pair<uint64_t, uint64_t>> gaps;  // long gaps a pending sample may meet
   };
   // The gap before an outermost slice that starts at `start_ns` is known:
-  // kept when long, and the samples that end by then settled.
+  // kept when long, less the host's communication, and the samples that
+  // end by then settled.
   void gap_until(TraceModel& model, Thread& t, uint64_t start_ns);
+  void add_gap(Thread& t, uint64_t from, uint64_t to) const;
 
   std::unordered_map<uint32_t, Thread> threads_;  // by tid, threads with samples
+  // The host's communication seen so far that a gap may still meet: a
+  // thread outside operators while a collective runs waits for it (a
+  // Gloo all_reduce's wait(), DDP's wait for its buckets at the end of the
+  // backward), which is communication, not a function's work.
+  std::vector<std::pair<uint64_t, uint64_t>> comm_;
 };
 
 // The whole model as one window.
