@@ -124,6 +124,76 @@ TEST(ClusterPath, TheStepGoesThroughTheLastArrivalAndShrinksWithTheStragglerAtTh
     EXPECT_EQ(e.estimated_ns, e.recorded_ns);
 }
 
+// DDP's buckets on two ranks: each rank posts a bucket's all-reduce and
+// goes on (in flight); rank 0 posts at 10 and 20 ms, rank 1, 30 ms of extra
+// work later, at 40 and 50; the buckets complete at 45 and 55 on both, and
+// each rank ends its step 5 ms after the last (the optimizer), at 60. No
+// collective holds a rank, yet rank 0 waits: re-timed with rank 1 at rank
+// 0's pace, the buckets complete at 15 and 25 and the step ends at 30.
+TEST(ClusterPath, AStragglerLateToInFlightCollectivesIsReTimed) {
+  std::vector<RankSummary> ranks = world(2, 3, [](int, int) { return 0.0; });
+  for (RankSummary& s : ranks) {
+    s.collectives.clear();
+    uint64_t late = s.rank == 1 ? 30 * kMs : 0;
+    for (int step = 0; step < 3; ++step) {
+      RankStep& st = s.steps[static_cast<size_t>(step)];
+      st.end_ns = st.start_ns + 60 * kMs;
+      for (int bucket = 0; bucket < 2; ++bucket) {
+        uint64_t call = st.start_ns + late + static_cast<uint64_t>(10 + 10 * bucket) * kMs;
+        uint64_t done = st.start_ns + static_cast<uint64_t>(45 + 10 * bucket) * kMs;
+        s.collectives.push_back(
+            RankCollective{0, 2 * step + bucket + 1, "allreduce", call, done, 800, step, 0, true});
+      }
+    }
+  }
+  ClusterPath path = cluster_critical_path(ranks, 1);
+  ASSERT_EQ(path.straggler_at_median.size(), 3u);
+  for (const StepEstimate& e : path.straggler_at_median) {
+    EXPECT_EQ(e.recorded_ns, 60 * kMs);
+    EXPECT_EQ(e.estimated_ns, 30 * kMs);
+  }
+  for (const StepEstimate& e : cluster_critical_path(ranks, 0).straggler_at_median)
+    EXPECT_EQ(e.estimated_ns, e.recorded_ns);  // rank 0's pieces are never longer than rank 1's
+  // The chain follows blocking collectives only: each step's is its last rank's work.
+  ASSERT_EQ(path.segments.size(), 3u);
+  for (const ClusterPathSegment& s : path.segments) EXPECT_FALSE(s.communication);
+}
+
+// Rank 1's extra 25 ms per step is Python outside operators: the cause
+// names it and its functions, and the advice says which function to move.
+TEST(Cluster, HostWorkOutsideOperatorsIsTheCauseAndItsFunctionsAreNamed) {
+  std::vector<RankSummary> ranks = world(3, 4, [](int rank, int) { return rank == 1 ? 35.0 : 10.0; });
+  for (RankSummary& s : ranks) {
+    for (RankStep& st : s.steps) {
+      st.row.computing_ns = 10 * kMs;
+      st.outside_ns = s.rank == 1 ? 26 * kMs : 1 * kMs;
+    }
+  }
+  ranks[1].outside_functions = {{"rerank (train.py:18)", 25 * kMs}, {"main (train.py:30)", 1 * kMs}};
+  StragglerReport r = find_straggler(ranks);
+  EXPECT_EQ(r.straggler, 1);
+  EXPECT_EQ(r.cause, "host work outside operators");
+  EXPECT_DOUBLE_EQ(r.excess_outside_ns, 25.0 * kMs);
+  EXPECT_NE(straggler_text(r).find("Rank 1's time outside operators, per step: rerank (train.py:18) 25.0 ms"),
+            std::string::npos)
+      << straggler_text(r);
+  std::vector<Finding> advice = advise_cluster(r, {});
+  ASSERT_EQ(advice.size(), 1u);
+  EXPECT_NE(advice[0].change.find("(rerank (train.py:18))"), std::string::npos) << advice[0].change;
+  EXPECT_NE(advice[0].evidence.find("outside operators, per step: rerank (train.py:18)"), std::string::npos);
+  // Through the summary's JSON and bytes.
+  RankSummary back;
+  ASSERT_EQ(parse_rank_summary(rank_summary_json(ranks[1]), &back), "");
+  EXPECT_EQ(back.outside_functions, ranks[1].outside_functions);
+  EXPECT_EQ(back.steps[2].outside_ns, 26 * kMs);
+  std::string bytes;
+  append_rank_summary_bytes(ranks[1], &bytes);
+  std::string_view view = bytes;
+  ASSERT_TRUE(read_rank_summary_bytes(&view, &back));
+  EXPECT_EQ(back.outside_functions, ranks[1].outside_functions);
+  EXPECT_EQ(back.steps[2].outside_ns, 26 * kMs);
+}
+
 TEST(Cluster, TheAdvisorWantsTwoThirdsOfTheWaitingOnOneRank) {
   // Rank 2 is late in steps 0-4, rank 1 in steps 5-8: the cluster report
   // names rank 2 (5/9 of the waiting), the advisor does not.
@@ -351,6 +421,26 @@ TEST(CollectiveNumbering, RanksThatStartedProfilingLaterAreRenumberedAndMatched)
       numbering_text(n),
       "Collective numbering: rank 1 in group 123 +2, rank 2 in group 123 +3 (it started profiling at another "
       "collective than the others; matched by operation, bytes and time).\n");
+}
+
+// A broadcast's receivers leave it once the root's data is in: rank 1
+// may be done before rank 2 (3x the batch, late) comes. Its members' spans
+// need not overlap, and the ranks numbered alike stay matched.
+TEST(CollectiveNumbering, ABroadcastsReceiversNeedNotMeet) {
+  std::vector<RankSummary> ranks = world(3, 4, [](int rank, int) { return rank == 2 ? 60.0 : 10.0; });
+  for (RankSummary& s : ranks) {
+    s.host = "node1";
+    s.groups[0].origin = "torch.distributed gloo";
+    for (RankCollective& c : s.collectives) c.sequence *= 2;
+    uint64_t start = s.steps[1].start_ns + (s.rank == 2 ? 40 : s.rank == 1 ? 5 : 1) * kMs;
+    s.collectives.push_back(RankCollective{0, 5, "broadcast", start, start + kMs, 8, 1});
+    std::sort(s.collectives.begin(), s.collectives.end(),
+              [](const RankCollective& a, const RankCollective& b) { return a.sequence < b.sequence; });
+  }
+  NumberingReport n = align_collective_numbering(ranks, 0);
+  EXPECT_TRUE(n.unaligned.empty()) << numbering_text(n);
+  EXPECT_TRUE(n.shifted.empty()) << numbering_text(n);
+  EXPECT_EQ(find_straggler(ranks).matched, 5u);
 }
 
 TEST(CollectiveNumbering, BackToBackCollectivesAreToldApartByWhenTheyEnd) {

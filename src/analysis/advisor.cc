@@ -375,7 +375,13 @@ std::vector<Finding> advise(const AdviceFacts& facts) {
 
 namespace {
 
-std::string straggler_change(const std::string& cause) {
+std::string straggler_change(const StragglerReport& r) {
+  const std::string& cause = r.cause;
+  if (cause == "host work outside operators")
+    return "take that rank's extra host work off its steps" +
+           (r.straggler_outside_functions.empty() ? std::string()
+                                                  : " (" + r.straggler_outside_functions[0].first + ")") +
+           ": do it every N steps, in a background thread or process, or as cheaply as the other ranks do";
   if (cause == "data loading")
     return "feed that rank faster: its data loading is slower than the others' (a slower disk or "
            "host, fewer workers, uneven shards)";
@@ -398,7 +404,11 @@ std::vector<Finding> advise_cluster(const StragglerReport& r, const std::vector<
   // Re-timed, the straggler must be worth a twentieth of the job's step.
   bool worth =
       estimated_step_ms < 0 || median_step_ms - estimated_step_ms >= kStragglerSavingShare * median_step_ms;
-  if (r.straggler >= 0 && w != r.per_rank.end() && worth &&
+  // Late at most of its collectives: two ranks late by turns, one by a
+  // little more each time, can pile up most of the waiting on one of them.
+  bool usually_late = static_cast<double>(w == r.per_rank.end() ? 0 : w->late_collectives) >=
+                      kStragglerLateShare * static_cast<double>(w == r.per_rank.end() ? 0 : w->collectives);
+  if (r.straggler >= 0 && w != r.per_rank.end() && worth && usually_late &&
       static_cast<double>(w->waited_for_ns) >= kStragglerAdviceShare * static_cast<double>(r.total_wait_ns)) {
     Finding x;
     x.rule = "straggler";
@@ -409,11 +419,14 @@ std::vector<Finding> advise_cluster(const StragglerReport& r, const std::vector<
     double waited_ms = w->waited_for_ns / 1e6;
     x.evidence = format(
         "it arrived last in step(s) %s; the other %zu ranks waited %.3f ms for it in all; "
-        "cause: %s (per late step it computed %.3f ms, waited %.3f ms for data and spent "
-        "%.3f ms in communication more than the others' median)",
+        "cause: %s (per late step it computed %.3f ms, waited %.3f ms for data, spent %.3f ms in "
+        "communication and %.3f ms outside operators more than the others' median)",
         step_ranges(r.straggler_steps).c_str(), others, waited_ms, r.cause.c_str(),
-        r.excess_computing_ns / 1e6, r.excess_data_wait_ns / 1e6, r.excess_in_comm_ns / 1e6);
-    x.change = straggler_change(r.cause);
+        r.excess_computing_ns / 1e6, r.excess_data_wait_ns / 1e6, r.excess_in_comm_ns / 1e6,
+        r.excess_outside_ns / 1e6);
+    if (r.cause == "host work outside operators" && !r.straggler_outside_functions.empty())
+      x.evidence += "; outside operators, per step: " + outside_function_list(r.straggler_outside_functions);
+    x.change = straggler_change(r);
     if (estimated_step_ms >= 0 && median_step_ms > 0) {
       x.step_ms = median_step_ms;
       x.saving_ms = std::max(0.0, median_step_ms - estimated_step_ms);

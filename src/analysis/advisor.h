@@ -129,6 +129,7 @@ inline constexpr double kOutsideShare = 0.10;       // one function's time outsi
 inline constexpr double kCpuSaturatedSteps = 0.25;  // of the steps
 inline constexpr double kStragglerAdviceShare = 2.0 / 3;  // of the others' waiting, lost to it
 inline constexpr double kStragglerSavingShare = 0.05;     // re-timed saving, of the job's median step
+inline constexpr double kStragglerLateShare = 0.5;        // of its collectives, it arrived last at
 
 }  // namespace trainprof::analysis
 

@@ -42,19 +42,21 @@ uint64_t computing_without_waits(const RankSummary& s, const RankStep& st,
 }
 
 void step_means(const RankSummary& s, const std::map<int64_t, uint64_t>& in_flight_waited,
-                const std::set<int64_t>& steps, double* computing, double* data, double* comm) {
-  double c = 0, d = 0, m = 0;
+                const std::set<int64_t>& steps, RankWaits* w) {
+  double c = 0, d = 0, m = 0, o = 0;
   int n = 0;
   for (const RankStep& st : s.steps) {
     if (steps.count(st.row.step) == 0) continue;
     c += static_cast<double>(computing_without_waits(s, st, in_flight_waited));
     d += static_cast<double>(st.data_wait_ns);
     m += static_cast<double>(st.in_comm_ns);
+    o += static_cast<double>(st.outside_ns);
     ++n;
   }
-  *computing = n > 0 ? c / n : 0;
-  *data = n > 0 ? d / n : 0;
-  *comm = n > 0 ? m / n : 0;
+  w->computing_ns = n > 0 ? c / n : 0;
+  w->data_wait_ns = n > 0 ? d / n : 0;
+  w->in_comm_ns = n > 0 ? m / n : 0;
+  w->outside_ns = n > 0 ? o / n : 0;
 }
 
 std::string ms(double ns) {
@@ -544,11 +546,11 @@ std::vector<int64_t> name_straggler(StragglerReport& r) {
 
 void late_step_means(const RankSummary& s, const std::vector<int64_t>& late_steps, RankWaits* w) {
   std::set<int64_t> steps(late_steps.begin(), late_steps.end());
-  step_means(s, w->in_flight_waited_by_step, steps, &w->computing_ns, &w->data_wait_ns, &w->in_comm_ns);
+  step_means(s, w->in_flight_waited_by_step, steps, w);
 }
 
 void explain_straggler(StragglerReport& r) {
-  std::vector<double> computing, data, comm;
+  std::vector<double> computing, data, comm, outside;
   const RankWaits* s = nullptr;
   for (const RankWaits& w : r.per_rank) {
     if (w.rank == r.straggler) {
@@ -558,6 +560,7 @@ void explain_straggler(StragglerReport& r) {
     computing.push_back(w.computing_ns);
     data.push_back(w.data_wait_ns);
     comm.push_back(w.in_comm_ns);
+    outside.push_back(w.outside_ns);
   }
   if (s == nullptr) return;
   r.others_computing_ns = median(computing);
@@ -566,6 +569,8 @@ void explain_straggler(StragglerReport& r) {
   r.excess_computing_ns = s->computing_ns - r.others_computing_ns;
   r.excess_data_wait_ns = s->data_wait_ns - r.others_data_wait_ns;
   r.excess_in_comm_ns = s->in_comm_ns - r.others_in_comm_ns;
+  r.others_outside_ns = median(outside);
+  r.excess_outside_ns = s->outside_ns - r.others_outside_ns;
   // The cause: the largest excess, when it explains a fair part (a tenth)
   // of what the others lost per late step.
   double lost_per_step =
@@ -575,7 +580,8 @@ void explain_straggler(StragglerReport& r) {
                 static_cast<double>(r.straggler_steps.size() * std::max<size_t>(1, r.per_rank.size() - 1));
   std::vector<std::pair<double, std::string>> causes = {{r.excess_computing_ns, "compute"},
                                                         {r.excess_data_wait_ns, "data loading"},
-                                                        {r.excess_in_comm_ns, "communication"}};
+                                                        {r.excess_in_comm_ns, "communication"},
+                                                        {r.excess_outside_ns, "host work outside operators"}};
   auto best = std::max_element(causes.begin(), causes.end());
   r.cause = best->first > 0.1 * lost_per_step && best->first > 0 ? best->second : "unknown";
 }
@@ -594,7 +600,9 @@ void match_collective(const std::vector<Arrival>& list, size_t members,
   for (const Arrival& a : list) {
     uint64_t wait = last.start_ns - a.start_ns;
     RankWaits& w = waits_of(a.rank);
+    ++w.collectives;
     w.waited_ns += wait;
+    if (a.step >= 0) w.waited_in_steps_ns += wait;
     if (a.in_flight && a.step >= 0) w.in_flight_waited_by_step[a.step] += wait;
     lost += wait;
   }
@@ -644,11 +652,20 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
   r.matched = counts.matched;
   r.unmatched = counts.unmatched;
   r.total_wait_ns = counts.total_wait_ns;
+  for (RankWaits& w : r.per_rank) w.steps = by_rank[w.rank]->steps.size();
   std::vector<int64_t> late_steps = name_straggler(r);
   if (r.straggler < 0) return r;
   for (RankWaits& w : r.per_rank) late_step_means(*by_rank[w.rank], late_steps, &w);
   explain_straggler(r);
+  r.straggler_outside_functions = by_rank[r.straggler]->outside_functions;
   return r;
+}
+
+std::string outside_function_list(const std::vector<std::pair<std::string, uint64_t>>& functions) {
+  std::string out;
+  for (const auto& [name, ns] : functions)
+    out += (out.empty() ? "" : ", ") + name + " " + ms(static_cast<double>(ns));
+  return out;
 }
 
 std::string straggler_text(const StragglerReport& r) {
@@ -738,7 +755,13 @@ std::string straggler_text(const StragglerReport& r) {
            ms(r.others_computing_ns) + " (" + signed_ms(r.excess_computing_ns) + "), waiting for data " +
            ms(s->data_wait_ns) + " vs " + ms(r.others_data_wait_ns) + " (" +
            signed_ms(r.excess_data_wait_ns) + "), in communication " + ms(s->in_comm_ns) + " vs " +
-           ms(r.others_in_comm_ns) + " (" + signed_ms(r.excess_in_comm_ns) + ").\n";
+           ms(r.others_in_comm_ns) + " (" + signed_ms(r.excess_in_comm_ns) + "), outside operators " +
+           ms(s->outside_ns) + " vs " + ms(r.others_outside_ns) + " (" + signed_ms(r.excess_outside_ns) +
+           ").\n";
+    if (!r.straggler_outside_functions.empty())
+      out += "Rank " + std::to_string(r.straggler) +
+             "'s time outside operators, per step: " + outside_function_list(r.straggler_outside_functions) +
+             ".\n";
   }
   return out + rank_table(r.per_rank);
 }

@@ -30,12 +30,17 @@ struct RankWaits {
   uint64_t waited_ns = 0;         // this rank waited for the last arrival
   uint64_t waited_for_ns = 0;     // the others waited for this rank (it arrived last)
   uint64_t late_collectives = 0;  // collectives it arrived last at
+  uint64_t collectives = 0;       // matched collectives it took part in
   std::map<int64_t, uint64_t> waited_for_by_step;
   // Its waiting at in-flight collectives per step: the rank went on after
   // their call, so it waited later, where it needed their result.
   std::map<int64_t, uint64_t> in_flight_waited_by_step;
   // Per step, means over the steps it was late in (ns): for the cause.
-  double computing_ns = 0, data_wait_ns = 0, in_comm_ns = 0;
+  double computing_ns = 0, data_wait_ns = 0, in_comm_ns = 0, outside_ns = 0;
+  // Its waiting at collectives of its counted steps, and how many those
+  // are: the part of its exposed communication that is not a transfer.
+  uint64_t waited_in_steps_ns = 0;
+  size_t steps = 0;
 };
 
 struct StragglerReport {
@@ -75,10 +80,13 @@ struct StragglerReport {
   std::vector<RankWaits> per_rank;  // by rank
   int straggler = -1;               // -1: none stands out
   std::vector<int64_t> straggler_steps;
-  std::string cause;  // "compute", "data loading", "communication", "unknown"
+  // "compute", "data loading", "communication", "host work outside operators", "unknown"
+  std::string cause;
   // The straggler's excess over the others' median in its late steps (ns per step).
-  double excess_computing_ns = 0, excess_data_wait_ns = 0, excess_in_comm_ns = 0;
-  double others_computing_ns = 0, others_data_wait_ns = 0, others_in_comm_ns = 0;
+  double excess_computing_ns = 0, excess_data_wait_ns = 0, excess_in_comm_ns = 0, excess_outside_ns = 0;
+  double others_computing_ns = 0, others_data_wait_ns = 0, others_in_comm_ns = 0, others_outside_ns = 0;
+  // The straggler's functions outside operators (RankSummary::outside_functions).
+  std::vector<std::pair<std::string, uint64_t>> straggler_outside_functions;
 };
 
 // One rank's part in one communication operation: a collective matched
@@ -265,6 +273,10 @@ T at_share(const std::vector<T>& sorted, double share) {
 
 // "1-5,7,9-10".
 std::string step_ranges(const std::vector<int64_t>& steps);
+
+// "rerank (train.py:18) 24.400 ms, ...": a rank's functions outside
+// operators with their time per step (RankSummary::outside_functions).
+std::string outside_function_list(const std::vector<std::pair<std::string, uint64_t>>& functions);
 
 }  // namespace trainprof::analysis
 

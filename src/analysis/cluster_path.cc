@@ -15,6 +15,7 @@ namespace {
 struct Part {
   int rank;
   uint64_t start_ns, end_ns;
+  bool in_flight;  // the rank went on after its call (a DDP bucket): it is not held to the end
 };
 
 // A blocking collective every member of its group recorded in the same step.
@@ -52,8 +53,9 @@ uint64_t gap(uint64_t from, uint64_t to) {
   return to > from ? to - from : 0;
 }
 
-// Every step's matched blocking collectives, and each rank's part in them.
-std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ranks) {
+// Every step's matched blocking collectives (and in-flight ones with
+// `in_flight`), and each rank's part in them.
+std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ranks, bool in_flight) {
   // By (step, group, sequence), the groups numbered (a key of names would
   // compare strings for each of 10^7 calls at 10^5 ranks); then in (step,
   // group name, sequence) order.
@@ -71,11 +73,11 @@ std::map<int64_t, StepMeetings> step_meetings(const std::vector<RankSummary>& ra
     std::vector<size_t> id_of;
     for (const RankGroup& g : s.groups) id_of.push_back(ids.of(g.name));
     for (const RankCollective& c : s.collectives) {
-      if (c.in_flight || c.step < 0 || c.group >= s.groups.size()) continue;
+      if ((c.in_flight && !in_flight) || c.step < 0 || c.group >= s.groups.size()) continue;
       const RankGroup& g = s.groups[c.group];
       auto& [m, members] = meeting_of[Key{c.step, id_of[c.group], c.sequence}];
       if (m.parts.empty()) m.name = c.operation + " #" + std::to_string(c.sequence) + " (" + g.name + ")";
-      m.parts.push_back(Part{s.rank, c.start_ns, c.end_ns});
+      m.parts.push_back(Part{s.rank, c.start_ns, c.end_ns, c.in_flight});
       members = g.world_ranks.size();
     }
   }
@@ -150,73 +152,124 @@ void walk_back(int64_t number, const StepMeetings& step, std::vector<ClusterPath
   out->insert(out->end(), chain.rbegin(), chain.rend());
 }
 
+// A rank's in-flight collectives as the replay follows them: their
+// completion recorded and replayed, until a later piece of its work starts
+// after the recorded one (from then on it may have waited for it).
+struct InFlight {
+  uint64_t recorded_ns, replayed_ns;
+};
+
+struct RankReplay {
+  const RankStepMeetings* step = nullptr;
+  // Where its next piece of work starts, recorded and replayed: a blocking
+  // part's end, an in-flight part's call (the rank went on), or a
+  // completion it may have waited for, the latest.
+  uint64_t recorded_base_ns = 0, replayed_base_ns = 0;
+  std::vector<InFlight> pending;  // not yet before a piece's start
+  size_t next = 0;                // its next meeting
+};
+
+// The recorded and replayed start of rank `r`'s piece of work that ends at
+// `recorded_end_ns`: completions recorded before it are waited for.
+std::pair<uint64_t, uint64_t> piece_start(RankReplay& r, uint64_t recorded_end_ns) {
+  std::erase_if(r.pending, [&r, recorded_end_ns](const InFlight& f) {
+    if (f.recorded_ns > recorded_end_ns) return false;
+    r.recorded_base_ns = std::max(r.recorded_base_ns, f.recorded_ns);
+    r.replayed_base_ns = std::max(r.replayed_base_ns, f.replayed_ns);
+    return true;
+  });
+  return {r.recorded_base_ns, r.replayed_base_ns};
+}
+
 // The step replayed (see the header), `straggler`'s work at the others'
-// median when >= 0. Returns the job's step length.
+// median when >= 0. Returns the job's step length. A rank's piece of work
+// runs from its previous part (a blocking part's end, an in-flight part's
+// call, or an in-flight completion recorded before the piece's end, which
+// it may have waited for) to its next call.
 uint64_t replay(const StepMeetings& step, int straggler) {
   // Per rank, by a dense slot (a meeting of the world has a part per rank:
-  // lookups in maps would cost more than the replay): its step, its time
-  // now, its next meeting's index.
+  // lookups in maps would cost more than the replay).
   std::unordered_map<int, size_t> slot;
-  std::vector<const RankStepMeetings*> of;
-  std::vector<uint64_t> t;
-  std::vector<size_t> next;
+  std::vector<RankReplay> of;
   uint64_t first_start = UINT64_MAX;
   for (const auto& [rank, s] : step.by_rank) {
     slot.emplace(rank, of.size());
-    of.push_back(&s);
-    t.push_back(s.start_ns);
-    next.push_back(0);
+    RankReplay r;
+    r.step = &s;
+    r.recorded_base_ns = r.replayed_base_ns = s.start_ns;
+    of.push_back(std::move(r));
     first_start = std::min(first_start, s.start_ns);
   }
-  // A rank's work before its k-th meeting (k == its count: to the step's end).
-  auto work = [&of](size_t i, size_t k) {
-    const RankStepMeetings& s = *of[i];
-    uint64_t from = k == 0 ? s.start_ns : s.parts[k - 1]->end_ns;
+  auto straggler_slot = slot.find(straggler);
+  size_t late = straggler_slot != slot.end() ? straggler_slot->second : SIZE_MAX;
+  // The recorded length of a rank's work before its k-th meeting (k == its
+  // count: to the step's end), without what it waited for in between.
+  auto recorded_work = [&of](size_t i, size_t k) {
+    const RankStepMeetings& s = *of[i].step;
+    uint64_t from = k == 0                      ? s.start_ns
+                    : s.parts[k - 1]->in_flight ? s.parts[k - 1]->start_ns
+                                                : s.parts[k - 1]->end_ns;
     uint64_t to = k < s.meetings.size() ? s.parts[k]->start_ns : s.end_ns;
+    for (size_t j = 0; j < k; ++j) {  // the latest completion recorded before `to`
+      const Part& p = *s.parts[j];
+      if (p.in_flight && p.end_ns <= to) from = std::max(from, p.end_ns);
+    }
     return gap(from, to);
   };
   auto median_work = [&](const Meeting* m, size_t i, size_t k) {
     std::vector<uint64_t> others;
     if (m == nullptr) {  // to the step's end
       for (size_t j = 0; j < of.size(); ++j)
-        if (j != i) others.push_back(work(j, of[j]->meetings.size()));
+        if (j != i) others.push_back(recorded_work(j, of[j].step->meetings.size()));
     } else {
       for (const Part& p : m->parts) {
         size_t j = slot.at(p.rank);
         if (j == i) continue;
-        const auto& theirs = of[j]->meetings;
-        others.push_back(
-            work(j, static_cast<size_t>(std::find(theirs.begin(), theirs.end(), m) - theirs.begin())));
+        const auto& theirs = of[j].step->meetings;
+        others.push_back(recorded_work(
+            j, static_cast<size_t>(std::find(theirs.begin(), theirs.end(), m) - theirs.begin())));
       }
     }
     // At the median, never longer than it was: a rank faster than the
     // others in some piece keeps that piece.
-    return others.empty() ? work(i, k) : std::min(work(i, k), median(others));
+    return others.empty() ? recorded_work(i, k) : std::min(recorded_work(i, k), median(others));
   };
-  std::vector<size_t> slots;
+  // When rank i's piece before its meeting k (or the step's end) ends, replayed.
+  auto piece_end = [&](size_t i, const Meeting* m) {
+    RankReplay& r = of[i];
+    size_t k = r.next;
+    uint64_t to = m != nullptr ? r.step->parts[k]->start_ns : r.step->end_ns;
+    uint64_t replayed_from = piece_start(r, to).second;
+    return replayed_from + (i == late ? median_work(m, i, k) : recorded_work(i, k));
+  };
+  std::vector<std::pair<size_t, uint64_t>> calls;  // the members' slots and replayed calls
   for (const Meeting& m : step.meetings) {
     uint64_t arrival = 0;
-    slots.clear();
+    calls.clear();
     for (const Part& p : m.parts) {
       size_t i = slot.at(p.rank);
-      slots.push_back(i);
-      uint64_t w = p.rank == straggler ? median_work(&m, i, next[i]) : work(i, next[i]);
-      arrival = std::max(arrival, t[i] + w);
+      uint64_t call = piece_end(i, &m);
+      calls.emplace_back(i, call);
+      arrival = std::max(arrival, call);
     }
     for (size_t n = 0; n < m.parts.size(); ++n) {
-      size_t i = slots[n];
-      t[i] = arrival + gap(m.last_arrival_ns, m.parts[n].end_ns);  // its transfer after the last arrival
-      ++next[i];
+      auto [i, call] = calls[n];
+      const Part& p = m.parts[n];
+      RankReplay& r = of[i];
+      uint64_t released = arrival + gap(m.last_arrival_ns, p.end_ns);  // its transfer after the last arrival
+      if (p.in_flight) {  // the rank goes on from its call; the completion may be waited for later
+        r.pending.push_back({p.end_ns, released});
+        r.recorded_base_ns = p.start_ns;
+        r.replayed_base_ns = call;
+      } else {
+        r.recorded_base_ns = p.end_ns;
+        r.replayed_base_ns = released;
+      }
+      ++r.next;
     }
   }
   uint64_t last_end = 0;
-  auto straggler_slot = slot.find(straggler);
-  for (size_t i = 0; i < of.size(); ++i) {
-    size_t k = of[i]->meetings.size();
-    bool late = straggler_slot != slot.end() && straggler_slot->second == i;
-    uint64_t w = late ? median_work(nullptr, i, k) : work(i, k);
-    last_end = std::max(last_end, t[i] + w);
-  }
+  for (size_t i = 0; i < of.size(); ++i) last_end = std::max(last_end, piece_end(i, nullptr));
   return gap(first_start, last_end);
 }
 
@@ -224,10 +277,15 @@ uint64_t replay(const StepMeetings& step, int straggler) {
 
 ClusterPath cluster_critical_path(const std::vector<RankSummary>& ranks, int straggler) {
   ClusterPath out;
-  for (const auto& [number, step] : step_meetings(ranks)) {
+  for (const auto& [number, step] : step_meetings(ranks, false)) {
     if (step.by_rank.size() < 2) continue;
     walk_back(number, step, &out.segments);
-    if (straggler < 0 || step.by_rank.count(straggler) == 0) continue;
+  }
+  if (straggler < 0) return out;
+  // The what-if follows in-flight collectives too: a straggler late to a
+  // DDP bucket holds the others where they wait for its completion.
+  for (const auto& [number, step] : step_meetings(ranks, true)) {
+    if (step.by_rank.size() < 2 || step.by_rank.count(straggler) == 0) continue;
     out.straggler_at_median.push_back({number, replay(step, -1), replay(step, straggler)});
   }
   return out;

@@ -11,11 +11,16 @@
 // (nonblocking, DDP buckets) and point-to-point transfers do not hold a
 // rank, and are left out of the chain.
 //
-// The what-if replays the same chain: each rank's work between its
-// collectives keeps its length (the straggler's becomes the others' median
-// of the same piece, where that is shorter), a collective starts when its last member arrives and
-// keeps each member's transfer time after that. Unchanged, every step keeps
-// its recorded length.
+// The what-if replays the step: each rank's work between its collectives
+// keeps its length (the straggler's becomes the others' median of the same
+// piece, where that is shorter), a collective starts when its last member
+// arrives and keeps each member's transfer time after that. In-flight
+// collectives count there too: a rank goes on after the call, and a piece
+// of its work that began after one's recorded completion begins after its
+// replayed one (the rank may have waited for it, as DDP waits for its
+// buckets at the end of the backward), so a straggler late to the buckets
+// is re-timed with 2 ranks as with 64. Unchanged, every step keeps its
+// recorded length.
 #ifndef TRAINPROF_ANALYSIS_CLUSTER_PATH_H_
 #define TRAINPROF_ANALYSIS_CLUSTER_PATH_H_
 

@@ -109,7 +109,8 @@ std::string read_members(const json& runs, GroupMembers* members) {
 
 }  // namespace
 
-RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows) {
+RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows,
+                         const OutsideOperators* outside) {
   RankSummary s;
   s.rank = m.rank;
   s.world_size = m.world_size;
@@ -134,6 +135,17 @@ RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& r
     step.data_wait_ns = step.row.data_wait_ns;
     step.in_comm_ns = time_in_comm(m, w.start_ns, w.end_ns);
     s.steps.push_back(step);
+  }
+  if (outside != nullptr && outside->steps > 0) {
+    std::map<int64_t, uint64_t> outside_of;
+    for (const auto& [number, functions] : outside->by_step) {
+      for (const OutsideFunction& f : functions) outside_of[number] += f.ns;
+    }
+    for (RankStep& st : s.steps) st.outside_ns = outside_of[st.row.step];
+    for (size_t i = 0; i < outside->functions.size() && i < kRankOutsideFunctions; ++i) {
+      const OutsideFunction& f = outside->functions[i];
+      s.outside_functions.emplace_back(describe(f), f.ns / static_cast<uint64_t>(outside->steps));
+    }
   }
   std::map<uint32_t, uint32_t> group_index;  // model string id -> index
   for (const CommGroup& g : m.comm_groups) {
@@ -181,7 +193,8 @@ std::string rank_summary_json(const RankSummary& s) {
                       r.communication_not_overlapped_exclude_receive_ns},
                      {"preparing_ns", r.preparing_ns},
                      {"data_wait_ns", st.data_wait_ns},
-                     {"in_comm_ns", st.in_comm_ns}});
+                     {"in_comm_ns", st.in_comm_ns},
+                     {"outside_ns", st.outside_ns}});
   }
   json groups = json::array();
   for (const RankGroup& g : s.groups)
@@ -216,6 +229,11 @@ std::string rank_summary_json(const RankSummary& s) {
               {"collectives", collectives},
               {"transfers", transfers}};
   if (!s.job.empty()) out["job"] = s.job;  // absent: no launcher named one
+  if (!s.outside_functions.empty()) {
+    json functions = json::array();
+    for (const auto& [name, ns] : s.outside_functions) functions.push_back(json::array({name, ns}));
+    out["outside_functions"] = functions;  // absent: no stack samples
+  }
   return base::json_text(out) + "\n";
 }
 
@@ -270,6 +288,8 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
       step.data_wait_ns = u64(st.at("data_wait_ns"));
       if (s.data_wait_separate) r.data_wait_ns = step.data_wait_ns;
       step.in_comm_ns = u64(st.at("in_comm_ns"));
+      if (auto o = st.find("outside_ns"); o != st.end())
+        step.outside_ns = u64(*o);  // absent before it existed
       s.steps.push_back(step);
     }
     for (const json& g : j.at("groups")) {
@@ -298,6 +318,13 @@ std::string parse_rank_summary(const std::string& text, RankSummary* out) {
         if (send > 1) return "a transfer's direction is not 0 or 1";
         s.transfers.push_back(RankTransfer{static_cast<uint32_t>(group), t[1].get<std::string>(), u64(t[2]),
                                            u64(t[3]), u64(t[4]), i64(t[5]), i32(t[6]), i32(t[7]), send == 1});
+      }
+    }
+    if (auto f = j.find("outside_functions"); f != j.end()) {
+      for (const json& e : *f) {
+        if (!e.is_array() || e.size() != 2) return "an outside function is not a [name, ns] array";
+        if (s.outside_functions.size() < kRankOutsideFunctions)
+          s.outside_functions.emplace_back(e[0].get<std::string>(), u64(e[1]));
       }
     }
     *out = std::move(s);

@@ -13,6 +13,7 @@
 
 #include "analysis/group_members.h"
 #include "analysis/passes.h"
+#include "analysis/python_samples.h"
 #include "analysis/trace_model.h"
 
 namespace trainprof::analysis {
@@ -23,6 +24,9 @@ struct RankStep {
   uint64_t end_ns = 0;
   uint64_t data_wait_ns = 0;  // the loop's waits for data (see RankSummary::data_wait_separate)
   uint64_t in_comm_ns = 0;    // time inside communication calls (union; in-flight spans left out)
+  // Host time of the program's Python functions outside operators, ranges
+  // and communication (the stack samples, analysis/python_samples.h).
+  uint64_t outside_ns = 0;
 };
 
 struct RankGroup {
@@ -63,6 +67,9 @@ struct RankTransfer {
   uint32_t run = 0;
 };
 
+// How many of a rank's outside functions its summary keeps.
+inline constexpr size_t kRankOutsideFunctions = 3;
+
 struct RankSummary {
   int rank = 0;
   int world_size = 1;
@@ -91,10 +98,16 @@ struct RankSummary {
   std::vector<RankGroup> groups;
   std::vector<RankCollective> collectives;  // in start order
   std::vector<RankTransfer> transfers;      // in start order
+  // The functions that spent the most of outside_ns, over the steps
+  // ("rerank (train.py:18)", ns per step), the most first; empty without
+  // stack samples.
+  std::vector<std::pair<std::string, uint64_t>> outside_functions;
 };
 
-// From an analysed model and its step rows (same order as model.steps).
-RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows);
+// From an analysed model, its step rows (same order as model.steps) and
+// its Python functions outside operators (null: none).
+RankSummary rank_summary(const TraceModel& m, const std::vector<StepTraceRow>& rows,
+                         const OutsideOperators* outside = nullptr);
 
 std::string rank_summary_json(const RankSummary& s);
 // Parses rank_summary_json's text; "" or what is wrong with it.

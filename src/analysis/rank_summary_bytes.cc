@@ -70,6 +70,11 @@ void append_rank_summary_bytes(const RankSummary& s, std::string* out) {
     w.put<uint8_t>(t.send);
     w.put(t.run);
   }
+  w.put<uint64_t>(s.outside_functions.size());
+  for (const auto& [name, ns] : s.outside_functions) {
+    w.put(name);
+    w.put(ns);
+  }
 }
 
 bool read_rank_summary_bytes(std::string_view* in, RankSummary* out) {
@@ -128,6 +133,11 @@ bool read_rank_summary_bytes(std::string_view* in, RankSummary* out) {
       return false;
     }
     t.send = send != 0;
+  }
+  if (!r.count(2 * sizeof(uint64_t), &n)) return false;
+  s.outside_functions.resize(n);
+  for (auto& [name, ns] : s.outside_functions) {
+    if (!r.get(&name) || !r.get(&ns)) return false;
   }
   *in = r.rest();
   *out = std::move(s);

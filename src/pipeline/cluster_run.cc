@@ -140,7 +140,8 @@ json report_json(const analysis::StragglerReport& r, const analysis::NumberingRe
     ranks.push_back({{"rank", w.rank},
                      {"waited_ns", w.waited_ns},
                      {"others_waited_for_it_ns", w.waited_for_ns},
-                     {"arrived_last", w.late_collectives}});
+                     {"arrived_last", w.late_collectives},
+                     {"waited_per_step_ns", w.steps > 0 ? w.waited_in_steps_ns / w.steps : 0}});
   }
   json problems = json::array();
   for (const auto& [rank, problem] : r.clock_problems)
@@ -185,7 +186,8 @@ json report_json(const analysis::StragglerReport& r, const analysis::NumberingRe
     out["cause"] = r.cause;
     out["excess_per_step_ns"] = {{"computing", r.excess_computing_ns},
                                  {"data_wait", r.excess_data_wait_ns},
-                                 {"in_communication", r.excess_in_comm_ns}};
+                                 {"in_communication", r.excess_in_comm_ns},
+                                 {"outside_operators", r.excess_outside_ns}};
   }
   return out;
 }

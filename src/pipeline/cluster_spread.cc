@@ -481,9 +481,11 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
       light.clock_error_ns = s.clock_error_ns;
       light.clock_problem = s.clock_problem;
       light.end = s.end;
+      light.outside_functions = s.outside_functions;  // three at most
       std::string bytes;
       analysis::append_rank_summary_bytes(light, &bytes);
       w.put(bytes);
+      w.put<uint64_t>(s.steps.size());
       std::map<std::string, int64_t> last;
       for (const RankCollective& c : s.collectives) {
         auto [it, fresh] = last.try_emplace(s.groups[c.group].name, 0);
@@ -504,6 +506,8 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
       w.put(sum.waited_ns);
       w.put(sum.waited_for_ns);
       w.put(sum.late_collectives);
+      w.put(sum.collectives);
+      w.put(sum.waited_in_steps_ns);
       put_step_sums(w, sum.waited_for_by_step);
     }
   }
@@ -532,6 +536,7 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
     std::vector<RankSummary> lights;
     std::map<std::string, std::map<int, int64_t>> last_by_group;
     std::map<int, RankWaits> all_sums;
+    std::map<int, uint64_t> steps_of;
     analysis::MatchCounts all_counts;
     read_all(gathered, "the ranks' waits", &out.error, [&](base::ByteReader& r) {
       bool ok = read_items(r, 16, [&] {
@@ -539,8 +544,10 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
         if (!r.get(&bytes)) return false;
         std::string_view in = bytes;
         RankSummary light;
-        if (!analysis::read_rank_summary_bytes(&in, &light)) return false;
+        uint64_t steps = 0;
+        if (!analysis::read_rank_summary_bytes(&in, &light) || !r.get(&steps)) return false;
         int rank = light.rank;
+        steps_of[rank] = steps;
         lights.push_back(std::move(light));
         return read_items(r, 16, [&] {
           std::string group;
@@ -556,16 +563,19 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
       all_counts.matched += some.matched;
       all_counts.unmatched += some.unmatched;
       all_counts.total_wait_ns += some.total_wait_ns;
-      return read_items(r, 36, [&] {
+      return read_items(r, 52, [&] {
         int32_t rank = 0;
         RankWaits more;
         if (!r.get(&rank) || !r.get(&more.waited_ns) || !r.get(&more.waited_for_ns) ||
-            !r.get(&more.late_collectives) || !get_step_sums(r, &more.waited_for_by_step))
+            !r.get(&more.late_collectives) || !r.get(&more.collectives) || !r.get(&more.waited_in_steps_ns) ||
+            !get_step_sums(r, &more.waited_for_by_step))
           return false;
         RankWaits& sum = all_sums[rank];
         sum.waited_ns += more.waited_ns;
         sum.waited_for_ns += more.waited_for_ns;
         sum.late_collectives += more.late_collectives;
+        sum.collectives += more.collectives;
+        sum.waited_in_steps_ns += more.waited_in_steps_ns;
         for (const auto& [step, ns] : more.waited_for_by_step) sum.waited_for_by_step[step] += ns;
         return true;
       });
@@ -578,14 +588,19 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
     report.total_wait_ns = all_counts.total_wait_ns;
     analysis::add_ended_early(report, last_by_group);
     for (RankWaits& w : report.per_rank) {
+      w.steps = steps_of[w.rank];
       auto it = all_sums.find(w.rank);
       if (it == all_sums.end()) continue;
       w.waited_ns = it->second.waited_ns;
       w.waited_for_ns = it->second.waited_for_ns;
       w.late_collectives = it->second.late_collectives;
+      w.collectives = it->second.collectives;
+      w.waited_in_steps_ns = it->second.waited_in_steps_ns;
       w.waited_for_by_step = std::move(it->second.waited_for_by_step);
     }
     late_steps = analysis::name_straggler(report);
+    for (const RankSummary& light : lights)
+      if (light.rank == report.straggler) report.straggler_outside_functions = light.outside_functions;
   }
 
   // 6. The straggler's late steps to every process; each rank's means over
@@ -621,6 +636,7 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
       w.put(wait.computing_ns);
       w.put(wait.data_wait_ns);
       w.put(wait.in_comm_ns);
+      w.put(wait.outside_ns);
     }
   }
   std::map<int, RankWaits> all_means;
@@ -628,7 +644,8 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
     while (!r.empty()) {
       int32_t rank = 0;
       RankWaits w;
-      if (!r.get(&rank) || !r.get(&w.computing_ns) || !r.get(&w.data_wait_ns) || !r.get(&w.in_comm_ns))
+      if (!r.get(&rank) || !r.get(&w.computing_ns) || !r.get(&w.data_wait_ns) || !r.get(&w.in_comm_ns) ||
+          !r.get(&w.outside_ns))
         return false;
       all_means[rank] = w;
     }
@@ -640,6 +657,7 @@ SpreadMatch spread_match(std::vector<RankSummary>& mine, ClusterExchange& x, uin
       w.computing_ns = m.computing_ns;
       w.data_wait_ns = m.data_wait_ns;
       w.in_comm_ns = m.in_comm_ns;
+      w.outside_ns = m.outside_ns;
     }
     analysis::explain_straggler(report);
   }

@@ -567,7 +567,7 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   if (!model.comm_calls.empty()) {
     note(base::write_file_atomically_at(
         out.fd, "rank_summary.json",
-        analysis::rank_summary_json(analysis::rank_summary(model, passes.step_rows())),
+        analysis::rank_summary_json(analysis::rank_summary(model, passes.step_rows(), &outside)),
         out.path + "/rank_summary.json"));
   } else {
     unlinkat(out.fd, "rank_summary.json", 0);  // of an earlier analysis
