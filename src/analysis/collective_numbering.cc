@@ -2,6 +2,7 @@
 #include "analysis/collective_numbering.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -14,11 +15,27 @@ struct Member {
   std::vector<RankCollective*> calls;
 };
 
+// A collective with a root (a broadcast, scatter, gather or reduce): a
+// member that is not the root may leave it before another has come (a
+// broadcast's receiver, once the root's data is in), so its members' spans
+// need not overlap.
+bool has_root(const std::string& operation) {
+  std::string op;
+  for (char c : operation) op += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto has = [&op](const char* part) { return op.find(part) != std::string::npos; };
+  if (has("allreduce") || has("all_reduce") || has("allgather") || has("all_gather") ||
+      has("reduce_scatter") || has("alltoall") || has("all_to_all") || has("barrier"))
+    return false;
+  return has("broadcast") || has("bcast") || has("scatter") || has("gather") || has("reduce");
+}
+
 // Whether `a` and `b` can be one collective seen by two members: the same
-// operation and bytes, and (`timed`) neither ended before the other began.
+// operation and bytes, and (`timed`, and not one with a root) neither ended
+// before the other began.
 bool same_collective(const RankCollective& a, const RankCollective& b, bool timed, uint64_t tolerance_ns) {
   if (a.operation != b.operation || a.bytes != b.bytes) return false;
-  return !timed || (a.start_ns <= b.end_ns + tolerance_ns && b.start_ns <= a.end_ns + tolerance_ns);
+  if (!timed || has_root(a.operation)) return true;
+  return a.start_ns <= b.end_ns + tolerance_ns && b.start_ns <= a.end_ns + tolerance_ns;
 }
 
 // How many of `calls`, shifted by `offset`, the reference recorded too, or
