@@ -746,12 +746,16 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   EXPECT_EQ(advice.findings[0].rule, "straggler") << advice.text;
   EXPECT_EQ(advice.findings[0].ranks, std::vector<int>{2}) << advice.text;
   EXPECT_NE(advice.findings[0].evidence.find("cause: compute"), std::string::npos) << advice.text;
-  // The others' exposed communication is their wait for it: said there, not
-  // a finding of its own.
-  for (const Advice& a : advice.findings) EXPECT_NE(a.rule, "exposed_communication") << advice.text;
+  // The others' exposed communication is mostly their wait for it: said
+  // there, and taken out of any finding of its own (what may stay, on a
+  // loaded machine, is the transfer after the straggler arrived).
   EXPECT_NE(advice.findings[0].evidence.find("is their wait for it, the same time, not counted again"),
             std::string::npos)
       << advice.text;
+  for (const Advice& a : advice.findings) {
+    if (a.rule != "exposed_communication") continue;
+    EXPECT_LT(a.saving_ms, advice.findings[0].saving_ms) << advice.text;
+  }
   // Every rank's steps, one row each, in msprof-analyze's cluster layout.
   std::string csv = test::read_text(r.output_dir + "/cluster_step_trace_time.csv");
   EXPECT_EQ(csv.rfind("Step,Type,Index,Computing,", 0), 0u) << csv;

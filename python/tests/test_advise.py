@@ -210,23 +210,27 @@ dist.destroy_process_group()
 """
 
 
-def run_gloo_job(tmp_path: Path, mode: str) -> list[Path]:
-    """GLOO_JOB on two ranks, ``mode`` "exposed" or "overlapped": the ranks' runs."""
+def run_two_ranks(script: Path, out: Path, *args: str) -> list[Path]:
+    """``script OUT ARGS`` on two Gloo ranks: the ranks' runs under ``out``."""
     import os
     import socket
-    script = tmp_path / "job.py"
-    script.write_text(GLOO_JOB)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
-    out = tmp_path / mode
-    procs = [subprocess.Popen([sys.executable, str(script), str(out), mode], env=dict(env, RANK=str(r)),
+    procs = [subprocess.Popen([sys.executable, str(script), str(out), *args], env=dict(env, RANK=str(r)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
     for r, p in enumerate(procs):
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, f"rank {r}: {err}"
     return run_dirs(out)
+
+
+def run_gloo_job(tmp_path: Path, mode: str) -> list[Path]:
+    """GLOO_JOB on two ranks, ``mode`` "exposed" or "overlapped": the ranks' runs."""
+    script = tmp_path / "job.py"
+    script.write_text(GLOO_JOB)
+    return run_two_ranks(script, tmp_path / mode, mode)
 
 
 def what_if(run: Path) -> dict[str, dict[str, float]]:
@@ -259,3 +263,97 @@ def test_exposed_communication_is_named_and_its_overlap_re_timed(tmp_path: Path)
         assert "exposed_communication" not in rules(run)
         measured = next(iter(what_if(run).values()))["median_step_ms"]
         assert abs(estimate - measured) <= 0.10 * measured, (estimate, measured)
+
+
+# DDP on two ranks, rank 1 spending 30 ms a step in a Python function before
+# its forward: rank 0 waits for it in every gradient all-reduce, which runs
+# in flight (no call holds rank 0), outside any operator on rank 0's side.
+SLOW_PYTHON_RANK = """
+import time, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def load_features():
+    end = time.perf_counter() + 0.030
+    while time.perf_counter() < end:
+        pass
+
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(16):
+    if rank == 1:
+        load_features()
+    loss = model(torch.randn(32, 64)).square().mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+dist.destroy_process_group()
+"""
+
+
+def test_a_straggler_under_ddp_is_named_first_with_its_function_and_re_timed(tmp_path: Path) -> None:
+    """Zero-code under torchrun: the straggler comes first, its cause names
+    the function, the what-if re-times the in-flight buckets (2 ranks), and
+    neither rank 0's wait nor rank 1's function is a finding of its own."""
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with Gloo is not available")
+    script = tmp_path / "train.py"
+    script.write_text(SLOW_PYTHON_RANK)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           "--module", "trainprof", "run", str(script)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    advice = trainprof.advise(tmp_path / "data")
+    first = advice[0]
+    assert first["rule"] == "straggler" and first["ranks"] == [1], advice
+    assert "cause: host work outside operators" in first["evidence"], first
+    assert "load_features (train.py:" in first["evidence"] and "load_features (train.py:" in first["change"], first
+    assert first["saving_basis"].startswith("re-timed"), first
+    assert first["saving_ms"] >= 15, first  # of the 30 ms rank 1 adds to every step
+    assert "not counted again" in first["evidence"], first
+    for other in advice[1:]:
+        assert other["rule"] != "exposed_communication", advice
+        assert not (other["rule"] == "host_outside_operators" and other["ranks"] == [1]), advice
+
+
+# Two ranks late by turns (each sleeps 20 ms before the all-reduce of a
+# small tensor in every other step): each rank's exposed communication is
+# its wait for the other, which no overlap would hide.
+TURNS_JOB = """
+import os, sys, time, torch, torch.distributed as dist, trainprof
+rank, out = int(os.environ["RANK"]), sys.argv[1]
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+level1 = trainprof._ExperimentalConfig(profiler_level=trainprof.ProfilerLevel.Level1)
+with trainprof.profile(experimental_config=level1,
+                       on_trace_ready=trainprof.tensorboard_trace_handler(out, worker_name=f"rank{rank}")) as prof:
+    t = torch.ones(16)
+    for step in range(13):
+        with trainprof.record_function("work"):
+            time.sleep(0.030 if step % 2 == rank else 0.010)
+        dist.all_reduce(t)
+        prof.step()
+dist.destroy_process_group()
+"""
+
+
+def test_ranks_late_by_turns_are_not_told_to_overlap_their_communication(tmp_path: Path) -> None:
+    """Each rank alone sees a third of its step exposed; the job's cluster
+    pass knows that was waiting for the other (no straggler: they take
+    turns), so `advise` on the job has nothing to say about overlap."""
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with Gloo is not available")
+    script = tmp_path / "turns.py"
+    script.write_text(TURNS_JOB)
+    out = tmp_path / "out"
+    runs = run_two_ranks(script, out)
+    assert len(runs) == 2
+    assert all("exposed_communication" in rules(run) for run in runs)  # each run alone cannot tell
+    job = trainprof.advise(out)
+    assert [f["rule"] for f in job] == [], job

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/advisor.h"
 #include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "base/string_format.h"
@@ -80,10 +81,16 @@ std::vector<Advice> run_findings(const std::string& run, std::vector<std::string
   return out;
 }
 
+// What the cluster pass says of a job: its findings, and each rank's
+// waiting at collectives per counted step, ms.
+struct JobAdvice {
+  std::vector<Advice> findings;
+  std::map<int, double> waited_per_step_ms;
+};
+
 // The cluster's findings; `trainprof cluster` first when a job of several
 // runs has no cluster outputs yet.
-std::vector<Advice> cluster_findings(const std::string& path, size_t runs,
-                                     std::vector<std::string>* warnings) {
+JobAdvice cluster_findings(const std::string& path, size_t runs, std::vector<std::string>* warnings) {
   fs::path file = fs::path(path) / "cluster_analysis_output" / "cluster_analysis.json";
   std::error_code ec;
   if (!fs::exists(file, ec)) {
@@ -93,7 +100,15 @@ std::vector<Advice> cluster_findings(const std::string& path, size_t runs,
   }
   json j = base::read_json_object(file.string());
   if (!j.is_object() || !j.contains("advice")) return {};
-  return parse_findings(j["advice"], file.string(), warnings);
+  JobAdvice out;
+  out.findings = parse_findings(j["advice"], file.string(), warnings);
+  if (auto ranks = j.find("per_rank"); ranks != j.end() && ranks->is_array()) {
+    for (const json& r : *ranks) {
+      if (r.is_object() && r.contains("rank") && r["rank"].is_number_integer())
+        out.waited_per_step_ms[r["rank"].get<int>()] = base::number_field(r, "waited_per_step_ns", 0) / 1e6;
+    }
+  }
+  return out;
 }
 
 // "0-3, 5".
@@ -110,32 +125,64 @@ std::string rank_list(std::vector<int> ranks) {
   return out;
 }
 
-// The other ranks' exposed communication is mostly their wait for the
-// straggler: the same time, which goes when the straggler does. It is
-// said in the straggler's finding and not counted again as a finding of
-// its own (one found on the straggler's rank alone stays).
-void fold_waits_into_straggler(std::vector<Advice>& findings) {
+// A rank's exposed communication in a job holds its waits for the others
+// to arrive, which no overlap would hide: the straggler's doing when the
+// cluster pass names one (the same time as its finding, said there and not
+// counted again), else the ranks' jitter, late by turns. Taken out of each
+// rank's finding, what is left (the transfer nothing overlaps) must still
+// be a tenth of the step for the finding to stand.
+void take_waits_out_of_exposed_communication(JobAdvice& job, std::vector<Advice>& findings) {
+  auto straggler = std::find_if(job.findings.begin(), job.findings.end(),
+                                [](const Advice& a) { return a.rule == "straggler" && !a.ranks.empty(); });
+  int slow = straggler != job.findings.end() ? straggler->ranks.front() : -1;
+  std::vector<int> waiting;
+  double most = 0;
+  std::erase_if(findings, [&](Advice& a) {
+    if (a.rule != "exposed_communication" || a.ranks.size() != 1 || a.ranks[0] == slow || a.saving_ms <= 0)
+      return false;
+    auto found = job.waited_per_step_ms.find(a.ranks[0]);
+    double wait = found != job.waited_per_step_ms.end() ? std::min(found->second, a.saving_ms) : 0;
+    if (wait <= 0) return false;
+    if (slow >= 0) {
+      waiting.push_back(a.ranks[0]);
+      most = std::max(most, wait);
+    }
+    double left = a.saving_ms - wait;
+    if (left < analysis::kExposedCommShare * a.step_ms) return true;
+    a.saving_ms = left;
+    a.evidence += slow >= 0 ? base::format(
+                                  "; %.3f ms of it per step is the wait for rank %d (its straggler finding), "
+                                  "left out of the saving",
+                                  wait, slow)
+                            : base::format(
+                                  "; %.3f ms of it per step was waiting for the other ranks to arrive "
+                                  "(cluster_analysis.json), not the transfer, and is left out of the saving",
+                                  wait);
+    return false;
+  });
+  if (!waiting.empty()) {
+    straggler->evidence += "; the exposed communication of rank(s) " + rank_list(waiting) + " (up to " +
+                           base::format("%.3f", most) +
+                           " ms per step) is their wait for it, the same time, not counted again";
+  }
+}
+
+// The straggler's own host work outside operators, when that is its
+// cause, is the same time as its finding: said there, not counted again.
+void fold_cause_into_straggler(std::vector<Advice>& findings) {
   auto straggler = std::find_if(findings.begin(), findings.end(),
                                 [](const Advice& a) { return a.rule == "straggler" && !a.ranks.empty(); });
-  if (straggler == findings.end()) return;
-  int slow = straggler->ranks.front();
-  std::vector<Advice> kept;
+  if (straggler == findings.end() ||
+      straggler->evidence.find("cause: host work outside operators") == std::string::npos)
+    return;
+  std::vector<int> slow = {straggler->ranks.front()};
   std::string folded;
-  for (Advice& a : findings) {
-    bool others = a.rule == "exposed_communication" &&
-                  std::any_of(a.ranks.begin(), a.ranks.end(), [slow](int r) { return r != slow; });
-    if (!others) {
-      kept.push_back(std::move(a));
-      continue;
-    }
-    std::vector<int> waiting;
-    for (int r : a.ranks)
-      if (r != slow) waiting.push_back(r);
-    folded = "; the exposed communication of rank(s) " + rank_list(waiting) + " (up to " +
-             base::format("%.3f", std::max(0.0, a.saving_ms)) +
-             " ms per step) is their wait for it, the same time, not counted again";
-  }
-  findings = std::move(kept);
+  std::erase_if(findings, [&](const Advice& a) {
+    if (a.rule != "host_outside_operators" || a.ranks != slow) return false;
+    folded = "; its host work outside operators (up to " + base::format("%.3f", std::max(0.0, a.saving_ms)) +
+             " ms per step) is this cause, not counted again";
+    return true;
+  });
   for (Advice& a : findings)
     if (a.rule == "straggler") a.evidence += folded;
 }
@@ -161,7 +208,7 @@ std::vector<Advice> merge_by_rule(std::vector<Advice> all) {
     if (a.saving_ms > kept.saving_ms) kept = std::move(a);
     kept.ranks = ranks;
   }
-  fold_waits_into_straggler(out);
+  fold_cause_into_straggler(out);
   // A straggler comes first whatever the savings.
   std::stable_sort(out.begin(), out.end(), [](const Advice& a, const Advice& b) {
     bool a_first = a.rule == "straggler", b_first = b.rule == "straggler";
@@ -211,8 +258,9 @@ AdviceReport advise(const std::string& path) {
     all.insert(all.end(), found.begin(), found.end());
   }
   // After the runs' analyses, which the cluster pass reads.
-  std::vector<Advice> job = cluster_findings(path, runs.size(), &report.warnings);
-  all.insert(all.begin(), job.begin(), job.end());
+  JobAdvice job = cluster_findings(path, runs.size(), &report.warnings);
+  take_waits_out_of_exposed_communication(job, all);
+  all.insert(all.begin(), job.findings.begin(), job.findings.end());
   report.findings = merge_by_rule(std::move(all));
   report.text = report_text(path, report.findings, runs.size());
   json list = json::array();
