@@ -397,7 +397,18 @@ void append_start_up(std::string& text, const nlohmann::json& info) try {
 // no operator or range was, per step.
 void append_outside(std::string& text, const nlohmann::json& info) try {
   const nlohmann::json* o = analysis_entry(info, "python_outside_operators");
-  if (o == nullptr || !o->is_object()) return;
+  if (o == nullptr) {
+    // No samples: say why host time outside operators is not named.
+    auto options = info.find("options");
+    bool off = options != info.end() && options->is_object() &&
+               options->value("python_stack_sampling_ms", uint64_t{1}) == 0;
+    text +=
+        off ? "  Python outside operators: not sampled (python_stack_sampling_ms is 0)\n"
+            : "  Python outside operators: not available (no Python stack samples: a C++ program, or Python "
+              "before 3.11, cannot name the functions that spend host time outside operators)\n";
+    return;
+  }
+  if (!o->is_object()) return;
   auto functions = o->find("functions");
   if (functions == o->end() || !functions->is_array() || functions->empty()) return;
   std::string names;
