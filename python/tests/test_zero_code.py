@@ -109,7 +109,9 @@ def test_run_without_options_records_the_whole_script_into_data(tmp_path: Path) 
     assert [int(r["Step"]) for r in rows] == [1, 2, 3]
     assert all(float(r["Computing"]) > 0 for r in rows)
     with open(runs[0] / "PROFILER_OUTPUT" / "profiler_info.json") as f:
-        analysis = json.load(f)["analysis"]
+        info = json.load(f)
+    analysis = info["analysis"]
+    assert info["options"]["profile_communication"] is False  # one process: no ranks to match
     start_up = analysis["start_up"]
     assert start_up["recorded_as_step"] == 0 and analysis["tail"]["recorded_as_step"] == 4
     # It holds the script's import of torch: its collections and seconds,
@@ -118,6 +120,25 @@ def test_run_without_options_records_the_whole_script_into_data(tmp_path: Path) 
     assert start_up["ms"] > 10 * max(float(r["Computing"]) / 1e3 for r in rows), (start_up, rows)
     assert "gc_pauses" not in [f["rule"] for f in analysis["advice"]], analysis["advice"]
     assert "start-up: " in result.stderr, result.stderr
+
+
+def test_run_under_a_launcher_of_several_ranks_records_their_communication(tmp_path: Path) -> None:
+    """torchrun (WORLD_SIZE), mpirun (OMPI_COMM_WORLD_SIZE): the default
+    options add profile_communication, which the cluster pass needs; given
+    options stay as given."""
+    script = write_script(tmp_path)
+    base = {k: v for k, v in os.environ.items() if k != "TRAINPROF_OPTIONS"}
+    for variable, given, want in [("WORLD_SIZE", None, True), ("OMPI_COMM_WORLD_SIZE", None, True),
+                                  ("WORLD_SIZE", '{"analyse": true}', False)]:
+        out = tmp_path / f"{variable}{given is not None}"
+        out.mkdir()
+        options = ["--options", given] if given else []
+        result = subprocess.run([sys.executable, "-m", "trainprof", "run", *options, str(script), "--steps", "2"],
+                                capture_output=True, text=True, cwd=out, timeout=300, env=dict(base, **{variable: "2"}))
+        assert result.returncode == 0, result.stderr
+        [run_dir] = run_dirs(out / "data")
+        with open(run_dir / "profiler_info.json") as f:
+            assert json.load(f)["options"]["profile_communication"] is want, (variable, given)
 
 
 def test_run_records_the_dataloader_workers_stages(tmp_path: Path) -> None:

@@ -18,7 +18,11 @@ USAGE = """usage: python -m trainprof run [--flight-recorder] [--options JSON] S
 Runs SCRIPT (as `python SCRIPT ARGS...` would) under trainprof: steps are the
 optimizer's step() calls, the profile is stopped, flushed and analysed at exit.
 The options are --options JSON, else TRAINPROF_OPTIONS (one of the two, not
-both), else {"analyse": true, "data_process": true}; output under ./data.
+both), else {"analyse": true, "data_process": true}, with
+"profile_communication": true when a launcher started this process as one
+of several ranks (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS
+above 1: the cluster analysis needs the ranks' collectives); output under
+./data.
 JSON has the keys of TRAINPROF_OPTIONS (the ProfilerOptions field names,
 "schedule": {"wait": W, "warmup": W, "active": A, "repeat": R, "skip_first": S},
 "analyse": true|false); "start" is true unless given: "start": false runs
@@ -34,6 +38,18 @@ analysed. Settings: "flight_recorder": {"ring_mb": ..., "slow_step_factor":
 """
 
 DEFAULT_OPTIONS = '{"start": true, "analyse": true, "data_process": true}'
+DEFAULT_RANK_OPTIONS = '{"start": true, "analyse": true, "data_process": true, "profile_communication": true}'
+
+# What launchers (torchrun, mpirun, srun) say the job's size is.
+WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+
+
+def _one_of_several_ranks() -> bool:
+    for name in WORLD_SIZE_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 1:
+            return True
+    return False
 
 # Exit status of a usage error (argparse's).
 USAGE_ERROR = 2
@@ -98,7 +114,7 @@ def _start_profile(options: Optional[str], flight_recorder: bool = False) -> Non
     elif env_text:
         source, text = _zero_code.OPTIONS_VARIABLE, env_text
     else:
-        source, text = "the default options", DEFAULT_OPTIONS
+        source, text = "the default options", DEFAULT_RANK_OPTIONS if _one_of_several_ranks() else DEFAULT_OPTIONS
     try:
         started = _zero_code.start_from_json(_with_start(text, flight_recorder))
     except ValueError as e:
