@@ -121,6 +121,35 @@ def test_sampling_off_records_no_samples(tmp_path: Path) -> None:
         trainprof._ExperimentalConfig(python_stack_sampling_ms=1001)
 
 
+def test_the_samples_and_the_functions_are_in_the_database(tmp_path: Path) -> None:
+    """trainprof.db holds every sample (its stack, span and time outside
+    operators) and python_outside_operators.csv's rows, which agree."""
+    import sqlite3
+    config = trainprof._ExperimentalConfig(export_type=[trainprof.ExportType.Text, trainprof.ExportType.Db])
+    x = torch.ones(64)
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler(str(tmp_path)), experimental_config=config) as p:
+        for _ in range(6):
+            nap(20)
+            x = x * 1.0001
+            p.step()
+    [run] = run_dirs(tmp_path)
+    db = sqlite3.connect(run / "PROFILER_OUTPUT" / "trainprof.db")
+    assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+    with open(run / "PROFILER_OUTPUT" / "profiler_info.json") as f:
+        assert db.execute("SELECT COUNT(*) FROM stack_samples").fetchone()[0] == \
+            json.load(f)["analysis"]["python_outside_operators"]["samples"]
+    # The nap's samples: its frame innermost, most of their span outside operators.
+    naps = db.execute("SELECT SUM(outside_ns), SUM(end_ns - start_ns) FROM stack_samples JOIN strings "
+                      "ON strings.id = stack_id WHERE strings.value LIKE '%: nap;%' AND step IS NOT NULL").fetchone()
+    assert naps[0] > 0.5 * naps[1], naps
+    with open(run / "PROFILER_OUTPUT" / "python_outside_operators.csv", newline="") as f:
+        rows = {(int(r["Step"]), r["Function"], int(r["Line"])): float(r["Time(us)"]) for r in csv.DictReader(f)}
+    in_db = {(step, function, line): ns / 1e3 for step, function, line, ns in
+             db.execute("SELECT step, function, line, time_ns FROM python_outside_operators")}
+    assert in_db.keys() == rows.keys() and rows
+    assert all(abs(in_db[k] - rows[k]) < 0.01 for k in rows)
+
+
 # A training script nobody here wrote would look like this: the mode plants
 # one problem outside every operator, or none.
 SCRIPT = '''

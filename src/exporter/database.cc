@@ -71,6 +71,13 @@ CREATE TABLE gpu_activity (
   tid INTEGER REFERENCES threads(tid), launch_id INTEGER REFERENCES gpu_activity(id),
   step INTEGER REFERENCES steps(step), graph_id INTEGER, graph_node_id INTEGER,
   capture_operator_id INTEGER REFERENCES strings(id));
+CREATE TABLE stack_samples (
+  id INTEGER PRIMARY KEY, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+  tid INTEGER REFERENCES threads(tid), stack_id INTEGER NOT NULL REFERENCES strings(id),
+  outside_ns INTEGER NOT NULL, step INTEGER REFERENCES steps(step));
+CREATE TABLE python_outside_operators (
+  step INTEGER REFERENCES steps(step), function TEXT, file TEXT, line INTEGER, input INTEGER,
+  time_ns INTEGER);
 )sql";
 
 // Made after the rows: building an index once is faster than keeping it
@@ -250,7 +257,8 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
                                    const std::vector<analysis::StepTraceRow>& rows,
                                    const std::vector<analysis::OpStatisticRow>& operators,
                                    const std::vector<uint32_t>& memory_operators,
-                                   const std::string& run_info_json) {
+                                   const std::string& run_info_json,
+                                   const analysis::OutsideOperators* outside) {
   Impl& d = *impl_;
   for (const SliceRow& row : d.pending) {
     bind_slice(*d.insert_slice, 1, row);
@@ -445,6 +453,42 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     }
   }
   rows_ += write_gpu_activity(d.file.db(), &d.file.error(), m, by_start);
+  {
+    // Every look of the Python sampler: its stack (innermost frame first),
+    // the span it stands for and the part of it outside operators.
+    Statement s(d.file.db(),
+                "INSERT INTO stack_samples(start_ns, end_ns, tid, stack_id, outside_ns, step) VALUES (?, ?, "
+                "?, ?, ?, ?)",
+                &d.file.error());
+    for (const analysis::StackSample& r : m.stack_samples) {
+      if (!d.file.error().empty()) break;
+      s.bind(1, static_cast<int64_t>(r.start_ns) + offset)
+          .bind(2, static_cast<int64_t>(r.end_ns) + offset)
+          .bind(3, static_cast<int64_t>(r.tid))
+          .bind(4, static_cast<int64_t>(r.stack))
+          .bind(5, i64(r.outside_ns));
+      bind_step(s, 6, step_at(by_start, r.end_ns > 0 ? r.end_ns - 1 : 0));
+      s.step(d.file.db(), &d.file.error());
+      ++rows_;
+    }
+  }
+  if (outside != nullptr) {
+    // python_outside_operators.csv's rows.
+    Statement s(d.file.db(), "INSERT INTO python_outside_operators VALUES (?, ?, ?, ?, ?, ?)",
+                &d.file.error());
+    for (const auto& [step, functions] : outside->by_step) {
+      for (const analysis::OutsideFunction& f : functions) {
+        s.bind(1, step)
+            .bind(2, f.function)
+            .bind(3, f.file)
+            .bind(4, static_cast<int64_t>(f.line))
+            .bind(5, static_cast<int64_t>(f.input ? 1 : 0))
+            .bind(6, i64(f.ns))
+            .step(d.file.db(), &d.file.error());
+        ++rows_;
+      }
+    }
+  }
   {
     Statement s(d.file.db(), "INSERT INTO run_info VALUES (?, ?)", &d.file.error());
     for (const auto& [key, value] : {std::pair<const char*, std::string>{"rank", std::to_string(m.rank)},

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "analysis/passes.h"
+#include "analysis/python_samples.h"
 #include "analysis/trace_model.h"
 #include "exporter/output_file.h"
 
@@ -32,11 +33,13 @@ class DatabaseWriter {
 
   // Strings, threads, steps and their breakdown, operator statistics,
   // memory (with the operator each report came from), data stages,
-  // communication and run info; then commits and renames into place.
-  // Returns "" or the first error.
+  // communication, Python stack samples and the functions outside
+  // operators per step (`outside`, null: none), and run info; then commits
+  // and renames into place. Returns "" or the first error.
   std::string finish(const analysis::TraceModel& m, const std::vector<analysis::StepTraceRow>& steps,
                      const std::vector<analysis::OpStatisticRow>& operators,
-                     const std::vector<uint32_t>& memory_operators, const std::string& run_info_json);
+                     const std::vector<uint32_t>& memory_operators, const std::string& run_info_json,
+                     const analysis::OutsideOperators* outside = nullptr);
 
   uint64_t rows() const { return rows_; }
 

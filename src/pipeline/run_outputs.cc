@@ -500,7 +500,8 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   std::string run_info_text =
       base::read_regular_file_at(AT_FDCWD, (run / "profiler_info.json").string(), false);
   if (database) {
-    note(database->finish(model, passes.step_rows(), operators, passes.memory_names(), run_info_text));
+    note(database->finish(model, passes.step_rows(), operators, passes.memory_names(), run_info_text,
+                          &outside));
   } else {
     unlinkat(out.fd, kDatabaseName, 0);  // of an earlier analysis
   }
