@@ -406,9 +406,11 @@ std::vector<Finding> advise_cluster(const StragglerReport& r, const std::vector<
       estimated_step_ms < 0 || median_step_ms - estimated_step_ms >= kStragglerSavingShare * median_step_ms;
   // Late at most of its collectives: two ranks late by turns, one by a
   // little more each time, can pile up most of the waiting on one of them.
-  bool usually_late = static_cast<double>(w == r.per_rank.end() ? 0 : w->late_collectives) >=
-                      kStragglerLateShare * static_cast<double>(w == r.per_rank.end() ? 0 : w->collectives);
-  if (r.straggler >= 0 && w != r.per_rank.end() && worth && usually_late &&
+  auto usually_late = [](const RankWaits& x) {
+    return static_cast<double>(x.late_collectives) >=
+           kStragglerLateShare * static_cast<double>(x.collectives);
+  };
+  if (r.straggler >= 0 && w != r.per_rank.end() && worth && usually_late(*w) &&
       static_cast<double>(w->waited_for_ns) >= kStragglerAdviceShare * static_cast<double>(r.total_wait_ns)) {
     Finding x;
     x.rule = "straggler";

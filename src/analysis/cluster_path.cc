@@ -161,24 +161,23 @@ struct InFlight {
 
 struct RankReplay {
   const RankStepMeetings* step = nullptr;
-  // Where its next piece of work starts, recorded and replayed: a blocking
-  // part's end, an in-flight part's call (the rank went on), or a
-  // completion it may have waited for, the latest.
-  uint64_t recorded_base_ns = 0, replayed_base_ns = 0;
+  // Where its next piece of work starts, replayed: a blocking part's end,
+  // an in-flight part's call (the rank went on), or a completion it may
+  // have waited for, the latest. (recorded_work finds the recorded one.)
+  uint64_t base_ns = 0;
   std::vector<InFlight> pending;  // not yet before a piece's start
   size_t next = 0;                // its next meeting
 };
 
-// The recorded and replayed start of rank `r`'s piece of work that ends at
+// The replayed start of rank `r`'s piece of work that ends at
 // `recorded_end_ns`: completions recorded before it are waited for.
-std::pair<uint64_t, uint64_t> piece_start(RankReplay& r, uint64_t recorded_end_ns) {
+uint64_t piece_start(RankReplay& r, uint64_t recorded_end_ns) {
   std::erase_if(r.pending, [&r, recorded_end_ns](const InFlight& f) {
     if (f.recorded_ns > recorded_end_ns) return false;
-    r.recorded_base_ns = std::max(r.recorded_base_ns, f.recorded_ns);
-    r.replayed_base_ns = std::max(r.replayed_base_ns, f.replayed_ns);
+    r.base_ns = std::max(r.base_ns, f.replayed_ns);
     return true;
   });
-  return {r.recorded_base_ns, r.replayed_base_ns};
+  return r.base_ns;
 }
 
 // The step replayed (see the header), `straggler`'s work at the others'
@@ -196,7 +195,7 @@ uint64_t replay(const StepMeetings& step, int straggler) {
     slot.emplace(rank, of.size());
     RankReplay r;
     r.step = &s;
-    r.recorded_base_ns = r.replayed_base_ns = s.start_ns;
+    r.base_ns = s.start_ns;
     of.push_back(std::move(r));
     first_start = std::min(first_start, s.start_ns);
   }
@@ -239,8 +238,7 @@ uint64_t replay(const StepMeetings& step, int straggler) {
     RankReplay& r = of[i];
     size_t k = r.next;
     uint64_t to = m != nullptr ? r.step->parts[k]->start_ns : r.step->end_ns;
-    uint64_t replayed_from = piece_start(r, to).second;
-    return replayed_from + (i == late ? median_work(m, i, k) : recorded_work(i, k));
+    return piece_start(r, to) + (i == late ? median_work(m, i, k) : recorded_work(i, k));
   };
   std::vector<std::pair<size_t, uint64_t>> calls;  // the members' slots and replayed calls
   for (const Meeting& m : step.meetings) {
@@ -259,11 +257,9 @@ uint64_t replay(const StepMeetings& step, int straggler) {
       uint64_t released = arrival + gap(m.last_arrival_ns, p.end_ns);  // its transfer after the last arrival
       if (p.in_flight) {  // the rank goes on from its call; the completion may be waited for later
         r.pending.push_back({p.end_ns, released});
-        r.recorded_base_ns = p.start_ns;
-        r.replayed_base_ns = call;
+        r.base_ns = call;
       } else {
-        r.recorded_base_ns = p.end_ns;
-        r.replayed_base_ns = released;
+        r.base_ns = released;
       }
       ++r.next;
     }

@@ -34,21 +34,19 @@ OutsideOperatorsAccumulator::OutsideOperatorsAccumulator(TraceModel& m) {
     while (i < m.stack_samples.size() && m.stack_samples[i].tid == m.stack_samples[t.next].tid) ++i;
     t.end = i;
   }
+  // The scan read every communication call, in start order, before the
+  // windows' slices. An NCCL operation on the device keeps the GPU busy,
+  // not the host.
+  if (threads_.empty()) return;
+  for (const CommCall& c : m.comm_calls) {
+    if ((c.flags & raw::kCommOnDevice) != 0 || c.end_ns <= c.start_ns) continue;
+    comm_reach_.push_back(std::max(c.end_ns, comm_reach_.empty() ? uint64_t{0} : comm_reach_.back()));
+    comm_.emplace_back(c.start_ns, c.end_ns);
+  }
 }
 
 void OutsideOperatorsAccumulator::add_window(TraceModel& m) {
   if (threads_.empty()) return;
-  // Gaps start where a thread's last outermost slice ended: communication
-  // that ended before every thread's is behind them all.
-  uint64_t behind = UINT64_MAX;
-  for (const auto& [tid, t] : threads_) behind = std::min(behind, t.open_end);
-  std::erase_if(comm_, [behind](const std::pair<uint64_t, uint64_t>& c) { return c.second <= behind; });
-  for (const CommCall& c : m.comm_calls) {
-    // An NCCL operation on the device keeps the GPU busy, not the host.
-    if ((c.flags & raw::kCommOnDevice) == 0 && c.end_ns > c.start_ns)
-      comm_.emplace_back(c.start_ns, c.end_ns);
-  }
-  std::sort(comm_.begin(), comm_.end());
   for (const ThreadSlices& thread : m.threads) {
     auto it = threads_.find(thread.tid);
     if (it == threads_.end()) continue;
@@ -65,7 +63,11 @@ void OutsideOperatorsAccumulator::add_window(TraceModel& m) {
 }
 
 void OutsideOperatorsAccumulator::add_gap(Thread& t, uint64_t from, uint64_t to) const {
-  for (const auto& [start, end] : comm_) {  // in start order
+  // The first call that may reach past `from`: every one before it ended by then.
+  size_t first = static_cast<size_t>(std::upper_bound(comm_reach_.begin(), comm_reach_.end(), from) -
+                                     comm_reach_.begin());
+  for (size_t i = first; i < comm_.size(); ++i) {
+    const auto& [start, end] = comm_[i];
     if (start >= to) break;
     if (end <= from) continue;
     if (start > from) t.gaps.emplace_back(from, start);

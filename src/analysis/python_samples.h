@@ -47,11 +47,13 @@ class OutsideOperatorsAccumulator {
   void add_gap(Thread& t, uint64_t from, uint64_t to) const;
 
   std::unordered_map<uint32_t, Thread> threads_;  // by tid, threads with samples
-  // The host's communication seen so far that a gap may still meet: a
-  // thread outside operators while a collective runs waits for it (a
-  // Gloo all_reduce's wait(), DDP's wait for its buckets at the end of the
-  // backward), which is communication, not a function's work.
+  // The host's communication calls in start order, and the latest end
+  // among each and those before it: a thread outside operators while a
+  // collective runs waits for it (a Gloo all_reduce's wait(), DDP's wait
+  // for its buckets at the end of the backward), which is communication,
+  // not a function's work.
   std::vector<std::pair<uint64_t, uint64_t>> comm_;
+  std::vector<uint64_t> comm_reach_;
 };
 
 // The whole model as one window.

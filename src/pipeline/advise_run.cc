@@ -125,6 +125,12 @@ std::string rank_list(std::vector<int> ranks) {
   return out;
 }
 
+// The job's straggler finding among `findings`, or end().
+std::vector<Advice>::iterator straggler_of(std::vector<Advice>& findings) {
+  return std::find_if(findings.begin(), findings.end(),
+                      [](const Advice& a) { return a.rule == "straggler" && !a.ranks.empty(); });
+}
+
 // A rank's exposed communication in a job holds its waits for the others
 // to arrive, which no overlap would hide: the straggler's doing when the
 // cluster pass names one (the same time as its finding, said there and not
@@ -132,8 +138,7 @@ std::string rank_list(std::vector<int> ranks) {
 // rank's finding, what is left (the transfer nothing overlaps) must still
 // be a tenth of the step for the finding to stand.
 void take_waits_out_of_exposed_communication(JobAdvice& job, std::vector<Advice>& findings) {
-  auto straggler = std::find_if(job.findings.begin(), job.findings.end(),
-                                [](const Advice& a) { return a.rule == "straggler" && !a.ranks.empty(); });
+  auto straggler = straggler_of(job.findings);
   int slow = straggler != job.findings.end() ? straggler->ranks.front() : -1;
   std::vector<int> waiting;
   double most = 0;
@@ -170,8 +175,7 @@ void take_waits_out_of_exposed_communication(JobAdvice& job, std::vector<Advice>
 // The straggler's own host work outside operators, when that is its
 // cause, is the same time as its finding: said there, not counted again.
 void fold_cause_into_straggler(std::vector<Advice>& findings) {
-  auto straggler = std::find_if(findings.begin(), findings.end(),
-                                [](const Advice& a) { return a.rule == "straggler" && !a.ranks.empty(); });
+  auto straggler = straggler_of(findings);
   if (straggler == findings.end() ||
       straggler->evidence.find("cause: host work outside operators") == std::string::npos)
     return;
