@@ -221,3 +221,52 @@ def test_work_outside_operators_is_the_first_finding(tmp_path: Path, mode: str, 
 def test_a_clean_script_gets_no_finding(tmp_path: Path) -> None:
     findings, summary = zero_code_advice(tmp_path, "clean")
     assert findings == [], findings
+
+
+def test_the_samples_are_a_flame_graph_in_the_perfetto_trace(tmp_path: Path) -> None:
+    """trace_view.pftrace holds every sample as a PerfSample of its thread
+    whose interned callstack is the sampled stack, root first, each frame a
+    function of its file: what Perfetto draws as a flame graph."""
+    import zlib
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+
+    def outer_function() -> None:
+        nap(15)
+
+    x = torch.ones(64)
+    with trainprof.profile(on_trace_ready=tensorboard_trace_handler(str(tmp_path))) as p:
+        for _ in range(6):
+            outer_function()
+            x = x * 1.0001
+            p.step()
+    [run] = run_dirs(tmp_path)
+    trace = pb.Trace()
+    trace.ParseFromString((run / "PROFILER_OUTPUT" / "trace_view.pftrace").read_bytes())
+    packets = []
+    for packet in trace.packet:
+        if packet.HasField("compressed_packets"):
+            batch = pb.Trace()
+            batch.ParseFromString(zlib.decompress(packet.compressed_packets))
+            packets += batch.packet
+        else:
+            packets.append(packet)
+    functions, paths, mappings, frames, callstacks = {}, {}, {}, {}, {}
+    samples = []
+    thread_tids = {p.track_descriptor.thread.tid for p in packets if p.track_descriptor.HasField("thread")}
+    for packet in packets:
+        interned = packet.interned_data
+        functions.update({s.iid: s.str.decode() for s in interned.function_names})
+        paths.update({s.iid: s.str.decode() for s in interned.mapping_paths})
+        mappings.update({m.iid: paths[m.path_string_ids[0]] for m in interned.mappings})
+        frames.update({f.iid: (functions[f.function_name_id], mappings[f.mapping_id]) for f in interned.frames})
+        callstacks.update({c.iid: [frames[i] for i in c.frame_ids] for c in interned.callstacks})
+        if packet.HasField("perf_sample"):
+            assert packet.trusted_packet_sequence_id == 1
+            samples.append((packet.perf_sample.tid, callstacks[packet.perf_sample.callstack_iid]))
+    with open(run / "PROFILER_OUTPUT" / "profiler_info.json") as f:
+        assert len(samples) == json.load(f)["analysis"]["python_outside_operators"]["samples"]
+    assert {tid for tid, _ in samples} <= thread_tids
+    here = [[name for name, path in stack if path.endswith("test_python_outside.py")] for _, stack in samples]
+    napping = [names for names in here if names[-2:] == ["outer_function", "nap"]]
+    assert len(napping) >= len(samples) / 2, here
+    assert napping[0][0] == "test_the_samples_are_a_flame_graph_in_the_perfetto_trace"

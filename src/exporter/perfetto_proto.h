@@ -82,7 +82,8 @@ class Message {
 constexpr uint32_t kTracePacket = 1;  // Trace.packet
 namespace packet {
 constexpr uint32_t kClockSnapshot = 6, kTimestamp = 8, kSequenceId = 10, kTrackEvent = 11, kInternedData = 12,
-                   kSequenceFlags = 13, kCompressedPackets = 50, kDefaults = 59, kTrackDescriptor = 60;
+                   kSequenceFlags = 13, kCompressedPackets = 50, kDefaults = 59, kTrackDescriptor = 60,
+                   kPerfSample = 66;
 }  // namespace packet
 namespace event {
 constexpr uint32_t kCategoryIids = 3, kDebugAnnotations = 4, kType = 9, kNameIid = 10, kTrackUuid = 11,
@@ -90,8 +91,15 @@ constexpr uint32_t kCategoryIids = 3, kDebugAnnotations = 4, kType = 9, kNameIid
 constexpr uint64_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4;
 }  // namespace event
 namespace interned {  // InternedData
-constexpr uint32_t kEventCategories = 1, kEventNames = 2, kDebugAnnotationNames = 3;
+constexpr uint32_t kEventCategories = 1, kEventNames = 2, kDebugAnnotationNames = 3, kFunctionNames = 5,
+                   kFrames = 6, kCallstacks = 7, kMappingPaths = 17, kMappings = 19;
 }  // namespace interned
+namespace sample {  // PerfSample, and the stacks it names (profile_common.proto)
+constexpr uint32_t kPid = 2, kTid = 3, kCallstackIid = 4;
+constexpr uint32_t kFrameFunctionNameId = 2, kFrameMappingId = 3;  // Frame (iid: 1)
+constexpr uint32_t kCallstackFrameIds = 2;                         // Callstack (iid: 1), root first
+constexpr uint32_t kMappingPathStringIds = 7;                      // Mapping (iid: 1)
+}  // namespace sample
 namespace annotation {  // DebugAnnotation
 constexpr uint32_t kNameIid = 1, kUintValue = 3, kDoubleValue = 5, kStringValue = 6, kArrayValues = 12;
 }  // namespace annotation

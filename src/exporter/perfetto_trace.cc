@@ -21,6 +21,7 @@
 #include "analysis/gpu_launches.h"
 #include "analysis/memory.h"
 #include "analysis/passes.h"
+#include "analysis/python_samples.h"
 #include "exporter/gpu_activity.h"
 #include "exporter/perfetto_proto.h"
 #include "raw/format.h"
@@ -541,6 +542,65 @@ struct PerfettoTraceWriter::State {
     }
   }
 
+  // ---- Python stack samples ----
+  //
+  // Each sample a PerfSample on sequence 1 at the time the sampler looked,
+  // so that Perfetto draws a thread's samples on its track and their stacks
+  // as a flame graph. A frame is a function of a file (the file is the
+  // frame's mapping, so that same-named functions of two files stay apart);
+  // the line is left out, or every line would be a frame of its own.
+  void stack_samples(const TraceModel& m) {
+    std::unordered_map<uint32_t, uint64_t> callstacks;  // stack string id -> iid
+    std::unordered_map<std::string, uint64_t> functions, files, frames;
+    Message interned, entry, callstack, perf_sample, packet;
+    auto iid = [&](std::unordered_map<std::string, uint64_t>& table, const std::string& key,
+                   bool* added) -> uint64_t {
+      auto [it, fresh] = table.emplace(key, table.size() + 1);
+      *added = fresh;
+      return it->second;
+    };
+    for (const analysis::StackSample& s : m.stack_samples) {
+      if (s.end_ns < base) continue;  // before the trace's first event: nothing to draw it beside
+      auto [stack, fresh] = callstacks.emplace(s.stack, callstacks.size() + 1);
+      if (fresh) {
+        std::vector<analysis::StackFrame> parsed = analysis::parse_stack(m.name(s.stack));
+        callstack.clear().uint(1, stack->second);
+        for (auto f = parsed.rbegin(); f != parsed.rend(); ++f) {  // Perfetto's order: the root first
+          bool added = false;
+          uint64_t function = iid(functions, f->function, &added);
+          if (added)
+            interned.message(interned::kFunctionNames, entry.clear().uint(1, function).bytes(2, f->function));
+          uint64_t file = iid(files, f->file, &added);
+          if (added) {
+            interned.message(interned::kMappingPaths, entry.clear().uint(1, file).bytes(2, f->file));
+            interned.message(interned::kMappings,
+                             entry.clear().uint(1, file).uint(sample::kMappingPathStringIds, file));
+          }
+          uint64_t frame = iid(frames, std::to_string(file) + ':' + f->function, &added);
+          if (added) {
+            interned.message(interned::kFrames, entry.clear()
+                                                    .uint(1, frame)
+                                                    .uint(sample::kFrameFunctionNameId, function)
+                                                    .uint(sample::kFrameMappingId, file));
+          }
+          callstack.uint(sample::kCallstackFrameIds, frame);
+        }
+        interned.message(interned::kCallstacks, callstack);
+      }
+      perf_sample.clear()
+          .uint(sample::kPid, m.pid)
+          .uint(sample::kTid, s.tid)
+          .uint(sample::kCallstackIid, stack->second);
+      packet.clear().uint(packet::kTimestamp, s.end_ns - base).uint(packet::kSequenceId, 1);
+      if (!interned.data().empty()) {
+        packet.message(packet::kInternedData, interned);
+        interned.clear();
+      }
+      append_packet(packet.message(packet::kPerfSample, perf_sample));
+      ++result.stack_samples;
+    }
+  }
+
   OutputFile out;
   bool compress;
   std::string buf;
@@ -586,6 +646,7 @@ PerfettoTraceResult PerfettoTraceWriter::finish(const TraceModel& m,
     drawn = &s;
   }
   st.gpu(m);
+  st.stack_samples(m);
   st.flush_packets();
   st.result.bytes = st.out.offset() + st.buf.size();
   if (!st.out.commit(st.buf)) st.result.error = st.out.error();

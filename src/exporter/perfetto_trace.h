@@ -16,8 +16,9 @@
 // top-level "GPU d" track, runtime and driver calls on a "CUDA API" child of
 // their thread, synchronizations (and calls of unknown threads) on the
 // process's "CUDA API and synchronization" track, a flow from each launching
-// call to what it launched. Times are nanoseconds since the same base as the
-// JSON trace.
+// call to what it launched; the Python package's stack samples as
+// PerfSample packets whose interned callstacks Perfetto shows as a flame
+// graph. Times are nanoseconds since the same base as the JSON trace.
 #ifndef TRAINPROF_EXPORTER_PERFETTO_TRACE_H_
 #define TRAINPROF_EXPORTER_PERFETTO_TRACE_H_
 
@@ -38,6 +39,7 @@ struct PerfettoTraceResult {
   uint64_t slices = 0;          // thread slices written (two packets each)
   uint64_t clamped_slices = 0;  // ended early to nest in their parent (a range that crossed it)
   uint64_t gpu_slices = 0;      // GPU activities written (CUPTI: kernels, copies, sets, calls, syncs)
+  uint64_t stack_samples = 0;   // Python stack samples written (PerfSample packets)
 };
 
 class PerfettoTraceWriter {
