@@ -556,6 +556,27 @@ TEST(Analysis, StackSamplesAreNotGivenTimeTheHostSpentInCommunication) {
   EXPECT_EQ(m.stack_samples[0].outside_ns, 30 * ms);  // [60, 90): the gap [10, 90) less [10, 60)
 }
 
+// A thread that waited for a CPU (a machine busy with other work) was
+// preempted: the wait is no function's, taken from its outside time first
+// (a preemption between operators is what opens a gap), never below zero.
+TEST(Analysis, StackSamplesLeaveOutTheirThreadsWaitForACpu) {
+  analysis::TraceModel m;
+  m.strings = {"", "ProfilerStep#1", "aten::mm", "train.py(36): main"};
+  constexpr uint64_t ms = 1'000'000;
+  uint32_t step = m.key_of({.tid = 1, .name = 1, .is_step = true});
+  uint32_t op = m.key_of({.tid = 1, .name = 2, .is_op = true});
+  for (analysis::Slice s : std::vector<analysis::Slice>{
+           {0, 100 * ms, step}, {0, 10 * ms, op}, {12 * ms, 38 * ms, op}, {60 * ms, 40 * ms, op}})
+    m.add_slice(s);
+  m.steps = {{1, 0, 100 * ms, 1}};
+  // [0, 50): a 2 ms gap, 3 ms of CPU wait; [50, 100): a 10 ms gap, 4 ms of it.
+  m.stack_samples = {{0, 50 * ms, 1, 3, 3 * ms}, {50 * ms, 100 * ms, 1, 3, 4 * ms}};
+  analysis::order_timeline(m);
+  analysis::attribute_stack_samples(m);
+  EXPECT_EQ(m.stack_samples[0].outside_ns, 0u);
+  EXPECT_EQ(m.stack_samples[1].outside_ns, 6 * ms);
+}
+
 TEST(Analysis, StepTraceUnionsThreadsAndClipsToTheWindow) {
   analysis::TraceModel m;
   m.strings = {"", "ProfilerStep#0", "ProfilerStep#1", "op"};

@@ -123,6 +123,29 @@ TEST(Recording, NestedRangesKeepTheirTimes) {
   EXPECT_LT(inner->t1_ns - inner->t0_ns, 2'000'000'000u);  // ticks converted to ns
 }
 
+// A stack sample keeps its thread, stack and span, and its thread's wait
+// for a CPU to the microsecond (past the most the record holds: that most).
+TEST(Recording, StackSamplesKeepTheirThreadsWaitForACpu) {
+  TempDir dir;
+  Profiler prof(options_in(dir));
+  uint64_t start = detail::now_ticks();
+  detail::record_stack_sample(4242, start, start + 1000, "train.py(3): main", 2'500'777);
+  detail::record_stack_sample(4242, start + 1000, start + 2000, "train.py(4): main");
+  detail::record_stack_sample(4242, start + 2000, start + 3000, "train.py(5): main", 100'000'000'000);
+  prof.stop();
+  std::vector<std::pair<std::string, uint64_t>> samples;
+  raw::RawFile f = test::read_run(prof.last_run().run_dir);
+  for (const auto& e : f.events) {
+    if (e.kind != raw::EventKind::kStackSample) continue;
+    EXPECT_EQ(e.a, 4242u);
+    samples.emplace_back(f.name(e.name_id), e.b);
+  }
+  EXPECT_EQ(samples,
+            (std::vector<std::pair<std::string, uint64_t>>{{"train.py(3): main", 2'500'000},
+                                                           {"train.py(4): main", 0},
+                                                           {"train.py(5): main", detail::kMaxCpuWaitNs}}));
+}
+
 TEST(Recording, MarksCountersAndCrossThreadRanges) {
   TempDir dir;
   ProfilerOptions o = options_in(dir);

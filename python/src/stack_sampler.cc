@@ -23,13 +23,21 @@
 // Python (a sleep, a lock, an operator) where it was asked: the sampler
 // reads its stack then, before the blocking call returns and the thread
 // runs on into the next function.
+//
+// Each sample also carries how long its thread waited for a CPU in its
+// span (the scheduler's run-queue wait, read from /proc): on a machine
+// busy with other work a thread preempted between two operators leaves a
+// gap that no function of its own spent, which the analysis takes out.
 #include "stack_sampler.h"
 
 #include <nanobind/stl/string.h>
 
 #include <Python.h>
+#include <fcntl.h>
 #include <frameobject.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <atomic>
@@ -63,6 +71,23 @@ constexpr size_t kMaxStacks = 100000;
 // are not the program's functions.
 bool own_frame(std::string_view file) {
   return file.find("/trainprof/_") != std::string_view::npos;
+}
+
+// Thread `tid`'s time ready to run but waiting for a CPU since it
+// started, ns: the second field of its schedstat; 0 where the kernel keeps
+// none.
+uint64_t run_queue_wait_ns(uint32_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%u/schedstat", tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[96];
+  ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  unsigned long long on_cpu = 0, waiting = 0;
+  return std::sscanf(text, "%llu %llu", &on_cpu, &waiting) == 2 ? waiting : 0;
 }
 
 bool is_generator(PyCodeObject* code) {
@@ -119,6 +144,19 @@ class StackSampler {
     main_queued_ = false;
     main_due_ = false;
     main_previous_ = 0;
+    waited_at_.clear();
+  }
+
+  // With the GIL: how long thread `tid` waited for a CPU since the last
+  // call for it (0 the first time).
+  uint64_t cpu_wait_since_last(uint32_t tid) {
+    constexpr size_t kMaxThreads = 4096;  // threads come and go: forget them all now and then
+    if (waited_at_.size() >= kMaxThreads) waited_at_.clear();
+    uint64_t now = run_queue_wait_ns(tid);
+    auto [it, first] = waited_at_.emplace(tid, now);
+    uint64_t since = first || now < it->second ? 0 : now - it->second;
+    it->second = now;
+    return since;
   }
 
   void loop() {
@@ -168,9 +206,12 @@ class StackSampler {
       Py_DECREF(frame);
       if (main) {
         record_main(stack);
-      } else if (stack != nullptr && start != 0 && end > start) {
-        detail::record_stack_sample(static_cast<uint32_t>(ts->native_thread_id), start, end, stack);
+        continue;
       }
+      auto tid = static_cast<uint32_t>(ts->native_thread_id);
+      uint64_t cpu_wait = cpu_wait_since_last(tid);
+      if (stack != nullptr && start != 0 && end > start)
+        detail::record_stack_sample(tid, start, end, stack, cpu_wait);
     }
 #else
     (void)start;
@@ -193,8 +234,9 @@ class StackSampler {
     main_due_ = false;
     uint64_t end = main_asked_at_, start = main_previous_.exchange(end);
 #if PY_VERSION_HEX >= 0x030B0000
+    uint64_t cpu_wait = cpu_wait_since_last(main_tid_);
     if (stack != nullptr && start != 0 && end > start && detail::host_recording())
-      detail::record_stack_sample(main_tid_, start, end, stack);
+      detail::record_stack_sample(main_tid_, start, end, stack, cpu_wait);
 #endif
   }
 
@@ -283,6 +325,7 @@ class StackSampler {
   // The sampler thread's and the main thread's, under the GIL.
   std::unordered_map<uint64_t, const char*> stacks_;
   std::vector<PyObject*> kept_codes_;
+  std::unordered_map<uint32_t, uint64_t> waited_at_;  // tid -> its run-queue wait at the last look
 };
 
 StackSampler& sampler() {

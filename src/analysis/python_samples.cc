@@ -87,7 +87,11 @@ void OutsideOperatorsAccumulator::gap_until(TraceModel& m, Thread& t, uint64_t s
       uint64_t a = std::max(from, sample.start_ns), b = std::min(to, sample.end_ns);
       if (b > a) outside += b - a;
     }
-    sample.outside_ns = outside;
+    // Waiting for a CPU is no function's work: a thread preempted by other
+    // work of the machine between two operators leaves a gap the length of
+    // the wait, where no function of its own ran. Taken from the outside
+    // part first, since a preemption inside an operator leaves no gap.
+    sample.outside_ns = outside - std::min(outside, sample.cpu_wait_ns);
   }
   // What the pending samples can still meet: gaps that end after the
   // earliest start among them.

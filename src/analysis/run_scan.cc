@@ -254,7 +254,7 @@ class FileScanner {
       case raw::EventKind::kStackSample:
         m_.stack_samples.push_back(
             StackSample{std::max(e.t0_ns, e.t1_ns - std::min(e.t1_ns, kMaxSampleSpanNs)), e.t1_ns,
-                        static_cast<uint32_t>(e.a), e.name_id});
+                        static_cast<uint32_t>(e.a), e.name_id, std::min(e.b, e.t1_ns - e.t0_ns)});
         break;
     }
   }

@@ -241,8 +241,10 @@ struct StackSample {
   uint64_t end_ns;
   uint32_t tid;
   uint32_t stack;  // string id: "file(line): function" frames, innermost first, ';' between
+  // Of its span, the time its thread waited for a CPU (0: unknown).
+  uint64_t cpu_wait_ns = 0;
   // Of its span, the time its thread spent outside every range and
-  // operator (analysis/python_samples.h sets it).
+  // operator, less its CPU wait (analysis/python_samples.h sets it).
   uint64_t outside_ns = 0;
 };
 

@@ -203,7 +203,8 @@ size_t RawEncoder::events(uint32_t tid, const core::Event* events, size_t count)
       case raw::EventKind::kRange: dur = e.t1 - e.t0; break;
       case raw::EventKind::kStackSample:
         dur = e.t1 - e.t0;
-        a = e.aux;  // the sampled thread
+        a = e.aux;                                                          // the sampled thread
+        b = ((static_cast<uint64_t>(e.reserved) << 16) | e.domain) * 1000;  // its CPU wait, ns
         break;
       case raw::EventKind::kStep:
         dur = e.t1 - e.t0;

@@ -402,11 +402,14 @@ void record_range(const char* name, uint64_t start_ticks) noexcept {
   core::write_event_fields(start_ticks, end, name, static_cast<uint8_t>(raw::EventKind::kRange), 0, 0, 0);
 }
 
-void record_stack_sample(uint32_t sampled_tid, uint64_t start_ticks, uint64_t end_ticks,
-                         const char* stack) noexcept {
+void record_stack_sample(uint32_t sampled_tid, uint64_t start_ticks, uint64_t end_ticks, const char* stack,
+                         uint64_t cpu_wait_ns) noexcept {
   if (!detail::host_recording() || end_ticks < start_ticks) return;
+  // The wait in microseconds, in the record's spare 24 bits (reserved: the high 8, domain: the low 16).
+  uint64_t wait_us = std::min(cpu_wait_ns, kMaxCpuWaitNs) / 1000;
   core::write_event_fields(start_ticks, end_ticks, stack, static_cast<uint8_t>(raw::EventKind::kStackSample),
-                           0, 0, sampled_tid);
+                           static_cast<uint8_t>(wait_us >> 16), static_cast<uint16_t>(wait_us & 0xffff),
+                           sampled_tid);
 }
 
 }  // namespace trainprof::detail

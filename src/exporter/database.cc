@@ -74,7 +74,7 @@ CREATE TABLE gpu_activity (
 CREATE TABLE stack_samples (
   id INTEGER PRIMARY KEY, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
   tid INTEGER REFERENCES threads(tid), stack_id INTEGER NOT NULL REFERENCES strings(id),
-  outside_ns INTEGER NOT NULL, step INTEGER REFERENCES steps(step));
+  cpu_wait_ns INTEGER NOT NULL, outside_ns INTEGER NOT NULL, step INTEGER REFERENCES steps(step));
 CREATE TABLE python_outside_operators (
   step INTEGER REFERENCES steps(step), function TEXT, file TEXT, line INTEGER, input INTEGER,
   time_ns INTEGER);
@@ -457,8 +457,8 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
     // Every look of the Python sampler: its stack (innermost frame first),
     // the span it stands for and the part of it outside operators.
     Statement s(d.file.db(),
-                "INSERT INTO stack_samples(start_ns, end_ns, tid, stack_id, outside_ns, step) VALUES (?, ?, "
-                "?, ?, ?, ?)",
+                "INSERT INTO stack_samples(start_ns, end_ns, tid, stack_id, cpu_wait_ns, outside_ns, step) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 &d.file.error());
     for (const analysis::StackSample& r : m.stack_samples) {
       if (!d.file.error().empty()) break;
@@ -466,8 +466,9 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
           .bind(2, static_cast<int64_t>(r.end_ns) + offset)
           .bind(3, static_cast<int64_t>(r.tid))
           .bind(4, static_cast<int64_t>(r.stack))
-          .bind(5, i64(r.outside_ns));
-      bind_step(s, 6, step_at(by_start, r.end_ns > 0 ? r.end_ns - 1 : 0));
+          .bind(5, i64(r.cpu_wait_ns))
+          .bind(6, i64(r.outside_ns));
+      bind_step(s, 7, step_at(by_start, r.end_ns > 0 ? r.end_ns - 1 : 0));
       s.step(d.file.db(), &d.file.error());
       ++rows_;
     }
