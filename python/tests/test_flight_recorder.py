@@ -3,6 +3,7 @@ time into memory, written out by itself when one step is slow."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -51,6 +52,12 @@ def test_a_slow_step_in_a_training_loop_is_dumped_by_itself(trainer: Trainer, tm
         assert int(ops["aten::conv2d"]["Count"]) >= 41 and "aten::addmm" in ops
         summary = trainprof.summary(str(run))
         assert summary.splitlines()[1].startswith("  flight recorder: step 40 took "), summary
+        # Python's stacks were sampled all along: the slow step's time outside
+        # operators is named, in the pure-Python loop that padded it.
+        with open(run / "PROFILER_OUTPUT" / "python_outside_operators.csv", newline="") as f:
+            step40 = [r for r in csv.DictReader(f) if r["Step"] == "40"]
+        assert step40 and step40[0]["Function"] == "paced_step", step40
+        assert float(step40[0]["Time(us)"]) > 1e6, step40
 
         requested = recorder.dump("asked in the test")
         assert requested is not None and Path(requested) != run

@@ -13,7 +13,7 @@ import tempfile
 import time
 from typing import Any, Iterable, Optional, Union
 
-from . import _distributed, _memory, _torch, _trainprof
+from . import _distributed, _memory, _stacks, _torch, _trainprof
 from ._validate import check_bool, check_int, check_path
 
 _log = logging.getLogger("trainprof")
@@ -86,6 +86,11 @@ class flight_recorder:
     ``profile_communication=True``). A rank that never dumps is waited for
     ``incident_wait_s`` seconds by the rank that announced.
 
+    Python stacks are sampled every ``python_stack_sampling_ms`` (10; 0:
+    off), as under ``profile``: a dump names the functions that spent its
+    steps' host time outside operators (python_outside_operators.csv, the
+    summary), a slow step's among them.
+
     Operators cost the most to record: ``sample_operators=N`` records about
     one operator call in N (LibTorch's sampling), and the dumps' operator
     statistics are scaled by N and said to be sampled.
@@ -109,7 +114,8 @@ class flight_recorder:
                  metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
                  metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1",
                  hang_native_stacks: bool = True, profile_communication: bool = False, all_ranks: bool = True,
-                 incident_wait_s: float = 60.0, sample_operators: int = 1) -> None:
+                 incident_wait_s: float = 60.0, sample_operators: int = 1,
+                 python_stack_sampling_ms: int = 10) -> None:
         from .profiler import _check_activities  # profiler imports the package's other modules
 
         options = _trainprof.ProfilerOptions()
@@ -122,6 +128,9 @@ class flight_recorder:
         options.data_process = check_bool("data_process", data_process)
         options.profile_communication = check_bool("profile_communication", profile_communication)
         options.sample_operators = check_int("sample_operators", sample_operators, 1)
+        options.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0)
+        if options.python_stack_sampling_ms > 1000:
+            raise ValueError(f"python_stack_sampling_ms must be <= 1000, got {python_stack_sampling_ms}")
         self._start(options, ring_mb=ring_mb, slow_step_factor=slow_step_factor, slow_step_window=slow_step_window,
                     slow_step_min_steps=slow_step_min_steps, cooldown_s=cooldown_s, analyse=analyse,
                     dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s,
@@ -149,6 +158,7 @@ class flight_recorder:
         self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
         self._torch_flag = False
         self._tagging_memory = False
+        self._sampling = False
         self._previous_excepthook: Optional[Any] = None
         self._pid = os.getpid()
         hang_s = 0.0 if hang_timeout_s is None else _check_number("hang_timeout_s", hang_timeout_s, 0.0)
@@ -191,6 +201,8 @@ class flight_recorder:
             _torch.when_imported(_memory.install)
             _memory.started()
             self._tagging_memory = True
+        if self._cpp.recording() and _trainprof.Activity.CPU in options.activities:
+            self._sampling = _stacks.acquire(options.python_stack_sampling_ms)
         if self._cpp.recording():
             # An exception that ends the program outside a ``with`` block is dumped too.
             self._previous_excepthook = sys.excepthook
@@ -277,6 +289,9 @@ class flight_recorder:
         """Stops recording (what the ring holds is discarded); waits for the dumps under way."""
         if self._cpp is not None:
             self._cpp.stop()
+        if self._sampling:
+            self._sampling = False
+            _stacks.release()
         if self._previous_excepthook is not None:
             if sys.excepthook == self._on_uncaught_exception:
                 sys.excepthook = self._previous_excepthook
