@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -444,6 +445,63 @@ TEST(AdvisorWorkload, AHandEditedAdviceListIsReadSafely) {
   EXPECT_EQ(a.warnings.size(), 2u);
   EXPECT_NE(summarize_run(run).find("    1. data_wait\n"), std::string::npos) << summarize_run(run);
   EXPECT_TRUE(write_report(run).error.empty());
+}
+
+// A job the cluster pass found a straggler in, slow in compute: written
+// by hand, each rank's operators per counted step as its analysis keeps
+// them. `straggler_calls`: its aten::addmm calls over the 2 steps (the
+// others make 4).
+std::string job_with_a_compute_straggler(const std::string& root, int straggler_calls) {
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string run = root + "/rank" + std::to_string(rank) + "_trainprof";
+    std::filesystem::create_directories(run + "/PROFILER_OUTPUT");
+    bool slow = rank == 1;
+    nlohmann::json host = nlohmann::json::array(
+        {{"aten::addmm", slow ? straggler_calls : 4, slow ? 30000.0 : 10000.0 + rank},
+         {"aten::relu", 2, slow ? 2600.0 : 2000.0},
+         {"c10d::allreduce_", 2, slow ? 90000.0 : 100.0},  // communication: never the compute's
+         {"aten::zero_", 2, 50.0}});
+    nlohmann::json info = {{"rank", rank},
+                           {"analysis",
+                            {{"advice", nlohmann::json::array()},
+                             {"steps", {1, 2}},
+                             {"in_steps", {{"host", host}, {"gpu", nlohmann::json::array()}}}}}};
+    test::write_bytes(run + "/profiler_info.json", info.dump());
+    test::write_bytes(run + "/PROFILER_OUTPUT/profiler_info.json", info.dump());
+  }
+  std::filesystem::create_directories(root + "/cluster_analysis_output");
+  nlohmann::json straggler = {{"rule", "straggler"},
+                              {"title", "rank 1 is a straggler the others wait for"},
+                              {"evidence", "it arrived last in step(s) 1-2; cause: compute (...)"},
+                              {"step_ms", 30.0},
+                              {"saving_ms", 10.0},
+                              {"rank", 1}};
+  test::write_bytes(root + "/cluster_analysis_output/cluster_analysis.json",
+                    nlohmann::json({{"advice", {straggler}}}).dump());
+  return root;
+}
+
+// The straggler's extra computing is named by operator against the
+// others' median, and said to be more calls (more work) or as many (the
+// same work, slower).
+TEST(AdvisorJob, AComputeStragglersOperatorsAndCallsAreNamed) {
+  TempDir dir;
+  AdviceReport same = advise(job_with_a_compute_straggler(dir.path() + "/same", 4));
+  ASSERT_TRUE(same.ok()) << same.error;
+  ASSERT_EQ(same.findings.size(), 1u) << same.text;
+  const std::string& evidence = same.findings[0].evidence;
+  EXPECT_NE(
+      evidence.find("; its extra computing, per step against the others' median: aten::addmm 15.000 vs "
+                    "5.001 ms (+9.999), aten::relu 1.300 vs 1.000 ms (+0.300); the same operators as the "
+                    "others, as many calls per step, each slower: a slower or busier processor on rank 1"),
+      std::string::npos)
+      << evidence;
+  EXPECT_EQ(evidence.find("allreduce"), std::string::npos) << evidence;
+  AdviceReport more = advise(job_with_a_compute_straggler(dir.path() + "/more", 12));
+  ASSERT_EQ(more.findings.size(), 1u) << more.text;
+  EXPECT_NE(more.findings[0].evidence.find("; more calls per step: aten::addmm 6.0 vs 2.0"),
+            std::string::npos)
+      << more.findings[0].evidence;
 }
 
 std::string cli() {

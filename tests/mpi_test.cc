@@ -746,6 +746,13 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   EXPECT_EQ(advice.findings[0].rule, "straggler") << advice.text;
   EXPECT_EQ(advice.findings[0].ranks, std::vector<int>{2}) << advice.text;
   EXPECT_NE(advice.findings[0].evidence.find("cause: compute"), std::string::npos) << advice.text;
+  // Its range computes 6x as long as the others', as many times a step.
+  EXPECT_NE(advice.findings[0].evidence.find("its extra computing, per step against the others' median: "
+                                             "forward_backward "),
+            std::string::npos)
+      << advice.text;
+  EXPECT_NE(advice.findings[0].evidence.find("as many calls per step, each slower"), std::string::npos)
+      << advice.text;
   // The others' exposed communication is mostly their wait for it: said
   // there, and taken out of any finding of its own (what may stay, on a
   // loaded machine, is the transfer after the straggler arrived).

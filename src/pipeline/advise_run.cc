@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/advisor.h"
+#include "analysis/path_graph.h"
 #include "base/json_limits.h"
 #include "base/safe_file.h"
 #include "base/string_format.h"
@@ -191,6 +192,94 @@ void fold_cause_into_straggler(std::vector<Advice>& findings) {
     if (a.rule == "straggler") a.evidence += folded;
 }
 
+// A rank's operators and ranges over its counted steps, per step: calls
+// and self time, ms (profiler_info.json's analysis.in_steps.host).
+struct NamesPerStep {
+  std::map<std::string, std::pair<double, double>> by_name;
+};
+
+std::map<int, NamesPerStep> names_per_step_by_rank(const std::vector<std::string>& runs) {
+  std::map<int, NamesPerStep> out;
+  for (const std::string& run : runs) {
+    json info = base::read_json_object((fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json").string());
+    int rank = static_cast<int>(base::number_field(info, "rank", -1));
+    if (rank < 0 || !info.contains("analysis") || !info["analysis"].is_object()) continue;
+    const json& a = info["analysis"];
+    size_t steps = a.contains("steps") && a["steps"].is_array() ? a["steps"].size() : 0;
+    if (steps == 0 || !a.contains("in_steps") || !a["in_steps"].is_object()) continue;
+    const json& host = a["in_steps"].value("host", json::array());
+    if (!host.is_array()) continue;
+    NamesPerStep& n = out[rank];
+    for (const json& row : host) {
+      if (!row.is_array() || row.size() < 3 || !row[0].is_string() || !row[1].is_number() ||
+          !row[2].is_number())
+        continue;
+      std::string name = row[0].get<std::string>();
+      if (analysis::is_comm_caller(name)) continue;  // communication: a cause of its own
+      n.by_name[name] = {row[1].get<double>() / static_cast<double>(steps),
+                         row[2].get<double>() / 1e3 / static_cast<double>(steps)};
+    }
+  }
+  return out;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// A straggler that computes longer than the others: the operators its
+// extra time is in, and whether it made more calls of them (more work) or
+// as many (the same work, slower: its processor, or larger inputs, which
+// only the shapes tell apart).
+void name_the_straggler_compute(const std::vector<std::string>& runs, std::vector<Advice>& findings) {
+  auto straggler = straggler_of(findings);
+  if (straggler == findings.end() || straggler->evidence.find("cause: compute") == std::string::npos) return;
+  int slow = straggler->ranks.front();
+  std::map<int, NamesPerStep> ranks = names_per_step_by_rank(runs);
+  auto own = ranks.find(slow);
+  if (own == ranks.end() || ranks.size() < 2) return;
+  struct Excess {
+    std::string name;
+    double ms, others_ms, calls, others_calls;
+  };
+  std::vector<Excess> excess;
+  for (const auto& [name, mine] : own->second.by_name) {
+    std::vector<double> ms, calls;
+    for (const auto& [rank, n] : ranks) {
+      if (rank == slow) continue;
+      auto it = n.by_name.find(name);
+      calls.push_back(it != n.by_name.end() ? it->second.first : 0);
+      ms.push_back(it != n.by_name.end() ? it->second.second : 0);
+    }
+    Excess e{name, mine.second, median_of(ms), mine.first, median_of(calls)};
+    if (e.ms > e.others_ms) excess.push_back(e);
+  }
+  std::sort(excess.begin(), excess.end(),
+            [](const Excess& a, const Excess& b) { return a.ms - a.others_ms > b.ms - b.others_ms; });
+  if (excess.empty()) return;
+  excess.resize(std::min<size_t>(excess.size(), 3));
+  std::string text = "; its extra computing, per step against the others' median: ";
+  std::string more_calls;
+  for (size_t i = 0; i < excess.size(); ++i) {
+    const Excess& e = excess[i];
+    text += base::format("%s%s %.3f vs %.3f ms (+%.3f)", i == 0 ? "" : ", ", e.name.c_str(), e.ms,
+                         e.others_ms, e.ms - e.others_ms);
+    if (e.calls > e.others_calls * 1.01 + 0.01)
+      more_calls += base::format("%s%s %.1f vs %.1f", more_calls.empty() ? "" : ", ", e.name.c_str(), e.calls,
+                                 e.others_calls);
+  }
+  text += more_calls.empty()
+              ? "; the same operators as the others, as many calls per step, each slower: a slower or busier "
+                "processor on rank " +
+                    std::to_string(slow) +
+                    " (other processes, a shared core, a lower clock) or larger inputs (uneven batches or "
+                    "sequence lengths; record_shapes shows the shapes)"
+              : "; more calls per step: " + more_calls;
+  straggler->evidence += text;
+}
+
 // One finding per rule over the runs: the one that saves most stands for
 // the others, with every rank it was found on.
 std::vector<Advice> merge_by_rule(std::vector<Advice> all) {
@@ -266,6 +355,7 @@ AdviceReport advise(const std::string& path) {
   take_waits_out_of_exposed_communication(job, all);
   all.insert(all.begin(), job.findings.begin(), job.findings.end());
   report.findings = merge_by_rule(std::move(all));
+  name_the_straggler_compute(runs, report.findings);
   report.text = report_text(path, report.findings, runs.size());
   json list = json::array();
   for (const Advice& f : report.findings) {
