@@ -192,31 +192,80 @@ class StackSampler {
   }
 
   // With the GIL: one sample per other thread, for [start, end).
+  //
+  // The threads' frames come from sys._current_frames(), which walks the
+  // interpreter's thread states under the runtime's lock. Walking them
+  // here, with the GIL alone, crashed: a C++ thread that takes the GIL for
+  // the first time (torch's Gloo threads, releasing a tensor) adds its new
+  // thread state to the list without the GIL, and one read while it was
+  // being set up had no frame pointer yet.
   void look(uint64_t start, uint64_t end) {
 #if PY_VERSION_HEX >= 0x030B0000
-    PyThreadState* me = PyThreadState_Get();
-    for (PyThreadState* ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts != nullptr;
-         ts = PyThreadState_Next(ts)) {
-      if (ts == me) continue;
-      bool main = ts->native_thread_id == main_tid_;
-      if (main && !main_due_) continue;                   // it sampled itself since the ask
-      PyFrameObject* frame = PyThreadState_GetFrame(ts);  // a new reference, or none
-      if (frame == nullptr) continue;
-      const char* stack = stack_of(frame);
-      Py_DECREF(frame);
+    PyObject* frames = current_frames();  // a new reference: {thread ident: innermost frame}
+    if (frames == nullptr) return;
+    unsigned long me = PyThread_get_thread_ident();
+    Py_ssize_t at = 0;
+    PyObject *ident_object = nullptr, *frame = nullptr;
+    while (PyDict_Next(frames, &at, &ident_object, &frame)) {
+      unsigned long ident = PyLong_AsUnsignedLong(ident_object);
+      if (PyErr_Occurred() != nullptr) {
+        PyErr_Clear();
+        continue;
+      }
+      if (ident == me || !PyFrame_Check(frame)) continue;
+      uint32_t tid = native_id_of(ident_object);
+      if (tid == 0) continue;  // not a thread threading knows: no OS id to give its sample
+      bool main = tid == main_tid_;
+      if (main && !main_due_) continue;  // it sampled itself since the ask
+      const char* stack = stack_of(reinterpret_cast<PyFrameObject*>(frame));
       if (main) {
         record_main(stack);
         continue;
       }
-      auto tid = static_cast<uint32_t>(ts->native_thread_id);
       uint64_t cpu_wait = cpu_wait_since_last(tid);
       if (stack != nullptr && start != 0 && end > start)
         detail::record_stack_sample(tid, start, end, stack, cpu_wait);
     }
+    Py_DECREF(frames);
 #else
     (void)start;
     (void)end;
 #endif
+  }
+
+  // With the GIL: sys._current_frames(), or null (the error cleared).
+  static PyObject* current_frames() {
+    PyObject* function = PySys_GetObject("_current_frames");  // borrowed
+    PyObject* frames = function != nullptr ? PyObject_CallNoArgs(function) : nullptr;
+    if (frames == nullptr || !PyDict_Check(frames)) {
+      Py_XDECREF(frames);
+      PyErr_Clear();
+      return nullptr;
+    }
+    return frames;
+  }
+
+  // With the GIL: the OS id of the thread whose threading ident is
+  // `ident` (threading's table of live threads, threading._active, read
+  // at each look: an ended thread's ident is reused by the next), 0 when
+  // threading does not know it.
+  static uint32_t native_id_of(PyObject* ident) {
+    PyObject* threading = PyImport_GetModule(threading_name());  // a new reference, or null
+    PyObject* active = threading != nullptr ? PyObject_GetAttrString(threading, "_active") : nullptr;
+    PyObject* thread =
+        active != nullptr && PyDict_Check(active) ? PyDict_GetItemWithError(active, ident) : nullptr;
+    PyObject* native = thread != nullptr ? PyObject_GetAttrString(thread, "native_id") : nullptr;
+    uint32_t tid =
+        native != nullptr && PyLong_Check(native) ? static_cast<uint32_t>(PyLong_AsUnsignedLong(native)) : 0;
+    Py_XDECREF(native);
+    Py_XDECREF(active);
+    Py_XDECREF(threading);
+    PyErr_Clear();
+    return tid;
+  }
+  static PyObject* threading_name() {
+    static PyObject* name = PyUnicode_InternFromString("threading");  // kept for the process's life
+    return name;
   }
 
   // One pending call at a time: a main thread blocked outside Python runs

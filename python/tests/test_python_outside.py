@@ -238,6 +238,47 @@ def test_a_clean_script_on_a_busy_machine_gets_no_finding(tmp_path: Path) -> Non
     assert findings == [], (findings, summary)
 
 
+# Threads made outside Python that call into it (a C++ library's threads:
+# torch's Gloo threads take the GIL to release a tensor) each get a thread
+# state made without the GIL; ctypes' callbacks on new pthreads do the same.
+THREADS_COME_AND_GO = '''
+import ctypes, sys, time
+import trainprof
+
+libc = ctypes.CDLL(None)
+libc.pthread_create.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+CALLBACK = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+body = CALLBACK(lambda arg: None)
+config = trainprof._ExperimentalConfig(python_stack_sampling_ms=1)
+made = 0
+with trainprof.profile(experimental_config=config, on_trace_ready=trainprof.tensorboard_trace_handler(sys.argv[1])) as p:
+    end = time.monotonic() + 4
+    while time.monotonic() < end:
+        threads = [ctypes.c_ulong() for _ in range(16)]
+        for t in threads:
+            assert libc.pthread_create(ctypes.byref(t), None, body, None) == 0
+        for t in threads:
+            libc.pthread_join(t.value, None)
+        made += len(threads)
+        p.step()
+print("threads made", made)
+'''
+
+
+def test_threads_that_come_and_go_while_sampling_do_not_crash(tmp_path: Path) -> None:
+    """The sampler reads the threads' frames while native threads make and
+    drop their Python thread states every few microseconds: the training
+    process keeps running and its run is written."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_COME_AND_GO)
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "out")], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout.split()[-1]) > 0, result.stdout
+    assert len(run_dirs(tmp_path / "out")) == 1
+
+
 def test_the_samples_are_a_flame_graph_in_the_perfetto_trace(tmp_path: Path) -> None:
     """trace_view.pftrace holds every sample as a PerfSample of its thread
     whose interned callstack is the sampled stack, root first, each frame a
