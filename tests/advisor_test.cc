@@ -475,6 +475,7 @@ std::string job_with_a_compute_straggler(const std::string& root, int straggler_
                               {"evidence", "it arrived last in step(s) 1-2; cause: compute (...)"},
                               {"step_ms", 30.0},
                               {"saving_ms", 10.0},
+                              {"cause", "compute"},
                               {"rank", 1}};
   test::write_bytes(root + "/cluster_analysis_output/cluster_analysis.json",
                     nlohmann::json({{"advice", {straggler}}}).dump());

@@ -745,6 +745,7 @@ TEST(MpiCluster, NamesTheRankSlowInCompute) {
   ASSERT_FALSE(advice.findings.empty()) << advice.text;
   EXPECT_EQ(advice.findings[0].rule, "straggler") << advice.text;
   EXPECT_EQ(advice.findings[0].ranks, std::vector<int>{2}) << advice.text;
+  EXPECT_EQ(advice.findings[0].cause, "compute") << advice.text;
   EXPECT_NE(advice.findings[0].evidence.find("cause: compute"), std::string::npos) << advice.text;
   // Its range computes 6x as long as the others', as many times a step.
   EXPECT_NE(advice.findings[0].evidence.find("its extra computing, per step against the others' median: "

@@ -32,6 +32,9 @@ struct Advice {
   std::string saving_basis;  // "re-timed: ..." or "at most: ..."
   std::vector<int> ranks;    // the ranks it was found on (empty: the run's only rank)
   std::string run;           // the run directory it was read from ("": the cluster's)
+  // A straggler's cause: "compute", "data loading", "communication", "host
+  // work outside operators" or "unknown"; "" for other rules.
+  std::string cause;
 };
 
 struct AdviceReport {

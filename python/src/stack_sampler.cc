@@ -178,6 +178,11 @@ class StackSampler {
         // thread that does not hold it is blocked where it was asked.
         uint64_t asked = detail::now_ticks();
         ask_main_thread(asked);
+        // Taken at every look, even with no other thread to read: the
+        // pending call alone does not wake a main thread running Python
+        // (the interpreter signals it only to a thread that can run it, and
+        // this one cannot), asking for the GIL does. Without it the main
+        // thread answered at its next operator, past the function asked.
         PyEval_RestoreThread(saved);
         look(previous, asked);
         saved = PyEval_SaveThread();

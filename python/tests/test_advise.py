@@ -311,6 +311,7 @@ def test_a_straggler_under_ddp_is_named_first_with_its_function_and_re_timed(tmp
     advice = trainprof.advise(tmp_path / "data")
     first = advice[0]
     assert first["rule"] == "straggler" and first["ranks"] == [1], advice
+    assert first["cause"] == "host work outside operators", first
     assert "cause: host work outside operators" in first["evidence"], first
     assert "load_features (train.py:" in first["evidence"] and "load_features (train.py:" in first["change"], first
     assert first["saving_basis"].startswith("re-timed"), first

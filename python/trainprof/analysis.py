@@ -95,7 +95,9 @@ def advise(profiler_path: Union[str, "os.PathLike[str]"]) -> list[dict[str, Any]
     saving first. Each finding is a dict with ``rule``, ``title``,
     ``evidence``, ``change``, ``step_ms`` (the median step), ``saving_ms``
     (per step; -1 when not estimated), ``saving_basis`` ("re-timed: ..." or
-    "at most: ..."), ``ranks`` and ``run``; the rules are in docs/ADVICE.md.
+    "at most: ..."), ``cause`` (a straggler's: "compute", "data loading",
+    "communication", "host work outside operators" or "unknown"; "" for
+    other rules), ``ranks`` and ``run``; the rules are in docs/ADVICE.md.
     Runs not analysed yet are analysed first; several ranks' runs also get
     the cluster's findings (the straggler, slow links).
 

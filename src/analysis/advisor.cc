@@ -416,6 +416,7 @@ std::vector<Finding> advise_cluster(const StragglerReport& r, const std::vector<
     x.rule = "straggler";
     x.rank = r.straggler;
     x.title = "rank " + std::to_string(r.straggler) + " is a straggler the others wait for";
+    x.cause = r.cause;
     size_t late = r.straggler_steps.size();
     size_t others = r.ranks.size() > 1 ? r.ranks.size() - 1 : 1;
     double waited_ms = w->waited_for_ns / 1e6;

@@ -31,6 +31,10 @@ struct Finding {
   double saving_ms = -1;
   std::string saving_basis;
   int rank = -1;  // the rank it is about (cluster findings), -1: this run
+  // What the problem comes from, where a rule tells causes apart (the
+  // straggler's: "compute", "data loading", "communication", "host work
+  // outside operators", "unknown"); "" for the others.
+  std::string cause;
 };
 
 // A name's calls over the counted steps (operators and ranges: host; GPU

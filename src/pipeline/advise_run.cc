@@ -47,6 +47,7 @@ std::vector<Advice> parse_findings(const json& list, const std::string& where,
     a.step_ms = base::number_field(f, "step_ms", 0);
     a.saving_ms = base::number_field(f, "saving_ms", -1);
     a.saving_basis = base::string_field(f, "saving_basis");
+    a.cause = base::string_field(f, "cause");
     if (f.contains("rank") && f["rank"].is_number_integer()) a.ranks.push_back(f["rank"].get<int>());
     out.push_back(std::move(a));
   }
@@ -177,9 +178,7 @@ void take_waits_out_of_exposed_communication(JobAdvice& job, std::vector<Advice>
 // cause, is the same time as its finding: said there, not counted again.
 void fold_cause_into_straggler(std::vector<Advice>& findings) {
   auto straggler = straggler_of(findings);
-  if (straggler == findings.end() ||
-      straggler->evidence.find("cause: host work outside operators") == std::string::npos)
-    return;
+  if (straggler == findings.end() || straggler->cause != "host work outside operators") return;
   std::vector<int> slow = {straggler->ranks.front()};
   std::string folded;
   std::erase_if(findings, [&](const Advice& a) {
@@ -235,7 +234,7 @@ double median_of(std::vector<double> v) {
 // only the shapes tell apart).
 void name_the_straggler_compute(const std::vector<std::string>& runs, std::vector<Advice>& findings) {
   auto straggler = straggler_of(findings);
-  if (straggler == findings.end() || straggler->evidence.find("cause: compute") == std::string::npos) return;
+  if (straggler == findings.end() || straggler->cause != "compute") return;
   int slow = straggler->ranks.front();
   std::map<int, NamesPerStep> ranks = names_per_step_by_rank(runs);
   auto own = ranks.find(slow);
@@ -366,6 +365,7 @@ AdviceReport advise(const std::string& path) {
                     {"step_ms", f.step_ms},
                     {"saving_ms", f.saving_ms},
                     {"saving_basis", f.saving_basis},
+                    {"cause", f.cause},
                     {"ranks", f.ranks},
                     {"run", f.run}});
   }

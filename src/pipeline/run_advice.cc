@@ -188,6 +188,7 @@ json findings_json(const std::vector<analysis::Finding>& findings) {
                 {"saving_ms", x.saving_ms},
                 {"saving_basis", x.saving_basis}};
     if (x.rank >= 0) one["rank"] = x.rank;
+    if (!x.cause.empty()) one["cause"] = x.cause;
     out.push_back(std::move(one));
   }
   return out;
