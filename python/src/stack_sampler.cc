@@ -144,6 +144,8 @@ class StackSampler {
     main_queued_ = false;
     main_due_ = false;
     main_previous_ = 0;
+    main_wait_at_ask_ = 0;
+    main_wait_at_answer_ = 0;
     waited_at_.clear();
   }
 
@@ -275,7 +277,11 @@ class StackSampler {
 
   // One pending call at a time: a main thread blocked outside Python runs
   // it when it comes back (its sample then stands for the whole wait).
+  // The main thread's wait for a CPU is read here, on the sampler's
+  // thread, at each ask: its samples stand for the time between two asks,
+  // and the training thread is spared the read (5 us).
   void ask_main_thread(uint64_t now) {
+    main_wait_at_ask_ = run_queue_wait_ns(main_tid_);
     main_asked_at_ = now;
     main_due_ = true;
     if (main_queued_.exchange(true)) return;  // a call still pending answers this ask too
@@ -288,7 +294,8 @@ class StackSampler {
     main_due_ = false;
     uint64_t end = main_asked_at_, start = main_previous_.exchange(end);
 #if PY_VERSION_HEX >= 0x030B0000
-    uint64_t cpu_wait = cpu_wait_since_last(main_tid_);
+    uint64_t wait_end = main_wait_at_ask_, wait_start = main_wait_at_answer_.exchange(wait_end);
+    uint64_t cpu_wait = wait_start != 0 && wait_end > wait_start ? wait_end - wait_start : 0;
     if (stack != nullptr && start != 0 && end > start && detail::host_recording())
       detail::record_stack_sample(main_tid_, start, end, stack, cpu_wait);
 #endif
@@ -372,10 +379,12 @@ class StackSampler {
   uint32_t interval_ms_ = 10;
   bool stopping_ = false;
   uint32_t main_tid_ = 0;
-  std::atomic<bool> main_queued_{false};    // a pending call is queued
-  std::atomic<bool> main_due_{false};       // a sample is due (asked, not yet taken)
-  std::atomic<uint64_t> main_asked_at_{0};  // when the last ask was made
-  std::atomic<uint64_t> main_previous_{0};  // the main thread's previous look; 0: none while recording
+  std::atomic<bool> main_queued_{false};          // a pending call is queued
+  std::atomic<bool> main_due_{false};             // a sample is due (asked, not yet taken)
+  std::atomic<uint64_t> main_asked_at_{0};        // when the last ask was made
+  std::atomic<uint64_t> main_previous_{0};        // the main thread's previous look; 0: none while recording
+  std::atomic<uint64_t> main_wait_at_ask_{0};     // its run-queue wait at the last ask
+  std::atomic<uint64_t> main_wait_at_answer_{0};  // its run-queue wait at the ask its last sample ends at
   // The sampler thread's and the main thread's, under the GIL.
   std::unordered_map<uint64_t, const char*> stacks_;
   std::vector<PyObject*> kept_codes_;
