@@ -383,9 +383,12 @@ def test_key_averages_times_are_within_torch_profilers_own_spread(trainer: Train
     """The same training steps profiled in turn by torch.profiler and by
     trainprof, five rounds each: the same operators and counts every round,
     and each leaf operator's time per call under trainprof within the spread
-    of torch.profiler's own rounds (its range widened by its width), for the
-    three leaf operators longest under torch.profiler (on this machine 5-130
-    µs; a fixed floor of 10 µs left one of them on a faster day)."""
+    of torch.profiler's own rounds (its range widened by its width, or by
+    35 % of its median where that is more: this VM's two CPUs run the same
+    operator up to 1.35x apart, and five rounds can all land on one; see
+    docs/ADVICE.md, the corpus), for the three leaf operators longest under
+    torch.profiler (on this machine 5-130 µs; a fixed floor of 10 µs left
+    one of them on a faster day)."""
     trainer.run(3)
     rounds = 5
     theirs: list[dict[str, float]] = []
@@ -405,7 +408,7 @@ def test_key_averages_times_are_within_torch_profilers_own_spread(trainer: Train
     outside = []
     for name in timed:
         low, high = min(r[name] for r in theirs), max(r[name] for r in theirs)
-        spread = high - low
+        spread = max(high - low, 0.35 * statistics.median(r[name] for r in theirs))
         ours_median = statistics.median(r[name] for r in ours)
         if not low - spread <= ours_median <= high + spread:
             outside.append(f"{name}: trainprof {ours_median:.1f} us, torch.profiler {low:.1f}-{high:.1f} us")
