@@ -12,7 +12,6 @@
 #include "analysis/rank_indexed.h"
 
 namespace trainprof::analysis {
-namespace {
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -20,6 +19,8 @@ double median(std::vector<double> v) {
   size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+namespace {
 
 // Means of a rank's computing, data wait and time in communication over `steps`.
 // A rank's computing in a step, less its waiting where that waiting was

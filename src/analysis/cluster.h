@@ -274,6 +274,10 @@ T at_share(const std::vector<T>& sorted, double share) {
 // "1-5,7,9-10".
 std::string step_ranges(const std::vector<int64_t>& steps);
 
+// The median of `values` (the mean of the middle two of an even count), 0
+// for none: the others' median a straggler is measured against.
+double median(std::vector<double> values);
+
 // "rerank (train.py:18) 24.400 ms, ...": a rank's functions outside
 // operators with their time per step (RankSummary::outside_functions).
 std::string outside_function_list(const std::vector<std::pair<std::string, uint64_t>>& functions);

@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "analysis/advisor.h"
+#include "analysis/cluster.h"
 #include "analysis/path_graph.h"
 #include "base/json_limits.h"
 #include "base/safe_file.h"
@@ -54,8 +56,35 @@ std::vector<Advice> parse_findings(const json& list, const std::string& where,
   return out;
 }
 
-// One run's findings: analysed first when its output has none.
-std::vector<Advice> run_findings(const std::string& run, std::vector<std::string>* warnings) {
+// A rank's operators and ranges over its counted steps, per step, by
+// name: calls and self time, ms (profiler_info.json's analysis.in_steps.host).
+using NamesPerStep = std::map<std::string, std::pair<double, double>>;
+
+// None when the run has no counted steps or no in_steps.
+std::optional<NamesPerStep> names_per_step(const json& info) {
+  if (!info.contains("analysis") || !info["analysis"].is_object()) return std::nullopt;
+  const json& a = info["analysis"];
+  size_t steps = a.contains("steps") && a["steps"].is_array() ? a["steps"].size() : 0;
+  if (steps == 0 || !a.contains("in_steps") || !a["in_steps"].is_object()) return std::nullopt;
+  const json& host = a["in_steps"].value("host", json::array());
+  if (!host.is_array()) return std::nullopt;
+  NamesPerStep out;
+  for (const json& row : host) {
+    if (!row.is_array() || row.size() < 3 || !row[0].is_string() || !row[1].is_number() ||
+        !row[2].is_number())
+      continue;
+    std::string name = row[0].get<std::string>();
+    if (analysis::is_comm_caller(name)) continue;  // communication: a cause of its own
+    out[name] = {row[1].get<double>() / static_cast<double>(steps),
+                 row[2].get<double>() / 1e3 / static_cast<double>(steps)};
+  }
+  return out;
+}
+
+// One run's findings: analysed first when its output has none. Its rank's
+// operators per step go to `names` (for a straggler's compute).
+std::vector<Advice> run_findings(const std::string& run, std::vector<std::string>* warnings,
+                                 std::map<int, NamesPerStep>* names) {
   fs::path info_file = fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json";
   json info = base::read_json_object(info_file.string());
   auto has_advice = [](const json& j) {
@@ -76,6 +105,7 @@ std::vector<Advice> run_findings(const std::string& run, std::vector<std::string
   }
   std::vector<Advice> out = parse_findings(info["analysis"]["advice"], info_file.string(), warnings);
   int rank = static_cast<int>(base::number_field(info, "rank", -1));
+  if (std::optional<NamesPerStep> n = names_per_step(info); rank >= 0 && n) (*names)[rank] = std::move(*n);
   for (Advice& a : out) {
     a.run = run;
     if (rank >= 0 && a.ranks.empty()) a.ranks.push_back(rank);
@@ -191,52 +221,14 @@ void fold_cause_into_straggler(std::vector<Advice>& findings) {
     if (a.rule == "straggler") a.evidence += folded;
 }
 
-// A rank's operators and ranges over its counted steps, per step: calls
-// and self time, ms (profiler_info.json's analysis.in_steps.host).
-struct NamesPerStep {
-  std::map<std::string, std::pair<double, double>> by_name;
-};
-
-std::map<int, NamesPerStep> names_per_step_by_rank(const std::vector<std::string>& runs) {
-  std::map<int, NamesPerStep> out;
-  for (const std::string& run : runs) {
-    json info = base::read_json_object((fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json").string());
-    int rank = static_cast<int>(base::number_field(info, "rank", -1));
-    if (rank < 0 || !info.contains("analysis") || !info["analysis"].is_object()) continue;
-    const json& a = info["analysis"];
-    size_t steps = a.contains("steps") && a["steps"].is_array() ? a["steps"].size() : 0;
-    if (steps == 0 || !a.contains("in_steps") || !a["in_steps"].is_object()) continue;
-    const json& host = a["in_steps"].value("host", json::array());
-    if (!host.is_array()) continue;
-    NamesPerStep& n = out[rank];
-    for (const json& row : host) {
-      if (!row.is_array() || row.size() < 3 || !row[0].is_string() || !row[1].is_number() ||
-          !row[2].is_number())
-        continue;
-      std::string name = row[0].get<std::string>();
-      if (analysis::is_comm_caller(name)) continue;  // communication: a cause of its own
-      n.by_name[name] = {row[1].get<double>() / static_cast<double>(steps),
-                         row[2].get<double>() / 1e3 / static_cast<double>(steps)};
-    }
-  }
-  return out;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 // A straggler that computes longer than the others: the operators its
 // extra time is in, and whether it made more calls of them (more work) or
 // as many (the same work, slower: its processor, or larger inputs, which
 // only the shapes tell apart).
-void name_the_straggler_compute(const std::vector<std::string>& runs, std::vector<Advice>& findings) {
+void name_the_straggler_compute(const std::map<int, NamesPerStep>& ranks, std::vector<Advice>& findings) {
   auto straggler = straggler_of(findings);
   if (straggler == findings.end() || straggler->cause != "compute") return;
   int slow = straggler->ranks.front();
-  std::map<int, NamesPerStep> ranks = names_per_step_by_rank(runs);
   auto own = ranks.find(slow);
   if (own == ranks.end() || ranks.size() < 2) return;
   struct Excess {
@@ -244,15 +236,15 @@ void name_the_straggler_compute(const std::vector<std::string>& runs, std::vecto
     double ms, others_ms, calls, others_calls;
   };
   std::vector<Excess> excess;
-  for (const auto& [name, mine] : own->second.by_name) {
+  for (const auto& [name, mine] : own->second) {
     std::vector<double> ms, calls;
     for (const auto& [rank, n] : ranks) {
       if (rank == slow) continue;
-      auto it = n.by_name.find(name);
-      calls.push_back(it != n.by_name.end() ? it->second.first : 0);
-      ms.push_back(it != n.by_name.end() ? it->second.second : 0);
+      auto it = n.find(name);
+      calls.push_back(it != n.end() ? it->second.first : 0);
+      ms.push_back(it != n.end() ? it->second.second : 0);
     }
-    Excess e{name, mine.second, median_of(ms), mine.first, median_of(calls)};
+    Excess e{name, mine.second, analysis::median(ms), mine.first, analysis::median(calls)};
     if (e.ms > e.others_ms) excess.push_back(e);
   }
   std::sort(excess.begin(), excess.end(),
@@ -345,8 +337,9 @@ AdviceReport advise(const std::string& path) {
     return report;
   }
   std::vector<Advice> all;
+  std::map<int, NamesPerStep> names;  // by rank
   for (const std::string& run : runs) {
-    std::vector<Advice> found = run_findings(run, &report.warnings);
+    std::vector<Advice> found = run_findings(run, &report.warnings, &names);
     all.insert(all.end(), found.begin(), found.end());
   }
   // After the runs' analyses, which the cluster pass reads.
@@ -354,7 +347,7 @@ AdviceReport advise(const std::string& path) {
   take_waits_out_of_exposed_communication(job, all);
   all.insert(all.begin(), job.findings.begin(), job.findings.end());
   report.findings = merge_by_rule(std::move(all));
-  name_the_straggler_compute(runs, report.findings);
+  name_the_straggler_compute(names, report.findings);
   report.text = report_text(path, report.findings, runs.size());
   json list = json::array();
   for (const Advice& f : report.findings) {
