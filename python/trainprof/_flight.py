@@ -128,9 +128,7 @@ class flight_recorder:
         options.data_process = check_bool("data_process", data_process)
         options.profile_communication = check_bool("profile_communication", profile_communication)
         options.sample_operators = check_int("sample_operators", sample_operators, 1)
-        options.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0)
-        if options.python_stack_sampling_ms > 1000:
-            raise ValueError(f"python_stack_sampling_ms must be <= 1000, got {python_stack_sampling_ms}")
+        options.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0, 1000)
         self._start(options, ring_mb=ring_mb, slow_step_factor=slow_step_factor, slow_step_window=slow_step_window,
                     slow_step_min_steps=slow_step_min_steps, cooldown_s=cooldown_s, analyse=analyse,
                     dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s,

@@ -31,12 +31,15 @@ def check_bool(name: str, value: Any) -> bool:
     return value
 
 
-def check_int(name: str, value: Any, minimum: int) -> int:
-    """Returns ``value`` if it is an int (not a bool) >= ``minimum``."""
+def check_int(name: str, value: Any, minimum: int, maximum: Optional[int] = None) -> int:
+    """Returns ``value`` if it is an int (not a bool) >= ``minimum`` and,
+    given ``maximum``, <= it."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
 
 

@@ -276,15 +276,9 @@ class _ExperimentalConfig:
         self.data_simplification = check_bool("data_simplification", data_simplification)
         self.export_type = _check_export_type(export_type)
         self.host_sys = _check_host_sys(host_sys)
-        self.host_sys_interval_ms = check_int("host_sys_interval_ms", host_sys_interval_ms, 1)
-        if self.host_sys_interval_ms > 60000:
-            raise ValueError(f"host_sys_interval_ms must be <= 60000, got {host_sys_interval_ms}")
-        self.sample_operators = check_int("sample_operators", sample_operators, 1)
-        if self.sample_operators > 1000000:
-            raise ValueError(f"sample_operators must be <= 1000000, got {sample_operators}")
-        self.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0)
-        if self.python_stack_sampling_ms > 1000:
-            raise ValueError(f"python_stack_sampling_ms must be <= 1000, got {python_stack_sampling_ms}")
+        self.host_sys_interval_ms = check_int("host_sys_interval_ms", host_sys_interval_ms, 1, 60000)
+        self.sample_operators = check_int("sample_operators", sample_operators, 1, 1000000)
+        self.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0, 1000)
 
 
 def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) -> list[ExportType]:
