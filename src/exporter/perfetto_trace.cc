@@ -551,10 +551,10 @@ struct PerfettoTraceWriter::State {
   // the line is left out, or every line would be a frame of its own.
   void stack_samples(const TraceModel& m) {
     std::unordered_map<uint32_t, uint64_t> callstacks;  // stack string id -> iid
-    std::unordered_map<std::string, uint64_t> functions, files, frames;
+    std::unordered_map<std::string, uint64_t> functions, files;
+    std::unordered_map<uint64_t, uint64_t> frames;  // (file iid, function iid) -> frame iid
     Message interned, entry, callstack, perf_sample, packet;
-    auto iid = [&](std::unordered_map<std::string, uint64_t>& table, const std::string& key,
-                   bool* added) -> uint64_t {
+    auto iid = [](auto& table, const auto& key, bool* added) -> uint64_t {
       auto [it, fresh] = table.emplace(key, table.size() + 1);
       *added = fresh;
       return it->second;
@@ -576,7 +576,7 @@ struct PerfettoTraceWriter::State {
             interned.message(interned::kMappings,
                              entry.clear().uint(1, file).uint(sample::kMappingPathStringIds, file));
           }
-          uint64_t frame = iid(frames, std::to_string(file) + ':' + f->function, &added);
+          uint64_t frame = iid(frames, file << 32 | function, &added);
           if (added) {
             interned.message(interned::kFrames, entry.clear()
                                                     .uint(1, frame)
