@@ -409,13 +409,16 @@ void bind_profiler(nb::module_& m) {
       .def("last_run", &Profiler::last_run, ReleaseGil())
       .def(
           "analyse",
-          [](Profiler& p, trainprof::AnalyseMode mode, bool pretty, bool link_trace_for_peers) {
+          [](Profiler& p, trainprof::AnalyseMode mode, bool pretty, bool link_trace_for_peers,
+             std::vector<int64_t> step_list) {
             trainprof::AnalyseOptions options;
             options.pretty = pretty;
             options.link_trace_for_peers = link_trace_for_peers;
+            options.step_list = std::move(step_list);
             return p.analyse(mode, options);
           },
-          "mode"_a, "pretty"_a, "link_trace_for_peers"_a = false, ReleaseGil())
+          "mode"_a, "pretty"_a, "link_trace_for_peers"_a = false, "step_list"_a = std::vector<int64_t>(),
+          ReleaseGil())
       .def("wait_for_analysis", &Profiler::wait_for_analysis, ReleaseGil());
 }
 

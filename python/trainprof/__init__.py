@@ -12,6 +12,10 @@ The API of torch.profiler and mindspore.profiler::
             train_step(batch)
             prof.step()
 
+MindSpore's class runs as its users write it (``from trainprof import
+Profiler``: ``Profiler(output_path=...)``, ``start()`` / ``stop()``,
+``analyse()``, ``Profiler.offline_analyse(path)``; docs/GUIDE.md).
+
 Each recorded cycle becomes a run directory under ./prof, analysed into
 ``PROFILER_OUTPUT/`` (trace_view.json for Perfetto / chrome://tracing,
 op_statistic.csv, operator_details.csv, step_trace_time.csv). In a PyTorch
@@ -38,6 +42,7 @@ finally:
 from . import _gpu, _torch, _zero_code, mstx
 from ._dynamic import DynamicProfilerMonitor
 from ._flight import flight_recorder
+from ._mindspore_profiler import AicoreMetrics, Profiler, tensor_board_trace_handler
 from ._ranges import record_function
 from . import _trainprof as _trainprof_core
 from ._trainprof import version as _core_version
@@ -57,9 +62,11 @@ from .profiler import (
 __version__: str = _core_version()  # CMakeLists.txt's project version, as the package's
 
 __all__ = [
+    "AicoreMetrics",
     "DynamicProfilerMonitor",
     "ExportType",
     "HostSystem",
+    "Profiler",
     "ProfilerAction",
     "ProfilerActivity",
     "ProfilerLevel",
@@ -73,6 +80,7 @@ __all__ = [
     "record_function",
     "schedule",
     "summary",
+    "tensor_board_trace_handler",
     "tensorboard_trace_handler",
     "torch_collector_status",
 ]

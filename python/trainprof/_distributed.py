@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import datetime
 import logging
+import os
 import sys
 import threading
 import uuid
@@ -25,6 +26,25 @@ _log = logging.getLogger("trainprof")
 _known: set[str] = set()  # group names already handed over
 _rank_set = False
 _failed = False
+
+
+# Where launchers (torchrun, mpirun, srun) put the number of processes.
+WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+
+
+def one_of_several_ranks() -> bool:
+    """A launcher started this process as one of several ranks, or
+    torch.distributed runs with several (never raises)."""
+    for name in WORLD_SIZE_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 1:
+            return True
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    try:
+        return bool(dist is not None and dist.is_available() and dist.is_initialized()
+                    and dist.get_world_size() > 1)
+    except Exception:
+        return False
 
 
 def _groups(dist: Any) -> list[tuple[str, list[int]]]:

@@ -103,6 +103,15 @@ class DynamicProfilerMonitor:
         except Exception:
             _log.exception("DynamicProfilerMonitor.step() failed; training goes on")
 
+    # MindSpore's DynamicProfilerMonitor is a training callback: a loop that
+    # calls its callbacks' hooks steps it at the end of each step.
+    def on_train_step_begin(self, run_context: object = None) -> None:
+        """MindSpore's callback hook: nothing to do at a step's beginning."""
+
+    def on_train_step_end(self, run_context: object = None) -> None:
+        """MindSpore's callback hook: ``step()``."""
+        self.step()
+
     def _start(self, at_step_boundary: bool) -> None:
         assert self._schedule is not None
         collection = self._schedule.collection()

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Optional
 
 from . import _zero_code
+from ._distributed import one_of_several_ranks
 
 USAGE = """usage: python -m trainprof run [--flight-recorder] [--options JSON] SCRIPT [ARGS...]
        python -m trainprof run [--flight-recorder] [--options JSON] -m MODULE [ARGS...]
@@ -41,15 +42,6 @@ DEFAULT_OPTIONS = '{"start": true, "analyse": true, "data_process": true}'
 DEFAULT_RANK_OPTIONS = '{"start": true, "analyse": true, "data_process": true, "profile_communication": true}'
 
 # What launchers (torchrun, mpirun, srun) say the job's size is.
-WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-
-
-def _one_of_several_ranks() -> bool:
-    for name in WORLD_SIZE_VARIABLES:
-        value = os.environ.get(name, "")
-        if value.isdigit() and int(value) > 1:
-            return True
-    return False
 
 # Exit status of a usage error (argparse's).
 USAGE_ERROR = 2
@@ -114,7 +106,7 @@ def _start_profile(options: Optional[str], flight_recorder: bool = False) -> Non
     elif env_text:
         source, text = _zero_code.OPTIONS_VARIABLE, env_text
     else:
-        source, text = "the default options", DEFAULT_RANK_OPTIONS if _one_of_several_ranks() else DEFAULT_OPTIONS
+        source, text = "the default options", DEFAULT_RANK_OPTIONS if one_of_several_ranks() else DEFAULT_OPTIONS
     try:
         started = _zero_code.start_from_json(_with_start(text, flight_recorder))
     except ValueError as e:

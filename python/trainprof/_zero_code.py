@@ -65,6 +65,9 @@ _driver: Optional[Any] = None  # weak reference to the optimizer whose steps cou
 _in_step = threading.local()  # inside a counted optimizer step (nested steps count once)
 _monitor: Optional[Any] = None  # the DynamicProfilerMonitor of TRAINPROF_DYNAMIC_CONFIG
 _flight: Optional[Any] = None  # the flight_recorder of TRAINPROF_OPTIONS' "flight_recorder"
+_step_hook_installed = False
+# trainprof.Profiler objects without a schedule: their steps are the optimizer's.
+_step_followers: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 def active() -> Optional[Any]:
@@ -133,7 +136,7 @@ def start_from_json(text: str) -> Optional[Any]:
     # script may os.chdir()), for the message at exit.
     _output_path, _analysed = os.path.abspath(options.output_path), analyse
     _profile = profile._from_core_options(options)
-    _torch.when_imported(_on_torch_imported)
+    _install_step_hook()
     atexit.register(stop)
     return _profile
 
@@ -145,7 +148,7 @@ def _start_flight_recorder(options: _trainprof.ProfilerOptions, settings: dict[s
     from ._flight import flight_recorder
     _output_path = os.path.abspath(options.output_path)
     _flight = flight_recorder._from_core_options(options, settings)
-    _torch.when_imported(_on_torch_imported)
+    _install_step_hook()
     atexit.register(stop)
     return _flight
 
@@ -170,7 +173,7 @@ def start_monitor_from_environment() -> Optional[Any]:
     except (TypeError, ValueError) as e:
         sys.stderr.write(f"[trainprof] {DYNAMIC_VARIABLE}: {e}; this process runs without dynamic profiling\n")
         return None
-    _torch.when_imported(_on_torch_imported)
+    _install_step_hook()
     atexit.register(_close_monitor)
     return _monitor
 
@@ -183,6 +186,22 @@ def _close_monitor() -> None:
         monitor.close()
         for run in monitor.runs:
             sys.stderr.write(f"[trainprof] dynamic profiling recorded {run}\n")
+
+
+def follow_optimizer_steps(follower: Any) -> None:
+    """``follower._on_optimizer_step()`` is called at the end of each training
+    step (the driving optimizer's ``step()``, as for the process-wide
+    profile) while ``follower`` lives."""
+    _step_followers.add(follower)
+    _install_step_hook()
+
+
+def _install_step_hook() -> None:
+    """Steps from optimizer.step(), set up once, after ``import torch``."""
+    global _step_hook_installed
+    if not _step_hook_installed:
+        _step_hook_installed = True
+        _torch.when_imported(_on_torch_imported)
 
 
 def _on_torch_imported() -> None:
@@ -207,6 +226,22 @@ def _on_torch_imported() -> None:
             cls.step = _counting(cls.step)
 
     Optimizer._patch_step_function = patch_step_function
+    # Optimizers made before this ran (a trainprof.Profiler made after the
+    # optimizer): their classes' steps are wrapped by torch already.
+    for cls in _subclasses(Optimizer):
+        step = cls.__dict__.get("step")
+        if getattr(step, "hooked", False) and not getattr(step, "_trainprof_counts_steps", False):
+            cls.step = _counting(step)
+
+
+def _subclasses(cls: type) -> list[type]:
+    found, todo = [], list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        if sub not in found:
+            found.append(sub)
+            todo.extend(sub.__subclasses__())
+    return found
 
 
 def _counting(step: Callable[..., Any]) -> Callable[..., Any]:
@@ -243,6 +278,8 @@ def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
             _flight.step()
         if _monitor is not None:
             _monitor.step()
+        for follower in list(_step_followers):
+            follower._on_optimizer_step()
     except Exception:
         _log.exception("trainprof: the step was not counted; training goes on")
 

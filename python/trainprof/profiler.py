@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import sys
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
@@ -39,11 +40,16 @@ class ProfilerActivity(enum.Enum):
     (``TRAINPROF_CUPTI_LIBRARY`` overrides). Without CUPTI or a GPU the
     profiler says why once (and the analysis repeats it) and records the host
     as usual.
+
+    ``NPU`` is MindSpore's name for its device (Ascend): the device here is
+    the GPU, so NPU records what GPU does when torch sees a CUDA GPU, and
+    nothing more than the host otherwise (said once when given).
     """
 
     CPU = "CPU"
     GPU = "GPU"
     CUDA = "GPU"
+    NPU = "NPU"
 
 
 class ProfilerLevel(enum.Enum):
@@ -315,14 +321,36 @@ def _check_activities(activities: Optional[Iterable[Any]]) -> set[_trainprof.Act
         name = getattr(item, "name", None)
         if name == "CPU":
             result.add(_trainprof.Activity.CPU)
-        elif name in ("GPU", "CUDA"):
+        elif name in ("GPU", "CUDA") or (name == "NPU" and _npu_is_the_gpu(said=True)):
             result.add(_trainprof.Activity.GPU)
             _gpu.point_core_at_wheel_cupti()
-        else:
-            raise ValueError(f"activities: {item!r} is not a ProfilerActivity (CPU, GPU or CUDA)")
+        elif name != "NPU":
+            raise ValueError(f"activities: {item!r} is not a ProfilerActivity (CPU, GPU, CUDA or NPU)")
     if not result:
+        if any(getattr(item, "name", None) == "NPU" for item in activities):
+            return {_trainprof.Activity.CPU}  # [NPU] without a GPU: the host, as said
         raise ValueError("activities must not be empty")
     return result
+
+
+def _npu_is_the_gpu(said: bool) -> bool:
+    """Whether MindSpore's device activity, NPU, is the GPU here: torch is
+    imported and sees a CUDA GPU (torch is not imported for it). With
+    ``said``, the choice is logged once per process."""
+    torch = sys.modules.get("torch")
+    try:
+        gpu = bool(torch is not None and torch.cuda.is_available())
+    except Exception:
+        gpu = False
+    if said and "ProfilerActivity.NPU" not in _warned_ignored:
+        _warned_ignored.add("ProfilerActivity.NPU")
+        if gpu:
+            _log.warning("ProfilerActivity.NPU: there is no Ascend NPU here; the GPU is recorded in its place "
+                         "(as ProfilerActivity.GPU)")
+        else:
+            _log.warning("ProfilerActivity.NPU: there is no Ascend NPU here and torch sees no CUDA GPU; "
+                         "the host is recorded (ProfilerActivity.CPU)")
+    return gpu
 
 
 class profile:
@@ -422,6 +450,20 @@ class profile:
         prof._cpp = None
         prof._modules = None
         prof._torch_flag = False
+        prof._start_core(options)
+        return prof
+
+    @classmethod
+    def _from_options(cls, options: _trainprof.ProfilerOptions, on_trace_ready: Any) -> "profile":
+        """A profile of checked core options and an ``on_trace_ready`` (as
+        __init__ takes it): trainprof.Profiler's, whose settings are MindSpore's."""
+        prof = cls.__new__(cls)
+        prof._cpp = None
+        prof._modules = None
+        prof._torch_flag = False
+        prof._set_on_trace_ready(options, on_trace_ready)
+        if _trainprof.Activity.CPU in options.activities:
+            _torch.warn_if_unavailable()
         prof._start_core(options)
         return prof
 
