@@ -531,7 +531,7 @@ def test_the_signature_is_mindspores() -> None:
     parameters = inspect.signature(Profiler).parameters
     defaults = {name: p.default for name, p in parameters.items()}
     assert defaults["start_profile"] is True and defaults["output_path"] == "./data"
-    assert defaults["profiler_level"] is ProfilerLevel.Level0 and defaults["data_simplification"] is True
+    assert defaults["profiler_level"] is ProfilerLevel.Level0 and defaults["data_simplification"] is None
     assert defaults["sync_enable"] is True
     for name in ("activities", "schedule", "on_trace_ready", "profile_memory", "with_stack", "record_shapes",
                  "data_process", "host_sys", "mstx", "export_type", "aicore_metrics", "l2_cache", "hbm_ddr",
@@ -554,11 +554,12 @@ def test_the_signature_is_mindspores() -> None:
         Profiler(aicore_metrics=1)  # type: ignore[arg-type]
 
 
-def test_npu_in_torchs_profile_and_communication_of_several_ranks(tmp_path: Path,
+def test_npu_in_torchs_profile_and_the_defaults_of_several_ranks(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """mindspore.profiler.profile's default activities, [CPU, NPU], work in
     trainprof.profile; a rank of several records communication, as
-    MindSpore does at Level0, unless told not to."""
+    MindSpore does at Level0, and keeps its raw data for the cluster
+    analysis, unless told otherwise."""
     with ms.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU],
                     on_trace_ready=ms.tensorboard_trace_handler("./npu")):
         train(Net())
@@ -569,7 +570,11 @@ def test_npu_in_torchs_profile_and_communication_of_several_ranks(tmp_path: Path
         profiler.stop()
         return json.loads((the_run(tmp_path / out) / "profiler_info.json").read_text())["options"]
 
-    assert recorded_options("one")["profile_communication"] is False
+    one = recorded_options("one")
+    assert one["profile_communication"] is False and one["data_simplification"] is True  # MindSpore's
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert recorded_options("two")["profile_communication"] is True
-    assert recorded_options("off", profile_communication=False)["profile_communication"] is False
+    two = recorded_options("two")
+    assert two["profile_communication"] is True
+    assert two["data_simplification"] is False  # kept for `trainprof cluster`
+    off = recorded_options("off", profile_communication=False, data_simplification=True)
+    assert off["profile_communication"] is False and off["data_simplification"] is True

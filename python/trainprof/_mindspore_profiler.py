@@ -155,8 +155,11 @@ class Profiler:
         with_stack: the Python call stack of each operator.
         record_shapes: each operator's input shapes and types.
         data_process: the data pipeline's stages (DataLoader) in dataset.csv.
-        data_simplification: remove a run's raw data once it is analysed
-            (default True, as MindSpore: the run cannot be analysed again).
+        data_simplification: remove a run's raw data once it is analysed,
+            so that it cannot be analysed again. Default: True, as
+            MindSpore, except in a process that is one of several ranks,
+            whose runs ``trainprof cluster`` analyses again (clocks aligned,
+            collectives matched across ranks).
         sync_enable: on a GPU, each outermost operator's host time includes
             its device time (default True, as MindSpore on GPU); no effect
             without the GPU recorded.
@@ -184,7 +187,7 @@ class Profiler:
                  activities: Optional[Iterable[ProfilerActivity]] = None,
                  schedule: Optional[_schedule_class] = None, on_trace_ready: Optional[Callable[..., Any]] = None,
                  profile_memory: bool = False, with_stack: bool = False, record_shapes: bool = False,
-                 data_process: bool = False, data_simplification: bool = True, sync_enable: bool = True,
+                 data_process: bool = False, data_simplification: Optional[bool] = None, sync_enable: bool = True,
                  host_sys: Optional[Sequence[Union[HostSystem, str]]] = None, mstx: bool = False,
                  export_type: Optional[Sequence[Union[ExportType, str]]] = None,
                  profile_communication: Optional[bool] = None,
@@ -209,7 +212,11 @@ class Profiler:
         options.with_stack = check_bool("with_stack", with_stack)
         options.record_shapes = check_bool("record_shapes", record_shapes)
         options.data_process = check_bool("data_process", data_process)
-        options.data_simplification = check_bool("data_simplification", data_simplification)
+        # MindSpore's default removes the raw data once analysed; the ranks
+        # of a job keep it, which `trainprof cluster` analyses again.
+        several_ranks = one_of_several_ranks()
+        options.data_simplification = not several_ranks if data_simplification is None else check_bool(
+            "data_simplification", data_simplification)
         gpu = _trainprof.Activity.GPU in options.activities
         options.sync_enable = check_bool("sync_enable", sync_enable) and gpu
         options.host_sys = {_HOST_SYSTEM[part] for part in _check_host_sys(host_sys)}
@@ -219,7 +226,7 @@ class Profiler:
         options.export_db = ExportType.Db in kinds
         # MindSpore records communication at Level0; torch.distributed's
         # calls need it asked for (docs/GUIDE.md), so a rank of several asks.
-        options.profile_communication = one_of_several_ranks() if profile_communication is None else check_bool(
+        options.profile_communication = several_ranks if profile_communication is None else check_bool(
             "profile_communication", profile_communication)
         self._say_ascend_only(aicore_metrics, l2_cache, hbm_ddr, pcie, parallel_strategy)
         options.start_profile = check_bool("start_profile", start_profile)
