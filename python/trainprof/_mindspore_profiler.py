@@ -449,10 +449,7 @@ class Profiler:
 
 
 def _log_report(caller: str, report: Any) -> None:
-    if report.error:
-        _log.error("%s: %s", caller, report.error)
+    """Where the outputs went (failures are said by the analysis itself)."""
     for run in report.runs:
         if run.ok:
             _log.info("%s: %s analysed into %s", caller, run.run_dir, os.path.join(run.run_dir, "PROFILER_OUTPUT"))
-        else:
-            _log.error("%s: the analysis of %s failed: %s", caller, run.run_dir, run.error)
