@@ -206,7 +206,25 @@ class StackSampler {
   // the first time (torch's Gloo threads, releasing a tensor) adds its new
   // thread state to the list without the GIL, and one read while it was
   // being set up had no frame pointer yet.
+  //
+  // Nothing here may run Python code: the interpreter lets another thread
+  // take the GIL between two bytecodes, and a thread that runs pops the
+  // frames being walked (a crash, seen while the main thread imported).
+  // So the garbage collector, whose finalizers are Python, is off for the
+  // look, and threads' ids are read from their __dict__, not through
+  // Thread.native_id, a property.
   void look(uint64_t start, uint64_t end) {
+#if PY_VERSION_HEX >= 0x030B0000
+    int gc_was_on = PyGC_Disable();
+    look_without_python(start, end);
+    if (gc_was_on) PyGC_Enable();
+#else
+    (void)start;
+    (void)end;
+#endif
+  }
+
+  void look_without_python(uint64_t start, uint64_t end) {
 #if PY_VERSION_HEX >= 0x030B0000
     PyObject* frames = current_frames();  // a new reference: {thread ident: innermost frame}
     if (frames == nullptr) return;
@@ -261,10 +279,14 @@ class StackSampler {
     PyObject* active = threading != nullptr ? PyObject_GetAttrString(threading, "_active") : nullptr;
     PyObject* thread =
         active != nullptr && PyDict_Check(active) ? PyDict_GetItemWithError(active, ident) : nullptr;
-    PyObject* native = thread != nullptr ? PyObject_GetAttrString(thread, "native_id") : nullptr;
+    // Thread.native_id is a property (Python code): its attribute instead.
+    PyObject* attributes = thread != nullptr ? PyObject_GenericGetDict(thread, nullptr) : nullptr;
+    PyObject* native = attributes != nullptr && PyDict_Check(attributes)
+                           ? PyDict_GetItemWithError(attributes, native_id_name())  // borrowed
+                           : nullptr;
     uint32_t tid =
         native != nullptr && PyLong_Check(native) ? static_cast<uint32_t>(PyLong_AsUnsignedLong(native)) : 0;
-    Py_XDECREF(native);
+    Py_XDECREF(attributes);
     Py_XDECREF(active);
     Py_XDECREF(threading);
     PyErr_Clear();
@@ -272,6 +294,10 @@ class StackSampler {
   }
   static PyObject* threading_name() {
     static PyObject* name = PyUnicode_InternFromString("threading");  // kept for the process's life
+    return name;
+  }
+  static PyObject* native_id_name() {
+    static PyObject* name = PyUnicode_InternFromString("_native_id");  // kept for the process's life
     return name;
   }
 

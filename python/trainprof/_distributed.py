@@ -10,12 +10,14 @@ check when nothing changed, and never raises.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import datetime
 import logging
 import os
 import sys
 import threading
+import time
 import uuid
 from typing import Any, Optional
 
@@ -207,6 +209,23 @@ def measure_clock_offset() -> None:
             _trainprof.note_clock_exchange_ended(True, f"cannot start its thread: {e}")
             return
         _threads.append(thread)
+
+
+def _wait_at_exit() -> None:
+    """At interpreter exit, the exchanges still running are waited for
+    (at most _EXIT_WAIT): a profile stopped at exit (TRAINPROF_OPTIONS,
+    ``trainprof run``) starts one after the interpreter joined its threads,
+    and a thread left inside torch's store client while the interpreter
+    goes aborts the process (a rank's exit status -6)."""
+    deadline = time.monotonic() + _EXIT_WAIT
+    for t in list(_threads):
+        t.join(max(0.0, deadline - time.monotonic()))
+
+
+# Registered at import, before any handler that stops a profile: atexit
+# runs the later ones first, so this one waits for what they started.
+_EXIT_WAIT = 2 * _WAIT + 5
+atexit.register(_wait_at_exit)
 
 
 def wait_for_clock_measurements(timeout: float) -> None:
