@@ -312,7 +312,48 @@ TEST(Cli, WhatIfEstimatesMatchTheRealChangeWithinTenPercent) {
   EXPECT_EQ(run({"whatif", recorded, "--speedup", "2"}).exit_code, 2);
   r = run({"whatif", dir.sub("missing"), "--hide-data-wait"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("holds no raw data"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
+  // A name that matches nothing is no "+0.0 %": it is refused, with the names it is close to.
+  r = run({"whatif", recorded, "--faster", "opp"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("nothing named 'opp' was recorded"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did you mean op"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("median step"), std::string::npos) << r.output;
+  // A directory of runs, as every other command takes it: each run estimated.
+  r = run({"whatif", dir.path(), "--hide-data-wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  size_t reports = 0;
+  for (size_t at = r.output.find("median step ("); at != std::string::npos;
+       at = r.output.find("median step (", at + 1))
+    ++reports;
+  EXPECT_EQ(reports, 3u) << r.output;
+}
+
+TEST(Cli, SqlSaysWhichDatabaseAPathLacksAndWhichTablesThereAre) {
+  TempDir dir;
+  std::string recorded = record_run(dir.sub("runs"), 3);
+  auto r = run({"sql", recorded, "SELECT 1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--export-type db"), std::string::npos) << r.output;
+  r = run({"sql", dir.sub("runs"), "SELECT 1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("trainprof cluster PATH"), std::string::npos) << r.output;
+  ASSERT_EQ(run({"analyse", recorded, "--export-type", "db"}).exit_code, 0);
+  r = run({"sql", recorded, "SELECT COUNT(*) > 0 FROM slices"});  // the run's own database
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\n1\n"), std::string::npos) << r.output;
+  r = run({"sql", recorded, "SELECT * FROM slice"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("no such table: slice (did you mean slices"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the tables are: "), std::string::npos) << r.output;
+}
+
+TEST(Cli, RunIsNamedInTheHelpAndExplainedWhereItIsNotThisProgramsCommand) {
+  auto r = run({"--help"});
+  EXPECT_NE(r.output.find("  run SCRIPT"), std::string::npos) << r.output;
+  r = run({"run", "train.py"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("python -m trainprof run"), std::string::npos) << r.output;
 }
 
 TEST(Cli, FailuresAreListedAndExitOne) {

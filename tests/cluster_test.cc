@@ -812,7 +812,8 @@ TEST(Cluster, ALinkWhoseTransfersOnlyWaitedStaysAndIsMarked) {
   EXPECT_EQ(transfers[1].transit_ns, 0u);
   EXPECT_FALSE(transfers[1].slow);
   std::string text = links_text(link_bandwidths(comm_timings(ranks)));
-  EXPECT_NE(text.find("transfers: 1 links, median 1.000 GB/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("transfers within a host (SDMA): 1 links, median 1.000 GB/s"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("only waited 0->1: 8.000 MB in 2 operations"), std::string::npos) << text;
   // In the matrix too: the link with its bytes, marked.
   nlohmann::json matrix =

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -105,7 +106,21 @@ TEST(DynamicConfig, FieldsWithNoEffectHereAreReportedNotRefused) {
   DynamicConfig c = parse_dynamic_config(
       R"({"start_step": 2, "stop_step": 2, "aicore_metrics": 1, "parallel_strategy": true,
           "profile_framework": -1, "mstx": false, "prof_dir": "/x"})");
-  EXPECT_EQ(c.ignored, (std::vector<std::string>{"aicore_metrics", "parallel_strategy", "prof_dir"}));
+  EXPECT_EQ(c.ignored, (std::vector<std::string>{"aicore_metrics", "parallel_strategy"}));
+  EXPECT_EQ(c.unknown, (std::vector<std::string>{"prof_dir"}));
+}
+
+TEST(DynamicConfig, AMistypedFieldIsUnknownWithTheFieldItIsCloseTo) {
+  DynamicConfig c = parse_dynamic_config(R"({"start_stpe": 5, "stop_step": 6, "with_stak": true})");
+  EXPECT_EQ(c.start_step, -1);  // not read: nothing is collected
+  EXPECT_EQ(c.unknown, (std::vector<std::string>{"start_stpe (did you mean start_step?)",
+                                                 "with_stak (did you mean with_stack?)"}));
+  // The fields of the file the monitor writes are among those the message lists.
+  nlohmann::json defaults = nlohmann::json::parse(default_dynamic_config());
+  EXPECT_TRUE(parse_dynamic_config(defaults.dump()).unknown.empty());
+  const std::vector<std::string>& listed = dynamic_config_fields();
+  for (const auto& [field, value] : defaults.items())
+    EXPECT_NE(std::find(listed.begin(), listed.end(), field), listed.end()) << field;
 }
 
 TEST(DynamicConfig, BadValuesNameTheField) {

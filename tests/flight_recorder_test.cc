@@ -465,6 +465,7 @@ TEST(FlightRecorder, StepHealthIsKeptWrittenWithDumpsAndServedAsMetrics) {
   EXPECT_NE(answer.find("trainprof_steps_total{rank=\"0\",pid=\"" + std::to_string(getpid()) + "\"} 30\n"),
             std::string::npos)
       << answer;
+  EXPECT_EQ(http_exchange(url, "GET / HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200 OK\r\n", 0), 0u);  // a browser's
   EXPECT_EQ(http_exchange(url, "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
   EXPECT_EQ(http_exchange(url, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
 

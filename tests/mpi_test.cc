@@ -432,7 +432,8 @@ TEST(MpiCluster, WritesEachRanksCommunicationTables) {
   size_t measurable = 0;
   for (const auto& [link, ms] : transit_ms) measurable += ms > 0 ? 1 : 0;
   ASSERT_GE(measurable, 1u);
-  EXPECT_NE(r.text.find("SDMA transfers: " + std::to_string(measurable) + " links"), std::string::npos)
+  EXPECT_NE(r.text.find("transfers within a host (SDMA): " + std::to_string(measurable) + " links"),
+            std::string::npos)
       << r.text;
 
   // The cluster timeline: a process per rank, flows between ranks: from the

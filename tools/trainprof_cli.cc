@@ -49,6 +49,8 @@ const char* kMainHelp =
     "  advise PATH    what to change, the largest saving first, with its evidence\n"
     "  sql PATH QUERY run SQL on a cluster's trainprof.db, its part files joined\n"
     "  options        list the profiler's options: name, type, default, range, meaning\n"
+    "  run SCRIPT     profile a Python script unchanged (the Python package's command:\n"
+    "                 pip install . puts it on PATH; also python -m trainprof run)\n"
     "\n"
     "options:\n"
     "  --version      print the version\n"
@@ -466,7 +468,8 @@ const char* kWhatIfHelp =
     "through the dependencies its critical path follows (critical_path.csv):\n"
     "each thread's order, launches, stream order and synchronizations. Work\n"
     "off the critical path saves nothing; the rest of the step is held as\n"
-    "recorded. Reads the run's raw data.\n"
+    "recorded. Reads the run's raw data. RUN may be a run, its PROFILER_OUTPUT or\n"
+    "a directory of runs (each estimated in turn).\n"
     "\n"
     "options:\n"
     "  --hide-data-wait          the loop never waits for a batch\n"
@@ -475,6 +478,21 @@ const char* kWhatIfHelp =
     "  --speedup K               ... runs K times faster (default 2)\n"
     "\n"
     "exit status: 0 estimated, 1 the run missing or not readable, 2 bad usage\n";
+
+// The runs `path` names, as the other commands take it: a run, its
+// PROFILER_OUTPUT, or a directory of runs (each estimated in turn).
+std::vector<std::string> whatif_runs(const std::string& path, std::string* error) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p(path);
+  if (p.filename() == "PROFILER_OUTPUT" ||
+      (p.filename().empty() && p.parent_path().filename() == "PROFILER_OUTPUT"))
+    p = (p.filename().empty() ? p.parent_path() : p).parent_path();
+  if (fs::is_directory(p / "raw", ec)) return {p.string()};
+  std::vector<std::string> runs = trainprof::find_run_directories(p.string());
+  if (runs.empty()) *error = trainprof::no_run_directory_error(p.string());
+  return runs;
+}
 
 int cmd_whatif(const std::vector<std::string>& args) {
   trainprof::WhatIfRequest request;
@@ -516,13 +534,23 @@ int cmd_whatif(const std::vector<std::string>& args) {
   if (!request.hide_data_wait && !request.overlap_communication && request.faster.empty())
     return usage_error("say what changes: --hide-data-wait, --overlap-communication or --faster NAME",
                        kWhatIfHelp);
-  trainprof::WhatIfReport r = trainprof::estimate_what_if(run, request);
-  if (!r.ok()) {
-    std::fprintf(stderr, "trainprof: %s\n", r.error.c_str());
+  std::string error;
+  std::vector<std::string> runs = whatif_runs(run, &error);
+  if (runs.empty()) {
+    std::fprintf(stderr, "trainprof: %s\n", error.c_str());
     return kFailed;
   }
-  std::fputs(r.text.c_str(), stdout);
-  return kOk;
+  int status = kOk;
+  for (const std::string& one : runs) {
+    trainprof::WhatIfReport r = trainprof::estimate_what_if(one, request);
+    if (!r.ok()) {
+      std::fprintf(stderr, "trainprof: %s\n", r.error.c_str());
+      status = kFailed;
+      continue;
+    }
+    std::fputs(r.text.c_str(), stdout);
+  }
+  return status;
 }
 
 // ---------------------------------------------------------------------------
@@ -771,6 +799,13 @@ int run_command(int argc, char** argv) {
   if (cmd == "advise") return cmd_advise(rest);
   if (cmd == "options") return cmd_options(rest);
   if (cmd == "sql") return cmd_sql(rest);
+  if (cmd == "run") {
+    std::fputs(
+        "trainprof: run is the Python package's command (pip install . of this checkout puts\n"
+        "`trainprof` on PATH with it; or: python -m trainprof run SCRIPT [ARGS...])\n",
+        stderr);
+    return kUsage;
+  }
   return usage_error("unknown command '" + cmd + "'", kMainHelp);
 }
 

@@ -66,10 +66,17 @@ struct DynamicConfig {
   int analyse_mode = -1;  // -1 none, 0 sync, 1 async
   // What to record; output_path and on_trace_ready are the monitor's.
   ProfilerOptions options;
-  // Fields given a value that has no effect here (aicore_metrics, ...) or
-  // not known at all: reported once, never an error.
+  // MindSpore's fields given a value that has no effect here
+  // (aicore_metrics, ...): reported once, never an error.
   std::vector<std::string> ignored;
+  // Fields this parser does not know (a typo, another tool's field), each
+  // with the known ones it is close to: "start_stpe (did you mean
+  // start_step?)". Reported with the list of fields, never an error.
+  std::vector<std::string> unknown;
 };
+
+// The fields profiler_config.json may hold, MindSpore's first.
+const std::vector<std::string>& dynamic_config_fields();
 
 // Parses the text of profiler_config.json. Throws std::invalid_argument
 // naming the field (a wrong type, a value out of range, stop_step before

@@ -173,7 +173,8 @@ def test_trace_handler_worker_name_must_be_a_file_name(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(profiler_level="Level1"), TypeError, "profiler_level must be a trainprof.ProfilerLevel"),
+    (dict(profiler_level=1), TypeError, "profiler_level must be a trainprof.ProfilerLevel or its name"),
+    (dict(profiler_level="Level9"), ValueError, "profiler_level: unknown level 'Level9' (known: 'LevelNone'"),
     (dict(mstx=1), TypeError, "mstx must be a bool"),
     (dict(mstx_domain_include="comm"), TypeError, "mstx_domain_include must be a list of str"),
     (dict(mstx_domain_exclude=[""]), ValueError, "mstx_domain_exclude[0] must not be empty"),
@@ -193,6 +194,15 @@ def test_experimental_config_takes_mindspore_values() -> None:
                                  export_type=[trainprof.ExportType.Text])
     assert config.profiler_level is ProfilerLevel.Level1
     assert config.mstx_domain_include == ["comm"]
+    # The Options table writes levels by name, as host_sys and export_type take theirs.
+    assert _ExperimentalConfig(profiler_level="Level2", export_type=["db"]).profiler_level is ProfilerLevel.Level2
+
+
+def test_a_keyword_of_another_profiler_says_where_it_lives_here() -> None:
+    with pytest.raises(TypeError, match=re.escape("'output_path': the output directory is tensorboard_trace_handler's")):
+        trainprof.profile(output_path="./prof")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=re.escape("'record_shape' (did you mean record_shapes?)")):
+        trainprof.profile(record_shape=True)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
@@ -224,3 +234,16 @@ def test_importing_trainprof_offers_nccl_its_profiler_plugin_unless_one_is_set()
     kept = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True,
                           env={**env, "NCCL_PROFILER_PLUGIN": "none"}, check=True)
     assert kept.stdout.split()[0] == "none"
+
+
+def test_trainprof_log_level_takes_any_case_and_names_a_wrong_one() -> None:
+    code = "import trainprof; trainprof.profile().stop()"  # the core logs an error: not started
+    said = {}
+    for level in ("DEBUG", "warn", "verbose"):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TRAINPROF_LOG_LEVEL": level})
+        assert done.returncode == 0, done.stderr
+        said[level] = done.stderr
+    assert "[trainprof] [ERROR]" in said["DEBUG"] and "is not a level" not in said["DEBUG"]
+    assert "[trainprof] [INFO]" not in said["warn"] and "[trainprof] [ERROR]" in said["warn"]
+    assert "TRAINPROF_LOG_LEVEL=verbose is not a level (error, warning, info, debug); info is used" in said["verbose"]

@@ -73,6 +73,16 @@ def test_flight_recorder_settings_are_checked_by_name(tmp_path: Path) -> None:
         trainprof.flight_recorder(tmp_path, ring_mb=0)
 
 
+def test_a_metrics_file_node_exporter_would_not_read_is_said(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    for name, said in (("health.txt", True), ("health.prom", False)):
+        caplog.clear()
+        recorder = trainprof.flight_recorder(tmp_path / "flight", ring_mb=1, analyse=False,
+                                             metrics_file=tmp_path / name)
+        recorder.stop()
+        assert any("reads only *.prom files" in r.getMessage() for r in caplog.records) == said, name
+
+
 def test_an_exception_leaving_the_block_or_a_signal_gives_a_dump(trainer: Trainer, tmp_path: Path) -> None:
     trainer.run(1)
     touched = tmp_path / "dump_now"

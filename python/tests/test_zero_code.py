@@ -141,6 +141,22 @@ def test_run_under_a_launcher_of_several_ranks_records_their_communication(tmp_p
             assert json.load(f)["options"]["profile_communication"] is want, (variable, given)
 
 
+def test_trainprof_options_under_torchrun_profiles_the_ranks_not_the_launcher(tmp_path: Path) -> None:
+    script = tmp_path / "ddp.py"
+    script.write_text("import torch.distributed as dist\n" + TRAIN_SCRIPT.replace(
+        "    torch.manual_seed(0)", "    dist.init_process_group('gloo')\n    torch.manual_seed(0)"))
+    torchrun = Path(sys.executable).parent / "torchrun"
+    options = json.dumps({"start": True, "output_path": str(tmp_path / "out")})
+    for launcher in ([str(torchrun)], [sys.executable, "-m", "torch.distributed.run"]):
+        result = subprocess.run([*launcher, "--nproc-per-node", "2", str(script), "--steps", "2"],
+                                capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "TRAINPROF_OPTIONS": options})
+        assert result.returncode == 0, result.stderr
+    runs = run_dirs(tmp_path / "out")
+    ranks = sorted(json.loads((r / "profiler_info.json").read_text())["rank"] for r in runs)
+    assert ranks == [0, 0, 1, 1]  # two ranks per launch, no launcher
+
+
 def test_run_records_the_dataloader_workers_stages(tmp_path: Path) -> None:
     script = write_script(tmp_path)
     options = json.dumps({"output_path": str(tmp_path / "out"), "analyse": True, "data_process": True})
@@ -260,6 +276,64 @@ def test_run_takes_trainprof_options_like_options(tmp_path: Path) -> None:
     result = run(["-m", "trainprof", "run", str(script), "--steps", "8"], env_options=options)
     assert result.returncode == 0, result.stderr
     assert_one_cycle_of_three_steps(tmp_path / "out")
+
+
+def test_run_analyses_at_exit_unless_the_options_say_not_to(tmp_path: Path) -> None:
+    """`run` stops, flushes and analyses at exit whatever the options,
+    unless they have "analyse": false."""
+    script = write_script(tmp_path)
+    for out, extra in (("analysed", {}), ("raw_only", {"analyse": False})):
+        options = json.dumps({"output_path": str(tmp_path / out), **extra})
+        result = run(["-m", "trainprof", "run", "--options", options, str(script), "--steps", "3"])
+        assert result.returncode == 0, result.stderr
+        (run_dir,) = run_dirs(tmp_path / out)
+        assert (run_dir / "PROFILER_OUTPUT" / "op_statistic.csv").is_file() == (not extra), result.stderr
+    assert "trainprof analyse" in result.stderr  # where to go on from the raw data
+
+
+LOOP_SCRIPT = """
+import torch
+net = torch.nn.Linear(8, 8)
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+for i in range(10 ** 9):
+    net(torch.ones(4, 8)).sum().backward()
+    optimizer.step()
+    if i == 20:
+        print("READY", flush=True)
+"""
+
+
+def test_a_signal_flushes_the_run_and_sigint_in_python_closes_it(tmp_path: Path) -> None:
+    """SIGTERM ends the process from its handler: what was recorded is
+    flushed and analysed, the run not closed (no metadata file), and the
+    analysis says it ends at the signal. SIGINT in Python is a
+    KeyboardInterrupt: the interpreter exits and the run is closed."""
+    import signal
+
+    import trainprof
+
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP_SCRIPT)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        out = tmp_path / sig.name
+        env = {**os.environ, "TRAINPROF_OPTIONS": json.dumps({"start": True, "output_path": str(out)})}
+        child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env=env, text=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        assert child.stdout is not None and child.stdout.readline() == "READY\n"
+        child.send_signal(sig)
+        child.communicate(timeout=120)
+        assert child.returncode == -sig  # the signal's own end, as without trainprof
+        (run_dir,) = run_dirs(out)
+        report = trainprof.analyse(run_dir)
+        assert report.ok and report.runs[0].events > 0
+        signal_note = [w for w in report.runs[0].warnings if "ends at the signal that ended the process" in w]
+        closed = (run_dir / "profiler_metadata.json").exists()
+        if sig == signal.SIGTERM:
+            assert signal_note and not closed, report.runs[0].warnings
+        else:
+            assert closed and not signal_note, report.runs[0].warnings
+        assert "aten::addmm" in op_statistic(run_dir)
 
 
 def test_a_scripts_traceback_under_run_is_the_scripts_alone(tmp_path: Path) -> None:

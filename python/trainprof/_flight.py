@@ -176,6 +176,9 @@ class flight_recorder:
                    -1 if metrics_port is None else check_int("metrics_port", metrics_port, 0), metrics_address,
                    check_bool("hang_native_stacks", hang_native_stacks), check_bool("all_ranks", all_ranks),
                    _check_number("incident_wait_s", incident_wait_s, 0.0))
+        if metrics_file is not None and not os.fsdecode(metrics_file).endswith(".prom"):
+            _log.warning("metrics_file %r does not end in .prom: node_exporter's textfile collector reads only "
+                         "*.prom files", os.fsdecode(metrics_file))
         if metrics_port is not None and metrics_port > 65535:
             raise ValueError(f"metrics_port must be in [0, 65535], got {metrics_port!r}")
         # The rank, the groups' members and the clock's offset to rank 0 (in

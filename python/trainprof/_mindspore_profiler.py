@@ -41,6 +41,7 @@ from .profiler import (
     _check_activities,
     _check_export_type,
     _check_host_sys,
+    _check_level,
     _check_schedule,
     _HOST_SYSTEM,
     _LEVELS,
@@ -200,9 +201,7 @@ class Profiler:
             _say_once(f"Profiler.{name}", f"Profiler: {name!r} is not a parameter of Profiler; ignored")
         options = _trainprof.ProfilerOptions()
         options.output_path = os.path.abspath(check_path("output_path", output_path))
-        if not isinstance(profiler_level, ProfilerLevel):
-            raise TypeError(f"profiler_level must be a trainprof.ProfilerLevel, got {profiler_level!r}")
-        options.profiler_level = _LEVELS[profiler_level]
+        options.profiler_level = _LEVELS[_check_level(profiler_level)]
         device_by_default = activities is None
         options.activities = _check_activities([ProfilerActivity.CPU] if device_by_default else activities)
         if device_by_default and _npu_is_the_gpu(said=False):

@@ -17,7 +17,8 @@ USAGE = """usage: python -m trainprof run [--flight-recorder] [--options JSON] S
        python -m trainprof run [--flight-recorder] [--options JSON] -m MODULE [ARGS...]
 
 Runs SCRIPT (as `python SCRIPT ARGS...` would) under trainprof: steps are the
-optimizer's step() calls, the profile is stopped, flushed and analysed at exit.
+optimizer's step() calls, the profile is stopped, flushed and analysed at exit
+("analyse": false leaves the analysis to `trainprof analyse`).
 The options are --options JSON, else TRAINPROF_OPTIONS (one of the two, not
 both), else {"analyse": true, "data_process": true}, with
 "profile_communication": true when a launcher started this process as one
@@ -54,7 +55,9 @@ def _usage_error(message: str) -> SystemExit:
 
 def _with_start(text: str, flight_recorder: bool = False) -> str:
     """``text`` with ``"start": true`` added when it has no "start" (run
-    means profile), and ``"flight_recorder": true`` when asked for and absent."""
+    means profile), ``"analyse": true`` when it has no "analyse" (run
+    analyses at exit; the flight recorder has its own setting), and
+    ``"flight_recorder": true`` when asked for and absent."""
     import json
     try:
         value = json.loads(text)
@@ -67,6 +70,8 @@ def _with_start(text: str, flight_recorder: bool = False) -> str:
         added = {"start": True, **added}
     if flight_recorder and "flight_recorder" not in added:
         added["flight_recorder"] = True
+    if "analyse" not in added and "flight_recorder" not in added:
+        added["analyse"] = True
     return json.dumps(added) if added != value else text
 
 

@@ -95,13 +95,30 @@ def _is_run_command() -> bool:
     return i + 1 < len(argv) and os.path.basename(argv[i]) == "trainprof" and argv[i + 1] == "run"
 
 
+# Launchers written in Python: they train nothing, their ranks do.
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+_LAUNCHER_SCRIPTS = ("torchrun",)
+
+
+def _is_launcher() -> bool:
+    """True in torchrun's (or torch.distributed.launch's) own process, which
+    sees the environment its ranks get."""
+    argv = list(getattr(sys, "orig_argv", None) or [])
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c", "-"):
+        i += 2 if argv[i] in ("-X", "-W") else 1
+    if i + 1 < len(argv) and argv[i] == "-m":
+        return argv[i + 1] in _LAUNCHER_MODULES
+    return i < len(argv) and os.path.basename(argv[i]) in _LAUNCHER_SCRIPTS
+
+
 def start_from_environment() -> Optional[Any]:
     """Starts the process-wide profile when TRAINPROF_OPTIONS is set (once;
-    not in multiprocessing children, nor under ``trainprof run``, which
-    takes the variable itself). A bad value is reported on stderr and the
-    process runs unprofiled."""
+    not in multiprocessing children, nor in a launcher such as torchrun,
+    nor under ``trainprof run``, which takes the variable itself). A bad
+    value is reported on stderr and the process runs unprofiled."""
     text = os.environ.get(OPTIONS_VARIABLE, "")
-    if not text or active() is not None or _is_multiprocessing_child() or _is_run_command():
+    if not text or active() is not None or _is_multiprocessing_child() or _is_run_command() or _is_launcher():
         return active()
     try:
         return start_from_json(text)
@@ -160,7 +177,7 @@ def start_monitor_from_environment() -> Optional[Any]:
     reported on stderr and the process runs without it."""
     global _monitor
     cfg = os.environ.get(DYNAMIC_VARIABLE, "")
-    if not cfg or _monitor is not None or _is_multiprocessing_child():
+    if not cfg or _monitor is not None or _is_multiprocessing_child() or _is_launcher():
         return _monitor
     if _profile is not None:
         sys.stderr.write(f"[trainprof] {OPTIONS_VARIABLE} profiles the whole process: "

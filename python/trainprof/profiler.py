@@ -233,7 +233,8 @@ class _ExperimentalConfig:
     """Extra settings, as mindspore.profiler._ExperimentalConfig.
 
     Args:
-        profiler_level: how much the torch collector records (ProfilerLevel).
+        profiler_level: how much the torch collector records (a ProfilerLevel
+            or its name, ``"Level1"``).
         mstx: accepted for compatibility; trainprof records ``trainprof.mstx``
             markers whenever it records (each costs a few nanoseconds).
         mstx_domain_include: only these marker domains are recorded.
@@ -269,9 +270,7 @@ class _ExperimentalConfig:
                  host_sys: Optional[Sequence[Union[HostSystem, str]]] = None,
                  host_sys_interval_ms: int = 50, sample_operators: int = 1,
                  python_stack_sampling_ms: int = 10) -> None:
-        if not isinstance(profiler_level, ProfilerLevel):
-            raise TypeError(f"profiler_level must be a trainprof.ProfilerLevel, got {profiler_level!r}")
-        self.profiler_level = profiler_level
+        self.profiler_level = _check_level(profiler_level)
         self.mstx = check_bool("mstx", mstx)
         self.mstx_domain_include = [utf8_text(d) for d in check_str_list("mstx_domain_include",
                                                                           mstx_domain_include or [])]
@@ -285,6 +284,19 @@ class _ExperimentalConfig:
         self.host_sys_interval_ms = check_int("host_sys_interval_ms", host_sys_interval_ms, 1, 60000)
         self.sample_operators = check_int("sample_operators", sample_operators, 1, 1000000)
         self.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0, 1000)
+
+
+def _check_level(value: Any) -> ProfilerLevel:
+    """A ProfilerLevel, or its name ("Level0", as the Options table writes it)."""
+    if isinstance(value, ProfilerLevel):
+        return value
+    if isinstance(value, str):
+        try:
+            return ProfilerLevel[value]
+        except KeyError:
+            raise ValueError(f"profiler_level: unknown level {value!r} (known: "
+                             f"{', '.join(repr(m.name) for m in ProfilerLevel)})") from None
+    raise TypeError(f"profiler_level must be a trainprof.ProfilerLevel or its name, got {value!r}")
 
 
 def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) -> list[ExportType]:
@@ -410,8 +422,10 @@ class profile:
                  experimental_config: Optional[_ExperimentalConfig] = None, sync_enable: bool = False,
                  execution_trace_observer: Any = None, acc_events: bool = False,
                  custom_trace_id_callback: Optional[Callable[[], str]] = None,
-                 post_processing_timeout_s: Optional[float] = None) -> None:
+                 post_processing_timeout_s: Optional[float] = None, **unexpected: Any) -> None:
         self._cpp: Optional[_trainprof.Profiler] = None
+        if unexpected:
+            raise TypeError(_unexpected_keywords("profile", unexpected, type(self).__init__))
         self._modules: Optional[ModuleTracker] = None
         self._torch_flag = False  # this profile holds torch's "a profiler is on" flag up
         options = _trainprof.ProfilerOptions()
@@ -784,6 +798,36 @@ class profile:
 
 
 _warned_ignored: set[str] = set()
+
+# Where what a keyword of another profiler does is found here.
+_MOVED_KEYWORDS = {
+    "output_path": "the output directory is tensorboard_trace_handler's: "
+                   "on_trace_ready=tensorboard_trace_handler('./prof') (or MindSpore's class, "
+                   "trainprof.Profiler(output_path=...))",
+    "profiler_level": "it is _ExperimentalConfig's: experimental_config=_ExperimentalConfig(profiler_level=...) "
+                      "(or trainprof.Profiler(profiler_level=...))",
+    "export_type": "it is _ExperimentalConfig's: experimental_config=_ExperimentalConfig(export_type=[...])",
+    "host_sys": "it is _ExperimentalConfig's: experimental_config=_ExperimentalConfig(host_sys=[...])",
+    "data_simplification": "it is _ExperimentalConfig's: "
+                           "experimental_config=_ExperimentalConfig(data_simplification=...)",
+}
+
+
+def _unexpected_keywords(name: str, unexpected: dict[str, Any], function: Callable[..., Any]) -> str:
+    """The message for keywords ``function`` does not take: where each one
+    lives here, or the parameters it is close to."""
+    import difflib
+    import inspect
+
+    known = [p for p in inspect.signature(function).parameters if p not in ("self", "unexpected")]
+    parts = []
+    for key in sorted(unexpected):
+        if key in _MOVED_KEYWORDS:
+            parts.append(f"{key!r}: {_MOVED_KEYWORDS[key]}")
+        else:
+            close = difflib.get_close_matches(key, known, n=3)
+            parts.append(f"{key!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+    return f"{name}() got unexpected keyword argument(s) " + "; ".join(parts)
 
 
 def _ignored(name: str, why: str) -> None:

@@ -291,8 +291,11 @@ std::vector<CommTiming> own_comm_timings(const std::vector<RankSummary>& ranks,
 namespace {
 
 // Links are compared with their like: "SDMA collectives", "RDMA transfers".
+// In words, with communication.json's transport (MindSpore's names: SDMA
+// for a copy within a host, RDMA between hosts) for the reader of both.
 std::string link_kind(const LinkBandwidth& l) {
-  return l.transport + (l.collective ? " collectives" : " transfers");
+  return std::string(l.collective ? "collectives" : "transfers") +
+         (l.transport == "SDMA" ? " within a host (SDMA)" : " between hosts (RDMA)");
 }
 
 }  // namespace
@@ -751,14 +754,17 @@ std::string straggler_text(const StragglerReport& r) {
            ms(static_cast<double>(s->waited_for_ns)) + " for it (" + pct +
            " % of all waiting), arriving last at " + std::to_string(s->late_collectives) +
            " collectives, in step(s) " + step_ranges(r.straggler_steps) + ".\n";
-    out += "Cause: " + r.cause + ". Per late step, rank " + std::to_string(r.straggler) +
-           " against the others' median: computing " + ms(s->computing_ns) + " vs " +
-           ms(r.others_computing_ns) + " (" + signed_ms(r.excess_computing_ns) + "), waiting for data " +
-           ms(s->data_wait_ns) + " vs " + ms(r.others_data_wait_ns) + " (" +
-           signed_ms(r.excess_data_wait_ns) + "), in communication " + ms(s->in_comm_ns) + " vs " +
-           ms(r.others_in_comm_ns) + " (" + signed_ms(r.excess_in_comm_ns) + "), outside operators " +
-           ms(s->outside_ns) + " vs " + ms(r.others_outside_ns) + " (" + signed_ms(r.excess_outside_ns) +
-           ").\n";
+    out +=
+        "Cause: " + r.cause +
+        (r.cause == "unknown" ? " (no part of its late steps is a tenth of what the others lost: look at its "
+                                "timeline around the late collectives, and at its host's load)"
+                              : "") +
+        ". Per late step, rank " + std::to_string(r.straggler) + " against the others' median: computing " +
+        ms(s->computing_ns) + " vs " + ms(r.others_computing_ns) + " (" + signed_ms(r.excess_computing_ns) +
+        "), waiting for data " + ms(s->data_wait_ns) + " vs " + ms(r.others_data_wait_ns) + " (" +
+        signed_ms(r.excess_data_wait_ns) + "), in communication " + ms(s->in_comm_ns) + " vs " +
+        ms(r.others_in_comm_ns) + " (" + signed_ms(r.excess_in_comm_ns) + "), outside operators " +
+        ms(s->outside_ns) + " vs " + ms(r.others_outside_ns) + " (" + signed_ms(r.excess_outside_ns) + ").\n";
     if (!r.straggler_outside_functions.empty())
       out += "Rank " + std::to_string(r.straggler) +
              "'s time outside operators, per step: " + outside_function_list(r.straggler_outside_functions) +

@@ -317,8 +317,15 @@ class FileScanner {
 };
 
 // Why a raw file has no final flush: the write the disk refused when the
-// run's profiler_info.json names one, else a killed (or running) process.
+// run's profiler_info.json names one, the signal that ended the process
+// (its handler flushes, but cannot close files safely), else a killed (or
+// running) process.
 std::string unclosed_warning(const TraceModel& m, const std::string& path) {
+  if (m.io_error.empty() && m.stop_reason == "signal") {
+    return path +
+           " ends at the signal that ended the process (SIGTERM or SIGINT), which flushed what was "
+           "recorded before it; analysing that";
+  }
   if (m.io_error.empty()) {
     return path + " was not closed normally (process killed or still running); analysing what was flushed";
   }

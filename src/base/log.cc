@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -10,12 +11,25 @@
 namespace trainprof::base {
 namespace {
 
+void write_line(std::string_view line) {
+  // One write() so lines from several threads do not interleave.
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+// TRAINPROF_LOG_LEVEL, its case ignored ("warn" for warning); another value
+// is said once, and info used.
 LogLevel level_from_env() {
   const char* v = std::getenv("TRAINPROF_LOG_LEVEL");
-  if (v == nullptr) return LogLevel::kInfo;
-  if (std::strcmp(v, "error") == 0) return LogLevel::kError;
-  if (std::strcmp(v, "warning") == 0) return LogLevel::kWarning;
-  if (std::strcmp(v, "debug") == 0) return LogLevel::kDebug;
+  if (v == nullptr || *v == '\0') return LogLevel::kInfo;
+  std::string name(v);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "error") return LogLevel::kError;
+  if (name == "warning" || name == "warn") return LogLevel::kWarning;
+  if (name == "info") return LogLevel::kInfo;
+  if (name == "debug") return LogLevel::kDebug;
+  write_line("[trainprof] [WARNING] TRAINPROF_LOG_LEVEL=" + std::string(v) +
+             " is not a level (error, warning, info, debug); info is used\n");
   return LogLevel::kInfo;
 }
 
@@ -39,9 +53,7 @@ void log(LogLevel level, std::string_view message) {
   line += "] ";
   line += message;
   line += '\n';
-  // One write() so lines from several threads do not interleave.
-  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
+  write_line(line);
 }
 
 }  // namespace trainprof::base

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/close_names.h"
 #include "base/json_limits.h"
 #include "trainprof/dynamic.h"
 
@@ -129,11 +130,36 @@ void apply_field(DynamicConfig& c, const std::string& field, const json& v) {
            field == "mstx") {
     if (is_inert_field(field, v)) c.ignored.push_back(field);
   } else {
-    c.ignored.push_back(field);  // a newer MindSpore field, a typo: said, not fatal
+    // A newer MindSpore field, a typo: said, not fatal (the job goes on).
+    c.unknown.push_back(field + base::did_you_mean(field, dynamic_config_fields()));
   }
 }
 
 }  // namespace
+
+const std::vector<std::string>& dynamic_config_fields() {
+  static const std::vector<std::string> fields = {"start_step",
+                                                  "stop_step",
+                                                  "aicore_metrics",
+                                                  "profiler_level",
+                                                  "profile_framework",
+                                                  "analyse_mode",
+                                                  "profile_communication",
+                                                  "parallel_strategy",
+                                                  "with_stack",
+                                                  "data_simplification",
+                                                  "mstx",
+                                                  "record_shapes",
+                                                  "profile_memory",
+                                                  "with_modules",
+                                                  "with_flops",
+                                                  "data_process",
+                                                  "activities",
+                                                  "host_sys",
+                                                  "mstx_domain_include",
+                                                  "mstx_domain_exclude"};
+  return fields;
+}
 
 DynamicConfig parse_dynamic_config(std::string_view text) {
   json root;

@@ -151,7 +151,13 @@ void DynamicConfigWatcher::look(bool settled) {
   try {
     DynamicConfig config = parse_dynamic_config(text);
     if (!config.ignored.empty()) {
-      base::log_warning("DynamicProfilerMonitor: " + display_ + ": ignored here: " + joined(config.ignored));
+      base::log_warning("DynamicProfilerMonitor: " + display_ +
+                        ": no effect here: " + joined(config.ignored));
+    }
+    if (!config.unknown.empty()) {
+      base::log_warning("DynamicProfilerMonitor: " + display_ + ": unknown field(s) " +
+                        joined(config.unknown) +
+                        ", not read; the fields are: " + joined(dynamic_config_fields()));
     }
     std::lock_guard<std::mutex> lock(mu_);
     latest_ = std::move(config);

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
+#include "base/close_names.h"
 #include "exporter/cluster_database.h"
 #include "trainprof/analyse.h"
 
@@ -13,27 +15,72 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The database itself, or the one a directory (or its cluster output) holds.
-std::string database_at(const std::string& path) {
+// The database itself, or the one a directory holds: its own, a cluster's
+// (cluster_analysis_output/) or an analysed run's (PROFILER_OUTPUT/). Empty,
+// with `error` saying what to give, when a directory holds none.
+std::string database_at(const std::string& path, std::string* error) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return path;
-  for (const char* below : {"trainprof.db", "cluster_analysis_output/trainprof.db"}) {
+  for (const char* below :
+       {"trainprof.db", "cluster_analysis_output/trainprof.db", "PROFILER_OUTPUT/trainprof.db"}) {
     fs::path candidate = fs::path(path) / below;
     if (fs::is_regular_file(candidate, ec)) return candidate.string();
   }
-  return (fs::path(path) / "cluster_analysis_output/trainprof.db").string();
+  std::string what =
+      fs::exists(fs::path(path) / "raw", ec) || fs::exists(fs::path(path) / "PROFILER_OUTPUT", ec)
+          ? "a run analysed without its database: `trainprof analyse RUN --export-type db` writes "
+            "RUN/PROFILER_OUTPUT/trainprof.db"
+      : find_run_directories(path).empty()
+          ? "give a trainprof.db, a cluster directory or an analysed run directory"
+          : "a directory of runs: `trainprof cluster PATH` writes their database, "
+            "PATH/cluster_analysis_output/trainprof.db";
+  *error = "no trainprof.db in '" + path + "' (" + what + ")";
+  return "";
+}
+
+// The tables of `db`, for a query that names another.
+std::vector<std::string> table_names(sqlite3* db) {
+  std::vector<std::string> names;
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') UNION "
+                         "SELECT name FROM sqlite_temp_master WHERE type IN ('table', 'view') ORDER BY name",
+                         -1, &s, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(s) == SQLITE_ROW)
+      names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)));
+  }
+  sqlite3_finalize(s);
+  return names;
+}
+
+// SQLite's message, with the tables a missing one may have meant.
+std::string query_error(sqlite3* db) {
+  std::string message = sqlite3_errmsg(db);
+  const std::string missing = "no such table: ";
+  if (message.starts_with(missing)) {
+    std::string table = message.substr(missing.size());
+    if (auto dot = table.rfind('.'); dot != std::string::npos) table = table.substr(dot + 1);
+    std::vector<std::string> tables = table_names(db);
+    message += base::did_you_mean(table, tables);
+    std::string all;
+    for (const std::string& t : tables) all += (all.empty() ? "" : ", ") + t;
+    message += "; the tables are: " + all;
+  }
+  return message;
 }
 
 }  // namespace
 
 std::string query_cluster_database(const std::string& path, const std::string& sql,
                                    const std::function<void(const QueryRow& row)>& on_row) {
-  const std::string file = database_at(path);
+  std::string error;
+  const std::string file = database_at(path, &error);
+  if (!error.empty()) return error;
   sqlite3* db = nullptr;
-  std::string error = exporter::open_cluster_database(file, &db);
+  error = exporter::open_cluster_database(file, &db);
   sqlite3_stmt* s = nullptr;
   if (error.empty() && sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
-    error = "cannot run the query on " + file + ": " + sqlite3_errmsg(db);
+    error = "cannot run the query on " + file + ": " + query_error(db);
   if (error.empty()) {
     const int columns = sqlite3_column_count(s);
     QueryRow row(static_cast<size_t>(columns));

@@ -10,6 +10,7 @@
 #include "analysis/critical_path.h"
 #include "analysis/run_loader.h"
 #include "analysis/what_if.h"
+#include "base/close_names.h"
 #include "trainprof/analyse.h"
 #include "trainprof/what_if.h"
 
@@ -66,6 +67,13 @@ WhatIfReport estimate_what_if(const std::string& run_dir, const WhatIfRequest& r
   auto add = [&paths](analysis::TraceModel& m, const analysis::Window& w) { paths.add_window(m, w.end_ns); };
   if (!loader.load(&model, loader.plan_windows(AnalyseOptions{}.window_slices), add, &out.error)) return out;
   paths.finish(model);
+  if (!request.faster.empty() &&
+      std::find(model.strings.begin(), model.strings.end(), request.faster) == model.strings.end()) {
+    out.error = "nothing named '" + request.faster + "' was recorded in '" + run_dir + "'" +
+                base::did_you_mean(request.faster, model.strings) +
+                " (names as op_statistic.csv and kernel_details.csv write them)";
+    return out;
+  }
   std::vector<analysis::StepEstimate> steps = observer.estimates();
   std::stable_sort(
       steps.begin(), steps.end(),
