@@ -352,6 +352,9 @@ def test_ddp_demo_names_the_slow_rank_and_its_cause(tmp_path: Path, slow: list, 
     assert f"Straggler: rank {slow_rank}." in result.stdout, result.stdout
     assert f"Cause: {cause}." in result.stdout, result.stdout
     assert (out / "cluster_analysis_output" / "cluster_step_trace_time.csv").exists()
+    if cause == "compute":  # the guide quotes this report
+        from test_docs import assert_printed_as_quoted
+        assert_printed_as_quoted("docs/GUIDE.md", "a slow rank", result.stdout)
 
 
 @pytest.mark.skipif(__import__("shutil").which("chromium") is None, reason="chromium is not installed")

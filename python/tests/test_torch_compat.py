@@ -413,3 +413,22 @@ def test_key_averages_times_are_within_torch_profilers_own_spread(trainer: Train
         if not low - spread <= ours_median <= high + spread:
             outside.append(f"{name}: trainprof {ours_median:.1f} us, torch.profiler {low:.1f}-{high:.1f} us")
     assert not outside, outside
+
+
+def test_a_call_nested_in_its_own_name_is_folded_by_key_averages_and_counted_by_op_statistic(
+        tmp_path: Path) -> None:
+    """x.mean() is an aten::mean inside an aten::mean. torch's key_averages
+    folds the inner one into the outer, and so does trainprof's; op_statistic.csv
+    counts every call LibTorch reports (docs/OUTPUTS.md says both)."""
+    x = torch.randn(32, 64)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as their_prof:
+        for _ in range(3):
+            x.mean()
+    with trainprof.profile(on_trace_ready=trainprof.tensorboard_trace_handler(str(tmp_path))) as prof:
+        for _ in range(3):
+            x.mean()
+    theirs = {e.key: e.count for e in their_prof.key_averages()}["aten::mean"]
+    ours = {e.key: e.count for e in prof.key_averages()}["aten::mean"]
+    assert ours == theirs == 3
+    [run] = run_dirs(tmp_path)
+    assert int(op_statistic(run)["aten::mean"]["Count"]) == 6
