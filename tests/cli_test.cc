@@ -348,6 +348,21 @@ TEST(Cli, SqlSaysWhichDatabaseAPathLacksAndWhichTablesThereAre) {
   EXPECT_NE(r.output.find("the tables are: "), std::string::npos) << r.output;
 }
 
+TEST(Cli, ARunsOutputsOrRawDataStandForTheRun) {
+  TempDir dir;
+  std::string recorded = record_run(dir.sub("runs"), 3);
+  ASSERT_EQ(run({"analyse", recorded}).exit_code, 0);  // PROFILER_OUTPUT/ made
+  for (const char* below : {"/PROFILER_OUTPUT", "/raw"}) {
+    for (const std::vector<std::string>& command :
+         {std::vector<std::string>{"summary"}, {"advise"}, {"analyse"}, {"whatif", "--hide-data-wait"}}) {
+      std::vector<std::string> args = {command[0], recorded + below};
+      args.insert(args.end(), command.begin() + 1, command.end());
+      auto r = run(args);
+      EXPECT_EQ(r.exit_code, 0) << command[0] << " " << below << ": " << r.output;
+    }
+  }
+}
+
 TEST(Cli, RunIsNamedInTheHelpAndExplainedWhereItIsNotThisProgramsCommand) {
   auto r = run({"--help"});
   EXPECT_NE(r.output.find("  run SCRIPT"), std::string::npos) << r.output;

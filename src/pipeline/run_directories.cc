@@ -119,6 +119,11 @@ std::vector<std::string> find_run_directories(const std::string& path) {
   std::error_code ec;
   fs::path root = pipeline::normalized(path);
   if (is_run_directory(root)) return {root.string()};
+  // A run's outputs or raw data stand for the run: what a reader looking
+  // at the tables has at hand.
+  if ((root.filename() == "PROFILER_OUTPUT" || root.filename() == raw::kRawDirName) &&
+      is_run_directory(root.parent_path()))
+    return {root.parent_path().string()};
   if (!fs::is_directory(root, ec)) return runs;
   fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
