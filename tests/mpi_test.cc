@@ -7,15 +7,18 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -1081,6 +1084,50 @@ std::vector<std::string> incident_dirs(const std::string& dir) {
 // dumps once, into one incident, within the hang timeout (2 s) and 2 s more
 // of the last step, and the cluster report names the collective, the
 // missing rank and where that rank was.
+// The first `lines` lines of the output docs/GUIDE.md quotes, marked
+// `<!-- doc-test: output: ...what... -->` above its block.
+std::vector<std::string> guide_quote(const std::string& what, size_t lines) {
+  std::istringstream guide(test::read_text(std::string(TRAINPROF_TEST_DOCS_DIR) + "/GUIDE.md"));
+  std::vector<std::string> quote;
+  std::string line;
+  bool marked = false, inside = false;
+  while (std::getline(guide, line) && quote.size() < lines) {
+    if (inside && line == "```") break;
+    if (inside) quote.push_back(line);
+    if (marked && line == "```") inside = true;
+    marked = marked || (line.starts_with("<!-- doc-test: output: ") && line.find(what) != std::string::npos);
+  }
+  return quote;
+}
+
+// Whether a line of `text` is `quoted` with its numbers (and the hex of
+// addresses) standing for any.
+bool has_line_shaped_like(const std::string& text, const std::string& quoted) {
+  auto digit = [&quoted](size_t i) {
+    return i < quoted.size() && std::isdigit(static_cast<unsigned char>(quoted[i]));
+  };
+  std::string pattern;
+  for (size_t i = 0; i < quoted.size();) {
+    if (digit(i) || ((quoted[i] == '+' || quoted[i] == '-') && digit(i + 1))) {
+      i += quoted[i] == '+' || quoted[i] == '-' ? 1 : 0;
+      while (digit(i)) ++i;
+      if (i + 1 < quoted.size() && quoted[i] == '.' && digit(i + 1)) {
+        for (++i; digit(i);) ++i;
+      }
+      pattern += "[+-]?[0-9]+(\\.[0-9]+)?";
+      continue;
+    }
+    if (std::string_view(".^$|()[]{}*+?\\").find(quoted[i]) != std::string_view::npos) pattern += '\\';
+    pattern += quoted[i++];
+  }
+  std::regex shape(pattern);
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line))
+    if (std::regex_match(line, shape)) return true;
+  return false;
+}
+
 TEST(MpiFlightRecorder, AHangIsDumpedByEveryRankAndTheMissingRankNamed) {
   test::TempDir dir;
   run_flight(dir, "hang", 3, 32);
@@ -1115,6 +1162,12 @@ TEST(MpiFlightRecorder, AHangIsDumpedByEveryRankAndTheMissingRankNamed) {
   size_t rank3 = report.find("Rank 3 (last collective entered in the group: #28) was at:");
   ASSERT_NE(rank3, std::string::npos) << report;
   EXPECT_NE(report.find("nanosleep", rank3), std::string::npos) << "rank 3 sleeps\n" << report;
+  // The guide quotes this report: its lines up to where the rank was, numbers aside.
+  for (const std::string& line : guide_quote("the incident report of a hang", 5)) {
+    EXPECT_TRUE(has_line_shaped_like(report, line)) << "docs/GUIDE.md quotes a line the report lacks:\n"
+                                                    << line << "\nreport:\n"
+                                                    << report;
+  }
   nlohmann::json j =
       nlohmann::json::parse(test::read_text(incidents[0] + "/cluster_analysis_output/cluster_analysis.json"));
   ASSERT_EQ(j["incident"]["stuck_collectives"].size(), 1u) << j["incident"].dump();

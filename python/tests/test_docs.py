@@ -16,8 +16,10 @@ A comment just before a block's fence says what is different:
   `loader`, `train_step(batch)` or `train(net)` as the page's prose
   describes them: run after definitions of those (a small PyTorch loop);
 - `<!-- doc-test: output: WHAT -->`: a block of quoted output (or a
-  directory tree), not a command; a test that runs WHAT checks the
-  output's lines have the quoted ones' shape (assert_printed_as_quoted).
+  directory tree), not a command; a test that makes WHAT checks that the
+  output has lines of the quoted ones' shape, numbers aside (the
+  straggler report: test_distributed.py with assert_printed_as_quoted;
+  a hang's incident report: tests/mpi_test.cc).
 
 A block without a language must be marked; a block with one is run unless
 marked, so a new block is tested by default.
