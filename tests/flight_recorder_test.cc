@@ -93,6 +93,30 @@ TEST(FlightRecorder, ASlowStepIsDumpedOnceWithItsRatio) {
   EXPECT_LT(summary.find("flight recorder"), summary.find("top by self time")) << summary;
 }
 
+// A small incident first, then a far larger one within the cooldown: the
+// larger is dumped too, saying it is larger; one of the same size again is
+// not. (A machine's noise dumped first must not hide the incident the user
+// needs.)
+TEST(FlightRecorder, ALargerSlowStepIsDumpedWithinTheCooldown) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.slow_step_factor = 8;
+  o.analyse = false;
+  FlightRecorder recorder(o);
+  ASSERT_TRUE(recorder.recording());
+  for (int step = 0; step < 80; ++step) {
+    int ms = step == 30 ? 200 : (step == 50 || step == 70) ? 1000 : 10;
+    work_for(std::chrono::milliseconds(ms));
+    recorder.step();
+  }
+  recorder.wait_for_dumps();
+  std::vector<FlightDump> dumps = recorder.dumps();
+  ASSERT_EQ(dumps.size(), 2u);
+  EXPECT_EQ(dumps[0].reason.rfind("step 30 took ", 0), 0u) << dumps[0].reason;
+  EXPECT_EQ(dumps[1].reason.rfind("step 50 took ", 0), 0u) << dumps[1].reason;
+  EXPECT_NE(dumps[1].reason.find("; larger than the one dumped "), std::string::npos) << dumps[1].reason;
+}
+
 // A ring smaller than what is recorded keeps the latest steps; a dump on
 // request holds them, says from when they are complete, and the recorder
 // goes on.

@@ -47,7 +47,9 @@ struct FlightRecorderOptions {
   // No slow-step dump before this many steps were measured: the first
   // steps (compilation, warm-up, caches) are slow by nature.
   uint32_t slow_step_min_steps = 10;
-  // At most one slow-step dump, and one out-of-memory dump, per this many seconds.
+  // At most one slow-step dump, and one out-of-memory dump, per this many
+  // seconds; a slow step at least twice the ratio of the last one dumped is
+  // dumped within it too (a larger incident is never held back).
   double cooldown_s = 300.0;
   // A hang: no step ended for this many seconds since the last one (0:
   // none). Armed by the first step (setup may take long), once per hang:

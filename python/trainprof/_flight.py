@@ -33,7 +33,8 @@ class flight_recorder:
     - a slow step: ``step()`` ends a step longer than ``slow_step_factor``
       times the median of the last ``slow_step_window`` steps (after
       ``slow_step_min_steps`` steps; at most one such dump per
-      ``cooldown_s`` seconds). 3x over 50 steps: steady training varies its
+      ``cooldown_s`` seconds, unless a step's ratio to the median is at
+      least twice the one dumped: a larger incident is never held back). 3x over 50 steps: steady training varies its
       step time by tens of percent, a step three times the median is an
       event; 50 steps hold a median through a few odd steps;
     - a hang: no step ended for ``hang_timeout_s`` seconds (600; None: off),

@@ -97,6 +97,11 @@ std::string signal_name(int sig) {
 
 constexpr uint64_t kExternalDumpIntervalNs = 1'000'000'000;
 
+// Within the cooldown, a slow step this many times the ratio of the one
+// dumped is a larger incident, dumped too (twice: clearly more than the
+// variation of slow steps of one cause).
+constexpr double kEscalation = 2.0;
+
 // The recorder whose ring an out-of-memory error writes (a
 // FlightRecorder::State, one at a time), with its process: a fork() child's
 // failure takes no lock its parent's threads may have held.
@@ -129,8 +134,9 @@ struct FlightRecorder::State {
   // set-up, the first batch), not a step: flagged for the analysis and
   // kept out of the slow-step median.
   bool step_began_at_start = true;
-  std::deque<uint64_t> recent_ns;  // the last slow_step_window step times
-  uint64_t last_slow_dump_ns = 0;  // monotonic; 0: none yet
+  std::deque<uint64_t> recent_ns;   // the last slow_step_window step times
+  uint64_t last_slow_dump_ns = 0;   // monotonic; 0: none yet
+  double last_slow_dump_ratio = 0;  // of that dump's step to the median
   std::unique_ptr<core::HealthSeries> health;
   core::HealthLabels labels;
 
@@ -441,6 +447,7 @@ void FlightRecorder::State::absorb(const std::string& trigger_name) {
   if (trigger_name == "slow_step") {
     std::lock_guard<std::mutex> lock(step_mu);
     last_slow_dump_ns = now;
+    last_slow_dump_ratio = options.slow_step_factor;  // another rank's: at least a slow step's
   } else if (trigger_name == "hang") {
     hang_dumped_after.store(steps_ended.load());
   } else if (trigger_name == "signal" || trigger_name == "file") {
@@ -780,16 +787,25 @@ void FlightRecorder::step() {
     uint64_t now = detail::monotonic_now_ns();
     bool cooled =
         s.last_slow_dump_ns == 0 || now - s.last_slow_dump_ns >= static_cast<uint64_t>(o.cooldown_s * 1e9);
-    if (static_cast<double>(duration_ns) > o.slow_step_factor * static_cast<double>(median) && cooled) {
+    double ratio = static_cast<double>(duration_ns) / static_cast<double>(std::max<uint64_t>(median, 1));
+    // The cooldown holds back repeats of an incident's size, never a larger
+    // one: a step kEscalation times as slow as the one dumped is dumped too.
+    bool escalates = !cooled && s.last_slow_dump_ratio > 0 && ratio >= kEscalation * s.last_slow_dump_ratio;
+    if (static_cast<double>(duration_ns) > o.slow_step_factor * static_cast<double>(median) &&
+        (cooled || escalates)) {
+      char earlier[96] = "";
+      if (escalates)
+        std::snprintf(earlier, sizeof(earlier), "; larger than the one dumped %.0f s ago (%.1fx)",
+                      static_cast<double>(now - s.last_slow_dump_ns) / 1e9, s.last_slow_dump_ratio);
       s.last_slow_dump_ns = now;
-      double ratio = static_cast<double>(duration_ns) / static_cast<double>(std::max<uint64_t>(median, 1));
+      s.last_slow_dump_ratio = ratio;
       char ratio_text[32];
       std::snprintf(ratio_text, sizeof(ratio_text), "%.1f", ratio);
       nlohmann::json trigger = {
           {"trigger", "slow_step"},
           {"reason", "step " + std::to_string(finished) + " took " + format_ms(duration_ns) + ", " +
                          ratio_text + "x the median of the last " + std::to_string(s.recent_ns.size()) +
-                         " steps (" + format_ms(median) + ")"},
+                         " steps (" + format_ms(median) + ")" + earlier},
           {"step", finished},
           {"step_ns", duration_ns},
           {"median_ns", median},
