@@ -42,8 +42,6 @@ analysed. Settings: "flight_recorder": {"ring_mb": ..., "slow_step_factor":
 DEFAULT_OPTIONS = '{"start": true, "analyse": true, "data_process": true}'
 DEFAULT_RANK_OPTIONS = '{"start": true, "analyse": true, "data_process": true, "profile_communication": true}'
 
-# What launchers (torchrun, mpirun, srun) say the job's size is.
-
 # Exit status of a usage error (argparse's).
 USAGE_ERROR = 2
 

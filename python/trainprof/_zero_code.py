@@ -82,17 +82,25 @@ def _is_multiprocessing_child() -> bool:
     return any(a == "--multiprocessing-fork" or "from multiprocessing" in a for a in argv)
 
 
-def _is_run_command() -> bool:
-    """True in ``python -m trainprof run ...`` and ``trainprof run ...``: the
-    runner takes TRAINPROF_OPTIONS itself, by the rule it shares with
-    ``--options`` (_run.py)."""
+def _what_runs() -> list[str]:
+    """The interpreter's arguments from what it runs on: ``["-m", MODULE,
+    ...]``, ``[SCRIPT, ...]``, ``["-c", CODE, ...]`` (its own options
+    skipped); empty when unknown."""
     argv = list(getattr(sys, "orig_argv", None) or [])
     i = 1  # past the interpreter, over its options, to what it runs
     while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c", "-"):
         i += 2 if argv[i] in ("-X", "-W") else 1
-    if i + 1 < len(argv) and argv[i] == "-m":
-        return argv[i + 1:i + 3] == ["trainprof", "run"]
-    return i + 1 < len(argv) and os.path.basename(argv[i]) == "trainprof" and argv[i + 1] == "run"
+    return argv[i:]
+
+
+def _is_run_command() -> bool:
+    """True in ``python -m trainprof run ...`` and ``trainprof run ...``: the
+    runner takes TRAINPROF_OPTIONS itself, by the rule it shares with
+    ``--options`` (_run.py)."""
+    runs = _what_runs()
+    if runs[:1] == ["-m"]:
+        return runs[1:3] == ["trainprof", "run"]
+    return len(runs) >= 2 and os.path.basename(runs[0]) == "trainprof" and runs[1] == "run"
 
 
 # Launchers written in Python: they train nothing, their ranks do.
@@ -103,13 +111,10 @@ _LAUNCHER_SCRIPTS = ("torchrun",)
 def _is_launcher() -> bool:
     """True in torchrun's (or torch.distributed.launch's) own process, which
     sees the environment its ranks get."""
-    argv = list(getattr(sys, "orig_argv", None) or [])
-    i = 1
-    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c", "-"):
-        i += 2 if argv[i] in ("-X", "-W") else 1
-    if i + 1 < len(argv) and argv[i] == "-m":
-        return argv[i + 1] in _LAUNCHER_MODULES
-    return i < len(argv) and os.path.basename(argv[i]) in _LAUNCHER_SCRIPTS
+    runs = _what_runs()
+    if runs[:1] == ["-m"]:
+        return len(runs) > 1 and runs[1] in _LAUNCHER_MODULES
+    return len(runs) > 0 and os.path.basename(runs[0]) in _LAUNCHER_SCRIPTS
 
 
 def start_from_environment() -> Optional[Any]:
