@@ -479,18 +479,14 @@ const char* kWhatIfHelp =
     "\n"
     "exit status: 0 estimated, 1 the run missing or not readable, 2 bad usage\n";
 
-// The runs `path` names, as the other commands take it: a run, its
-// PROFILER_OUTPUT, or a directory of runs (each estimated in turn).
+// The runs `path` names, as every command takes it (find_run_directories: a
+// run, its PROFILER_OUTPUT or raw/, a directory of runs), each estimated in
+// turn; a directory holding raw/ is a run whatever its name.
 std::vector<std::string> whatif_runs(const std::string& path, std::string* error) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path p(path);
-  if (p.filename() == "PROFILER_OUTPUT" ||
-      (p.filename().empty() && p.parent_path().filename() == "PROFILER_OUTPUT"))
-    p = (p.filename().empty() ? p.parent_path() : p).parent_path();
-  if (fs::is_directory(p / "raw", ec)) return {p.string()};
-  std::vector<std::string> runs = trainprof::find_run_directories(p.string());
-  if (runs.empty()) *error = trainprof::no_run_directory_error(p.string());
+  if (std::filesystem::is_directory(std::filesystem::path(path) / "raw", ec)) return {path};
+  std::vector<std::string> runs = trainprof::find_run_directories(path);
+  if (runs.empty()) *error = trainprof::no_run_directory_error(path);
   return runs;
 }
 
