@@ -1080,10 +1080,6 @@ std::vector<std::string> incident_dirs(const std::string& dir) {
   return found;
 }
 
-// One rank of four never enters the 30th allreduce: every rank's recorder
-// dumps once, into one incident, within the hang timeout (2 s) and 2 s more
-// of the last step, and the cluster report names the collective, the
-// missing rank and where that rank was.
 // The first `lines` lines of the output docs/GUIDE.md quotes, marked
 // `<!-- doc-test: output: ...what... -->` above its block.
 std::vector<std::string> guide_quote(const std::string& what, size_t lines) {
@@ -1128,6 +1124,76 @@ bool has_line_shaped_like(const std::string& text, const std::string& quoted) {
   return false;
 }
 
+// `quoted` (one name of a directory tree the guide draws) as a pattern:
+// its numbers stand for any, `...` and `{word}` for anything.
+std::regex name_pattern(const std::string& quoted) {
+  std::string pattern;
+  for (size_t i = 0; i < quoted.size();) {
+    if (std::isdigit(static_cast<unsigned char>(quoted[i]))) {
+      while (i < quoted.size() && std::isdigit(static_cast<unsigned char>(quoted[i]))) ++i;
+      pattern += "[0-9]+";
+    } else if (quoted.compare(i, 3, "...") == 0) {
+      pattern += ".*";
+      i += 3;
+    } else if (quoted[i] == '{' && quoted.find('}', i) != std::string::npos) {
+      pattern += ".+";
+      i = quoted.find('}', i) + 1;
+    } else {
+      if (std::string_view(".^$|()[]{}*+?\\").find(quoted[i]) != std::string_view::npos) pattern += '\\';
+      pattern += quoted[i++];
+    }
+  }
+  return std::regex(pattern);
+}
+
+// The paths below `parents` that `quoted` (`a/b/c`, each level a name
+// pattern) names.
+std::vector<std::string> entries_named(const std::vector<std::string>& parents, const std::string& quoted) {
+  std::vector<std::string> found = parents;
+  std::istringstream levels(quoted);
+  std::string level;
+  while (std::getline(levels, level, '/')) {
+    std::regex shape = name_pattern(level);
+    std::vector<std::string> next;
+    for (const std::string& dir : found) {
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        if (std::regex_match(e.path().filename().string(), shape)) next.push_back(e.path().string());
+      }
+    }
+    found = std::move(next);
+  }
+  return found;
+}
+
+// The lines of a directory tree the guide draws (two spaces of indent a
+// level, each line's first word a name, prose after it) that name nothing
+// under `root`, which stands for the tree's first line.
+std::vector<std::string> tree_lines_missing(const std::string& root, const std::vector<std::string>& tree) {
+  std::vector<std::string> missing;
+  std::vector<std::vector<std::string>> at_depth;  // what each open level's line named
+  for (const std::string& line : tree) {
+    size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos) continue;
+    size_t depth = indent / 2;
+    std::string name = line.substr(indent, line.find(' ', indent) - indent);
+    while (!name.empty() && name.back() == '/') name.pop_back();
+    std::vector<std::string> named;
+    if (depth == 0)
+      named.push_back(root);
+    else if (depth <= at_depth.size())
+      named = entries_named(at_depth[depth - 1], name);
+    if (named.empty()) missing.push_back(line);
+    at_depth.resize(depth);
+    at_depth.push_back(std::move(named));
+  }
+  return missing;
+}
+
+// One rank of four never enters the 30th allreduce: every rank's recorder
+// dumps once, into one incident, within the hang timeout (2 s) and 2 s more
+// of the last step, and the cluster report names the collective, the
+// missing rank and where that rank was.
 TEST(MpiFlightRecorder, AHangIsDumpedByEveryRankAndTheMissingRankNamed) {
   test::TempDir dir;
   run_flight(dir, "hang", 3, 32);
@@ -1152,6 +1218,11 @@ TEST(MpiFlightRecorder, AHangIsDumpedByEveryRankAndTheMissingRankNamed) {
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
   EXPECT_EQ(announcers, 1);
+  // The guide draws the directory an incident writes: each of its names is here.
+  std::vector<std::string> tree = guide_quote("the directory a flight recorder incident writes", 100);
+  ASSERT_GE(tree.size(), 5u);
+  for (const std::string& line : tree_lines_missing(dir.path(), tree))
+    ADD_FAILURE() << "docs/GUIDE.md draws an entry the incident lacks:\n" << line;
   std::string report = test::read_text(incidents[0] + "/cluster_analysis_output/straggler_report.txt");
   EXPECT_EQ(report.rfind("Flight recorder incident 'hang_29': hang, announced by rank ", 0), 0u) << report;
   EXPECT_NE(report.find("Dumped: 4 of 4 ranks (0, 1, 2, 3)."), std::string::npos) << report;

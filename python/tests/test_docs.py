@@ -19,7 +19,8 @@ A comment just before a block's fence says what is different:
   directory tree), not a command; a test that makes WHAT checks that the
   output has lines of the quoted ones' shape, numbers aside (the
   straggler report: test_distributed.py with assert_printed_as_quoted;
-  a hang's incident report: tests/mpi_test.cc).
+  a hang's incident report and the directory it is in, where `{host}`
+  and `...` stand for any name: tests/mpi_test.cc).
 
 A block without a language must be marked; a block with one is run unless
 marked, so a new block is tested by default.
