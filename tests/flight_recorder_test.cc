@@ -5,12 +5,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -115,6 +117,102 @@ TEST(FlightRecorder, ALargerSlowStepIsDumpedWithinTheCooldown) {
   EXPECT_EQ(dumps[0].reason.rfind("step 30 took ", 0), 0u) << dumps[0].reason;
   EXPECT_EQ(dumps[1].reason.rfind("step 50 took ", 0), 0u) << dumps[1].reason;
   EXPECT_NE(dumps[1].reason.find("; larger than the one dumped "), std::string::npos) << dumps[1].reason;
+}
+
+// A burst of slow steps after a smaller incident: one dump, written when the
+// burst ends, whose run holds every one of its steps and the steps before.
+TEST(FlightRecorder, ABurstOfSlowStepsIsOneDumpHoldingThemAll) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.slow_step_factor = 8;
+  FlightRecorder recorder(o);
+  ASSERT_TRUE(recorder.recording());
+  for (int step = 0; step < 60; ++step) {
+    int ms = step == 20 ? 120 : (step >= 40 && step <= 43) ? 600 : 10;
+    work_for(std::chrono::milliseconds(ms));
+    recorder.step();
+  }
+  recorder.wait_for_dumps();
+  std::vector<FlightDump> dumps = recorder.dumps();
+  ASSERT_EQ(dumps.size(), 2u);
+  EXPECT_EQ(dumps[0].reason.rfind("step 20 took ", 0), 0u) << dumps[0].reason;
+  const FlightDump& burst = dumps[1];
+  EXPECT_EQ(burst.reason.rfind("steps 40-43 slow, ", 0), 0u) << burst.reason;
+  EXPECT_NE(burst.reason.find("; larger than the one dumped "), std::string::npos) << burst.reason;
+  json fired = read_json(burst.run_dir + "/profiler_info.json")["flight_recorder"];
+  EXPECT_EQ(fired["step"], 40);
+  EXPECT_EQ(fired["last_step"], 43);
+  exporter::CsvRows steps = exporter::read_csv_file(burst.run_dir + "/PROFILER_OUTPUT/step_trace_time.csv");
+  std::set<std::string> numbers;
+  for (size_t i = 1; i < steps.size(); ++i) numbers.insert(steps[i][0]);
+  for (int step = 30; step <= 44; ++step) EXPECT_TRUE(numbers.count(std::to_string(step))) << step;
+}
+
+// Processes that spin on the training thread's one CPU make a step slow
+// while the process's own CPU time stays that of a normal step: the dump
+// says another process held the CPU (the training thread's wait for one,
+// from the kernel's scheduler statistics).
+TEST(FlightRecorder, ASlowStepOfAnotherProcessesCpuUseIsSaidToBeSo) {
+  if (access("/proc/thread-self/schedstat", R_OK) != 0) GTEST_SKIP() << "no scheduler statistics here";
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &before)) ++cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // this thread: the training thread
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.analyse = false;
+  o.cooldown_s = 0;  // a step stretched by other tests first must not hold the planted one back
+  FlightRecorder recorder(o);
+  ASSERT_TRUE(recorder.recording());
+  // Each step is 15 ms of this thread's CPU time, however long that takes.
+  auto compute = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    double end = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9 + 0.015;
+    volatile uint64_t n = 0;
+    for (;;) {
+      for (int i = 0; i < 1000; ++i) n = n + 1;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      if (static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9 >= end) return;
+    }
+  };
+  constexpr int kPlanted = 25;
+  for (int step = 0; step < 30; ++step) {
+    std::vector<pid_t> hogs;
+    if (step == kPlanted) {
+      for (int i = 0; i < 8; ++i) {
+        pid_t pid = fork();  // inherits the one CPU
+        if (pid == 0) {
+          volatile uint64_t spin = 0;
+          for (;;) spin = spin + 1;
+        }
+        if (pid > 0) hogs.push_back(pid);
+      }
+    }
+    compute();
+    for (pid_t pid : hogs) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    recorder.step();
+  }
+  recorder.wait_for_dumps();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(before), &before), 0);
+  std::vector<FlightDump> dumps = recorder.dumps();
+  auto planted = std::find_if(dumps.begin(), dumps.end(), [](const FlightDump& d) {
+    return d.reason.rfind("step " + std::to_string(kPlanted) + " took ", 0) == 0;
+  });
+  ASSERT_NE(planted, dumps.end()) << "step 25 not dumped: " << dumps.size() << " dumps";
+  EXPECT_NE(planted->reason.find("for a CPU: another process or the system held the CPU"), std::string::npos)
+      << planted->reason;
+  json fired = read_json(planted->run_dir + "/profiler_info.json")["flight_recorder"];
+  EXPECT_EQ(fired["cause"]["kind"], "cpu_contention") << fired.dump();
+  EXPECT_GT(fired["cause"]["thread_cpu_wait_ms"].get<double>(), 0.5 * fired["cause"]["step_ms"].get<double>())
+      << fired.dump();
 }
 
 // A ring smaller than what is recorded keeps the latest steps; a dump on

@@ -47,9 +47,13 @@ struct FlightRecorderOptions {
   // No slow-step dump before this many steps were measured: the first
   // steps (compilation, warm-up, caches) are slow by nature.
   uint32_t slow_step_min_steps = 10;
-  // At most one slow-step dump, and one out-of-memory dump, per this many
-  // seconds; a slow step at least twice the ratio of the last one dumped is
-  // dumped within it too (a larger incident is never held back).
+  // Consecutive slow steps are one incident: one dump, written when a
+  // normal step ends them (or after 10 of them, or when recording stops),
+  // holding them all, its reason saying whose time they were (the
+  // training thread's wait for a CPU, data, communication, computing, or
+  // blocked). At most one slow-step dump, and one out-of-memory dump, per
+  // this many seconds; a slow step at least twice the ratio of the last one
+  // dumped is dumped within it too (a larger incident is never held back).
   double cooldown_s = 300.0;
   // A hang: no step ended for this many seconds since the last one (0:
   // none). Armed by the first step (setup may take long), once per hang:
@@ -79,7 +83,8 @@ struct FlightRecorderOptions {
   bool analyse = true;
   // Per-step health, always, without a trace: each step's time, the
   // training loop's wait for data ("wait" data stages: profiler.data_process
-  // on), time in communication calls and the process's CPU time, kept for
+  // on), time in communication calls, the process's CPU time and the
+  // training thread's time on a CPU and waiting for one, kept for
   // the last health_steps steps and written with each dump as
   // step_health.csv (not with a crash's).
   uint32_t health_steps = 1000;

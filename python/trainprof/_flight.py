@@ -34,9 +34,14 @@ class flight_recorder:
       times the median of the last ``slow_step_window`` steps (after
       ``slow_step_min_steps`` steps; at most one such dump per
       ``cooldown_s`` seconds, unless a step's ratio to the median is at
-      least twice the one dumped: a larger incident is never held back). 3x over 50 steps: steady training varies its
-      step time by tens of percent, a step three times the median is an
-      event; 50 steps hold a median through a few odd steps;
+      least twice the one dumped: a larger incident is never held back).
+      3x over 50 steps: steady training varies its step time by tens of
+      percent, a step three times the median is an event; 50 steps hold a
+      median through a few odd steps. Consecutive slow steps are one dump
+      ("steps 100-104 slow, ..."), written when a normal step ends them or
+      after 10 of them. The reason says whose time they were: the training
+      thread's wait for a CPU (another process held it), data,
+      communication, the job's own computing, or blocked;
     - a hang: no step ended for ``hang_timeout_s`` seconds (600; None: off),
       once per hang, armed by the first step; the dump holds every thread's
       Python stack at that time (hang_stacks.txt, written by faulthandler's
@@ -66,7 +71,8 @@ class flight_recorder:
 
     Per-step health, always (no trace needed): each step's time, the loop's
     wait for data (``data_process=True``: the DataLoader's ``wait``), time
-    in communication calls and the process's CPU time, for the last
+    in communication calls, the process's CPU time and the training
+    thread's time on a CPU and waiting for one, for the last
     ``health_steps`` steps, in every dump as ``step_health.csv``. As metrics
     for Prometheus (text format; labels rank and pid): ``metrics_file``
     (written every ``metrics_interval_s`` seconds, atomically, mode 0644:

@@ -36,6 +36,7 @@
 #include "core/metrics_endpoint.h"
 #include "core/out_of_memory.h"
 #include "core/session.h"
+#include "core/slow_steps.h"
 #include "core/step_health.h"
 #include "core/thread_stacks.h"
 #include "raw/format.h"
@@ -43,13 +44,6 @@
 
 namespace trainprof {
 namespace {
-
-// The median of `durations` (not empty).
-uint64_t median_of(std::deque<uint64_t> durations) {
-  auto middle = durations.begin() + static_cast<std::ptrdiff_t>(durations.size() / 2);
-  std::nth_element(durations.begin(), middle, durations.end());
-  return *middle;
-}
 
 // Set by the dump signal's handler, read by the recorder's thread: a
 // handler may only touch atomics.
@@ -97,11 +91,6 @@ std::string signal_name(int sig) {
 
 constexpr uint64_t kExternalDumpIntervalNs = 1'000'000'000;
 
-// Within the cooldown, a slow step this many times the ratio of the one
-// dumped is a larger incident, dumped too (twice: clearly more than the
-// variation of slow steps of one cause).
-constexpr double kEscalation = 2.0;
-
 // The recorder whose ring an out-of-memory error writes (a
 // FlightRecorder::State, one at a time), with its process: a fork() child's
 // failure takes no lock its parent's threads may have held.
@@ -134,9 +123,7 @@ struct FlightRecorder::State {
   // set-up, the first batch), not a step: flagged for the analysis and
   // kept out of the slow-step median.
   bool step_began_at_start = true;
-  std::deque<uint64_t> recent_ns;   // the last slow_step_window step times
-  uint64_t last_slow_dump_ns = 0;   // monotonic; 0: none yet
-  double last_slow_dump_ratio = 0;  // of that dump's step to the median
+  std::unique_ptr<core::SlowSteps> slow_steps;
   std::unique_ptr<core::HealthSeries> health;
   core::HealthLabels labels;
 
@@ -201,8 +188,8 @@ struct FlightRecorder::State {
   std::atomic<uint64_t> last_oom_dump_ns{0};  // monotonic; 0: none yet
   std::atomic<int64_t> oom_dumped_step{-1};   // steps_ended at the last out-of-memory dump
   std::optional<FlightDump> oom_dump;         // under dump_mu: the last one written
-  // A peer's incident served this rank's own trigger of the same kind.
-  void absorb(const std::string& trigger_name);
+  // A peer's incident (its trigger) served this rank's own of the same kind.
+  void absorb(const nlohmann::json& theirs);
   // Incidents other ranks announced, queued as dumps.
   void poll_incidents();
   // After this rank's dump of an incident: the cluster pass when it is the last.
@@ -432,7 +419,7 @@ FlightRecorder::State::Part FlightRecorder::State::join_incident(nlohmann::json*
   if (!incidents_taken.insert(incident->key).second) return Part::kSkip;
   if (incident->announced_by != rank) {
     std::string theirs = incident->trigger.value("trigger", "");
-    absorb(theirs);
+    absorb(incident->trigger);
     (*trigger)["trigger"] = theirs;
     (*trigger)["reason"] =
         "rank " + std::to_string(incident->announced_by) + ": " + incident->trigger.value("reason", "");
@@ -442,12 +429,13 @@ FlightRecorder::State::Part FlightRecorder::State::join_incident(nlohmann::json*
   return Part::kIncident;
 }
 
-void FlightRecorder::State::absorb(const std::string& trigger_name) {
+void FlightRecorder::State::absorb(const nlohmann::json& theirs) {
   uint64_t now = detail::monotonic_now_ns();
+  std::string trigger_name = theirs.value("trigger", "");
   if (trigger_name == "slow_step") {
     std::lock_guard<std::mutex> lock(step_mu);
-    last_slow_dump_ns = now;
-    last_slow_dump_ratio = options.slow_step_factor;  // another rank's: at least a slow step's
+    int64_t last_step = theirs.value("last_step", theirs.value("step", int64_t{-1}));
+    if (slow_steps) slow_steps->absorb(last_step, now);
   } else if (trigger_name == "hang") {
     hang_dumped_after.store(steps_ended.load());
   } else if (trigger_name == "signal" || trigger_name == "file") {
@@ -480,7 +468,8 @@ void FlightRecorder::State::poll_incidents() {
   fresh.erase(slow, fresh.end());
   int64_t finished = steps_ended.load();
   for (auto it = deferred.begin(); it != deferred.end();) {
-    int64_t step = it->first.trigger.value("step", int64_t{-1});
+    const nlohmann::json& t = it->first.trigger;
+    int64_t step = t.value("last_step", t.value("step", int64_t{-1}));  // a burst's last
     if (finished > step || now >= it->second) {
       fresh.push_back(std::move(it->first));
       it = deferred.erase(it);
@@ -610,7 +599,7 @@ std::string FlightRecorder::State::metrics_text() {
     if (!health) return "";
     totals = health->totals();
     last = health->last();
-    if (!recent_ns.empty()) median = median_of(recent_ns);
+    if (slow_steps) median = slow_steps->median_ns();
   }
   std::map<std::string, uint64_t> dumped;
   {
@@ -687,6 +676,9 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
   State& s = *state_;
   s.options = std::move(options);
   s.options.slow_step_window = std::max<uint32_t>(s.options.slow_step_window, 1);
+  s.slow_steps = std::make_unique<core::SlowSteps>(
+      core::SlowStepRule{s.options.slow_step_factor, s.options.slow_step_window,
+                         s.options.slow_step_min_steps, s.options.cooldown_s});
   s.owner_pid = getpid();
   s.started_realtime_ns = detail::realtime_now_ns();
   s.worker_name = base::host_name() + "_" + std::to_string(getpid());
@@ -780,48 +772,16 @@ void FlightRecorder::step() {
       static_cast<uint64_t>(static_cast<double>(end - s.step_start_ticks) / core::ticks_per_ns());
   int64_t finished = s.step_num++;
   s.step_start_ticks = end;
-  s.health->on_step(finished, duration_ns);
-  const FlightRecorderOptions& o = s.options;
-  if (o.slow_step_factor > 0 && s.recent_ns.size() >= std::max<uint32_t>(o.slow_step_min_steps, 1)) {
-    uint64_t median = median_of(s.recent_ns);
-    uint64_t now = detail::monotonic_now_ns();
-    bool cooled =
-        s.last_slow_dump_ns == 0 || now - s.last_slow_dump_ns >= static_cast<uint64_t>(o.cooldown_s * 1e9);
-    double ratio = static_cast<double>(duration_ns) / static_cast<double>(std::max<uint64_t>(median, 1));
-    // The cooldown holds back repeats of an incident's size, never a larger
-    // one: a step kEscalation times as slow as the one dumped is dumped too.
-    bool escalates = !cooled && s.last_slow_dump_ratio > 0 && ratio >= kEscalation * s.last_slow_dump_ratio;
-    if (static_cast<double>(duration_ns) > o.slow_step_factor * static_cast<double>(median) &&
-        (cooled || escalates)) {
-      char earlier[96] = "";
-      if (escalates)
-        std::snprintf(earlier, sizeof(earlier), "; larger than the one dumped %.0f s ago (%.1fx)",
-                      static_cast<double>(now - s.last_slow_dump_ns) / 1e9, s.last_slow_dump_ratio);
-      s.last_slow_dump_ns = now;
-      s.last_slow_dump_ratio = ratio;
-      char ratio_text[32];
-      std::snprintf(ratio_text, sizeof(ratio_text), "%.1f", ratio);
-      nlohmann::json trigger = {
-          {"trigger", "slow_step"},
-          {"reason", "step " + std::to_string(finished) + " took " + format_ms(duration_ns) + ", " +
-                         ratio_text + "x the median of the last " + std::to_string(s.recent_ns.size()) +
-                         " steps (" + format_ms(median) + ")" + earlier},
-          {"step", finished},
-          {"step_ns", duration_ns},
-          {"median_ns", median},
-          {"ratio", ratio},
-          {"window_steps", s.recent_ns.size()},
-          {"factor", o.slow_step_factor}};
-      std::lock_guard<std::mutex> dump_lock(s.dump_mu);
-      s.pending.push_back(std::move(trigger));
-      s.dump_cv.notify_all();
-    }
+  const core::StepHealth& health = s.health->on_step(finished, duration_ns);
+  std::optional<nlohmann::json> trigger =
+      s.slow_steps->on_step(health, s.health->steps(), detail::monotonic_now_ns(), start_up);
+  if (trigger) {
+    std::lock_guard<std::mutex> dump_lock(s.dump_mu);
+    s.pending.push_back(std::move(*trigger));
+    s.dump_cv.notify_all();
   }
   s.last_step_end_ns.store(detail::monotonic_now_ns());
   s.steps_ended.store(s.step_num);
-  if (start_up) return;  // not a step: the median is of steps
-  s.recent_ns.push_back(duration_ns);
-  if (s.recent_ns.size() > o.slow_step_window) s.recent_ns.pop_front();
 }
 
 FlightDump FlightRecorder::dump(std::string_view reason, std::string_view trigger_name) {
@@ -908,7 +868,12 @@ void FlightRecorder::stop() {
   }
   if (s.dumper.joinable()) {
     {
+      // Slow steps up to the last one: their burst is written too.
+      std::lock_guard<std::mutex> step_lock(s.step_mu);
+      std::optional<nlohmann::json> burst;
+      if (s.session && s.health) burst = s.slow_steps->flush(s.health->steps(), detail::monotonic_now_ns());
       std::lock_guard<std::mutex> lock(s.dump_mu);
+      if (burst) s.pending.push_back(std::move(*burst));
       s.stopping = true;
       s.dump_cv.notify_all();
     }

@@ -1,7 +1,10 @@
 // Copyright trainprof authors.
 #include "core/step_health.h"
 
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -45,16 +48,44 @@ void add_comm_ticks(uint64_t ticks) noexcept {
 
 HealthSeries::HealthSeries(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
 
+HealthSeries::~HealthSeries() {
+  if (schedstat_fd_ >= 0) ::close(schedstat_fd_);
+}
+
+bool HealthSeries::read_thread_schedstat(uint64_t* on_cpu_ns, uint64_t* waiting_ns) {
+  long tid = ::syscall(SYS_gettid);
+  if (tid != schedstat_tid_) {
+    if (schedstat_fd_ >= 0) ::close(schedstat_fd_);
+    schedstat_fd_ = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    schedstat_tid_ = tid;
+  }
+  if (schedstat_fd_ < 0) return false;
+  // The file is made anew at each read from its start: one pread, no reopen.
+  char text[96];
+  ssize_t n = ::pread(schedstat_fd_, text, sizeof(text) - 1, 0);
+  if (n <= 0) return false;
+  text[n] = '\0';
+  unsigned long long on_cpu = 0, waiting = 0;
+  if (std::sscanf(text, "%llu %llu", &on_cpu, &waiting) != 2) return false;
+  *on_cpu_ns = on_cpu;
+  *waiting_ns = waiting;
+  return true;
+}
+
 void HealthSeries::start() {
   data_wait_ticks_at_ = g_data_wait_ticks.load(std::memory_order_relaxed);
   comm_ticks_at_ = g_comm_ticks.load(std::memory_order_relaxed);
   cpu_ns_at_ = process_cpu_ns();
+  thread_known_ = read_thread_schedstat(&thread_cpu_ns_at_, &thread_wait_ns_at_);
 }
 
 const StepHealth& HealthSeries::on_step(int64_t step, uint64_t step_ns) {
   uint64_t data_wait = g_data_wait_ticks.load(std::memory_order_relaxed);
   uint64_t comm = g_comm_ticks.load(std::memory_order_relaxed);
   uint64_t cpu = process_cpu_ns();
+  long tid_before = schedstat_tid_;
+  uint64_t thread_cpu = 0, thread_wait = 0;
+  bool thread_read = read_thread_schedstat(&thread_cpu, &thread_wait);
   StepHealth h;
   h.step = step;
   h.end_realtime_ns = detail::realtime_now_ns();
@@ -65,25 +96,40 @@ const StepHealth& HealthSeries::on_step(int64_t step, uint64_t step_ns) {
   data_wait_ticks_at_ = data_wait;
   comm_ticks_at_ = comm;
   cpu_ns_at_ = cpu;
+  // Known when the same thread ended the step before too.
+  if (thread_read && thread_known_ && tid_before == schedstat_tid_ && thread_cpu >= thread_cpu_ns_at_ &&
+      thread_wait >= thread_wait_ns_at_) {
+    h.thread_cpu_ns = thread_cpu - thread_cpu_ns_at_;
+    h.thread_cpu_wait_ns = thread_wait - thread_wait_ns_at_;
+  }
+  thread_known_ = thread_read;
+  thread_cpu_ns_at_ = thread_cpu;
+  thread_wait_ns_at_ = thread_wait;
   totals_.step += 1;
   totals_.end_realtime_ns = h.end_realtime_ns;
   totals_.step_ns += h.step_ns;
   totals_.data_wait_ns += h.data_wait_ns;
   totals_.comm_ns += h.comm_ns;
   totals_.cpu_ns += h.cpu_ns;
+  totals_.thread_cpu_ns += h.thread_cpu_ns;
+  totals_.thread_cpu_wait_ns += h.thread_cpu_wait_ns;
   steps_.push_back(h);
   if (steps_.size() > capacity_) steps_.pop_front();
   return steps_.back();
 }
 
 std::string HealthSeries::csv() const {
-  std::string out = "Step,End Time (ns),Step Time (us),Data Wait (us),Communication (us),Process CPU (us)\n";
-  char row[192];
+  std::string out =
+      "Step,End Time (ns),Step Time (us),Data Wait (us),Communication (us),Process CPU (us),"
+      "Thread CPU (us),Thread CPU Wait (us)\n";
+  char row[256];
   for (const StepHealth& h : steps_) {
-    std::snprintf(row, sizeof(row), "%lld,%llu,%.3f,%.3f,%.3f,%.3f\n", static_cast<long long>(h.step),
-                  static_cast<unsigned long long>(h.end_realtime_ns), static_cast<double>(h.step_ns) / 1e3,
-                  static_cast<double>(h.data_wait_ns) / 1e3, static_cast<double>(h.comm_ns) / 1e3,
-                  static_cast<double>(h.cpu_ns) / 1e3);
+    std::snprintf(row, sizeof(row), "%lld,%llu,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
+                  static_cast<long long>(h.step), static_cast<unsigned long long>(h.end_realtime_ns),
+                  static_cast<double>(h.step_ns) / 1e3, static_cast<double>(h.data_wait_ns) / 1e3,
+                  static_cast<double>(h.comm_ns) / 1e3, static_cast<double>(h.cpu_ns) / 1e3,
+                  static_cast<double>(h.thread_cpu_ns) / 1e3,
+                  static_cast<double>(h.thread_cpu_wait_ns) / 1e3);
     out += row;
   }
   return out;
@@ -106,6 +152,9 @@ std::string prometheus_text(const StepHealth& t, const StepHealth& last, const H
                 static_cast<double>(t.comm_ns) / 1e9);
   append_metric(out, "trainprof_cpu_seconds_total", "counter",
                 "CPU time of the training process, within steps.", l, static_cast<double>(t.cpu_ns) / 1e9);
+  append_metric(out, "trainprof_thread_cpu_wait_seconds_total", "counter",
+                "Time the training thread waited for a CPU (other processes held them), within steps.", l,
+                static_cast<double>(t.thread_cpu_wait_ns) / 1e9);
   append_metric(out, "trainprof_last_step_seconds", "gauge", "Duration of the last step.", l,
                 static_cast<double>(last.step_ns) / 1e9);
   append_metric(out, "trainprof_median_step_seconds", "gauge", "Median step of the slow-step window.", l,

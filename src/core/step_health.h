@@ -27,6 +27,12 @@ struct StepHealth {
   uint64_t data_wait_ns = 0;  // the loop waiting for a batch
   uint64_t comm_ns = 0;       // in collectives and point-to-point calls
   uint64_t cpu_ns = 0;        // the process's CPU time, all its threads
+  // The thread that ends the steps (the training loop's): its time on a
+  // CPU, and ready to run but waiting for one (another process or the
+  // system held the CPUs), from the kernel's scheduler statistics; 0 where
+  // the kernel keeps none, or when another thread ended the step before.
+  uint64_t thread_cpu_ns = 0;
+  uint64_t thread_cpu_wait_ns = 0;
 };
 
 // The last `capacity` steps' health and the totals since start(). Not
@@ -34,6 +40,9 @@ struct StepHealth {
 class HealthSeries {
  public:
   explicit HealthSeries(size_t capacity);
+  ~HealthSeries();
+  HealthSeries(const HealthSeries&) = delete;
+  HealthSeries& operator=(const HealthSeries&) = delete;
   // The counters now are the first step's start.
   void start();
   // A step ended after `step_ns`: its health is what the counters gained since the last.
@@ -47,10 +56,18 @@ class HealthSeries {
   std::string csv() const;
 
  private:
+  // The calling thread's scheduler statistics (its file kept open while
+  // the same thread ends the steps); false where the kernel keeps none.
+  bool read_thread_schedstat(uint64_t* on_cpu_ns, uint64_t* waiting_ns);
+
   size_t capacity_;
   std::deque<StepHealth> steps_;
   StepHealth totals_;
   uint64_t data_wait_ticks_at_ = 0, comm_ticks_at_ = 0, cpu_ns_at_ = 0;
+  int schedstat_fd_ = -1;
+  long schedstat_tid_ = 0;  // whose file schedstat_fd_ is; 0: none
+  uint64_t thread_cpu_ns_at_ = 0, thread_wait_ns_at_ = 0;
+  bool thread_known_ = false;  // the values above are the same thread's, read at the last step
 };
 
 // What the metrics say besides the series.
