@@ -218,6 +218,34 @@ TEST(FlightRecorder, ACrashOfOneRankIsDumpedByTheOthersToo) {
   ::unsetenv("WORLD_SIZE");
 }
 
+// A loss that went wrong: the first step and the ranks it went wrong on,
+// and the ranks still fine when they dumped (they joined the incident).
+TEST(IncidentReport, NamesTheFirstRankWhoseLossWentWrong) {
+  std::vector<analysis::IncidentRank> ranks(3);
+  const int64_t first_wrong[] = {31, 30, -1};
+  for (int r = 0; r < 3; ++r) {
+    json f = {{"trigger", "non_finite_loss"},
+              {"reason", "the loss is nan at step 30"},
+              {"incident", {{"key", "non_finite_loss"}, {"announced_by", 1}, {"world_size", 3}}}};
+    if (first_wrong[r] >= 0) f["first_non_finite_loss"] = {{"step", first_wrong[r]}, {"value", "nan"}};
+    ASSERT_TRUE(analysis::parse_incident_rank(f, &ranks[static_cast<size_t>(r)]));
+    ranks[static_cast<size_t>(r)].rank = r;
+  }
+  analysis::IncidentReport r = analysis::incident_report(ranks);
+  EXPECT_EQ(r.first_non_finite_step, 30);
+  EXPECT_EQ(r.first_non_finite_ranks, (std::vector<int>{1}));
+  std::string text = analysis::incident_text(r, ranks);
+  EXPECT_NE(text.find("Non-finite loss: first at step 30, on rank(s) 1; rank(s) 2 still had a finite loss "
+                      "when they dumped.\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(analysis::incident_json(r)["first_non_finite_loss_ranks"], json({1}));
+  // None went wrong: no such line.
+  for (analysis::IncidentRank& rank : ranks) rank.first_non_finite_loss_step = -1;
+  EXPECT_EQ(analysis::incident_text(analysis::incident_report(ranks), ranks).find("Non-finite"),
+            std::string::npos);
+}
+
 // The report from the ranks' progress: the highest collective entered in a
 // group, the ranks inside it and the members that never entered it.
 TEST(IncidentReport, NamesTheCollectiveSomeRanksEnteredAndTheOthersDidNot) {

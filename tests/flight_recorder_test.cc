@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -213,6 +214,56 @@ TEST(FlightRecorder, ASlowStepOfAnotherProcessesCpuUseIsSaidToBeSo) {
   EXPECT_EQ(fired["cause"]["kind"], "cpu_contention") << fired.dump();
   EXPECT_GT(fired["cause"]["thread_cpu_wait_ms"].get<double>(), 0.5 * fired["cause"]["step_ms"].get<double>())
       << fired.dump();
+}
+
+// Wrong numbers: a NaN loss dumps the ring once (it stays NaN), a loss
+// reported a step late lands on its step, and both are in the step
+// health; a clean run's losses never dump; a spike does when asked.
+TEST(FlightRecorder, ANonFiniteLossIsDumpedOnceAtTheStepItWentWrong) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.analyse = false;
+  o.slow_step_factor = 0;
+  FlightRecorder recorder(o);
+  ASSERT_TRUE(recorder.recording());
+  for (int step = 0; step < 30; ++step) {
+    if (step >= 1) recorder.loss(step < 20 ? 2.0 - step * 0.01 : std::nan(""), step - 1);  // a step late
+    recorder.gradient_norm(0.5);
+    recorder.step();
+  }
+  recorder.wait_for_dumps();
+  std::vector<FlightDump> dumps = recorder.dumps();
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(dumps[0].trigger, "non_finite_loss");
+  EXPECT_EQ(dumps[0].reason, "the loss is nan at step 19");
+  json fired = read_json(dumps[0].run_dir + "/profiler_info.json")["flight_recorder"];
+  EXPECT_EQ(fired["loss_step"], 19);
+  EXPECT_EQ(fired["first_non_finite_loss"], json({{"step", 19}, {"value", "nan"}}));
+  exporter::CsvRows rows = exporter::read_csv_file(dumps[0].run_dir + "/step_health.csv");
+  ASSERT_GE(rows.size(), 20u);
+  ASSERT_EQ(rows[0][8], "Loss");
+  ASSERT_EQ(rows[0][9], "Gradient Norm");
+  EXPECT_EQ(rows[19][8], "1.81") << "step 18, reported during step 19";
+  EXPECT_EQ(rows[20][8], "nan") << "step 19";
+  EXPECT_EQ(rows[5][9], "0.5");
+}
+
+TEST(FlightRecorder, ACleanRunsLossesNeverDumpAndASpikeDoesWhenAsked) {
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  o.analyse = false;
+  o.slow_step_factor = 0;
+  o.loss_spike_factor = 10;
+  FlightRecorder recorder(o);
+  for (int step = 0; step < 60; ++step) {
+    recorder.loss(step == 50 ? 40.0 : 2.0 / (1 + step * 0.1));  // falling, then one spike
+    recorder.step();
+  }
+  recorder.wait_for_dumps();
+  std::vector<FlightDump> dumps = recorder.dumps();
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(dumps[0].trigger, "loss_spike");
+  EXPECT_EQ(dumps[0].reason.rfind("the loss at step 50 is 40, ", 0), 0u) << dumps[0].reason;
 }
 
 // A ring smaller than what is recorded keeps the latest steps; a dump on

@@ -120,6 +120,22 @@ struct FlightRecorderOptions {
   // there. false: each rank dumps on its own triggers only.
   bool all_ranks = true;
   double incident_wait_s = 60.0;
+  // Wrong numbers are incidents. A loss reported with loss() that is NaN
+  // or infinite dumps the ring ("non_finite_loss"), once per recorder (a
+  // loss that went NaN stays so), in a job of several ranks on every rank
+  // as one incident whose report names the first rank whose loss went
+  // wrong. The Python recorder reports the tensor backward() is called
+  // on, a step late when it is on a device (a copy that never waits).
+  bool check_loss = true;
+  // A finite loss above this many times the median of the window's losses
+  // (after slow_step_min_steps of them) dumps too ("loss_spike", at most
+  // once per cooldown_s; 0: off).
+  double loss_spike_factor = 0;
+  // The Python recorder also reports the gradients' norm each optimizer
+  // step (a reduction over every gradient: measured in
+  // docs/PERFORMANCE.md); a non-finite one dumps ("non_finite_gradients",
+  // once). gradient_norm() reports it from C++ whatever this says.
+  bool check_gradients = false;
 };
 
 // What one dump was.
@@ -127,8 +143,9 @@ struct FlightDump {
   std::string run_dir;  // "" when it failed
   // "slow_step", "hang", "request", "exception", "signal", "file",
   // "out_of_memory" (an allocation failed: written on the failing thread
-  // before the error goes on, at most once per cooldown_s). A crash's dump
-  // is not listed: the process ends.
+  // before the error goes on, at most once per cooldown_s),
+  // "non_finite_loss", "loss_spike", "non_finite_gradients". A crash's
+  // dump is not listed: the process ends.
   std::string trigger;
   std::string reason;  // what fired, in words
   std::string error;   // why it failed ("" when it did not)
@@ -148,6 +165,11 @@ class FlightRecorder {
   // Ends the current step (ProfilerStep#N) and checks it against the slow-step trigger.
   void step();
   int64_t step_num() const;
+  // The loss of step `step` (-1: the step under way), and the norm of its
+  // gradients: kept in the step health (step_health.csv) and checked as
+  // check_loss, loss_spike_factor and check_gradients say.
+  void loss(double value, int64_t step = -1);
+  void gradient_norm(double value, int64_t step = -1);
   // Writes the ring now; `reason` is said in profiler_info.json, with
   // `trigger` ("request"; the Python package says "exception" for an
   // exception that ends the training). Returns the dump (waits for it to be

@@ -354,6 +354,9 @@ void bind_options(nb::module_& m) {
           d["hang_native_stacks"] = f.hang_native_stacks;
           d["all_ranks"] = f.all_ranks;
           d["incident_wait_s"] = f.incident_wait_s;
+          d["check_loss"] = f.check_loss;
+          d["check_gradients"] = f.check_gradients;
+          d["loss_spike_factor"] = f.loss_spike_factor;
           d["hang_timeout_s"] =
               f.hang_timeout_s == 0 ? nb::object(nb::none()) : nb::object(nb::float_(f.hang_timeout_s));
           flight = std::move(d);
@@ -440,7 +443,7 @@ void bind_flight_recorder(nb::module_& m) {
              int dump_signal, nb::handle dump_file, double hang_timeout_s, nb::handle hang_stacks_file,
              uint32_t health_steps, nb::handle metrics_file, double metrics_interval_s, int metrics_port,
              const std::string& metrics_address, bool hang_native_stacks, bool all_ranks,
-             double incident_wait_s) {
+             double incident_wait_s, bool check_loss, bool check_gradients, double loss_spike_factor) {
             trainprof::FlightRecorderOptions o;
             o.profiler = std::move(options);
             o.ring_mb = ring_mb;
@@ -461,18 +464,24 @@ void bind_flight_recorder(nb::module_& m) {
             o.hang_native_stacks = hang_native_stacks;
             o.all_ranks = all_ranks;
             o.incident_wait_s = incident_wait_s;
+            o.check_loss = check_loss;
+            o.check_gradients = check_gradients;
+            o.loss_spike_factor = loss_spike_factor;
             nb::gil_scoped_release release;
             new (r) FlightRecorder(std::move(o));
           },
           "options"_a, "ring_mb"_a, "slow_step_factor"_a, "slow_step_window"_a, "slow_step_min_steps"_a,
           "cooldown_s"_a, "analyse"_a, "dump_signal"_a, "dump_file"_a.none(), "hang_timeout_s"_a,
           "hang_stacks_file"_a.none(), "health_steps"_a, "metrics_file"_a.none(), "metrics_interval_s"_a,
-          "metrics_port"_a, "metrics_address"_a, "hang_native_stacks"_a, "all_ranks"_a, "incident_wait_s"_a)
+          "metrics_port"_a, "metrics_address"_a, "hang_native_stacks"_a, "all_ranks"_a, "incident_wait_s"_a,
+          "check_loss"_a, "check_gradients"_a, "loss_spike_factor"_a)
       .def("metrics_url", &FlightRecorder::metrics_url, ReleaseGil())
       .def("metrics_text", &FlightRecorder::metrics_text, ReleaseGil())
       .def("recording", &FlightRecorder::recording, ReleaseGil())
       .def("step", &FlightRecorder::step, ReleaseGil())
       .def("step_num", &FlightRecorder::step_num, ReleaseGil())
+      .def("loss", &FlightRecorder::loss, "value"_a, "step"_a = -1, ReleaseGil())
+      .def("gradient_norm", &FlightRecorder::gradient_norm, "value"_a, "step"_a = -1, ReleaseGil())
       .def(
           "dump",
           [](FlightRecorder& r, const std::string& reason, const std::string& trigger) {

@@ -6,7 +6,9 @@ cause."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
+import math
 import os
 import re
 import shutil
@@ -567,3 +569,69 @@ def test_two_torch_jobs_in_one_directory_are_told_apart_by_the_name_rank_0_gave(
                            capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     assert "Straggler: rank 0." in first.stdout, first.stdout
+
+
+# Two DDP ranks under the zero-code flight recorder, no line of trainprof in
+# the script; with a planted step (argv[2]), rank 1's loss turns NaN there,
+# and through the gradients' all-reduce every rank's parameters after it.
+NAN_LOSS = textwrap.dedent("""
+    import math, os, sys, torch, torch.distributed as dist
+    rank, planted = int(os.environ["RANK"]), int(sys.argv[2])
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(30):
+        x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        if rank == 1 and step == planted:
+            loss = loss * math.nan
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    dist.destroy_process_group()
+""")
+
+
+def run_nan_loss(tmp_path: Path, name: str, planted: int) -> Path:
+    script = tmp_path / "nan_loss.py"
+    script.write_text(NAN_LOSS)
+    out = tmp_path / name
+    options = {"start": True, "output_path": str(out), "flight_recorder": {"slow_step_factor": 0, "ring_mb": 16,
+                                                                            "hang_timeout_s": 0, "dump_signal": 0}}
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
+               TRAINPROF_OPTIONS=json.dumps(options))
+    procs = [subprocess.Popen([sys.executable, str(script), str(out), str(planted)], env=dict(env, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    for r, p in enumerate(procs):
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, f"rank {r}: {err}"
+    return out
+
+
+def test_a_nan_loss_on_one_rank_is_one_incident_naming_that_rank(tmp_path: Path) -> None:
+    out = run_nan_loss(tmp_path, "planted", 20)
+    incidents = list(out.glob("flight_incident_*"))
+    assert [p.name.endswith("_non_finite_loss") for p in incidents] == [True], list(out.iterdir())
+    runs = sorted(incidents[0].glob("*_trainprof"))
+    assert len(runs) == 2, runs  # every rank dumped the same steps
+    assert sorted(out.rglob("*_trainprof")) == runs  # and nothing else was written
+    for run in runs:
+        info = json.loads((run / "profiler_info.json").read_text())
+        assert info["flight_recorder"]["trigger"] == "non_finite_loss", info["flight_recorder"]
+        # The ring holds the step the loss went wrong in.
+        with open(run / "PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as f:
+            assert "20" in {row["Step"] for row in csv.DictReader(f)}, run
+        if info["rank"] == 1:
+            assert info["flight_recorder"]["first_non_finite_loss"] == {"step": 20, "value": "nan"}
+            with open(run / "step_health.csv", newline="") as f:
+                losses = {row["Step"]: row["Loss"] for row in csv.DictReader(f)}
+            assert losses["20"] == "nan" and math.isfinite(float(losses["19"])), losses
+    report = (incidents[0] / "cluster_analysis_output" / "straggler_report.txt").read_text()
+    assert "Non-finite loss: first at step 20, on rank(s) 1" in report, report
+
+
+def test_a_clean_run_with_the_loss_checked_never_dumps(tmp_path: Path) -> None:
+    out = run_nan_loss(tmp_path, "clean", -1)
+    assert not list(out.rglob("*_trainprof")), list(out.rglob("*"))

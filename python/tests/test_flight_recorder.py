@@ -232,3 +232,54 @@ def test_sampled_operators_are_scaled_and_said_to_be_sampled(trainer: Trainer, t
     assert "  operators sampled: about 1 call in 5 recorded" in summary, summary
     with pytest.raises(ValueError, match="sample_operators"):
         trainprof.flight_recorder(tmp_path / "x", sample_operators=0)
+
+
+def test_a_nan_loss_is_dumped_at_the_step_it_went_wrong(tmp_path: Path) -> None:
+    """The loss is what backward() is called on: no line of the loop reports it."""
+    import torch
+
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    original = torch.Tensor.backward
+    with trainprof.flight_recorder(tmp_path / "flight", ring_mb=8, slow_step_factor=0, hang_timeout_s=None,
+                                   dump_signal=None, check_gradients=True) as recorder:
+        for step in range(25):
+            loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 16)), torch.randint(0, 4, (8,)))
+            if step == 15:
+                loss = loss * float("nan")
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            recorder.step()
+        recorder.wait_for_dumps()
+        dumps = recorder.dumps()
+    # The loss first (in backward()), then the gradients it made (before the optimizer's step).
+    assert [(d.trigger, d.reason) for d in dumps] == [
+        ("non_finite_loss", "the loss is nan at step 15"),
+        ("non_finite_gradients", "the gradients' norm is nan at step 15")], dumps
+    run = Path(dumps[0].run_dir)
+    with open(run / "step_health.csv", newline="") as f:
+        rows = {row["Step"]: row for row in csv.DictReader(f)}
+    assert rows["15"]["Loss"] == "nan" and float(rows["14"]["Loss"]) > 0, rows["15"]
+    assert float(rows["14"]["Gradient Norm"]) > 0, rows["14"]
+    steps = {int(r["Step"]) for r in step_rows(run)}
+    assert 15 in steps, steps  # the dump waited for the step to end: it holds it whole
+    assert torch.Tensor.backward is original  # nothing of the check is left once it stops
+
+
+def test_a_clean_loop_with_the_numbers_checked_never_dumps(tmp_path: Path) -> None:
+    import torch
+
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    with trainprof.flight_recorder(tmp_path / "flight", ring_mb=8, slow_step_factor=0, hang_timeout_s=None,
+                                   dump_signal=None, check_gradients=True, loss_spike_factor=20) as recorder:
+        for _ in range(40):
+            loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 16)), torch.randint(0, 4, (8,)))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            recorder.step()
+        recorder.wait_for_dumps()
+        assert recorder.dumps() == []
+    assert not (tmp_path / "flight").exists() or not run_dirs(tmp_path / "flight")

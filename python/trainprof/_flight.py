@@ -13,7 +13,7 @@ import tempfile
 import time
 from typing import Any, Iterable, Optional, Union
 
-from . import _distributed, _memory, _stacks, _torch, _trainprof
+from . import _distributed, _memory, _numbers, _stacks, _torch, _trainprof
 from ._validate import check_bool, check_int, check_path
 
 _log = logging.getLogger("trainprof")
@@ -69,6 +69,19 @@ class flight_recorder:
       ``trainprof analyse`` it later);
     - ``dump(reason)``.
 
+    Wrong numbers are incidents (``check_loss=True``): the loss, the tensor
+    ``backward()`` is called on, is reported each step (a CUDA loss through
+    a copy that never makes the device wait, read a step later); the first
+    NaN or infinite loss dumps the ring (trigger ``non_finite_loss``, once;
+    in a job of several ranks one incident of all ranks whose report names
+    the first rank whose loss went wrong). ``loss_spike_factor=k`` (0: off)
+    also dumps a finite loss above k times the median of the window's
+    (``loss_spike``, once per ``cooldown_s``). ``check_gradients=True``
+    reports the norm of all gradients before each optimizer step (one
+    reduction over them: its cost is in docs/PERFORMANCE.md), and a
+    non-finite norm dumps (``non_finite_gradients``, once). Both go into
+    step_health.csv (``Loss``, ``Gradient Norm``).
+
     Per-step health, always (no trace needed): each step's time, the loop's
     wait for data (``data_process=True``: the DataLoader's ``wait``), time
     in communication calls, the process's CPU time and the training
@@ -122,7 +135,8 @@ class flight_recorder:
                  metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1",
                  hang_native_stacks: bool = True, profile_communication: bool = False, all_ranks: bool = True,
                  incident_wait_s: float = 60.0, sample_operators: int = 1,
-                 python_stack_sampling_ms: int = 10) -> None:
+                 python_stack_sampling_ms: int = 10, check_loss: bool = True, check_gradients: bool = False,
+                 loss_spike_factor: float = 0.0) -> None:
         from .profiler import _check_activities  # profiler imports the package's other modules
 
         options = _trainprof.ProfilerOptions()
@@ -141,7 +155,8 @@ class flight_recorder:
                     dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s,
                     health_steps=health_steps, metrics_file=metrics_file, metrics_interval_s=metrics_interval_s,
                     metrics_port=metrics_port, metrics_address=metrics_address,
-                    hang_native_stacks=hang_native_stacks, all_ranks=all_ranks, incident_wait_s=incident_wait_s)
+                    hang_native_stacks=hang_native_stacks, all_ranks=all_ranks, incident_wait_s=incident_wait_s,
+                    check_loss=check_loss, check_gradients=check_gradients, loss_spike_factor=loss_spike_factor)
 
     @classmethod
     def _from_core_options(cls, options: _trainprof.ProfilerOptions, settings: dict[str, Any]) -> "flight_recorder":
@@ -158,8 +173,10 @@ class flight_recorder:
                hang_timeout_s: Optional[float] = 600.0, health_steps: int = 1000,
                metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
                metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1",
-               hang_native_stacks: bool = True, all_ranks: bool = True, incident_wait_s: float = 60.0) -> None:
+               hang_native_stacks: bool = True, all_ranks: bool = True, incident_wait_s: float = 60.0,
+               check_loss: bool = True, check_gradients: bool = False, loss_spike_factor: float = 0.0) -> None:
         self._cpp: Optional[_trainprof.FlightRecorder] = None
+        self._numbers: Optional[_numbers.NumberWatch] = None
         self._stacks: Optional[Any] = None  # the file faulthandler writes the stacks of a hang into
         self._torch_flag = False
         self._tagging_memory = False
@@ -182,7 +199,9 @@ class flight_recorder:
                    _check_number("metrics_interval_s", metrics_interval_s, 0.01),
                    -1 if metrics_port is None else check_int("metrics_port", metrics_port, 0), metrics_address,
                    check_bool("hang_native_stacks", hang_native_stacks), check_bool("all_ranks", all_ranks),
-                   _check_number("incident_wait_s", incident_wait_s, 0.0))
+                   _check_number("incident_wait_s", incident_wait_s, 0.0), check_bool("check_loss", check_loss),
+                   check_bool("check_gradients", check_gradients),
+                   _check_number("loss_spike_factor", loss_spike_factor, 0.0))
         if metrics_file is not None and not os.fsdecode(metrics_file).endswith(".prom"):
             _log.warning("metrics_file %r does not end in .prom: node_exporter's textfile collector reads only "
                          "*.prom files", os.fsdecode(metrics_file))
@@ -211,6 +230,10 @@ class flight_recorder:
             self._tagging_memory = True
         if self._cpp.recording() and _trainprof.Activity.CPU in options.activities:
             self._sampling = _stacks.acquire(options.python_stack_sampling_ms)
+        if self._cpp.recording() and (check_loss or check_gradients):
+            # The loss (what backward() is called on) and the gradients' norm, read without a wait.
+            self._numbers = _numbers.NumberWatch(self._cpp, check_gradients)
+            _torch.when_imported(self._numbers.install)
         if self._cpp.recording():
             # An exception that ends the program outside a ``with`` block is dumped too.
             self._previous_excepthook = sys.excepthook
@@ -295,6 +318,9 @@ class flight_recorder:
 
     def stop(self) -> None:
         """Stops recording (what the ring holds is discarded); waits for the dumps under way."""
+        if self._numbers is not None:
+            self._numbers.uninstall()  # the last values first: a NaN in the last step is dumped too
+            self._numbers = None
         if self._cpp is not None:
             self._cpp.stop()
         if self._sampling:

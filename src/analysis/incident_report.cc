@@ -56,6 +56,13 @@ bool parse_incident_rank(const nlohmann::json& flight, IncidentRank* r) {
   // A damaged world size is left out rather than listed rank by rank.
   int64_t world_size = integer(*incident, "world_size", 1);
   r->world_size = world_size >= 1 && world_size <= base::kMaxWorldSize ? static_cast<int>(world_size) : 1;
+  r->first_non_finite_loss_step = -1;
+  r->first_non_finite_loss.clear();
+  auto wrong = flight.find("first_non_finite_loss");
+  if (wrong != flight.end() && wrong->is_object()) {
+    r->first_non_finite_loss_step = std::max<int64_t>(integer(*wrong, "step", -1), -1);
+    r->first_non_finite_loss = text(*wrong, "value");
+  }
   r->groups.clear();
   auto groups = flight.find("collectives");
   if (groups != flight.end() && groups->is_array()) {
@@ -85,6 +92,20 @@ IncidentReport incident_report(const std::vector<IncidentRank>& ranks) {
   for (int rank = 0; rank < report.world_size; ++rank) {
     if (dumped.count(rank) == 0) report.not_dumped.push_back(rank);
   }
+  // Which rank's numbers went wrong first (their loss is reported per step).
+  for (const IncidentRank& r : ranks) {
+    int64_t step = r.first_non_finite_loss_step;
+    if (step < 0) {
+      report.finite_ranks.push_back(r.rank);
+    } else if (report.first_non_finite_step < 0 || step < report.first_non_finite_step) {
+      report.first_non_finite_step = step;
+      report.first_non_finite_ranks = {r.rank};
+    } else if (step == report.first_non_finite_step) {
+      report.first_non_finite_ranks.push_back(r.rank);
+    }
+  }
+  std::sort(report.first_non_finite_ranks.begin(), report.first_non_finite_ranks.end());
+  std::sort(report.finite_ranks.begin(), report.finite_ranks.end());
   // Only a hung job stands still: in any other incident the ranks go on
   // while they dump, and one a collective ahead of the others is not stuck.
   if (report.trigger != "hang") return report;
@@ -134,6 +155,13 @@ std::string incident_text(const IncidentReport& report, const std::vector<Incide
          " ranks (" + rank_list(report.dumped) + ")";
   if (!report.not_dumped.empty()) out += "; no dump from rank(s) " + rank_list(report.not_dumped);
   out += ".\n";
+  if (report.first_non_finite_step >= 0) {
+    out += "Non-finite loss: first at step " + std::to_string(report.first_non_finite_step) +
+           ", on rank(s) " + rank_list(report.first_non_finite_ranks);
+    if (!report.finite_ranks.empty())
+      out += "; rank(s) " + rank_list(report.finite_ranks) + " still had a finite loss when they dumped";
+    out += ".\n";
+  }
   std::map<int, const IncidentRank*> by_rank;
   for (const IncidentRank& r : ranks) by_rank[r.rank] = &r;
   for (const StuckCollective& s : report.stuck) {
@@ -173,14 +201,18 @@ nlohmann::json incident_json(const IncidentReport& report) {
                      {"missing", s.missing},
                      {"missing_last_entered", s.their_last}});
   }
-  return {{"key", report.key},
-          {"trigger", report.trigger},
-          {"reason", report.reason},
-          {"announced_by", report.announced_by},
-          {"world_size", report.world_size},
-          {"dumped", report.dumped},
-          {"not_dumped", report.not_dumped},
-          {"stuck_collectives", stuck}};
+  return {
+      {"key", report.key},
+      {"trigger", report.trigger},
+      {"reason", report.reason},
+      {"announced_by", report.announced_by},
+      {"world_size", report.world_size},
+      {"dumped", report.dumped},
+      {"not_dumped", report.not_dumped},
+      {"stuck_collectives", stuck},
+      {"first_non_finite_loss_step",
+       report.first_non_finite_step < 0 ? nlohmann::json() : nlohmann::json(report.first_non_finite_step)},
+      {"first_non_finite_loss_ranks", report.first_non_finite_ranks}};
 }
 
 }  // namespace trainprof::analysis

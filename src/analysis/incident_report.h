@@ -39,6 +39,10 @@ struct IncidentRank {
   std::vector<Group> groups;
   std::string python_stacks;  // hang_stacks.txt (faulthandler's text), or ""
   std::string native_stacks;  // native_stacks.txt, or ""
+  // The first step whose loss this rank saw NaN or infinite by its dump
+  // (-1: none), and that loss ("nan", "inf").
+  int64_t first_non_finite_loss_step = -1;
+  std::string first_non_finite_loss;
 };
 
 // What the ranks' dumps say of `flight_recorder` objects; false when the
@@ -61,6 +65,11 @@ struct IncidentReport {
   std::vector<int> dumped;      // ranks with a dump in the incident
   std::vector<int> not_dumped;  // of the world, without one
   std::vector<StuckCollective> stuck;
+  // A wrong number: the first step a loss went non-finite, on which ranks;
+  // the ranks whose loss was still finite when they dumped.
+  int64_t first_non_finite_step = -1;
+  std::vector<int> first_non_finite_ranks;
+  std::vector<int> finite_ranks;
 };
 
 IncidentReport incident_report(const std::vector<IncidentRank>& ranks);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +30,7 @@
 #include "base/log.h"
 #include "base/run_directory.h"
 #include "base/safe_file.h"
+#include "base/string_format.h"
 #include "core/analysis_hook.h"
 #include "core/clock.h"
 #include "core/comm_progress.h"
@@ -125,6 +127,29 @@ struct FlightRecorder::State {
   bool step_began_at_start = true;
   std::unique_ptr<core::SlowSteps> slow_steps;
   std::unique_ptr<core::HealthSeries> health;
+  // Wrong numbers: the first step whose loss this rank saw non-finite (-1:
+  // none) and its value; whether each non-finite trigger fired (here or in
+  // another rank's incident); the window's finite losses, for spikes.
+  int64_t first_non_finite_loss_step = -1;
+  double first_non_finite_loss = 0;
+  bool non_finite_loss_dumped = false;
+  bool non_finite_gradients_dumped = false;
+  std::deque<double> recent_losses;
+  uint64_t last_loss_spike_dump_ns = 0;
+  // Under step_mu: a trigger for the dumper thread.
+  void queue_dump(nlohmann::json trigger);
+  // Under step_mu: a trigger of step `step`, queued once that step has
+  // ended (so the dump holds it whole), or after kSlowStepJoinWaitNs.
+  void queue_after_step(nlohmann::json trigger, int64_t step);
+  // Under step_mu: those whose step ended by `ended` or whose wait is over (all: `all`).
+  void release_after_step(int64_t ended, bool all);
+  struct AfterStep {
+    nlohmann::json trigger;
+    int64_t step;
+    uint64_t deadline_ns;
+  };
+  std::vector<AfterStep> after_step;
+  void check_loss(int64_t step, double value);
   core::HealthLabels labels;
 
   // The dumper thread and its queue.
@@ -312,6 +337,10 @@ std::optional<FlightDump> FlightRecorder::State::write_dump(nlohmann::json trigg
   {
     std::lock_guard<std::mutex> lock(step_mu);
     if (health) extra_files.emplace_back("step_health.csv", health->csv());
+    if (first_non_finite_loss_step >= 0) {
+      trigger["first_non_finite_loss"] = {{"step", first_non_finite_loss_step},
+                                          {"value", core::number_text(first_non_finite_loss)}};
+    }
   }
   if (d.trigger == "hang" && options.hang_native_stacks) {
     std::string stacks = core::take_thread_stacks();
@@ -404,7 +433,9 @@ FlightRecorder::State::Part FlightRecorder::State::join_incident(nlohmann::json*
       // Automatic triggers that fire alike on every rank are dumped once per
       // incident; a request asked twice in a step is a second incident.
       std::string name = trigger->value("trigger", "");
-      if (name == "slow_step" || name == "hang") return Part::kSkip;
+      if (name == "slow_step" || name == "hang" || name == "non_finite_loss" ||
+          name == "non_finite_gradients" || name == "loss_spike")
+        return Part::kSkip;
       int n = 1;
       while (incidents_taken.count(key + "." + std::to_string(n)) != 0) ++n;
       key += "." + std::to_string(n);
@@ -438,6 +469,12 @@ void FlightRecorder::State::absorb(const nlohmann::json& theirs) {
     if (slow_steps) slow_steps->absorb(last_step, now);
   } else if (trigger_name == "hang") {
     hang_dumped_after.store(steps_ended.load());
+  } else if (trigger_name == "non_finite_loss" || trigger_name == "non_finite_gradients" ||
+             trigger_name == "loss_spike") {
+    std::lock_guard<std::mutex> lock(step_mu);
+    if (trigger_name == "non_finite_loss") non_finite_loss_dumped = true;
+    if (trigger_name == "non_finite_gradients") non_finite_gradients_dumped = true;
+    if (trigger_name == "loss_spike") last_loss_spike_dump_ns = now;
   } else if (trigger_name == "signal" || trigger_name == "file") {
     // A request sent to every rank (kill -USR1 to all of them) is one incident.
     last_external_dump_ns.store(now);
@@ -460,8 +497,9 @@ void FlightRecorder::State::poll_incidents() {
   // waited in it for the slow rank): then every dump holds the step whole.
   // A rank that does not finish it within kSlowStepJoinWaitNs dumps anyway.
   uint64_t now = detail::monotonic_now_ns();
+  // So are the triggers of a step's numbers (a loss that went wrong).
   auto slow = std::stable_partition(fresh.begin(), fresh.end(), [](const core::Incident& i) {
-    return i.trigger.value("trigger", "") != "slow_step";
+    return i.trigger.value("trigger", "") != "slow_step" && !i.trigger.contains("loss_step");
   });
   for (auto it = slow; it != fresh.end(); ++it)
     deferred.emplace_back(std::move(*it), now + kSlowStepJoinWaitNs);
@@ -469,7 +507,8 @@ void FlightRecorder::State::poll_incidents() {
   int64_t finished = steps_ended.load();
   for (auto it = deferred.begin(); it != deferred.end();) {
     const nlohmann::json& t = it->first.trigger;
-    int64_t step = t.value("last_step", t.value("step", int64_t{-1}));  // a burst's last
+    int64_t step =
+        t.value("last_step", t.value("loss_step", t.value("step", int64_t{-1})));  // a burst's last
     if (finished > step || now >= it->second) {
       fresh.push_back(std::move(it->first));
       it = deferred.erase(it);
@@ -639,6 +678,10 @@ void FlightRecorder::State::dumper_loop() {
       check_requests();
       check_hang();
       lock.unlock();  // step() may queue a dump meanwhile
+      {
+        std::lock_guard<std::mutex> step_lock(step_mu);  // before dump_mu, as step() takes them
+        if (!after_step.empty()) release_after_step(-1, false);
+      }
       write_metrics_file();
       poll_incidents();
       check_awaiting_cluster(/*stopping=*/false);
@@ -775,13 +818,108 @@ void FlightRecorder::step() {
   const core::StepHealth& health = s.health->on_step(finished, duration_ns);
   std::optional<nlohmann::json> trigger =
       s.slow_steps->on_step(health, s.health->steps(), detail::monotonic_now_ns(), start_up);
-  if (trigger) {
-    std::lock_guard<std::mutex> dump_lock(s.dump_mu);
-    s.pending.push_back(std::move(*trigger));
-    s.dump_cv.notify_all();
-  }
+  if (trigger) s.queue_dump(std::move(*trigger));
+  if (!s.after_step.empty()) s.release_after_step(finished, false);
   s.last_step_end_ns.store(detail::monotonic_now_ns());
   s.steps_ended.store(s.step_num);
+}
+
+void FlightRecorder::State::queue_dump(nlohmann::json trigger) {
+  std::lock_guard<std::mutex> dump_lock(dump_mu);
+  pending.push_back(std::move(trigger));
+  dump_cv.notify_all();
+}
+
+void FlightRecorder::State::queue_after_step(nlohmann::json trigger, int64_t step) {
+  if (step < step_num) {
+    queue_dump(std::move(trigger));
+    return;
+  }
+  after_step.push_back({std::move(trigger), step, detail::monotonic_now_ns() + kSlowStepJoinWaitNs});
+}
+
+void FlightRecorder::State::release_after_step(int64_t ended, bool all) {
+  uint64_t now = detail::monotonic_now_ns();
+  for (auto it = after_step.begin(); it != after_step.end();) {
+    if (all || it->step <= ended || now >= it->deadline_ns) {
+      queue_dump(std::move(it->trigger));
+      it = after_step.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void FlightRecorder::State::check_loss(int64_t step, double value) {
+  if (!std::isfinite(value)) {
+    if (first_non_finite_loss_step < 0) {
+      first_non_finite_loss_step = step;
+      first_non_finite_loss = value;
+    }
+    if (!options.check_loss || non_finite_loss_dumped) return;
+    non_finite_loss_dumped = true;
+    // No step in the key: ranks whose losses go wrong a step apart (a NaN
+    // spreads through the gradients' all-reduce) meet in one incident.
+    queue_after_step(
+        {{"trigger", "non_finite_loss"},
+         {"reason", "the loss is " + core::number_text(value) + " at step " + std::to_string(step)},
+         {"loss_step", step},
+         {"loss", core::number_text(value)}},
+        step);
+    return;
+  }
+  const double factor = options.loss_spike_factor;
+  if (factor > 0 && recent_losses.size() >= std::max<uint32_t>(options.slow_step_min_steps, 1)) {
+    std::vector<double> magnitudes;
+    for (double l : recent_losses) magnitudes.push_back(std::fabs(l));
+    auto middle = magnitudes.begin() + static_cast<std::ptrdiff_t>(magnitudes.size() / 2);
+    std::nth_element(magnitudes.begin(), middle, magnitudes.end());
+    double median = *middle;
+    uint64_t now = detail::monotonic_now_ns();
+    bool cooled = last_loss_spike_dump_ns == 0 ||
+                  now - last_loss_spike_dump_ns >= static_cast<uint64_t>(options.cooldown_s * 1e9);
+    if (median > 0 && std::fabs(value) > factor * median && cooled) {
+      last_loss_spike_dump_ns = now;
+      queue_after_step(
+          {{"trigger", "loss_spike"},
+           {"reason", "the loss at step " + std::to_string(step) + " is " + core::number_text(value) + ", " +
+                          base::format("%.1f", std::fabs(value) / median) + "x the median of the last " +
+                          std::to_string(recent_losses.size()) + " (" + base::format("%.4g", median) + ")"},
+           {"step", step},
+           {"loss", value},
+           {"median_loss", median}},
+          step);
+    }
+  }
+  recent_losses.push_back(value);
+  if (recent_losses.size() > options.slow_step_window) recent_losses.pop_front();
+}
+
+void FlightRecorder::loss(double value, int64_t step) {
+  State& s = *state_;
+  if (getpid() != s.owner_pid) return;  // before any lock, as in step()
+  std::lock_guard<std::mutex> lock(s.step_mu);
+  if (!s.session) return;
+  if (step < 0) step = s.step_num;
+  s.health->set_loss(step, value);
+  s.check_loss(step, value);
+}
+
+void FlightRecorder::gradient_norm(double value, int64_t step) {
+  State& s = *state_;
+  if (getpid() != s.owner_pid) return;
+  std::lock_guard<std::mutex> lock(s.step_mu);
+  if (!s.session) return;
+  if (step < 0) step = s.step_num;
+  s.health->set_gradient_norm(step, value);
+  if (std::isfinite(value) || s.non_finite_gradients_dumped) return;
+  s.non_finite_gradients_dumped = true;
+  s.queue_after_step(
+      {{"trigger", "non_finite_gradients"},
+       {"reason", "the gradients' norm is " + core::number_text(value) + " at step " + std::to_string(step)},
+       {"loss_step", step},
+       {"gradient_norm", core::number_text(value)}},
+      step);
 }
 
 FlightDump FlightRecorder::dump(std::string_view reason, std::string_view trigger_name) {
@@ -872,8 +1010,9 @@ void FlightRecorder::stop() {
       std::lock_guard<std::mutex> step_lock(s.step_mu);
       std::optional<nlohmann::json> burst;
       if (s.session && s.health) burst = s.slow_steps->flush(s.health->steps(), detail::monotonic_now_ns());
+      if (burst) s.queue_dump(std::move(*burst));
+      s.release_after_step(s.step_num, /*all=*/true);  // the step they wait for never ends
       std::lock_guard<std::mutex> lock(s.dump_mu);
-      if (burst) s.pending.push_back(std::move(*burst));
       s.stopping = true;
       s.dump_cv.notify_all();
     }

@@ -156,12 +156,17 @@ bool read_flight_recorder(const json& v, FlightRecorderOptions* o) {
       o->all_ranks = core::option_bool(value, key);
     } else if (field == "incident_wait_s") {
       o->incident_wait_s = flight_number(value, key, 0, 86400);
+    } else if (field == "check_loss" || field == "check_gradients") {
+      (field == "check_loss" ? o->check_loss : o->check_gradients) = core::option_bool(value, key);
+    } else if (field == "loss_spike_factor") {
+      o->loss_spike_factor = flight_number(value, key, 0, 1e9);
     } else {
       core::bad_option(key,
                        "is unknown; known keys: ring_mb, slow_step_factor, slow_step_window, "
                        "slow_step_min_steps, cooldown_s, hang_timeout_s, dump_signal, dump_file, analyse, "
                        "hang_native_stacks, health_steps, metrics_file, metrics_interval_s, metrics_port, "
-                       "metrics_address, all_ranks, incident_wait_s");
+                       "metrics_address, all_ranks, incident_wait_s, check_loss, check_gradients, "
+                       "loss_spike_factor");
     }
   }
   return true;

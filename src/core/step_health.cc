@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 
+#include "base/string_format.h"
 #include "core/clock.h"
 #include "trainprof/frontend.h"
 
@@ -105,6 +107,13 @@ const StepHealth& HealthSeries::on_step(int64_t step, uint64_t step_ns) {
   thread_known_ = thread_read;
   thread_cpu_ns_at_ = thread_cpu;
   thread_wait_ns_at_ = thread_wait;
+  // What was reported of it while it ran; reports for steps before it that
+  // never ended (not kept) are dropped.
+  if (auto it = ahead_.find(step); it != ahead_.end()) {
+    h.loss = it->second.loss;
+    h.gradient_norm = it->second.gradient_norm;
+  }
+  ahead_.erase(ahead_.begin(), ahead_.upper_bound(step));
   totals_.step += 1;
   totals_.end_realtime_ns = h.end_realtime_ns;
   totals_.step_ns += h.step_ns;
@@ -118,11 +127,35 @@ const StepHealth& HealthSeries::on_step(int64_t step, uint64_t step_ns) {
   return steps_.back();
 }
 
+std::string number_text(double value) {
+  return std::isnan(value) ? "nan" : base::format("%.9g", value);
+}
+
+StepHealth* HealthSeries::reported_step(int64_t step) {
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+    if (it->step == step) return &*it;
+    if (it->step < step) break;
+  }
+  bool ended = !steps_.empty() && step <= steps_.back().step;
+  constexpr size_t kMaxAhead = 16;  // a caller reporting far ahead of the steps is not kept for long
+  if (ended || (ahead_.size() >= kMaxAhead && ahead_.count(step) == 0)) return nullptr;
+  return &ahead_[step];
+}
+
+void HealthSeries::set_loss(int64_t step, double value) {
+  if (StepHealth* h = reported_step(step)) h->loss = value;
+}
+
+void HealthSeries::set_gradient_norm(int64_t step, double value) {
+  if (StepHealth* h = reported_step(step)) h->gradient_norm = value;
+}
+
 std::string HealthSeries::csv() const {
   std::string out =
       "Step,End Time (ns),Step Time (us),Data Wait (us),Communication (us),Process CPU (us),"
-      "Thread CPU (us),Thread CPU Wait (us)\n";
+      "Thread CPU (us),Thread CPU Wait (us),Loss,Gradient Norm\n";
   char row[256];
+  auto reported = [](const std::optional<double>& v) { return v ? number_text(*v) : std::string(); };
   for (const StepHealth& h : steps_) {
     std::snprintf(row, sizeof(row), "%lld,%llu,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
                   static_cast<long long>(h.step), static_cast<unsigned long long>(h.end_realtime_ns),
@@ -131,7 +164,12 @@ std::string HealthSeries::csv() const {
                   static_cast<double>(h.thread_cpu_ns) / 1e3,
                   static_cast<double>(h.thread_cpu_wait_ns) / 1e3);
     out += row;
+    out.back() = ',';
+    out += reported(h.loss) + "," + reported(h.gradient_norm) + "\n";
   }
+  // Steps not ended yet (a dump written while one runs): what was reported of them.
+  for (const auto& [step, h] : ahead_)
+    out += std::to_string(step) + ",,,,,,,," + reported(h.loss) + "," + reported(h.gradient_norm) + "\n";
   return out;
 }
 

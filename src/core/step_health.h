@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace trainprof::core {
@@ -33,6 +34,10 @@ struct StepHealth {
   // the kernel keeps none, or when another thread ended the step before.
   uint64_t thread_cpu_ns = 0;
   uint64_t thread_cpu_wait_ns = 0;
+  // What the training reported of the step (FlightRecorder::loss,
+  // gradient_norm): NaN and infinities included.
+  std::optional<double> loss;
+  std::optional<double> gradient_norm;
 };
 
 // The last `capacity` steps' health and the totals since start(). Not
@@ -48,11 +53,18 @@ class HealthSeries {
   // A step ended after `step_ns`: its health is what the counters gained since the last.
   const StepHealth& on_step(int64_t step, uint64_t step_ns);
 
+  // The loss or the gradients' norm of step `step`, ended or under way
+  // (reported a step late when read from a device without waiting for it).
+  void set_loss(int64_t step, double value);
+  void set_gradient_norm(int64_t step, double value);
+
   const std::deque<StepHealth>& steps() const { return steps_; }
   const StepHealth& totals() const { return totals_; }  // step: how many steps
   // The last step's health (zeros before the first).
   StepHealth last() const { return steps_.empty() ? StepHealth{} : steps_.back(); }
-  // step_health.csv: a header, then a row per kept step, oldest first.
+  // step_health.csv: a header, then a row per kept step, oldest first,
+  // then the steps under way with only what was reported of them (loss,
+  // gradient norm).
   std::string csv() const;
 
  private:
@@ -64,11 +76,19 @@ class HealthSeries {
   std::deque<StepHealth> steps_;
   StepHealth totals_;
   uint64_t data_wait_ticks_at_ = 0, comm_ticks_at_ = 0, cpu_ns_at_ = 0;
+  // Reports for steps not ended yet, by step.
+  std::map<int64_t, StepHealth> ahead_;
+  // The kept step `step`, or the one ahead_ holds for it.
+  StepHealth* reported_step(int64_t step);
   int schedstat_fd_ = -1;
   long schedstat_tid_ = 0;  // whose file schedstat_fd_ is; 0: none
   uint64_t thread_cpu_ns_at_ = 0, thread_wait_ns_at_ = 0;
   bool thread_known_ = false;  // the values above are the same thread's, read at the last step
 };
+
+// A reported number as the health writes it: "nan" (whatever its sign
+// bit), "inf", "-inf", or the number in 9 significant digits.
+std::string number_text(double value);
 
 // What the metrics say besides the series.
 struct HealthLabels {
