@@ -4,6 +4,7 @@ cycles and prints where the time went and where the outputs are."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -50,13 +51,24 @@ def test_demo_with_the_flight_recorder_writes_only_the_planted_slow_step(tmp_pat
     result = subprocess.run([sys.executable, str(DEMO), "--out", str(out), "--steps", "40", "--slow-step", "30", "--workers", "0",
                              "--flight-recorder"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    [run] = run_dirs(out)  # the one dump: every other step went by without a write
     text = result.stdout
-    assert f"the flight recorder wrote {run} by itself (slow_step: step 30 took " in text
-    assert "  flight recorder: step 30 took " in text  # the summary says why first
+    # The planted step's dump. A machine busy with other work may stretch a
+    # step 3x too: that one is dumped as well (it was slow), or joins the
+    # planted one's burst; either way every dump is a slow step's, and the
+    # planted step is in one, named in its reason.
+    planted = []
+    for run in run_dirs(out):
+        fired = json.loads((run / "profiler_info.json").read_text())["flight_recorder"]
+        assert fired["trigger"] == "slow_step", fired
+        if fired["step"] <= 30 <= fired["last_step"]:
+            planted.append((run, fired))
+    [(run, fired)] = planted
+    said = f"steps {fired['step']}-{fired['last_step']} slow, " if fired["step"] < 30 else "step 30 took "
+    assert f"the flight recorder wrote {run} by itself (slow_step: {said}" in text, text
     assert "planted_stall" in text  # and what the slow step did
-    steps = (run / "PROFILER_OUTPUT" / "step_trace_time.csv").read_text().splitlines()
-    assert steps[-1].startswith("30,")  # the ring's steps up to the slow one
+    steps = [line.split(",")[0] for line in (run / "PROFILER_OUTPUT" / "step_trace_time.csv").read_text().splitlines()]
+    # The ring's steps, the slow one whole: the dump is written once the step after it has ended.
+    assert "29" in steps and "30" in steps and "31" in steps, steps
 
 
 def test_summary_of_a_directory_without_runs_names_it(tmp_path: Path) -> None:

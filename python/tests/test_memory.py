@@ -295,3 +295,54 @@ def test_a_cuda_allocation_over_the_device_leaves_a_report_of_what_was_alive(tmp
     assert oom["requested_bytes"] >= 2 * total
     assert oom["classes"]["parameter"] == 1024 * 1024 * 4 + 1024 * 4
     assert oom["classes"]["optimizer state"] >= 2 * oom["classes"]["parameter"]
+
+
+# A profile of memory started and stopped from a thread of its own, again
+# and again, while the main thread trains: stops land inside the main
+# thread's backward(), whose engine restores the debug info it saved when
+# it began, trainprof's memory reporter with it.
+THREAD_DRIVEN_CYCLES = '''
+import threading, time, torch, trainprof
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+done = threading.Event()
+
+def cycles():
+    for i in range(12):
+        p = trainprof.profile(profile_memory=True, on_trace_ready=None)
+        p.start()
+        time.sleep(0.003 * (1 + i % 4))
+        p.stop()
+        time.sleep(0.002)
+    done.set()
+
+thread = threading.Thread(target=cycles)
+thread.start()
+steps = 0
+while not done.is_set():
+    loss = model(torch.randn(64, 256)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    steps += 1
+thread.join()
+model(torch.randn(64, 256)).pow(2).mean().backward()
+with torch.profiler.profile(profile_memory=True) as prof:
+    model(torch.randn(8, 256)).sum().backward()
+names = {e.key for e in prof.key_averages()}
+assert "aten::addmm" in names, names
+print("torch.profiler ran after", steps, "steps")
+'''
+
+
+def test_torch_profiler_starts_on_the_main_thread_after_thread_driven_memory_profiles(tmp_path: Path) -> None:
+    """Whatever trainprof put on the main thread is gone once the profile
+    stops, whichever thread stopped it and whenever."""
+    script = tmp_path / "cycles.py"
+    script.write_text(THREAD_DRIVEN_CYCLES)
+    for attempt in range(3):  # where the stops land varies: three runs of twelve cycles
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                                cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "torch.profiler ran after" in result.stdout, result.stdout

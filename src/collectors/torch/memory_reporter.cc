@@ -135,15 +135,32 @@ struct ReporterInstalled {
 };
 thread_local ReporterInstalled t_reporter;
 
+// Whether this thread's installed flag is right is not asked: a guard
+// (autograd's engine, at::launch) that set a copy of the debug info saved
+// during the session puts the reporter back on its thread when it ends,
+// after the thread had taken it out inside. A stop from another thread
+// landing in the main thread's backward() did exactly that: the reporter
+// stayed on the main thread for good and torch's profiler refused to start
+// there. So the entry itself is looked at: whenever the reporter is this
+// thread's newest PROFILER_STATE entry, it comes out.
 void remove_memory_reporter() noexcept {
-  if (t_thread_exiting || !t_reporter.installed) return;
-  if (!pop_memory_reporter()) return;
-  t_reporter.installed = false;
+  if (t_thread_exiting) return;
+  if (pop_memory_reporter()) {
+    t_reporter.installed = false;
+    return;
+  }
+  // Deeper in the chain, under another kind: out once that one is popped;
+  // until then the thread's exit takes it out.
+  try {
+    if (c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) == memory_reporter().get())
+      t_reporter.installed = true;
+  } catch (...) {
+  }
 }
 
 // See trainprof_torch_yield_profiler_state.
 int yield_profiler_state() noexcept {
-  if (t_thread_exiting || !t_reporter.installed) return 0;
+  if (t_thread_exiting) return 0;
   if (!pop_memory_reporter()) return 0;
   t_reporter.installed = false;
   // Until LibTorch's profiler stops, its state sits where the reporter was:
