@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/python_overhead.py [--rounds 11] [--samples 5] [--iters 1000] \
         [--export-iters 20000] [--json OUT.json] [--only overhead|record_function|export] \
-        [--configs NAME...] [--workloads op|step]
+        [--configs NAME...] [--workloads op|step|transformer]
 
 Configurations, run in turn (order rotated every round) so that the shared
 machine's drift hits them alike:
@@ -16,6 +16,8 @@ machine's drift hits them alike:
                     record_shapes + profile_memory: LibTorch's allocator then tracks every block)
   bare_full_clock   bare_full reading the clock at each operator's start and end and at each memory
                     report (the floor of any profiler that timestamps what it records)
+  bare_disabled     bare's callback registered, then switched off (at::disableCallback): what steps
+                    without operator recording pay
   kineto            torch.profiler.profile(activities=[CPU])
   kineto_shapes_mem the same with record_shapes + profile_memory
   kineto_stack      the same with with_stack
@@ -25,7 +27,9 @@ machine's drift hits them alike:
 Workloads: ``op``: a loop of ``x.add_(1)`` on a one-element tensor (the
 per-operator cost: the operator itself is negligible); ``step``: a small CNN
 training step (conv, relu, pool, linear, cross-entropy, backward, SGD), where
-nn.Module hooks (with_modules) and Python stacks have their real depth. Cost
+nn.Module hooks (with_modules) and Python stacks have their real depth;
+``transformer``: a small transformer language model's training step (2
+encoder layers of width 128, 64 tokens, batch 8, AdamW). Cost
 is the training thread's CPU time (time.thread_time_ns), so another process
 on the machine costs less than in wall time. Per round and configuration: the
 median of ``--samples`` samples; "added" is a configuration's median minus
@@ -105,7 +109,8 @@ def floor_library() -> ctypes.CDLL:
 
 def bare_callback(mode: int) -> None:
     """0: none; 1: no-op RecordFunction callback; 2: the same with inputs; 3: and a memory
-    reporter that drops the reports; 4: 3 reading the clock at each start, end and report."""
+    reporter that drops the reports; 4: 3 reading the clock at each start, end and report;
+    5: 1 switched off."""
     if not floor_library().trainprof_bench_floor(ctypes.c_int(mode)):
         raise RuntimeError("cannot register the bare callback")
 
@@ -142,6 +147,7 @@ def configurations(out: str) -> dict[str, Callable[[], Any]]:
         "bare_inputs": lambda: bare(2),
         "bare_full": lambda: bare(3),
         "bare_full_clock": lambda: bare(4),
+        "bare_disabled": lambda: bare(5),
         "kineto": kineto(),
         "kineto_shapes_mem": kineto(record_shapes=True, profile_memory=True),
         "kineto_stack": kineto(with_stack=True),
@@ -166,6 +172,16 @@ class Workloads:
             torch.nn.Linear(4 * 13 * 13, 10))
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
         self.batch = (torch.rand(4, 1, 28, 28), torch.randint(0, 10, (4,)))
+        # A small transformer language model: 2 encoder layers of width 128,
+        # 4 heads, sequences of 64 tokens of a 1000-token vocabulary, AdamW.
+        self.embed = torch.nn.Embedding(1000, 128)
+        layer = torch.nn.TransformerEncoderLayer(128, 4, dim_feedforward=256, dropout=0.1, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(128, 1000)
+        self.lm = torch.nn.ModuleList([self.embed, self.encoder, self.head])
+        self.lm_opt = torch.optim.AdamW(self.lm.parameters(), lr=1e-3)
+        self.tokens = torch.randint(0, 1000, (8, 65))
+        self.causal = torch.nn.Transformer.generate_square_subsequent_mask(64)
 
     def op(self, iters: int) -> None:
         x = self.x
@@ -179,6 +195,16 @@ class Workloads:
             self.opt.zero_grad()
             loss.backward()
             self.opt.step()
+
+
+    def transformer(self, iters: int) -> None:
+        inputs, targets = self.tokens[:, :-1], self.tokens[:, 1:]
+        for _ in range(iters):
+            hidden = self.encoder(self.embed(inputs), mask=self.causal, is_causal=True)
+            loss = torch.nn.functional.cross_entropy(self.head(hidden).reshape(-1, 1000), targets.reshape(-1))
+            self.lm_opt.zero_grad()
+            loss.backward()
+            self.lm_opt.step()
 
 
 def operators_per_iteration(fn: Callable[[int], None]) -> float:
@@ -209,7 +235,8 @@ def run_overhead(args: argparse.Namespace, out: str) -> dict:
             sys.exit(f"--configs: unknown configuration(s) {sorted(unknown)}; known: {list(configs)}")
         configs = {n: c for n, c in configs.items() if n == "none" or n in args.configs}
     names = list(configs)
-    workloads = {"op": (w.op, args.iters), "step": (w.step, max(1, args.iters // 50))}
+    workloads = {"op": (w.op, args.iters), "step": (w.step, max(1, args.iters // 50)),
+                 "transformer": (w.transformer, max(1, args.iters // 200))}
     if args.workloads:
         workloads = {k: v for k, v in workloads.items() if k in args.workloads}
     per_iter_ops = {k: operators_per_iteration(fn) for k, (fn, _) in workloads.items()}
@@ -312,7 +339,8 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here as well")
     parser.add_argument("--only", choices=["overhead", "record_function", "export"], action="append")
     parser.add_argument("--configs", nargs="+", help="overhead: only these configurations (and none)")
-    parser.add_argument("--workloads", nargs="+", choices=["op", "step"], help="overhead: only these workloads")
+    parser.add_argument("--workloads", nargs="+", choices=["op", "step", "transformer"],
+                        help="overhead: only these workloads")
     args = parser.parse_args()
     if trainprof.torch_collector_status() is not None:
         sys.exit(f"the torch collector is not loaded: {trainprof.torch_collector_status()}")

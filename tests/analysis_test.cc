@@ -531,6 +531,13 @@ TEST(Analysis, StackSamplesAreGivenTheirThreadsTimeOutsideOperators) {
   EXPECT_TRUE(o.functions[2].input);  // a generator: the loop's input
   EXPECT_EQ(analysis::top_outside_function(m, 1, 20 * ms, 100 * ms), "load_features (train.py:14)");
   EXPECT_EQ(analysis::top_outside_function(m, 1, 70 * ms, 100 * ms), "main (train.py:41)");
+  // Operators sampled: the gaps between recorded ones are mostly unrecorded
+  // operators, so no function is named (a clean loop would be "outside").
+  m.operator_sampling = 100;
+  o = analysis::outside_operators(m);
+  EXPECT_TRUE(o.functions.empty());
+  EXPECT_TRUE(o.by_step.empty());
+  EXPECT_NE(o.not_attributed.find("1 call in 100 recorded"), std::string::npos) << o.not_attributed;
 }
 
 // A thread outside operators while a collective of the host runs is

@@ -229,6 +229,11 @@ OutsideOperators outside_operators(const TraceModel& m) {
   OutsideOperators out;
   out.steps = static_cast<int64_t>(m.steps.size());
   if (m.stack_samples.empty()) return out;
+  if (m.operator_sampling > 1) {
+    out.not_attributed = "operators are sampled, 1 call in " + std::to_string(m.operator_sampling) +
+                         " recorded: the time between recorded operators is mostly operators not recorded";
+    return out;
+  }
   StackCache cache(m);
   FunctionTotals run;
   for (const StepWindow& w : steps_by_start(m.steps)) {

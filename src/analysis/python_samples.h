@@ -85,6 +85,10 @@ struct OutsideFunction {
 };
 
 struct OutsideOperators {
+  // Why nothing is attributed although there are samples ("" when it is):
+  // with operators sampled (sample_operators), the time between recorded
+  // operators is mostly unrecorded operators, not time outside them.
+  std::string not_attributed;
   uint64_t samples = 0;                    // on the steps' threads, inside counted steps
   uint64_t outside_ns = 0;                 // what they were given, summed
   int64_t steps = 0;                       // counted steps

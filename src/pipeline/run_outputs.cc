@@ -328,7 +328,8 @@ json outside_json(const analysis::TraceModel& m, const analysis::OutsideOperator
           {"steps", o.steps},
           {"outside_ms_per_step", o.outside_ns / 1e6 / steps},
           {"glue_gap_ms", analysis::kGlueGapNs / 1e6},
-          {"functions", functions}};
+          {"functions", functions},
+          {"not_attributed", o.not_attributed}};
 }
 
 // The what-if estimates every analysis makes (analysis/what_if.h): the

@@ -409,6 +409,10 @@ void append_outside(std::string& text, const nlohmann::json& info) try {
     return;
   }
   if (!o->is_object()) return;
+  if (std::string why = base::string_field(*o, "not_attributed"); !why.empty()) {
+    text += "  Python outside operators: not attributed (" + why + ")\n";
+    return;
+  }
   auto functions = o->find("functions");
   if (functions == o->end() || !functions->is_array() || functions->empty()) return;
   std::string names;
