@@ -311,3 +311,20 @@ def test_a_clean_loop_recorded_with_sampled_operators_gets_no_finding(tmp_path: 
     summary = trainprof.summary(run)
     assert "Python outside operators: not attributed (operators are sampled, 1 call in 100 recorded" in summary
     assert not (Path(run) / "PROFILER_OUTPUT" / "python_outside_operators.csv").exists()
+
+
+def test_sampled_operators_with_communication_asked_for_say_what_is_sampled(tmp_path: Path) -> None:
+    """torch.distributed's calls reach trainprof through the operator callbacks:
+    sampling them is said, not left for a cluster report to miss collectives."""
+    script = tmp_path / "sampled.py"
+    script.write_text(
+        "import sys, torch, trainprof\n"
+        "with trainprof.flight_recorder(sys.argv[1], sample_operators=100, profile_communication=True,\n"
+        "                               hang_timeout_s=None, dump_signal=None) as r:\n"
+        "    torch.ones(4).add_(1)\n"
+        "    r.step()\n")
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "flight")], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "sample_operators 100: torch.distributed's calls come through the operator callbacks and are " \
+           "sampled with them" in result.stderr, result.stderr

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/run_directory.h"
 #include "collectors/torch/flops.h"
 #include "collectors/torch/memory_reporter.h"
 #include "collectors/torch/native_stack.h"
@@ -535,7 +536,16 @@ class TorchCollector final : public core::Collector {
       cb.needsInputs(inputs);
       // LibTorch draws which calls run the callbacks (a per-thread countdown
       // for low probabilities): a call not drawn costs nearly nothing.
-      if (options.sample_operators > 1) cb.samplingProb(1.0 / options.sample_operators);
+      if (options.sample_operators > 1) {
+        cb.samplingProb(1.0 / options.sample_operators);
+        if (inputs && comm_supported() &&
+            (options.profile_communication || base::detect_rank().world_size > 1)) {
+          base::log_warning("sample_operators " + std::to_string(options.sample_operators) +
+                            ": torch.distributed's calls come through the operator callbacks and are sampled "
+                            "with them (collectives matched across ranks, stuck collectives); leave "
+                            "sample_operators at 1 to record every one");
+        }
+      }
       if (!all_scopes) {
         cb.scopes(
             {at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
