@@ -56,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
@@ -134,8 +134,9 @@ def ours(out: str, **settings: bool) -> Callable[[], Any]:
                                      **settings)
 
 
-def flight(out: str, sample_operators: int) -> Callable[[], Any]:
-    # The always-on recorder, its triggers off (a dump would cost the round).
+def flight(out: str, sample_operators: Optional[int]) -> Callable[[], Any]:
+    # The always-on recorder, its triggers off (a dump would cost the round);
+    # sample_operators None: the recorder's default.
     return lambda: trainprof.flight_recorder(out, analyse=False, slow_step_factor=0, hang_timeout_s=None,
                                              dump_signal=None, sample_operators=sample_operators)
 
@@ -157,6 +158,7 @@ def configurations(out: str) -> dict[str, Callable[[], Any]]:
         "trainprof_stack": ours(out, with_stack=True),
         "trainprof_modules": ours(out, with_modules=True),
         "flight": flight(out, 1),
+        "flight_default": flight(out, None),
         "flight_sampled10": flight(out, 10),
         "flight_sampled100": flight(out, 100),
         "flight_sampled1000": flight(out, 1000),

@@ -652,8 +652,20 @@ TEST(Analysis, StepTraceTakesTheLoopsWaitsForDataOutOfComputing) {
   EXPECT_EQ(r.stage_ns, 25u);
   EXPECT_EQ(r.bubble_ns, 0u);
 
+  // Operators sampled (1 call in 100) and no device: the host's idle time
+  // cannot be told from the operators not recorded, so all of the step but
+  // its waits is Computing.
+  m.operator_sampling = 100;
+  rows = analysis::step_trace(m);
+  const analysis::StepTraceRow& sampled = rows[0];
+  EXPECT_EQ(sampled.computing_ns, 100u - 25u - 22u);
+  EXPECT_EQ(sampled.communication_not_overlapped_ns, 25u);
+  EXPECT_EQ(sampled.data_wait_ns, 22u);
+  EXPECT_EQ(sampled.free_ns, 0u);
+  EXPECT_EQ(sampled.preparing_ns, 0u);
+
   // With the device's time: Data Wait is the device idle while the host
-  // waited for data, out of the device's Free.
+  // waited for data, out of the device's Free (kernels are never sampled).
   m.gpu = {{20, 50, raw::EventKind::kGpuKernel, 2, 1, 0, 1, 7, 0, 0, 0, 0},
            {62, 75, raw::EventKind::kGpuKernel, 2, 2, 0, 1, 7, 0, 0, 0, 0}};
   rows = analysis::step_trace(m);

@@ -386,6 +386,45 @@ TEST(FlightRecorder, ASignalOrATouchedFileAsksForADump) {
   EXPECT_EQ(test::run_dirs(dir.path()).size(), signal_dumps + 1);
 }
 
+// Recording every operator costs more than 1 % of a step (LibTorch's
+// callbacks alone): by default a recorder samples 1 call in 100, unless it
+// records torch.distributed's calls, which come through the same callbacks
+// and must all be seen, or memory, whose allocations are placed by operator;
+// a Profiler records every call; what is asked for stands. The dump's profiler_info.json says what the analysis scales by.
+TEST(FlightRecorder, OperatorsAreSampledUnlessCommunicationIsRecorded) {
+  auto sampling_of = [](FlightRecorderOptions o) {
+    o.analyse = false;
+    o.dump_signal = 0;
+    FlightRecorder recorder(o);
+    recorder.step();
+    FlightDump d = recorder.dump();
+    EXPECT_TRUE(d.error.empty()) << d.error;
+    return read_json(d.run_dir + "/profiler_info.json")["options"]["sample_operators"].get<uint32_t>();
+  };
+  TempDir dir;
+  FlightRecorderOptions o = options_in(dir);
+  EXPECT_EQ(sampling_of(o), kFlightRecorderOperatorSampling);
+  EXPECT_EQ(kFlightRecorderOperatorSampling, 100u);
+  o.profiler.profiler_level = ProfilerLevel::Level1;
+  EXPECT_EQ(sampling_of(o), 1u);
+  o.profiler.profiler_level = ProfilerLevel::Level0;
+  o.profiler.profile_communication = true;
+  EXPECT_EQ(sampling_of(o), 1u);
+  o.profiler.profile_communication = false;
+  o.profiler.profile_memory = true;  // an allocation's site is the operator around it
+  EXPECT_EQ(sampling_of(o), 1u);
+  o.profiler.sample_operators = 7;
+  EXPECT_EQ(sampling_of(o), 7u);
+
+  ProfilerOptions p;
+  p.output_path = dir.sub("profile");
+  Profiler profiler(p);
+  profiler.stop();
+  std::vector<std::string> runs = test::run_dirs(p.output_path);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(read_json(runs[0] + "/profiler_info.json")["options"]["sample_operators"], 1);
+}
+
 // No step for hang_timeout_s gives one dump naming the step that did not
 // finish; the next step re-arms the watchdog. Before the first step it is
 // not armed (setup may take long).

@@ -30,6 +30,12 @@
 
 namespace trainprof {
 
+// What a recorder samples by default (ProfilerOptions::sample_operators 0)
+// when it records neither torch.distributed's calls nor memory: 1 operator
+// call in 100, which keeps recording about 1 % of a step or under
+// (docs/PERFORMANCE.md).
+inline constexpr uint32_t kFlightRecorderOperatorSampling = 100;
+
 struct FlightRecorderOptions {
   // What is recorded, and where dumps go (output_path); its schedule is not used.
   ProfilerOptions profiler;

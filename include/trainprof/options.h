@@ -75,8 +75,14 @@ struct ProfilerOptions {
   // and end together); 1: every call. For always-on recording where
   // operators are too many to record each: the analysis scales the
   // operators' counts and times by N, and the outputs say they are
-  // sampled. Ranges, steps, memory and communication are not sampled.
-  uint32_t sample_operators = 1;  // [1, 1000000]
+  // sampled. Ranges, steps, memory, kernels and MPI are not sampled;
+  // torch.distributed's calls reach LibTorch's callbacks as operators and
+  // are. 0 (the default): a Profiler records every call; a FlightRecorder
+  // records 1 in 100 (kFlightRecorderOperatorSampling) unless it records
+  // torch.distributed's calls (profile_communication, Level1 and above) or
+  // memory (profile_memory: allocations are placed by operator), where it
+  // records every one.
+  uint32_t sample_operators = 0;  // [0, 1000000]
   // The Python package reads every Python thread's stack this often while
   // recording host activity, so that the analysis names the functions that
   // spent a step's host time outside operators and ranges; 0: off. A

@@ -113,7 +113,12 @@ class flight_recorder:
 
     Operators cost the most to record: ``sample_operators=N`` records about
     one operator call in N (LibTorch's sampling), and the dumps' operator
-    statistics are scaled by N and said to be sampled.
+    statistics are scaled by N and said to be sampled. By default (None)
+    the recorder records 1 call in 100, about 1 % of a step or under, and
+    every call when it records torch.distributed's calls
+    (``profile_communication=True``: a stuck collective and the cluster
+    pass need each one) or memory (``profile_memory=True``: allocations are
+    placed by the operator around them); 1 records every call.
 
     Each dump is analysed (``analyse=True``) and its profiler_info.json and
     summary say what triggered it. Dumps are written on a thread of the
@@ -134,7 +139,7 @@ class flight_recorder:
                  metrics_file: Union[str, "os.PathLike[str]", None] = None, metrics_interval_s: float = 5.0,
                  metrics_port: Optional[int] = None, metrics_address: str = "127.0.0.1",
                  hang_native_stacks: bool = True, profile_communication: bool = False, all_ranks: bool = True,
-                 incident_wait_s: float = 60.0, sample_operators: int = 1,
+                 incident_wait_s: float = 60.0, sample_operators: Optional[int] = None,
                  python_stack_sampling_ms: int = 10, check_loss: bool = True, check_gradients: bool = False,
                  loss_spike_factor: float = 0.0) -> None:
         from .profiler import _check_activities  # profiler imports the package's other modules
@@ -148,7 +153,9 @@ class flight_recorder:
         options.with_flops = check_bool("with_flops", with_flops)
         options.data_process = check_bool("data_process", data_process)
         options.profile_communication = check_bool("profile_communication", profile_communication)
-        options.sample_operators = check_int("sample_operators", sample_operators, 1)
+        # 0: the recorder's own choice (ProfilerOptions.sample_operators).
+        options.sample_operators = (0 if sample_operators is None
+                                    else check_int("sample_operators", sample_operators, 1, 1000000))
         options.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0, 1000)
         self._start(options, ring_mb=ring_mb, slow_step_factor=slow_step_factor, slow_step_window=slow_step_window,
                     slow_step_min_steps=slow_step_min_steps, cooldown_s=cooldown_s, analyse=analyse,

@@ -253,7 +253,7 @@ class _ExperimentalConfig:
             the steps in which the host CPU was saturated.
         host_sys_interval_ms: how often the host is sampled (default 50).
         sample_operators: about one operator call in this many is recorded
-            (LibTorch's RecordFunction sampling; default 1: all). The
+            (LibTorch's RecordFunction sampling; default 1: all; 0 is 1). The
             analysis scales operators' counts and times by it, and the
             summary says they are sampled: for always-on recording where
             recording every operator costs too much.
@@ -282,7 +282,7 @@ class _ExperimentalConfig:
         self.export_type = _check_export_type(export_type)
         self.host_sys = _check_host_sys(host_sys)
         self.host_sys_interval_ms = check_int("host_sys_interval_ms", host_sys_interval_ms, 1, 60000)
-        self.sample_operators = check_int("sample_operators", sample_operators, 1, 1000000)
+        self.sample_operators = check_int("sample_operators", sample_operators, 0, 1000000)
         self.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0, 1000)
 
 

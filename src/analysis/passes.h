@@ -209,7 +209,10 @@ class StepTraceAccumulator {
   // and communication calls, Overlapped their intersection, Preparing the
   // gap to the step's first device activity, Data Wait what the device was
   // idle in while the host waited for data, Free the rest of its idle time.
-  // Call once, after the last window.
+  // Call once, after the last window. Without device activity, a run of
+  // sampled operators (operator_sampling > 1) cannot tell the host's idle
+  // time from operators not recorded: its Computing is the step less its
+  // communication and data waits, its Free and Preparing 0.
   void use_device_time(const TraceModel& model);
   // In step number order.
   std::vector<StepTraceRow> finish() const;
@@ -224,8 +227,9 @@ class StepTraceAccumulator {
   };
   std::vector<StepWindow> steps_;  // by start
   std::vector<Parts> parts_ = std::vector<Parts>(steps_.size());
-  size_t next_ = 0;        // steps [0, next_) start before the last window's end
-  size_t first_open_ = 0;  // steps before it have ended
+  size_t next_ = 0;            // steps [0, next_) start before the last window's end
+  size_t first_open_ = 0;      // steps before it have ended
+  bool host_sampled_ = false;  // host time only, operators sampled
 };
 
 // The whole model as one window.

@@ -375,7 +375,10 @@ void StepTraceAccumulator::use_device_time(const TraceModel& m) {
     any = true;
     longest = std::max(longest, a.end_ns - a.start_ns);
   }
-  if (!any) return;  // no GPU: the host's time stands
+  if (!any) {  // no GPU: the host's time stands
+    host_sampled_ = m.operator_sampling > 1;
+    return;
+  }
   for (size_t i = 0; i < steps_.size(); ++i) {
     DeviceStep d = device_step(m, steps_[i], longest);
     StepTraceRow& row = parts_[i].row;
@@ -397,6 +400,11 @@ std::vector<StepTraceRow> StepTraceAccumulator::finish() const {
     row.step = steps_[i].number;
     row.step_ns = steps_[i].end_ns - steps_[i].start_ns;
     row.communication_not_overlapped_ns = row.communication_ns - row.overlapped_ns;
+    if (host_sampled_) {
+      uint64_t waits = row.communication_not_overlapped_ns + row.data_wait_ns;
+      row.computing_ns = row.step_ns > waits ? row.step_ns - waits : 0;
+      row.preparing_ns = 0;
+    }
     uint64_t busy = row.computing_ns + row.communication_not_overlapped_ns + row.data_wait_ns;
     row.free_ns = row.step_ns > busy ? row.step_ns - busy : 0;
     row.communication_not_overlapped_exclude_receive_ns =

@@ -718,6 +718,15 @@ void FlightRecorder::State::dumper_loop() {
 FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State) {
   State& s = *state_;
   s.options = std::move(options);
+  if (s.options.profiler.sample_operators == 0) {
+    // torch.distributed's calls come through the operator callbacks: a
+    // stuck collective and the cluster pass need every one of them. An
+    // allocation's site is the operator open around it: an out-of-memory
+    // report needs every one too.
+    const ProfilerOptions& p = s.options.profiler;
+    bool every_call = p.profile_communication || p.profiler_level >= ProfilerLevel::Level1 || p.profile_memory;
+    s.options.profiler.sample_operators = every_call ? 1 : kFlightRecorderOperatorSampling;
+  }
   s.options.slow_step_window = std::max<uint32_t>(s.options.slow_step_window, 1);
   s.slow_steps = std::make_unique<core::SlowSteps>(
       core::SlowStepRule{s.options.slow_step_factor, s.options.slow_step_window,

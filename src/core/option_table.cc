@@ -207,9 +207,12 @@ std::vector<OptionSpec> make_table() {
       {"host_sys_interval_ms", "uint", "[1, 60000]", "host_sys_interval_ms", false,
        "_ExperimentalConfig(host_sys_interval_ms)", "how often host usage is sampled, ms",
        TRAINPROF_UINT_OPTION(host_sys_interval_ms, 60000)},
-      {"sample_operators", "uint", "[1, 1000000]", "sample_operators", false,
+      {"sample_operators", "uint", "[0, 1000000]", "sample_operators", false,
        "_ExperimentalConfig(sample_operators)",
-       "about 1 operator call in N recorded (LibTorch's sampling); the analysis scales operators by N",
+       "about 1 operator call in N recorded (LibTorch's sampling); the analysis scales operators by N; "
+       "0: a profile records every call, the flight recorder 1 in 100 unless it records "
+       "torch.distributed's calls (`profile_communication`, Level1 and above) or memory "
+       "(`profile_memory`)",
        TRAINPROF_UINT_OPTION(sample_operators, 1000000)},
       {"python_stack_sampling_ms", "uint", "[0, 1000]", "python_stack_sampling_ms", false,
        "_ExperimentalConfig(python_stack_sampling_ms)",

@@ -58,8 +58,8 @@ void ProfilerOptions::validate() const {
     throw std::invalid_argument("ProfilerOptions.flush_interval_ms must be in [1, 60000], got " +
                                 std::to_string(flush_interval_ms));
   }
-  if (sample_operators < 1 || sample_operators > 1000000) {
-    throw std::invalid_argument("ProfilerOptions.sample_operators must be in [1, 1000000], got " +
+  if (sample_operators > 1000000) {
+    throw std::invalid_argument("ProfilerOptions.sample_operators must be in [0, 1000000], got " +
                                 std::to_string(sample_operators));
   }
   if (python_stack_sampling_ms > 1000) {

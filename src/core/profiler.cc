@@ -52,6 +52,7 @@ void check_worker_name(const std::string& name) {
 
 Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
   options_.validate();
+  if (options_.sample_operators == 0) options_.sample_operators = 1;  // automatic: every call
   if (const auto* handler = options_.on_trace_ready.target<core::TraceHandler>()) {
     if (handler->dir.empty()) throw std::invalid_argument("trace_handler: dir must not be empty");
     check_worker_name(handler->worker_name);

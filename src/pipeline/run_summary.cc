@@ -131,7 +131,8 @@ void append_sampling(std::string& text, const nlohmann::json& info) {
   uint64_t n = options->value("sample_operators", uint64_t{1});
   if (n <= 1) return;
   text += "  operators sampled: about 1 call in " + std::to_string(n) + " recorded; their counts and times " +
-          "below are the recorded ones x " + std::to_string(n) + "\n";
+          "below are the recorded ones x " + std::to_string(n) +
+          "; without GPU activity a step's Computing is its time outside communication and data waits\n";
 }
 
 // The host sampler's verdict (host_sys), from the output's profiler_info.json.
