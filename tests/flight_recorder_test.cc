@@ -390,8 +390,9 @@ TEST(FlightRecorder, ASignalOrATouchedFileAsksForADump) {
 // callbacks alone): by default a recorder samples 1 call in 100, unless it
 // records torch.distributed's calls, which come through the same callbacks
 // and must all be seen, or memory, whose allocations are placed by operator;
-// a Profiler records every call; what is asked for stands. The dump's profiler_info.json says what the analysis scales by.
-TEST(FlightRecorder, OperatorsAreSampledUnlessCommunicationIsRecorded) {
+// a Profiler records every call; what is asked for stands. The dump's
+// profiler_info.json says what the analysis scales by.
+TEST(FlightRecorder, OperatorsAreSampledUnlessCommunicationOrMemoryIsRecorded) {
   auto sampling_of = [](FlightRecorderOptions o) {
     o.analyse = false;
     o.dump_signal = 0;

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Trainer, op_statistic, run_dirs
@@ -250,24 +251,36 @@ def test_sampled_operators_are_scaled_and_said_to_be_sampled(trainer: Trainer, t
         trainprof.flight_recorder(tmp_path / "x", sample_operators=0)
 
 
-def test_a_nan_loss_is_dumped_at_the_step_it_went_wrong(tmp_path: Path) -> None:
-    """The loss is what backward() is called on: no line of the loop reports it."""
+def train_linear(recorder: trainprof.flight_recorder, steps: int, nan_at: int = -1) -> None:
+    """A small loop under `recorder`, its loss made NaN at step `nan_at`: the
+    loss is what backward() is called on, no line of the loop reports it."""
     import torch
 
+    torch.manual_seed(0)
     model = torch.nn.Linear(16, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(steps):
+        loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 16)), torch.randint(0, 4, (8,)))
+        if step == nan_at:
+            loss = loss * float("nan")
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        recorder.step()
+    recorder.wait_for_dumps()
+
+
+def numbers_recorder(tmp_path: Path, **settings: Any) -> trainprof.flight_recorder:
+    return trainprof.flight_recorder(tmp_path / "flight", ring_mb=8, slow_step_factor=0, hang_timeout_s=None,
+                                     dump_signal=None, check_gradients=True, **settings)
+
+
+def test_a_nan_loss_is_dumped_at_the_step_it_went_wrong(tmp_path: Path) -> None:
+    import torch
+
     original = torch.Tensor.backward
-    with trainprof.flight_recorder(tmp_path / "flight", ring_mb=8, slow_step_factor=0, hang_timeout_s=None,
-                                   dump_signal=None, check_gradients=True) as recorder:
-        for step in range(25):
-            loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 16)), torch.randint(0, 4, (8,)))
-            if step == 15:
-                loss = loss * float("nan")
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            recorder.step()
-        recorder.wait_for_dumps()
+    with numbers_recorder(tmp_path) as recorder:
+        train_linear(recorder, 25, nan_at=15)
         dumps = recorder.dumps()
     # The loss first (in backward()), then the gradients it made (before the optimizer's step).
     assert [(d.trigger, d.reason) for d in dumps] == [
@@ -284,21 +297,33 @@ def test_a_nan_loss_is_dumped_at_the_step_it_went_wrong(tmp_path: Path) -> None:
 
 
 def test_a_clean_loop_with_the_numbers_checked_never_dumps(tmp_path: Path) -> None:
-    import torch
-
-    model = torch.nn.Linear(16, 4)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    with trainprof.flight_recorder(tmp_path / "flight", ring_mb=8, slow_step_factor=0, hang_timeout_s=None,
-                                   dump_signal=None, check_gradients=True, loss_spike_factor=20) as recorder:
-        for _ in range(40):
-            loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 16)), torch.randint(0, 4, (8,)))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            recorder.step()
-        recorder.wait_for_dumps()
+    with numbers_recorder(tmp_path, loss_spike_factor=20) as recorder:
+        train_linear(recorder, 40)
         assert recorder.dumps() == []
     assert not (tmp_path / "flight").exists() or not run_dirs(tmp_path / "flight")
+
+
+def test_a_number_that_cannot_be_read_stops_the_check_once_and_training_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A gradient the norm cannot take (a backend without the operator): that
+    check says so once and stops; the loss's check, the loop and the
+    recording go on."""
+    import torch
+
+    def no_norm(tensors: Any) -> Any:
+        raise RuntimeError("_foreach_norm is not implemented for this backend")
+
+    original = torch.Tensor.backward
+    monkeypatch.setattr(torch, "_foreach_norm", no_norm)
+    with numbers_recorder(tmp_path) as recorder:
+        train_linear(recorder, 12, nan_at=8)
+        assert recorder.recording
+        assert [(d.trigger, d.reason) for d in recorder.dumps()] == [
+            ("non_finite_loss", "the loss is nan at step 8")]
+    said = [r.getMessage() for r in caplog.records if "stops" in r.getMessage()]
+    assert said == ["flight recorder: the check of the gradients' norm stops (_foreach_norm is not "
+                    "implemented for this backend); recording goes on"], said
+    assert torch.Tensor.backward is original
 
 
 def test_a_clean_loop_recorded_with_sampled_operators_gets_no_finding(tmp_path: Path) -> None:

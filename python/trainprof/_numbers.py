@@ -42,7 +42,7 @@ class NumberWatch:
         self._gradients = gradients
         self._copies: list[_Copy] = []
         self._hook: Optional[Any] = None
-        self._failed = False
+        self._stopped: set[str] = set()  # the checks given up: "loss", "gradients"
         self._ended = False  # uninstalled: an install still queued for ``import torch`` does nothing
 
     def install(self) -> None:
@@ -84,11 +84,13 @@ class NumberWatch:
         self._copies.clear()
 
     def saw_loss(self, tensor: Any) -> None:
-        self._watch(tensor, self._recorder.loss)
+        self._watch("loss", tensor, self._recorder.loss)
 
     def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         import torch
 
+        if "gradients" in self._stopped:
+            return
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if not grads:
             return
@@ -97,12 +99,12 @@ class NumberWatch:
                 norms = torch._foreach_norm([g.detach() for g in grads])
                 total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
         except Exception as e:  # noqa: BLE001 -- sparse or odd gradients: the check says so once and stops
-            self._give_up(f"the gradients' norm: {e}")
+            self._give_up("gradients", str(e))
             return
-        self._watch(total, self._recorder.gradient_norm)
+        self._watch("gradients", total, self._recorder.gradient_norm)
 
-    def _watch(self, tensor: Any, report: Callable[[float, int], None]) -> None:
-        if self._failed:
+    def _watch(self, check: str, tensor: Any, report: Callable[[float, int], None]) -> None:
+        if check in self._stopped:
             return
         self._read_arrived()
         try:
@@ -115,7 +117,7 @@ class NumberWatch:
             elif value.device.type == "cuda":
                 self._copy_from_device(value, step, report)
         except Exception as e:  # noqa: BLE001 -- never the training's failure
-            self._give_up(str(e))
+            self._give_up(check, str(e))
 
     def _copy_from_device(self, value: Any, step: int, report: Callable[[float, int], None]) -> None:
         import torch
@@ -131,9 +133,13 @@ class NumberWatch:
             copy = self._copies.pop(0)
             copy.report(float(copy.host), copy.step)
 
-    def _give_up(self, why: str) -> None:
-        self._failed = True
-        _log.warning("flight recorder: the loss check stops (%s); recording goes on", why)
+    def _give_up(self, check: str, why: str) -> None:
+        """Stops one check, said once; the other check and the recording go on."""
+        if check in self._stopped:
+            return
+        self._stopped.add(check)
+        what = "the loss" if check == "loss" else "the gradients' norm"
+        _log.warning("flight recorder: the check of %s stops (%s); recording goes on", what, why)
 
 
 def _backward(self: Any, *args: Any, **kwargs: Any) -> Any:

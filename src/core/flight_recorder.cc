@@ -109,6 +109,18 @@ std::string format_ms(uint64_t ns) {
   return text;
 }
 
+// The triggers of a step's numbers (a loss or gradients gone wrong).
+bool is_numbers_trigger(std::string_view name) {
+  return name == "non_finite_loss" || name == "non_finite_gradients" || name == "loss_spike";
+}
+
+// Automatic triggers that fire alike on every rank of a job (each rank sees
+// the same slow step, hang or loss): one incident each, however many ranks
+// announce it.
+bool fires_alike_on_every_rank(std::string_view name) {
+  return name == "slow_step" || name == "hang" || is_numbers_trigger(name);
+}
+
 }  // namespace
 
 struct FlightRecorder::State {
@@ -432,10 +444,7 @@ FlightRecorder::State::Part FlightRecorder::State::join_incident(nlohmann::json*
     if (incidents_taken.count(key) != 0) {
       // Automatic triggers that fire alike on every rank are dumped once per
       // incident; a request asked twice in a step is a second incident.
-      std::string name = trigger->value("trigger", "");
-      if (name == "slow_step" || name == "hang" || name == "non_finite_loss" ||
-          name == "non_finite_gradients" || name == "loss_spike")
-        return Part::kSkip;
+      if (fires_alike_on_every_rank(trigger->value("trigger", ""))) return Part::kSkip;
       int n = 1;
       while (incidents_taken.count(key + "." + std::to_string(n)) != 0) ++n;
       key += "." + std::to_string(n);
@@ -469,8 +478,7 @@ void FlightRecorder::State::absorb(const nlohmann::json& theirs) {
     if (slow_steps) slow_steps->absorb(last_step, now);
   } else if (trigger_name == "hang") {
     hang_dumped_after.store(steps_ended.load());
-  } else if (trigger_name == "non_finite_loss" || trigger_name == "non_finite_gradients" ||
-             trigger_name == "loss_spike") {
+  } else if (is_numbers_trigger(trigger_name)) {
     std::lock_guard<std::mutex> lock(step_mu);
     if (trigger_name == "non_finite_loss") non_finite_loss_dumped = true;
     if (trigger_name == "non_finite_gradients") non_finite_gradients_dumped = true;
@@ -724,7 +732,8 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options) : state_(new State
     // allocation's site is the operator open around it: an out-of-memory
     // report needs every one too.
     const ProfilerOptions& p = s.options.profiler;
-    bool every_call = p.profile_communication || p.profiler_level >= ProfilerLevel::Level1 || p.profile_memory;
+    bool every_call =
+        p.profile_communication || p.profiler_level >= ProfilerLevel::Level1 || p.profile_memory;
     s.options.profiler.sample_operators = every_call ? 1 : kFlightRecorderOperatorSampling;
   }
   s.options.slow_step_window = std::max<uint32_t>(s.options.slow_step_window, 1);
@@ -881,9 +890,7 @@ void FlightRecorder::State::check_loss(int64_t step, double value) {
   if (factor > 0 && recent_losses.size() >= std::max<uint32_t>(options.slow_step_min_steps, 1)) {
     std::vector<double> magnitudes;
     for (double l : recent_losses) magnitudes.push_back(std::fabs(l));
-    auto middle = magnitudes.begin() + static_cast<std::ptrdiff_t>(magnitudes.size() / 2);
-    std::nth_element(magnitudes.begin(), middle, magnitudes.end());
-    double median = *middle;
+    double median = core::median_of(std::move(magnitudes));
     uint64_t now = detail::monotonic_now_ns();
     bool cooled = last_loss_spike_dump_ns == 0 ||
                   now - last_loss_spike_dump_ns >= static_cast<uint64_t>(options.cooldown_s * 1e9);

@@ -8,13 +8,6 @@
 namespace trainprof::core {
 namespace {
 
-uint64_t median_of(std::vector<uint64_t> values) {
-  if (values.empty()) return 0;
-  auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-  std::nth_element(values.begin(), middle, values.end());
-  return *middle;
-}
-
 std::string ms(double ns) {
   return base::format("%.1f", ns / 1e6);
 }

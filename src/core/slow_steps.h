@@ -18,6 +18,7 @@
 #ifndef TRAINPROF_CORE_SLOW_STEPS_H_
 #define TRAINPROF_CORE_SLOW_STEPS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,16 @@
 #include "core/step_health.h"
 
 namespace trainprof::core {
+
+// The upper median of `values` (T{} when empty): the slow-step rule's and
+// the loss-spike rule's yardstick.
+template <typename T>
+T median_of(std::vector<T> values) {
+  if (values.empty()) return T{};
+  auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
 
 struct SlowStepRule {
   double factor = 3.0;  // 0: no slow-step trigger
