@@ -1,4 +1,5 @@
-// Copyright trainprof authors. End-to-end analysis benchmark.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// End-to-end analysis benchmark.
 //
 //   build/bin/trainprof_analysis_bench [--events N] [--dir DIR] [--single] [--keep] [--rounds R]
 //

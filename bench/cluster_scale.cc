@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The cluster pass at scale: how its time,
-// memory and outputs grow with the number of ranks (docs/SCALE.md).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The cluster pass at scale: how its time, memory and outputs grow with the
+// number of ranks (docs/SCALE.md).
 //
 //   trainprof_cluster_scale generate DIR RANKS [STEPS] [COLLECTIVES] [TRANSFERS]
 //   trainprof_cluster_scale cluster DIR

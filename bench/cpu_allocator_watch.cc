@@ -1,5 +1,6 @@
-// Copyright trainprof authors. What the out-of-memory watch in front of c10's
-// CPU allocator costs an allocation, against what profile_memory costs it.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the out-of-memory watch in front of c10's CPU allocator costs an
+// allocation, against what profile_memory costs it.
 //
 //   ./build/bin/trainprof_cpu_allocator_watch [rounds] [allocations]
 //

@@ -1,10 +1,10 @@
-// Copyright trainprof authors. The GPU collector's host cost per CUPTI
-// record, without a GPU: buffers of CUPTI's own record structs (a
-// cudaLaunchKernel call and its kernel per launch, as a training step
-// produces them) walked by the real libcupti. BM_CuptiWalk is the floor (the
-// walk alone, cuptiActivityGetNextRecord); BM_CuptiRecord adds what trainprof
-// does per record (clock conversion, names, the two-slot GPU event) while a
-// session records. Counters: ns per record.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The GPU collector's host cost per CUPTI record, without a GPU: buffers of
+// CUPTI's own record structs (a cudaLaunchKernel call and its kernel per
+// launch, as a training step produces them) walked by the real libcupti.
+// BM_CuptiWalk is the floor (the walk alone, cuptiActivityGetNextRecord);
+// BM_CuptiRecord adds what trainprof does per record (clock conversion, names,
+// the two-slot GPU event) while a session records. Counters: ns per record.
 //
 //   trainprof_cupti_bench [--benchmark_repetitions=5]
 #include <benchmark/benchmark.h>

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. How long a flight recorder's dump of a full
-// ring takes, and what step() costs the training thread.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// How long a flight recorder's dump of a full ring takes, and what step() costs
+// the training thread.
 //
 //   trainprof_flight_dump [--ring-mb 64] [--dumps 5] [--steps 200000]
 //

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The parts of a recorded range, one by one.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The parts of a recorded range, one by one.
 //
 // issue 17 asks a recorded range to cost at most 1.2x its two timestamps and,
 // where that is out of reach, the floor of each part measured in the same

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. What the PMPI layer adds to an MPI call:
-// built twice from this file, as `trainprof_mpi_overhead_bare` (plain MPI)
-// and `trainprof_mpi_overhead` (linked with trainprof::mpi), and run by
-// bench/mpi_overhead.sh under mpirun, which prints the per-call difference.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the PMPI layer adds to an MPI call: built twice from this file, as
+// `trainprof_mpi_overhead_bare` (plain MPI) and `trainprof_mpi_overhead`
+// (linked with trainprof::mpi), and run by bench/mpi_overhead.sh under mpirun,
+// which prints the per-call difference.
 //
 //   mpirun -np 2 trainprof_mpi_overhead[_bare] [ITERATIONS] [record]
 //

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. LibTorch's floor for an operator profiler,
-// measured by bench/python_overhead.py in the same process as the profilers
-// it is compared with. Built by that script against the Python environment's
-// torch (not part of any product library); loaded through ctypes.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// LibTorch's floor for an operator profiler, measured by
+// bench/python_overhead.py in the same process as the profilers it is compared
+// with. Built by that script against the Python environment's torch (not part
+// of any product library); loaded through ctypes.
 //
 // trainprof_bench_floor(mode): 0 removes what an earlier call added; 1 adds a
 // global RecordFunction callback that does nothing, with the scopes the

@@ -1,8 +1,8 @@
-// Copyright trainprof authors. What profiling costs a real LibTorch training
-// step and per operator: the demo's CNN (batch 64, Fashion-MNIST-sized
-// inputs) and a loop of tiny operators, one process,
-// configurations interleaved round by round so that they share the machine's
-// state:
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What profiling costs a real LibTorch training step and per operator: the
+// demo's CNN (batch 64, Fashion-MNIST-sized inputs) and a loop of tiny
+// operators, one process, configurations interleaved round by round so that
+// they share the machine's state:
 //   none            no profiler
 //   bare_callback   a global RecordFunction callback that does nothing: the
 //                   floor LibTorch itself imposes on any operator profiler

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Micro benchmarks of the collection core.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Micro benchmarks of the collection core.
 //
 //   build/bin/trainprof_bench [--benchmark_filter=...]
 //

@@ -1,9 +1,9 @@
-// Copyright trainprof authors. Data-parallel training on several MPI ranks:
-// each rank trains the demo's CNN on its shard of Fashion-MNIST and the
-// gradients are averaged with MPI_Allreduce every step. Linked with
-// trainprof::mpi (the PMPI layer) and trainprof::torch, so operators and MPI
-// calls are recorded; `trainprof cluster OUTPUT_DIR` then says who waits for
-// whom (scripts/demo_mpi.sh runs both).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Data-parallel training on several MPI ranks: each rank trains the demo's CNN
+// on its shard of Fashion-MNIST and the gradients are averaged with
+// MPI_Allreduce every step. Linked with trainprof::mpi (the PMPI layer) and
+// trainprof::torch, so operators and MPI calls are recorded; `trainprof cluster
+// OUTPUT_DIR` then says who waits for whom (scripts/demo_mpi.sh runs both).
 //
 //   mpirun -np 4 trainprof_distributed_demo OUTPUT_DIR [STEPS=40] [--slow-rank R]
 //          [--slow-ms MS=30] [--slow-data]

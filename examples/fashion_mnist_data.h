@@ -1,5 +1,5 @@
-// Copyright trainprof authors. Fashion-MNIST from Debian's
-// dataset-fashion-mnist (gzip IDX files under
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Fashion-MNIST from Debian's dataset-fashion-mnist (gzip IDX files under
 // /usr/share/datasets/fashion-mnist/, or $FASHION_MNIST_DIR) as a LibTorch
 // dataset, normalised; shared by the demos.
 #ifndef TRAINPROF_EXAMPLES_FASHION_MNIST_DATA_H_

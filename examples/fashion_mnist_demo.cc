@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The demo: a CNN trained on Fashion-MNIST with
-// LibTorch, profiled by trainprof with a schedule, analysed as each recorded
-// cycle closes, and summarised at the end.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The demo: a CNN trained on Fashion-MNIST with LibTorch, profiled by trainprof
+// with a schedule, analysed as each recorded cycle closes, and summarised at
+// the end.
 //
 //   fashion_mnist_demo [OUTPUT_DIR] [STEPS] [WAIT,WARMUP,ACTIVE,REPEAT[,SKIP_FIRST]]
 //

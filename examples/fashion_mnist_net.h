@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The demo's CNN for 28x28 grey images (two
-// conv + pool blocks, two linear layers), shared with the overhead benchmark
-// so that both measure the same model.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The demo's CNN for 28x28 grey images (two conv + pool blocks, two linear
+// layers), shared with the overhead benchmark so that both measure the same
+// model.
 #ifndef TRAINPROF_EXAMPLES_FASHION_MNIST_NET_H_
 #define TRAINPROF_EXAMPLES_FASHION_MNIST_NET_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. A multi-threaded "training" loop, profiled.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A multi-threaded "training" loop, profiled.
 //
 // Until the LibTorch demo exists this is the main job: two loader threads
 // prepare batches (real work: filling and normalising float tensors), the main

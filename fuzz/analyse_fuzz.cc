@@ -1,7 +1,7 @@
-// Copyright trainprof authors. The whole analysis of a run directory whose
-// raw file is the input: reading, the model (name ids, slice keys), every
-// pass and exporter (the SQLite database too), then the summary that reads
-// the outputs back.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The whole analysis of a run directory whose raw file is the input: reading,
+// the model (name ids, slice keys), every pass and exporter (the SQLite
+// database too), then the summary that reads the outputs back.
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>

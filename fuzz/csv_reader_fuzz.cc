@@ -1,5 +1,5 @@
-// Copyright trainprof authors. The CSV reader (outputs read back by
-// `trainprof summary` and the tests).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The CSV reader (outputs read back by `trainprof summary` and the tests).
 #include <cstdint>
 #include <string_view>
 

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. profiler_config.json (dynamic profiling): a
-// user edits it while training runs, so whatever it holds, the parser
-// returns a config or throws std::invalid_argument; any other exception
-// escapes and is reported as a crash. An accepted config's options validate.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// profiler_config.json (dynamic profiling): a user edits it while training
+// runs, so whatever it holds, the parser returns a config or throws
+// std::invalid_argument; any other exception escapes and is reported as a
+// crash. An accepted config's options validate.
 #include <cstdint>
 #include <stdexcept>
 #include <string_view>

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The symbolizer's ELF reader: the module files
-// are named by the raw data, so they may be anything. The input is the
-// module; the frames look up a few offsets in it.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The symbolizer's ELF reader: the module files are named by the raw data, so
+// they may be anything. The input is the module; the frames look up a few
+// offsets in it.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Shared by the fuzz targets: a scratch
-// directory for the parsers that read paths (a run directory, an ELF module).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Shared by the fuzz targets: a scratch directory for the parsers that read
+// paths (a run directory, an ELF module).
 #ifndef TRAINPROF_FUZZ_FUZZ_UTIL_H_
 #define TRAINPROF_FUZZ_FUZZ_UTIL_H_
 

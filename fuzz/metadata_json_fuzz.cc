@@ -1,5 +1,6 @@
-// Copyright trainprof authors. add_metadata_json's path: the depth-limited
-// parse, then the dump that is stored.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// add_metadata_json's path: the depth-limited parse, then the dump that is
+// stored.
 #include <cstdint>
 #include <string_view>
 

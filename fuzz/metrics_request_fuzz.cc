@@ -1,6 +1,6 @@
-// Copyright trainprof authors. The metrics endpoint's look at a request's
-// head (whatever a client on the machine sends): an answer, never a read
-// outside the bytes.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The metrics endpoint's look at a request's head (whatever a client on the
+// machine sends): an answer, never a read outside the bytes.
 #include <cstdint>
 #include <string_view>
 

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. TRAINPROF_OPTIONS: whatever it holds, the
-// parser returns options or throws std::invalid_argument; any other
-// exception escapes and is reported as a crash.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// TRAINPROF_OPTIONS: whatever it holds, the parser returns options or throws
+// std::invalid_argument; any other exception escapes and is reported as a
+// crash.
 #include <cstdint>
 #include <stdexcept>
 #include <string_view>

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The host sampler's /proc parsers: whatever
-// the bytes (a kernel's format we have not seen, a file cut short), each
-// returns true or false and never reads outside the text or throws.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The host sampler's /proc parsers: whatever the bytes (a kernel's format we
+// have not seen, a file cut short), each returns true or false and never reads
+// outside the text or throws.
 #include <cstdint>
 #include <string_view>
 #include <vector>

@@ -1,11 +1,11 @@
-// Copyright trainprof authors. rank_summary.json (PROFILER_OUTPUT of each
-// rank, read by `trainprof cluster`): whatever a file holds, the parser
-// returns a summary or a message, and the cluster pass, its communication
-// tables and slow links run on what it accepts (the summary as two ranks of
-// one world) without crashing. The same bytes read as the form summaries
-// travel in between the processes of `cluster --mpi` (rank_summary_bytes.h)
-// are a summary or refused, never read out of bounds; an accepted summary
-// travels and comes back the same.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// rank_summary.json (PROFILER_OUTPUT of each rank, read by `trainprof
+// cluster`): whatever a file holds, the parser returns a summary or a message,
+// and the cluster pass, its communication tables and slow links run on what it
+// accepts (the summary as two ranks of one world) without crashing. The same
+// bytes read as the form summaries travel in between the processes of `cluster
+// --mpi` (rank_summary_bytes.h) are a summary or refused, never read out of
+// bounds; an accepted summary travels and comes back the same.
 #include <cstdint>
 #include <cstdlib>
 #include <string>

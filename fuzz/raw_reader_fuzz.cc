@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The raw reader on any bytes, both ways it
-// delivers events (stored, and streamed to a sink as the analysis does).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The raw reader on any bytes, both ways it delivers events (stored, and
+// streamed to a sink as the analysis does).
 #include <cstdint>
 #include <string>
 

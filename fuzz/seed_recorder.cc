@@ -1,9 +1,9 @@
-// Copyright trainprof authors. Writes the seed corpus from a real run: every
-// event kind through the library (operators, their inputs and memory
-// reports as the LibTorch collector records them), then the run's raw file,
-// copies of it with damage no checksum sees, and the outputs the analysis
-// writes, as seeds for the targets that parse them. Usage:
-// fuzz_seed_recorder CORPUS_DIR (fuzz/corpus).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Writes the seed corpus from a real run: every event kind through the library
+// (operators, their inputs and memory reports as the LibTorch collector records
+// them), then the run's raw file, copies of it with damage no checksum sees,
+// and the outputs the analysis writes, as seeds for the targets that parse
+// them. Usage: fuzz_seed_recorder CORPUS_DIR (fuzz/corpus).
 #include <bit>
 #include <cstdio>
 #include <cstring>

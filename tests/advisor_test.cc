@@ -1,7 +1,8 @@
-// Copyright trainprof authors. The advisor (analysis/advisor.h,
-// trainprof/advise.h): each rule fires at its threshold and not below it on
-// facts written by hand; recorded workloads that plant one problem get that
-// finding first, a clean one gets none; `trainprof advise` prints them.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The advisor (analysis/advisor.h, trainprof/advise.h): each rule fires at its
+// threshold and not below it on facts written by hand; recorded workloads that
+// plant one problem get that finding first, a clean one gets none; `trainprof
+// advise` prints them.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The analysis engine: outputs checked by parsing
-// them (JSON with nlohmann, CSV with the small reader below).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The analysis engine: outputs checked by parsing them (JSON with nlohmann, CSV
+// with the small reader below).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>

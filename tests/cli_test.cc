@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The `trainprof` command: usage, exit codes, output.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The `trainprof` command: usage, exit codes, output.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. The cluster pass spread over processes
-// (ClusterOptions::exchange): the same outputs, byte for byte, as the pass
-// in one process. The processes here are threads meeting at a barrier; the
-// MPI command (`mpirun trainprof cluster --mpi`) is tested in mpi_test.cc.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The cluster pass spread over processes (ClusterOptions::exchange): the same
+// outputs, byte for byte, as the pass in one process. The processes here are
+// threads meeting at a barrier; the MPI command (`mpirun trainprof cluster
+// --mpi`) is tested in mpi_test.cc.
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>

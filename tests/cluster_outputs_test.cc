@@ -1,9 +1,10 @@
-// Copyright trainprof authors. What the cluster pass writes, at any scale:
-// trainprof.db's full tables (checked against msprof-analyze's JSON layout,
-// which another writer makes from the same timings),
-// cluster_communication_summary.json's distributions (checked against the
-// database's rows), and above ClusterOptions::full_json_max_ranks the JSON
-// tables giving way to the database, with outputs of a few kilobytes a rank.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the cluster pass writes, at any scale: trainprof.db's full tables
+// (checked against msprof-analyze's JSON layout, which another writer makes
+// from the same timings), cluster_communication_summary.json's distributions
+// (checked against the database's rows), and above
+// ClusterOptions::full_json_max_ranks the JSON tables giving way to the
+// database, with outputs of a few kilobytes a rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,8 +1,8 @@
-// Copyright trainprof authors. The cluster pass (analysis/cluster.h) and the
-// rank summaries it reads, on summaries made by hand: the arithmetic of
-// waiting, the straggler and its cause, transfers paired across ranks, the
-// communication tables (export/communication_json.h), slow links, and
-// damaged summaries.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The cluster pass (analysis/cluster.h) and the rank summaries it reads, on
+// summaries made by hand: the arithmetic of waiting, the straggler and its
+// cause, transfers paired across ranks, the communication tables
+// (export/communication_json.h), slow links, and damaged summaries.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,9 +1,9 @@
-// Copyright trainprof authors. The critical path of a step (analysis/
-// critical_path.h) on models made by hand: a synchronization hands the path
-// to the device activity it waited for, an activity to its launch or to the
-// one before it on its stream, a launch to the thread that made it; waits
-// for data and communication are their own kinds; the segments cover the
-// step exactly.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The critical path of a step (analysis/ critical_path.h) on models made by
+// hand: a synchronization hands the path to the device activity it waited for,
+// an activity to its launch or to the one before it on its stream, a launch to
+// the thread that made it; waits for data and communication are their own
+// kinds; the segments cover the step exactly.
 #include <gtest/gtest.h>
 
 #include <string>

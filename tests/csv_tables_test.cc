@@ -1,9 +1,10 @@
-// Copyright trainprof authors. Every column of every CSV table the analysis
-// and the cluster write (export/csv_tables.h), from rows whose fields each
-// hold a different value, so that a column written from the wrong field, in
-// the wrong place or in the wrong unit shows; and dataset.csv from data
-// stages whose statistics are worked out by hand. The passes that fill the
-// rows have known-answer tests of their own (analysis_test.cc, cluster_test.cc).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Every column of every CSV table the analysis and the cluster write
+// (export/csv_tables.h), from rows whose fields each hold a different value, so
+// that a column written from the wrong field, in the wrong place or in the
+// wrong unit shows; and dataset.csv from data stages whose statistics are
+// worked out by hand. The passes that fill the rows have known-answer tests of
+// their own (analysis_test.cc, cluster_test.cc).
 #include "exporter/csv_tables.h"
 
 #include <fcntl.h>

@@ -1,7 +1,7 @@
-// Copyright trainprof authors. The GPU collector without a GPU: CUPTI's own
-// activity records (CUDA's real headers) walked by the real libcupti and
-// recorded, the clock mapping, and a session asking for GPU activity on a
-// machine that has none.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The GPU collector without a GPU: CUPTI's own activity records (CUDA's real
+// headers) walked by the real libcupti and recorded, the clock mapping, and a
+// session asking for GPU activity on a machine that has none.
 #include <cupti_activity.h>
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. Dynamic profiling: profiler_config.json, the
-// thread that watches it, the steps it selects, runs recorded by a monitor
-// while a test edits the file, two processes sharing one file.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Dynamic profiling: profiler_config.json, the thread that watches it, the
+// steps it selects, runs recorded by a monitor while a test edits the file, two
+// processes sharing one file.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

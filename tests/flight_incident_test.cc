@@ -1,8 +1,9 @@
-// Copyright trainprof authors. Incidents of all ranks: the board where the
-// ranks' flight recorders meet (core/flight_incident.h), a recorder that
-// announces and joins incidents in process (the other ranks played by
-// boards), and the incident's report (analysis/incident_report.h). The real
-// jobs are in tests/mpi_test.cc (MPI) and python/tests/test_distributed.py (Gloo).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Incidents of all ranks: the board where the ranks' flight recorders meet
+// (core/flight_incident.h), a recorder that announces and joins incidents in
+// process (the other ranks played by boards), and the incident's report
+// (analysis/incident_report.h). The real jobs are in tests/mpi_test.cc (MPI)
+// and python/tests/test_distributed.py (Gloo).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>

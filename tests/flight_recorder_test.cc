@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The flight recorder: always recording into a
-// ring, writing a run directory only when a step is slow or a dump is asked for.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The flight recorder: always recording into a ring, writing a run directory
+// only when a step is slow or a dump is asked for.
 #include "trainprof/flight_recorder.h"
 
 #include <arpa/inet.h>

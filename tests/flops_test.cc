@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The FLOPs formulas of with_flops, with answers
-// worked out by hand (2 x multiply-adds, as LibTorch's profiler counts; the
-// LibTorch tests compare whole runs with LibTorch's own counts).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The FLOPs formulas of with_flops, with answers worked out by hand (2 x
+// multiply-adds, as LibTorch's profiler counts; the LibTorch tests compare
+// whole runs with LibTorch's own counts).
 #include "collectors/torch/flops.h"
 
 #include <gtest/gtest.h>

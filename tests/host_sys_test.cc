@@ -1,7 +1,7 @@
-// Copyright trainprof authors. Host system usage (host_sys): the /proc
-// parsers on real and damaged texts, a run that samples the host into
-// counters and host_*_usage.csv, the summary's verdict on a step that
-// saturated the CPU, and no sampler without the option.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Host system usage (host_sys): the /proc parsers on real and damaged texts, a
+// run that samples the host into counters and host_*_usage.csv, the summary's
+// verdict on a step that saturated the CPU, and no sampler without the option.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 

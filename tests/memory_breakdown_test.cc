@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The memory at each step's peak by class and
-// site, and the sites that grow from step to step (analysis/
-// memory_breakdown.h), on reports and tags made by hand: exact answers.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The memory at each step's peak by class and site, and the sites that grow
+// from step to step (analysis/ memory_breakdown.h), on reports and tags made by
+// hand: exact answers.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// Copyright trainprof authors. The MPI collector (libtrainprof_mpi) on real
-// OpenMPI processes: tests/helpers/mpi_ops_child.cc under mpirun, each rank's
-// raw file read back.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The MPI collector (libtrainprof_mpi) on real OpenMPI processes:
+// tests/helpers/mpi_ops_child.cc under mpirun, each rank's raw file read back.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

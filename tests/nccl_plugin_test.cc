@@ -1,7 +1,7 @@
-// Copyright trainprof authors. NCCL's profiler plugin interface driven as
-// NCCL drives it, with synthetic events: collectives and point-to-point
-// operations timed by their kernel channels on the GPU's clock become COMM
-// events of the communicator's group.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// NCCL's profiler plugin interface driven as NCCL drives it, with synthetic
+// events: collectives and point-to-point operations timed by their kernel
+// channels on the GPU's clock become COMM events of the communicator's group.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Option validation and TRAINPROF_OPTIONS parsing.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Option validation and TRAINPROF_OPTIONS parsing.
 #include <gtest/gtest.h>
 
 #include <algorithm>

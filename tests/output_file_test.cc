@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Outputs are replaced whole or not at all.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Outputs are replaced whole or not at all.
 #include "exporter/output_file.h"
 
 #include <fcntl.h>

@@ -1,8 +1,8 @@
-// Copyright trainprof authors. A minimal protobuf walker for the tests that
-// read trainprof's Perfetto traces back (trace_view.pftrace): the fields of a
-// message, the trace's packets with compressed batches inflated, and the
-// slices of sequence 1 (absolute times) with their tracks, interned names,
-// categories, debug annotations and flows.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A minimal protobuf walker for the tests that read trainprof's Perfetto traces
+// back (trace_view.pftrace): the fields of a message, the trace's packets with
+// compressed batches inflated, and the slices of sequence 1 (absolute times)
+// with their tracks, interned names, categories, debug annotations and flows.
 #ifndef TRAINPROF_TESTS_PERFETTO_READER_H_
 #define TRAINPROF_TESTS_PERFETTO_READER_H_
 

@@ -1,9 +1,10 @@
-// Copyright trainprof authors. trace_view.pftrace (export/perfetto_trace.h)
-// read back with a minimal protobuf walker: every slice begins and ends,
-// in timeline order per thread, a range that crosses its parent's end is
-// ended there, windows do not change the packets' meaning, and compressed
-// batches inflate to the same packets. (python/tests/test_perfetto.py
-// decodes a real run with Perfetto's own protos.)
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// trace_view.pftrace (export/perfetto_trace.h) read back with a minimal
+// protobuf walker: every slice begins and ends, in timeline order per thread, a
+// range that crosses its parent's end is ended there, windows do not change the
+// packets' meaning, and compressed batches inflate to the same packets.
+// (python/tests/test_perfetto.py decodes a real run with Perfetto's own
+// protos.)
 #include <fcntl.h>
 #include <gtest/gtest.h>
 

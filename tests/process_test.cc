@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Whole-process behaviour in child processes:
-// SIGKILL, SIGTERM/SIGINT, environment activation, exhausted buffers.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Whole-process behaviour in child processes: SIGKILL, SIGTERM/SIGINT,
+// environment activation, exhausted buffers.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

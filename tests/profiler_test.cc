@@ -1,5 +1,5 @@
-// Copyright trainprof authors. Profiler lifecycle, schedules, run directories,
-// metadata.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Profiler lifecycle, schedules, run directories, metadata.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 

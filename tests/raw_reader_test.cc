@@ -1,5 +1,5 @@
-// Copyright trainprof authors. The raw reader against truncated, corrupt and
-// foreign files.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The raw reader against truncated, corrupt and foreign files.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

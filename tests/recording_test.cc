@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The recording engine: threads, buffers, event kinds.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The recording engine: threads, buffers, event kinds.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. Faults that must never hurt the profiled
-// program (issue 11): runs that cannot open, fork, crashes, huge buffers,
-// thousands of threads. Each case runs in a child process under a time
-// limit, so a hang fails the test instead of stalling the suite.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Faults that must never hurt the profiled program (issue 11): runs that cannot
+// open, fork, crashes, huge buffers, thousands of threads. Each case runs in a
+// child process under a time limit, so a hang fails the test instead of
+// stalling the suite.
 #include <gtest/gtest.h>
 #include <signal.h>
 

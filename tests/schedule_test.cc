@@ -1,5 +1,5 @@
-// Copyright trainprof authors. Schedule actions, step by step, as torch.profiler
-// takes them.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Schedule actions, step by step, as torch.profiler takes them.
 #include <gtest/gtest.h>
 
 #include <stdexcept>

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The slow-step trigger's rules, on made-up
-// step times: which steps make a dump, and what its reason says.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The slow-step trigger's rules, on made-up step times: which steps make a
+// dump, and what its reason says.
 #include "core/slow_steps.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Call stacks symbolized from module files.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Call stacks symbolized from module files.
 #include "analysis/symbolizer.h"
 
 #include <dlfcn.h>

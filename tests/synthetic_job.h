@@ -1,7 +1,8 @@
-// Copyright trainprof authors. A many-rank job's analysed runs, written as
-// the per-rank analysis leaves them (profiler_info.json files and a
-// rank_summary.json from trainprof's own writer), for the cluster pass's
-// tests: the one-process pass against the pass spread over processes.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A many-rank job's analysed runs, written as the per-rank analysis leaves them
+// (profiler_info.json files and a rank_summary.json from trainprof's own
+// writer), for the cluster pass's tests: the one-process pass against the pass
+// spread over processes.
 #ifndef TRAINPROF_TESTS_SYNTHETIC_JOB_H_
 #define TRAINPROF_TESTS_SYNTHETIC_JOB_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Shared helpers for the tests.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Shared helpers for the tests.
 #ifndef TRAINPROF_TESTS_TEST_UTIL_H_
 #define TRAINPROF_TESTS_TEST_UTIL_H_
 

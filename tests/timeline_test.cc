@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Timeline order: the per-thread ordering and
-// the merge must give exactly the order's definition, whatever the input.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Timeline order: the per-thread ordering and the merge must give exactly the
+// order's definition, whatever the input.
 #include "analysis/timeline.h"
 
 #include <gtest/gtest.h>

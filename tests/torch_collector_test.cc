@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The LibTorch collector against LibTorch's own
-// profiler, on a real (small) training loop.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The LibTorch collector against LibTorch's own profiler, on a real (small)
+// training loop.
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/autograd/profiler_legacy.h>

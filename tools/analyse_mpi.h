@@ -1,5 +1,6 @@
-// Copyright trainprof authors. `trainprof analyse --mpi PATH`: the analysis
-// of many ranks' runs spread over the processes of an MPI job.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// `trainprof analyse --mpi PATH`: the analysis of many ranks' runs spread over
+// the processes of an MPI job.
 //
 //   mpirun -np K trainprof analyse --mpi PATH
 //

@@ -1,4 +1,4 @@
-// Copyright trainprof authors.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 #include "mpi_exchange.h"
 
 #ifdef TRAINPROF_CLI_HAVE_MPI

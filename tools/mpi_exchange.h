@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The processes of `trainprof cluster --mpi`
-// exchange bytes with MPI's all-to-all (include/trainprof/cluster_exchange.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The processes of `trainprof cluster --mpi` exchange bytes with MPI's
+// all-to-all (include/trainprof/cluster_exchange.h).
 #ifndef TRAINPROF_TOOLS_MPI_EXCHANGE_H_
 #define TRAINPROF_TOOLS_MPI_EXCHANGE_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The `trainprof` command.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The `trainprof` command.
 //
 //   trainprof analyse PATH [--pretty] [--steps 3-5|3,4,5] [--jobs N] [--simplify] [--trace-limit-mb N]
 //                          [--window-mb N] [--export-type text|db|text,db] [--trace-format

@@ -1,5 +1,5 @@
-// Copyright trainprof authors. The advisor: what to change in a training
-// job, ranked by what it is worth.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The advisor: what to change in a training job, ranked by what it is worth.
 //
 //   trainprof::AdviceReport a = trainprof::advise("./trainprof_out");
 //   if (!a.ok()) std::cerr << a.error << "\n";

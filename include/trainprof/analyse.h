@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Analysis: raw runs to timeline and tables.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Analysis: raw runs to timeline and tables.
 //
 //   trainprof::AnalyseReport report = trainprof::analyse("./data");
 //   for (const auto& run : report.runs)

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. One run's recorded calls, one by one:
-// torch.profiler's events(), computed by the analysis.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// One run's recorded calls, one by one: torch.profiler's events(), computed by
+// the analysis.
 //
 //   trainprof::CallEvents e = trainprof::call_events(run_dir);
 //   for (const trainprof::CallEvent& c : e.calls)

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. How the processes of a distributed cluster
-// pass exchange what they read (ClusterOptions::exchange).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// How the processes of a distributed cluster pass exchange what they read
+// (ClusterOptions::exchange).
 //
 // `mpirun -np K trainprof cluster --mpi PATH` spreads the pass over K
 // processes: each reads and parses every K-th rank's summary, and process 0

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Data pipeline stages: where the input of a
-// training step comes from and how long each stage takes.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Data pipeline stages: where the input of a training step comes from and how
+// long each stage takes.
 //
 //   Example get(size_t i) override {
 //     trainprof::DataStage stage("FashionMnist", trainprof::kStageDatasetGet);

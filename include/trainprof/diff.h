@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Two runs compared: what changed in the step
-// time and which operators, ranges and kernels changed it.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Two runs compared: what changed in the step time and which operators, ranges
+// and kernels changed it.
 //
 //   trainprof::DiffReport d = trainprof::diff_runs("./before_trainprof", "./after_trainprof");
 //   if (!d.ok()) std::cerr << d.error << "\n";

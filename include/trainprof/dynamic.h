@@ -1,6 +1,6 @@
-// Copyright trainprof authors. Dynamic profiling: collection of a running job
-// started and stopped by editing a JSON file (MindSpore's
-// DynamicProfilerMonitor).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Dynamic profiling: collection of a running job started and stopped by editing
+// a JSON file (MindSpore's DynamicProfilerMonitor).
 //
 //   trainprof::DynamicProfilerMonitor monitor("./dyn_cfg", "./dyn_data");
 //   for (...) { train_one_step(); monitor.step(); }

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Activation without code changes.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Activation without code changes.
 //
 // When the library loads and TRAINPROF_OPTIONS holds a JSON object such as
 //   {"start": true, "output_path": "/tmp/prof", "buffer_mb": 128}

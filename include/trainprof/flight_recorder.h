@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The flight recorder: always recording, into
-// memory, and writing a run directory only when something goes wrong.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The flight recorder: always recording, into memory, and writing a run
+// directory only when something goes wrong.
 //
 //   trainprof::FlightRecorderOptions o;
 //   o.profiler.output_path = "./flight";

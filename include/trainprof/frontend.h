@@ -1,7 +1,7 @@
-// Copyright trainprof authors. What a framework's front end tells the
-// profiler that only it knows: the Python package is one, a binding for
-// another framework would be another. A C++ program that uses the profiler
-// directly needs none of this.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What a framework's front end tells the profiler that only it knows: the
+// Python package is one, a binding for another framework would be another. A
+// C++ program that uses the profiler directly needs none of this.
 //
 //   - the rank and world size its communication runtime gave it, and the
 //     job its ranks agreed on where no launcher names one;

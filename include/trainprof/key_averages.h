@@ -1,5 +1,6 @@
-// Copyright trainprof authors. One run's operators and ranges averaged by
-// key: torch.profiler's key_averages(), computed by the analysis.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// One run's operators and ranges averaged by key: torch.profiler's
+// key_averages(), computed by the analysis.
 //
 //   trainprof::KeyAverages k = trainprof::key_averages(run_dir);
 //   for (const trainprof::KeyAverage& row : k.rows)

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. What an allocation holds, for the memory
-// breakdown of profile_memory (docs/OUTPUTS.md, memory_breakdown.csv).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What an allocation holds, for the memory breakdown of profile_memory
+// (docs/OUTPUTS.md, memory_breakdown.csv).
 //
 //   for (const at::Tensor& p : model->parameters())
 //     trainprof::tag_memory(trainprof::MemoryCategory::kParameter,

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. ProfilerOptions: everything a Profiler is told.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// ProfilerOptions: everything a Profiler is told.
 //
 // Field names follow the MindSpore / torch.profiler options so that users of
 // those tools find what they expect; the same names are the keys of the

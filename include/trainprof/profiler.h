@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Profiler: start / stop / step, schedules, metadata.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Profiler: start / stop / step, schedules, metadata.
 //
 //   trainprof::ProfilerOptions opts;
 //   opts.schedule = trainprof::Schedule{.wait = 1, .warmup = 1, .active = 2, .repeat = 2};

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Host instrumentation: ranges, marks, counters.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Host instrumentation: ranges, marks, counters.
 //
 //   void train_step() {
 //     TRAINPROF_RANGE("train_step");          // static name: the cheapest range

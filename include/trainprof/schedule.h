@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Schedules: which steps a profiler records.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Schedules: which steps a profiler records.
 //
 // A schedule splits training steps into cycles of `wait` idle steps, `warmup`
 // steps (collection prepared, data discarded) and `active` recorded steps, after

@@ -1,10 +1,11 @@
-// Copyright trainprof authors. Where processes that each analyse a share of
-// the same runs (AnalyseOptions::shard_index / shard_count) meet, so that
-// the first runs the cluster pass once the others are done. They meet
-// through files, not through a communication library:
-// PATH/cluster_analysis_output/.analyse_mpi_{job}/{shard}.done or .failed.
-// PATH must be on a file system every process sees (as the runs already
-// are). `trainprof analyse --mpi` is built on it.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Where processes that each analyse a share of the same runs
+// (AnalyseOptions::shard_index / shard_count) meet, so that the first runs the
+// cluster pass once the others are done. They meet through files, not through a
+// communication library:
+// PATH/cluster_analysis_output/.analyse_mpi_{job}/{shard}.done or .failed. PATH
+// must be on a file system every process sees (as the runs already are).
+// `trainprof analyse --mpi` is built on it.
 //
 //   ShardMeeting meeting(path, job, shards);
 //   if (!meeting.ok()) ... meeting.error() ...

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Stack samples: where a thread was when a
-// sampler looked, for the time no operator or range covers.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Stack samples: where a thread was when a sampler looked, for the time no
+// operator or range covers.
 //
 // A front end that can read its threads' stacks (the Python package reads
 // every Python thread's frames every few milliseconds) records each look

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. LibTorch's data loader, with its stages timed
-// (trainprof/dataset.h): wrap the dataset, the collation and the loop.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// LibTorch's data loader, with its stages timed (trainprof/dataset.h): wrap the
+// dataset, the collation and the loop.
 //
 //   auto data = trainprof::ProfiledDataset<MyDataset>(MyDataset(), "MyDataset")
 //                   .map(trainprof::ProfiledBatchTransform<torch::data::transforms::Stack<>>(

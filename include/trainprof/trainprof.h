@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Umbrella header: the whole public API.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Umbrella header: the whole public API.
 #ifndef TRAINPROF_TRAINPROF_H_
 #define TRAINPROF_TRAINPROF_H_
 

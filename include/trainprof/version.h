@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The library's version, which every output
-// records (profiler_info.json "trainprof_version").
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The library's version, which every output records (profiler_info.json
+// "trainprof_version").
 #ifndef TRAINPROF_VERSION_H_
 #define TRAINPROF_VERSION_H_
 

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. What a change is worth before it is made:
-// a recorded run's steps re-timed through the dependencies its critical path
-// follows (each thread's order, launches, stream order, synchronizations),
-// with some of their work made shorter.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What a change is worth before it is made: a recorded run's steps re-timed
+// through the dependencies its critical path follows (each thread's order,
+// launches, stream order, synchronizations), with some of their work made
+// shorter.
 //
 //   trainprof::WhatIfRequest change;
 //   change.faster = "aten::addmm";  // a range, operator or kernel name

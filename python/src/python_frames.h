@@ -1,6 +1,7 @@
-// Copyright trainprof authors. What the extension's two walks of Python
-// frames share: the operator stacks of with_stack (trainprof_ext.cc) and
-// the stack sampler (stack_sampler.cc). Both need the interpreter's headers.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the extension's two walks of Python frames share: the operator stacks of
+// with_stack (trainprof_ext.cc) and the stack sampler (stack_sampler.cc). Both
+// need the interpreter's headers.
 #ifndef TRAINPROF_PYTHON_PYTHON_FRAMES_H_
 #define TRAINPROF_PYTHON_PYTHON_FRAMES_H_
 

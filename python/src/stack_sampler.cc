@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The Python stack sampler (stack_sampler.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The Python stack sampler (stack_sampler.h).
 //
 // One thread of its own, with a Python thread state made once: each look
 // takes the GIL, walks every other thread's frames and records one sample

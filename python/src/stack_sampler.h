@@ -1,8 +1,9 @@
-// Copyright trainprof authors. The Python stack sampler: every few
-// milliseconds, while a profile records host activity, a thread of its own
-// reads every other Python thread's stack and records it as a stack sample
-// (include/trainprof/stack_sample.h), so that the analysis can name the
-// functions that spend host time outside operators and ranges.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The Python stack sampler: every few milliseconds, while a profile records
+// host activity, a thread of its own reads every other Python thread's stack
+// and records it as a stack sample (include/trainprof/stack_sample.h), so that
+// the analysis can name the functions that spend host time outside operators
+// and ranges.
 #ifndef TRAINPROF_PYTHON_STACK_SAMPLER_H_
 #define TRAINPROF_PYTHON_STACK_SAMPLER_H_
 

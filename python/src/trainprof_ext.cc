@@ -1,4 +1,5 @@
-// Copyright trainprof authors. `trainprof._trainprof`: the Python extension.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// `trainprof._trainprof`: the Python extension.
 //
 // A thin binding of include/trainprof/: values cross over as they are, the
 // C++ core does the work. Argument checking, defaults and the torch.profiler /

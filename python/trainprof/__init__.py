@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """trainprof: a low-overhead profiler for neural-network training.
 
 The API of torch.profiler and mindspore.profiler::

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """The ``trainprof`` command: ``run`` profiles a Python script
 (trainprof/_run.py); every other command is the C++ CLI installed in the
 package (analyse, summary, ...)."""

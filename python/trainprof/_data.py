@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``data_process`` for ``torch.utils.data.DataLoader``: its stages timed.
 
 Installed once a profile with ``data_process=True`` exists (and torch is

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """torch.distributed: the process' rank and the groups' members, for the core.
 
 The torch collector sees each collective with its process group, but torch

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """Dynamic profiling: start and stop collection of a running job by editing
 a JSON file (``mindspore.profiler.DynamicProfilerMonitor``).
 

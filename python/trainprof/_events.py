@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``profile.events()``: torch's ``FunctionEvent`` per recorded call of the
 cycle that closed last, from the C++ analysis (``trainprof::call_events``:
 parents, children, self time, memory and launched GPU work per call).

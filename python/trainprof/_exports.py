@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """torch.profiler's export methods on a trainprof profile: ``export_chrome_trace``
 and ``export_stacks`` of the cycle that closed last.
 

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``trainprof.flight_recorder``: always recording into memory, writing a run
 directory only when a step is slow or a dump is asked for (the C++
 ``FlightRecorder``)."""

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """Python's garbage collections as ranges: ``gc.collect (generation N)``.
 
 While a profile records host activity, each collection the interpreter makes

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """Where a pip-installed CUDA keeps libcupti, for the core's GPU collector.
 
 PyTorch's CUDA wheels depend on NVIDIA's wheels, which put CUPTI under

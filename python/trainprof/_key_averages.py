@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``profile.key_averages()``: torch's ``EventList`` of ``FunctionEventAvg``
 over the cycle that closed last, its numbers from the C++ analysis
 (``trainprof::key_averages``: the run's raw data through the per-call walk,

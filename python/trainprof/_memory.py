@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``profile_memory``: what the memory holds, told to the core as tags.
 
 The analysis classes each allocation (memory_breakdown.csv, docs/OUTPUTS.md):

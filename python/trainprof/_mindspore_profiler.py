@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``trainprof.Profiler``: MindSpore's Profiler class, as its users write it.
 
 ``from mindspore import Profiler`` becomes ``from trainprof import Profiler``

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``with_modules``: the nn.Module hierarchy of every operator.
 
 Two global nn.Module hooks (torch's ``register_module_forward_pre_hook`` and

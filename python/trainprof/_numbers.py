@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """The flight recorder's check of the numbers: each step's loss (the tensor
 ``backward()`` is called on) and, when asked, the norm of the gradients
 before each optimizer step, reported to the C++ recorder, which dumps the

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``trainprof.record_function``: a named range of host time."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``python -m trainprof run [--options JSON] SCRIPT ARGS...``: an unmodified
 script (or ``-m MODULE``) run under a process-wide profile (_zero_code)."""
 

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """Python stack sampling while a profile records (``python_stack_sampling_ms``).
 
 The sampler is a thread of the extension (python/src/stack_sampler.cc): every

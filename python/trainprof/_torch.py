@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """Loads the torch collector (libtrainprof_torch.so) into this process.
 
 The collector registers LibTorch RecordFunction callbacks, so it must bind to

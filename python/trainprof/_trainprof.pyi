@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """Type stub of the C++ extension (python/src/trainprof_ext.cc): internal, use the trainprof package."""
 
 import enum

@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """Argument checks shared by the public API: each error names the parameter."""
 
 from __future__ import annotations

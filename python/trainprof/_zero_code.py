@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """Profiling an unmodified script: ``TRAINPROF_OPTIONS`` and ``python -m trainprof run``.
 
 Both take the JSON of ``TRAINPROF_OPTIONS`` (include/trainprof/env.h: the

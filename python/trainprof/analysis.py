@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``trainprof.analyse``: raw runs to the timeline and the tables (offline)."""
 
 from __future__ import annotations

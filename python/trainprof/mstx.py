@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """Markers and cross-thread ranges, as mindspore.profiler.mstx / torch_npu's mstx.
 
     trainprof.mstx.mark("checkpoint saved")

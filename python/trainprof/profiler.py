@@ -1,3 +1,4 @@
+# Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 """``trainprof.profile`` and its settings, with torch.profiler's and
 mindspore.profiler's names and meanings, on trainprof's C++ core.
 

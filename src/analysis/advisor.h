@@ -1,7 +1,7 @@
-// Copyright trainprof authors. The advisor: fixed rules over what one run's
-// analysis measured, each naming a problem, its evidence, what fixing it
-// is worth and the change to make. docs/ADVICE.md gives every rule's
-// threshold and why.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The advisor: fixed rules over what one run's analysis measured, each naming a
+// problem, its evidence, what fixing it is worth and the change to make.
+// docs/ADVICE.md gives every rule's threshold and why.
 //
 // The rules read plain facts (AdviceFacts), gathered by the pipeline from
 // the analysis it already made, so they cost nothing per event and can be

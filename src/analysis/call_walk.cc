@@ -1,4 +1,4 @@
-// Copyright trainprof authors.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 #include "analysis/call_walk.h"
 
 #include <algorithm>

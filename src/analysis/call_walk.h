@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The per-call walk: every range and operator
-// as one call, with its parent, its self time, the memory it allocated and
-// the GPU time it launched, itself and with what ran inside it.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The per-call walk: every range and operator as one call, with its parent, its
+// self time, the memory it allocated and the GPU time it launched, itself and
+// with what ran inside it.
 //
 // The tables of the analysis sum per key as they go (self_time.cc,
 // gpu_launches.cc); torch.profiler's events() and key_averages() need the

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The cluster pass: the ranks' summaries
-// (rank_summary.h) matched collective by collective, and the straggler named.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The cluster pass: the ranks' summaries (rank_summary.h) matched collective by
+// collective, and the straggler named.
 //
 // Every member of a group calls its collectives in the same order, so one
 // collective is the same (group, sequence) on every rank. A collective can

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. A job's critical path across ranks, and the
-// step re-timed with the straggler at the median, from the ranks' summaries
-// (analysis/rank_summary.h) after `trainprof cluster`.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A job's critical path across ranks, and the step re-timed with the straggler
+// at the median, from the ranks' summaries (analysis/rank_summary.h) after
+// `trainprof cluster`.
 //
 // In a step every rank works, then meets the others at a blocking
 // collective, which ends a transfer's time after the last member arrived.

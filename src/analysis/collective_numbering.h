@@ -1,5 +1,6 @@
-// Copyright trainprof authors. One numbering of each group's collectives on
-// every rank, whenever each rank started profiling.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// One numbering of each group's collectives on every rank, whenever each rank
+// started profiling.
 //
 // The cluster pass matches a collective across its members by (group,
 // sequence). MPI numbers them from the communicator's creation, so every

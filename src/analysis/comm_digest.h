@@ -1,7 +1,7 @@
-// Copyright trainprof authors. What the cluster's outputs keep of every
-// rank's communication timings (cluster.h, comm_timings), in a form that
-// adds up: made from any share of the timings, merged, and the same
-// whatever the shares.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the cluster's outputs keep of every rank's communication timings
+// (cluster.h, comm_timings), in a form that adds up: made from any share of the
+// timings, merged, and the same whatever the shares.
 //
 // At 10^5 ranks the timings are 10^7 or more; a pass spread over processes
 // (pipeline/cluster_digest_spread.h) keeps each process's where they were

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. analysis/critical_path.h.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// analysis/critical_path.h.
 #include "analysis/critical_path.h"
 
 #include <algorithm>

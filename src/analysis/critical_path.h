@@ -1,6 +1,6 @@
-// Copyright trainprof authors. The critical path of each step on one rank:
-// the chain of work that decided when the step ended, across the rank's
-// host threads and GPU streams.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The critical path of each step on one rank: the chain of work that decided
+// when the step ended, across the rank's host threads and GPU streams.
 //
 // It is found walking back from the step's end on the thread that ran the
 // step. On a host thread the work before a moment is the outermost range

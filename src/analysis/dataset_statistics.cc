@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Data pipeline statistics (dataset.csv).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Data pipeline statistics (dataset.csv).
 #include <algorithm>
 #include <map>
 #include <tuple>

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. fwdbwd links: autograd nodes to their forward ops.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// fwdbwd links: autograd nodes to their forward ops.
 #include <unordered_map>
 
 #include "analysis/passes.h"

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. GPU kernels, one row each (kernel_details.csv).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// GPU kernels, one row each (kernel_details.csv).
 #ifndef TRAINPROF_ANALYSIS_GPU_KERNELS_H_
 #define TRAINPROF_ANALYSIS_GPU_KERNELS_H_
 

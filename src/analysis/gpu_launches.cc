@@ -1,4 +1,4 @@
-// Copyright trainprof authors.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 #include "analysis/gpu_launches.h"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Which operator launched each GPU activity.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Which operator launched each GPU activity.
 //
 // A kernel, copy or set carries the correlation id of the runtime or driver
 // call that launched it (CUPTI), and that call ran on a host thread inside

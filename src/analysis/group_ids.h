@@ -1,7 +1,8 @@
-// Copyright trainprof authors. Communication group names numbered in the
-// order first seen, for the cluster pass's keys: keyed by name, each of the
-// 10^7 collective calls of 10^5 ranks would compare strings in an ordered
-// map; numbered, it hashes a number, and the names still give the order.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Communication group names numbered in the order first seen, for the cluster
+// pass's keys: keyed by name, each of the 10^7 collective calls of 10^5 ranks
+// would compare strings in an ordered map; numbered, it hashes a number, and
+// the names still give the order.
 #ifndef TRAINPROF_ANALYSIS_GROUP_IDS_H_
 #define TRAINPROF_ANALYSIS_GROUP_IDS_H_
 

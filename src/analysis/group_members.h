@@ -1,5 +1,6 @@
-// Copyright trainprof authors. A communication group's members, shared by
-// every rank summary that holds the same list.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A communication group's members, shared by every rank summary that holds the
+// same list.
 //
 // Each member of a group records the group's whole member list, so a group
 // of the world appears in every rank's summary: at 100,000 ranks that is

@@ -1,8 +1,8 @@
-// Copyright trainprof authors. The host_sys counters of a run (the host
-// sampler, src/collectors/system/host_sampler.h) as the four tables of
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The host_sys counters of a run (the host sampler,
+// src/collectors/system/host_sampler.h) as the four tables of
 // host_cpu_usage.csv, host_mem_usage.csv, host_disk_usage.csv and
-// host_network_usage.csv, and the steps in which the host was the
-// bottleneck.
+// host_network_usage.csv, and the steps in which the host was the bottleneck.
 #ifndef TRAINPROF_ANALYSIS_HOST_USAGE_H_
 #define TRAINPROF_ANALYSIS_HOST_USAGE_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. analysis/incident_report.h.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// analysis/incident_report.h.
 #include "analysis/incident_report.h"
 
 #include <algorithm>

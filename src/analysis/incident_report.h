@@ -1,7 +1,8 @@
-// Copyright trainprof authors. The flight recorder's incident of all ranks,
-// from their dumps: who announced it and why, which ranks dumped, and for a
-// job that stopped in a collective, the collective (group, sequence number)
-// some ranks entered and others did not, with the missing ranks' stacks.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The flight recorder's incident of all ranks, from their dumps: who announced
+// it and why, which ranks dumped, and for a job that stopped in a collective,
+// the collective (group, sequence number) some ranks entered and others did
+// not, with the missing ranks' stacks.
 //
 // Each dump says how far its rank got in each group's collectives (the last
 // entered, the last returned). Members call a group's collectives in the

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The memory passes (profile_memory): which
-// operator made each allocation, when it was freed, and the peak per step.
-// docs/OUTPUTS.md describes the outputs they feed.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The memory passes (profile_memory): which operator made each allocation, when
+// it was freed, and the peak per step. docs/OUTPUTS.md describes the outputs
+// they feed.
 #ifndef TRAINPROF_ANALYSIS_MEMORY_H_
 #define TRAINPROF_ANALYSIS_MEMORY_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. analysis/memory_breakdown.h.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// analysis/memory_breakdown.h.
 #include "analysis/memory_breakdown.h"
 
 #include <algorithm>

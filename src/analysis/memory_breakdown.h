@@ -1,6 +1,6 @@
-// Copyright trainprof authors. What the memory at each step's peak is, and
-// what grows from step to step (profile_memory; docs/OUTPUTS.md,
-// memory_breakdown.csv and memory_leaks.csv).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the memory at each step's peak is, and what grows from step to step
+// (profile_memory; docs/OUTPUTS.md, memory_breakdown.csv and memory_leaks.csv).
 //
 // Every allocation the run reported gets a class. One tagged (raw
 // MEMORY_TAG: the front end said what it holds) is a parameter, gradient,

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Per-name statistics of ranges and operators.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Per-name statistics of ranges and operators.
 #include <algorithm>
 #include <charconv>
 #include <map>

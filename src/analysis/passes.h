@@ -1,6 +1,7 @@
-// Copyright trainprof authors. Analysis passes over a TraceModel. Each pass
-// reads the model (step selection narrows it) and returns plain rows that the
-// exporters write; see docs/OUTPUTS.md for the meaning of every column.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Analysis passes over a TraceModel. Each pass reads the model (step selection
+// narrows it) and returns plain rows that the exporters write; see
+// docs/OUTPUTS.md for the meaning of every column.
 #ifndef TRAINPROF_ANALYSIS_PASSES_H_
 #define TRAINPROF_ANALYSIS_PASSES_H_
 

@@ -1,9 +1,9 @@
-// Copyright trainprof authors. What the critical path (analysis/
-// critical_path.h) and its what-if re-timing (analysis/what_if.h) read of a
-// run: each thread's outermost ranges and its times that are not the range
-// around them (waits for data, communication calls, calls blocked on the
-// device), each stream's activities in order, and each activity's launch.
-// Internal to those two.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the critical path (analysis/ critical_path.h) and its what-if re-timing
+// (analysis/what_if.h) read of a run: each thread's outermost ranges and its
+// times that are not the range around them (waits for data, communication
+// calls, calls blocked on the device), each stream's activities in order, and
+// each activity's launch. Internal to those two.
 #ifndef TRAINPROF_ANALYSIS_PATH_GRAPH_H_
 #define TRAINPROF_ANALYSIS_PATH_GRAPH_H_
 

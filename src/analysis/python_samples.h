@@ -1,6 +1,7 @@
-// Copyright trainprof authors. Python outside operators: which functions
-// spent the host time of a step that no operator or range covers, from the
-// stack samples of the Python package's sampler (TraceModel::stack_samples).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Python outside operators: which functions spent the host time of a step that
+// no operator or range covers, from the stack samples of the Python package's
+// sampler (TraceModel::stack_samples).
 //
 // A sample stands for the span since the sampler's previous look. Its
 // thread may have spent part of that span in operators (torch releases the

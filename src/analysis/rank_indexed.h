@@ -1,7 +1,8 @@
-// Copyright trainprof authors. A value per rank, kept by index: ranks are
-// small numbers, and at 10^5 ranks the cluster pass looks a rank's entry up
-// once per rank and operation (10^7 times), where a hash lookup missed the
-// cache at every step. Ranks outside [0, kIndexedRanks) go to a map.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A value per rank, kept by index: ranks are small numbers, and at 10^5 ranks
+// the cluster pass looks a rank's entry up once per rank and operation (10^7
+// times), where a hash lookup missed the cache at every step. Ranks outside [0,
+// kIndexedRanks) go to a map.
 #ifndef TRAINPROF_ANALYSIS_RANK_INDEXED_H_
 #define TRAINPROF_ANALYSIS_RANK_INDEXED_H_
 

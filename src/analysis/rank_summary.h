@@ -1,5 +1,6 @@
-// Copyright trainprof authors. What the cluster analysis needs of one rank:
-// its steps' breakdown and its collectives, on the wall clock.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the cluster analysis needs of one rank: its steps' breakdown and its
+// collectives, on the wall clock.
 //
 // The per-rank analysis writes it as PROFILER_OUTPUT/rank_summary.json when
 // the run recorded communication; the cluster pass reads one per rank and

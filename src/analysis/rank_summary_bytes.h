@@ -1,5 +1,6 @@
-// Copyright trainprof authors. A RankSummary (rank_summary.h) as bytes, to
-// move between the processes of a distributed cluster pass.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A RankSummary (rank_summary.h) as bytes, to move between the processes of a
+// distributed cluster pass.
 //
 // Not a file format: both ends are the same build of trainprof, in one job.
 // Little-endian fixed-width numbers and length-prefixed strings, the run

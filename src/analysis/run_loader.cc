@@ -1,5 +1,6 @@
-// Copyright trainprof authors. RunLoader's second pass (analysis/run_loader.h):
-// the slices, window by window. The first is in run_scan.cc.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// RunLoader's second pass (analysis/run_loader.h): the slices, window by
+// window. The first is in run_scan.cc.
 #include "analysis/run_loader.h"
 
 #include <algorithm>

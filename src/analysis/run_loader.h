@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Loading a run window by window, so that the
-// analysis holds the slices of a few windows of time, not of the whole run.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Loading a run window by window, so that the analysis holds the slices of a
+// few windows of time, not of the whole run.
 //
 // Pass 1 (scan) reads every raw file once and keeps what is small: strings,
 // slice keys, steps, marks, counters, async ranges, data stages, memory

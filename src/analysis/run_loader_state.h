@@ -1,6 +1,6 @@
-// Copyright trainprof authors. What the two passes of RunLoader share
-// (analysis/run_loader.h): run_scan.cc fills it, run_loader.cc reads it.
-// Internal to those two files.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the two passes of RunLoader share (analysis/run_loader.h): run_scan.cc
+// fills it, run_loader.cc reads it. Internal to those two files.
 #ifndef TRAINPROF_ANALYSIS_RUN_LOADER_STATE_H_
 #define TRAINPROF_ANALYSIS_RUN_LOADER_STATE_H_
 

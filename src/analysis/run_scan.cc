@@ -1,5 +1,6 @@
-// Copyright trainprof authors. RunLoader's first pass (analysis/run_loader.h):
-// the scan, and the plan of windows it makes possible.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// RunLoader's first pass (analysis/run_loader.h): the scan, and the plan of
+// windows it makes possible.
 #include <algorithm>
 #include <bit>
 #include <charconv>

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Self time: what a range spent outside its children.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Self time: what a range spent outside its children.
 #include <algorithm>
 #include <string>
 

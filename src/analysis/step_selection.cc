@@ -1,4 +1,5 @@
-// Copyright trainprof authors. --steps / step_list: narrow the model to steps.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// --steps / step_list: narrow the model to steps.
 //
 // Called after the scan: the events it read whole (counters, marks, data
 // stages, memory, GPU activity, operator links) are narrowed here; the

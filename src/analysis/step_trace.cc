@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Step-time breakdown (step_trace_time.csv).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Step-time breakdown (step_trace_time.csv).
 //
 // Per step window, with C the union of operator and range intervals on every
 // thread, B the union of blocking communication calls (calls, posts, waits),

@@ -1,5 +1,5 @@
-// Copyright trainprof authors. Native call stacks (with_stack), symbolized at
-// analysis time.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Native call stacks (with_stack), symbolized at analysis time.
 //
 // The collector records each frame as "module path+0xoffset" (offset from
 // the module's load address, so the text does not depend on where the

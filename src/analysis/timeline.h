@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Timeline order: how slices are laid out for
-// every pass and exporter that needs time order.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Timeline order: how slices are laid out for every pass and exporter that
+// needs time order.
 //
 // A slice comes before another when it starts earlier; on equal starts the
 // longer one (the parent) first, so that viewers see parents before their

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The analysis model: one run's events, columnar
-// enough to sort and scan, with names interned once.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The analysis model: one run's events, columnar enough to sort and scan, with
+// names interned once.
 #ifndef TRAINPROF_ANALYSIS_TRACE_MODEL_H_
 #define TRAINPROF_ANALYSIS_TRACE_MODEL_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. analysis/what_if.h.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// analysis/what_if.h.
 #include "analysis/what_if.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. What-if estimates: each step re-timed through
-// the dependencies the critical path follows (analysis/critical_path.h), with
-// some work made shorter, to say what a change is worth before it is made.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What-if estimates: each step re-timed through the dependencies the critical
+// path follows (analysis/critical_path.h), with some work made shorter, to say
+// what a change is worth before it is made.
 //
 // The step's events are replayed in their recorded order. A piece of a
 // host thread (an outermost range, a wait for data, a communication call,

@@ -1,8 +1,8 @@
-// Copyright trainprof authors. Numbers and strings appended to bytes and
-// read back, for messages between the processes of one job (the same build
-// at both ends: native byte order, fixed widths, strings length-first).
-// Every read checks what is left, so damaged bytes fail a read rather than
-// read out of bounds.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Numbers and strings appended to bytes and read back, for messages between the
+// processes of one job (the same build at both ends: native byte order, fixed
+// widths, strings length-first). Every read checks what is left, so damaged
+// bytes fail a read rather than read out of bounds.
 #ifndef TRAINPROF_BASE_BYTE_BUFFER_H_
 #define TRAINPROF_BASE_BYTE_BUFFER_H_
 

@@ -1,4 +1,4 @@
-// Copyright trainprof authors.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 #ifndef TRAINPROF_BASE_CLOSE_NAMES_H_
 #define TRAINPROF_BASE_CLOSE_NAMES_H_
 

@@ -1,6 +1,6 @@
-// Copyright trainprof authors. Parsing JSON text that comes from outside the
-// library (add_metadata_json, TRAINPROF_OPTIONS, files of a run): never
-// throws, and refuses deep nesting.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Parsing JSON text that comes from outside the library (add_metadata_json,
+// TRAINPROF_OPTIONS, files of a run): never throws, and refuses deep nesting.
 #ifndef TRAINPROF_BASE_JSON_LIMITS_H_
 #define TRAINPROF_BASE_JSON_LIMITS_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Diagnostics on stderr, prefixed "[trainprof]".
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Diagnostics on stderr, prefixed "[trainprof]".
 //
 // The profiler reports misuse and failures here instead of throwing into the
 // training loop. TRAINPROF_LOG_LEVEL=error|warning|info|debug sets the level

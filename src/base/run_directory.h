@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Where a run goes and who recorded it.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Where a run goes and who recorded it.
 #ifndef TRAINPROF_BASE_RUN_DIRECTORY_H_
 #define TRAINPROF_BASE_RUN_DIRECTORY_H_
 

@@ -1,4 +1,4 @@
-// Copyright trainprof authors.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 #include "base/safe_file.h"
 
 #include <dirent.h>

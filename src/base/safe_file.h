@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Files created and opened without following a
-// planted path (docs/ARCHITECTURE.md, "Files and locks").
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Files created and opened without following a planted path
+// (docs/ARCHITECTURE.md, "Files and locks").
 //
 // Every file the profiler or the analyser creates is created relative to a
 // directory descriptor opened O_DIRECTORY|O_NOFOLLOW, under a fresh temporary

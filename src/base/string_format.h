@@ -1,6 +1,7 @@
-// Copyright trainprof authors. printf into a std::string: the reports and
-// findings are lines of numbers, and the format attribute has the compiler
-// check every call's arguments (a variadic template would lose that).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// printf into a std::string: the reports and findings are lines of numbers, and
+// the format attribute has the compiler check every call's arguments (a
+// variadic template would lose that).
 #ifndef TRAINPROF_BASE_STRING_FORMAT_H_
 #define TRAINPROF_BASE_STRING_FORMAT_H_
 

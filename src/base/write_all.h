@@ -1,4 +1,5 @@
-// Copyright trainprof authors. write(2) until done.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// write(2) until done.
 #ifndef TRAINPROF_BASE_WRITE_ALL_H_
 #define TRAINPROF_BASE_WRITE_ALL_H_
 

@@ -1,4 +1,4 @@
-// Copyright trainprof authors.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 #include "core/analysis_hook.h"
 
 #include <atomic>

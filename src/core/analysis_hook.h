@@ -1,7 +1,8 @@
-// Copyright trainprof authors. How collection reaches the analysis without
-// depending on it: the pipeline layer registers its entry point when the
-// library loads, as collectors register theirs (core/collector.h), and a
-// profiler that analyses its closed runs calls through it.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// How collection reaches the analysis without depending on it: the pipeline
+// layer registers its entry point when the library loads, as collectors
+// register theirs (core/collector.h), and a profiler that analyses its closed
+// runs calls through it.
 #ifndef TRAINPROF_CORE_ANALYSIS_HOOK_H_
 #define TRAINPROF_CORE_ANALYSIS_HOOK_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The bounded pool of buffer blocks.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The bounded pool of buffer blocks.
 //
 // The pool never returns memory to the system (blocks are reused by later
 // sessions). Memory is taken as it is needed, a megabyte at a time and

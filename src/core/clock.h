@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Timestamps: TSC ticks where the TSC is
-// invariant, CLOCK_MONOTONIC nanoseconds elsewhere.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Timestamps: TSC ticks where the TSC is invariant, CLOCK_MONOTONIC nanoseconds
+// elsewhere.
 //
 // Events store raw ticks (one rdtsc, ~10 ns here). Raw files carry anchors
 // (ticks, monotonic ns, realtime ns) taken at open and at every flush; the

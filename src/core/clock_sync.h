@@ -1,5 +1,6 @@
-// Copyright trainprof authors. How this process' wall clock relates to a
-// reference rank's (clock alignment across ranks).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// How this process' wall clock relates to a reference rank's (clock alignment
+// across ranks).
 //
 // A communication layer (libtrainprof_mpi) measures the offset at start and
 // at stop with ping-pongs to the reference rank and adds each measurement

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Collectors: optional sources of events that
-// live in their own libraries (LibTorch operators, later CUPTI, MPI).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Collectors: optional sources of events that live in their own libraries
+// (LibTorch operators, later CUPTI, MPI).
 //
 // A collector registers itself once, from its library's load-time
 // constructor; the session starts it right after recording is turned on and

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. core/comm_progress.h: a fixed table under a
-// lock, so that noting a collective never allocates.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// core/comm_progress.h: a fixed table under a lock, so that noting a collective
+// never allocates.
 #include "core/comm_progress.h"
 
 #include <array>

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. How far this process got in each group's
-// collectives: the last one it entered and the last one that returned.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// How far this process got in each group's collectives: the last one it entered
+// and the last one that returned.
 //
 // When a job hangs, the ranks blocked in a collective have entered it and
 // the rank that never came has not: comparing what each rank entered names

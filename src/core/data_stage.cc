@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Data pipeline stages (trainprof/dataset.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Data pipeline stages (trainprof/dataset.h).
 //
 // The switch is a collector of the core: the session starts it with the
 // options, so DataStage records only while a session with data_process is

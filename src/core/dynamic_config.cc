@@ -1,5 +1,6 @@
-// Copyright trainprof authors. profiler_config.json: the text a user edits to
-// start and stop collection of a running job (include/trainprof/dynamic.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// profiler_config.json: the text a user edits to start and stop collection of a
+// running job (include/trainprof/dynamic.h).
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The thread that watches profiler_config.json
-// for a DynamicSchedule (include/trainprof/dynamic.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The thread that watches profiler_config.json for a DynamicSchedule
+// (include/trainprof/dynamic.h).
 //
 // Every poll interval it stats the file (size, times, inode: no read when
 // nothing changed). A changed file is read once it has stayed the same for

@@ -1,6 +1,6 @@
-// Copyright trainprof authors. DynamicSchedule and DynamicProfilerMonitor
-// (include/trainprof/dynamic.h): which steps the edited config asks for, and
-// a Profiler that records them.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// DynamicSchedule and DynamicProfilerMonitor (include/trainprof/dynamic.h):
+// which steps the edited config asks for, and a Profiler that records them.
 #include <exception>
 #include <stdexcept>
 #include <string>

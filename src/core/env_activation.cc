@@ -1,4 +1,5 @@
-// Copyright trainprof authors. TRAINPROF_OPTIONS: profiling without code changes.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// TRAINPROF_OPTIONS: profiling without code changes.
 #include <cstdlib>
 #include <exception>
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The in-memory event record and the buffer block.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The in-memory event record and the buffer block.
 //
 // Tracy-style: a fixed 32-byte record written by one thread into its own
 // block; the flusher turns records into the compact raw encoding.

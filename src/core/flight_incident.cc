@@ -1,4 +1,5 @@
-// Copyright trainprof authors. core/flight_incident.h.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// core/flight_incident.h.
 #include "core/flight_incident.h"
 
 #include <dirent.h>

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Where the flight recorders of a job's ranks
-// meet, so that when one of them dumps, every rank dumps the same steps.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Where the flight recorders of a job's ranks meet, so that when one of them
+// dumps, every rank dumps the same steps.
 //
 // They meet through files under the recorders' output_path, which every
 // rank must see (one machine, or a shared file system, as the runs of

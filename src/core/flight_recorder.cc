@@ -1,7 +1,7 @@
-// Copyright trainprof authors. The flight recorder
-// (include/trainprof/flight_recorder.h): a ring session (core/session.h),
-// the slow-step trigger, and a thread that writes and analyses dumps so
-// that step() never waits for one.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The flight recorder (include/trainprof/flight_recorder.h): a ring session
+// (core/session.h), the slow-step trigger, and a thread that writes and
+// analyses dumps so that step() never waits for one.
 #include "trainprof/flight_recorder.h"
 
 #include <fcntl.h>

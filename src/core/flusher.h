@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The one background thread that writes raw data.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The one background thread that writes raw data.
 //
 // It sleeps on an eventfd and wakes when a block fills, when a command comes
 // (open, flush, close), when a signal handler asks for a flush, or when the

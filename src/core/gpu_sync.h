@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Waiting for the GPU (sync_enable).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Waiting for the GPU (sync_enable).
 //
 // ProfilerOptions::sync_enable ends each outermost framework operator only
 // when the GPU has finished what the calling thread's CUDA context queued,

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Markers, async ranges, counters, thread names.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Markers, async ranges, counters, thread names.
 #include <atomic>
 #include <bit>
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. String interning for runtime names.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// String interning for runtime names.
 //
 // Events carry `const char*` names that live for the whole process: string
 // literals, or pointers returned by intern(). The flusher maps each pointer to

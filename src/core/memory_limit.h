@@ -1,4 +1,5 @@
-// Copyright trainprof authors. How much memory the event buffers may take.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// How much memory the event buffers may take.
 //
 // buffer_mb is what the user asks for; the buffers never take more than a
 // share of what this process may still use, so that a large buffer_mb cannot

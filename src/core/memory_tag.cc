@@ -1,4 +1,5 @@
-// Copyright trainprof authors. include/trainprof/memory.h.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// include/trainprof/memory.h.
 #include "core/recorder.h"
 #include "raw/format.h"
 #include "trainprof/memory.h"

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. A metrics endpoint for Prometheus: a
-// listening socket and a thread of its own that answers
-// `GET /metrics` with the text a callback makes, and anything else with 404.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A metrics endpoint for Prometheus: a listening socket and a thread of its own
+// that answers `GET /metrics` with the text a callback makes, and anything else
+// with 404.
 //
 // It binds to 127.0.0.1 unless told otherwise: the metrics then leave the
 // machine only through a scraper on it (or a tunnel someone set up on

@@ -1,8 +1,9 @@
-// Copyright trainprof authors. The one table of ProfilerOptions' options:
-// for each, its JSON name (TRAINPROF_OPTIONS, profiler_info.json
-// "options"), type, range or values, whether the dynamic profiler's
-// profiler_config.json sets it, where the Python API sets it, a line of
-// documentation, and how it is read from and written to JSON.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The one table of ProfilerOptions' options: for each, its JSON name
+// (TRAINPROF_OPTIONS, profiler_info.json "options"), type, range or values,
+// whether the dynamic profiler's profiler_config.json sets it, where the Python
+// API sets it, a line of documentation, and how it is read from and written to
+// JSON.
 //
 // Made from it: the TRAINPROF_OPTIONS parser and options_to_json
 // (core/options.cc), option_list() and so `trainprof options` and the

@@ -1,5 +1,5 @@
-// Copyright trainprof authors. ProfilerOptions <-> JSON (profiler_info.json,
-// TRAINPROF_OPTIONS).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// ProfilerOptions <-> JSON (profiler_info.json, TRAINPROF_OPTIONS).
 #ifndef TRAINPROF_CORE_OPTIONS_JSON_H_
 #define TRAINPROF_CORE_OPTIONS_JSON_H_
 

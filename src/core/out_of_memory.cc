@@ -1,4 +1,5 @@
-// Copyright trainprof authors. core/out_of_memory.h.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// core/out_of_memory.h.
 #include "core/out_of_memory.h"
 
 #include <atomic>

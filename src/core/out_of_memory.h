@@ -1,6 +1,7 @@
-// Copyright trainprof authors. An allocation that failed, as the collectors
-// see it (the LibTorch collector: c10's CPU allocator failing, or CUDA's
-// caching allocator reporting out of memory to the profiler).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// An allocation that failed, as the collectors see it (the LibTorch collector:
+// c10's CPU allocator failing, or CUDA's caching allocator reporting out of
+// memory to the profiler).
 //
 // While a run records, it is a MEMORY event with the failed-allocation flag
 // (docs/FORMAT.md: bytes requested, address 0), and everything recorded so

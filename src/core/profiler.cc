@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Profiler: the control state machine.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Profiler: the control state machine.
 //
 // Transitions follow torch.profiler's schedule actions: a run directory is open
 // while the schedule's action is Record or RecordAndSave; leaving a recording

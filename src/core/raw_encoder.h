@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Encodes in-memory events into raw-format chunks.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Encodes in-memory events into raw-format chunks.
 //
 // Owned by the flusher thread (not thread-safe). Names are mapped from their
 // process-lifetime pointers to string-table ids; a chunk of new strings is

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The recording side: per-thread buffers.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The recording side: per-thread buffers.
 //
 // Each recording thread owns one current Block (a thread_local pointer). The
 // fast path writes a 32-byte Event and bumps the block's `committed` index. A

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Schedule semantics: torch.profiler's (skip_first,
-// then cycles of wait, warmup, active; repeat 0: cycles until the end).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Schedule semantics: torch.profiler's (skip_first, then cycles of wait,
+// warmup, active; repeat 0: cycles until the end).
 #include <stdexcept>
 #include <string>
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Session: one open run directory.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Session: one open run directory.
 //
 // Opening a session creates {output_path}/{prefix}_{timestamp}_trainprof/ with
 // raw/ and profiler_info.json, hands the raw file to the flusher and turns

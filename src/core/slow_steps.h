@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The flight recorder's slow-step trigger: which
-// steps are slow, which of them make a dump, and what its reason says.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The flight recorder's slow-step trigger: which steps are slow, which of them
+// make a dump, and what its reason says.
 //
 // A step is slow when it takes more than `factor` times the median of the
 // last `window` steps. Consecutive slow steps are one incident (a burst):

@@ -1,8 +1,9 @@
-// Copyright trainprof authors. Per-step health, without a trace: how long
-// each step took, how much of it the training loop waited for data, spent
-// in communication calls, and how much CPU the process used, kept for the
-// last steps and summed, for the flight recorder's dumps (step_health.csv)
-// and for monitoring systems (Prometheus' text format).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Per-step health, without a trace: how long each step took, how much of it the
+// training loop waited for data, spent in communication calls, and how much CPU
+// the process used, kept for the last steps and summed, for the flight
+// recorder's dumps (step_health.csv) and for monitoring systems (Prometheus'
+// text format).
 #ifndef TRAINPROF_CORE_STEP_HEALTH_H_
 #define TRAINPROF_CORE_STEP_HEALTH_H_
 

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. Every thread's native stack, taken from
-// another thread of the process: what a hang's dump shows of where each
-// thread is stuck (a collective in a communication library, a lock, I/O).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Every thread's native stack, taken from another thread of the process: what a
+// hang's dump shows of where each thread is stuck (a collective in a
+// communication library, a lock, I/O).
 //
 // Each thread is sent a signal in turn; its handler writes the thread's
 // backtrace (glibc's backtrace(), symbols from the dynamic symbol tables:

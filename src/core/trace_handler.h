@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The callable behind trainprof::trace_handler().
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The callable behind trainprof::trace_handler().
 //
 // A Profiler whose on_trace_ready holds a TraceHandler writes its runs into
 // the handler's directory with the handler's worker name (the constructor

@@ -1,4 +1,4 @@
-// Copyright trainprof authors.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 //
 // Events are written in time order (longest first on equal start, so parents
 // precede children) with ts/dur in microseconds relative to

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. trace_view.json: Chrome trace JSON in Kineto's
-// schema (docs/OUTPUTS.md), streamed with a size limit.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// trace_view.json: Chrome trace JSON in Kineto's schema (docs/OUTPUTS.md),
+// streamed with a size limit.
 #ifndef TRAINPROF_EXPORTER_CHROME_TRACE_H_
 #define TRAINPROF_EXPORTER_CHROME_TRACE_H_
 

@@ -1,8 +1,9 @@
-// Copyright trainprof authors. cluster_analysis_output/trainprof.db: the
-// cluster pass's full tables as a SQLite database (docs/DB_SCHEMA.md,
-// "Cluster"): every rank's steps, every rank's part in every collective and
-// transfer with its wait, each collective matched across its group, every
-// link, and each rank's waiting, indexed by collective and by rank.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// cluster_analysis_output/trainprof.db: the cluster pass's full tables as a
+// SQLite database (docs/DB_SCHEMA.md, "Cluster"): every rank's steps, every
+// rank's part in every collective and transfer with its wait, each collective
+// matched across its group, every link, and each rank's waiting, indexed by
+// collective and by rank.
 //
 // These are the tables the JSON outputs cannot hold at scale (about 1.1 KB
 // a rank and operation there, against some 60 bytes a row here): the JSON

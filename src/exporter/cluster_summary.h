@@ -1,6 +1,7 @@
-// Copyright trainprof authors. cluster_communication_summary.json: the
-// cluster's communication at any scale, in a size that grows with the
-// groups, not with ranks x operations (docs/OUTPUTS.md):
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// cluster_communication_summary.json: the cluster's communication at any scale,
+// in a size that grows with the groups, not with ranks x operations
+// (docs/OUTPUTS.md):
 //
 // - per group and operation: how many collectives (or transfers), the bytes,
 //   and the distribution over every rank's part (minimum, median, 90th and

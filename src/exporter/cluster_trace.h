@@ -1,7 +1,7 @@
-// Copyright trainprof authors. cluster_trace_view.json: every rank's
-// communication on one timeline (Chrome trace event format, as trace_view.json),
-// rank 0's clock, with flows between the matched operations of different
-// ranks.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// cluster_trace_view.json: every rank's communication on one timeline (Chrome
+// trace event format, as trace_view.json), rank 0's clock, with flows between
+// the matched operations of different ranks.
 //
 // One process per rank ("rank N (host)"), one track "Communication": each
 // collective and transfer a slice (args: group, sequence, bytes, wait and

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. Communication tables in MindSpore's and
-// msprof-analyze's schema (docs/OUTPUTS.md), from the cluster
-// pass's timings (analysis/cluster.h): a rank's part in each collective and
-// transfer, with the wait that only every rank's data together can tell.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Communication tables in MindSpore's and msprof-analyze's schema
+// (docs/OUTPUTS.md), from the cluster pass's timings (analysis/cluster.h): a
+// rank's part in each collective and transfer, with the wait that only every
+// rank's data together can tell.
 //
 // Operations are keyed "<operation>_<sequence>@<group>": a collective's
 // sequence is the same on every member, so the key names one collective on

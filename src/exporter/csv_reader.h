@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Reads back the CSV files the exporters write
-// (RFC 4180: quoted fields may hold commas, quotes and line breaks).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Reads back the CSV files the exporters write (RFC 4180: quoted fields may
+// hold commas, quotes and line breaks).
 #ifndef TRAINPROF_EXPORTER_CSV_READER_H_
 #define TRAINPROF_EXPORTER_CSV_READER_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The CSV deliverables (docs/OUTPUTS.md).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The CSV deliverables (docs/OUTPUTS.md).
 #ifndef TRAINPROF_EXPORTER_CSV_TABLES_H_
 #define TRAINPROF_EXPORTER_CSV_TABLES_H_
 

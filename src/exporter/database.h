@@ -1,5 +1,6 @@
-// Copyright trainprof authors. PROFILER_OUTPUT/trainprof.db: one run's
-// analysis as a SQLite database (export type "db"; docs/DB_SCHEMA.md).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// PROFILER_OUTPUT/trainprof.db: one run's analysis as a SQLite database (export
+// type "db"; docs/DB_SCHEMA.md).
 //
 // Fed like the timeline: slices window by window, then the rest at the end,
 // all in one transaction with prepared statements. The file is made under a

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. What the timeline writers and the database
-// share about GPU activities (CUPTI, TraceModel::gpu): Kineto's category of
-// each and the call that launched each activity. (What runs on a device is
-// analysis::is_device_activity, a kernel's geometry analysis::kernel_geometry.)
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// What the timeline writers and the database share about GPU activities (CUPTI,
+// TraceModel::gpu): Kineto's category of each and the call that launched each
+// activity. (What runs on a device is analysis::is_device_activity, a kernel's
+// geometry analysis::kernel_geometry.)
 #ifndef TRAINPROF_EXPORTER_GPU_ACTIVITY_H_
 #define TRAINPROF_EXPORTER_GPU_ACTIVITY_H_
 

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. report.html (trainprof::write_report): one
-// self-contained page per PATH, built from the analysed runs' outputs.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// report.html (trainprof::write_report): one self-contained page per PATH,
+// built from the analysed runs' outputs.
 //
 // Everything is inline (CSS, SVG charts, a few lines of script that sort the
 // tables), so the page opens anywhere without a network. The tables show the

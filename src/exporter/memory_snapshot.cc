@@ -1,4 +1,5 @@
-// Copyright trainprof authors. exporter/memory_snapshot.h.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// exporter/memory_snapshot.h.
 #include "exporter/memory_snapshot.h"
 
 #include <algorithm>

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. The run's memory in the format of torch's
-// allocator snapshot (torch.cuda.memory._snapshot()), so that the viewer
-// users know (pytorch.org/memory_viz) and torch's own tools
-// (python -m torch.cuda._memory_viz trace|segments|memory|segsum) open it:
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The run's memory in the format of torch's allocator snapshot
+// (torch.cuda.memory._snapshot()), so that the viewer users know
+// (pytorch.org/memory_viz) and torch's own tools (python -m
+// torch.cuda._memory_viz trace|segments|memory|segsum) open it:
 // memory_snapshot.pickle (docs/OUTPUTS.md says what maps and what does not).
 //
 // device_traces: one list per device, CUDA devices at their index and the

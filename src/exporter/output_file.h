@@ -1,10 +1,10 @@
-// Copyright trainprof authors. A buffered output file written under a
-// temporary name and renamed into place on commit() (exchanged with an
-// earlier output, then that is removed), so a reader never sees a
-// half-written output and a failed analysis leaves the previous one intact.
-// Both names are relative to the output directory's descriptor, and the
-// temporary name is fresh (base/safe_file.h): a planted symlink is never
-// written through.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A buffered output file written under a temporary name and renamed into place
+// on commit() (exchanged with an earlier output, then that is removed), so a
+// reader never sees a half-written output and a failed analysis leaves the
+// previous one intact. Both names are relative to the output directory's
+// descriptor, and the temporary name is fresh (base/safe_file.h): a planted
+// symlink is never written through.
 #ifndef TRAINPROF_EXPORTER_OUTPUT_FILE_H_
 #define TRAINPROF_EXPORTER_OUTPUT_FILE_H_
 

@@ -1,8 +1,9 @@
-// Copyright trainprof authors. The protobuf encoding of Perfetto's trace
-// format, as much as trainprof's traces use (trace_view.pftrace,
-// cluster_trace_view.pftrace): varints and length-delimited fields written by
-// hand, and the field numbers of perfetto/trace/trace_packet.proto,
-// track_event/track_event.proto, track_descriptor.proto and their parts.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The protobuf encoding of Perfetto's trace format, as much as trainprof's
+// traces use (trace_view.pftrace, cluster_trace_view.pftrace): varints and
+// length-delimited fields written by hand, and the field numbers of
+// perfetto/trace/trace_packet.proto, track_event/track_event.proto,
+// track_descriptor.proto and their parts.
 #ifndef TRAINPROF_EXPORTER_PERFETTO_PROTO_H_
 #define TRAINPROF_EXPORTER_PERFETTO_PROTO_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. trace_view.pftrace (perfetto_trace.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// trace_view.pftrace (perfetto_trace.h).
 //
 // Protobuf is written by hand: the few messages used here are encoded
 // field by field (varints, length-delimited submessages), the slice packets,

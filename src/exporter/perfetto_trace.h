@@ -1,7 +1,7 @@
-// Copyright trainprof authors. trace_view.pftrace: the timeline as a
-// Perfetto protobuf trace (Trace of TracePackets, perfetto/trace/*.proto),
-// streamed window by window beside or instead of trace_view.json, with no
-// size limit.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// trace_view.pftrace: the timeline as a Perfetto protobuf trace (Trace of
+// TracePackets, perfetto/trace/*.proto), streamed window by window beside or
+// instead of trace_view.json, with no size limit.
 //
 // Layout (docs/OUTPUTS.md): a track descriptor for the process and one per
 // thread; each thread's slices on a packet sequence of its own, as

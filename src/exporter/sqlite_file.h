@@ -1,6 +1,7 @@
-// Copyright trainprof authors. A SQLite database written the safe way, and
-// its prepared statements: what trainprof.db of a run (database.h) and of a
-// cluster (cluster_database.h) share.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A SQLite database written the safe way, and its prepared statements: what
+// trainprof.db of a run (database.h) and of a cluster (cluster_database.h)
+// share.
 //
 // The file is made fresh under a random name in the output directory
 // (O_EXCL, no symlink followed; base/safe_file.h), which SQLite then opens

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Escaping and number formatting shared by the
-// exporters: every string is escaped, so outputs are always valid JSON / CSV.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Escaping and number formatting shared by the exporters: every string is
+// escaped, so outputs are always valid JSON / CSV.
 #ifndef TRAINPROF_EXPORTER_TEXT_FORMAT_H_
 #define TRAINPROF_EXPORTER_TEXT_FORMAT_H_
 

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. `trainprof advise`: the findings of each
-// run's analysis (profiler_info.json's "advice") and of the cluster pass
-// (cluster_analysis.json's), merged per rule and ranked.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// `trainprof advise`: the findings of each run's analysis (profiler_info.json's
+// "advice") and of the cluster pass (cluster_analysis.json's), merged per rule
+// and ranked.
 #include <fcntl.h>
 
 #include <algorithm>

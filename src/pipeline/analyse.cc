@@ -1,7 +1,8 @@
-// Copyright trainprof authors. The analysis driver: finds runs, analyses each
-// in a worker process (at most max_workers at once), collects the results.
-// One run's analysis: under its lock, the scan, the outputs
-// (pipeline/run_outputs.h), its profiler_info.json (pipeline/run_info.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The analysis driver: finds runs, analyses each in a worker process (at most
+// max_workers at once), collects the results. One run's analysis: under its
+// lock, the scan, the outputs (pipeline/run_outputs.h), its profiler_info.json
+// (pipeline/run_info.h).
 #include "trainprof/analyse.h"
 
 #include <dirent.h>

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. call_events (include/trainprof/call_events.h):
-// the run loaded window by window through the per-call walk, each call kept
-// as it closes, then put in start order with its links renumbered.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// call_events (include/trainprof/call_events.h): the run loaded window by
+// window through the per-call walk, each call kept as it closes, then put in
+// start order with its links renumbered.
 #include "trainprof/call_events.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The cluster outputs' digest of every rank's
-// communication timings (analysis/comm_digest.h) made over the processes
-// of a ClusterExchange, the timings staying where they were made:
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The cluster outputs' digest of every rank's communication timings
+// (analysis/comm_digest.h) made over the processes of a ClusterExchange, the
+// timings staying where they were made:
 //   1. each process sends each collective's part (analysis::CollectivePart:
 //      the row over its members among this process's ranks, with their
 //      latest arrivals) to the owner of its (group, sequence) (process 0's

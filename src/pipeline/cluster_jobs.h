@@ -1,6 +1,6 @@
-// Copyright trainprof authors. Which job the cluster pass analyses when one
-// directory holds the runs of several (each run records its launcher's job
-// id: base::detect_job).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Which job the cluster pass analyses when one directory holds the runs of
+// several (each run records its launcher's job id: base::detect_job).
 //
 // Runs of two jobs must never be merged: two jobs of one world size whose
 // runs do not overlap in time would pass for a schedule's cycles, and their

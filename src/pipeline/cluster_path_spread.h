@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The job's critical path and the straggler's
-// what-if (analysis/cluster_path.h) walked over the processes of a
-// ClusterExchange (include/trainprof/cluster_exchange.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The job's critical path and the straggler's what-if (analysis/cluster_path.h)
+// walked over the processes of a ClusterExchange
+// (include/trainprof/cluster_exchange.h).
 //
 // Each step's path and replay read that step alone: its ranks' spans and
 // their blocking collectives in it. So each step is walked where it is

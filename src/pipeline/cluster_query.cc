@@ -1,5 +1,6 @@
-// Copyright trainprof authors. trainprof::query_cluster_database: a query
-// on a cluster's trainprof.db with its parts joined (`trainprof sql`).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// trainprof::query_cluster_database: a query on a cluster's trainprof.db with
+// its parts joined (`trainprof sql`).
 #include <sqlite3.h>
 
 #include <filesystem>

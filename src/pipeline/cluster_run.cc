@@ -1,6 +1,6 @@
-// Copyright trainprof authors. trainprof::cluster: the ranks' runs found and
-// analysed, their summaries read and merged per rank, the cluster pass, and
-// cluster_analysis_output/ written.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// trainprof::cluster: the ranks' runs found and analysed, their summaries read
+// and merged per rank, the cluster pass, and cluster_analysis_output/ written.
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The cluster pass's matching spread over the
-// processes of a ClusterExchange (include/trainprof/cluster_exchange.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The cluster pass's matching spread over the processes of a ClusterExchange
+// (include/trainprof/cluster_exchange.h).
 //
 // Each process holds the summaries of its own ranks (rank % processes).
 // Collectives are matched where they are sent, not where their ranks are:

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. key_averages (include/trainprof/key_averages.h):
-// the run loaded window by window through the per-call walk only, each call
-// summed into its slice key as it closes, then the keys grouped as asked.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// key_averages (include/trainprof/key_averages.h): the run loaded window by
+// window through the per-call walk only, each call summed into its slice key as
+// it closes, then the keys grouped as asked.
 #include "trainprof/key_averages.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. The advisor's findings for one analysed run:
-// its facts gathered from what the analysis computed (analysis/advisor.h),
-// as the "advice" array of the output's profiler_info.json.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The advisor's findings for one analysed run: its facts gathered from what the
+// analysis computed (analysis/advisor.h), as the "advice" array of the output's
+// profiler_info.json.
 #ifndef TRAINPROF_PIPELINE_RUN_ADVICE_H_
 #define TRAINPROF_PIPELINE_RUN_ADVICE_H_
 

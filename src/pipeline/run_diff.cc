@@ -1,5 +1,6 @@
-// Copyright trainprof authors. trainprof::diff_runs (include/trainprof/diff.h):
-// each run's PROFILER_OUTPUT tables read back, summed per step, and compared.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// trainprof::diff_runs (include/trainprof/diff.h): each run's PROFILER_OUTPUT
+// tables read back, summed per step, and compared.
 #include <fcntl.h>
 
 #include <algorithm>

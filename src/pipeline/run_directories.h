@@ -1,7 +1,8 @@
-// Copyright trainprof authors. Run directories as the analysis handles
-// them: found below a path without following symbolic links, locked for one
-// analysis at a time, their raw data removed (--simplify), their trace
-// linked where TensorBoard's plugin and HTA look for it.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Run directories as the analysis handles them: found below a path without
+// following symbolic links, locked for one analysis at a time, their raw data
+// removed (--simplify), their trace linked where TensorBoard's plugin and HTA
+// look for it.
 #ifndef TRAINPROF_PIPELINE_RUN_DIRECTORIES_H_
 #define TRAINPROF_PIPELINE_RUN_DIRECTORIES_H_
 

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. A run's own profiler_info.json as the
-// analysis reads it, field by field (a wrong field is a warning naming it,
-// never a failure: the raw data is what is analysed), and the output's
-// profiler_info.json: the run's own plus what the analysis did.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A run's own profiler_info.json as the analysis reads it, field by field (a
+// wrong field is a warning naming it, never a failure: the raw data is what is
+// analysed), and the output's profiler_info.json: the run's own plus what the
+// analysis did.
 #ifndef TRAINPROF_PIPELINE_RUN_INFO_H_
 #define TRAINPROF_PIPELINE_RUN_INFO_H_
 

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. Every output of one run's analysis: the run
-// loaded window by window through the passes, the timeline writers and the
-// database fed as the windows pass, then the tables.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Every output of one run's analysis: the run loaded window by window through
+// the passes, the timeline writers and the database fed as the windows pass,
+// then the tables.
 #ifndef TRAINPROF_PIPELINE_RUN_OUTPUTS_H_
 #define TRAINPROF_PIPELINE_RUN_OUTPUTS_H_
 

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The terminal report of an analysed run, read
-// back from its CSV outputs (so it works on any analysed run, old or new).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The terminal report of an analysed run, read back from its CSV outputs (so it
+// works on any analysed run, old or new).
 #include <fcntl.h>
 
 #include <algorithm>

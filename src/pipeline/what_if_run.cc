@@ -1,7 +1,8 @@
-// Copyright trainprof authors. trainprof::estimate_what_if
-// (include/trainprof/what_if.h): the run's raw data loaded window by window
-// into the critical path's accumulator (with the named operator as its focus,
-// so that one inside other ranges counts), then every step re-timed.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// trainprof::estimate_what_if (include/trainprof/what_if.h): the run's raw data
+// loaded window by window into the critical path's accumulator (with the named
+// operator as its focus, so that one inside other ranges counts), then every
+// step re-timed.
 #include <sys/stat.h>
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. CRC-32C (Castagnoli), SSE4.2 where available.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// CRC-32C (Castagnoli), SSE4.2 where available.
 #ifndef TRAINPROF_RAW_CRC32C_H_
 #define TRAINPROF_RAW_CRC32C_H_
 

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The raw format: every constant in one place.
-// docs/FORMAT.md is the specification; keep the two in step.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The raw format: every constant in one place. docs/FORMAT.md is the
+// specification; keep the two in step.
 #ifndef TRAINPROF_RAW_FORMAT_H_
 #define TRAINPROF_RAW_FORMAT_H_
 

@@ -1,8 +1,9 @@
-// Copyright trainprof authors. The names of the host_sys counters: the
-// sampler (src/collectors/system/host_sampler.h) records them as COUNTER
-// events, the analysis (src/analysis/host_usage.h) reads them back into
-// host_*_usage.csv. Part of the raw format (docs/FORMAT.md): a run's
-// counters with these names are the host sampler's.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The names of the host_sys counters: the sampler
+// (src/collectors/system/host_sampler.h) records them as COUNTER events, the
+// analysis (src/analysis/host_usage.h) reads them back into host_*_usage.csv.
+// Part of the raw format (docs/FORMAT.md): a run's counters with these names
+// are the host sampler's.
 #ifndef TRAINPROF_RAW_HOST_COUNTERS_H_
 #define TRAINPROF_RAW_HOST_COUNTERS_H_
 

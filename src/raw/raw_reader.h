@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Reads raw files back: every valid event, and a
-// precise report of what could not be read.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Reads raw files back: every valid event, and a precise report of what could
+// not be read.
 //
 // A truncated tail (the process was killed mid-write) or a corrupt chunk
 // (failed checksum, impossible length) is reported with file and offset and

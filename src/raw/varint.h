@@ -1,4 +1,5 @@
-// Copyright trainprof authors. LEB128 varints and zigzag, for the raw format.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// LEB128 varints and zigzag, for the raw format.
 #ifndef TRAINPROF_RAW_VARINT_H_
 #define TRAINPROF_RAW_VARINT_H_
 

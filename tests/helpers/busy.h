@@ -1,5 +1,6 @@
-// Copyright trainprof authors. A busy loop for the test helpers: a rank
-// that computes loads the host as training does (a sleeping one would not).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A busy loop for the test helpers: a rank that computes loads the host as
+// training does (a sleeping one would not).
 #ifndef TRAINPROF_TESTS_HELPERS_BUSY_H_
 #define TRAINPROF_TESTS_HELPERS_BUSY_H_
 

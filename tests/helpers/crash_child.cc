@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Records a counter sequence forever; the test
-// SIGKILLs it and checks that what was flushed reads back as a prefix.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Records a counter sequence forever; the test SIGKILLs it and checks that what
+// was flushed reads back as a prefix.
 #include <cstdio>
 #include <string>
 #include <thread>

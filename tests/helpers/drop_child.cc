@@ -1,5 +1,5 @@
-// Copyright trainprof authors. Exhausts buffer_mb and reports the counts.
-// argv: output_dir paused|threads
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Exhausts buffer_mb and reports the counts. argv: output_dir paused|threads
 //   paused:  the flusher is held, one thread records 100000 ranges into 1 MiB
 //            (16 blocks): exactly 16 blocks' worth survive, the rest are dropped.
 //   threads: 8 threads x 1M ranges into 1 MiB with the flusher running.

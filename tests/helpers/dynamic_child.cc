@@ -1,8 +1,9 @@
-// Copyright trainprof authors. A training job under a DynamicProfilerMonitor
-// whose config another process edits: it trains `pause_step` steps, prints
-// "READY", waits (at most 60 s) until the monitor has read a config beyond
-// the first (the test's edit), then trains up to `steps` and exits 0.
-// argv: rank cfg_dir output_dir pause_step steps
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A training job under a DynamicProfilerMonitor whose config another process
+// edits: it trains `pause_step` steps, prints "READY", waits (at most 60 s)
+// until the monitor has read a config beyond the first (the test's edit), then
+// trains up to `steps` and exits 0. argv: rank cfg_dir output_dir pause_step
+// steps
 #include <unistd.h>
 
 #include <cstdio>

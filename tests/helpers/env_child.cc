@@ -1,5 +1,6 @@
-// Copyright trainprof authors. An unmodified program: it never creates a
-// Profiler. TRAINPROF_OPTIONS alone decides whether it is profiled.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// An unmodified program: it never creates a Profiler. TRAINPROF_OPTIONS alone
+// decides whether it is profiled.
 #include <cstdio>
 #include <thread>
 #include <vector>

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. A program under a flight recorder that ends
-// badly after 30 steps. argv: output_dir mode
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A program under a flight recorder that ends badly after 30 steps. argv:
+// output_dir mode
 //   segv       a null write (SIGSEGV)
 //   terminate  an exception thrown through a noexcept function (std::terminate)
 //   sigterm    SIGTERM to itself, left at its default action (a job scheduler's kill)

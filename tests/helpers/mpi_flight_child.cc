@@ -1,6 +1,6 @@
-// Copyright trainprof authors. A data-parallel loop in miniature under a
-// flight recorder on every rank, for the tests of incidents of all ranks
-// (tests/mpi_test.cc):
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A data-parallel loop in miniature under a flight recorder on every rank, for
+// the tests of incidents of all ranks (tests/mpi_test.cc):
 //
 //   mpi_flight_child OUTPUT_DIR hang|slow RANK STEPS
 //

@@ -1,8 +1,9 @@
-// Copyright trainprof authors. An MPI program that calls each operation the
-// MPI collector wraps a known number of times with known sizes, profiled
-// into argv[1]; tests/mpi_test.cc runs it under mpirun and checks what each
-// rank recorded. Linked with libtrainprof_mpi (the PMPI layer), nothing else
-// of the test suite: an ordinary user of the library.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// An MPI program that calls each operation the MPI collector wraps a known
+// number of times with known sizes, profiled into argv[1]; tests/mpi_test.cc
+// runs it under mpirun and checks what each rank recorded. Linked with
+// libtrainprof_mpi (the PMPI layer), nothing else of the test suite: an
+// ordinary user of the library.
 //
 // What each rank r of N calls (the expected records are in mpi_test.cc):
 //   Barrier x2, Allreduce 100 doubles x3, Reduce 50 ints to root 1,

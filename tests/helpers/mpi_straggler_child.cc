@@ -1,5 +1,6 @@
-// Copyright trainprof authors. A data-parallel training loop in miniature
-// with one slow rank, for the cluster analysis tests (tests/mpi_test.cc):
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A data-parallel training loop in miniature with one slow rank, for the
+// cluster analysis tests (tests/mpi_test.cc):
 //
 //   mpi_straggler_child OUTPUT_DIR SLOW_RANK compute|sleepy|data|die|none STEPS [ring]
 //

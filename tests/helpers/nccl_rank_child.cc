@@ -1,7 +1,7 @@
-// Copyright trainprof authors. One rank of an NCCL job, as NCCL's profiler
-// plugin sees it: a communicator of the world (hash 0x5eed) and three
-// all-reduces whose kernels ran on the GPU at given times.
-// argv: output_dir rank world_size base_realtime_ns late_ms
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// One rank of an NCCL job, as NCCL's profiler plugin sees it: a communicator of
+// the world (hash 0x5eed) and three all-reduces whose kernels ran on the GPU at
+// given times. argv: output_dir rank world_size base_realtime_ns late_ms
 //   Each all-reduce k (sequence k) ends at base + 30k + 20 ms on every
 //   rank; its kernel starts at base + 30k ms, or late_ms later on this rank.
 //   The program waits until base + 100 ms, ends its one step, stops and

@@ -1,8 +1,8 @@
-// Copyright trainprof authors. A training process that is still recording:
-// it records ranges, lets the flusher write them, prints "RUN {run_dir}" and
-// goes on recording until the file {output_dir}/stop appears (at most 60 s),
-// then stops and exits 0.
-// argv: output_dir
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// A training process that is still recording: it records ranges, lets the
+// flusher write them, prints "RUN {run_dir}" and goes on recording until the
+// file {output_dir}/stop appears (at most 60 s), then stops and exits 0. argv:
+// output_dir
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. Whole-process faults that must not hurt the
-// program that is profiled. argv: output_dir mode [args]
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Whole-process faults that must not hurt the program that is profiled. argv:
+// output_dir mode [args]
 //   open_fails      the first cycle's run cannot be created (RLIMIT_FSIZE soft
 //                   limit 0: the raw file header cannot be written, as on a
 //                   full disk); the limit is lifted before the second cycle

@@ -1,5 +1,5 @@
-// Copyright trainprof authors. Small whole-process scenarios.
-// argv: output_dir mode
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Small whole-process scenarios. argv: output_dir mode
 //   exit      a heap profiler never stopped; the program calls exit(0)
 //   io_limit  RLIMIT_FSIZE makes the raw file unwritable past 256 KiB; the
 //             program must go on ("training continues") and exit 0; the run

@@ -1,6 +1,7 @@
-// Copyright trainprof authors. Records N counters, then waits for a signal.
-// argv: output_dir N [chain]: with "chain" a user SIGTERM/SIGINT handler is
-// installed before the profiler; it must still run (exit code 7).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Records N counters, then waits for a signal. argv: output_dir N [chain]: with
+// "chain" a user SIGTERM/SIGINT handler is installed before the profiler; it
+// must still run (exit code 7).
 #include <signal.h>
 #include <unistd.h>
 

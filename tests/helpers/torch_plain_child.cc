@@ -1,6 +1,7 @@
-// Copyright trainprof authors. An ordinary LibTorch program that knows
-// nothing of trainprof: the zero-code-change test preloads the collector
-// into it. Runs `mm` then `relu` five times.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// An ordinary LibTorch program that knows nothing of trainprof: the
+// zero-code-change test preloads the collector into it. Runs `mm` then `relu`
+// five times.
 #include <ATen/ATen.h>
 
 #include <cstdio>

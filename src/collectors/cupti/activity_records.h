@@ -1,4 +1,5 @@
-// Copyright trainprof authors. CUPTI activity records into trainprof events.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// CUPTI activity records into trainprof events.
 //
 // CUPTI hands over its records in buffers (cuptiActivityRegisterCallbacks);
 // record_buffer() walks one with cuptiActivityGetNextRecord and records each

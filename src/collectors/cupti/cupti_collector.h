@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The GPU collector: CUPTI's activity API.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The GPU collector: CUPTI's activity API.
 //
 // On when a session's activities include Activity::GPU. It loads libcupti
 // (cupti_library.h), enables kernels, copies, sets, runtime and driver calls

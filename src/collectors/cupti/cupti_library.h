@@ -1,4 +1,5 @@
-// Copyright trainprof authors. libcupti, loaded at run time.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// libcupti, loaded at run time.
 //
 // trainprof and the programs that use it run on machines without CUDA, so
 // CUPTI is never linked: the first GPU session looks for libcupti with

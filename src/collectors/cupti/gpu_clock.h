@@ -1,4 +1,5 @@
-// Copyright trainprof authors. GPU timestamps on the host's clock.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// GPU timestamps on the host's clock.
 //
 // CUPTI stamps activity records with its own nanosecond clock
 // (cuptiGetTimestamp). GpuClock keeps sync points, pairs of (CUPTI ns, host

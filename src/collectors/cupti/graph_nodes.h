@@ -1,4 +1,5 @@
-// Copyright trainprof authors. Which operator made each CUDA graph node.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Which operator made each CUDA graph node.
 //
 // A CUDA graph's kernels, copies and sets carry the graph's id and their
 // node's (CUPTI's activity records), and a graph launch (cudaGraphLaunch)

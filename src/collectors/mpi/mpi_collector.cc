@@ -1,5 +1,5 @@
-// Copyright trainprof authors. libtrainprof_mpi: MPI calls through the PMPI
-// profiling interface.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// libtrainprof_mpi: MPI calls through the PMPI profiling interface.
 //
 // Linked into an MPI program (or LD_PRELOADed) this library defines the MPI_*
 // functions below; each calls the real PMPI_* function and, while a run

@@ -1,7 +1,8 @@
-// Copyright trainprof authors. The part of NCCL's profiler plugin interface
-// (version 4) that trainprof implements, declared from its published
-// layout: NCCL 2.26 introduced it and later releases still load it (they
-// convert their newer events to it). No NCCL header is needed to build.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The part of NCCL's profiler plugin interface (version 4) that trainprof
+// implements, declared from its published layout: NCCL 2.26 introduced it and
+// later releases still load it (they convert their newer events to it). No NCCL
+// header is needed to build.
 //
 // NCCL looks up the symbol "ncclProfiler_v4" in the library named by
 // NCCL_PROFILER_PLUGIN (a path, or libnccl-profiler-NAME.so) when a

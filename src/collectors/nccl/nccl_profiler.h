@@ -1,5 +1,6 @@
-// Copyright trainprof authors. NCCL's collectives timed on the GPU, through
-// NCCL's profiler plugin interface (nccl_abi.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// NCCL's collectives timed on the GPU, through NCCL's profiler plugin interface
+// (nccl_abi.h).
 //
 // libtrainprof exports "ncclProfiler_v4": a job that sets
 // NCCL_PROFILER_PLUGIN to libtrainprof's path (the Python package does it

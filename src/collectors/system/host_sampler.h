@@ -1,7 +1,7 @@
-// Copyright trainprof authors. The host system sampler (ProfilerOptions::
-// host_sys): a thread that, every host_sys_interval_ms while a session
-// records, reads /proc and records counters, all of one sample at one
-// timestamp:
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The host system sampler (ProfilerOptions:: host_sys): a thread that, every
+// host_sys_interval_ms while a session records, reads /proc and records
+// counters, all of one sample at one timestamp:
 //   cpu      "Host CPU (%)" (all cores), "Host CPU N (%)" per core,
 //            "Process CPU (%)" (100 = one core busy)
 //   mem      "Host memory used (MiB)" (MemTotal - MemAvailable),

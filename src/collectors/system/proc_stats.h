@@ -1,8 +1,8 @@
-// Copyright trainprof authors. Parsers of the /proc files the host sampler
-// reads (proc(5)). Each takes the file's text as it was read (perhaps cut
-// short by the reader's buffer) and returns false when what it needs is not
-// there; none throws or allocates beyond its output vector, whatever the
-// bytes (fuzz/proc_stats_fuzz.cc).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Parsers of the /proc files the host sampler reads (proc(5)). Each takes the
+// file's text as it was read (perhaps cut short by the reader's buffer) and
+// returns false when what it needs is not there; none throws or allocates
+// beyond its output vector, whatever the bytes (fuzz/proc_stats_fuzz.cc).
 #ifndef TRAINPROF_COLLECTORS_SYSTEM_PROC_STATS_H_
 #define TRAINPROF_COLLECTORS_SYSTEM_PROC_STATS_H_
 

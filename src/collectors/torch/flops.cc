@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The FLOPs formulas (flops.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The FLOPs formulas (flops.h).
 #include "collectors/torch/flops.h"
 
 namespace trainprof::torch {

@@ -1,8 +1,9 @@
-// Copyright trainprof authors. Floating-point operations of an operator
-// (with_flops), by the formulas LibTorch's own profiler uses, so that the
-// two count alike. The collector reads the shapes and arguments out of
-// LibTorch's inputs; the formulas take plain numbers, so they compile
-// without LibTorch and are tested with known answers beside the core's.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Floating-point operations of an operator (with_flops), by the formulas
+// LibTorch's own profiler uses, so that the two count alike. The collector
+// reads the shapes and arguments out of LibTorch's inputs; the formulas take
+// plain numbers, so they compile without LibTorch and are tested with known
+// answers beside the core's.
 #ifndef TRAINPROF_COLLECTORS_TORCH_FLOPS_H_
 #define TRAINPROF_COLLECTORS_TORCH_FLOPS_H_
 

@@ -1,4 +1,5 @@
-// Copyright trainprof authors. The memory reporter (memory_reporter.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The memory reporter (memory_reporter.h).
 #include "collectors/torch/memory_reporter.h"
 
 #include <c10/core/CPUAllocator.h>

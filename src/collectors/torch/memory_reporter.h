@@ -1,6 +1,6 @@
-// Copyright trainprof authors. Memory (profile_memory): every allocation
-// and free of LibTorch's allocators, as MEMORY events; and LibTorch's sign
-// that a profiler is on.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Memory (profile_memory): every allocation and free of LibTorch's allocators,
+// as MEMORY events; and LibTorch's sign that a profiler is on.
 //
 // LibTorch's allocators report every allocation and free to the
 // PROFILER_STATE entry of the calling thread's debug info

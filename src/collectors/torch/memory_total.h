@@ -1,7 +1,8 @@
-// Copyright trainprof authors. The integer type of the allocation totals
-// c10 reports to a memory reporter: int64_t in LibTorch 1.x, size_t in 2.x.
-// Taken from the public virtual, so that a reporter compiles against both
-// (the collector's, and the benchmark's floor in bench/torch_floor.cc).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The integer type of the allocation totals c10 reports to a memory reporter:
+// int64_t in LibTorch 1.x, size_t in 2.x. Taken from the public virtual, so
+// that a reporter compiles against both (the collector's, and the benchmark's
+// floor in bench/torch_floor.cc).
 #ifndef TRAINPROF_COLLECTORS_TORCH_MEMORY_TOTAL_H_
 #define TRAINPROF_COLLECTORS_TORCH_MEMORY_TOTAL_H_
 

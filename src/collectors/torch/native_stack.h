@@ -1,8 +1,9 @@
-// Copyright trainprof authors. Native call stacks for with_stack, as text
-// the analysis symbolizes: "module+0xoffset;..." innermost first, offsets
-// from each module's load address, so that the analysis reads the symbols
-// from the module file wherever the process had mapped it. No LibTorch in
-// here: it compiles as fast as the core.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// Native call stacks for with_stack, as text the analysis symbolizes:
+// "module+0xoffset;..." innermost first, offsets from each module's load
+// address, so that the analysis reads the symbols from the module file wherever
+// the process had mapped it. No LibTorch in here: it compiles as fast as the
+// core.
 #ifndef TRAINPROF_COLLECTORS_TORCH_NATIVE_STACK_H_
 #define TRAINPROF_COLLECTORS_TORCH_NATIVE_STACK_H_
 

@@ -1,5 +1,6 @@
-// Copyright trainprof authors. The LibTorch collector: every ATen operator and
-// autograd node, through LibTorch's global RecordFunction callbacks.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// The LibTorch collector: every ATen operator and autograd node, through
+// LibTorch's global RecordFunction callbacks.
 //
 // Linking (or preloading) libtrainprof_torch is enough: its load-time
 // constructor registers the collector with the core, and a session that

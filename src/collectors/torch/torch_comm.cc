@@ -1,4 +1,5 @@
-// Copyright trainprof authors. torch.distributed communication (torch_comm.h).
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// torch.distributed communication (torch_comm.h).
 //
 // Compiled against LibTorch 2.x only: 1.x has no dispatcher-level c10d
 // operators (its ProcessGroup is another class), and this file then builds

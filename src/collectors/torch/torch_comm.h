@@ -1,5 +1,6 @@
-// Copyright trainprof authors. torch.distributed communication, from the
-// operators the LibTorch collector already sees.
+// Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
+// torch.distributed communication, from the operators the LibTorch collector
+// already sees.
 //
 // A collective or point-to-point call of torch.distributed (c10d) reaches the
 // dispatcher as an operator named "c10d::<op>" on the calling thread, with
