@@ -25,13 +25,20 @@ py="$venv/bin/python"
 # perfetto carries Perfetto's trace protos, which decode our trace_view.pftrace
 # (python/tests/test_perfetto.py).
 # transformers, accelerate: Hugging Face's Trainer (python/tests/test_hf_trainer.py).
-requirements=("torch>=2.7" numpy pytest "nanobind>=2.2" "scikit-build-core>=0.10" torch-tb-profiler holistictraceanalysis
+requirements=("torch>=2.7" numpy pytest "nanobind>=2.2" "scikit-build-core>=0.11" torch-tb-profiler holistictraceanalysis
   "msprof-analyze>=26.2" perfetto transformers accelerate)
 if ! "$py" -c "import torch, numpy, pytest, nanobind, scikit_build_core, torch_tb_profiler, hta, msprof_analyze, perfetto, transformers, accelerate" 2> /dev/null; then
   echo "[python] installing ${requirements[*]} (torch brings its CUDA libraries: several GB, once)"
   start=$SECONDS
   "$py" -m pip install --progress-bar off -q "${requirements[@]}"
   echo "[python] installed in $((SECONDS - start)) s"
+fi
+
+# traceinsight, HTA's name since 2026, installs the same module `hta`: it
+# goes into a directory of its own, which its test puts first on the path
+# (its other requirements are HTA's, installed above).
+if [ ! -f "$venv/traceinsight/hta/trace_analysis.py" ]; then
+  "$py" -m pip install --progress-bar off -q --no-deps --target "$venv/traceinsight" "traceinsight>=0.6"
 fi
 
 echo "[python] pip install . (trainprof $(sed -n 's/^project(trainprof VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt))"

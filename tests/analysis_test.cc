@@ -1095,17 +1095,16 @@ TEST(Dataset, StagesBecomeDatasetCsvAndATrackPerThread) {
 
   CsvRows rows = read_csv(out(run, "dataset.csv"));
   ASSERT_EQ(rows.size(), 4u);
-  EXPECT_EQ(rows[0], (std::vector<std::string>{"Operation", "Stage", "Occurrences", "Avg. time(us)",
-                                               "Custom Info", "Total time(us)"}));
+  EXPECT_EQ(rows[0],
+            (std::vector<std::string>{"Operation", "Stage", "Occurrences", "Avg. time (us)", "Custom Info"}));
   EXPECT_EQ((std::vector<std::string>{rows[1][0], rows[1][1], rows[1][2], rows[1][4]}),
             (std::vector<std::string>{"MyDataset", "dataset", "30", "workers=1"}));
   EXPECT_EQ((std::vector<std::string>{rows[2][0], rows[2][1], rows[2][2]}),
             (std::vector<std::string>{"Stack, \"batched\"", "collate", "1"}));
   EXPECT_EQ((std::vector<std::string>{rows[3][0], rows[3][1], rows[3][2]}),
             (std::vector<std::string>{"DataLoader", "wait", "5"}));
-  for (size_t i = 1; i < rows.size(); ++i) {
-    EXPECT_LE(ns_of(rows[i][3]), ns_of(rows[i][5])) << "average <= total";
-  }
+  for (size_t i = 1; i < rows.size(); ++i)
+    EXPECT_GT(ns_of(rows[i][3]), 0) << "an average of stages that took time";
 
   json trace = read_json(out(run, "trace_view.json"));
   std::map<int64_t, std::string> thread_names;
@@ -1254,10 +1253,13 @@ TEST(Analysis, MemoryReportsAreAttributedMatchedAndPeakedPerStep) {
     bool released = !rows[i][3].empty();
     ++by_op[{rows[i][0], released}];
     if (released) {
-      EXPECT_EQ(ns_of(rows[i][4]), ns_of(rows[i][3]) - ns_of(rows[i][2])) << i;
-      EXPECT_NEAR(std::stod(rows[i][8]), 2 * std::stod(rows[i][7]), 1.5e-6) << i;  // release reserved
+      EXPECT_EQ(ns_of(rows[i][5]), ns_of(rows[i][3]) - ns_of(rows[i][2])) << i;
+      EXPECT_NEAR(std::stod(rows[i][11]), 2 * std::stod(rows[i][10]), 1.5e-6) << i;  // release reserved
+      EXPECT_EQ(rows[i][12], rows[i][10]) << i;  // release active: LibTorch reports none, allocated stands
     }
-    EXPECT_NEAR(std::stod(rows[i][6]), 2 * std::stod(rows[i][5]), 1.5e-6) << i;  // allocation reserved
+    EXPECT_NEAR(std::stod(rows[i][8]), 2 * std::stod(rows[i][7]), 1.5e-6) << i;  // allocation reserved
+    EXPECT_EQ(rows[i][9], rows[i][7]) << i;                                      // allocation active
+    EXPECT_EQ(rows[i][14], "CPU") << i;
   }
   EXPECT_EQ((by_op[{"alloc_op", true}]), 2 * (kBlocks - 10));
   EXPECT_EQ((by_op[{"alloc_op", false}]), 2 * 10);

@@ -231,10 +231,14 @@ TEST(CsvTables, OperatorMemoryColumns) {
   ASSERT_EQ(write_operator_memory(m, match, t.path("operator_memory.csv")), "");
   EXPECT_EQ(
       t.text("operator_memory.csv"),
-      "Name,Size(KB),Allocation Time(us),Release Time(us),Duration(us),Allocation Total Allocated(MB),"
-      "Allocation Total Reserved(MB),Release Total Allocated(MB),Release Total Reserved(MB),Device Type\r\n"
-      "aten::empty,1.500,1003000.000,1005500.001,2500.001,2.000000,4.000000,0.250000,3.000000,CUDA:0\r\n"
-      "aten::add,0.098,1006000.000,,,1.000000,1.000000,,,CPU\r\n");
+      // MindSpore's header, column for column.
+      "Name,Size(KB),Allocation Time(us),Release Time(us),Active Release Time(us),Duration(us),"
+      "Active Duration(us),Allocation Total Allocated(MB),Allocation Total Reserved(MB),"
+      "Allocation Total Active(MB),Release Total Allocated(MB),Release Total Reserved(MB),"
+      "Release Total Active(MB),Stream Ptr,Device Type\r\n"
+      "aten::empty,1.500,1003000.000,1005500.001,,2500.001,,2.000000,4.000000,2.000000,0.250000,3.000000,"
+      "0.250000,,CUDA:0\r\n"
+      "aten::add,0.098,1006000.000,,,,,1.000000,1.000000,1.000000,,,,,CPU\r\n");
 }
 
 TEST(CsvTables, HostUsageColumnsLeaveAMissingValueEmpty) {
@@ -250,8 +254,8 @@ TEST(CsvTables, HostUsageColumnsLeaveAMissingValueEmpty) {
 }
 
 // dataset.csv from data stages: per (operation, stage), the occurrences,
-// the average (whole ns) and total, and the custom info of the latest stage
-// that had one; rows in pipeline order, then by total, largest first.
+// the average (whole ns), and the custom info of the latest stage that had
+// one; rows in pipeline order, then by total, largest first.
 TEST(CsvTables, DatasetStatisticsFromStagesWorkedOutByHand) {
   analysis::TraceModel m;
   m.strings = {"",      "MyDataset", "dataset",    "workers=1", "workers=2", "Resize",   "transform",
@@ -276,13 +280,14 @@ TEST(CsvTables, DatasetStatisticsFromStagesWorkedOutByHand) {
   Table t;
   ASSERT_EQ(write_dataset(analysis::dataset_statistics(m), t.path("dataset.csv")), "");
   EXPECT_EQ(t.text("dataset.csv"),
-            "Operation,Stage,Occurrences,Avg. time(us),Custom Info,Total time(us)\r\n"
-            "BigDataset,dataset,1,7.000,,7.000\r\n"
-            "MyDataset,dataset,3,2.000,workers=2,6.001\r\n"
-            "Resize,transform,4,0.250,,1.000\r\n"
-            "Stack,collate,1,0.500,,0.500\r\n"
-            "DataLoader,wait,2,7.000,,14.000\r\n"
-            "Prefetch,prefetch,1,100.000,,100.000\r\n");
+            // MindSpore's header, its space in "Avg. time (us)" included.
+            "Operation,Stage,Occurrences,Avg. time (us),Custom Info\r\n"
+            "BigDataset,dataset,1,7.000,\r\n"
+            "MyDataset,dataset,3,2.000,workers=2\r\n"
+            "Resize,transform,4,0.250,\r\n"
+            "Stack,collate,1,0.500,\r\n"
+            "DataLoader,wait,2,7.000,\r\n"
+            "Prefetch,prefetch,1,100.000,\r\n");
 }
 
 }  // namespace

@@ -1071,8 +1071,8 @@ TEST_F(CuptiAnalysis, DriverAllocationsAreGpuMemoryReports) {
   EXPECT_EQ(totals, (std::vector<std::string>{"1.000000", "3.000000", "2.000000"}));
   exporter::CsvRows blocks = exporter::read_csv_file(out + "operator_memory.csv", &well_formed);
   ASSERT_GE(blocks.size(), 2u);
-  EXPECT_EQ(blocks[1][1], "1024.000");  // the first block, released
-  EXPECT_NEAR(std::stod(blocks[1][4]), 2000.0, 1.0);
+  EXPECT_EQ(blocks[1][1], "1024.000");                // the first block, released
+  EXPECT_NEAR(std::stod(blocks[1][5]), 2000.0, 1.0);  // Duration(us)
   EXPECT_NE(test::read_text(out + "trace_view.json").find("\"Memory (CUDA:0 driver)\""), std::string::npos);
 }
 
@@ -1157,7 +1157,7 @@ TEST_F(CuptiAnalysis, DriverAllocationsBelongToTheOperatorThatMadeThem) {
   ASSERT_EQ(blocks.size(), 2u);  // header + the block
   EXPECT_EQ(blocks[1][0], "aten::empty");
   EXPECT_EQ(blocks[1][1], "1024.000");
-  EXPECT_EQ(blocks[1][9], "CUDA:0 driver");
+  EXPECT_EQ(blocks[1][14], "CUDA:0 driver");
 }
 
 // ---------------------------------------------------------------------------

@@ -60,7 +60,7 @@ def test_each_batch_has_its_fetch_collate_and_wait_stage(tmp_path: Path, workers
     # one wait per batch, and the one that ends the epoch
     assert int(rows[("DataLoader", "wait")]["Occurrences"]) == BATCHES + 1
     assert {row["Custom Info"] for row in rows.values()} == {f"workers={workers}"}
-    assert float(rows[("Squares", "dataset")]["Total time(us)"]) > 0
+    assert float(rows[("Squares", "dataset")]["Avg. time (us)"]) > 0
 
     dataset_events = [e for e in trace_events(run) if e.get("cat") == "dataset"]
     fetches = [e for e in dataset_events if e["args"]["Stage"] == "dataset"]

@@ -1,12 +1,18 @@
 """trainprof against the tools PyTorch users already use: the same aten
 operators as torch.profiler, and the trace handler's output read by the
-TensorBoard profiler plugin (torch-tb-profiler) and HTA."""
+TensorBoard profiler plugin (torch-tb-profiler) and HTA, under both its
+names (HolisticTraceAnalysis 0.5, traceinsight)."""
 
 from __future__ import annotations
 
 import collections
+import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from conftest import Trainer, op_statistic, run_dirs, torch
@@ -103,43 +109,71 @@ def test_tensorboard_profiler_plugin_loads_the_trace_handler_output(handler_outp
     assert len(run.get_spans("worker0")) == 2
 
 
-def hta_temporal_breakdown(trace_dir: Path) -> object:
-    """HTA's temporal breakdown of ``trace_dir``, or the exception it raised."""
-    from hta.trace_analysis import TraceAnalysis
+# HTA's checks, run in a child process: HTA (HolisticTraceAnalysis 0.5) and
+# its successor traceinsight both install the module `hta`, so traceinsight
+# lives in a directory of its own (scripts/python_env.sh) put first on the
+# child's path. Prints what it found as JSON.
+HTA_CHECK = """
+import json, sys
+from hta.trace_analysis import TraceAnalysis
+from hta.version import __version_tuple__
 
+ours, peer = sys.argv[1], sys.argv[2]
+
+def breakdown(trace_dir):
     try:
-        return TraceAnalysis(trace_dir=str(trace_dir)).get_temporal_breakdown(visualize=False)
-    except Exception as e:  # noqa: BLE001  (compared with the peer's own trace below)
-        return e
+        TraceAnalysis(trace_dir=trace_dir).get_temporal_breakdown(visualize=False)
+        return "ok"
+    except Exception as e:  # compared with the peer's own trace
+        return type(e).__name__ + ": " + str(e)[:300]
+
+trace = TraceAnalysis(trace_dir=ours).t
+symbols = trace.symbol_table.get_sym_table()
+names = sorted({symbols[i] for i in trace.get_trace(0)["name"].unique()})
+print(json.dumps({"version": list(__version_tuple__), "ranks": list(trace.traces.keys()), "names": names,
+                  "ours": breakdown(ours), "theirs": breakdown(peer)}))
+"""
 
 
-def test_hta_trace_analysis_loads_the_trace_handler_output(handler_output: Path, trainer: Trainer) -> None:
-    """HTA's TraceAnalysis on the handler's directory: rank, operators and
+def traceinsight_dir() -> Optional[Path]:
+    """Where scripts/python_env.sh installed traceinsight (None: not installed)."""
+    path = Path(sys.prefix) / "traceinsight"
+    return path if (path / "hta" / "trace_analysis.py").exists() else None
+
+
+@pytest.mark.parametrize("tool", ["HolisticTraceAnalysis", "traceinsight"])
+def test_hta_trace_analysis_loads_the_trace_handler_output(handler_output: Path, trainer: Trainer,
+                                                           tool: str) -> None:
+    """HTA's TraceAnalysis, as HolisticTraceAnalysis 0.5 and as traceinsight
+    (its name since 2026), on the handler's directory: rank, operators and
     steps parse. Its temporal breakdown measures GPU kernels (idle / compute /
     non-compute time of the device): on a CPU-only trace it fails the same way
     on torch.profiler's own trace of the same training, so ours must behave
     as that one does (its kernel breakdown likewise needs device events)."""
-    pytest.importorskip("hta")
-    from hta.trace_analysis import TraceAnalysis
-
-    analyzer = TraceAnalysis(trace_dir=str(handler_output))
-    trace = analyzer.t
-    assert list(trace.traces.keys()) == [0]  # rank 0 (distributedInfo)
-    df = trace.get_trace(0)
-    symbols = trace.symbol_table.get_sym_table()
-    names = {symbols[i] for i in df["name"].unique()}
-    assert {"aten::conv2d", "aten::addmm"} <= names
-    assert any(n.startswith("ProfilerStep#") for n in names)
-
-    ours = hta_temporal_breakdown(handler_output)
+    env = dict(os.environ)
+    if tool == "traceinsight":
+        where = traceinsight_dir()
+        if where is None:
+            pytest.skip("traceinsight is not installed (scripts/python_env.sh installs it)")
+        env["PYTHONPATH"] = os.pathsep.join([str(where)] + [p for p in sys.path if p])
+    else:
+        pytest.importorskip("hta")
     peer_dir = handler_output.parent / "kineto"
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                 schedule=torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1),
                                 on_trace_ready=torch.profiler.tensorboard_trace_handler(str(peer_dir))) as prof:
         trainer.run(3, prof.step)
-    theirs = hta_temporal_breakdown(peer_dir)
-    logging.getLogger(__name__).info("HTA temporal breakdown: trainprof %r, torch.profiler %r", ours, theirs)
-    if isinstance(theirs, Exception):
-        assert type(ours) is type(theirs), f"torch.profiler's trace: {theirs!r}; ours: {ours!r}"
+    child = subprocess.run([sys.executable, "-c", HTA_CHECK, str(handler_output), str(peer_dir)], env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, child.stderr[-3000:]
+    found = json.loads(child.stdout.splitlines()[-1])
+    assert found["version"][:2] == ([0, 6] if tool == "traceinsight" else [0, 5]), found["version"]
+    assert found["ranks"] == [0]  # rank 0 (distributedInfo)
+    assert {"aten::conv2d", "aten::addmm"} <= set(found["names"])
+    assert any(n.startswith("ProfilerStep#") for n in found["names"])
+    ours, theirs = found["ours"], found["theirs"]
+    logging.getLogger(__name__).info("%s temporal breakdown: trainprof %r, torch.profiler %r", tool, ours, theirs)
+    if theirs != "ok":
+        assert ours.split(":")[0] == theirs.split(":")[0], f"torch.profiler's trace: {theirs}; ours: {ours}"
     else:
-        assert not isinstance(ours, Exception), f"HTA failed on our trace only: {ours!r}"
+        assert ours == "ok", f"{tool} failed on our trace only: {ours}"
