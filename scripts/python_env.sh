@@ -25,9 +25,11 @@ py="$venv/bin/python"
 # perfetto carries Perfetto's trace protos, which decode our trace_view.pftrace
 # (python/tests/test_perfetto.py).
 # transformers, accelerate: Hugging Face's Trainer (python/tests/test_hf_trainer.py).
+# mcp: the Model Context Protocol's client, which drives `trainprof mcp`
+# (python/tests/test_mcp.py).
 requirements=("torch>=2.7" numpy pytest "nanobind>=2.2" "scikit-build-core>=0.11" torch-tb-profiler holistictraceanalysis
-  "msprof-analyze>=26.2" perfetto transformers accelerate)
-if ! "$py" -c "import torch, numpy, pytest, nanobind, scikit_build_core, torch_tb_profiler, hta, msprof_analyze, perfetto, transformers, accelerate" 2> /dev/null; then
+  "msprof-analyze>=26.2" perfetto transformers accelerate mcp)
+if ! "$py" -c "import torch, numpy, pytest, nanobind, scikit_build_core, torch_tb_profiler, hta, msprof_analyze, perfetto, transformers, accelerate, mcp" 2> /dev/null; then
   echo "[python] installing ${requirements[*]} (torch brings its CUDA libraries: several GB, once)"
   start=$SECONDS
   "$py" -m pip install --progress-bar off -q "${requirements[@]}"

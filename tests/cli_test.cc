@@ -349,6 +349,15 @@ TEST(Cli, SqlSaysWhichDatabaseAPathLacksAndWhichTablesThereAre) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("no such table: slice (did you mean slices"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("the tables are: "), std::string::npos) << r.output;
+  // One statement, and one that reads: the outputs are never changed here.
+  r = run({"sql", recorded, "DELETE FROM slices"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("only a statement that reads"), std::string::npos) << r.output;
+  r = run({"sql", recorded, "SELECT 1; DELETE FROM slices"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("one statement at a time"), std::string::npos) << r.output;
+  r = run({"sql", recorded, "SELECT COUNT(*) > 0 FROM slices;"});  // a closing semicolon is no second one
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST(Cli, ARunsOutputsOrRawDataStandForTheRun) {

@@ -9,13 +9,16 @@
 //   trainprof --version | --help
 //
 // Exit status: 0 success, 1 a run failed (or nothing to do), 2 bad usage.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +31,7 @@
 #include "trainprof/advise.h"
 #include "trainprof/analyse.h"
 #include "trainprof/diff.h"
+#include "trainprof/mcp.h"
 #include "trainprof/profiler.h"
 #include "trainprof/what_if.h"
 
@@ -49,6 +53,7 @@ const char* kMainHelp =
     "  whatif RUN     estimate the step time with some work made shorter\n"
     "  advise PATH    what to change, the largest saving first, with its evidence\n"
     "  sql PATH QUERY run SQL on a cluster's trainprof.db, its part files joined\n"
+    "  mcp ROOT       serve the runs under ROOT to an agent (Model Context Protocol, stdio)\n"
     "  options        list the profiler's options: name, type, default, range, meaning\n"
     "  run SCRIPT     profile a Python script unchanged (the Python package's command:\n"
     "                 pip install . puts it on PATH; also python -m trainprof run)\n"
@@ -157,7 +162,8 @@ const char* kClusterHelp =
 const char* kSqlHelp =
     "usage: trainprof sql PATH QUERY\n"
     "\n"
-    "Runs QUERY (SQL, read-only) on a cluster's trainprof.db (docs/DB_SCHEMA.md,\n"
+    "Runs QUERY, one statement that reads (SELECT, WITH, EXPLAIN, a PRAGMA that\n"
+    "reads; a write or a second statement is refused), on a cluster's trainprof.db (docs/DB_SCHEMA.md,\n"
     "\"Cluster\"): PATH is the database, or a directory holding it or holding\n"
     "cluster_analysis_output/trainprof.db. A cluster pass spread over MPI processes\n"
     "splits the communication table of a large job over part files beside it\n"
@@ -739,15 +745,6 @@ int cmd_options(const std::vector<std::string>& args) {
 // ---------------------------------------------------------------------------
 // sql
 
-// A CSV field: quoted when it holds a comma, a quote or a line break.
-std::string csv_field(const std::optional<std::string>& value) {
-  if (!value) return "";
-  if (value->find_first_of(",\"\r\n") == std::string::npos) return *value;
-  std::string quoted = "\"";
-  for (char c : *value) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
 int cmd_sql(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
   for (const std::string& a : args) {
@@ -758,18 +755,91 @@ int cmd_sql(const std::vector<std::string>& args) {
     positional.push_back(a);
   }
   if (positional.size() != 2) return usage_error("sql needs a PATH and a QUERY", kSqlHelp);
-  std::string line;
-  std::string error = trainprof::query_cluster_database(positional[0], positional[1],
-                                                        [&line](const trainprof::QueryRow& row) {
-                                                          line.clear();
-                                                          for (size_t c = 0; c < row.size(); ++c)
-                                                            line += (c == 0 ? "" : ",") + csv_field(row[c]);
-                                                          line += '\n';
-                                                          std::fwrite(line.data(), 1, line.size(), stdout);
-                                                        });
+  std::string error =
+      trainprof::query_cluster_database(positional[0], positional[1], [](const trainprof::QueryRow& row) {
+        std::string line = trainprof::query_row_csv(row) + '\n';
+        std::fwrite(line.data(), 1, line.size(), stdout);
+      });
   if (!error.empty()) {
     std::fprintf(stderr, "trainprof: %s\n", error.c_str());
     return kFailed;
+  }
+  return kOk;
+}
+
+// ---------------------------------------------------------------------------
+// mcp
+
+const char* kMcpHelp =
+    "usage: trainprof mcp ROOT [--max-answer-kb N]\n"
+    "\n"
+    "Serves the Model Context Protocol on stdin and stdout (JSON-RPC 2.0, one\n"
+    "message a line), so that an agent can read the runs under ROOT. Its tools:\n"
+    "  list_runs      the runs at or below a path, analysed or not, their ranks\n"
+    "  summary        what `trainprof summary` prints (runs analysed first)\n"
+    "  advise         the advisor's findings as JSON, the largest saving first\n"
+    "  sql            one read-only statement on a run's or a cluster's trainprof.db\n"
+    "  diff           two runs compared per step\n"
+    "  critical_path  a step's critical path, times from the step's start, in ms\n"
+    "  key_averages   torch.profiler's key_averages() of a run\n"
+    "Paths are taken under ROOT and refused outside it (symlinks included); each\n"
+    "answer is cut at --max-answer-kb KiB (default 64), saying so. stdout carries\n"
+    "the protocol only: whatever else trainprof says goes to stderr.\n"
+    "\n"
+    "An agent starts it itself; in an MCP client's configuration:\n"
+    "  {\"mcpServers\": {\"trainprof\": {\"command\": \"trainprof\",\n"
+    "                                \"args\": [\"mcp\", \"/path/to/prof\"]}}}\n"
+    "\n"
+    "exit status: 0 when stdin ends, 1 ROOT is not a directory or stdout failed, 2 bad usage\n";
+
+int cmd_mcp(const std::vector<std::string>& args) {
+  trainprof::McpOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kMcpHelp, stdout);
+      return kOk;
+    }
+    if (a == "--max-answer-kb") {
+      char* end = nullptr;
+      long kb = i + 1 < args.size() ? std::strtol(args[i + 1].c_str(), &end, 10) : 0;
+      if (i + 1 >= args.size() || *end != '\0' || kb < 1 || kb > 1024 * 1024) {
+        return usage_error("--max-answer-kb needs a number of KiB in [1, 1048576]", kMcpHelp);
+      }
+      options.max_answer_bytes = static_cast<size_t>(kb) * 1024;
+      ++i;
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') return usage_error("unknown option '" + a + "'", kMcpHelp);
+    if (!options.root.empty()) return usage_error("only one ROOT may be given", kMcpHelp);
+    options.root = a;
+  }
+  if (options.root.empty()) return usage_error("mcp needs a ROOT directory", kMcpHelp);
+  std::unique_ptr<trainprof::McpServer> server;
+  try {
+    server = std::make_unique<trainprof::McpServer>(options);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "trainprof: %s\n", e.what());
+    return kFailed;
+  }
+  // The protocol's own descriptor; whatever else writes to stdout (an
+  // analysis, a library) goes to stderr instead of into the messages.
+  std::fflush(stdout);
+  int wire = dup(STDOUT_FILENO);
+  std::FILE* out = wire >= 0 && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0 ? fdopen(wire, "w") : nullptr;
+  if (out == nullptr) {
+    std::fprintf(stderr, "trainprof: cannot keep stdout for the protocol: %s\n", std::strerror(errno));
+    return kFailed;
+  }
+  signal(SIGPIPE, SIG_IGN);  // a client gone: a failed write, not a signal
+  for (std::string line; std::getline(std::cin, line);) {
+    std::string reply = server->handle(line);
+    if (reply.empty()) continue;
+    reply += '\n';
+    if (std::fwrite(reply.data(), 1, reply.size(), out) != reply.size() || std::fflush(out) != 0) {
+      std::fprintf(stderr, "trainprof: the client no longer reads: %s\n", std::strerror(errno));
+      return kFailed;
+    }
   }
   return kOk;
 }
@@ -796,6 +866,7 @@ int run_command(int argc, char** argv) {
   if (cmd == "advise") return cmd_advise(rest);
   if (cmd == "options") return cmd_options(rest);
   if (cmd == "sql") return cmd_sql(rest);
+  if (cmd == "mcp") return cmd_mcp(rest);
   if (cmd == "run") {
     std::fputs(
         "trainprof: run is the Python package's command (pip install . of this checkout puts\n"

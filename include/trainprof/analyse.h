@@ -215,6 +215,9 @@ ClusterReport cluster(const std::string& path, const AnalyseOptions& options = {
 using QueryRow = std::vector<std::optional<std::string>>;
 std::string query_cluster_database(const std::string& path, const std::string& sql,
                                    const std::function<void(const QueryRow& row)>& on_row);
+// A row as a line of CSV (no line break): a field quoted when it holds a
+// comma, a quote or a line break; NULL an empty field.
+std::string query_row_csv(const QueryRow& row);
 
 // Parses "3-5" or "3,4,5" (or "7") into step numbers; throws
 // std::invalid_argument naming the problem.

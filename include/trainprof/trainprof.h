@@ -13,6 +13,7 @@
 #include "trainprof/flight_recorder.h"
 #include "trainprof/frontend.h"
 #include "trainprof/key_averages.h"
+#include "trainprof/mcp.h"
 #include "trainprof/memory.h"
 #include "trainprof/options.h"
 #include "trainprof/profiler.h"

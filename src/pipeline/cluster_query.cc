@@ -4,7 +4,9 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/close_names.h"
@@ -72,6 +74,23 @@ std::string query_error(sqlite3* db) {
 
 }  // namespace
 
+std::string query_row_csv(const QueryRow& row) {
+  std::string line;
+  for (size_t c = 0; c < row.size(); ++c) {
+    if (c > 0) line += ',';
+    const std::optional<std::string>& value = row[c];
+    if (!value) continue;
+    if (value->find_first_of(",\"\r\n") == std::string::npos) {
+      line += *value;
+      continue;
+    }
+    line += '"';
+    for (char ch : *value) line += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    line += '"';
+  }
+  return line;
+}
+
 std::string query_cluster_database(const std::string& path, const std::string& sql,
                                    const std::function<void(const QueryRow& row)>& on_row) {
   std::string error;
@@ -80,8 +99,17 @@ std::string query_cluster_database(const std::string& path, const std::string& s
   sqlite3* db = nullptr;
   error = exporter::open_cluster_database(file, &db);
   sqlite3_stmt* s = nullptr;
-  if (error.empty() && sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+  const char* rest = nullptr;
+  if (error.empty() && sqlite3_prepare_v2(db, sql.c_str(), -1, &s, &rest) != SQLITE_OK)
     error = "cannot run the query on " + file + ": " + query_error(db);
+  // One statement that reads: a second one would be left unrun without a
+  // word, and a write has no place in a pass's output.
+  if (error.empty() && s == nullptr) error = "the query holds no statement";
+  if (error.empty() && rest != nullptr &&
+      std::string_view(rest).find_first_not_of(" \t\r\n;") != std::string_view::npos)
+    error = "one statement at a time: the query holds more than one";
+  if (error.empty() && sqlite3_stmt_readonly(s) == 0)
+    error = "only a statement that reads (SELECT, WITH, EXPLAIN) is run: " + file + " is read-only";
   if (error.empty()) {
     const int columns = sqlite3_column_count(s);
     QueryRow row(static_cast<size_t>(columns));
