@@ -12,9 +12,11 @@ the summary of each cycle: where the time went and where the outputs are.
 
 With --flight-recorder the training is recorded all the time into memory
 (trainprof.flight_recorder) instead of on a schedule, one step is made slow
-on purpose (a stall of ten times the median step, as a synchronous
-checkpoint or a storage hiccup would cause), and the run the recorder wrote
-by itself is summarised: nothing else reaches the disk.
+on purpose (a stall of thirty times the median step, as a synchronous
+checkpoint or a storage hiccup would cause: well above anything a busy
+machine does to a step, which the recorder may have dumped before it), and
+the run the recorder wrote by itself is summarised: nothing else reaches
+the disk.
 
 The profile is the torch.profiler idiom with ``trainprof`` in place of
 ``torch.profiler``. The same script without its profiler lines runs under
@@ -184,7 +186,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 optimizer.step()
                 if args.flight_recorder and step == slow_step:
                     with trainprof.record_function("planted_stall"):  # a synchronous checkpoint, a storage hiccup
-                        time.sleep(10 * sorted(step_times)[len(step_times) // 2])
+                        time.sleep(30 * sorted(step_times)[len(step_times) // 2])
                 prof.step()
                 now = time.monotonic()
                 step_times.append(now - step_start)
