@@ -16,7 +16,7 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(raw_reader analyse metadata_json options_json csv_reader elf_symbols dynamic_config proc_stats rank_summary
-           metrics_request)
+           metrics_request mcp_message)
 fi
 jobs="${FUZZ_BUILD_JOBS:-$(nproc)}"
 

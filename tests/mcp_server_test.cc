@@ -78,6 +78,9 @@ TEST(McpServer, TheHandshakeAndTheProtocolsErrors) {
 
   EXPECT_EQ(ask(server, "resources/list")["error"]["code"], -32601);
   EXPECT_EQ(json::parse(server.handle("{not json"))["error"]["code"], -32700);
+  EXPECT_EQ(server.handle(" \r"), "");  // a blank line between messages
+  EXPECT_EQ(json::parse(server.handle(R"({"jsonrpc":"2.0","id":1.5,"method":"ping"})"))["error"]["code"],
+            -32600);
   EXPECT_EQ(json::parse(server.handle("[1, 2]"))["error"]["code"], -32600);
   json unknown = ask(server, "tools/call", {{"name", "sumary"}, {"arguments", json::object()}});
   EXPECT_EQ(unknown["error"]["code"], -32602);
@@ -157,6 +160,9 @@ TEST(McpServer, ToolsReadTheRunsUnderTheRootAndNothingElse) {
     EXPECT_TRUE(refused_error) << outside;
     EXPECT_NE(refused.find("outside the root"), std::string::npos) << outside << ": " << refused;
   }
+  auto [nul, nul_error] = call(server, "list_runs", {{"path", std::string("runs\0/../..", 11)}});
+  EXPECT_TRUE(nul_error);
+  EXPECT_EQ(nul, "a path cannot hold a NUL byte");
 
   // Every answer bounded, and said to be cut.
   McpServer small({.root = dir.path(), .max_answer_bytes = 200});

@@ -181,6 +181,7 @@ struct McpServer::State {
 
   // `given` under the root, canonical; refused when it leads out of it.
   std::string resolve(const std::string& given) const {
+    if (given.find('\0') != std::string::npos) throw ToolError("a path cannot hold a NUL byte");
     fs::path p = given.empty() ? root : fs::path(given);
     if (p.is_relative()) p = root / p;
     std::error_code ec;
@@ -437,6 +438,8 @@ std::string McpServer::handle(std::string_view message) {
     return base::json_text(
         json{{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", text}}}});
   };
+  // Blank lines between messages carry nothing.
+  if (message.find_first_not_of(" \t\r\n") == std::string_view::npos) return "";
   json m;
   if (std::string e = base::parse_json_limited(message, &m); !e.empty()) {
     return error(nullptr, kParseError, "not JSON: " + e);
