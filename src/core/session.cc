@@ -240,11 +240,7 @@ bool Session::set_up(const ProfilerOptions& options, uint32_t extra_buffer_mb) {
   world_size_ = rank.world_size;
   rank_source_ = rank.source;
   job_ = base::detect_job();
-  // What the analysis reads to scale sampled operators: 0 (automatic) is
-  // resolved by the Profiler and the FlightRecorder; here it is every call.
-  ProfilerOptions written = options;
-  written.sample_operators = std::max<uint32_t>(options.sample_operators, 1);
-  options_json_ = base::json_text(core::options_to_json(written));
+  options_json_ = base::json_text(core::options_to_json(options));
   // Buffers first: a run that cannot get them leaves no directory behind.
   std::string error;
   if (!set_buffer_budget(options.buffer_mb + extra_buffer_mb, &error)) {

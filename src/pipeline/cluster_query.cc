@@ -11,6 +11,7 @@
 
 #include "base/close_names.h"
 #include "exporter/cluster_database.h"
+#include "exporter/text_format.h"
 #include "trainprof/analyse.h"
 
 namespace trainprof {
@@ -78,15 +79,7 @@ std::string query_row_csv(const QueryRow& row) {
   std::string line;
   for (size_t c = 0; c < row.size(); ++c) {
     if (c > 0) line += ',';
-    const std::optional<std::string>& value = row[c];
-    if (!value) continue;
-    if (value->find_first_of(",\"\r\n") == std::string::npos) {
-      line += *value;
-      continue;
-    }
-    line += '"';
-    for (char ch : *value) line += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    line += '"';
+    if (row[c]) exporter::append_csv_field(line, *row[c]);
   }
   return line;
 }

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -18,6 +17,7 @@
 #include "base/json_limits.h"
 #include "base/string_format.h"
 #include "exporter/csv_reader.h"
+#include "pipeline/run_directories.h"
 #include "trainprof/advise.h"
 #include "trainprof/analyse.h"
 #include "trainprof/diff.h"
@@ -93,88 +93,19 @@ bool bool_argument(const json& args, const char* name) {
   return it->get<bool>();
 }
 
-struct Tool {
-  const char* name;
-  const char* description;
-  json input_schema;
-};
-
-json path_property(const char* what) {
-  return {{"type", "string"}, {"description", what}};
-}
-
-std::vector<Tool> tool_table() {
-  const char* under = " Relative paths are taken under the server's root; a path outside it is refused.";
-  auto object = [](json properties, std::vector<std::string> required) {
-    json schema = {{"type", "object"}, {"properties", std::move(properties)}};
-    if (!required.empty()) schema["required"] = required;
-    return schema;
-  };
-  return {
-      {"list_runs",
-       "The run directories at or below a path (default: the root): each run's path, whether it is analysed, "
-       "its "
-       "rank.",
-       object({{"path", path_property((std::string("A directory.") + under).c_str())}}, {})},
-      {"summary",
-       "What an analysed run shows, as `trainprof summary` prints it: the operators and ranges with the most "
-       "self "
-       "time, each step's breakdown, what the advisor found, where the outputs are. Runs not analysed yet "
-       "are "
-       "analysed first.",
-       object({{"path", path_property((std::string("A run, or a directory of runs.") + under).c_str())}},
-              {"path"})},
-      {"advise",
-       "The advisor's findings as JSON: each rule, title, evidence, the change to make and what it saves per "
-       "step, the largest saving first; for several ranks the cluster's findings too (the straggler, slow "
-       "links).",
-       object({{"path", path_property((std::string("A run, or a directory of runs.") + under).c_str())}},
-              {"path"})},
-      {"sql",
-       "Runs one read-only SQL statement (SELECT or WITH) on trainprof.db: a run's "
-       "PROFILER_OUTPUT/trainprof.db "
-       "(export_type db) or a cluster's cluster_analysis_output/trainprof.db. Returns CSV with a header row.",
-       object({{"path",
-                path_property((std::string("The database, or a directory holding it.") + under).c_str())},
-               {"query", {{"type", "string"}, {"description", "One SELECT or WITH statement."}}},
-               {"max_rows",
-                {{"type", "integer"},
-                 {"description", "The most rows returned (default 100, at most 10000)."},
-                 {"minimum", 1},
-                 {"maximum", kMaxSqlRows}}}},
-              {"path", "query"})},
-      {"diff",
-       "Compares two runs per step, as `trainprof diff` prints it: the mean step and its parts, then the "
-       "operators, ranges and kernels whose time per step changed, largest change first.",
-       object({{"run_a", path_property((std::string("The baseline run.") + under).c_str())},
-               {"run_b", path_property((std::string("The run compared with it.") + under).c_str())}},
-              {"run_a", "run_b"})},
-      {"critical_path",
-       "A step's critical path (critical_path.csv): the chain of work that decided its length, in order, "
-       "with "
-       "each segment's kind, name, start (ms from the step's start), duration and share of the step.",
-       object({{"run", path_property((std::string("One analysed run.") + under).c_str())},
-               {"step", {{"type", "integer"}, {"description", "The step (default: the slowest)."}}}},
-              {"run"})},
-      {"key_averages",
-       "torch.profiler's key_averages() of one run: per operator or range its calls, total and self time "
-       "(ms), "
-       "by self time, largest first.",
-       object({{"run", path_property((std::string("One run (its raw data is read).") + under).c_str())},
-               {"group_by_input_shape",
-                {{"type", "boolean"}, {"description", "One row per (name, input shapes) (record_shapes)."}}},
-               {"row_limit",
-                {{"type", "integer"},
-                 {"description", "The most rows (default 30)."},
-                 {"minimum", 1},
-                 {"maximum", 100000}}}},
-              {"run"})},
-  };
-}
-
 }  // namespace
 
 struct McpServer::State {
+  // A tool: what tools/list says of it, and what answers its calls.
+  using Handler = std::string (State::*)(const json&) const;
+  struct Tool {
+    const char* name;
+    const char* description;
+    json input_schema;
+    Handler handler;
+  };
+  static std::vector<Tool> tool_table();
+
   McpOptions options;
   fs::path root;  // canonical
   std::vector<Tool> tools = tool_table();
@@ -205,17 +136,7 @@ struct McpServer::State {
   std::vector<std::string> analysed_runs(const std::string& path) const {
     std::vector<std::string> runs = find_run_directories(path);
     if (runs.empty()) throw ToolError(no_run_directory_error(shown(path)));
-    std::vector<std::string> pending;
-    std::error_code ec;
-    for (const std::string& run : runs) {
-      if (!fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json", ec)) pending.push_back(run);
-    }
-    if (!pending.empty()) {
-      AnalyseReport report = analyse_runs(pending);
-      for (const RunAnalysis& r : report.runs) {
-        if (!r.ok) throw ToolError("the analysis of " + shown(r.run_dir) + " failed: " + r.error);
-      }
-    }
+    if (std::string error = pipeline::analyse_missing(runs); !error.empty()) throw ToolError(error);
     return runs;
   }
 
@@ -234,10 +155,8 @@ struct McpServer::State {
     std::vector<std::string> runs = find_run_directories(path);
     if (runs.empty()) throw ToolError(no_run_directory_error(shown(path)));
     json list = json::array();
-    std::error_code ec;
     for (const std::string& run : runs) {
-      json entry = {{"run", shown(run)},
-                    {"analysed", fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json", ec)}};
+      json entry = {{"run", shown(run)}, {"analysed", pipeline::is_analysed(run)}};
       json info = base::read_json_object((fs::path(run) / "profiler_info.json").string());
       if (auto rank = info.find("rank"); rank != info.end() && rank->is_number_integer())
         entry["rank"] = *rank;
@@ -375,18 +294,10 @@ struct McpServer::State {
   }
 
   json call_tool(const std::string& name, const json& args) {
-    using Handler = std::string (State::*)(const json&) const;
-    static const std::map<std::string, Handler> handlers = {{"list_runs", &State::list_runs},
-                                                            {"summary", &State::summary},
-                                                            {"advise", &State::advise_tool},
-                                                            {"sql", &State::sql},
-                                                            {"diff", &State::diff},
-                                                            {"critical_path", &State::critical_path},
-                                                            {"key_averages", &State::key_averages_tool}};
-    auto it = handlers.find(name);
-    if (it == handlers.end()) return nullptr;  // the caller's protocol error
+    auto it = std::find_if(tools.begin(), tools.end(), [&](const Tool& t) { return name == t.name; });
+    if (it == tools.end()) return nullptr;  // the caller's protocol error
     try {
-      return text_content(bounded((this->*(it->second))(args), options.max_answer_bytes), false);
+      return text_content(bounded((this->*(it->handler))(args), options.max_answer_bytes), false);
     } catch (const ToolError& e) {
       return text_content(e.what(), true);
     } catch (const std::exception& e) {
@@ -417,6 +328,69 @@ struct McpServer::State {
     return {{"tools", list}};
   }
 };
+
+std::vector<McpServer::State::Tool> McpServer::State::tool_table() {
+  auto path = [](const std::string& what) {
+    return json{{"type", "string"},
+                {"description", what + " Relative paths are taken under the server's root; a path outside it "
+                                       "is refused."}};
+  };
+  auto object = [](json properties, std::vector<std::string> required) {
+    json schema = {{"type", "object"}, {"properties", std::move(properties)}};
+    if (!required.empty()) schema["required"] = required;
+    return schema;
+  };
+  auto rows = [](const char* what, int64_t maximum) {
+    return json{{"type", "integer"}, {"description", what}, {"minimum", 1}, {"maximum", maximum}};
+  };
+  return {
+      {"list_runs",
+       "The run directories at or below a path (default: the root): each run's path, whether it is "
+       "analysed, its rank.",
+       object({{"path", path("A directory.")}}, {}), &State::list_runs},
+      {"summary",
+       "What an analysed run shows, as `trainprof summary` prints it: the operators and ranges with the "
+       "most self time, each step's breakdown, what the advisor found, where the outputs are. Runs not "
+       "analysed yet are analysed first.",
+       object({{"path", path("A run, or a directory of runs.")}}, {"path"}), &State::summary},
+      {"advise",
+       "The advisor's findings as JSON: each rule, title, evidence, the change to make and what it saves "
+       "per step, the largest saving first; for several ranks the cluster's findings too (the straggler, "
+       "slow links).",
+       object({{"path", path("A run, or a directory of runs.")}}, {"path"}), &State::advise_tool},
+      {"sql",
+       "Runs one read-only SQL statement (SELECT or WITH) on trainprof.db: a run's "
+       "PROFILER_OUTPUT/trainprof.db (export_type db) or a cluster's cluster_analysis_output/trainprof.db. "
+       "Returns CSV with a header row.",
+       object({{"path", path("The database, or a directory holding it.")},
+               {"query", {{"type", "string"}, {"description", "One SELECT or WITH statement."}}},
+               {"max_rows", rows("The most rows returned (default 100, at most 10000).", kMaxSqlRows)}},
+              {"path", "query"}),
+       &State::sql},
+      {"diff",
+       "Compares two runs per step, as `trainprof diff` prints it: the mean step and its parts, then the "
+       "operators, ranges and kernels whose time per step changed, largest change first.",
+       object({{"run_a", path("The baseline run.")}, {"run_b", path("The run compared with it.")}},
+              {"run_a", "run_b"}),
+       &State::diff},
+      {"critical_path",
+       "A step's critical path (critical_path.csv): the chain of work that decided its length, in order, "
+       "with each segment's kind, name, start (ms from the step's start), duration and share of the step.",
+       object({{"run", path("One analysed run.")},
+               {"step", {{"type", "integer"}, {"description", "The step (default: the slowest)."}}}},
+              {"run"}),
+       &State::critical_path},
+      {"key_averages",
+       "torch.profiler's key_averages() of one run: per operator or range its calls, total and self time "
+       "(ms), by self time, largest first.",
+       object({{"run", path("One run (its raw data is read).")},
+               {"group_by_input_shape",
+                {{"type", "boolean"}, {"description", "One row per (name, input shapes) (record_shapes)."}}},
+               {"row_limit", rows("The most rows (default 30).", 100000)}},
+              {"run"}),
+       &State::key_averages_tool},
+  };
+}
 
 McpServer::McpServer(McpOptions options) : state_(new State) {
   std::error_code ec;
@@ -474,7 +448,7 @@ std::string McpServer::handle(std::string_view message) {
       json result = state_->call_tool(name, args);
       if (result.is_null()) {
         std::vector<std::string> names;
-        for (const Tool& t : state_->tools) names.emplace_back(t.name);
+        for (const State::Tool& t : state_->tools) names.emplace_back(t.name);
         return error(id, kInvalidParams, "no tool '" + name + "'" + base::did_you_mean(name, names));
       }
       return reply(id, std::move(result));

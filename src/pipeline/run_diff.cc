@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <map>
 #include <set>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +18,7 @@
 #include "base/safe_file.h"
 #include "exporter/csv_reader.h"
 #include "exporter/text_format.h"
+#include "pipeline/run_directories.h"
 #include "trainprof/analyse.h"
 #include "trainprof/diff.h"
 
@@ -74,26 +74,6 @@ std::string read_table(const std::string& run, const char* file, std::initialize
   if (rows->empty()) return "cannot read '" + path + "'";
   for (const char* name : needed) {
     if (column(rows->front(), name) < 0) return "'" + path + "' has no column '" + name + "'";
-  }
-  return "";
-}
-
-bool analysed(const std::string& run) {
-  std::error_code ec;
-  return fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "operator_details.csv", ec);
-}
-
-// Analyses the runs of both sides that are not, at once (one worker process
-// per core): "" or the first failure.
-std::string analyse_missing(const std::vector<std::string>& runs) {
-  std::vector<std::string> missing;
-  for (const std::string& run : runs)
-    if (!analysed(run) && std::find(missing.begin(), missing.end(), run) == missing.end())
-      missing.push_back(run);
-  AnalyseOptions options;
-  options.max_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (const RunAnalysis& r : analyse_runs(missing, options).runs) {
-    if (!r.ok) return "cannot analyse '" + r.run_dir + "': " + r.error;
   }
   return "";
 }
@@ -334,7 +314,7 @@ DiffReport diff_runs(const std::string& run_a, const std::string& run_b, const s
   if (error.empty()) {
     std::vector<std::string> both = runs_a;
     both.insert(both.end(), runs_b.begin(), runs_b.end());
-    error = analyse_missing(both);
+    error = pipeline::analyse_missing(both);
   }
   if (error.empty()) error = load(run_a, runs_a, &a);
   if (error.empty()) error = load(run_b, runs_b, &b);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "base/run_directory.h"
 #include "raw/format.h"
@@ -97,6 +98,25 @@ std::string link_trace_for_peers(const fs::path& run, int out_fd) {
   if (linkat(out_fd, "trace_view.json", parent.get(), name.c_str(), 0) != 0) {
     return "cannot link the trace as " + (run.parent_path() / name).string() +
            " for TensorBoard and HTA: " + std::strerror(errno);
+  }
+  return "";
+}
+
+bool is_analysed(const std::string& run) {
+  std::error_code ec;
+  return fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "operator_details.csv", ec);
+}
+
+std::string analyse_missing(const std::vector<std::string>& runs) {
+  std::vector<std::string> missing;
+  for (const std::string& run : runs)
+    if (!is_analysed(run) && std::find(missing.begin(), missing.end(), run) == missing.end())
+      missing.push_back(run);
+  if (missing.empty()) return "";
+  AnalyseOptions options;
+  options.max_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (const RunAnalysis& r : analyse_runs(missing, options).runs) {
+    if (!r.ok) return "cannot analyse '" + r.run_dir + "': " + r.error;
   }
   return "";
 }

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "base/safe_file.h"
 
@@ -27,6 +28,14 @@ std::string remove_raw_data(int run_fd);
 // Links PROFILER_OUTPUT/trace_view.json (open as `out_fd`) as
 // "{parent}/{worker}.{stamp}.pt.trace.json". "" or a warning.
 std::string link_trace_for_peers(const std::filesystem::path& run, int out_fd);
+
+// Whether the run has been analysed (its PROFILER_OUTPUT holds
+// operator_details.csv, as `trainprof summary` looks).
+bool is_analysed(const std::string& run);
+
+// Analyses those of `runs` that are not, at once (one worker process per
+// core): "" or the first failure.
+std::string analyse_missing(const std::vector<std::string>& runs);
 
 }  // namespace trainprof::pipeline
 
