@@ -357,6 +357,30 @@ def test_ddp_demo_names_the_slow_rank_and_its_cause(tmp_path: Path, slow: list, 
     if cause == "compute":  # the guide quotes this report
         from test_docs import assert_printed_as_quoted
         assert_printed_as_quoted("docs/GUIDE.md", "a slow rank", result.stdout)
+    if shutil.which("chromium") is not None:
+        assert_the_report_shows_the_straggler(out, int(slow_rank), cause, tmp_path)
+
+
+def assert_the_report_shows_the_straggler(out: Path, slow_rank: int, cause: str, tmp_path: Path) -> None:
+    """The job's report opens with the cluster: the straggler finding first, and the straggler's late steps drawn
+    from cluster_step_trace_time.csv (its Computing, or its Data Wait when data loading is the cause)."""
+    from test_report import read_csv, render
+    result = subprocess.run([sys.executable, "-m", "trainprof", "report", str(out)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    rendered, dom = render(out / "report.html", f"report-cluster-{cause.split()[0]}", tmp_path)
+    assert rendered.index('<section id="cluster">') < rendered.index('<section class="run"')
+    cards = re.findall(r'<div class="card ([a-z-]+)">', rendered)
+    assert cards[:3] == ["findings-card", "straggler-card", "heat-card"], cards
+    assert re.findall(r'<li data-rule="([a-z_]+)">', rendered)[0] == "straggler"
+    assert dom.elements["straggler-cause"]["data-rank"] == str(slow_rank)
+    analysis = json.loads((out / "cluster_analysis_output" / "cluster_analysis.json").read_text())
+    steps = read_csv(out / "cluster_analysis_output" / "cluster_step_trace_time.csv")
+    metric = steps[0].index("Data Wait" if cause == "data loading" else "Computing")
+    own = {int(r[0]): float(r[metric]) for r in steps[1:] if r[1] == "rank" and int(r[2]) == slow_rank}
+    bars = re.findall(r'<rect class="(late|on-time)" [^>]*data-step="(\d+)" data-us="([0-9.]+)"', rendered)
+    assert sorted(int(step) for kind, step, _ in bars if kind == "late") == analysis["straggler_steps"]
+    assert {int(step): float(us) for _, step, us in bars} == pytest.approx(own, abs=1e-3)
 
 
 @pytest.mark.skipif(__import__("shutil").which("chromium") is None, reason="chromium is not installed")
@@ -504,6 +528,18 @@ def test_a_hang_of_one_gloo_rank_is_dumped_by_all_and_the_missing_rank_named(tmp
     assert "in busy_elsewhere" in report[rank3:], report
     incident = json.loads((incidents[0] / "cluster_analysis_output" / "cluster_analysis.json").read_text())["incident"]
     assert incident["stuck_collectives"][0]["missing"] == [3], incident
+    if shutil.which("chromium") is not None:
+        # The incident's report opens with it: who waits inside the stuck collective, who never came.
+        from test_report import render
+        result = subprocess.run([sys.executable, "-m", "trainprof", "report", str(incidents[0])], capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        rendered, dom = render(incidents[0] / "report.html", "report-incident", tmp_path)
+        assert re.findall(r'<div class="card ([a-z-]+)">', rendered)[:2] == ["findings-card", "incident-card"]
+        stuck = re.search(r'<div class="stuck" data-name="allreduce" data-sequence="29">(.*?)</div></div>', rendered,
+                          re.S).group(1)
+        assert re.findall(r'<span class="inside">rank (\d+)</span>', stuck) == ["0", "1", "2"]
+        assert re.findall(r'<span class="missing">rank (\d+) \(last entered #(\d+)\)</span>', stuck) == [("3", "28")]
 
 
 # Two ranks, the slow one (argv[2]) sleeping before each allreduce, with no

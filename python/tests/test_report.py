@@ -1,9 +1,12 @@
 """trainprof report: the HTML page rendered by a real browser (Debian's
 headless Chromium). The DOM after its script ran holds the CSV files'
-figures; the page logs nothing to the console; a screenshot is kept."""
+figures (each table cell keeps the CSV's text where it shows it in ms); the
+page logs nothing to the console and fits an 800 px window; screenshots at
+1400 and 800 px are kept as test artefacts."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import html.parser
 import json
@@ -34,16 +37,21 @@ def console_lines(stderr: str) -> list[str]:
 
 
 class Tables(html.parser.HTMLParser):
-    """Every table's rows (cell texts) by the table's first class, and the
-    attributes of elements with a class."""
+    """Every table's rows by the table's first class: each cell the CSV's text
+    (data-v, data-csv) where the page shows it otherwise, else the cell's
+    text; `shown` the texts as shown. The attributes of the first element of
+    each class."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tables: dict[str, list[list[str]]] = {}
+        self.shown: dict[str, list[list[str]]] = {}
         self.elements: dict[str, dict[str, str]] = {}
         self._table = None
         self._row: list[str] | None = None
+        self._shown_row: list[str] | None = None
         self._cell: str | None = None
+        self._csv: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
         a = dict(attrs)
@@ -52,10 +60,12 @@ class Tables(html.parser.HTMLParser):
         if tag == "table":
             self._table = a.get("class", "").split()[0]
             self.tables[self._table] = []
+            self.shown[self._table] = []
         elif tag == "tr" and self._table is not None:
-            self._row = []
+            self._row, self._shown_row = [], []
         elif tag in ("td", "th") and self._row is not None:
             self._cell = ""
+            self._csv = a.get("data-v", a.get("data-csv"))
 
     def handle_data(self, data: str) -> None:
         if self._cell is not None:
@@ -63,10 +73,12 @@ class Tables(html.parser.HTMLParser):
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("td", "th") and self._row is not None and self._cell is not None:
-            self._row.append(self._cell)
+            self._row.append(self._cell if self._csv is None else self._csv)
+            self._shown_row.append(self._cell)
             self._cell = None
         elif tag == "tr" and self._row is not None and self._table is not None:
             self.tables[self._table].append(self._row)
+            self.shown[self._table].append(self._shown_row)
             self._row = None
         elif tag == "table":
             self._table = None
@@ -75,6 +87,42 @@ class Tables(html.parser.HTMLParser):
 def read_csv(path: Path) -> list[list[str]]:
     with open(path, newline="") as f:
         return list(csv.reader(f))
+
+
+def ms(us: float) -> str:
+    """A time as the page shows it: in ms, to the us below 10 ms, 3 significant digits or more above."""
+    v = abs(us) / 1000
+    return f"{us / 1000:.{0 if v >= 1000 else 1 if v >= 100 else 2 if v >= 10 else 3}f}"
+
+
+def layout_width(page: Path, width: int, tmp: Path) -> int:
+    """The page's width as laid out in a `width` px window (a copy of it reports it)."""
+    probe = tmp / f"layout-{width}.html"
+    probe.write_text(page.read_text().replace(
+        "</body>", "<script>document.body.dataset.layoutWidth=document.documentElement.scrollWidth;</script></body>"))
+    rendered = chromium("--dump-dom", f"--window-size={width},1000", probe.as_uri())
+    return int(re.search(r'data-layout-width="(\d+)"', rendered.stdout).group(1))
+
+
+def render(page: Path, name: str, tmp: Path) -> tuple[str, Tables]:
+    """The page as the browser leaves it, checked for what every report must be: nothing fetched (the one address
+    is the Perfetto UI's, opened by a click), nothing on the console, no sideways scrolling in an 800 px window.
+    Screenshots at 1400 and 800 px go to the test artefacts as NAME-WIDTH.png."""
+    text = page.read_text()
+    assert "http://" not in text and set(re.findall(r"https://[^'\"]*", text)) <= {"https://ui.perfetto.dev/#!/",
+                                                                                  "https://ui.perfetto.dev"}
+    rendered = chromium("--dump-dom", page.as_uri())
+    assert rendered.returncode == 0, rendered.stderr
+    assert console_lines(rendered.stderr) == []
+    assert layout_width(page, 800, tmp) <= 800
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for width in (1400, 800):
+        shot = ARTIFACTS / f"{name}-{width}.png"
+        taken = chromium(f"--screenshot={shot}", f"--window-size={width},1800", page.as_uri())
+        assert taken.returncode == 0 and shot.stat().st_size > 10_000, taken.stderr
+    dom = Tables()
+    dom.feed(rendered.stdout)
+    return rendered.stdout, dom
 
 
 @pytest.fixture(scope="module")
@@ -87,57 +135,103 @@ def run(tmp_path_factory: pytest.TempPathFactory, batches: list) -> Path:
     return run
 
 
-def test_the_rendered_page_shows_the_csv_figures_and_logs_nothing(run: Path) -> None:
+def test_the_first_screen_answers_and_the_page_holds_the_csv_figures(run: Path, tmp_path: Path) -> None:
     page = run / "PROFILER_OUTPUT" / "report.html"
-    text = page.read_text()
-    assert "http://" not in text and "https://" not in text  # self-contained: nothing to fetch
-    rendered = chromium("--dump-dom", page.as_uri())
-    assert rendered.returncode == 0, rendered.stderr
-    assert console_lines(rendered.stderr) == []
-    dom = Tables()
-    dom.feed(rendered.stdout)
+    rendered, dom = render(page, "report-run", tmp_path)
     out = run / "PROFILER_OUTPUT"
+    # The first screen: findings, the steps, the slowest step's critical path, the memory at its peak.
+    overview = rendered.index('<div class="overview">')
+    cards = re.findall(r'<div class="card ([a-z-]+)">', rendered)
+    assert cards[:4] == ["findings-card", "steps-card", "critical-path-card", "memory-card"], cards
+    assert overview < rendered.index("step-table")
+    with open(out / "profiler_info.json") as f:
+        advice = json.load(f)["analysis"]["advice"]
+    assert re.findall(r'<li data-rule="([a-z_]+)">', rendered) == [f["rule"] for f in advice]
+    assert ("advice-none" in dom.elements) == (advice == [])
     steps = read_csv(out / "step_trace_time.csv")
-    assert dom.tables["step-table"] == steps
-    assert len(dom.tables["step-table"]) == 1 + 6
+    assert dom.tables["step-table"] == steps and len(steps) == 1 + 6
+    # Shown in ms, each part of each step.
+    assert dom.shown["step-table"][0][1] == "Computing (ms)"
+    assert [r[1:] for r in dom.shown["step-table"][1:]] == [[ms(float(v)) for v in r[1:]] for r in steps[1:]]
     # The step chart stacks the four parts that add up to each step, Data Wait among them.
     bars: dict[str, dict[str, float]] = {}
-    for step, part, ms in re.findall(r"<title>step (\d+): (.+?) ([0-9.]+) ms</title>", rendered.stdout):
-        bars.setdefault(step, {})[part] = float(ms)
+    for step, part, value in re.findall(r"<title>step (\d+): (.+?) ([0-9.]+) ms</title>", rendered):
+        bars.setdefault(step, {})[part] = float(value)
+    lengths = {}
     for row in steps[1:]:
         for part in ("Computing", "Communication(Not Overlapped)", "Data Wait", "Free"):
             assert bars[row[0]][part] == pytest.approx(float(row[steps[0].index(part)]) / 1000, abs=1e-3), part
+        lengths[row[0]] = sum(float(row[steps[0].index(p)]) for p in ("Computing", "Communication(Not Overlapped)",
+                                                                        "Data Wait", "Free"))
+    slowest = max(lengths, key=lambda k: lengths[k])
+    # The slowest step's critical path: a strip of its segments, and its rows as critical_path.csv has them, their
+    # start in ms from the step's start.
+    path = read_csv(out / "critical_path.csv")
+    rows = [row for row in path[1:] if row[0] == slowest]
+    assert dom.elements["critical-path-title"]["data-step"] == slowest
+    assert dom.tables["critical-path-table"] == [path[0]] + rows
+    start, length = path[0].index("Start Time(us)"), path[0].index("Duration(us)")
+    origin = min(float(r[start]) for r in rows)
+    assert [r[start] for r in dom.shown["critical-path-table"][1:]] == [ms(float(r[start]) - origin) for r in rows]
+    strip = re.search(r'<svg class="critical-path-strip chart".*?</svg>', rendered, re.S).group(0)
+    assert re.findall(r'data-us="([0-9.]+)"', strip) == [r[length] for r in rows]
+    # What the memory held at its peak, by class: the highest peak's class rows of memory_breakdown.csv.
+    breakdown = read_csv(out / "memory_breakdown.csv")
+    peak = max(breakdown[1:], key=lambda r: float(r[3]))
+    at_peak = [r for r in breakdown[1:] if r[0] == peak[0] and r[1] == peak[1] and r[6] == "class"]
+    bar = re.search(r'<svg class="memory-peak-bar chart".*?</svg>', rendered, re.S).group(0)
+    assert re.findall(r'data-mb="([0-9.]+)"', bar) == [r[8] for r in at_peak]
+    # The icicle: the step's thread holds the whole step, on average.
+    assert int(dom.elements["flame-title"]["data-steps"]) == 6
+    nodes = re.findall(r'<g class="node" data-x="[^"]+" data-w="[^"]+" data-depth="(\d+)" data-name="([^"]+)" '
+                       r'data-us="([0-9.]+)"', rendered)
+    threads = [(name, float(us)) for depth, name, us in nodes if depth == "1"]
+    assert threads[0][0].startswith("main thread")
+    assert threads[0][1] == pytest.approx(sum(lengths.values()) / 6, abs=0.01)
+    assert any(depth == "2" and name == "aten::conv2d" for depth, name, _ in nodes)
+    # The timeline one click away: the button, the file's path, and the file itself embedded.
+    assert str(out / "trace_view.pftrace") in rendered
+    button = dom.elements["open-perfetto"]
+    embedded = re.search(r'<script type="application/octet-stream" id="' + button["data-trace"] + r'">([^<]+)<',
+                         rendered).group(1)
+    assert base64.b64decode(embedded) == (out / "trace_view.pftrace").read_bytes()
+    # The tables below.
     ops = read_csv(out / "op_statistic.csv")
-    assert dom.tables["op-table"] == ops[:41]  # the header and the top 40, in the CSV's order
+    assert dom.tables["op-table"] == ops  # every row, in the CSV's order (paged in the browser)
+    total = ops[0].index("Total Time(us)")
+    assert [r[total] for r in dom.shown["op-table"][1:]] == [ms(float(r[total])) for r in ops[1:]]
+    hidden = re.findall(r'<tr hidden="">', rendered)
+    assert len(hidden) >= len(ops) - 1 - 25  # the op table's rows after its first page
     memory = read_csv(out / "memory_record.csv")
     column = memory[0].index("Total Allocated(MB)")
-    peak = max(memory[1:], key=lambda row: float(row[column]))[column]
-    assert dom.elements["memory-peak"]["data-peak-mb"] == peak
-    # What the memory held: stacked by class (a polygon each), and the highest peak's split.
+    peak_mb = max(memory[1:], key=lambda row: float(row[column]))[column]
+    assert dom.elements["memory-peak"]["data-peak-mb"] == peak_mb
+    # What the memory held over time: stacked by class (a polygon each), and the highest peak's split.
     classes = read_csv(out / "memory_timeline.csv")[0][2:]
-    assert re.findall(r"<polygon[^>]*><title>([a-z ]+\(MB\))</title>", rendered.stdout) == classes
-    breakdown = read_csv(out / "memory_breakdown.csv")
+    assert re.findall(r"<polygon[^>]*><title>([a-z ]+\(MB\))</title>", rendered) == classes
     device = dom.elements["memory-class-chart"]["data-device"]
     rows = [r for r in breakdown[1:] if r[1] == device]
     highest = max(rows, key=lambda r: float(r[3]))
     assert dom.tables["memory-breakdown-table"] == [breakdown[0]] + [r for r in rows if r[0] == highest[0]]
     assert dom.elements["timeline"]  # the slowest step's timeline is drawn
-    # The slowest step's critical path, its rows as critical_path.csv has them.
-    slowest = dom.elements["critical-path-title"]["data-step"]
-    path = read_csv(out / "critical_path.csv")
-    assert dom.tables["critical-path-table"] == [path[0]] + [row for row in path[1:] if row[0] == slowest]
     assert dom.elements["what-if"] is not None
-    # The advisor's findings open the run's section, as profiler_info.json holds them.
-    with open(out / "profiler_info.json") as f:
-        advice = json.load(f)["analysis"]["advice"]
-    assert re.findall(r'<li data-rule="([a-z_]+)">', rendered.stdout) == [f["rule"] for f in advice]
-    assert ("advice-none" in dom.elements) == (advice == [])
-    assert rendered.stdout.index("Advice") < rendered.stdout.index("Step time")
-    assert rendered.stdout.count("<rect") > 20
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shot = ARTIFACTS / "report.png"
-    taken = chromium(f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri())
-    assert taken.returncode == 0 and shot.stat().st_size > 10_000
+
+
+def test_a_table_filters_and_pages_in_the_browser(run: Path, tmp_path: Path) -> None:
+    """The page's script, driven as a reader would: a filter keeps the matching rows, the pages show 25."""
+    page = run / "PROFILER_OUTPUT" / "report.html"
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", """<script>
+var box=document.querySelector('table.op-table').closest('.table-box'),input=box.previousElementSibling.querySelector('input');
+var shown=function(){return Array.prototype.filter.call(box.querySelectorAll('tbody tr'),function(r){return !r.hidden;}).length;};
+var first=shown();input.value='backward';input.dispatchEvent(new Event('input'));
+document.body.dataset.probe=first+','+shown();</script></body>"""))
+    rendered = chromium("--dump-dom", probe.as_uri())
+    assert console_lines(rendered.stderr) == []
+    first, filtered = map(int, re.search(r'data-probe="(\d+),(\d+)"', rendered.stdout).groups())
+    ops = read_csv(run / "PROFILER_OUTPUT" / "op_statistic.csv")[1:]
+    assert first == min(25, len(ops))
+    assert filtered == min(25, sum("backward" in ",".join(r).lower() for r in ops)) and filtered < first
 
 
 def test_a_table_sorts_in_the_browser(run: Path) -> None:
@@ -149,7 +243,7 @@ def test_a_table_sorts_in_the_browser(run: Path) -> None:
     dom.feed(rendered.stdout)
     counts = [int(row[2]) for row in dom.tables["op-table"][1:]]
     assert counts == sorted(counts) and counts != [int(r[2]) for r in read_csv(run / "PROFILER_OUTPUT" /
-                                                                              "op_statistic.csv")[1:41]]
+                                                                              "op_statistic.csv")[1:]]
 
 
 def test_the_console_check_catches_a_script_error(tmp_path: Path) -> None:
@@ -236,7 +330,7 @@ def test_a_job_of_many_ranks_is_a_heat_map_and_the_ranks_that_matter(tmp_path: P
     dom = Tables()
     dom.feed(rendered.stdout)
     # Ranks x steps: 300 ranks in 100 rows of 3; the hottest computing cell is the straggler's.
-    maps = re.findall(r'<svg class="heat-map" data-metric="([^"]+)" data-rows="(\d+)" data-ranks-per-row="(\d+)"'
+    maps = re.findall(r'<svg class="heat-map chart" data-metric="([^"]+)" data-rows="(\d+)" data-ranks-per-row="(\d+)"'
                       r'(.*?)</svg>', rendered.stdout, re.S)
     assert [m[0] for m in maps][:2] == ["Computing", "Communication(Not Overlapped)"]
     computing = maps[0]

@@ -1,20 +1,20 @@
 // Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 // report.html (trainprof::write_report): one self-contained page per PATH,
-// built from the analysed runs' outputs.
+// built from the analysed runs' outputs; it fetches nothing (the one
+// address on it is the Perfetto UI's, opened by a click).
 //
-// Everything is inline (CSS, SVG charts, a few lines of script that sort the
-// tables), so the page opens anywhere without a network. The tables show the
-// CSV files' own figures, unchanged; the charts draw them. Per run: the
-// step-time breakdown as stacked bars, the top operators, the allocator's
-// totals over time with the peak, the data-pipeline stages, and a timeline of
-// the slowest step read from trace_view.json (events are written in time
-// order, one a line, so the reading stops after that step). For a parent of
-// several ranks' runs with a cluster analysis: a heat map of ranks x steps
-// (binned to at most 128 x 64 cells, each its bin's most, so a slow rank
-// shows however many there are), each rank's waiting and the waiting it
-// caused (above 64 ranks, the 20 the others waited for most), and the
-// straggler report; above 64 runs, only the straggler's and the lowest
-// rank's own sections.
+// A page opens with what a reader asks first. For a run: the advisor's
+// findings with their savings as bars against the step, every step's
+// breakdown, the slowest step's critical path as a strip along its time,
+// what the memory held at its peak by class, and a button that opens the
+// run's timeline in the Perfetto UI (the path of the file beside it). Then
+// an icicle of the host time per step, and the tables (the CSVs' own rows,
+// times shown in ms, sortable, filterable, paged) with the memory over time
+// and the slowest step's timeline. For a parent of several ranks' runs with
+// a cluster analysis, the cluster comes first: its findings, the stuck
+// collective of a flight recorder incident, the straggler's late steps, a
+// heat map of ranks x steps, each rank's waiting; above 64 runs only the
+// straggler's and the lowest rank's own sections follow.
 #include <fcntl.h>
 
 #include <algorithm>
@@ -30,6 +30,9 @@
 #include "base/safe_file.h"
 #include "base/shell_quote.h"
 #include "exporter/csv_reader.h"
+#include "exporter/host_flame.h"
+#include "exporter/html_charts.h"
+#include "exporter/html_page.h"
 #include "trainprof/analyse.h"
 #include "trainprof/diff.h"
 
@@ -38,106 +41,42 @@ namespace {
 
 namespace fs = std::filesystem;
 using exporter::CsvRows;
+using exporter::html::cell;
+using exporter::html::column;
+using exporter::html::escape;
+using exporter::html::fixed;
+using exporter::html::kPalette;
+using exporter::html::ms;
+using exporter::html::number;
+using exporter::html::table;
+using exporter::html::TableView;
 using nlohmann::json;
 
-std::string escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string fmt(double v, int decimals = 1) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.*f", decimals, v);
-  return text;
+  return fixed(v, decimals);
 }
 
-double number(const std::string& s) {
-  try {
-    return std::stod(s);
-  } catch (...) {
-    return 0;
-  }
+json read_json(const fs::path& file) {
+  return json::parse(base::read_regular_file_at(AT_FDCWD, file.string(), false), nullptr, false);
 }
 
-// The column index of `name` in a CSV's header, -1: none.
-int column(const CsvRows& rows, const std::string& name) {
-  if (rows.empty()) return -1;
-  auto it = std::find(rows[0].begin(), rows[0].end(), name);
-  return it == rows[0].end() ? -1 : static_cast<int>(it - rows[0].begin());
+// The memory charts' axes: MB up to `peak` and ms over the records' span.
+std::string memory_axes(double peak, double span_us, int width, int height) {
+  std::string h = std::to_string(height + 10), w = std::to_string(width + 40);
+  return "<line class=\"grid\" x1=\"40\" x2=\"" + w +
+         "\" y1=\"10\" y2=\"10\"/><line class=\"grid\" x1=\"40\" x2=\"" + w + "\" y1=\"" + h + "\" y2=\"" +
+         h + "\"/><text x=\"0\" y=\"14\" class=\"axis\">" + fmt(peak, 1) + " MB</text><text x=\"0\" y=\"" +
+         h + "\" class=\"axis\">0 MB</text><text x=\"40\" y=\"" + std::to_string(height + 26) +
+         "\" class=\"axis\">0 ms</text><text x=\"" + w + "\" y=\"" + std::to_string(height + 26) +
+         "\" class=\"axis\" text-anchor=\"end\">" + ms(span_us) + " ms after the first record</text>";
 }
 
-std::string cell(const std::vector<std::string>& row, int index) {
-  return index >= 0 && static_cast<size_t>(index) < row.size() ? row[static_cast<size_t>(index)] : "";
-}
-
-// A CSV table as HTML: the header and the rows as they are (the first
-// `limit`), with a class the tests and the sorting script find.
-std::string table(const CsvRows& rows, const std::string& css_class, size_t limit = SIZE_MAX) {
-  std::string out = "<table class=\"" + css_class + " sortable\"><thead><tr>";
-  for (const std::string& h : rows[0]) out += "<th>" + escape(h) + "</th>";
-  out += "</tr></thead><tbody>\n";
-  for (size_t r = 1; r < rows.size() && r <= limit; ++r) {
-    out += "<tr>";
-    for (const std::string& c : rows[r]) out += "<td>" + escape(c) + "</td>";
-    out += "</tr>\n";
-  }
-  return out + "</tbody></table>\n";
-}
-
-const char* kColours[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
-                          "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
-
-// Stacked bars of the step breakdown: Computing, Communication (not
-// overlapped), Data Wait, Free per step, in ms (they add up to the step).
-constexpr int kStepParts = 4;
-const char* const kStepPartNames[kStepParts] = {"Computing", "Communication(Not Overlapped)", "Data Wait",
-                                                "Free"};
-
-std::string step_chart(const CsvRows& steps) {
-  const char* const* parts = kStepPartNames;
-  int cols[kStepParts];
-  for (int i = 0; i < kStepParts; ++i) cols[i] = column(steps, parts[i]);
-  double most = 0;
-  for (size_t r = 1; r < steps.size(); ++r) {
-    double sum = 0;
-    for (int c : cols) sum += number(cell(steps[r], c));
-    most = std::max(most, sum);
-  }
-  if (most <= 0) return "";
-  size_t n = steps.size() - 1;
-  double bar = std::clamp(700.0 / static_cast<double>(n), 2.0, 40.0);
-  int width = static_cast<int>(bar * static_cast<double>(n)) + 60, height = 220;
-  std::string svg = "<svg class=\"step-chart\" width=\"" + std::to_string(width) + "\" height=\"" +
-                    std::to_string(height + 30) + "\" role=\"img\">";
-  svg += "<text x=\"0\" y=\"12\" class=\"axis\">" + fmt(most / 1000, 1) + " ms</text>";
-  for (size_t r = 1; r <= n; ++r) {
-    double y = height + 10;
-    double x = 50 + bar * static_cast<double>(r - 1);
-    for (int i = 0; i < kStepParts; ++i) {
-      double us = number(cell(steps[r], cols[i]));
-      double h = us / most * height;
-      y -= h;
-      svg += "<rect x=\"" + fmt(x, 1) + "\" y=\"" + fmt(y, 1) + "\" width=\"" +
-             fmt(std::max(1.0, bar - 1), 1) + "\" height=\"" + fmt(h, 1) + "\" fill=\"" + kColours[i] +
-             "\"><title>step " + escape(steps[r][0]) + ": " + parts[i] + " " + fmt(us / 1000, 3) +
-             " ms</title></rect>";
-    }
-  }
-  svg += "</svg><p class=\"legend\">";
-  for (int i = 0; i < kStepParts; ++i) {
-    svg += std::string("<span style=\"color:") + kColours[i] + "\">&#9632;</span> " + parts[i] + " ";
-  }
-  return svg + "</p>\n";
+// A table's timestamps shown from the first memory record.
+TableView from_first_record(double t0_us) {
+  TableView view;
+  view.origin_us = t0_us;
+  view.origin_name = "the first record";
+  return view;
 }
 
 // The allocator's total over time (at most 1500 points: each the largest of
@@ -165,14 +104,13 @@ std::string memory_chart(const CsvRows& rows) {
     double y = peak > 0 ? height - top / peak * height : height;
     points += fmt(40 + x, 1) + "," + fmt(y + 10, 1) + " ";
   }
-  std::string out = "<svg class=\"memory-chart\" width=\"" + std::to_string(width + 60) + "\" height=\"" +
+  std::string out = "<svg class=\"memory-chart chart\" viewBox=\"0 0 " + std::to_string(width + 60) + " " +
                     std::to_string(height + 30) +
                     "\" role=\"img\"><polyline fill=\"none\" stroke=\"#4e79a7\" "
                     "points=\"" +
-                    points + "\"/><text x=\"0\" y=\"12\" class=\"axis\">" + fmt(peak, 1) +
-                    " MB</text></svg>\n";
+                    points + "\"/>" + memory_axes(peak, t1 - t0, width, height) + "</svg>\n";
   out += "<p class=\"memory-peak\" data-peak-mb=\"" + escape(cell(rows[peak_row], allocated)) +
-         "\">Peak allocated: " + escape(cell(rows[peak_row], allocated)) + " MB (" +
+         "\">Peak allocated: " + fmt(number(cell(rows[peak_row], allocated)), 1) + " MB (" +
          escape(cell(rows[peak_row], column(rows, "Device Type"))) + ") at " +
          fmt((number(cell(rows[peak_row], ts)) - t0) / 1000, 3) + " ms into the run's memory records</p>\n";
   return out;
@@ -208,8 +146,8 @@ std::string memory_class_chart(const CsvRows& rows, const CsvRows& breakdown) {
     return 40 + (t1 > t0 ? (number(cell(rows[r], ts)) - t0) / (t1 - t0) * width : 0);
   };
   std::vector<double> below(picked.size(), 0);
-  std::string svg = "<svg class=\"memory-class-chart\" data-device=\"" + escape(device) + "\" width=\"" +
-                    std::to_string(width + 60) + "\" height=\"" + std::to_string(height + 30) +
+  std::string svg = "<svg class=\"memory-class-chart chart\" data-device=\"" + escape(device) +
+                    "\" viewBox=\"0 0 " + std::to_string(width + 60) + " " + std::to_string(height + 30) +
                     "\" role=\"img\">";
   std::string legend = "<p class=\"legend\">";
   for (size_t i = 0; i < cols.size(); ++i) {
@@ -221,15 +159,15 @@ std::string memory_class_chart(const CsvRows& rows, const CsvRows& breakdown) {
     }
     for (size_t k = picked.size(); k-- > 0;)
       down += fmt(x_of(picked[k]), 1) + "," + fmt(10 + height - below[k] / peak * height, 1) + " ";
-    const char* colour = kColours[i % (sizeof(kColours) / sizeof(kColours[0]))];
+    const char* colour = kPalette[i % std::size(kPalette)];
     std::string name = rows[0][static_cast<size_t>(cols[i])];
     svg += "<polygon fill=\"" + std::string(colour) + "\" points=\"" + up + down + "\"><title>" +
            escape(name) + "</title></polygon>";
-    legend += std::string("<span style=\"color:") + colour + "\">&#9632;</span> " + escape(name) + " ";
+    legend += std::string("<span class=\"key\" style=\"background:") + colour + "\"></span>" + escape(name);
     below = std::move(above);
   }
-  svg += "<text x=\"0\" y=\"12\" class=\"axis\">" + fmt(peak, 1) + " MB</text></svg>\n";
-  std::string out = svg + legend + "(" + escape(device) + ")</p>\n";
+  svg += memory_axes(peak, t1 - t0, width, height) + "</svg>\n";
+  std::string out = svg + legend + " (" + escape(device) + ")</p>\n";
   // The highest peak's split by class.
   int step = column(breakdown, "Step"), bdev = column(breakdown, "Device Type"),
       peak_mb = column(breakdown, "Peak(MB)"), kind = column(breakdown, "Kind");
@@ -248,7 +186,7 @@ std::string memory_class_chart(const CsvRows& rows, const CsvRows& breakdown) {
   }
   return out + "<p>What the memory held at the highest peak (step " + escape(cell(breakdown[best], step)) +
          ", " + escape(cell(breakdown[best], peak_mb)) + " MB), by class and by allocation site:</p>\n" +
-         table(peak_rows, "memory-breakdown-table");
+         table(peak_rows, "memory-breakdown-table", from_first_record(t0));
 }
 
 struct TimelineSlice {
@@ -308,7 +246,7 @@ std::string timeline_chart(const std::vector<TimelineSlice>& slices) {
     y += 14.0 * static_cast<double>(std::min<size_t>(d, 12) + 1) + 8;
   }
   const double width = 900;
-  std::string svg = "<svg class=\"timeline\" width=\"" + fmt(width + 90, 0) + "\" height=\"" +
+  std::string svg = "<svg class=\"timeline chart\" viewBox=\"0 0 " + fmt(width + 90, 0) + " " +
                     fmt(y + 10, 0) + "\" role=\"img\">";
   for (const auto& [tid, top] : row_y) {
     svg +=
@@ -318,10 +256,10 @@ std::string timeline_chart(const std::vector<TimelineSlice>& slices) {
     if (s.depth > 12) continue;
     double x = 90 + (s.ts - t0) / std::max(t1 - t0, 1e-9) * width;
     double w = std::max(0.5, s.dur / std::max(t1 - t0, 1e-9) * width);
-    size_t colour = std::hash<std::string>()(s.name) % std::size(kColours);
+    size_t colour = std::hash<std::string>()(s.name) % std::size(kPalette);
     svg += "<rect x=\"" + fmt(x, 2) + "\" y=\"" + fmt(row_y[s.tid] + 14.0 * static_cast<double>(s.depth), 1) +
-           "\" width=\"" + fmt(w, 2) + "\" height=\"12\" fill=\"" + kColours[colour] + "\"><title>" +
-           escape(s.name) + " " + fmt(s.dur, 3) + " us</title></rect>";
+           "\" width=\"" + fmt(w, 2) + "\" height=\"12\" fill=\"" + kPalette[colour] + "\"><title>" +
+           escape(s.name) + " " + ms(s.dur) + " ms, at " + ms(s.ts - t0) + " ms</title></rect>";
   }
   std::string count = slices.size() < kMaxTimelineSlices
                           ? std::to_string(slices.size()) + " slices"
@@ -330,100 +268,221 @@ std::string timeline_chart(const std::vector<TimelineSlice>& slices) {
          " ms; hover for names (trace_view.pftrace or trace_view.json has them all).</p>\n";
 }
 
-// The slowest step's critical path (critical_path.csv's rows of it) and the
-// analysis's what-if estimates.
-std::string critical_path_section(const fs::path& out, const std::string& slowest, const json& info) {
-  std::string html;
-  CsvRows path = exporter::read_csv_file((out / "critical_path.csv").string());
-  if (path.size() > 1 && !slowest.empty()) {
-    CsvRows rows = {path[0]};
-    for (size_t r = 1; r < path.size(); ++r) {
-      if (!path[r].empty() && path[r][0] == slowest) rows.push_back(path[r]);
-    }
-    if (rows.size() > 1) {
-      html += "<h3 class=\"critical-path-title\" data-step=\"" + escape(slowest) +
-              "\">Critical path of step " + escape(slowest) +
-              " (the slowest): the chain of work that decided its length</h3>\n" +
-              table(rows, "critical-path-table", 200);
-    }
+// ---- A run's section ----
+
+// The page's embedded traces, at most this many bytes each and in all: a
+// larger one is opened by choosing its file in the Perfetto UI.
+constexpr size_t kEmbeddedTraceBytes = 8u << 20, kEmbeddedTracesBytes = 24u << 20;
+
+struct PageState {
+  fs::path page_dir;  // where report.html goes: links are relative to it
+  size_t embedded = 0;
+  size_t traces = 0;
+};
+
+// The run's timeline one click away: a button that opens `trace` in the
+// Perfetto UI (fed the embedded file once the UI answers), a link to the
+// file and its path, for when there is no network.
+std::string trace_link(const fs::path& trace, const std::string& title, PageState& state) {
+  std::error_code ec;
+  if (!fs::is_regular_file(trace, ec)) return "";
+  std::string id = "trace-data-" + std::to_string(state.traces++);
+  std::string bytes;
+  size_t size = static_cast<size_t>(fs::file_size(trace, ec));
+  if (!ec && size <= kEmbeddedTraceBytes && state.embedded + size <= kEmbeddedTracesBytes) {
+    bytes = base::read_regular_file_at(AT_FDCWD, trace.string(), false);
+    state.embedded += bytes.size();
   }
-  const json* what_if = nullptr;
-  if (info.is_object() && info.contains("analysis") && info["analysis"].is_object() &&
-      info["analysis"].contains("what_if") && info["analysis"]["what_if"].is_array())
-    what_if = &info["analysis"]["what_if"];
-  if (what_if != nullptr && !what_if->empty()) {
-    html += "<h3>What if (re-timed through the critical path)</h3>\n<ul class=\"what-if\">";
-    for (const json& e : *what_if) {
-      if (!e.is_object()) continue;
-      double recorded = e.value("median_step_ms", 0.0), estimated = e.value("estimated_step_ms", 0.0);
-      html += "<li data-estimated-ms=\"" + fmt(estimated, 3) + "\">" +
-              escape(e.value("change", std::string())) + ": median step " + fmt(recorded, 3) + " ms &rarr; " +
-              fmt(estimated, 3) + " ms</li>";
-    }
-    html += "</ul>\n";
+  fs::path relative = fs::relative(trace, state.page_dir, ec);
+  std::string href = ec || relative.empty() ? trace.string() : relative.generic_string();
+  std::string html = "<div class=\"trace-link\">Timeline: <button class=\"open-perfetto\" data-trace=\"" +
+                     id + "\" data-title=\"" + escape(title) +
+                     "\">Open in the Perfetto UI</button>"
+                     "<span class=\"note\" hidden> (" +
+                     fmt(static_cast<double>(size) / (1 << 20), 1) +
+                     " MB, not embedded in this page: open ui.perfetto.dev and choose the file)</span> "
+                     "<a class=\"trace-file\" href=\"" +
+                     escape(href) + "\">" + escape(trace.filename().string()) + "</a> <code>" +
+                     escape(fs::absolute(trace, ec).string()) + "</code></div>\n";
+  if (!bytes.empty()) {
+    html += "<script type=\"application/octet-stream\" id=\"" + id + "\">" + exporter::html::base64(bytes) +
+            "</script>\n";
   }
   return html;
 }
 
-// The advisor's findings (an "advice" array), first in a run's or the
-// cluster's section: what to change, the largest saving first.
-std::string advice_section(const json& holder) {
-  if (!holder.is_object() || !holder.contains("advice") || !holder["advice"].is_array()) return "";
-  const json& advice = holder["advice"];
-  if (advice.empty()) {
-    return "<h3>Advice</h3>\n<p class=\"advice-none\">None of the advisor's rules fired.</p>\n";
-  }
-  std::string html = "<h3>Advice (the largest saving first)</h3>\n<ol class=\"advice\">";
-  for (const json& f : advice) {
-    if (!f.is_object()) continue;
-    double saving = base::number_field(f, "saving_ms", -1), step = base::number_field(f, "step_ms", 0);
-    html += "<li data-rule=\"" + escape(base::string_field(f, "rule")) + "\"><b>" +
-            escape(base::string_field(f, "title", base::string_field(f, "rule"))) + "</b>";
-    if (saving >= 0) {
-      html += " &mdash; worth " + fmt(saving, 3) + " ms per step";
-      if (step > 0)
-        html += " (" + fmt(100.0 * saving / step, 1) + " % of the " + fmt(step, 3) + " ms median)";
-      html += ", " + escape(base::string_field(f, "saving_basis"));
-    }
-    html += "<br>Evidence: " + escape(base::string_field(f, "evidence")) +
-            "<br>Change: " + escape(base::string_field(f, "change")) + "</li>";
-  }
-  return html + "</ol>\n";
+std::string card(const std::string& css_class, const std::string& title, const std::string& body) {
+  if (body.empty()) return "";
+  return "<div class=\"card " + css_class + "\"><h3>" + title + "</h3>\n" + body + "</div>\n";
 }
 
-std::string run_section(const std::string& run_dir, size_t index) {
-  fs::path out = fs::path(run_dir) / "PROFILER_OUTPUT";
-  std::string name = fs::path(run_dir).filename().string();
-  json info = json::parse(base::read_regular_file_at(AT_FDCWD, (out / "profiler_info.json").string(), false),
-                          nullptr, false);
-  std::string html = "<section class=\"run\" id=\"run-" + std::to_string(index) + "\" data-run=\"" +
-                     escape(name) + "\"><h2>" + escape(name) + "</h2>\n<p class=\"meta\">";
-  if (info.is_object()) {
-    html += "rank " + escape(info.value("rank", json(0)).dump()) + " of " +
-            escape(info.value("world_size", json(1)).dump()) + ", host " + escape(info.value("host", "?"));
+// What the analysis re-timed (profiler_info.json's analysis.what_if).
+std::string what_if_list(const json& analysis) {
+  if (!analysis.is_object() || !analysis.contains("what_if") || !analysis["what_if"].is_array() ||
+      analysis["what_if"].empty())
+    return "";
+  std::string html =
+      "<p class=\"note\">What if (re-timed through the critical path):</p><ul class=\"what-if\">";
+  for (const json& e : analysis["what_if"]) {
+    if (!e.is_object()) continue;
+    double recorded = e.value("median_step_ms", 0.0), estimated = e.value("estimated_step_ms", 0.0);
+    html += "<li data-estimated-ms=\"" + fmt(estimated, 3) + "\">" +
+            escape(e.value("change", std::string())) + ": median step " + ms(recorded * 1000) +
+            " ms &rarr; " + ms(estimated * 1000) + " ms</li>";
   }
-  html += "</p>\n";
-  if (info.is_object() && info.contains("analysis")) html += advice_section(info["analysis"]);
-  CsvRows steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
-  std::string slowest;
-  if (steps.size() > 1) {
-    html += "<h3>Step time</h3>\n" + step_chart(steps) + table(steps, "step-table");
-    double longest = -1;
-    for (size_t r = 1; r < steps.size(); ++r) {
-      double t = 0;
-      for (const char* part : kStepPartNames) t += number(cell(steps[r], column(steps, part)));
-      if (t > longest) longest = t, slowest = steps[r][0];
+  return html + "</ul>\n";
+}
+
+// Figures on top of the step chart: steps, median, slowest.
+std::string step_figures(const CsvRows& steps, const std::vector<double>& lengths,
+                         const std::string& slowest) {
+  std::vector<double> sorted = lengths;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  double most = sorted.empty() ? 0 : sorted.back();
+  std::string parts;
+  for (int i = 0; i < exporter::html::kStepParts; ++i) {
+    int c = column(steps, exporter::html::kStepPartNames[i]);
+    double sum = 0, total = 0;
+    for (size_t r = 1; r < steps.size(); ++r) sum += number(cell(steps[r], c));
+    for (double l : lengths) total += l;
+    if (total > 0 && sum > 0) {
+      parts += std::string(parts.empty() ? "" : " &middot; ") + exporter::html::kStepPartNames[i] + " " +
+               fmt(100 * sum / total, 1) + " %";
     }
   }
-  html += critical_path_section(out, slowest, info);
+  return "<div class=\"kpis\"><div><div class=\"label\">steps</div><div class=\"big\">" +
+         std::to_string(lengths.size()) +
+         "</div></div><div><div class=\"label\">median step</div><div class=\"big\">" + ms(median) +
+         " ms</div></div><div><div class=\"label\">slowest (step " + escape(slowest) +
+         ")</div><div class=\"big\">" + ms(most) +
+         " ms</div></div></div><p class=\"note\">Of all steps' time: " + parts + "</p>\n";
+}
+
+// critical_path.csv's rows of `step`, with its header.
+CsvRows rows_of_step(const CsvRows& path, const std::string& step) {
+  CsvRows rows = {path.empty() ? std::vector<std::string>{} : path[0]};
+  for (size_t r = 1; r < path.size(); ++r) {
+    if (!path[r].empty() && path[r][0] == step) rows.push_back(path[r]);
+  }
+  return rows;
+}
+
+// Each step's start in critical_path.csv (its first segment's).
+std::vector<std::pair<std::string, double>> step_starts(const CsvRows& path) {
+  std::vector<std::pair<std::string, double>> out;
+  int start = column(path, "Start Time(us)");
+  for (size_t r = 1; r < path.size(); ++r) {
+    if (path[r].empty()) continue;
+    double t = number(cell(path[r], start));
+    if (out.empty() || out.back().first != path[r][0]) {
+      out.push_back({path[r][0], t});
+    } else {
+      out.back().second = std::min(out.back().second, t);
+    }
+  }
+  return out;
+}
+
+// memory_breakdown.csv's class rows at the highest peak, with its header,
+// and a sentence naming the peak.
+std::pair<CsvRows, std::string> peak_classes(const CsvRows& breakdown) {
+  int step = column(breakdown, "Step"), dev = column(breakdown, "Device Type"),
+      peak = column(breakdown, "Peak(MB)"), kind = column(breakdown, "Kind"),
+      op = column(breakdown, "Operator");
+  if (breakdown.size() < 2 || step < 0 || dev < 0 || peak < 0 || kind < 0) return {};
+  size_t best = 1;
+  for (size_t r = 1; r < breakdown.size(); ++r) {
+    if (number(cell(breakdown[r], peak)) > number(cell(breakdown[best], peak))) best = r;
+  }
+  CsvRows rows = {breakdown[0]};
+  for (size_t r = 1; r < breakdown.size(); ++r) {
+    if (cell(breakdown[r], kind) == "class" && cell(breakdown[r], step) == cell(breakdown[best], step) &&
+        cell(breakdown[r], dev) == cell(breakdown[best], dev))
+      rows.push_back(breakdown[r]);
+  }
+  std::string at = cell(breakdown[best], op);
+  std::string text = "<p class=\"note peak-at\" data-peak-mb=\"" + escape(cell(breakdown[best], peak)) +
+                     "\">Peak " + fmt(number(cell(breakdown[best], peak)), 1) + " MB (" +
+                     escape(cell(breakdown[best], dev)) + ") in step " + escape(cell(breakdown[best], step)) +
+                     (at.empty() ? "" : ", in " + escape(at)) + ".</p>\n";
+  return {rows, text};
+}
+
+// The run's first screen: findings, steps, critical path, memory at peak.
+std::string run_overview(const fs::path& out, const json& info, const CsvRows& steps,
+                         const std::string& slowest) {
+  const json* analysis = info.is_object() && info.contains("analysis") ? &info["analysis"] : nullptr;
+  std::string html = "<div class=\"overview\">\n";
+  if (analysis != nullptr && analysis->contains("advice")) {
+    html += card("findings-card", "Findings (the largest saving first)",
+                 exporter::html::findings((*analysis)["advice"]) + what_if_list(*analysis));
+  }
+  std::vector<double> lengths = exporter::html::step_lengths(steps);
+  if (!lengths.empty()) {
+    html += card("steps-card", "Step time",
+                 step_figures(steps, lengths, slowest) + exporter::html::step_breakdown_chart(steps));
+  }
+  CsvRows path = exporter::read_csv_file((out / "critical_path.csv").string());
+  if (!slowest.empty() && path.size() > 1) {
+    std::string strip = exporter::html::critical_path_strip(rows_of_step(path, slowest));
+    html += card("critical-path-card", "Critical path of step " + escape(slowest) + " (the slowest)",
+                 strip.empty() ? ""
+                               : "<p class=\"note\">The chain of work that decided the step's length; hover "
+                                 "for names.</p>" +
+                                     strip);
+  }
+  auto [classes, peak_text] = peak_classes(exporter::read_csv_file((out / "memory_breakdown.csv").string()));
+  if (classes.size() > 1) {
+    html += card("memory-card", "Memory at the peak, by class",
+                 peak_text + exporter::html::memory_at_peak(classes));
+  }
+  return html + "</div>\n";
+}
+
+// The icicle of the host time per step.
+std::string flame_section(const fs::path& out) {
+  exporter::HostFlame flame =
+      exporter::read_host_flame((out / "trace_view.json").string(),
+                                exporter::read_csv_file((out / "python_outside_operators.csv").string()));
+  std::string chart = exporter::html::icicle(flame);
+  if (chart.empty()) return "";
+  std::string steps = std::to_string(flame.steps) + " step" + (flame.steps == 1 ? "" : "s");
+  return "<h3 class=\"flame-title\" data-steps=\"" + std::to_string(flame.steps) +
+         "\">Host time per step, by call (the mean of " + steps +
+         (flame.cut ? ", the trace's first ones" : "") +
+         ")</h3>\n<p class=\"note\">Each frame holds the calls made "
+         "inside it; the time under a frame that no child covers is its own. Click a frame to zoom, the top "
+         "to "
+         "zoom out.</p>\n" +
+         chart;
+}
+
+std::string run_details(const fs::path& out, const CsvRows& steps, const std::string& slowest) {
+  std::string html;
+  html += flame_section(out);
+  if (steps.size() > 1) {
+    TableView view;
+    view.all_us = true;
+    html += "<h3>Steps (step_trace_time.csv)</h3>\n" + table(steps, "step-table", view);
+  }
+  CsvRows path = exporter::read_csv_file((out / "critical_path.csv").string());
+  if (!slowest.empty() && path.size() > 1) {
+    TableView view;
+    view.step_origins = step_starts(path);
+    html += "<h3 class=\"critical-path-title\" data-step=\"" + escape(slowest) + "\">Critical path of step " +
+            escape(slowest) + " (the slowest), segment by segment</h3>\n" +
+            table(rows_of_step(path, slowest), "critical-path-table", view);
+  }
   CsvRows ops = exporter::read_csv_file((out / "op_statistic.csv").string());
   if (ops.size() > 1) {
-    html += "<h3>Top operators and ranges (by total time; click a column to sort)</h3>\n" +
-            table(ops, "op-table", 40);
+    TableView view;
+    view.file = "op_statistic.csv";
+    html += "<h3>Operators and ranges (by total time)</h3>\n" + table(ops, "op-table", view);
   }
   CsvRows memory = exporter::read_csv_file((out / "memory_record.csv").string());
   if (memory.size() > 1) {
-    html += "<h3>Memory</h3>\n" + memory_chart(memory) +
+    html += "<h3>Memory over time</h3>\n" + memory_chart(memory) +
             memory_class_chart(exporter::read_csv_file((out / "memory_timeline.csv").string()),
                                exporter::read_csv_file((out / "memory_breakdown.csv").string()));
   }
@@ -436,8 +495,46 @@ std::string run_section(const std::string& run_dir, size_t index) {
               escape(slowest) + " (the slowest)</h3>\n" + timeline_chart(slices);
     }
   }
-  return html + "</section>\n";
+  return html;
 }
+
+// The line under a run's name: who it is, and why a flight recorder wrote it.
+std::string run_meta(const json& info) {
+  if (!info.is_object()) return "";
+  std::string meta = "rank " + escape(info.value("rank", json(0)).dump()) + " of " +
+                     escape(info.value("world_size", json(1)).dump()) + ", host " +
+                     escape(base::string_field(info, "host", "?"));
+  if (info.contains("flight_recorder") && info["flight_recorder"].is_object()) {
+    meta += "<br>Written by the flight recorder: " +
+            escape(base::string_field(info["flight_recorder"], "reason",
+                                      base::string_field(info["flight_recorder"], "trigger")));
+  }
+  if (info.contains("options") && info["options"].is_object()) {
+    uint64_t n = info["options"].value("sample_operators", uint64_t{1});
+    if (n > 1) {
+      meta += "<br>Operators sampled: about 1 call in " + std::to_string(n) +
+              " recorded; counts and times are the recorded ones x " + std::to_string(n) + ".";
+    }
+  }
+  return meta;
+}
+
+std::string run_section(const std::string& run_dir, size_t index, PageState& state) {
+  fs::path out = fs::path(run_dir) / "PROFILER_OUTPUT";
+  std::string name = fs::path(run_dir).filename().string();
+  json info = read_json(out / "profiler_info.json");
+  CsvRows steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
+  std::string slowest;
+  std::vector<double> lengths = exporter::html::step_lengths(steps);
+  if (!lengths.empty())
+    slowest = steps[1 + (std::max_element(lengths.begin(), lengths.end()) - lengths.begin())][0];
+  return "<section class=\"run\" id=\"run-" + std::to_string(index) + "\" data-run=\"" + escape(name) +
+         "\"><h2>" + escape(name) + "</h2>\n<p class=\"meta\">" + run_meta(info) + "</p>\n" +
+         trace_link(out / "trace_view.pftrace", name, state) + run_overview(out, info, steps, slowest) +
+         run_details(out, steps, slowest) + "</section>\n";
+}
+
+// ---- The cluster's section ----
 
 // The job's slowest step's critical path across ranks (cluster_critical_path.csv's rows of it).
 std::string cluster_path_section(const fs::path& dir) {
@@ -452,134 +549,106 @@ std::string cluster_path_section(const fs::path& dir) {
   for (size_t r = 1; r < path.size(); ++r) {
     if (cell(path[r], step) == slowest->first) rows.push_back(path[r]);
   }
+  TableView view;
+  view.step_origins = step_starts(rows);
   return "<h3 class=\"cluster-path-title\" data-step=\"" + escape(slowest->first) +
          "\">Critical path of step " + escape(slowest->first) +
          " across ranks (the slowest): each rank's work and the collectives everyone waited at</h3>\n" +
-         table(rows, "cluster-path-table", 200);
+         table(rows, "cluster-path-table", view);
 }
 
-// The ranks x steps heat map: at most kHeatRows rows (consecutive ranks
-// binned) and kHeatColumns columns (steps binned), each cell the largest
-// value of its bin, so a slow rank stands out however many there are.
-constexpr size_t kHeatRows = 128, kHeatColumns = 64;
-// Above kRankRowsShown ranks the waiting table lists kRanksListed of them.
-constexpr size_t kRankRowsShown = 64, kRanksListed = 20;
-
-struct HeatCell {
-  double us = -1;  // -1: no rank of the bin had the step
-  std::string rank;
-};
-
-// One metric's heat map of cluster_step_trace_time.csv's `rank` rows.
-std::string heat_map(const CsvRows& rows, const char* metric, bool shown) {
-  int step_c = column(rows, "Step"), type_c = column(rows, "Type"), rank_c = column(rows, "Index"),
-      value_c = column(rows, metric);
-  if (step_c < 0 || type_c < 0 || rank_c < 0 || value_c < 0) return "";
-  std::map<long long, size_t> rank_row, step_column;  // rank / step -> its place before binning
-  for (size_t r = 1; r < rows.size(); ++r) {
-    if (cell(rows[r], type_c) != "rank") continue;
-    rank_row.emplace(std::atoll(cell(rows[r], rank_c).c_str()), 0);
-    step_column.emplace(std::atoll(cell(rows[r], step_c).c_str()), 0);
-  }
-  if (rank_row.size() < 2 || step_column.empty()) return "";
-  size_t rank_bin = (rank_row.size() + kHeatRows - 1) / kHeatRows;
-  size_t step_bin = (step_column.size() + kHeatColumns - 1) / kHeatColumns;
-  size_t i = 0;
-  for (auto& [rank, place] : rank_row) place = i++ / rank_bin;
-  i = 0;
-  for (auto& [step, place] : step_column) place = i++ / step_bin;
-  size_t height = (rank_row.size() + rank_bin - 1) / rank_bin,
-         width = (step_column.size() + step_bin - 1) / step_bin;
-  std::vector<std::vector<HeatCell>> grid(height, std::vector<HeatCell>(width));
-  std::vector<std::string> first_rank(height), last_rank(height), first_step(width), last_step(width);
-  for (const auto& [rank, place] : rank_row) {
-    if (first_rank[place].empty()) first_rank[place] = std::to_string(rank);
-    last_rank[place] = std::to_string(rank);
-  }
-  for (const auto& [step, place] : step_column) {
-    if (first_step[place].empty()) first_step[place] = std::to_string(step);
-    last_step[place] = std::to_string(step);
-  }
-  double low = -1, high = 0;
-  for (size_t r = 1; r < rows.size(); ++r) {
-    if (cell(rows[r], type_c) != "rank") continue;
-    HeatCell& c = grid[rank_row[std::atoll(cell(rows[r], rank_c).c_str())]]
-                      [step_column[std::atoll(cell(rows[r], step_c).c_str())]];
-    double us = number(cell(rows[r], value_c));
-    if (us > c.us) c = {us, cell(rows[r], rank_c)};
-  }
-  for (const auto& row : grid) {
-    for (const HeatCell& c : row) {
-      if (c.us < 0) continue;
-      low = low < 0 ? c.us : std::min(low, c.us);
-      high = std::max(high, c.us);
-    }
-  }
-  auto span = [](const std::string& a, const std::string& b) { return a == b ? a : a + "-" + b; };
-  const double cell_w = std::clamp(640.0 / static_cast<double>(width), 6.0, 40.0);
-  const double cell_h = std::clamp(480.0 / static_cast<double>(height), 3.0, 16.0);
-  std::string svg = "<svg class=\"heat-map\" data-metric=\"" + escape(metric) + "\" data-rows=\"" +
-                    std::to_string(height) + "\" data-ranks-per-row=\"" + std::to_string(rank_bin) +
-                    "\" width=\"" + fmt(80 + cell_w * static_cast<double>(width), 0) + "\" height=\"" +
-                    fmt(30 + cell_h * static_cast<double>(height), 0) + "\" role=\"img\"" +
-                    (shown ? "" : " style=\"display:none\"") + ">";
-  for (size_t x = 0; x < width; x += std::max<size_t>(1, width / 8)) {
-    svg += "<text class=\"axis\" x=\"" + fmt(80 + cell_w * static_cast<double>(x), 1) + "\" y=\"10\">step " +
-           first_step[x] + "</text>";
-  }
-  for (size_t y = 0; y < height; ++y) {
-    double top = 16 + cell_h * static_cast<double>(y);
-    if (y % std::max<size_t>(1, static_cast<size_t>(14 / cell_h) + 1) == 0) {
-      svg += "<text class=\"axis\" x=\"0\" y=\"" + fmt(top + cell_h, 1) + "\">rank " +
-             span(first_rank[y], last_rank[y]) + "</text>";
-    }
-    for (size_t x = 0; x < width; ++x) {
-      const HeatCell& c = grid[y][x];
-      if (c.us < 0) continue;
-      // White (the least) to red (the most).
-      double heat = high > low ? (c.us - low) / (high - low) : 0;
-      int fade = static_cast<int>(255 * (1 - heat));
-      char colour[16];
-      std::snprintf(colour, sizeof(colour), "#ff%02x%02x", fade, fade);
-      svg += "<rect x=\"" + fmt(80 + cell_w * static_cast<double>(x), 1) + "\" y=\"" + fmt(top, 1) +
-             "\" width=\"" + fmt(cell_w, 1) + "\" height=\"" + fmt(cell_h, 1) + "\" fill=\"" + colour +
-             "\" data-rank=\"" + escape(c.rank) + "\" data-us=\"" + fmt(c.us, 3) + "\"><title>rank " +
-             escape(span(first_rank[y], last_rank[y])) + ", step " + span(first_step[x], last_step[x]) +
-             ": " + escape(metric) + " " + fmt(c.us / 1000, 3) + " ms (the most: rank " + escape(c.rank) +
-             ")</title></rect>";
-    }
-  }
-  return svg + "</svg>";
-}
-
-// Heat maps of every rank's steps (cluster_step_trace_time.csv), one metric
-// shown at a time.
-std::string heat_map_section(const fs::path& dir) {
-  CsvRows rows = exporter::read_csv_file((dir / "cluster_step_trace_time.csv").string());
+// The heat maps of every rank's steps (cluster_step_trace_time.csv), one
+// metric shown at a time.
+std::string heat_map_card(const CsvRows& rows) {
   static const char* const kMetrics[] = {"Computing", "Communication(Not Overlapped)", "Free", "Data Wait"};
   std::string maps, choices;
   for (const char* metric : kMetrics) {
-    std::string map = heat_map(rows, metric, maps.empty());
+    std::string map = exporter::html::heat_map(rows, metric, maps.empty());
     if (map.empty()) continue;
     choices += "<option>" + escape(metric) + "</option>";
     maps += map;
   }
-  if (maps.empty()) return "";
-  return "<h3>Ranks x steps</h3>\n<p class=\"note\">Each cell: the most of its ranks and steps (hover for "
-         "the "
-         "rank); white the least, red the most. <select class=\"heat-metric\" "
-         "onchange=\"var v=this.value;this.parentNode.nextElementSibling.querySelectorAll('svg.heat-map')."
-         "forEach(function(s){s.style.display=s.dataset.metric===v?'':'none';});\">" +
-         choices + "</select></p>\n<div class=\"heat-maps\">" + maps + "</div>\n";
+  return card("heat-card", "Ranks x steps",
+              maps.empty() ? ""
+                           : "<p class=\"note\">Each cell: the most of its ranks and steps (hover for the "
+                             "rank); white the least, red the most. <select class=\"heat-metric\">" +
+                                 choices + "</select></p>\n<div class=\"heat-maps\">" + maps + "</div>\n");
 }
 
-// The cluster's section, from its cluster_analysis.json `c` (parsed once:
-// 12 MB at 10^5 ranks) and the other outputs in `dir`.
-std::string cluster_section(const fs::path& dir, const json& c) {
-  if (!c.is_object() || !c.contains("per_rank") || !c["per_rank"].is_array()) return "";
-  std::string html = "<section id=\"cluster\"><h2>Cluster</h2>\n" + advice_section(c) + heat_map_section(dir);
-  // Many ranks: those the others waited for most.
+// The flight recorder incident's stuck collectives: who is inside, who never came.
+std::string incident_card(const json& c) {
+  if (!c.contains("incident") || !c["incident"].is_object()) return "";
+  const json& incident = c["incident"];
+  std::string html = "<p class=\"incident-reason\">" + escape(base::string_field(incident, "trigger")) +
+                     ": " + escape(base::string_field(incident, "reason"));
+  if (incident.contains("announced_by") && incident["announced_by"].is_number_integer())
+    html += "; announced by rank " + incident["announced_by"].dump();
+  if (incident.contains("dumped") && incident["dumped"].is_array())
+    html += "; " + std::to_string(incident["dumped"].size()) + " of " +
+            escape(incident.value("world_size", json(0)).dump()) + " ranks dumped";
+  html += ".</p>\n";
+  if (incident.contains("stuck_collectives") && incident["stuck_collectives"].is_array()) {
+    for (const json& s : incident["stuck_collectives"]) {
+      if (!s.is_object()) continue;
+      std::string ranks;
+      auto list = [&](const char* key, const char* css, const char* last_key) {
+        if (!s.contains(key) || !s[key].is_array()) return;
+        const json* last = s.contains(last_key) && s[last_key].is_array() ? &s[last_key] : nullptr;
+        for (size_t i = 0; i < s[key].size(); ++i) {
+          std::string before = last != nullptr && i < last->size() && (*last)[i].is_number()
+                                   ? " (last entered #" + (*last)[i].dump() + ")"
+                                   : "";
+          ranks += "<span class=\"" + std::string(css) + "\">rank " + s[key][i].dump() + escape(before) +
+                   "</span>";
+        }
+      };
+      list("inside", "inside", "");
+      list("missing", "missing", "missing_last_entered");
+      html += "<div class=\"stuck\" data-name=\"" + escape(base::string_field(s, "name")) +
+              "\" data-sequence=\"" + escape(s.value("sequence", json(0)).dump()) +
+              "\"><b>Stuck: " + escape(base::string_field(s, "name")) + " #" +
+              escape(s.value("sequence", json(0)).dump()) + " of group '" +
+              escape(s.value("group", json("")).is_string() ? s["group"].get<std::string>()
+                                                            : s.value("group", json("")).dump()) +
+              "'</b><div class=\"ranks\">" + ranks +
+              "</div><p class=\"legend\"><span class=\"key\" "
+              "style=\"background:#fff1b8\"></span>entered it and wait inside<span class=\"key\" "
+              "style=\"background:#e15759\"></span>never entered it</p></div>\n";
+    }
+  }
+  if (incident.contains("first_non_finite_loss_step") && incident["first_non_finite_loss_step"].is_number()) {
+    html += "<p>First non-finite loss at step " + incident["first_non_finite_loss_step"].dump() +
+            ", on rank(s) " + escape(incident.value("first_non_finite_loss_ranks", json::array()).dump()) +
+            ".</p>\n";
+  }
+  return card("incident-card",
+              "Flight recorder incident '" + escape(base::string_field(incident, "key")) + "'", html);
+}
+
+// The straggler and its late steps.
+std::string straggler_card(const json& c, const CsvRows& steps) {
+  if (!c.contains("straggler") || !c["straggler"].is_number_integer() || c["straggler"].get<int64_t>() < 0)
+    return "";
+  int64_t straggler = c["straggler"].get<int64_t>();
+  std::vector<int64_t> late;
+  if (c.contains("straggler_steps") && c["straggler_steps"].is_array()) {
+    for (const json& s : c["straggler_steps"])
+      if (s.is_number_integer()) late.push_back(s.get<int64_t>());
+  }
+  std::string cause = base::string_field(c, "cause");
+  std::string metric = cause == "data loading" ? "Data Wait" : "Computing";
+  return card("straggler-card", "The straggler: rank " + std::to_string(straggler),
+              "<p class=\"straggler-cause\" data-rank=\"" + std::to_string(straggler) +
+                  "\">The others waited for it in " + std::to_string(late.size()) +
+                  " step(s); cause: " + escape(cause.empty() ? "unknown" : cause) + ".</p>\n" +
+                  exporter::html::late_steps_chart(steps, straggler, late, metric));
+}
+
+// Each rank's waiting, and the ranks the others waited for most above 64.
+std::string waiting_table(const json& c) {
+  constexpr size_t kRankRowsShown = 64, kRanksListed = 20;
   std::vector<json> per_rank(c["per_rank"].begin(), c["per_rank"].end());
+  std::string html;
   if (per_rank.size() > kRankRowsShown) {
     std::stable_sort(per_rank.begin(), per_rank.end(), [](const json& a, const json& b) {
       return a.value("others_waited_for_it_ns", 0.0) > b.value("others_waited_for_it_ns", 0.0);
@@ -592,50 +661,45 @@ std::string cluster_section(const fs::path& dir, const json& c) {
     html += "<h3>Waiting per rank</h3>\n";
   }
   double most = 1;
-  for (const json& r : per_rank) {
+  for (const json& r : per_rank)
     most = std::max({most, r.value("waited_ns", 0.0), r.value("others_waited_for_it_ns", 0.0)});
-  }
   html +=
-      "<table class=\"cluster-table sortable\"><thead><tr><th>Rank</th><th>Waited for others (ms)</th>"
-      "<th>Others waited for it (ms)</th><th>Arrived last</th><th></th></tr></thead><tbody>\n";
+      "<div class=\"table-box\"><table class=\"cluster-table sortable\"><thead><tr><th>Rank</th><th>Waited "
+      "for "
+      "others (ms)</th><th>Others waited for it (ms)</th><th>Arrived "
+      "last</th><th></th></tr></thead><tbody>\n";
   for (const json& r : per_rank) {
     double waited = r.value("waited_ns", 0.0), caused = r.value("others_waited_for_it_ns", 0.0);
     html += "<tr><td>" + std::to_string(r.value("rank", 0)) + "</td><td>" + fmt(waited / 1e6, 3) +
             "</td><td>" + fmt(caused / 1e6, 3) + "</td><td>" + std::to_string(r.value("arrived_last", 0)) +
             "</td><td><svg width=\"210\" height=\"14\"><rect width=\"" + fmt(waited / most * 200, 1) +
-            "\" height=\"6\" fill=\"" + kColours[0] + "\"/><rect y=\"7\" width=\"" +
-            fmt(caused / most * 200, 1) + "\" height=\"6\" fill=\"" + kColours[3] + "\"/></svg></td></tr>\n";
+            "\" height=\"6\" fill=\"" + kPalette[0] + "\"/><rect y=\"7\" width=\"" +
+            fmt(caused / most * 200, 1) + "\" height=\"6\" fill=\"" + kPalette[3] + "\"/></svg></td></tr>\n";
   }
-  html += "</tbody></table>\n";
-  html += cluster_path_section(dir);
+  return html + "</tbody></table></div>\n";
+}
+
+// The cluster's section, from its cluster_analysis.json `c` (parsed once:
+// 12 MB at 10^5 ranks) and the other outputs in `dir`.
+std::string cluster_section(const fs::path& dir, const json& c, PageState& state) {
+  if (!c.is_object() || !c.contains("per_rank") || !c["per_rank"].is_array()) return "";
+  CsvRows steps = exporter::read_csv_file((dir / "cluster_step_trace_time.csv").string());
+  std::string overview = "<div class=\"overview\">\n";
+  if (c.contains("advice")) {
+    overview += card("findings-card", "Findings for the job (the largest saving first)",
+                     exporter::html::findings(c["advice"]) + what_if_list(c));
+  }
+  overview += incident_card(c) + straggler_card(c, steps) + heat_map_card(steps) + "</div>\n";
+  std::string html = "<section id=\"cluster\"><h2>Cluster: " + std::to_string(c["per_rank"].size()) +
+                     " ranks</h2>\n" + trace_link(dir / "cluster_trace_view.pftrace", "cluster", state) +
+                     overview + waiting_table(c) + cluster_path_section(dir);
   std::string text = base::read_regular_file_at(AT_FDCWD, (dir / "straggler_report.txt").string(), false);
-  if (!text.empty()) html += "<pre class=\"straggler\">" + escape(text) + "</pre>\n";
+  if (!text.empty())
+    html += "<h3>The cluster report</h3>\n<pre class=\"straggler\">" + escape(text) + "</pre>\n";
   return html + "</section>\n";
 }
 
-const char* kStyle =
-    "body{font:14px system-ui,sans-serif;margin:24px;color:#222}h2{border-bottom:1px solid #ccc}"
-    "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:2px "
-    "6px;text-align:right}"
-    "th{background:#f4f4f4;cursor:pointer}td:first-child,th:first-child{text-align:left}"
-    ".axis{font-size:10px;fill:#666}.legend,.note,.meta{color:#555}pre{background:#f8f8f8;padding:8px}";
-
-// Sorts a table by the clicked column (numbers as numbers; a second click
-// reverses).
-const char* kScript =
-    "document.querySelectorAll('table.sortable th').forEach(function(th){th.addEventListener('click',"
-    "function(){var "
-    "t=th.closest('table'),b=t.tBodies[0],i=Array.prototype.indexOf.call(th.parentNode.children,th),"
-    "up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';var rows=Array.prototype.slice.call(b.rows);"
-    "rows.sort(function(x,y){var "
-    "p=x.cells[i].textContent,q=y.cells[i].textContent,a=parseFloat(p),c=parseFloat(q);"
-    "var r=(isNaN(a)||isNaN(c))?p.localeCompare(q):a-c;return "
-    "up?r:-r;});rows.forEach(function(r){b.appendChild(r);"
-    "});});});"
-    // #sort=<table class>:<column>[:desc] in the address sorts a table on load.
-    "var m=/#sort=([\\w-]+):(\\d+)(:desc)?/.exec(location.hash);if(m){var "
-    "th=document.querySelector('table.'+m[1]"
-    "+' th:nth-child('+(+m[2]+1)+')');if(th){th.click();if(m[3])th.click();}}";
+// ---- The page ----
 
 // The analysed runs at or below `path`, or an error naming why there are none.
 std::vector<std::string> analysed_runs(const std::string& path, std::string* error) {
@@ -653,30 +717,26 @@ std::vector<std::string> analysed_runs(const std::string& path, std::string* err
   return analysed;
 }
 
-// The cluster's section and each run's, numbered from `first_index`.
 // Above this many runs, only the straggler's and the lowest rank's have a
 // section of their own (each is a page of its own: `trainprof report RUN`).
 constexpr size_t kRunSectionsShown = 64;
 
 // The rank a run's analysis names (-1: none).
 long long rank_of(const std::string& run) {
-  json info =
-      json::parse(base::read_regular_file_at(
-                      AT_FDCWD, (fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json").string(), false),
-                  nullptr, false);
+  json info = read_json(fs::path(run) / "PROFILER_OUTPUT" / "profiler_info.json");
   const json* rank = info.is_object() && info.contains("rank") ? &info["rank"] : nullptr;
   return rank != nullptr && rank->is_number_integer() ? rank->get<long long>() : -1;
 }
 
 // The cluster's section and each run's (numbered from `first_index`), or
 // for many runs the straggler's and the lowest rank's, said so.
-std::string sections(const std::string& path, const std::vector<std::string>& analysed, size_t first_index) {
+std::string sections(const std::string& path, const std::vector<std::string>& analysed, size_t first_index,
+                     PageState& state) {
   fs::path dir = fs::path(path) / "cluster_analysis_output";
-  json c = json::parse(base::read_regular_file_at(AT_FDCWD, (dir / "cluster_analysis.json").string(), false),
-                       nullptr, false);
-  std::string html = cluster_section(dir, c);
+  json c = read_json(dir / "cluster_analysis.json");
+  std::string html = cluster_section(dir, c, state);
   if (analysed.size() <= kRunSectionsShown) {
-    for (size_t i = 0; i < analysed.size(); ++i) html += run_section(analysed[i], first_index + i);
+    for (size_t i = 0; i < analysed.size(); ++i) html += run_section(analysed[i], first_index + i, state);
     return html;
   }
   long long straggler = c.is_object() && c.contains("straggler") && c["straggler"].is_number_integer()
@@ -688,7 +748,7 @@ std::string sections(const std::string& path, const std::vector<std::string>& an
   std::string shown;
   for (size_t i = 0; i < analysed.size(); ++i) {
     if (ranks[i] != straggler && ranks[i] != lowest) continue;
-    html += run_section(analysed[i], first_index + i);
+    html += run_section(analysed[i], first_index + i, state);
     shown += (shown.empty() ? "" : ", ") + std::to_string(ranks[i]);
   }
   return html + "<p class=\"note runs-left-out\">" + std::to_string(analysed.size()) +
@@ -696,10 +756,9 @@ std::string sections(const std::string& path, const std::vector<std::string>& an
          " (the straggler and the lowest rank). Any run's own page: trainprof report RUN_DIRECTORY.</p>\n";
 }
 
-std::string page(const std::string& title, const std::string& body) {
-  return std::string("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>trainprof report: ") +
-         escape(title) + "</title><style>" + kStyle + "</style></head><body>\n<h1>trainprof report</h1>\n" +
-         body + "<script>" + kScript + "</script>\n</body></html>\n";
+std::string header(const std::string& subtitle) {
+  return "<header class=\"top\"><h1>trainprof report</h1><p class=\"meta\">" + subtitle +
+         "</p></header>\n<main>\n";
 }
 
 // Writes `html` to `file`, replaced whole.
@@ -717,6 +776,12 @@ std::string default_file(const std::string& path, const std::vector<std::string>
                          const char* name) {
   bool single = analysed.size() == 1 && fs::path(analysed[0]) == fs::path(path);
   return single ? (fs::path(path) / "PROFILER_OUTPUT" / name).string() : (fs::path(path) / name).string();
+}
+
+fs::path directory_of(const std::string& file) {
+  std::error_code ec;
+  fs::path p = fs::absolute(file, ec).parent_path();
+  return p.empty() ? fs::path(".") : p;
 }
 
 // Two runs (or jobs) compared (trainprof diff): the step's parts, then what
@@ -738,8 +803,11 @@ std::string diff_section(const DiffReport& d) {
     parts.push_back(
         {part, fmt(ab.first / 1e3, 3), fmt(ab.second / 1e3, 3), fmt((ab.second - ab.first) / 1e3, 3)});
   html += table(parts, "diff-steps-table");
+  TableView as_written;
+  as_written.us_as_ms = false;
+  as_written.limit = 40;
   html += "<h3>What changed per step (host: self time; gpu: kernels, copies, sets), largest first</h3>\n" +
-          table(exporter::parse_csv(d.csv), "diff-table", 40);
+          table(exporter::parse_csv(d.csv), "diff-table", as_written);
   return html + "</section>\n";
 }
 
@@ -749,10 +817,11 @@ ReportResult write_report(const std::string& path, const std::string& output_fil
   ReportResult result;
   std::vector<std::string> analysed = analysed_runs(path, &result.error);
   if (analysed.empty()) return result;
-  std::string body = "<p class=\"meta\">" + std::to_string(analysed.size()) + " analysed run(s) under " +
-                     escape(path) + "</p>\n" + sections(path, analysed, 0);
   result.file = !output_file.empty() ? output_file : default_file(path, analysed, "report.html");
-  result.error = write_page(result.file, page(fs::path(path).filename().string(), body));
+  PageState state{directory_of(result.file)};
+  std::string body = header(std::to_string(analysed.size()) + " analysed run(s) under " + escape(path)) +
+                     sections(path, analysed, 0, state) + "</main>\n";
+  result.error = write_page(result.file, exporter::html::page(fs::path(path).filename().string(), body));
   result.runs = analysed.size();
   return result;
 }
@@ -768,13 +837,15 @@ ReportResult write_diff_report(const std::string& path_a, const std::string& pat
   std::vector<std::string> a = analysed_runs(path_a, &result.error);
   std::vector<std::string> b = analysed_runs(path_b, &result.error);
   if (a.empty() || b.empty()) return result;
-  std::string body = diff_section(d) + "<h2 class=\"side\">A: " + escape(path_a) + "</h2>\n" +
-                     sections(path_a, a, 0) + "<h2 class=\"side\">B: " + escape(path_b) + "</h2>\n" +
-                     sections(path_b, b, a.size());
   result.file = !output_file.empty() ? output_file : default_file(path_b, b, "diff_report.html");
-  result.error = write_page(
-      result.file,
-      page(fs::path(path_a).filename().string() + " vs " + fs::path(path_b).filename().string(), body));
+  PageState state{directory_of(result.file)};
+  std::string body = header("A: " + escape(path_a) + "<br>B: " + escape(path_b)) + diff_section(d) +
+                     "<h2 class=\"side\">A: " + escape(path_a) + "</h2>\n" + sections(path_a, a, 0, state) +
+                     "<h2 class=\"side\">B: " + escape(path_b) + "</h2>\n" +
+                     sections(path_b, b, a.size(), state) + "</main>\n";
+  result.error = write_page(result.file, exporter::html::page(fs::path(path_a).filename().string() + " vs " +
+                                                                  fs::path(path_b).filename().string(),
+                                                              body));
   result.runs = a.size() + b.size();
   return result;
 }
