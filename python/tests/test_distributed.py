@@ -381,6 +381,8 @@ def assert_the_report_shows_the_straggler(out: Path, slow_rank: int, cause: str,
     bars = re.findall(r'<rect class="(late|on-time)" [^>]*data-step="(\d+)" data-us="([0-9.]+)"', rendered)
     assert sorted(int(step) for kind, step, _ in bars if kind == "late") == analysis["straggler_steps"]
     assert {int(step): float(us) for _, step, us in bars} == pytest.approx(own, abs=1e-3)
+    # The heat map shown first is of the same metric.
+    assert re.findall(r'<svg class="heat-map chart" data-metric="([^"]+)"', rendered)[0] == steps[0][metric]
 
 
 @pytest.mark.skipif(__import__("shutil").which("chromium") is None, reason="chromium is not installed")

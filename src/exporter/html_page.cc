@@ -196,7 +196,8 @@ const char* kStyle =
 // #sort=<table class>:<column>[:desc] sorts on load. Icicles: a click zooms
 // into a frame, its ancestors spanning the width. The heat maps' metric
 // choice. The Perfetto button: the UI in a new tab, fed the embedded trace
-// once it answers PONG.
+// once it answers PONG (Perfetto's documented handshake; after 30 s without
+// an answer, or for a trace not embedded, the note says to choose the file).
 const char* kScript = R"JS(
 (function(){
 function val(td){return td.hasAttribute('data-v')?td.getAttribute('data-v'):td.textContent;}
@@ -263,11 +264,12 @@ document.querySelectorAll('button.open-perfetto').forEach(function(button){
     'when online';}
   button.addEventListener('click',function(){
     var data=document.getElementById(button.dataset.trace);
-    if(!data){button.nextElementSibling.hidden=false;return;}
+    if(!data){button.nextElementSibling.hidden=false;window.open('https://ui.perfetto.dev/#!/');return;}
     var raw=atob(data.textContent.trim()),bytes=new Uint8Array(raw.length);
     for(var i=0;i<raw.length;i++)bytes[i]=raw.charCodeAt(i);
     var ui=window.open('https://ui.perfetto.dev/#!/');if(!ui)return;
-    var timer=setInterval(function(){ui.postMessage('PING','https://ui.perfetto.dev');},100);
+    var tries=0,timer=setInterval(function(){ui.postMessage('PING','https://ui.perfetto.dev');
+      if(++tries>300){clearInterval(timer);button.nextElementSibling.hidden=false;}},100);
     window.addEventListener('message',function on(e){if(e.data!=='PONG')return;clearInterval(timer);
       window.removeEventListener('message',on);
       ui.postMessage({perfetto:{buffer:bytes.buffer,title:button.dataset.title,fileName:'trace_view.pftrace'}},

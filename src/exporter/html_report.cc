@@ -300,7 +300,7 @@ std::string trace_link(const fs::path& trace, const std::string& title, PageStat
                      "\">Open in the Perfetto UI</button>"
                      "<span class=\"note\" hidden> (" +
                      fmt(static_cast<double>(size) / (1 << 20), 1) +
-                     " MB, not embedded in this page: open ui.perfetto.dev and choose the file)</span> "
+                     " MB: if the Perfetto UI shows no trace, choose this file there)</span> "
                      "<a class=\"trace-file\" href=\"" +
                      escape(href) + "\">" + escape(trace.filename().string()) + "</a> <code>" +
                      escape(fs::absolute(trace, ec).string()) + "</code></div>\n";
@@ -558,12 +558,14 @@ std::string cluster_path_section(const fs::path& dir) {
 }
 
 // The heat maps of every rank's steps (cluster_step_trace_time.csv), one
-// metric shown at a time.
-std::string heat_map_card(const CsvRows& rows) {
-  static const char* const kMetrics[] = {"Computing", "Communication(Not Overlapped)", "Free", "Data Wait"};
+// metric shown at a time: first the straggler's cause's.
+std::string heat_map_card(const CsvRows& rows, const std::string& first) {
+  std::vector<std::string> metrics = {"Computing", "Communication(Not Overlapped)", "Free", "Data Wait"};
+  std::stable_partition(metrics.begin(), metrics.end(),
+                        [&first](const std::string& m) { return m == first; });
   std::string maps, choices;
-  for (const char* metric : kMetrics) {
-    std::string map = exporter::html::heat_map(rows, metric, maps.empty());
+  for (const std::string& metric : metrics) {
+    std::string map = exporter::html::heat_map(rows, metric.c_str(), maps.empty());
     if (map.empty()) continue;
     choices += "<option>" + escape(metric) + "</option>";
     maps += map;
@@ -573,6 +575,11 @@ std::string heat_map_card(const CsvRows& rows) {
                            : "<p class=\"note\">Each cell: the most of its ranks and steps (hover for the "
                              "rank); white the least, red the most. <select class=\"heat-metric\">" +
                                  choices + "</select></p>\n<div class=\"heat-maps\">" + maps + "</div>\n");
+}
+
+// The metric of cluster_step_trace_time.csv that shows the straggler's cause.
+std::string cause_metric(const json& c) {
+  return base::string_field(c, "cause") == "data loading" ? "Data Wait" : "Computing";
 }
 
 // The flight recorder incident's stuck collectives: who is inside, who never came.
@@ -636,7 +643,7 @@ std::string straggler_card(const json& c, const CsvRows& steps) {
       if (s.is_number_integer()) late.push_back(s.get<int64_t>());
   }
   std::string cause = base::string_field(c, "cause");
-  std::string metric = cause == "data loading" ? "Data Wait" : "Computing";
+  std::string metric = cause_metric(c);
   return card("straggler-card", "The straggler: rank " + std::to_string(straggler),
               "<p class=\"straggler-cause\" data-rank=\"" + std::to_string(straggler) +
                   "\">The others waited for it in " + std::to_string(late.size()) +
@@ -689,7 +696,8 @@ std::string cluster_section(const fs::path& dir, const json& c, PageState& state
     overview += card("findings-card", "Findings for the job (the largest saving first)",
                      exporter::html::findings(c["advice"]) + what_if_list(c));
   }
-  overview += incident_card(c) + straggler_card(c, steps) + heat_map_card(steps) + "</div>\n";
+  overview +=
+      incident_card(c) + straggler_card(c, steps) + heat_map_card(steps, cause_metric(c)) + "</div>\n";
   std::string html = "<section id=\"cluster\"><h2>Cluster: " + std::to_string(c["per_rank"].size()) +
                      " ranks</h2>\n" + trace_link(dir / "cluster_trace_view.pftrace", "cluster", state) +
                      overview + waiting_table(c) + cluster_path_section(dir);
