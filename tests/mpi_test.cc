@@ -729,7 +729,7 @@ TEST(MpiCluster, TheStragglerAtTheMedianIsReTimedWithinTenPercentOfTheRealChange
   size_t title = html.find("<h3 class=\"cluster-path-title\" data-step=\"");
   ASSERT_NE(title, std::string::npos);
   EXPECT_NE(html.find("cluster-path-table", title), std::string::npos);
-  EXPECT_NE(html.find("<td>before MPI_Allreduce #", title), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"t\">before MPI_Allreduce #", title), std::string::npos);
 }
 
 TEST(MpiCluster, NamesTheRankSlowInCompute) {
