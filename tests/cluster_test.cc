@@ -690,6 +690,48 @@ TEST(CommunicationJson, RankTablesInTheSeedsSchema) {
   EXPECT_TRUE(times.at("(0, 1)").at("step0").contains("Total Op Info@123"));
 }
 
+// The tables are written as they are made, not as a tree: their text is
+// the one nlohmann dumps for the same document (sorted keys, its spacing and
+// numbers), each operation's entry in the cluster files too.
+TEST(CommunicationJson, TheStreamedTablesAreTheTextATreeWouldDump) {
+  std::vector<RankSummary> ranks = two_ranks_with_transfers();
+  ranks[0].host = "node";
+  ranks[1].host = "other";  // a transport of each kind
+  std::vector<CommTiming> all = comm_timings(ranks);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<const CommTiming*> mine;
+    for (const CommTiming& t : all) {
+      if (t.rank == rank) mine.push_back(&t);
+    }
+    for (const std::string& text :
+         {exporter::rank_communication_json(mine), exporter::rank_communication_matrix_json(mine)}) {
+      EXPECT_EQ(text, nlohmann::json::parse(text).dump(1) + "\n");
+      EXPECT_GT(text.size(), 1000u);
+    }
+  }
+  // The cluster files: an entry per rank of each operation (times), or per
+  // operation (links), each its tree's one-line text.
+  for (bool per_rank : {true, false}) {
+    std::string text = per_rank ? exporter::cluster_communication_json(all)
+                                : exporter::cluster_communication_matrix_json(all);
+    size_t entries = 0;
+    const nlohmann::json doc = nlohmann::json::parse(text);
+    for (const auto& [tuple, steps] : doc.items()) {
+      for (const auto& [step, ops] : steps.items()) {
+        for (const auto& [op, value] : ops.items()) {
+          for (const auto& [name, entry] : per_rank ? value.items() : ops.items()) {
+            std::string line = "\"" + name + "\": " + entry.dump();
+            EXPECT_NE(text.find(line), std::string::npos) << line;
+            ++entries;
+          }
+          if (!per_rank) break;  // the operations were the entries
+        }
+      }
+    }
+    EXPECT_GT(entries, 5u);
+  }
+}
+
 TEST(CommunicationJson, EachMembersCollectiveWaitIsTheLastArrivalMinusItsOwn) {
   // Three ranks reach the allreduce at 10, 30 and 50 ms into the step; all
   // leave it at 95 ms. The last (rank 2) starts it at 50 ms: the others

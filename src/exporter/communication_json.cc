@@ -1,6 +1,7 @@
 // Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 #include "exporter/communication_json.h"
 #include "base/json_limits.h"
+#include "base/json_stream.h"
 
 #include <algorithm>
 #include <cmath>
@@ -96,20 +97,37 @@ std::string size_label(double mb) {
   return text;
 }
 
-json time_info(double elapse, double transit, double wait) {
+// The keys below are written in nlohmann's order (sorted), so that the
+// text is the one a tree of the same document would dump.
+
+// The time fields; `start_us` (>= 0) an operation's start.
+void write_time_info(base::JsonStream& j, double elapse, double transit, double wait, double start_us = -1) {
   double wait_ratio = ratio(wait, wait + transit);
-  return {{"Elapse Time(ms)", elapse},
-          {"Transit Time(ms)", transit},
-          {"Wait Time(ms)", wait},
-          // A wait is all before the transfer: for a collective, the wait
-          // for the last member; for a transfer, for the other side.
-          {"Synchronization Time(ms)", wait},
-          {"Idle Time(ms)", std::max(0.0, elapse - transit - wait)},
-          {"Wait Time Ratio", wait_ratio},
-          {"Synchronization Time Ratio", wait_ratio}};
+  j.begin_object()
+      .field("Elapse Time(ms)", elapse)
+      .field("Idle Time(ms)", std::max(0.0, elapse - transit - wait));
+  if (start_us >= 0) j.field("Start Timestamp(us)", start_us);
+  // A wait is all before the transfer: for a collective, the wait for the
+  // last member; for a transfer, for the other side.
+  j.field("Synchronization Time Ratio", wait_ratio)
+      .field("Synchronization Time(ms)", wait)
+      .field("Transit Time(ms)", transit)
+      .field("Wait Time Ratio", wait_ratio)
+      .field("Wait Time(ms)", wait)
+      .end_object();
 }
 
-json op_info(const CommTiming& t, Totals* totals) {
+// The transports in nlohmann's (sorted) order.
+const std::vector<std::string>& sorted_transports() {
+  static const std::vector<std::string> kSorted = [] {
+    std::vector<std::string> v(std::begin(kTransports), std::end(kTransports));
+    std::sort(v.begin(), v.end());
+    return v;
+  }();
+  return kSorted;
+}
+
+void write_op_info(base::JsonStream& j, const CommTiming& t, Totals* totals) {
   double elapse = elapse_ms(t), wait = wait_ms(t), transit = transit_ms(t), mb = megabytes(t);
   totals->elapse += elapse;
   totals->transit += transit;
@@ -121,37 +139,51 @@ json op_info(const CommTiming& t, Totals* totals) {
   ++count;
   size_ms += transit;
 
-  json time = time_info(elapse, transit, wait);
-  time["Start Timestamp(us)"] = static_cast<double>(t.start_ns) / 1e3;
-  json bandwidth = json::object();
-  for (const char* name : kTransports) {
-    bool mine = std::string(name) == transport(t);
+  j.begin_object().key("Communication Bandwidth Info").begin_object();
+  for (const std::string& name : sorted_transports()) {
+    bool mine = name == transport(t);
     double size = mine ? mb : 0, time_ms = mine ? transit : 0;
-    json distribution = json::object();
-    if (mine) distribution[size_label(mb)] = json::array({1, transit});
-    bandwidth[name] = {{"Transit Size(MB)", size},
-                       {"Transit Time(ms)", time_ms},
-                       {"Bandwidth(GB/s)", ratio(size, time_ms)},
-                       {"Large Packet Ratio", 0},
-                       {"Size Distribution", distribution}};
+    j.key(name)
+        .begin_object()
+        .field("Bandwidth(GB/s)", ratio(size, time_ms))
+        .key("Large Packet Ratio")
+        .number(0);
+    j.key("Size Distribution").begin_object();
+    if (mine) j.key(size_label(mb)).begin_array().number(1).number(transit).end_array();
+    j.end_object().field("Transit Size(MB)", size).field("Transit Time(ms)", time_ms).end_object();
   }
-  return {{"Communication Time Info", time}, {"Communication Bandwidth Info", bandwidth}};
+  j.end_object().key("Communication Time Info");
+  write_time_info(j, elapse, transit, wait, static_cast<double>(t.start_ns) / 1e3);
+  j.end_object();
 }
 
 // `with_bandwidth`: the cluster's totals carry each transport's bandwidth,
 // a rank's (torch_npu's) do not.
-json total_info(const Totals& t, bool with_bandwidth) {
-  json bandwidth = json::object();
-  for (const char* name : kTransports) {
+void write_total_info(base::JsonStream& j, const Totals& t, bool with_bandwidth) {
+  j.begin_object().key("Communication Bandwidth Info").begin_object();
+  for (const std::string& name : sorted_transports()) {
     Totals::PerTransport p;
     if (auto it = t.by_transport.find(name); it != t.by_transport.end()) p = it->second;
-    json sizes = json::object();
-    for (const auto& [size, entry] : p.sizes) sizes[size] = json::array({entry.first, entry.second});
-    bandwidth[name] = {{"Transit Time(ms)", p.ms}, {"Transit Size(MB)", p.mb}, {"Size Distribution", sizes}};
-    if (with_bandwidth) bandwidth[name]["Bandwidth(GB/s)"] = ratio(p.mb, p.ms);
+    j.key(name).begin_object();
+    if (with_bandwidth) j.field("Bandwidth(GB/s)", ratio(p.mb, p.ms));
+    j.key("Size Distribution").begin_object();
+    for (const auto& [size, entry] : p.sizes)
+      j.key(size).begin_array().number(entry.first).number(entry.second).end_array();
+    j.end_object().field("Transit Size(MB)", p.mb).field("Transit Time(ms)", p.ms).end_object();
   }
-  return {{"Communication Time Info", time_info(t.elapse, t.transit, t.wait)},
-          {"Communication Bandwidth Info", bandwidth}};
+  j.end_object().key("Communication Time Info");
+  write_time_info(j, t.elapse, t.transit, t.wait);
+  j.end_object();
+}
+
+// One value's text, as `write` makes it at depth `level` of a document
+// indented by `indent` (-1: one line).
+template <typename Write>
+std::string text_of(Write write, int indent = -1, int level = 0) {
+  std::string out;
+  base::JsonStream j(out, indent, level);
+  write(j);
+  return out;
 }
 
 // The rank's place in its group (links name ranks within the group).
@@ -168,20 +200,27 @@ struct Link {
 };
 using Links = std::map<std::pair<int, int>, Link>;  // (src, dst) -> link
 
-json links_json(const Links& links, bool with_op_name) {
-  json out = json::object();
-  for (const auto& [ends, link] : links) {
-    json entry = {{"Transport Type", link.transport},
-                  {"Transit Size(MB)", link.mb},
-                  {"Transit Time(ms)", link.ms},
-                  {"Bandwidth(GB/s)", ratio(link.mb, link.ms)}};
-    if (with_op_name) entry["Op Name"] = link.op_name;
+void write_links(base::JsonStream& j, const Links& links, bool with_op_name) {
+  // Keyed "src-dst": in the text's order, not the numbers'.
+  std::vector<std::pair<std::string, const Link*>> keyed;
+  keyed.reserve(links.size());
+  for (const auto& [ends, link] : links)
+    keyed.emplace_back(std::to_string(ends.first) + "-" + std::to_string(ends.second), &link);
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  j.begin_object();
+  for (const auto& [name, link] : keyed) {
+    j.key(name).begin_object().field("Bandwidth(GB/s)", ratio(link->mb, link->ms));
     // Data moved with no transit time to measure a bandwidth over: every
     // operation's time was waiting for the peer. Said, not left to look slow.
-    if (link.mb > 0 && link.ms <= 0) entry["Only Waited"] = true;
-    out[std::to_string(ends.first) + "-" + std::to_string(ends.second)] = entry;
+    if (link->mb > 0 && link->ms <= 0) j.key("Only Waited").boolean(true);
+    if (with_op_name) j.key("Op Name").string(link->op_name);
+    j.field("Transit Size(MB)", link->mb)
+        .field("Transit Time(ms)", link->ms)
+        .key("Transport Type")
+        .string(link->transport)
+        .end_object();
   }
-  return out;
+  j.end_object();
 }
 
 // One operation's links, in ranks within its group. A transfer's data is
@@ -269,28 +308,64 @@ std::map<std::pair<std::string, std::string>, std::string> group_tuples(const st
 
 }  // namespace
 
+namespace {
+
+// A rank's table: step -> kind -> key -> the value's text, written at its
+// depth (3) of a document indented by one space; both kinds in every step.
+using RankTable = std::map<std::string, std::map<std::string, std::map<std::string, std::string>>>;
+constexpr int kRankIndent = 1, kValueDepth = 3;
+
+std::map<std::string, std::map<std::string, std::string>>& step_of(RankTable& table,
+                                                                   const std::string& step) {
+  auto& kinds = table[step];
+  kinds["collective"];
+  kinds["p2p"];
+  return kinds;
+}
+
+std::string rank_table_text(const RankTable& table) {
+  std::string out;
+  base::JsonStream j(out, kRankIndent);
+  j.begin_object();
+  for (const auto& [step, kinds] : table) {
+    j.key(step).begin_object();
+    for (const auto& [kind_name, entries] : kinds) {
+      j.key(kind_name).begin_object();
+      for (const auto& [key, text] : entries) j.key(key).raw(text);
+      j.end_object();
+    }
+    j.end_object();
+  }
+  j.end_object();
+  return out + "\n";
+}
+
+}  // namespace
+
 std::string rank_communication_json(const std::vector<const CommTiming*>& mine) {
-  json out = json::object();
+  RankTable table;
   std::map<std::pair<std::string, std::string>, Totals> totals;  // (step, kind)
   for (const CommTiming* t : mine) {
-    json& step = out[step_key(*t)];
-    if (!step.contains("collective")) step = {{"collective", json::object()}, {"p2p", json::object()}};
-    step[kind(*t)][op_key(*t)] = op_info(*t, &totals[{step_key(*t), kind(*t)}]);
+    std::string step = step_key(*t);
+    Totals* total = &totals[{step, kind(*t)}];
+    step_of(table, step)[kind(*t)][op_key(*t)] =
+        text_of([&](base::JsonStream& j) { write_op_info(j, *t, total); }, kRankIndent, kValueDepth);
   }
-  for (const auto& [key, total] : totals)
-    out[key.first][key.second]["Total Op Info"] = total_info(total, false);
-  return base::json_text(out, 1) + "\n";
+  for (const auto& [key, total] : totals) {
+    table[key.first][key.second]["Total Op Info"] =
+        text_of([&](base::JsonStream& j) { write_total_info(j, total, false); }, kRankIndent, kValueDepth);
+  }
+  return rank_table_text(table);
 }
 
 std::string rank_communication_matrix_json(const std::vector<const CommTiming*>& mine) {
-  json out = json::object();
+  RankTable table;
   for (const auto& [key, entry] : rank_matrix(mine)) {
     const auto& [step_name, kind_name, op] = key;
-    json& step = out[step_name];
-    if (!step.contains("collective")) step = {{"collective", json::object()}, {"p2p", json::object()}};
-    step[kind_name][op] = links_json(entry.links, !entry.total);
+    step_of(table, step_name)[kind_name][op] = text_of(
+        [&](base::JsonStream& j) { write_links(j, entry.links, !entry.total); }, kRankIndent, kValueDepth);
   }
-  return base::json_text(out, 1) + "\n";
+  return rank_table_text(table);
 }
 
 namespace {
@@ -332,7 +407,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
       out += ",\n  " + quoted("Total Op Info@" + group) + ": {";
       for (const auto& [rank, total] : by_rank) {
         out += std::string(out.back() == '{' ? "" : ", ") + quoted(std::to_string(rank)) + ": " +
-               base::json_text(total_info(total, true));
+               text_of([&](base::JsonStream& j) { write_total_info(j, total, true); });
       }
       out += "}";
     }
@@ -354,7 +429,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
     if (new_key) out += std::string(new_step ? "" : ",") + "\n  " + quoted(e.key) + ": {";
     const CommTiming& t = *e.timing;
     out += std::string(new_key ? "" : ", ") + quoted(std::to_string(t.rank)) + ": " +
-           base::json_text(op_info(t, &totals[std::string(t.group)][t.rank]));
+           text_of([&](base::JsonStream& j) { write_op_info(j, t, &totals[std::string(t.group)][t.rank]); });
     drain(out);
   }
   if (!entries.empty()) {
@@ -402,7 +477,8 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
   std::map<std::string, Links> totals;  // of the current (tuple, step), by group
   auto write_totals = [&out, &totals]() {
     for (const auto& [group, links] : totals)
-      out += ",\n  " + quoted("Total Op Info@" + group) + ": " + base::json_text(links_json(links, true));
+      out += ",\n  " + quoted("Total Op Info@" + group) + ": " +
+             text_of([&](base::JsonStream& j) { write_links(j, links, true); });
     totals.clear();
   };
   out += "{";
@@ -420,7 +496,7 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
     if (new_tuple) out += "\n" + quoted(tuple) + ": {";
     if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + quoted(step) + ": {";
     out += std::string(new_step ? "" : ",") + "\n  " + quoted(op) + ": " +
-           base::json_text(links_json(entry.links, true));
+           text_of([&](base::JsonStream& j) { write_links(j, entry.links, true); });
     tuple_now = &tuple;
     step_now = &step;
     if (entry.total) {
