@@ -28,12 +28,11 @@
 
 #include "base/json_limits.h"
 #include "base/safe_file.h"
-#include "base/shell_quote.h"
 #include "exporter/csv_reader.h"
 #include "exporter/host_flame.h"
 #include "exporter/html_charts.h"
 #include "exporter/html_page.h"
-#include "trainprof/analyse.h"
+#include "exporter/html_report.h"
 #include "trainprof/diff.h"
 
 namespace trainprof {
@@ -709,22 +708,6 @@ std::string cluster_section(const fs::path& dir, const json& c, PageState& state
 
 // ---- The page ----
 
-// The analysed runs at or below `path`, or an error naming why there are none.
-std::vector<std::string> analysed_runs(const std::string& path, std::string* error) {
-  std::vector<std::string> runs = find_run_directories(path);
-  std::vector<std::string> analysed;
-  for (const std::string& run : runs) {
-    std::error_code ec;
-    if (fs::exists(fs::path(run) / "PROFILER_OUTPUT" / "step_trace_time.csv", ec)) analysed.push_back(run);
-  }
-  if (analysed.empty()) {
-    *error = runs.empty() ? no_run_directory_error(path)
-                          : "no analysed run at or below '" + path + "' (trainprof analyse " +
-                                base::shell_quote(path) + ")";
-  }
-  return analysed;
-}
-
 // Above this many runs, only the straggler's and the lowest rank's have a
 // section of their own (each is a page of its own: `trainprof report RUN`).
 constexpr size_t kRunSectionsShown = 64;
@@ -769,23 +752,6 @@ std::string header(const std::string& subtitle) {
          "</p></header>\n<main>\n";
 }
 
-// Writes `html` to `file`, replaced whole.
-std::string write_page(const std::string& file, const std::string& html) {
-  fs::path p(file);
-  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  base::UniqueFd fd(base::open_directory_at(AT_FDCWD, dir));
-  if (!fd.valid()) return "cannot open the directory of " + file;
-  return base::write_file_atomically_at(fd.get(), p.filename().string(), html, file);
-}
-
-// Where a report of `path` goes by default: a run's PROFILER_OUTPUT, or the
-// directory of several.
-std::string default_file(const std::string& path, const std::vector<std::string>& analysed,
-                         const char* name) {
-  bool single = analysed.size() == 1 && fs::path(analysed[0]) == fs::path(path);
-  return single ? (fs::path(path) / "PROFILER_OUTPUT" / name).string() : (fs::path(path) / name).string();
-}
-
 fs::path directory_of(const std::string& file) {
   std::error_code ec;
   fs::path p = fs::absolute(file, ec).parent_path();
@@ -821,41 +787,27 @@ std::string diff_section(const DiffReport& d) {
 
 }  // namespace
 
-ReportResult write_report(const std::string& path, const std::string& output_file) {
-  ReportResult result;
-  std::vector<std::string> analysed = analysed_runs(path, &result.error);
-  if (analysed.empty()) return result;
-  result.file = !output_file.empty() ? output_file : default_file(path, analysed, "report.html");
-  PageState state{directory_of(result.file)};
-  std::string body = header(std::to_string(analysed.size()) + " analysed run(s) under " + escape(path)) +
-                     sections(path, analysed, 0, state) + "</main>\n";
-  result.error = write_page(result.file, exporter::html::page(fs::path(path).filename().string(), body));
-  result.runs = analysed.size();
-  return result;
+namespace exporter {
+
+std::string report_page(const std::string& path, const std::vector<std::string>& runs,
+                        const std::string& page_file) {
+  PageState state{directory_of(page_file)};
+  std::string body = header(std::to_string(runs.size()) + " analysed run(s) under " + escape(path)) +
+                     sections(path, runs, 0, state) + "</main>\n";
+  return html::page(fs::path(path).filename().string(), body);
 }
 
-ReportResult write_diff_report(const std::string& path_a, const std::string& path_b,
-                               const std::string& output_file) {
-  ReportResult result;
-  DiffReport d = diff_runs(path_a, path_b);  // analyses what is not
-  if (!d.ok()) {
-    result.error = d.error;
-    return result;
-  }
-  std::vector<std::string> a = analysed_runs(path_a, &result.error);
-  std::vector<std::string> b = analysed_runs(path_b, &result.error);
-  if (a.empty() || b.empty()) return result;
-  result.file = !output_file.empty() ? output_file : default_file(path_b, b, "diff_report.html");
-  PageState state{directory_of(result.file)};
+std::string diff_report_page(const DiffReport& d, const std::string& path_a,
+                             const std::vector<std::string>& runs_a, const std::string& path_b,
+                             const std::vector<std::string>& runs_b, const std::string& page_file) {
+  PageState state{directory_of(page_file)};
   std::string body = header("A: " + escape(path_a) + "<br>B: " + escape(path_b)) + diff_section(d) +
-                     "<h2 class=\"side\">A: " + escape(path_a) + "</h2>\n" + sections(path_a, a, 0, state) +
-                     "<h2 class=\"side\">B: " + escape(path_b) + "</h2>\n" +
-                     sections(path_b, b, a.size(), state) + "</main>\n";
-  result.error = write_page(result.file, exporter::html::page(fs::path(path_a).filename().string() + " vs " +
-                                                                  fs::path(path_b).filename().string(),
-                                                              body));
-  result.runs = a.size() + b.size();
-  return result;
+                     "<h2 class=\"side\">A: " + escape(path_a) + "</h2>\n" +
+                     sections(path_a, runs_a, 0, state) + "<h2 class=\"side\">B: " + escape(path_b) +
+                     "</h2>\n" + sections(path_b, runs_b, runs_a.size(), state) + "</main>\n";
+  return html::page(fs::path(path_a).filename().string() + " vs " + fs::path(path_b).filename().string(),
+                    body);
 }
 
+}  // namespace exporter
 }  // namespace trainprof
