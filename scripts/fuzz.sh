@@ -15,7 +15,7 @@ seconds="${1:-600}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(raw_reader analyse metadata_json options_json csv_reader elf_symbols dynamic_config proc_stats rank_summary
+  targets=(raw_reader analyse metadata_json options_json csv_reader host_flame elf_symbols dynamic_config proc_stats rank_summary
            metrics_request mcp_message)
 fi
 jobs="${FUZZ_BUILD_JOBS:-$(nproc)}"

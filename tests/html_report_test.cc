@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "exporter/host_flame.h"
@@ -103,6 +104,27 @@ TEST(HostFlame, ATraceWithoutStepsOrFileIsEmpty) {
   EXPECT_EQ(flame.steps, 0u);
   EXPECT_TRUE(flame.root.children.empty());
   EXPECT_EQ(exporter::html::icicle(flame), "");
+}
+
+TEST(HostFlame, AnEditedTraceIsReadWithoutThrowing) {
+  // Fields of another type, a cut line, numbers out of range: each slice
+  // that cannot be read is left out, the rest is read.
+  std::istringstream trace(
+      "{\"traceEvents\":[\n"
+      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":\"x\",\"tid\":1,\"args\":{\"name\":5}},\n"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":1,\"tid\":1,"
+      "\"ts\":0,\"dur\":10},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":7,\"pid\":[1],\"tid\":1,\"ts\":1,\"dur\":2},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":\"3\",\"dur\":2},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":4,\"dur\":1e999},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"c\",\"pid\":1,\"tid\":1,\"ts\":5,\"du\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"d\",\"pid\":1,\"tid\":1,\"ts\":6,\"dur\":3}\n]}\n");
+  HostFlame flame = exporter::read_host_flame(trace, {});
+  EXPECT_EQ(flame.steps, 1u);
+  ASSERT_GE(flame.root.children.size(), 1u);  // a pid of another type reads as 0: a thread of its own
+  EXPECT_DOUBLE_EQ(flame.root.children[0].us, 10.0);
+  EXPECT_NE(child(flame.root.children[0], "d"), nullptr);
+  EXPECT_EQ(child(flame.root.children[0], "a"), nullptr);
 }
 
 TEST(HtmlPage, TimesAreShownInMsAndTheCsvTextIsKept) {

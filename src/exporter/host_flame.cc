@@ -2,12 +2,15 @@
 #include "exporter/host_flame.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <utility>
+
+#include "base/json_limits.h"
 
 namespace trainprof::exporter {
 namespace {
@@ -56,8 +59,7 @@ struct OpenStep {
 
 class Reader {
  public:
-  HostFlame read(const std::string& path, const CsvRows& python_outside, size_t max_slices) {
-    std::ifstream in(path);
+  HostFlame read(std::istream& in, const CsvRows& python_outside, size_t max_slices) {
     std::string line;
     while (std::getline(in, line)) {
       size_t brace = line.find('{');
@@ -91,12 +93,20 @@ class Reader {
   }
 
  private:
+  // The trace is read back, maybe edited: a field of another type is a
+  // default, never an exception.
+  static int64_t integer(const json& e, const char* key) {
+    auto it = e.find(key);
+    return it != e.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+  }
+
   void name_of(const json& e) {
     if (!e.contains("args") || !e["args"].is_object()) return;
-    std::string name = e["args"].value("name", "");
-    int64_t pid = e.value("pid", int64_t{0}), tid = e.value("tid", int64_t{0});
-    if (e.value("name", "") == "thread_name") thread_names_[{pid, tid}] = name;
-    if (e.value("name", "") == "process_name") process_names_[pid] = name;
+    std::string name = base::string_field(e["args"], "name");
+    int64_t pid = integer(e, "pid"), tid = integer(e, "tid");
+    std::string kind = base::string_field(e, "name");
+    if (kind == "thread_name") thread_names_[{pid, tid}] = name;
+    if (kind == "process_name") process_names_[pid] = name;
   }
 
   std::string thread_label(const ThreadKey& key) const {
@@ -112,8 +122,9 @@ class Reader {
   void add(const json& e) {
     if (!e.contains("ts") || !e["ts"].is_number() || !e.contains("dur") || !e["dur"].is_number()) return;
     double ts = e["ts"].get<double>(), dur = std::max(0.0, e["dur"].get<double>());
-    std::string name = e.value("name", "");
-    ThreadKey key{e.value("pid", int64_t{0}), e.value("tid", int64_t{0})};
+    if (!std::isfinite(ts) || !std::isfinite(dur)) return;
+    std::string name = base::string_field(e, "name");
+    ThreadKey key{integer(e, "pid"), integer(e, "tid")};
     if (step_ && ts >= step_->end) close_step();
     if (name.rfind(kStepPrefix, 0) == 0) {
       if (step_) return;  // a step inside a step: not a new window
@@ -187,8 +198,13 @@ class Reader {
 
 }  // namespace
 
-HostFlame read_host_flame(const std::string& trace_json, const CsvRows& python_outside, size_t max_slices) {
+HostFlame read_host_flame(std::istream& trace_json, const CsvRows& python_outside, size_t max_slices) {
   return Reader().read(trace_json, python_outside, max_slices);
+}
+
+HostFlame read_host_flame(const std::string& trace_json, const CsvRows& python_outside, size_t max_slices) {
+  std::ifstream in(trace_json);
+  return read_host_flame(in, python_outside, max_slices);
 }
 
 }  // namespace trainprof::exporter

@@ -7,6 +7,7 @@
 #define TRAINPROF_EXPORTER_HOST_FLAME_H_
 
 #include <cstddef>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct HostFlame {
 // then only the steps that ended before), each node's time the mean over
 // those steps. An empty root (0 steps) when the trace has no ProfilerStep.
 HostFlame read_host_flame(const std::string& trace_json, const CsvRows& python_outside,
+                          size_t max_slices = 400000);
+// The same from a stream of the trace's text.
+HostFlame read_host_flame(std::istream& trace_json, const CsvRows& python_outside,
                           size_t max_slices = 400000);
 
 }  // namespace trainprof::exporter

@@ -210,14 +210,16 @@ std::vector<TimelineSlice> step_slices(const std::string& trace_path, const std:
     while (!line.empty() && (line.back() == ',' || line.back() == '\r')) line.pop_back();
     json e = json::parse(line, nullptr, false);
     if (!e.is_object() || !e.contains("ts") || !e.contains("dur") || !e["ts"].is_number()) continue;
+    if (!e["dur"].is_number()) continue;
     double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
-    std::string name = e.value("name", "");
+    std::string name = base::string_field(e, "name");
     if (begin < 0) {
       if (name != target) continue;
       begin = ts, end = ts + dur;
     }
     if (ts >= end) break;  // events come in time order: the step is over
-    out.push_back({e.value("tid", uint64_t{0}), name, ts, dur});
+    uint64_t tid = e["tid"].is_number_unsigned() ? e["tid"].get<uint64_t>() : 0;
+    out.push_back({tid, name, ts, dur});
   }
   // Depth per thread: a stack of the open slices' ends.
   std::map<uint64_t, std::vector<double>> open;
