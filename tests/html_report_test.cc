@@ -27,7 +27,8 @@ const FlameNode* child(const FlameNode& n, const std::string& name) {
 }
 
 // Two steps of 100 and 60 µs on the main thread; a worker thread's range
-// crosses the first step's end; an operator nests another.
+// crosses the first step's end, then a data stage of it; an operator nests
+// another.
 const char* kTrace = R"({
 "traceEvents":[
 {"ph":"M","name":"thread_name","pid":7,"tid":7,"args":{"name":"main thread 7"}},
@@ -40,7 +41,7 @@ const char* kTrace = R"({
 {"ph":"X","cat":"user_annotation","name":"load","pid":7,"tid":9,"ts":90.000,"dur":40.000},
 {"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":7,"tid":7,"ts":110.000,"dur":60.000},
 {"ph":"X","cat":"cpu_op","name":"aten::linear","pid":7,"tid":7,"ts":112.000,"dur":30.000},
-{"ph":"X","cat":"user_annotation","name":"load","pid":7,"tid":9,"ts":150.000,"dur":10.000}
+{"ph":"X","cat":"dataset","name":"load","pid":7,"tid":9,"ts":150.000,"dur":10.000}
 ]}
 )";
 

@@ -64,9 +64,12 @@ class Reader {
     while (std::getline(in, line)) {
       size_t brace = line.find('{');
       if (brace == std::string::npos) continue;
+      // Host slices: operators, ranges, and the data pipeline's stages
+      // (the DataLoader workers' on tracks of their own).
       bool slice =
           line.find("\"X\"") != std::string::npos && (line.find("\"cpu_op\"") != std::string::npos ||
-                                                      line.find("\"user_annotation\"") != std::string::npos);
+                                                      line.find("\"user_annotation\"") != std::string::npos ||
+                                                      line.find("\"dataset\"") != std::string::npos);
       bool metadata = !slice && line.find("_name\"") != std::string::npos;
       if (!slice && !metadata) continue;
       while (!line.empty() && (line.back() == ',' || line.back() == '\r' || line.back() == ' '))
