@@ -176,13 +176,20 @@ void write_total_info(base::JsonStream& j, const Totals& t, bool with_bandwidth)
   j.end_object();
 }
 
-// One value's text, as `write` makes it at depth `level` of a document
-// indented by `indent` (-1: one line).
-template <typename Write>
-std::string text_of(Write write, int indent = -1, int level = 0) {
+// One value's text, at depth `level` of a document indented by `indent`
+// (-1: one line). Functions, not lambdas: clang before 16 cannot capture
+// the structured bindings the callers hold.
+std::string op_info_text(const CommTiming& t, Totals* totals, int indent = -1, int level = 0) {
   std::string out;
   base::JsonStream j(out, indent, level);
-  write(j);
+  write_op_info(j, t, totals);
+  return out;
+}
+
+std::string total_info_text(const Totals& t, bool with_bandwidth, int indent = -1, int level = 0) {
+  std::string out;
+  base::JsonStream j(out, indent, level);
+  write_total_info(j, t, with_bandwidth);
   return out;
 }
 
@@ -221,6 +228,13 @@ void write_links(base::JsonStream& j, const Links& links, bool with_op_name) {
         .end_object();
   }
   j.end_object();
+}
+
+std::string links_text(const Links& links, bool with_op_name, int indent = -1, int level = 0) {
+  std::string out;
+  base::JsonStream j(out, indent, level);
+  write_links(j, links, with_op_name);
+  return out;
 }
 
 // One operation's links, in ranks within its group. A transfer's data is
@@ -348,12 +362,10 @@ std::string rank_communication_json(const std::vector<const CommTiming*>& mine) 
   for (const CommTiming* t : mine) {
     std::string step = step_key(*t);
     Totals* total = &totals[{step, kind(*t)}];
-    step_of(table, step)[kind(*t)][op_key(*t)] =
-        text_of([&](base::JsonStream& j) { write_op_info(j, *t, total); }, kRankIndent, kValueDepth);
+    step_of(table, step)[kind(*t)][op_key(*t)] = op_info_text(*t, total, kRankIndent, kValueDepth);
   }
   for (const auto& [key, total] : totals) {
-    table[key.first][key.second]["Total Op Info"] =
-        text_of([&](base::JsonStream& j) { write_total_info(j, total, false); }, kRankIndent, kValueDepth);
+    table[key.first][key.second]["Total Op Info"] = total_info_text(total, false, kRankIndent, kValueDepth);
   }
   return rank_table_text(table);
 }
@@ -362,8 +374,8 @@ std::string rank_communication_matrix_json(const std::vector<const CommTiming*>&
   RankTable table;
   for (const auto& [key, entry] : rank_matrix(mine)) {
     const auto& [step_name, kind_name, op] = key;
-    step_of(table, step_name)[kind_name][op] = text_of(
-        [&](base::JsonStream& j) { write_links(j, entry.links, !entry.total); }, kRankIndent, kValueDepth);
+    step_of(table, step_name)[kind_name][op] =
+        links_text(entry.links, !entry.total, kRankIndent, kValueDepth);
   }
   return rank_table_text(table);
 }
@@ -407,7 +419,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
       out += ",\n  " + quoted("Total Op Info@" + group) + ": {";
       for (const auto& [rank, total] : by_rank) {
         out += std::string(out.back() == '{' ? "" : ", ") + quoted(std::to_string(rank)) + ": " +
-               text_of([&](base::JsonStream& j) { write_total_info(j, total, true); });
+               total_info_text(total, true);
       }
       out += "}";
     }
@@ -429,7 +441,7 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
     if (new_key) out += std::string(new_step ? "" : ",") + "\n  " + quoted(e.key) + ": {";
     const CommTiming& t = *e.timing;
     out += std::string(new_key ? "" : ", ") + quoted(std::to_string(t.rank)) + ": " +
-           text_of([&](base::JsonStream& j) { write_op_info(j, t, &totals[std::string(t.group)][t.rank]); });
+           op_info_text(t, &totals[std::string(t.group)][t.rank]);
     drain(out);
   }
   if (!entries.empty()) {
@@ -477,8 +489,7 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
   std::map<std::string, Links> totals;  // of the current (tuple, step), by group
   auto write_totals = [&out, &totals]() {
     for (const auto& [group, links] : totals)
-      out += ",\n  " + quoted("Total Op Info@" + group) + ": " +
-             text_of([&](base::JsonStream& j) { write_links(j, links, true); });
+      out += ",\n  " + quoted("Total Op Info@" + group) + ": " + links_text(links, true);
     totals.clear();
   };
   out += "{";
@@ -495,8 +506,7 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
     if (tuple_now != nullptr && new_tuple) out += "},";
     if (new_tuple) out += "\n" + quoted(tuple) + ": {";
     if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + quoted(step) + ": {";
-    out += std::string(new_step ? "" : ",") + "\n  " + quoted(op) + ": " +
-           text_of([&](base::JsonStream& j) { write_links(j, entry.links, true); });
+    out += std::string(new_step ? "" : ",") + "\n  " + quoted(op) + ": " + links_text(entry.links, true);
     tuple_now = &tuple;
     step_now = &step;
     if (entry.total) {
