@@ -245,8 +245,7 @@ class _ExperimentalConfig:
             analysed (default False: the run can be analysed again; MindSpore's
             default is True).
         export_type: output formats, ``[ExportType.Text]`` (or ``["text"]``),
-            ``["db"]`` (PROFILER_OUTPUT/trainprof.db) or both;
-            ``db`` is not supported yet.
+            ``["db"]`` (PROFILER_OUTPUT/trainprof.db, SQLite) or both.
         host_sys: host system usage to sample while recording, a list of
             ``HostSystem`` (or ``"cpu"``, ``"mem"``, ``"disk"``,
             ``"network"``): counters in the timeline,
