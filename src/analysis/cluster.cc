@@ -60,13 +60,13 @@ void step_means(const RankSummary& s, const std::map<int64_t, uint64_t>& in_flig
   w->outside_ns = n > 0 ? o / n : 0;
 }
 
-std::string ms(double ns) {
+std::string ms_from_ns(double ns) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f ms", ns / 1e6);
   return text;
 }
 
-std::string signed_ms(double ns) {
+std::string signed_ms_from_ns(double ns) {
   char text[32];
   std::snprintf(text, sizeof(text), "%+.1f ms", ns / 1e6);
   return text;
@@ -668,7 +668,7 @@ StragglerReport find_straggler(const std::vector<RankSummary>& ranks) {
 std::string outside_function_list(const std::vector<std::pair<std::string, uint64_t>>& functions) {
   std::string out;
   for (const auto& [name, ns] : functions)
-    out += (out.empty() ? "" : ", ") + name + " " + ms(static_cast<double>(ns));
+    out += (out.empty() ? "" : ", ") + name + " " + ms_from_ns(static_cast<double>(ns));
   return out;
 }
 
@@ -730,7 +730,7 @@ std::string straggler_text(const StragglerReport& r) {
            " more rank(s) with a clock exchange unfinished or failed.\n";
   }
   out += r.numbering;
-  out += "Waiting at collectives, all ranks: " + ms(static_cast<double>(r.total_wait_ns)) + ".\n";
+  out += "Waiting at collectives, all ranks: " + ms_from_ns(static_cast<double>(r.total_wait_ns)) + ".\n";
   if (r.withheld_straggler >= 0) {
     out += "No straggler named: rank " + std::to_string(r.withheld_straggler) +
            " accounts for most of the waiting, but rank(s) " +
@@ -751,7 +751,7 @@ std::string straggler_text(const StragglerReport& r) {
     char pct[16];
     std::snprintf(pct, sizeof(pct), "%.0f", share);
     out += "Straggler: rank " + std::to_string(r.straggler) + ". The others waited " +
-           ms(static_cast<double>(s->waited_for_ns)) + " for it (" + pct +
+           ms_from_ns(static_cast<double>(s->waited_for_ns)) + " for it (" + pct +
            " % of all waiting), arriving last at " + std::to_string(s->late_collectives) +
            " collectives, in step(s) " + step_ranges(r.straggler_steps) + ".\n";
     out +=
@@ -760,11 +760,12 @@ std::string straggler_text(const StragglerReport& r) {
                                 "timeline around the late collectives, and at its host's load)"
                               : "") +
         ". Per late step, rank " + std::to_string(r.straggler) + " against the others' median: computing " +
-        ms(s->computing_ns) + " vs " + ms(r.others_computing_ns) + " (" + signed_ms(r.excess_computing_ns) +
-        "), waiting for data " + ms(s->data_wait_ns) + " vs " + ms(r.others_data_wait_ns) + " (" +
-        signed_ms(r.excess_data_wait_ns) + "), in communication " + ms(s->in_comm_ns) + " vs " +
-        ms(r.others_in_comm_ns) + " (" + signed_ms(r.excess_in_comm_ns) + "), outside operators " +
-        ms(s->outside_ns) + " vs " + ms(r.others_outside_ns) + " (" + signed_ms(r.excess_outside_ns) + ").\n";
+        ms_from_ns(s->computing_ns) + " vs " + ms_from_ns(r.others_computing_ns) + " (" +
+        signed_ms_from_ns(r.excess_computing_ns) + "), waiting for data " + ms_from_ns(s->data_wait_ns) +
+        " vs " + ms_from_ns(r.others_data_wait_ns) + " (" + signed_ms_from_ns(r.excess_data_wait_ns) +
+        "), in communication " + ms_from_ns(s->in_comm_ns) + " vs " + ms_from_ns(r.others_in_comm_ns) + " (" +
+        signed_ms_from_ns(r.excess_in_comm_ns) + "), outside operators " + ms_from_ns(s->outside_ns) +
+        " vs " + ms_from_ns(r.others_outside_ns) + " (" + signed_ms_from_ns(r.excess_outside_ns) + ").\n";
     if (!r.straggler_outside_functions.empty())
       out += "Rank " + std::to_string(r.straggler) +
              "'s time outside operators, per step: " + outside_function_list(r.straggler_outside_functions) +
@@ -782,7 +783,7 @@ std::string rank_table(const std::vector<RankWaits>& per_rank) {
     std::vector<uint64_t> waited;
     for (const RankWaits& w : per_rank) waited.push_back(w.waited_ns);
     std::sort(waited.begin(), waited.end());
-    auto ms_of = [](uint64_t ns) { return ms(static_cast<double>(ns)); };
+    auto ms_of = [](uint64_t ns) { return ms_from_ns(static_cast<double>(ns)); };
     out += "Waited for others, per rank of " + std::to_string(rows.size()) + ": minimum " +
            ms_of(waited.front()) + ", median " + ms_of(at_share(waited, 0.5)) + ", 90th percentile " +
            ms_of(at_share(waited, 0.9)) + ", 99th " + ms_of(at_share(waited, 0.99)) + ", maximum " +
@@ -801,8 +802,8 @@ std::string rank_table(const std::vector<RankWaits>& per_rank) {
     const RankWaits& w = *row;
     char line[128];
     std::snprintf(line, sizeof(line), "%4d  %17s  %20s  %12llu\n", w.rank,
-                  ms(static_cast<double>(w.waited_ns)).c_str(),
-                  ms(static_cast<double>(w.waited_for_ns)).c_str(),
+                  ms_from_ns(static_cast<double>(w.waited_ns)).c_str(),
+                  ms_from_ns(static_cast<double>(w.waited_for_ns)).c_str(),
                   static_cast<unsigned long long>(w.late_collectives));
     out += line;
   }

@@ -219,13 +219,13 @@ std::string only_in(const std::set<std::string>& a, const std::set<std::string>&
   return out;
 }
 
-std::string ms(double us) {
+std::string ms_from_us(double us) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.3f ms", us / 1e3);
   return text;
 }
 
-std::string signed_ms(double us) {
+std::string signed_ms_from_us(double us) {
   char text[32];
   std::snprintf(text, sizeof(text), "%+.3f ms", us / 1e3);
   return text;
@@ -243,11 +243,13 @@ std::string report_text(const DiffReport& d) {
   double change = d.step_us_b - d.step_us_a;
   char pct[32] = "";
   if (d.step_us_a > 0) std::snprintf(pct, sizeof(pct), " (%+.1f %%)", 100.0 * change / d.step_us_a);
-  out += "step: A " + ms(d.step_us_a) + ", B " + ms(d.step_us_b) + ": " + signed_ms(change) + pct + "\n";
+  out += "step: A " + ms_from_us(d.step_us_a) + ", B " + ms_from_us(d.step_us_b) + ": " +
+         signed_ms_from_us(change) + pct + "\n";
   for (const auto& [part, ab] : d.parts) {
     char line[160];
-    std::snprintf(line, sizeof(line), "  %-30s A %12s  B %12s  %s\n", part.c_str(), ms(ab.first).c_str(),
-                  ms(ab.second).c_str(), signed_ms(ab.second - ab.first).c_str());
+    std::snprintf(line, sizeof(line), "  %-30s A %12s  B %12s  %s\n", part.c_str(),
+                  ms_from_us(ab.first).c_str(), ms_from_us(ab.second).c_str(),
+                  signed_ms_from_us(ab.second - ab.first).c_str());
     out += line;
   }
   out += "what changed per step (host: self time; gpu: kernels, copies, sets), largest first:\n";
@@ -258,8 +260,8 @@ std::string report_text(const DiffReport& d) {
     ++shown;
     char line[512];
     std::snprintf(line, sizeof(line), "  %12s  %s (%s)  %s -> %s, calls %.1f -> %.1f%s\n",
-                  signed_ms(r.delta_us()).c_str(), r.name.c_str(), r.where.c_str(), ms(r.us_a).c_str(),
-                  ms(r.us_b).c_str(), r.calls_a, r.calls_b,
+                  signed_ms_from_us(r.delta_us()).c_str(), r.name.c_str(), r.where.c_str(),
+                  ms_from_us(r.us_a).c_str(), ms_from_us(r.us_b).c_str(), r.calls_a, r.calls_b,
                   r.status == "both" ? "" : (r.status == "added" ? ", only in B" : ", only in A"));
     out += line;
   }
