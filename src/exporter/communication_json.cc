@@ -1,6 +1,5 @@
 // Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 #include "exporter/communication_json.h"
-#include "base/json_limits.h"
 #include "base/json_stream.h"
 
 #include <algorithm>
@@ -8,7 +7,6 @@
 #include <cstdio>
 #include <functional>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 
@@ -16,18 +14,12 @@ namespace trainprof::exporter {
 namespace {
 
 using analysis::CommTiming;
-using nlohmann::json;
 
 // The transports MindSpore's tables list, always all of them.
 constexpr const char* kTransports[] = {"RDMA", "HCCS", "PCIE", "SDMA", "SIO"};
 
 double round4(double v) {
   return std::round(v * 1e4) / 1e4;
-}
-
-// `text` as a JSON string, quotes included (the streamed writers' keys).
-std::string quoted(const std::string& text) {
-  return base::json_text(json(text));
 }
 
 double ratio(double part, double whole) {
@@ -320,10 +312,6 @@ std::map<std::pair<std::string, std::string>, std::string> group_tuples(const st
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // A rank's table: step -> kind -> key -> the value's text, written at its
 // depth (3) of a document indented by one space; both kinds in every step.
 using RankTable = std::map<std::string, std::map<std::string, std::map<std::string, std::string>>>;
@@ -416,9 +404,9 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
   std::map<std::string, std::map<int, Totals>> totals;
   auto write_totals = [&out, &totals]() {
     for (const auto& [group, by_rank] : totals) {
-      out += ",\n  " + quoted("Total Op Info@" + group) + ": {";
+      out += ",\n  " + base::json_quoted("Total Op Info@" + group) + ": {";
       for (const auto& [rank, total] : by_rank) {
-        out += std::string(out.back() == '{' ? "" : ", ") + quoted(std::to_string(rank)) + ": " +
+        out += std::string(out.back() == '{' ? "" : ", ") + base::json_quoted(std::to_string(rank)) + ": " +
                total_info_text(total, true);
       }
       out += "}";
@@ -436,11 +424,11 @@ void build_cluster_communication_json(const std::vector<CommTiming>& timings, st
       out += "}";
     }
     if (i > 0 && new_tuple) out += "},";
-    if (new_tuple) out += "\n" + quoted(*tuple_text[e.tuple]) + ": {";
-    if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + quoted(e.step) + ": {";
-    if (new_key) out += std::string(new_step ? "" : ",") + "\n  " + quoted(e.key) + ": {";
+    if (new_tuple) out += "\n" + base::json_quoted(*tuple_text[e.tuple]) + ": {";
+    if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + base::json_quoted(e.step) + ": {";
+    if (new_key) out += std::string(new_step ? "" : ",") + "\n  " + base::json_quoted(e.key) + ": {";
     const CommTiming& t = *e.timing;
-    out += std::string(new_key ? "" : ", ") + quoted(std::to_string(t.rank)) + ": " +
+    out += std::string(new_key ? "" : ", ") + base::json_quoted(std::to_string(t.rank)) + ": " +
            op_info_text(t, &totals[std::string(t.group)][t.rank]);
     drain(out);
   }
@@ -489,7 +477,7 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
   std::map<std::string, Links> totals;  // of the current (tuple, step), by group
   auto write_totals = [&out, &totals]() {
     for (const auto& [group, links] : totals)
-      out += ",\n  " + quoted("Total Op Info@" + group) + ": " + links_text(links, true);
+      out += ",\n  " + base::json_quoted("Total Op Info@" + group) + ": " + links_text(links, true);
     totals.clear();
   };
   out += "{";
@@ -504,9 +492,10 @@ void build_cluster_communication_matrix_json(const std::vector<CommTiming>& timi
       out += "}";
     }
     if (tuple_now != nullptr && new_tuple) out += "},";
-    if (new_tuple) out += "\n" + quoted(tuple) + ": {";
-    if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + quoted(step) + ": {";
-    out += std::string(new_step ? "" : ",") + "\n  " + quoted(op) + ": " + links_text(entry.links, true);
+    if (new_tuple) out += "\n" + base::json_quoted(tuple) + ": {";
+    if (new_step) out += std::string(new_tuple ? "" : ",") + "\n " + base::json_quoted(step) + ": {";
+    out += std::string(new_step ? "" : ",") + "\n  " + base::json_quoted(op) + ": " +
+           links_text(entry.links, true);
     tuple_now = &tuple;
     step_now = &step;
     if (entry.total) {
