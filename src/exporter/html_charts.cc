@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 
+#include "analysis/cluster.h"
 #include "base/json_limits.h"
 #include "exporter/html_page.h"
 
@@ -33,6 +34,12 @@ double tick_step(double most) {
     if (most / (step * m) <= 5) return step * m;
   }
   return step * 10;
+}
+
+// The top of a value axis for values up to `most_us`: the next whole tick.
+double axis_top_us(double most_us) {
+  double step = tick_step(most_us / 1000);
+  return step * 1000 * std::ceil(most_us / 1000 / step);
 }
 
 // Horizontal grid lines and their ms labels for a value axis of `most` µs
@@ -69,12 +76,6 @@ std::string legend(const std::vector<std::pair<std::string, std::string>>& keys)
   for (const auto& [colour, label] : keys)
     out += "<span class=\"key\" style=\"background:" + colour + "\"></span>" + escape(label);
   return out + "</p>\n";
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -130,7 +131,7 @@ std::string step_breakdown_chart(const CsvRows& steps) {
   const double width = 720, height = 200, left = 44, top = 12, plot_w = width - left - 8;
   size_t n = lengths.size();
   double bar = plot_w / static_cast<double>(n);
-  double axis_top = tick_step(most / 1000) * 1000 * std::ceil(most / 1000 / tick_step(most / 1000));
+  double axis_top = axis_top_us(most);
   std::string svg =
       svg_open("step-chart", width, height + top + 26) + value_axis(axis_top, left, width - 8, top, height);
   size_t label_every = std::max<size_t>(1, (n + 11) / 12);
@@ -402,14 +403,15 @@ std::string late_steps_chart(const CsvRows& rows, int64_t straggler, const std::
   if (own.empty()) return "";
   std::map<long long, double> typical;
   double most = 0;
-  for (auto& [step, values] : others) typical[step] = median(values);
+  // The others' median as the cluster report measures the straggler against it.
+  for (auto& [step, values] : others) typical[step] = analysis::median(values);
   for (const auto& [step, us] : own) most = std::max({most, us, typical[step]});
   if (most <= 0) return "";
   // At most 200 steps drawn: the first ones.
   const double width = 720, height = 160, left = 44, top = 12, plot_w = width - left - 8;
   size_t n = std::min<size_t>(own.size(), 200);
   double bar = plot_w / static_cast<double>(n);
-  double axis_top = tick_step(most / 1000) * 1000 * std::ceil(most / 1000 / tick_step(most / 1000));
+  double axis_top = axis_top_us(most);
   std::string svg =
       svg_open("late-steps", width, height + top + 26) + value_axis(axis_top, left, width - 8, top, height);
   size_t i = 0, label_every = std::max<size_t>(1, (n + 11) / 12);

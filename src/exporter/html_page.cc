@@ -58,8 +58,6 @@ const std::string& cell(const std::vector<std::string>& row, int index) {
 
 namespace {
 
-constexpr size_t kPageRows = 25;
-
 bool ends_with(const std::string& text, std::string_view tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -160,8 +158,6 @@ const char* kStyle =
     "@media (max-width:1000px){.overview{grid-template-columns:1fr}}"
     ".card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:10px 14px;min-width:0}"
     ".card h3{margin:2px 0 8px}"
-    "details.more{background:#fff;border:1px solid var(--line);border-radius:8px;padding:6px 14px;"
-    "margin:10px 0}details.more>summary{cursor:pointer;font-weight:600;padding:4px 0}"
     "svg.chart{width:100%;height:auto;display:block}svg text{font:11px system-ui,sans-serif}"
     ".axis{fill:#59636e;font-size:10px}.grid{stroke:#e5e8eb}"
     ".legend,.note,.meta{color:var(--muted)}.legend span.key{display:inline-block;width:10px;height:10px;"

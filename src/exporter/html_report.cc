@@ -51,10 +51,6 @@ using exporter::html::table;
 using exporter::html::TableView;
 using nlohmann::json;
 
-std::string fmt(double v, int decimals = 1) {
-  return fixed(v, decimals);
-}
-
 json read_json(const fs::path& file) {
   return json::parse(base::read_regular_file_at(AT_FDCWD, file.string(), false), nullptr, false);
 }
@@ -64,7 +60,7 @@ std::string memory_axes(double peak, double span_us, int width, int height) {
   std::string h = std::to_string(height + 10), w = std::to_string(width + 40);
   return "<line class=\"grid\" x1=\"40\" x2=\"" + w +
          "\" y1=\"10\" y2=\"10\"/><line class=\"grid\" x1=\"40\" x2=\"" + w + "\" y1=\"" + h + "\" y2=\"" +
-         h + "\"/><text x=\"0\" y=\"14\" class=\"axis\">" + fmt(peak, 1) + " MB</text><text x=\"0\" y=\"" +
+         h + "\"/><text x=\"0\" y=\"14\" class=\"axis\">" + fixed(peak, 1) + " MB</text><text x=\"0\" y=\"" +
          h + "\" class=\"axis\">0 MB</text><text x=\"40\" y=\"" + std::to_string(height + 26) +
          "\" class=\"axis\">0 ms</text><text x=\"" + w + "\" y=\"" + std::to_string(height + 26) +
          "\" class=\"axis\" text-anchor=\"end\">" + ms(span_us) + " ms after the first record</text>";
@@ -101,7 +97,7 @@ std::string memory_chart(const CsvRows& rows) {
     }
     double x = t1 > t0 ? (at - t0) / (t1 - t0) * width : 0;
     double y = peak > 0 ? height - top / peak * height : height;
-    points += fmt(40 + x, 1) + "," + fmt(y + 10, 1) + " ";
+    points += fixed(40 + x, 1) + "," + fixed(y + 10, 1) + " ";
   }
   std::string out = "<svg class=\"memory-chart chart\" viewBox=\"0 0 " + std::to_string(width + 60) + " " +
                     std::to_string(height + 30) +
@@ -109,9 +105,9 @@ std::string memory_chart(const CsvRows& rows) {
                     "points=\"" +
                     points + "\"/>" + memory_axes(peak, t1 - t0, width, height) + "</svg>\n";
   out += "<p class=\"memory-peak\" data-peak-mb=\"" + escape(cell(rows[peak_row], allocated)) +
-         "\">Peak allocated: " + fmt(number(cell(rows[peak_row], allocated)), 1) + " MB (" +
+         "\">Peak allocated: " + fixed(number(cell(rows[peak_row], allocated)), 1) + " MB (" +
          escape(cell(rows[peak_row], column(rows, "Device Type"))) + ") at " +
-         fmt((number(cell(rows[peak_row], ts)) - t0) / 1000, 3) + " ms into the run's memory records</p>\n";
+         fixed((number(cell(rows[peak_row], ts)) - t0) / 1000, 3) + " ms into the run's memory records</p>\n";
   return out;
 }
 
@@ -154,10 +150,10 @@ std::string memory_class_chart(const CsvRows& rows, const CsvRows& breakdown) {
     std::vector<double> above = below;
     for (size_t k = 0; k < picked.size(); ++k) {
       above[k] += number(cell(rows[picked[k]], cols[i]));
-      up += fmt(x_of(picked[k]), 1) + "," + fmt(10 + height - above[k] / peak * height, 1) + " ";
+      up += fixed(x_of(picked[k]), 1) + "," + fixed(10 + height - above[k] / peak * height, 1) + " ";
     }
     for (size_t k = picked.size(); k-- > 0;)
-      down += fmt(x_of(picked[k]), 1) + "," + fmt(10 + height - below[k] / peak * height, 1) + " ";
+      down += fixed(x_of(picked[k]), 1) + "," + fixed(10 + height - below[k] / peak * height, 1) + " ";
     const char* colour = kPalette[i % std::size(kPalette)];
     std::string name = rows[0][static_cast<size_t>(cols[i])];
     svg += "<polygon fill=\"" + std::string(colour) + "\" points=\"" + up + down + "\"><title>" +
@@ -247,25 +243,26 @@ std::string timeline_chart(const std::vector<TimelineSlice>& slices) {
     y += 14.0 * static_cast<double>(std::min<size_t>(d, 12) + 1) + 8;
   }
   const double width = 900;
-  std::string svg = "<svg class=\"timeline chart\" viewBox=\"0 0 " + fmt(width + 90, 0) + " " +
-                    fmt(y + 10, 0) + "\" role=\"img\">";
+  std::string svg = "<svg class=\"timeline chart\" viewBox=\"0 0 " + fixed(width + 90, 0) + " " +
+                    fixed(y + 10, 0) + "\" role=\"img\">";
   for (const auto& [tid, top] : row_y) {
-    svg +=
-        "<text x=\"0\" y=\"" + fmt(top + 11, 1) + "\" class=\"axis\">tid " + std::to_string(tid) + "</text>";
+    svg += "<text x=\"0\" y=\"" + fixed(top + 11, 1) + "\" class=\"axis\">tid " + std::to_string(tid) +
+           "</text>";
   }
   for (const TimelineSlice& s : slices) {
     if (s.depth > 12) continue;
     double x = 90 + (s.ts - t0) / std::max(t1 - t0, 1e-9) * width;
     double w = std::max(0.5, s.dur / std::max(t1 - t0, 1e-9) * width);
     size_t colour = std::hash<std::string>()(s.name) % std::size(kPalette);
-    svg += "<rect x=\"" + fmt(x, 2) + "\" y=\"" + fmt(row_y[s.tid] + 14.0 * static_cast<double>(s.depth), 1) +
-           "\" width=\"" + fmt(w, 2) + "\" height=\"12\" fill=\"" + kPalette[colour] + "\"><title>" +
-           escape(s.name) + " " + ms(s.dur) + " ms, at " + ms(s.ts - t0) + " ms</title></rect>";
+    svg += "<rect x=\"" + fixed(x, 2) + "\" y=\"" +
+           fixed(row_y[s.tid] + 14.0 * static_cast<double>(s.depth), 1) + "\" width=\"" + fixed(w, 2) +
+           "\" height=\"12\" fill=\"" + kPalette[colour] + "\"><title>" + escape(s.name) + " " + ms(s.dur) +
+           " ms, at " + ms(s.ts - t0) + " ms</title></rect>";
   }
   std::string count = slices.size() < kMaxTimelineSlices
                           ? std::to_string(slices.size()) + " slices"
                           : "its first " + std::to_string(slices.size()) + " slices";
-  return svg + "</svg>\n<p class=\"note\">" + count + " over " + fmt((t1 - t0) / 1000, 3) +
+  return svg + "</svg>\n<p class=\"note\">" + count + " over " + fixed((t1 - t0) / 1000, 3) +
          " ms; hover for names (trace_view.pftrace or trace_view.json has them all).</p>\n";
 }
 
@@ -300,7 +297,7 @@ std::string trace_link(const fs::path& trace, const std::string& title, PageStat
                      id + "\" data-title=\"" + escape(title) +
                      "\">Open in the Perfetto UI</button>"
                      "<span class=\"note\" hidden> (" +
-                     fmt(static_cast<double>(size) / (1 << 20), 1) +
+                     fixed(static_cast<double>(size) / (1 << 20), 1) +
                      " MB: if the Perfetto UI shows no trace, choose this file there)</span> "
                      "<a class=\"trace-file\" href=\"" +
                      escape(href) + "\">" + escape(trace.filename().string()) + "</a> <code>" +
@@ -327,7 +324,7 @@ std::string what_if_list(const json& analysis) {
   for (const json& e : analysis["what_if"]) {
     if (!e.is_object()) continue;
     double recorded = e.value("median_step_ms", 0.0), estimated = e.value("estimated_step_ms", 0.0);
-    html += "<li data-estimated-ms=\"" + fmt(estimated, 3) + "\">" +
+    html += "<li data-estimated-ms=\"" + fixed(estimated, 3) + "\">" +
             escape(e.value("change", std::string())) + ": median step " + ms(recorded * 1000) +
             " ms &rarr; " + ms(estimated * 1000) + " ms</li>";
   }
@@ -341,15 +338,16 @@ std::string step_figures(const CsvRows& steps, const std::vector<double>& length
   std::sort(sorted.begin(), sorted.end());
   double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
   double most = sorted.empty() ? 0 : sorted.back();
+  double total = 0;
+  for (double l : lengths) total += l;
   std::string parts;
   for (int i = 0; i < exporter::html::kStepParts; ++i) {
     int c = column(steps, exporter::html::kStepPartNames[i]);
-    double sum = 0, total = 0;
+    double sum = 0;
     for (size_t r = 1; r < steps.size(); ++r) sum += number(cell(steps[r], c));
-    for (double l : lengths) total += l;
     if (total > 0 && sum > 0) {
       parts += std::string(parts.empty() ? "" : " &middot; ") + exporter::html::kStepPartNames[i] + " " +
-               fmt(100 * sum / total, 1) + " %";
+               fixed(100 * sum / total, 1) + " %";
     }
   }
   return "<div class=\"kpis\"><div><div class=\"label\">steps</div><div class=\"big\">" +
@@ -360,11 +358,13 @@ std::string step_figures(const CsvRows& steps, const std::vector<double>& length
          " ms</div></div></div><p class=\"note\">Of all steps' time: " + parts + "</p>\n";
 }
 
-// critical_path.csv's rows of `step`, with its header.
+// A critical path table's (critical_path.csv, cluster_critical_path.csv)
+// header and its rows of `step`.
 CsvRows rows_of_step(const CsvRows& path, const std::string& step) {
   CsvRows rows = {path.empty() ? std::vector<std::string>{} : path[0]};
+  int step_c = column(path, "Step");
   for (size_t r = 1; r < path.size(); ++r) {
-    if (!path[r].empty() && path[r][0] == step) rows.push_back(path[r]);
+    if (cell(path[r], step_c) == step) rows.push_back(path[r]);
   }
   return rows;
 }
@@ -404,36 +404,58 @@ std::pair<CsvRows, std::string> peak_classes(const CsvRows& breakdown) {
   }
   std::string at = cell(breakdown[best], op);
   std::string text = "<p class=\"note peak-at\" data-peak-mb=\"" + escape(cell(breakdown[best], peak)) +
-                     "\">Peak " + fmt(number(cell(breakdown[best], peak)), 1) + " MB (" +
+                     "\">Peak " + fixed(number(cell(breakdown[best], peak)), 1) + " MB (" +
                      escape(cell(breakdown[best], dev)) + ") in step " + escape(cell(breakdown[best], step)) +
                      (at.empty() ? "" : ", in " + escape(at)) + ".</p>\n";
   return {rows, text};
 }
 
+// What a run's section is made of, each output read once.
+struct RunOutputs {
+  fs::path dir;  // PROFILER_OUTPUT
+  json info;     // profiler_info.json
+  CsvRows steps;
+  std::vector<double> lengths;  // each step's
+  std::string slowest;          // the slowest step ("" without steps)
+  CsvRows slowest_path;         // critical_path.csv's header and the slowest step's rows
+  CsvRows breakdown;            // memory_breakdown.csv
+
+  explicit RunOutputs(const fs::path& out)
+      : dir(out),
+        info(read_json(out / "profiler_info.json")),
+        steps(exporter::read_csv_file((out / "step_trace_time.csv").string())),
+        lengths(exporter::html::step_lengths(steps)),
+        breakdown(exporter::read_csv_file((out / "memory_breakdown.csv").string())) {
+    if (lengths.empty()) return;
+    slowest = steps[1 + (std::max_element(lengths.begin(), lengths.end()) - lengths.begin())][0];
+    CsvRows path = exporter::read_csv_file((out / "critical_path.csv").string());
+    if (path.size() > 1) slowest_path = rows_of_step(path, slowest);
+  }
+};
+
 // The run's first screen: findings, steps, critical path, memory at peak.
-std::string run_overview(const fs::path& out, const json& info, const CsvRows& steps,
-                         const std::string& slowest) {
-  const json* analysis = info.is_object() && info.contains("analysis") ? &info["analysis"] : nullptr;
+std::string run_overview(const RunOutputs& run) {
+  const json* analysis =
+      run.info.is_object() && run.info.contains("analysis") ? &run.info["analysis"] : nullptr;
   std::string html = "<div class=\"overview\">\n";
   if (analysis != nullptr && analysis->contains("advice")) {
     html += card("findings-card", "Findings (the largest saving first)",
                  exporter::html::findings((*analysis)["advice"]) + what_if_list(*analysis));
   }
-  std::vector<double> lengths = exporter::html::step_lengths(steps);
-  if (!lengths.empty()) {
-    html += card("steps-card", "Step time",
-                 step_figures(steps, lengths, slowest) + exporter::html::step_breakdown_chart(steps));
+  if (!run.lengths.empty()) {
+    html += card(
+        "steps-card", "Step time",
+        step_figures(run.steps, run.lengths, run.slowest) + exporter::html::step_breakdown_chart(run.steps));
   }
-  CsvRows path = exporter::read_csv_file((out / "critical_path.csv").string());
-  if (!slowest.empty() && path.size() > 1) {
-    std::string strip = exporter::html::critical_path_strip(rows_of_step(path, slowest));
-    html += card("critical-path-card", "Critical path of step " + escape(slowest) + " (the slowest)",
+  if (run.slowest_path.size() > 1) {
+    std::string strip = exporter::html::critical_path_strip(run.slowest_path);
+    html += card("critical-path-card", "Critical path of step " + escape(run.slowest) + " (the slowest)",
                  strip.empty() ? ""
                                : "<p class=\"note\">The chain of work that decided the step's length; hover "
                                  "for names.</p>" +
                                      strip);
   }
-  auto [classes, peak_text] = peak_classes(exporter::read_csv_file((out / "memory_breakdown.csv").string()));
+  auto [classes, peak_text] = peak_classes(run.breakdown);
   if (classes.size() > 1) {
     html += card("memory-card", "Memory at the peak, by class",
                  peak_text + exporter::html::memory_at_peak(classes));
@@ -459,21 +481,21 @@ std::string flame_section(const fs::path& out) {
          chart;
 }
 
-std::string run_details(const fs::path& out, const CsvRows& steps, const std::string& slowest) {
+std::string run_details(const RunOutputs& run) {
+  const fs::path& out = run.dir;
   std::string html;
   html += flame_section(out);
-  if (steps.size() > 1) {
+  if (run.steps.size() > 1) {
     TableView view;
     view.all_us = true;
-    html += "<h3>Steps (step_trace_time.csv)</h3>\n" + table(steps, "step-table", view);
+    html += "<h3>Steps (step_trace_time.csv)</h3>\n" + table(run.steps, "step-table", view);
   }
-  CsvRows path = exporter::read_csv_file((out / "critical_path.csv").string());
-  if (!slowest.empty() && path.size() > 1) {
+  if (run.slowest_path.size() > 1) {
     TableView view;
-    view.step_origins = step_starts(path);
-    html += "<h3 class=\"critical-path-title\" data-step=\"" + escape(slowest) + "\">Critical path of step " +
-            escape(slowest) + " (the slowest), segment by segment</h3>\n" +
-            table(rows_of_step(path, slowest), "critical-path-table", view);
+    view.step_origins = step_starts(run.slowest_path);
+    html += "<h3 class=\"critical-path-title\" data-step=\"" + escape(run.slowest) +
+            "\">Critical path of step " + escape(run.slowest) + " (the slowest), segment by segment</h3>\n" +
+            table(run.slowest_path, "critical-path-table", view);
   }
   CsvRows ops = exporter::read_csv_file((out / "op_statistic.csv").string());
   if (ops.size() > 1) {
@@ -483,17 +505,17 @@ std::string run_details(const fs::path& out, const CsvRows& steps, const std::st
   }
   CsvRows memory = exporter::read_csv_file((out / "memory_record.csv").string());
   if (memory.size() > 1) {
-    html += "<h3>Memory over time</h3>\n" + memory_chart(memory) +
-            memory_class_chart(exporter::read_csv_file((out / "memory_timeline.csv").string()),
-                               exporter::read_csv_file((out / "memory_breakdown.csv").string()));
+    html +=
+        "<h3>Memory over time</h3>\n" + memory_chart(memory) +
+        memory_class_chart(exporter::read_csv_file((out / "memory_timeline.csv").string()), run.breakdown);
   }
   CsvRows dataset = exporter::read_csv_file((out / "dataset.csv").string());
   if (dataset.size() > 1) html += "<h3>Data pipeline</h3>\n" + table(dataset, "dataset-table");
-  if (!slowest.empty()) {
-    std::vector<TimelineSlice> slices = step_slices((out / "trace_view.json").string(), slowest);
+  if (!run.slowest.empty()) {
+    std::vector<TimelineSlice> slices = step_slices((out / "trace_view.json").string(), run.slowest);
     if (!slices.empty()) {
-      html += "<h3 class=\"timeline-title\" data-step=\"" + escape(slowest) + "\">Timeline of step " +
-              escape(slowest) + " (the slowest)</h3>\n" + timeline_chart(slices);
+      html += "<h3 class=\"timeline-title\" data-step=\"" + escape(run.slowest) + "\">Timeline of step " +
+              escape(run.slowest) + " (the slowest)</h3>\n" + timeline_chart(slices);
     }
   }
   return html;
@@ -521,18 +543,12 @@ std::string run_meta(const json& info) {
 }
 
 std::string run_section(const std::string& run_dir, size_t index, PageState& state) {
-  fs::path out = fs::path(run_dir) / "PROFILER_OUTPUT";
+  RunOutputs run(fs::path(run_dir) / "PROFILER_OUTPUT");
   std::string name = fs::path(run_dir).filename().string();
-  json info = read_json(out / "profiler_info.json");
-  CsvRows steps = exporter::read_csv_file((out / "step_trace_time.csv").string());
-  std::string slowest;
-  std::vector<double> lengths = exporter::html::step_lengths(steps);
-  if (!lengths.empty())
-    slowest = steps[1 + (std::max_element(lengths.begin(), lengths.end()) - lengths.begin())][0];
   return "<section class=\"run\" id=\"run-" + std::to_string(index) + "\" data-run=\"" + escape(name) +
-         "\"><h2>" + escape(name) + "</h2>\n<p class=\"meta\">" + run_meta(info) + "</p>\n" +
-         trace_link(out / "trace_view.pftrace", name, state) + run_overview(out, info, steps, slowest) +
-         run_details(out, steps, slowest) + "</section>\n";
+         "\"><h2>" + escape(name) + "</h2>\n<p class=\"meta\">" + run_meta(run.info) + "</p>\n" +
+         trace_link(run.dir / "trace_view.pftrace", name, state) + run_overview(run) + run_details(run) +
+         "</section>\n";
 }
 
 // ---- The cluster's section ----
@@ -546,10 +562,7 @@ std::string cluster_path_section(const fs::path& dir) {
   for (size_t r = 1; r < path.size(); ++r) step_us[cell(path[r], step)] += number(cell(path[r], duration));
   auto slowest = std::max_element(step_us.begin(), step_us.end(),
                                   [](const auto& a, const auto& b) { return a.second < b.second; });
-  CsvRows rows = {path[0]};
-  for (size_t r = 1; r < path.size(); ++r) {
-    if (cell(path[r], step) == slowest->first) rows.push_back(path[r]);
-  }
+  CsvRows rows = rows_of_step(path, slowest->first);
   TableView view;
   view.step_origins = step_starts(rows);
   return "<h3 class=\"cluster-path-title\" data-step=\"" + escape(slowest->first) +
@@ -678,11 +691,12 @@ std::string waiting_table(const json& c) {
       "last</th><th></th></tr></thead><tbody>\n";
   for (const json& r : per_rank) {
     double waited = r.value("waited_ns", 0.0), caused = r.value("others_waited_for_it_ns", 0.0);
-    html += "<tr><td>" + std::to_string(r.value("rank", 0)) + "</td><td>" + fmt(waited / 1e6, 3) +
-            "</td><td>" + fmt(caused / 1e6, 3) + "</td><td>" + std::to_string(r.value("arrived_last", 0)) +
-            "</td><td><svg width=\"210\" height=\"14\"><rect width=\"" + fmt(waited / most * 200, 1) +
+    html += "<tr><td>" + std::to_string(r.value("rank", 0)) + "</td><td>" + fixed(waited / 1e6, 3) +
+            "</td><td>" + fixed(caused / 1e6, 3) + "</td><td>" + std::to_string(r.value("arrived_last", 0)) +
+            "</td><td><svg width=\"210\" height=\"14\"><rect width=\"" + fixed(waited / most * 200, 1) +
             "\" height=\"6\" fill=\"" + kPalette[0] + "\"/><rect y=\"7\" width=\"" +
-            fmt(caused / most * 200, 1) + "\" height=\"6\" fill=\"" + kPalette[3] + "\"/></svg></td></tr>\n";
+            fixed(caused / most * 200, 1) + "\" height=\"6\" fill=\"" + kPalette[3] +
+            "\"/></svg></td></tr>\n";
   }
   return html + "</tbody></table></div>\n";
 }
@@ -773,11 +787,11 @@ std::string diff_section(const DiffReport& d) {
   if (!d.straggler_b.empty()) html += "; straggler: " + escape(d.straggler_b);
   html += ")</p>\n";
   CsvRows parts = {{"Per step", "A (ms)", "B (ms)", "Change (ms)"}};
-  parts.push_back({"step", fmt(d.step_us_a / 1e3, 3), fmt(d.step_us_b / 1e3, 3),
-                   fmt((d.step_us_b - d.step_us_a) / 1e3, 3)});
+  parts.push_back({"step", fixed(d.step_us_a / 1e3, 3), fixed(d.step_us_b / 1e3, 3),
+                   fixed((d.step_us_b - d.step_us_a) / 1e3, 3)});
   for (const auto& [part, ab] : d.parts)
     parts.push_back(
-        {part, fmt(ab.first / 1e3, 3), fmt(ab.second / 1e3, 3), fmt((ab.second - ab.first) / 1e3, 3)});
+        {part, fixed(ab.first / 1e3, 3), fixed(ab.second / 1e3, 3), fixed((ab.second - ab.first) / 1e3, 3)});
   html += table(parts, "diff-steps-table");
   TableView as_written;
   as_written.us_as_ms = false;
