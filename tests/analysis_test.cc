@@ -2,6 +2,7 @@
 // The analysis engine: outputs checked by parsing them (JSON with nlohmann, CSV
 // with the small reader below).
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1658,6 +1659,67 @@ TEST(Windows, StepSelectionAndTraceLimitAreTheSameInWindows) {
   std::string run = record_windowed_run(dir.path(), true);
   expect_same_outputs_in_windows(run, with_steps({10, 11, 12, 13, 14}));
   expect_same_outputs_in_windows(run, limited_to(2 << 20));
+}
+
+// Every file of the run's output, by name; profiler_info.json without what
+// says when the analysis ran, how long it took and on how many threads.
+std::map<std::string, std::string> every_output(const std::string& run) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::directory_iterator(fs::path(run) / "PROFILER_OUTPUT")) {
+    std::string name = entry.path().filename().string();
+    files[name] = test::read_text(entry.path().string());
+  }
+  json info = json::parse(files["profiler_info.json"]);
+  for (const char* varies : {"analysed_at_ns", "analysis_seconds", "analysis_threads"}) {
+    EXPECT_TRUE(info["analysis"].contains(varies)) << varies;
+    info["analysis"].erase(varies);
+  }
+  files["profiler_info.json"] = info.dump();
+  return files;
+}
+
+// The run analysed on 1, 2, 3 and 8 threads, in one window and in many, with
+// every output on (the database too): every byte the same as on one thread.
+TEST(Threads, OutputsAreTheSameOnAnyNumberOfThreads) {
+  TempDir dir;
+  std::string run = record_windowed_run(dir.path(), true);
+  AnalyseOptions options;
+  options.export_db = true;
+  for (uint64_t window_slices : {uint64_t{0}, uint64_t{2000}}) {
+    std::map<std::string, std::string> first;  // of one thread
+    for (int threads : {1, 2, 3, 8}) {
+      options.window_slices = window_slices;
+      options.threads = threads;
+      RunAnalysis r = analyse_one(run, options);
+      ASSERT_TRUE(r.ok) << r.error;
+      json info = read_json(out(run, "profiler_info.json"));
+      EXPECT_EQ(info["analysis"]["analysis_threads"], threads);
+      std::map<std::string, std::string> files = every_output(run);
+      if (first.empty()) {
+        first = files;
+        for (const char* name : {"trace_view.json", "trace_view.pftrace", "trainprof.db", "critical_path.csv",
+                                 "memory_record.csv", "op_statistic.csv", "step_trace_time.csv"})
+          EXPECT_TRUE(first.count(name) && !first[name].empty()) << name;
+        continue;
+      }
+      ASSERT_EQ(files.size(), first.size()) << threads << " threads";
+      for (const auto& [name, bytes] : first) {
+        EXPECT_TRUE(files[name] == bytes)
+            << name << " differs on " << threads << " threads, windows of " << window_slices << " slices";
+      }
+    }
+  }
+}
+
+// A run analysed with the default options takes the cores it may run on.
+TEST(Threads, TheDefaultIsEveryUsableCore) {
+  TempDir dir;
+  std::string run = record_windowed_run(dir.path(), true);
+  ASSERT_TRUE(analyse_one(run).ok);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(read_json(out(run, "profiler_info.json"))["analysis"]["analysis_threads"], CPU_COUNT(&set));
 }
 
 }  // namespace

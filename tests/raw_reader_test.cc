@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "analysis/run_loader.h"
 #include "raw/crc32c.h"
@@ -385,6 +386,70 @@ TEST(RawReader, AStringTableShortOfItsRecordsIsReportedWithTheEventsItLeavesUnna
   ASSERT_TRUE(streamed) << error;
   EXPECT_EQ(streamed->events_with_undefined_ids, unnamed);
   EXPECT_EQ(streamed->string_chunks_with_unread_bytes, 1u);
+}
+
+// The analysis decodes each file on a thread of its own: its sink gets what
+// a plain read gives, in the same order, and the same report of damage.
+TEST(RawReader, DecodingAheadGivesTheSameEventsInTheSameOrder) {
+  TempDir dir;
+  std::string path = record_run(dir, 3, 30000);
+  std::string bytes = bytes_of(path);
+  std::vector<test::RawChunk> events = chunks_of_type(bytes, raw::ChunkType::kEvents);
+  ASSERT_GT(events.size(), 2 * 4u);  // more chunks than wait between the threads
+  bytes[events[2].offset + raw::kChunkHeaderSize + 17] ^= 0x5a;
+  std::string bad_path = dir.sub("bad.tpraw");
+  write_bytes(bad_path, bytes);
+  for (const std::string& p : {path, bad_path}) {
+    raw::RawFile plain = must_read(p);
+    std::vector<raw::RawEvent> got;
+    size_t calls = 0;
+    raw::EventSink sink = [&](const raw::RawEvent* e, size_t n) {
+      got.insert(got.end(), e, e + n);
+      ++calls;
+    };
+    std::string error;
+    std::optional<raw::RawFile> ahead = raw::read_raw_file_decoding_ahead(p, &error, sink);
+    ASSERT_TRUE(ahead) << error;
+    EXPECT_TRUE(ahead->events.empty());  // streamed, not kept
+    EXPECT_GE(calls, events.size() - 1);
+    ASSERT_EQ(got.size(), plain.events.size()) << p;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(same_event(got[i], plain.events[i]) && got[i].t0_ns == plain.events[i].t0_ns &&
+                  got[i].t1_ns == plain.events[i].t1_ns)
+          << p << ": event " << i;
+    }
+    ASSERT_EQ(ahead->issues.size(), plain.issues.size()) << p;
+    for (size_t i = 0; i < plain.issues.size(); ++i) {
+      EXPECT_EQ(ahead->issues[i].offset, plain.issues[i].offset);
+      EXPECT_EQ(ahead->issues[i].message, plain.issues[i].message);
+    }
+    EXPECT_EQ(ahead->chunks_missing, plain.chunks_missing);
+    EXPECT_EQ(ahead->closed_cleanly, plain.closed_cleanly);
+    EXPECT_EQ(ahead->strings, plain.strings);
+  }
+  // A file that cannot be read fails the same way.
+  std::string error;
+  raw::EventSink none = [](const raw::RawEvent*, size_t) {};
+  EXPECT_FALSE(raw::read_raw_file_decoding_ahead(dir.sub("absent.tpraw"), &error, none));
+  EXPECT_NE(error.find("cannot open"), std::string::npos) << error;
+}
+
+// A sink that throws stops the decoding: the exception comes back, nothing hangs.
+TEST(RawReader, ASinkThatThrowsStopsTheDecodingAhead) {
+  TempDir dir;
+  std::string path = record_run(dir, 2, 30000);
+  size_t calls = 0;
+  raw::EventSink sink = [&](const raw::RawEvent*, size_t) {
+    if (++calls == 2) throw std::runtime_error("the consumer gave up");
+  };
+  std::string error;
+  try {
+    raw::read_raw_file_decoding_ahead(path, &error, sink);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "the consumer gave up");
+  }
+  EXPECT_EQ(calls, 2u);
 }
 
 // Version 1: no sequence number in the payloads.

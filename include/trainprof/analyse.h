@@ -49,6 +49,11 @@ struct AnalyseOptions {
   bool advise = true;
   // Runs analysed at once; 0 means cores / 2, at least 1.
   int max_workers = 0;
+  // Threads each run's analysis uses: its raw data decoded on one while the
+  // passes and output writers of each window of time run side by side on
+  // the others. 0 means every core this process may run on, shared out
+  // among the runs analysed at once. Outputs do not depend on it.
+  int threads = 0;
   // trace_view.json is cut at a whole step so that it stays under this size.
   uint64_t trace_size_limit_bytes = 500ull << 20;
   // The analysis holds about this many slices (ranges and operators, 16

@@ -20,6 +20,10 @@ using namespace loading;  // NOLINT(google-build-using-namespace): the state bot
 RunLoader::RunLoader() : state_(std::make_unique<State>()) {}
 RunLoader::~RunLoader() = default;
 
+void RunLoader::use_threads(int threads) {
+  state_->decode_ahead = threads > 1;
+}
+
 uint64_t RunLoader::slices_scanned() const {
   return state_->slices_scanned;
 }
@@ -314,7 +318,7 @@ bool RunLoader::load(TraceModel* model, const std::vector<uint64_t>& boundaries,
     raw::EventSink sink = [&](const raw::RawEvent* events, size_t count) {
       feeder.chunk(file, nth++, events, count);
     };
-    if (!raw::read_raw_file(file.path, error, &sink)) return false;
+    if (!st.read(file.path, error, sink)) return false;
   }
   feeder.finish();
   return true;

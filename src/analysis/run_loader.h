@@ -48,6 +48,11 @@ class RunLoader {
   RunLoader(const RunLoader&) = delete;
   RunLoader& operator=(const RunLoader&) = delete;
 
+  // With more than one thread, each raw file is decoded on a thread of its
+  // own while the calling thread takes its events (both passes). The
+  // events, and so everything made of them, are the same.
+  void use_threads(int threads);
+
   // Pass 1: fills everything of `model` but the slices (threads are created
   // and sorted, empty). Reader issues become warnings. Returns false and
   // sets `error` when a raw file cannot be read at all.

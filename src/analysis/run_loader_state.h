@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -206,6 +207,14 @@ struct RunLoader::State {
   uint64_t earliest_slice_ns = loading::kNone;
   uint64_t slices_loaded = 0;
   uint64_t windows_loaded = 0;
+  bool decode_ahead = false;  // each file decoded on a thread of its own
+
+  // Reads `path`, its events to `sink` (RunLoader::use_threads).
+  std::optional<raw::RawFile> read(const std::string& path, std::string* error,
+                                   const raw::EventSink& sink) const {
+    return decode_ahead ? raw::read_raw_file_decoding_ahead(path, error, sink)
+                        : raw::read_raw_file(path, error, &sink);
+  }
 
   // Heap order: shorter first, then recorded earlier (of two equal slices
   // the one recorded later, the enclosing one, stays held). std heaps put

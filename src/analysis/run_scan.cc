@@ -416,7 +416,7 @@ bool RunLoader::scan(const std::string& run_dir, TraceModel* model, std::string*
     raw::EventSink sink = [&scanner](const raw::RawEvent* events, size_t count) {
       scanner.chunk(events, count);
     };
-    std::optional<raw::RawFile> f = raw::read_raw_file(path, error, &sink);
+    std::optional<raw::RawFile> f = st.read(path, error, sink);
     if (!f) return false;
     note_file(m, *f, file == 0);
     scanner.finish(*f, merger);

@@ -337,6 +337,8 @@ AnalyseReport Profiler::analyse(AnalyseMode mode, AnalyseOptions options) {
     return report;
   }
   if (mode == AnalyseMode::Sync) return analyse_and_log(runs, options);
+  // The training goes on beside an asynchronous analysis: it takes one core.
+  if (options.threads <= 0) options.threads = 1;
   reap_analyses_locked(false);
   size_t limit = options.max_workers > 0 ? static_cast<size_t>(options.max_workers)
                                          : std::max<size_t>(1, std::thread::hardware_concurrency() / 2);

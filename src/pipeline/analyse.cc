@@ -27,6 +27,7 @@
 #include "analysis/run_loader.h"
 #include "analysis/trace_model.h"
 #include "base/log.h"
+#include "base/parallel.h"
 #include "base/run_directory.h"
 #include "base/safe_file.h"
 #include "base/write_all.h"
@@ -75,6 +76,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   std::string error;
   analysis::TraceModel model;
   analysis::RunLoader loader;
+  loader.use_threads(pipeline::analysis_threads(options));
   json run_end = run_info_object(run_fd);  // one read for how it ended and its clocks
   read_run_end(run_end, model);
   if (!loader.scan(dir, &model, &error)) {
@@ -302,18 +304,25 @@ AnalyseReport analyse_runs(const std::vector<std::string>& runs, const AnalyseOp
   size_t total = runs.size();
   report.runs.resize(total);
   if (total == 0) return report;
+  // max_workers, when given, is the cores the whole analysis may use: the
+  // runs at once share them out.
+  size_t cores = options.max_workers > 0 ? static_cast<size_t>(options.max_workers)
+                                         : static_cast<size_t>(base::usable_cores());
+  size_t workers = options.max_workers > 0 ? static_cast<size_t>(options.max_workers)
+                                           : std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
+  workers = std::min(workers, total);
+  AnalyseOptions per_run = options;
+  if (per_run.threads <= 0) per_run.threads = static_cast<int>(std::max<size_t>(1, cores / workers));
   if (total == 1) {
-    report.runs[0] = analyse_run(runs[0], options);
+    report.runs[0] = analyse_run(runs[0], per_run);
     if (options.on_progress) options.on_progress(1, 1);
     return report;
   }
-  size_t workers = options.max_workers > 0 ? static_cast<size_t>(options.max_workers)
-                                           : std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
   std::vector<Worker> active;
   size_t next = 0, done = 0;
   while (done < total) {
     while (next < total && active.size() < workers) {
-      Worker w = start_worker(runs[next], next, options);
+      Worker w = start_worker(runs[next], next, per_run);
       if (w.pid < 0) {
         report.runs[next] =
             RunAnalysis{runs[next], false, "cannot start an analysis worker process", {}, 0, 0};

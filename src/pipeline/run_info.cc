@@ -10,6 +10,7 @@
 #include "base/json_limits.h"
 #include "base/run_directory.h"
 #include "base/safe_file.h"
+#include "pipeline/run_outputs.h"
 #include "trainprof/version.h"
 
 namespace trainprof::pipeline {
@@ -220,6 +221,7 @@ std::string output_info(const json& run_info, const analysis::TraceModel& model,
       {"steps", steps},
       {"step_list", options.step_list},
       {"analysis_seconds", r.seconds},
+      {"analysis_threads", analysis_threads(options)},
       {"analysed_at_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count()},

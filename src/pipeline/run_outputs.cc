@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "analysis/rank_summary.h"
 #include "analysis/what_if.h"
 #include "base/json_limits.h"
+#include "base/parallel.h"
 #include "base/safe_file.h"
 #include "base/string_format.h"
 #include "exporter/chrome_trace.h"
@@ -377,8 +379,9 @@ class WindowPasses {
   // `critical_path`: the critical path's accumulator runs.
   WindowPasses(analysis::TraceModel& m, exporter::ChromeTraceWriter* trace,
                exporter::PerfettoTraceWriter* perfetto, exporter::DatabaseWriter* database,
-               bool critical_path)
-      : critical_path_(critical_path),
+               bool critical_path, int threads)
+      : threads_(threads),
+        critical_path_(critical_path),
         what_ifs_(default_what_ifs()),
         self_(m),
         outside_(m),
@@ -394,24 +397,19 @@ class WindowPasses {
     for (analysis::WhatIfObserver& o : what_ifs_) path_.add_observer(&o);
   }
 
+  // The window's passes side by side on up to `threads_` threads: each reads
+  // the model and writes only its own state, so the outputs are those of
+  // one thread.
   void add(analysis::TraceModel& m, const analysis::Window& w) {
-    self_.add_window(m);
-    outside_.add_window(m);
-    launches_.add_window(m);
-    analysis::add_totals(m, &totals_);
-    steps_.add_window(m, w.start_ns, w.end_ns);
-    if (critical_path_) path_.add_window(m, w.end_ns);
-    size_t first_report = next_report_;
-    while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
-    analysis::memory_operators(m, first_report, next_report_, &memory_names_, &memory_keys_);
-    size_t first_failed = next_failed_;
-    while (next_failed_ < m.failed_allocations.size() && m.failed_allocations[next_failed_].ts_ns < w.end_ns)
-      ++next_failed_;
-    analysis::memory_operators(m, m.failed_allocations, first_failed, next_failed_, &failed_names_,
-                               &failed_keys_);
-    if (trace_ != nullptr) trace_->add_window(m, w.end_ns);
-    if (perfetto_ != nullptr) perfetto_->add_window(m, w.end_ns);
-    if (database_ != nullptr) database_->add_window(m);
+    outside_.add_window(m);  // sets the samples' outside times: before the others read them
+    const analysis::TraceModel& model = m;
+    std::vector<std::function<void()>> tasks;  // the longest first, for an even spread
+    if (perfetto_ != nullptr) tasks.emplace_back([&] { perfetto_->add_window(model, w.end_ns); });
+    if (critical_path_) tasks.emplace_back([&] { path_.add_window(model, w.end_ns); });
+    if (trace_ != nullptr) tasks.emplace_back([&] { trace_->add_window(model, w.end_ns); });
+    tasks.emplace_back([&] { add_tables(model, w); });
+    if (database_ != nullptr) tasks.emplace_back([&] { database_->add_window(model); });
+    base::run_in_parallel(tasks, threads_);
   }
 
   // Self times, totals and step rows complete.
@@ -434,6 +432,24 @@ class WindowPasses {
   const std::vector<analysis::WhatIfObserver>& what_ifs() const { return what_ifs_; }
 
  private:
+  // The tables' passes over one window: self times, totals, launches, the
+  // step breakdown, each memory report's operator.
+  void add_tables(const analysis::TraceModel& m, const analysis::Window& w) {
+    self_.add_window(m);
+    launches_.add_window(m);
+    analysis::add_totals(m, &totals_);
+    steps_.add_window(m, w.start_ns, w.end_ns);
+    size_t first_report = next_report_;
+    while (next_report_ < m.memory.size() && m.memory[next_report_].ts_ns < w.end_ns) ++next_report_;
+    analysis::memory_operators(m, first_report, next_report_, &memory_names_, &memory_keys_);
+    size_t first_failed = next_failed_;
+    while (next_failed_ < m.failed_allocations.size() && m.failed_allocations[next_failed_].ts_ns < w.end_ns)
+      ++next_failed_;
+    analysis::memory_operators(m, m.failed_allocations, first_failed, next_failed_, &failed_names_,
+                               &failed_keys_);
+  }
+
+  int threads_;
   bool critical_path_;
   std::vector<analysis::WhatIfObserver> what_ifs_;  // told of each step by path_
   analysis::SelfTimeAccumulator self_;
@@ -456,6 +472,10 @@ class WindowPasses {
 };
 
 }  // namespace
+
+int analysis_threads(const AnalyseOptions& options) {
+  return options.threads > 0 ? options.threads : base::usable_cores();
+}
 
 std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const fs::path& run,
                           const OutputDir& out, const AnalyseOptions& options, RunAnalysis& r, json* extra) {
@@ -480,8 +500,9 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
   }
   std::optional<exporter::DatabaseWriter> database;
   if (options.export_db) database.emplace(out.file(kDatabaseName));
+  int threads = analysis_threads(options);
   WindowPasses passes(model, trace ? &*trace : nullptr, perfetto ? &*perfetto : nullptr,
-                      database ? &*database : nullptr, options.critical_path);
+                      database ? &*database : nullptr, options.critical_path, threads);
   std::string error;
   uint64_t window = options.window_slices > 0 ? options.window_slices : UINT64_MAX;
   if (!loader.load(

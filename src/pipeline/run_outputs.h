@@ -25,8 +25,13 @@ struct OutputDir {
   exporter::OutputPath file(const char* name) const { return {fd, path, name}; }
 };
 
-// Loads the run window by window through the passes and writes every
-// output into `out`; returns the first error. Sets `extra`'s "memory" and
+// The threads one run's analysis uses: AnalyseOptions::threads, or every
+// core this process may run on.
+int analysis_threads(const AnalyseOptions& options);
+
+// Loads the run window by window through the passes (side by side on
+// analysis_threads(options) threads) and writes every output into `out`;
+// returns the first error. Sets `extra`'s "memory" and
 // "host" for the output's profiler_info.json.
 std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader,
                           const std::filesystem::path& run, const OutputDir& out,

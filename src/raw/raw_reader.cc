@@ -8,8 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <filesystem>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "raw/crc32c.h"
@@ -221,10 +227,15 @@ struct UndefinedIds {
   uint64_t first_id = 0;
 };
 
+// Takes a decoded chunk's events: may keep them by swapping in another
+// vector (read_raw_file_decoding_ahead hands them to another thread).
+using BatchSink = std::function<void(std::vector<RawEvent>& events)>;
+
 class ChunkDecoder {
  public:
-  ChunkDecoder(RawFile* file, TickConverter clock, const EventSink* sink, StringTable* strings)
-      : file_(file), clock_(clock), sink_(sink), strings_(strings) {}
+  ChunkDecoder(RawFile* file, TickConverter clock, const EventSink* sink, const BatchSink* batch,
+               StringTable* strings)
+      : file_(file), clock_(clock), sink_(sink), batch_(batch), strings_(strings) {}
 
   // One issue for the events naming undefined strings, if there were any.
   void finish() {
@@ -327,7 +338,9 @@ class ChunkDecoder {
       e.t0_ns = clock_.to_ns(e.t0_ns);
       e.t1_ns = instant ? e.t0_ns : clock_.to_ns(e.t1_ns);
     }
-    if (sink_ != nullptr) {
+    if (batch_ != nullptr) {
+      (*batch_)(scratch_);
+    } else if (sink_ != nullptr) {
       (*sink_)(scratch_.data(), scratch_.size());  // one call per chunk
     } else {
       file_->events.insert(file_->events.end(), scratch_.begin(), scratch_.end());
@@ -373,6 +386,7 @@ class ChunkDecoder {
   RawFile* file_;
   TickConverter clock_;
   const EventSink* sink_;
+  const BatchSink* batch_;
   StringTable* strings_;
   UndefinedIds undefined_;
   std::vector<RawEvent> scratch_;
@@ -602,7 +616,8 @@ namespace {
 // of bytes already read.
 template <typename Release>
 std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::string& path,
-                                  std::string* error, const EventSink* sink, Release release) {
+                                  std::string* error, const EventSink* sink, const BatchSink* batch,
+                                  Release release) {
   RawFile file;
   file.path = path;
   *error = check_file_header(data, size, path, &file.header);
@@ -639,9 +654,9 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
     anchors.emplace(sequenced ? c.sequence : anchors.size(), p);
   });
   for (const auto& [sequence, p] : anchors) file.anchors.push_back(p);
-  release(0, size);                                    // pass 2 maps pages back one at a time
-  if (sink == nullptr) file.events.reserve(size / 8);  // events take >= 3 bytes on disk
-  ChunkDecoder decoder(&file, TickConverter(file.header, file.anchors), sink, &strings);
+  release(0, size);  // pass 2 maps pages back one at a time
+  if (sink == nullptr && batch == nullptr) file.events.reserve(size / 8);  // events take >= 3 bytes on disk
+  ChunkDecoder decoder(&file, TickConverter(file.header, file.anchors), sink, batch, &strings);
   SequenceCheck sequence(&file);
   released = 0;
   ChunkWalker walker(data, size, path, h.version, &file.issues);
@@ -662,13 +677,119 @@ std::optional<RawFile> read_bytes(const uint8_t* data, size_t size, const std::s
 std::optional<RawFile> read_raw_file(const std::string& path, std::string* error, const EventSink* sink) {
   MappedFile map;
   if (!map.open(path, error)) return std::nullopt;
-  return read_bytes(map.data(), map.size(), path, error, sink,
+  return read_bytes(map.data(), map.size(), path, error, sink, nullptr,
                     [&map](size_t from, size_t to) { map.release(from, to); });
 }
 
 std::optional<RawFile> read_raw_bytes(const uint8_t* data, size_t size, const std::string& name,
                                       std::string* error, const EventSink* sink) {
-  return read_bytes(data, size, name, error, sink, [](size_t, size_t) {});
+  return read_bytes(data, size, name, error, sink, nullptr, [](size_t, size_t) {});
+}
+
+namespace {
+
+// Decoded chunks between the decoding thread and the calling one: at most
+// kDepth wait, so memory stays a few chunks whatever the file's size; their
+// vectors go back and forth, so no event is copied.
+class BatchQueue {
+ public:
+  static constexpr size_t kDepth = 4;
+
+  // Decoding thread: hands `events` over (waiting while kDepth wait) and
+  // leaves an emptied vector in its place.
+  void put(std::vector<RawEvent>& events) {
+    std::unique_lock<std::mutex> lock(mu_);
+    room_.wait(lock, [this] { return full_.size() < kDepth || cancelled_; });
+    if (cancelled_) return;  // the reader stopped: nobody takes it
+    full_.push_back(std::move(events));
+    events = std::vector<RawEvent>();
+    if (!spare_.empty()) {
+      events = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    ready_.notify_one();
+  }
+  // Decoding thread: no more batches.
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    ready_.notify_one();
+  }
+  // Calling thread: the next batch, false when there is none left.
+  bool take(std::vector<RawEvent>* events) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ready_.wait(lock, [this] { return !full_.empty() || closed_; });
+    if (full_.empty()) return false;
+    *events = std::move(full_.front());
+    full_.pop_front();
+    room_.notify_one();
+    return true;
+  }
+  // Calling thread: a batch's vector, emptied, for reuse.
+  void give_back(std::vector<RawEvent>&& events) {
+    events.clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (spare_.size() < kDepth) spare_.push_back(std::move(events));
+  }
+  // Calling thread: the decoding thread drops what it decodes from now on.
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    room_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable ready_, room_;
+  std::deque<std::vector<RawEvent>> full_;
+  std::vector<std::vector<RawEvent>> spare_;
+  bool closed_ = false;
+  bool cancelled_ = false;
+};
+
+}  // namespace
+
+std::optional<RawFile> read_raw_file_decoding_ahead(const std::string& path, std::string* error,
+                                                    const EventSink& sink) {
+  MappedFile map;
+  if (!map.open(path, error)) return std::nullopt;
+  BatchQueue queue;
+  std::optional<RawFile> file;
+  std::string decode_error;
+  std::exception_ptr decode_failure;
+  BatchSink put = [&queue](std::vector<RawEvent>& events) { queue.put(events); };
+  auto decode = [&] {
+    try {
+      file = read_bytes(map.data(), map.size(), path, &decode_error, nullptr, &put,
+                        [&map](size_t from, size_t to) { map.release(from, to); });
+    } catch (...) {
+      decode_failure = std::current_exception();
+    }
+    queue.close();
+  };
+  std::thread decoder;
+  try {
+    decoder = std::thread(decode);
+  } catch (const std::system_error&) {  // no thread to be had: decode here
+    return read_raw_file(path, error, &sink);
+  }
+  std::vector<RawEvent> events;
+  try {
+    while (queue.take(&events)) {
+      sink(events.data(), events.size());
+      queue.give_back(std::move(events));
+    }
+  } catch (...) {
+    queue.cancel();
+    while (queue.take(&events)) {
+    }
+    decoder.join();
+    throw;
+  }
+  decoder.join();
+  if (decode_failure) std::rethrow_exception(decode_failure);
+  *error = decode_error;
+  return file;
 }
 
 std::map<uint32_t, uint64_t> event_records_by_thread(const std::string& path) {

@@ -111,6 +111,14 @@ using EventSink = std::function<void(const RawEvent* events, size_t count)>;
 std::optional<RawFile> read_raw_file(const std::string& path, std::string* error,
                                      const EventSink* sink = nullptr);
 
+// The same with a sink, the decoding on a thread of its own: `sink` is called
+// on the calling thread with the same events in the same order, while the
+// chunks after them are decoded (at most a few chunks ahead). Decodes on the
+// calling thread when no thread can be started. An exception from `sink`
+// stops the decoding and is rethrown.
+std::optional<RawFile> read_raw_file_decoding_ahead(const std::string& path, std::string* error,
+                                                    const EventSink& sink);
+
 // The same, from bytes in memory; `name` stands for the path in messages.
 std::optional<RawFile> read_raw_bytes(const uint8_t* data, size_t size, const std::string& name,
                                       std::string* error, const EventSink* sink = nullptr);
