@@ -96,6 +96,32 @@ def names(events: list[dict], cat: str) -> list[str]:
     return [e["name"] for e in events if e.get("cat") == cat]
 
 
+def outputs_on_threads(run_dir: Path, threads: int) -> dict[str, bytes]:
+    """Every output of ``run_dir`` analysed again with ``--jobs threads``, by
+    file name; profiler_info.json without when the analysis ran, how long it
+    took and on how many threads."""
+    import subprocess
+    result = subprocess.run([sys.executable, "-m", "trainprof", "analyse", str(run_dir), "--jobs", str(threads)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    files = {p.name: p.read_bytes() for p in (run_dir / "PROFILER_OUTPUT").iterdir() if p.is_file()}
+    info = json.loads(files["profiler_info.json"])
+    assert info["analysis"]["analysis_threads"] == threads
+    for varies in ("analysed_at_ns", "analysis_seconds", "analysis_threads"):
+        del info["analysis"][varies]
+    files["profiler_info.json"] = json.dumps(info, sort_keys=True).encode()
+    return files
+
+
+def assert_outputs_do_not_depend_on_threads(run_dir: Path) -> None:
+    """The run's outputs on 1 thread and on 3 are the same bytes, file by file."""
+    one, three = outputs_on_threads(run_dir, 1), outputs_on_threads(run_dir, 3)
+    assert sorted(one) == sorted(three)
+    assert "trace_view.pftrace" in one and "trace_view.json" in one
+    differ = [name for name in one if one[name] != three[name]]
+    assert not differ, f"{run_dir}: {differ} differ between 1 and 3 threads"
+
+
 @pytest.fixture(autouse=True)
 def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test runs in its own directory: the default ./data lands there."""

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, FASHION_MNIST, run_dirs
+from conftest import EXAMPLES, FASHION_MNIST, assert_outputs_do_not_depend_on_threads, run_dirs
 
 import trainprof
 
@@ -42,6 +42,8 @@ def test_demo_trains_profiles_and_summarises(tmp_path: Path) -> None:
         assert last.startswith(f"\nadvice, the top of {len(findings)}: {findings[0]['title']}"), last
     else:
         assert last.startswith("\nadvice: none of the advisor's rules fired"), last
+    # Analysed again on 1 and on 3 threads: the same bytes.
+    assert_outputs_do_not_depend_on_threads(runs[-1])
 
 
 @pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="Debian's dataset-fashion-mnist is not installed")

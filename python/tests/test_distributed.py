@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, FASHION_MNIST
+from conftest import EXAMPLES, FASHION_MNIST, assert_outputs_do_not_depend_on_threads, run_dirs
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
@@ -120,6 +120,12 @@ def test_each_call_is_recorded_with_its_bytes_group_sequence_and_peer(calls_run:
         # [group, operation, start, end, bytes, step, peer, tag, send]
         transfers = [(names[t[0]], t[1], t[4], t[6], t[7], t[8]) for t in s["transfers"]]
         assert transfers == {0: [("0", "send", 256, 2, 7, 1)], 1: [], 2: [("0", "recv", 256, 0, 7, 0)]}[rank]
+
+
+def test_each_ranks_outputs_are_the_same_on_any_number_of_threads(calls_run: Path) -> None:
+    for run in run_dirs(calls_run):
+        assert (run / "PROFILER_OUTPUT" / "rank_summary.json").exists()
+        assert_outputs_do_not_depend_on_threads(run)
 
 
 def test_the_cluster_pass_matches_every_collective_of_the_ranks(calls_run: Path) -> None:
