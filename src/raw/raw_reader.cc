@@ -267,6 +267,7 @@ class ChunkDecoder {
     // Decode the whole chunk before emitting anything: a malformed chunk
     // contributes no event at all.
     scratch_.clear();
+    scratch_.reserve(count);
     uint64_t prev_t0 = 0;
     for (uint32_t i = 0; i < count; ++i) {
       if (p >= end) break;
@@ -283,9 +284,10 @@ class ChunkDecoder {
       if (name > UINT32_MAX) return "malformed event " + std::to_string(i) + " (name id)";
       uint64_t t0 = prev_t0 + static_cast<uint64_t>(unzigzag(delta));
       prev_t0 = t0;
-      RawEvent& e = scratch_.emplace_back();
-      e = RawEvent{
-          static_cast<EventKind>(kind), tid, static_cast<uint32_t>(name), t0, t0 + dur, a, b, 0, 0, 0};
+      // Made in place, each member written once (a default-made event
+      // assigned over cost the decoding half its time).
+      RawEvent& e = scratch_.emplace_back(static_cast<EventKind>(kind), tid, static_cast<uint32_t>(name), t0,
+                                          t0 + dur, a, b);
       if (e.kind == EventKind::kMemory && ((p = get_varint(p, end, &e.total_allocated)) == nullptr ||
                                            (p = get_varint(p, end, &e.total_reserved)) == nullptr ||
                                            (p = get_varint(p, end, &e.device)) == nullptr)) {
