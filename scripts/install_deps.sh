@@ -16,6 +16,7 @@ PACKAGES=(
   clang-format
   clang libclang-rt-14-dev      # the fuzz targets (fuzz/, scripts/fuzz.sh): -fsanitize=fuzzer
   libtorch-dev zlib1g-dev       # the LibTorch collector, its tests and the demo
+  libdeflate-dev                # trace_view.pftrace's compressed packets
   dataset-fashion-mnist         # the demo's data (/usr/share/datasets/fashion-mnist)
   python3-venv python3-dev      # the Python package (scripts/python_env.sh: .venv, torch from PyPI)
   openmpi-bin libopenmpi-dev    # the MPI collector (libtrainprof_mpi, PMPI) and its multi-rank tests
