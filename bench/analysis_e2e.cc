@@ -4,8 +4,12 @@
 //   build/bin/trainprof_analysis_bench [--events N] [--dir DIR] [--single] [--keep] [--rounds R]
 //
 // 1. Records N events (nested ranges on 2 threads, 100 steps) and analyses the
-//    run in a child process R times: wall time, CPU time, events/s per core,
-//    peak RSS of the analysing process against the raw size (medians by CPU).
+//    run in a child process R times on one thread (--jobs 1): wall time, CPU
+//    time, events/s per core, peak RSS of the analysing process against the
+//    raw size (medians by CPU). Then on one thread and on every core,
+//    alternately: the wall times. Then the floor of those outputs measured
+//    in this process: the raw data decoded twice (the reader alone, its
+//    events dropped) and the outputs' bytes written.
 // 2. Records 8 ranks of N/8 events and analyses the tree with --jobs 1 and
 //    --jobs 2, alternately, R times each (7): the speed-up of the medians,
 //    and how long the cores sat idle during each run.
@@ -26,11 +30,13 @@
 #include <thread>
 #include <vector>
 
+#include "raw/raw_reader.h"
 #include "trainprof/trainprof.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+namespace raw = trainprof::raw;
 
 struct ChildCost {
   double wall_s = 0;
@@ -201,6 +207,44 @@ uint64_t raw_bytes(const std::string& run) {
   return fs::file_size(run + "/raw/host.tpraw");
 }
 
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// What no analysis writing these outputs can go below, measured here (CPU s):
+// the raw file decoded (the reader alone, every event dropped), and `bytes`
+// written to a file beside the outputs in 1 MiB write(2)s, as the writers do.
+struct Floor {
+  double decode_s = 0;
+  double write_s = 0;
+};
+
+Floor measure_floor(const std::string& run, uint64_t bytes) {
+  Floor f;
+  sync();
+  double t0 = process_cpu_seconds();
+  std::string error;
+  raw::EventSink drop = [](const raw::RawEvent*, size_t) {};
+  if (!raw::read_raw_file(run + "/raw/host.tpraw", &error, &drop))
+    std::fprintf(stderr, "%s\n", error.c_str());
+  f.decode_s = process_cpu_seconds() - t0;
+  std::string path = run + "/PROFILER_OUTPUT/floor.tmp";
+  std::string block(1 << 20, 'x');
+  FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) return f;
+  int fd = fileno(out);
+  t0 = process_cpu_seconds();
+  for (uint64_t done = 0; done < bytes; done += block.size()) {
+    if (write(fd, block.data(), std::min<uint64_t>(block.size(), bytes - done)) < 0) break;
+  }
+  f.write_s = process_cpu_seconds() - t0;
+  std::fclose(out);
+  fs::remove(path);
+  return f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,7 +274,7 @@ int main(int argc, char** argv) {
   // The same run analysed `rounds` times (each replaces the outputs): the
   // median by CPU time.
   std::vector<ChildCost> singles;
-  for (int r = 0; r < rounds; ++r) singles.push_back(measure_cli({run}));
+  for (int r = 0; r < rounds; ++r) singles.push_back(measure_cli({run, "--jobs", "1"}));
   std::sort(singles.begin(), singles.end(),
             [](const ChildCost& a, const ChildCost& b) { return a.cpu_s < b.cpu_s; });
   ChildCost one = singles[singles.size() / 2];
@@ -251,6 +295,41 @@ int main(int argc, char** argv) {
       static_cast<double>(events) / singles.back().cpu_s / 1e6,
       static_cast<double>(events) / singles[0].cpu_s / 1e6, rounds, one.max_rss_mb,
       2.0 * static_cast<double>(raw) / (1 << 20) + 100);
+
+  // One thread against every core (--jobs: the default), alternated; the
+  // outputs are the same bytes (tests/analysis_test.cc, Threads.*).
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<double> wall_one, wall_all, cpu_all, rss_all;
+  for (int r = 0; r < rounds; ++r) {
+    ChildCost a = measure_cli({run, "--jobs", "1"});
+    ChildCost b = measure_cli({run, "--jobs", std::to_string(cores)});
+    one.ok = one.ok && a.ok && b.ok;
+    wall_one.push_back(a.wall_s);
+    wall_all.push_back(b.wall_s);
+    cpu_all.push_back(b.cpu_s);
+    rss_all.push_back(b.max_rss_mb);
+  }
+  auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf(
+      "  one run on %u cores (--jobs %u): wall %.2f s against %.2f s on one (medians of %d alternated, "
+      "%.2fx), cpu %.2f s, peak RSS %.0f MB (the largest)\n",
+      cores, cores, median_of(wall_all), median_of(wall_one), rounds,
+      median_of(wall_one) / median_of(wall_all), median_of(cpu_all),
+      *std::max_element(rss_all.begin(), rss_all.end()));
+  // The floor of these outputs.
+  uint64_t written = fs::file_size(run + "/PROFILER_OUTPUT/trace_view.json") +
+                     fs::file_size(run + "/PROFILER_OUTPUT/trace_view.pftrace");
+  Floor floor = measure_floor(run, written);
+  std::printf(
+      "  floor in this run: the raw data decoded %.2f s cpu (twice, as the analysis reads it: %.2f s), "
+      "%.0f MB of outputs written %.2f s cpu: %.2f s in all, %.2f M events/s per core at best; "
+      "the target 20 M events/s is %.2f s\n",
+      floor.decode_s, 2 * floor.decode_s, written / 1e6, floor.write_s, 2 * floor.decode_s + floor.write_s,
+      static_cast<double>(events) / (2 * floor.decode_s + floor.write_s) / 1e6,
+      static_cast<double>(events) / 20e6);
 
   // The critical path and its what-if estimates: the same run with and
   // without them, alternated; the median of the pairs' CPU ratios.

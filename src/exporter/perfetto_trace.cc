@@ -113,6 +113,14 @@ struct PerfettoTraceWriter::State {
     std::string& to = compress ? packets : buf;
     to.append(reinterpret_cast<char*>(head), static_cast<size_t>(p - head));
     to.append(reinterpret_cast<const char*>(body), size);
+    packet_appended();
+  }
+  // A whole packet, its Trace.packet tag and length included.
+  void append_encoded_packet(const uint8_t* packet, size_t size) {
+    (compress ? packets : buf).append(reinterpret_cast<const char*>(packet), size);
+    packet_appended();
+  }
+  void packet_appended() {
     if (compress && packets.size() >= kCompressedChunk) flush_packets();
     if (buf.size() >= (1u << 20)) out.drain(buf);
   }
@@ -221,23 +229,27 @@ struct PerfettoTraceWriter::State {
   }
 
   // One slice packet on `s` at `ts` (ns since base): a begin with its name
-  // (interned on first use) and flows, or an end.
+  // (interned on first use) and flows, or an end. The packet is encoded in
+  // place, whole, and appended at once: the packet and its event are each
+  // under 128 bytes, so each length is one varint byte, written after them.
   void slice_packet(const TraceModel& m, Sequence& s, uint64_t ts, bool begin, uint32_t name,
                     uint64_t flow_out, uint64_t flow_in) {
-    uint8_t event[48];
-    uint8_t* e = put_uint(event, event::kType, begin ? event::kSliceBegin : event::kSliceEnd);
-    if (begin) e = put_uint(e, event::kNameIid, name);
-    if (flow_out != 0) e = put_fixed64(e, event::kFlowIds, flow_out);
-    if (flow_in != 0) e = put_fixed64(e, event::kTerminatingFlowIds, flow_in);
-    uint8_t body[96];
+    static_assert((kTracePacket << 3 | kBytes) < 128 && (packet::kTrackEvent << 3 | kBytes) < 128,
+                  "one-byte tags");
+    uint8_t packet[128];
+    uint8_t* body = put_tag(packet, kTracePacket, kBytes) + 1;
     uint8_t* p = put_uint(body, packet::kTimestamp, ts - s.last_ts);
     s.last_ts = ts;
     // No SEQ_NEEDS_INCREMENTAL_STATE: it only tells a reader of a trace
     // with lost packets what to drop (2 bytes a packet).
     p = put_uint(p, packet::kSequenceId, s.id);
-    p = put_varint(put_tag(p, packet::kTrackEvent, kBytes), static_cast<uint64_t>(e - event));
-    std::memcpy(p, event, static_cast<size_t>(e - event));
-    p += e - event;
+    p = put_tag(p, packet::kTrackEvent, kBytes) + 1;
+    uint8_t* event = p;
+    p = put_uint(p, event::kType, begin ? event::kSliceBegin : event::kSliceEnd);
+    if (begin) p = put_uint(p, event::kNameIid, name);
+    if (flow_out != 0) p = put_fixed64(p, event::kFlowIds, flow_out);
+    if (flow_in != 0) p = put_fixed64(p, event::kTerminatingFlowIds, flow_in);
+    event[-1] = static_cast<uint8_t>(p - event);  // at most 42 bytes
     if (begin && (name >= s.interned.size() || !s.interned[name])) {
       if (name >= s.interned.size()) s.interned.resize(std::max<size_t>(m.strings.size(), name + 1));
       s.interned[name] = true;
@@ -251,7 +263,8 @@ struct PerfettoTraceWriter::State {
       append_packet(reinterpret_cast<const uint8_t*>(whole.data()), whole.size());
       return;
     }
-    append_packet(body, static_cast<size_t>(p - body));
+    body[-1] = static_cast<uint8_t>(p - body);  // at most 60 bytes
+    append_encoded_packet(packet, static_cast<size_t>(p - packet));
   }
 
   void end_until(const TraceModel& m, Sequence& s, uint64_t until) {
