@@ -65,6 +65,28 @@ struct Lanes {
   }
 };
 
+// The packets of a compressed batch not deflated yet. The string's size
+// stays above what is used, so that a slice's packet (at most kSmall bytes)
+// is encoded where it stays: no copy (a packet encoded byte by byte on the
+// stack and then copied stalled on the copy's loads).
+struct PendingPackets {
+  static constexpr size_t kSmall = 64;
+  std::string bytes;
+  size_t used = 0;
+
+  void append(const uint8_t* p, size_t n) {
+    if (used + n > bytes.size()) bytes.resize(std::max(2 * bytes.size(), used + n + kSmall));
+    std::memcpy(bytes.data() + used, p, n);
+    used += n;
+  }
+  // Where a packet of at most kSmall bytes is encoded in place; `used`
+  // grows by its size after.
+  uint8_t* room_for_small() {
+    if (used + kSmall > bytes.size()) bytes.resize(std::max(2 * bytes.size(), used + 1024 * kSmall));
+    return reinterpret_cast<uint8_t*>(bytes.data()) + used;
+  }
+};
+
 }  // namespace
 
 struct PerfettoTraceWriter::State {
@@ -110,18 +132,17 @@ struct PerfettoTraceWriter::State {
   void append_packet(const uint8_t* body, size_t size) {
     uint8_t head[12];
     uint8_t* p = put_varint(put_tag(head, kTracePacket, kBytes), size);
-    std::string& to = compress ? packets : buf;
-    to.append(reinterpret_cast<char*>(head), static_cast<size_t>(p - head));
-    to.append(reinterpret_cast<const char*>(body), size);
-    packet_appended();
-  }
-  // A whole packet, its Trace.packet tag and length included.
-  void append_encoded_packet(const uint8_t* packet, size_t size) {
-    (compress ? packets : buf).append(reinterpret_cast<const char*>(packet), size);
+    if (compress) {
+      packets.append(head, static_cast<size_t>(p - head));
+      packets.append(body, size);
+    } else {
+      buf.append(reinterpret_cast<char*>(head), static_cast<size_t>(p - head));
+      buf.append(reinterpret_cast<const char*>(body), size);
+    }
     packet_appended();
   }
   void packet_appended() {
-    if (compress && packets.size() >= kCompressedChunk) flush_packets();
+    if (compress && packets.used >= kCompressedChunk) flush_packets();
     if (buf.size() >= (1u << 20)) out.drain(buf);
   }
 
@@ -129,15 +150,15 @@ struct PerfettoTraceWriter::State {
   // (its packets) deflated in zlib's format, which Perfetto inflates.
   static constexpr size_t kCompressedChunk = 512 * 1024;
   void flush_packets() {
-    if (packets.empty()) return;
+    if (packets.used == 0) return;
     size_t size = 0;
     if (compressor != nullptr) {
-      compressed.resize(libdeflate_zlib_compress_bound(compressor.get(), packets.size()));
-      size = libdeflate_zlib_compress(compressor.get(), packets.data(), packets.size(), compressed.data(),
+      compressed.resize(libdeflate_zlib_compress_bound(compressor.get(), packets.used));
+      size = libdeflate_zlib_compress(compressor.get(), packets.bytes.data(), packets.used, compressed.data(),
                                       compressed.size());
     }
     if (size == 0) {
-      buf += packets;  // not compressed, but whole
+      buf.append(packets.bytes.data(), packets.used);  // not compressed, but whole
     } else {
       uint8_t head[24];
       uint8_t* p = put_varint(put_tag(head, packet::kCompressedPackets, kBytes), size);
@@ -148,7 +169,7 @@ struct PerfettoTraceWriter::State {
       buf.append(reinterpret_cast<char*>(head), static_cast<size_t>(p - head));
       buf.append(compressed.data(), size);
     }
-    packets.clear();
+    packets.used = 0;
   }
   void append_packet(const Message& m) {
     append_packet(reinterpret_cast<const uint8_t*>(m.data().data()), m.data().size());
@@ -229,14 +250,15 @@ struct PerfettoTraceWriter::State {
   }
 
   // One slice packet on `s` at `ts` (ns since base): a begin with its name
-  // (interned on first use) and flows, or an end. The packet is encoded in
-  // place, whole, and appended at once: the packet and its event are each
-  // under 128 bytes, so each length is one varint byte, written after them.
+  // (interned on first use) and flows, or an end. The packet is encoded
+  // where it stays (PendingPackets): the packet and its event are each under
+  // 128 bytes, so each length is one varint byte, written after them.
   void slice_packet(const TraceModel& m, Sequence& s, uint64_t ts, bool begin, uint32_t name,
                     uint64_t flow_out, uint64_t flow_in) {
     static_assert((kTracePacket << 3 | kBytes) < 128 && (packet::kTrackEvent << 3 | kBytes) < 128,
                   "one-byte tags");
-    uint8_t packet[128];
+    uint8_t local[PendingPackets::kSmall];
+    uint8_t* packet = compress ? packets.room_for_small() : local;
     uint8_t* body = put_tag(packet, kTracePacket, kBytes) + 1;
     uint8_t* p = put_uint(body, packet::kTimestamp, ts - s.last_ts);
     s.last_ts = ts;
@@ -249,7 +271,7 @@ struct PerfettoTraceWriter::State {
     if (begin) p = put_uint(p, event::kNameIid, name);
     if (flow_out != 0) p = put_fixed64(p, event::kFlowIds, flow_out);
     if (flow_in != 0) p = put_fixed64(p, event::kTerminatingFlowIds, flow_in);
-    event[-1] = static_cast<uint8_t>(p - event);  // at most 42 bytes
+    event[-1] = static_cast<uint8_t>(p - event);  // at most 26 bytes
     if (begin && (name >= s.interned.size() || !s.interned[name])) {
       if (name >= s.interned.size()) s.interned.resize(std::max<size_t>(m.strings.size(), name + 1));
       s.interned[name] = true;
@@ -263,8 +285,13 @@ struct PerfettoTraceWriter::State {
       append_packet(reinterpret_cast<const uint8_t*>(whole.data()), whole.size());
       return;
     }
-    body[-1] = static_cast<uint8_t>(p - body);  // at most 60 bytes
-    append_encoded_packet(packet, static_cast<size_t>(p - packet));
+    body[-1] = static_cast<uint8_t>(p - body);  // at most 45 bytes: the packet fits kSmall
+    if (compress) {
+      packets.used += static_cast<size_t>(p - packet);
+    } else {
+      buf.append(reinterpret_cast<char*>(packet), static_cast<size_t>(p - packet));
+    }
+    packet_appended();
   }
 
   void end_until(const TraceModel& m, Sequence& s, uint64_t until) {
@@ -620,7 +647,7 @@ struct PerfettoTraceWriter::State {
   OutputFile out;
   bool compress;
   std::string buf;
-  std::string packets;     // not compressed yet
+  PendingPackets packets;  // not compressed yet
   std::string compressed;  // scratch
   // Level 1, the fastest: a tenth of the packets' size on a training run.
   struct FreeCompressor {
