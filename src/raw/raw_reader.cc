@@ -334,8 +334,9 @@ class ChunkDecoder {
       }
     }
     if (scratch_.size() != count || p != end) return "event count does not match the chunk header";
-    note_undefined_ids(c);
+    // One pass over the chunk's events: names checked, times converted.
     for (RawEvent& e : scratch_) {
+      note_undefined_ids(c, e);
       bool instant = e.t1_ns == e.t0_ns;
       e.t0_ns = clock_.to_ns(e.t0_ns);
       e.t1_ns = instant ? e.t0_ns : clock_.to_ns(e.t1_ns);
@@ -377,12 +378,9 @@ class ChunkDecoder {
     return "";
   }
 
-  void note_undefined_ids(const Chunk& c) {
-    for (const RawEvent& e : scratch_) {
-      uint64_t id = strings_->undefined_id(e);
-      if (id == 0) continue;
-      if (file_->events_with_undefined_ids++ == 0) undefined_ = UndefinedIds{c.offset, id};
-    }
+  void note_undefined_ids(const Chunk& c, const RawEvent& e) {
+    uint64_t id = strings_->undefined_id(e);
+    if (id != 0 && file_->events_with_undefined_ids++ == 0) undefined_ = UndefinedIds{c.offset, id};
   }
 
   RawFile* file_;
