@@ -13,9 +13,15 @@ naming the file.
 
 How a file is named: the section has a group per folder, begun by a heading
 that names the folder in backticks (### core: `src/core/`); a file is named
-when its name in that folder appears in backticks in the group, `name.*`
-standing for every file name.EXT (name.h and name.cc). Backticked text with
-a "/" or without a source suffix (or ".*") is not a name.
+when its path in that folder appears in backticks in the first cell of a
+table row of the group, `name.*` standing for every file name.EXT (name.h
+and name.cc). The folders whose files must be named: src/, tools/,
+python/ (its tests/ aside) and bench/; their files are the sources and
+scripts (.h, .cc, ..., .py, .pyi, .sh), not CMakeLists.txt or templates.
+
+The Python package's modules (python/trainprof/) import each other without
+a cycle, imports inside functions included: such an import only hides a
+cycle until the call, and the first caller meets a module half made.
 
 Layers, each with what it may include besides itself ("api" is include/,
 the public C++ API, which the layers below implement):
@@ -32,6 +38,7 @@ the public C++ API, which the layers below implement):
 
 tests/, bench/ and fuzz/ reach internals on purpose and are not checked.
 """
+import ast
 import functools
 import os
 import re
@@ -78,8 +85,18 @@ SOURCE_SUFFIXES = (".h", ".cc", ".c", ".cpp", ".hpp", ".inc")
 WHERE_TITLE = "Where each part lives"
 WHERE_SECTION = "## " + WHERE_TITLE
 BACKTICKED = re.compile(r"`([^`]+)`")
-# A file's name as the section gives it: no folder, a source suffix or ".*".
-FILE_NAME = re.compile(r"^\w[\w.+-]*\.(?:h|cc|c|cpp|hpp|inc|\*)$")
+# A file's path as the section gives it, relative to its group's folder: a
+# source or script suffix, or ".*".
+FILE_NAME = re.compile(r"^(?:[\w.+-]+/)*\w[\w.+-]*\.(?:h|cc|c|cpp|hpp|inc|py|pyi|sh|\*)$")
+# The folders whose files the section names, each with the suffixes of its
+# files and the subfolders left out.
+DOCUMENTED = {
+    "src": (SOURCE_SUFFIXES, ()),
+    "tools": (SOURCE_SUFFIXES, ()),
+    "python": (SOURCE_SUFFIXES + (".py", ".pyi"), ("python/tests/",)),
+    "bench": (SOURCE_SUFFIXES + (".py", ".sh"), ()),
+}
+PYTHON_PACKAGE = "python/trainprof"
 
 
 def layer_of_include(name, including_dir, root):
@@ -167,40 +184,56 @@ def check_document(root):
 
 def where_groups(section):
     """The section's groups: {folder: names}, a group per heading that names a
-    folder in backticks, its names the file names in backticks below it up to
-    the next heading."""
+    folder in backticks, its names the paths in backticks in the first cell of
+    each table row below it, up to the next heading."""
     groups = {}
     names = None
     for line in section.splitlines():
         if line.startswith("#"):
             folders = [t for t in BACKTICKED.findall(line) if t.endswith("/")]
             names = groups.setdefault(folders[0], set()) if folders else None
-        elif names is not None:
-            names.update(t for t in BACKTICKED.findall(line) if FILE_NAME.match(t))
+        elif names is not None and line.startswith("|"):
+            first_cell = line.strip().strip("|").split("|", 1)[0]
+            names.update(t for t in BACKTICKED.findall(first_cell) if FILE_NAME.match(t))
     return groups
 
 
 def names_file(name, file_name):
     """Whether a name of the section stands for `file_name` (`clock.*`: clock.h, clock.cc)."""
     if name.endswith(".*"):
-        return file_name.startswith(name[:-1])
+        return file_name.startswith(name[:-1]) and "/" not in file_name[len(name) - 1:]
     return name == file_name
 
 
 def source_files(root):
-    """Every source file under src/ (CMakeLists.txt aside), relative to root."""
+    """Every source file and script of the documented folders (CMakeLists.txt
+    aside), relative to root."""
     found = []
-    for dirpath, _, files in os.walk(os.path.join(root, "src")):
-        for f in files:
-            if f.endswith(SOURCE_SUFFIXES):
-                found.append(os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/"))
+    for top, (suffixes, left_out) in DOCUMENTED.items():
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in files:
+                rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+                if f.endswith(suffixes) and not rel.startswith(left_out):
+                    found.append(rel)
     return sorted(found)
 
 
+def group_of(rel, groups):
+    """The group a file belongs in: the deepest folder of the section holding
+    it (src/collectors/torch/, not src/), its path relative to that folder.
+    Files of src/ belong in their own folder's group."""
+    folder = rel.rsplit("/", 1)[0] + "/"
+    if rel.startswith("src/"):
+        return folder, rel[len(folder):]
+    holding = [g for g in groups if rel.startswith(g)]
+    best = max(holding, key=len) if holding else rel.split("/", 1)[0] + "/"
+    return best, rel[len(best):]
+
+
 def check_where(root):
-    """docs/ARCHITECTURE.md's "Where each part lives" names every source file
-    under src/, each in the group of its own folder, and no file of src/ that
-    is not there."""
+    """docs/ARCHITECTURE.md's "Where each part lives" names every file of the
+    documented folders, each in the group of its folder, and no file that is
+    not there."""
     path = os.path.join(root, "docs", "ARCHITECTURE.md")
     if not os.path.exists(path):
         return []
@@ -210,20 +243,69 @@ def check_where(root):
     groups = where_groups(text.split("\n" + WHERE_SECTION + "\n", 1)[1].split("\n## ", 1)[0])
     files = source_files(root)
     problems = []
+    placed = {}
     for rel in files:
-        folder, name = rel.rsplit("/", 1)
-        if not any(names_file(n, name) for n in groups.get(folder + "/", ())):
-            stem = name.split(".", 1)[0]
+        folder, name = group_of(rel, groups)
+        placed.setdefault(folder, []).append(name)
+        if not any(names_file(n, name) for n in groups.get(folder, ())):
+            stem = name.rsplit(".", 1)[0] if "." in name.rsplit("/", 1)[-1] else name
             problems.append(f"{rel}: not named in docs/ARCHITECTURE.md's '{WHERE_TITLE}': add `{name}` "
-                            f"(or `{stem}.*`) to the group headed `{folder}/`")
+                            f"(or `{stem}.*`) to the group headed `{folder}`")
     for folder, names in sorted(groups.items()):
-        if not folder.startswith("src/"):
+        if folder.split("/", 1)[0] not in DOCUMENTED:
             continue
-        in_folder = [rel.rsplit("/", 1)[1] for rel in files if rel.rsplit("/", 1)[0] + "/" == folder]
         for n in sorted(names):
-            if not any(names_file(n, f) for f in in_folder):
+            if not any(names_file(n, f) for f in placed.get(folder, [])):
                 problems.append(f"docs/ARCHITECTURE.md: `{n}` is named under `{folder}` in "
                                 f"'{WHERE_TITLE}', but {folder} holds no such file")
+    return problems
+
+
+def python_imports(root):
+    """{module: the package's modules it imports}, for python/trainprof/,
+    imports inside functions included."""
+    package = os.path.join(root, PYTHON_PACKAGE)
+    if not os.path.isdir(package):
+        return {}
+    modules = {f[:-3] for f in os.listdir(package) if f.endswith(".py")}
+    graph = {}
+    for module in sorted(modules):
+        tree = ast.parse(open(os.path.join(package, module + ".py"), encoding="utf-8").read())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level == 1 or (node.module or "").startswith("trainprof")):
+                parts = (node.module or "").split(".")
+                if node.level == 0:
+                    parts = parts[1:]  # trainprof.x -> x
+                if parts and parts[0]:
+                    imported.add(parts[0])
+                else:
+                    imported.update(a.name for a in node.names)  # from . import x, y
+            elif isinstance(node, ast.Import):
+                imported.update(a.name.split(".")[1] for a in node.names if a.name.startswith("trainprof."))
+        graph[module] = sorted((imported & modules) - {module})
+    return graph
+
+
+def check_python_imports(root):
+    """One message per import cycle among the package's modules, naming it."""
+    graph = python_imports(root)
+    problems, reported_cycles = [], set()
+    for start in sorted(graph):
+        # Depth first from `start`, a path back to it is a cycle.
+        stack = [(start, [start])]
+        while stack:
+            module, path = stack.pop()
+            for nxt in graph[module]:
+                if nxt == start:
+                    cycle = path + [start]
+                    key = frozenset(path)
+                    if key not in reported_cycles:
+                        reported_cycles.add(key)
+                        problems.append(f"{PYTHON_PACKAGE}: import cycle " + " -> ".join(cycle) +
+                                        " (imports inside functions count: they only delay it)")
+                elif nxt not in path and nxt > start:  # each cycle from its least module once
+                    stack.append((nxt, path + [nxt]))
     return problems
 
 
@@ -265,15 +347,57 @@ def self_test_where():
                         "src/core/unlisted.cc: not named in docs/ARCHITECTURE.md's 'Where each part lives': "
                         "add `unlisted.cc` (or `unlisted.*`) to the group headed `src/core/`"):
             return 1
+        os.remove(os.path.join(root, "src/core/unlisted.cc"))
+        # Beyond src/: a package's files are named by their path in the group's folder.
+        write("python/trainprof/profiler.py", "import os\n")
+        write("python/tests/test_profiler.py", "import os\n")  # tests/ is one row, not its files
+        write("docs/ARCHITECTURE.md",
+              "# x\n\n## Where each part lives\n\n### raw: `src/raw/`\n\n| `format.h` | constants |\n\n"
+              "### core: `src/core/`\n\n| `clock.*` | the clock (`raw/format.h`, `Clock`, `now()`) |\n\n"
+              "### python: `python/`\n\n| `trainprof/profiler.py` | `profile` (`include/trainprof/x.h`) |\n"
+              "| `tests/` | the suite |\n\n## Next\n")
+        if check_where(root):
+            print("self-test: a named Python module was refused:\n" + "\n".join(check_where(root)))
+            return 1
+        write("python/trainprof/_unnamed.py", "import os\n")
+        if not reported(check_where(root), "the unnamed Python module",
+                        "python/trainprof/_unnamed.py: not named in docs/ARCHITECTURE.md's 'Where each part "
+                        "lives': add `trainprof/_unnamed.py` (or `trainprof/_unnamed.*`) to the group headed "
+                        "`python/`"):
+            return 1
+        os.remove(os.path.join(root, "python/trainprof/_unnamed.py"))
         os.remove(os.path.join(root, "src/core/clock.h"))
         os.remove(os.path.join(root, "src/core/clock.cc"))
-        os.remove(os.path.join(root, "src/core/unlisted.cc"))
         if not reported(check_where(root), "the name of a removed file",
                         "docs/ARCHITECTURE.md: `clock.*` is named under `src/core/` in 'Where each part lives', "
                         "but src/core/ holds no such file"):
             return 1
     print("self-test: the unlisted file src/core/unlisted.cc was caught, with the group it belongs in, "
-          "and so was the name of a removed file")
+          "and so were an unnamed Python module and the name of a removed file")
+    return 0
+
+
+def self_test_python_imports():
+    """A cycle through an import inside a function must fail, naming the
+    modules in order; the same modules without it must pass."""
+    with tempfile.TemporaryDirectory() as root:
+        write = functools.partial(plant, root)
+        write(PYTHON_PACKAGE + "/__init__.py", "from .profiler import profile\n")
+        write(PYTHON_PACKAGE + "/profiler.py", "from . import _exports, _validate\n")
+        write(PYTHON_PACKAGE + "/_exports.py", "import os\nfrom .analysis import analyse\n")
+        write(PYTHON_PACKAGE + "/analysis.py", "from trainprof._validate import check\n")
+        write(PYTHON_PACKAGE + "/_validate.py", "import sys\n")
+        good = check_python_imports(root)
+        if good:
+            print("self-test: a package without an import cycle was refused:\n" + "\n".join(good))
+            return 1
+        write(PYTHON_PACKAGE + "/analysis.py",
+              "from trainprof._validate import check\n\ndef analyse():\n    from .profiler import ExportType\n")
+        if not reported(check_python_imports(root), "the import cycle",
+                        PYTHON_PACKAGE + ": import cycle _exports -> analysis -> profiler -> _exports "
+                        "(imports inside functions count: they only delay it)"):
+            return 1
+    print("self-test: the import cycle _exports -> analysis -> profiler, closed inside a function, was caught")
     return 0
 
 
@@ -296,7 +420,7 @@ def self_test():
                   f"  wanted: {want}\n  got:    {bad}")
             return 1
     print("self-test: the planted include raw -> core was caught, with its file and line")
-    return self_test_where()
+    return self_test_where() or self_test_python_imports()
 
 
 def main(argv):
@@ -306,6 +430,7 @@ def main(argv):
     problems, known = check(root)
     problems += check_document(root)
     problems += check_where(root)
+    problems += check_python_imports(root)
     for p in problems:
         print(p)
     if problems:
@@ -314,7 +439,9 @@ def main(argv):
               f"'{WHERE_TITLE}'")
         return 1
     print(f"include-direction check: every include goes one way ({known} known crossing(s) still listed), "
-          f"and every file of src/ is named in docs/ARCHITECTURE.md ({len(source_files(root))} files)")
+          f"every file of src/, tools/, python/ and bench/ is named in docs/ARCHITECTURE.md "
+          f"({len(source_files(root))} files), and the Python package's imports have no cycle "
+          f"({len(python_imports(root))} modules)")
     return 0
 
 

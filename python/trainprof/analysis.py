@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence, Union
 
 from . import _trainprof
 from ._validate import check_bool, check_int, check_step_list
-from .profiler import ExportType, _check_export_type
+from ._export_type import ExportType, _check_export_type
 
 _log = logging.getLogger("trainprof")
 

@@ -20,8 +20,9 @@ import sys
 import weakref
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from . import _data, _distributed, _gc, _gpu, _memory, _stacks, _torch
+from . import _data, _distributed, _exports, _gc, _gpu, _memory, _stacks, _torch
 from . import _trainprof
+from ._export_type import ExportType, _check_export_type
 from ._modules import ModuleTracker
 from ._validate import check_bool, check_int, check_path, check_str, check_str_list, utf8_text
 
@@ -76,15 +77,6 @@ class ProfilerAction(enum.Enum):
     WARMUP = 1
     RECORD = 2
     RECORD_AND_SAVE = 3
-
-
-class ExportType(enum.Enum):
-    """Output formats of the analysis (mindspore.profiler's names): ``Text``
-    (trace_view.json and the CSV tables) and ``Db`` (PROFILER_OUTPUT/trainprof.db,
-    a SQLite database: docs/DB_SCHEMA.md)."""
-
-    Text = "text"
-    Db = "db"
 
 
 class HostSystem(enum.Enum):
@@ -297,24 +289,6 @@ def _check_level(value: Any) -> ProfilerLevel:
             raise ValueError(f"profiler_level: unknown level {value!r} (known: "
                              f"{', '.join(repr(m.name) for m in ProfilerLevel)})") from None
     raise TypeError(f"profiler_level must be a trainprof.ProfilerLevel or its name, got {value!r}")
-
-
-def _check_export_type(export_type: Optional[Sequence[Union[ExportType, str]]]) -> list[ExportType]:
-    if export_type is None:
-        return [ExportType.Text]
-    if not isinstance(export_type, (list, tuple)):
-        raise TypeError(f"export_type must be a list of ExportType, got {type(export_type).__name__}")
-    kinds: list[ExportType] = []
-    for item in export_type:
-        try:
-            kind = item if isinstance(item, ExportType) else ExportType(item)
-        except ValueError:
-            raise ValueError(f"export_type: unknown format {item!r} (known: 'text', 'db')") from None
-        if kind not in kinds:
-            kinds.append(kind)
-    if not kinds:
-        raise ValueError("export_type must name at least one format ('text', 'db')")
-    return kinds
 
 
 def _check_activities(activities: Optional[Iterable[Any]]) -> set[_trainprof.Activity]:
@@ -706,8 +680,6 @@ class profile:
             RuntimeError: no cycle has closed yet, or its analysis failed.
             OSError: ``path`` cannot be written.
         """
-        from . import _exports  # beside the analysis, which imports this module
-
         self._wait_for_analyses()
         return _exports.export_chrome_trace(self.last_run_dir, path)
 
@@ -724,8 +696,6 @@ class profile:
             ValueError: an unknown ``metric`` (the valid ones are listed).
             RuntimeError: no cycle has closed yet, or its analysis failed.
         """
-        from . import _exports
-
         self._wait_for_analyses()
         return _exports.export_stacks(self.last_run_dir, path, metric)
 
