@@ -164,6 +164,44 @@ TEST(EnvOptions, ScheduleAndAnalyse) {
   EXPECT_NE(parse_error(R"({"start": true, "schedule": [1]})").find("must be an object"), std::string::npos);
 }
 
+// Each unsigned option's range is written once, in its row: TRAINPROF_OPTIONS
+// and ProfilerOptions::validate both hold every option to it.
+TEST(EnvOptions, EveryUnsignedOptionIsHeldToItsRowsRange) {
+  size_t rows = 0;
+  for (const core::OptionSpec& row : core::option_table()) {
+    if (std::string(row.type) != "uint") continue;
+    ++rows;
+    core::UintRange r = core::uint_range(row);
+    ASSERT_LT(r.min, r.max) << row.name << " " << row.range;
+    std::string key = std::string("\"") + row.name + "\"";
+    for (uint64_t good : {r.min, r.max}) {
+      EXPECT_EQ(parse_error(R"({"start": true, )" + key + ": " + std::to_string(good) + "}"), "") << row.name;
+    }
+    std::vector<uint64_t> bad;
+    if (r.min > 0) bad.push_back(r.min - 1);
+    if (r.max < UINT64_MAX) bad.push_back(r.max + 1);
+    for (uint64_t v : bad) {
+      std::string e = parse_error(R"({"start": true, )" + key + ": " + std::to_string(v) + "}");
+      EXPECT_NE(e.find(key + " must be in " + row.range + ", got " + std::to_string(v)), std::string::npos)
+          << e;
+    }
+  }
+  EXPECT_EQ(rows, 6u);
+  // The same bounds hold for options set in C++.
+  ProfilerOptions o;
+  o.output_path = "x";
+  o.flush_interval_ms = 60001;
+  try {
+    o.validate();
+    ADD_FAILURE() << "validate() took flush_interval_ms 60001";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "ProfilerOptions.flush_interval_ms must be in [1, 60000], got 60001");
+  }
+  o.flush_interval_ms = 100;
+  o.python_stack_sampling_ms = 1001;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+}
+
 TEST(EnvOptions, ClearErrors) {
   EXPECT_NE(parse_error(R"({"start": true,)").find("not valid JSON"), std::string::npos);
   EXPECT_NE(parse_error(R"([1, 2])").find("must be a JSON object"), std::string::npos);
@@ -173,8 +211,9 @@ TEST(EnvOptions, ClearErrors) {
   EXPECT_NE(parse_error(R"({"start": "yes"})").find("\"start\" must be true or false"), std::string::npos);
   EXPECT_NE(parse_error(R"({"start": true, "buffer_mb": -3})").find("\"buffer_mb\" must be a non-negative"),
             std::string::npos);
-  EXPECT_NE(parse_error(R"({"start": true, "buffer_mb": 0})").find("buffer_mb must be >= 1"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_error(R"({"start": true, "buffer_mb": 0})").find("\"buffer_mb\" must be in [1, 1048576], got 0"),
+      std::string::npos);
   EXPECT_NE(parse_error(R"({"start": true, "activities": ["TPU"]})").find("unknown activity \"TPU\""),
             std::string::npos);
   EXPECT_NE(parse_error(R"({"start": true, "profiler_level": "Level9"})").find("profiler_level"),

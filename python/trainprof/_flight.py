@@ -15,7 +15,7 @@ import time
 from typing import Any, Iterable, Optional, Union
 
 from . import _distributed, _memory, _numbers, _stacks, _torch, _trainprof
-from ._validate import check_bool, check_int, check_path
+from ._validate import check_bool, check_int, check_option, check_path, option_range
 
 _log = logging.getLogger("trainprof")
 
@@ -156,8 +156,8 @@ class flight_recorder:
         options.profile_communication = check_bool("profile_communication", profile_communication)
         # 0: the recorder's own choice (ProfilerOptions.sample_operators).
         options.sample_operators = (0 if sample_operators is None
-                                    else check_int("sample_operators", sample_operators, 1, 1000000))
-        options.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0, 1000)
+                                    else check_int("sample_operators", sample_operators, 1, option_range("sample_operators")[1]))
+        options.python_stack_sampling_ms = check_option("python_stack_sampling_ms", python_stack_sampling_ms)
         self._start(options, ring_mb=ring_mb, slow_step_factor=slow_step_factor, slow_step_window=slow_step_window,
                     slow_step_min_steps=slow_step_min_steps, cooldown_s=cooldown_s, analyse=analyse,
                     dump_signal=dump_signal, dump_file=dump_file, hang_timeout_s=hang_timeout_s,

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any, Optional, Sequence
+
+from . import _trainprof
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -42,6 +45,20 @@ def check_int(name: str, value: Any, minimum: int, maximum: Optional[int] = None
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
+
+
+@functools.lru_cache(maxsize=None)
+def option_range(option: str) -> tuple[int, int]:
+    """The ``[min, max]`` of an unsigned option, from the C++ option table
+    (``trainprof options``), which the C++ checks read too."""
+    row = next(r for r in _trainprof.option_list() if r.name == option)
+    low, high = re.fullmatch(r"\[(\d+), (\d+)\]", row.range).groups()
+    return int(low), int(high)
+
+
+def check_option(name: str, value: Any) -> int:
+    """``check_int`` within the option table's range of the option ``name``."""
+    return check_int(name, value, *option_range(name))
 
 
 def check_str(name: str, value: Any, allow_empty: bool = False) -> str:

@@ -24,7 +24,7 @@ from . import _data, _distributed, _exports, _gc, _gpu, _memory, _stacks, _torch
 from . import _trainprof
 from ._export_type import ExportType, _check_export_type
 from ._modules import ModuleTracker
-from ._validate import check_bool, check_int, check_path, check_str, check_str_list, utf8_text
+from ._validate import check_bool, check_int, check_option, check_path, check_str, check_str_list, utf8_text
 
 _log = logging.getLogger("trainprof")
 
@@ -273,9 +273,9 @@ class _ExperimentalConfig:
         self.data_simplification = check_bool("data_simplification", data_simplification)
         self.export_type = _check_export_type(export_type)
         self.host_sys = _check_host_sys(host_sys)
-        self.host_sys_interval_ms = check_int("host_sys_interval_ms", host_sys_interval_ms, 1, 60000)
-        self.sample_operators = check_int("sample_operators", sample_operators, 0, 1000000)
-        self.python_stack_sampling_ms = check_int("python_stack_sampling_ms", python_stack_sampling_ms, 0, 1000)
+        self.host_sys_interval_ms = check_option("host_sys_interval_ms", host_sys_interval_ms)
+        self.sample_operators = check_option("sample_operators", sample_operators)
+        self.python_stack_sampling_ms = check_option("python_stack_sampling_ms", python_stack_sampling_ms)
 
 
 def _check_level(value: Any) -> ProfilerLevel:

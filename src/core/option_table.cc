@@ -1,6 +1,8 @@
 // Copyright trainprof authors. SPDX-License-Identifier: Apache-2.0
 #include "core/option_table.h"
 
+#include <cstdio>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -71,11 +73,13 @@ json schedule_json(const std::optional<Schedule>& s) {
   +[](const json& v, const std::string& key, ProfilerOptions& o) { o.member = option_bool(v, key); }, \
       +[](const ProfilerOptions& o) { return json(o.member); }
 
-// An unsigned member taken up to `max` (validate() checks the rest).
-#define TRAINPROF_UINT_OPTION(member, max)                             \
-  +[](const json& v, const std::string& key, ProfilerOptions& o) {     \
-    o.member = static_cast<decltype(o.member)>(get_uint(v, key, max)); \
-  },                                                                   \
+// An unsigned member, taken when its type holds it; its row's range is
+// checked by read_option and ProfilerOptions::validate.
+#define TRAINPROF_UINT_OPTION(member)                                                                      \
+  +[](const json& v, const std::string& key, ProfilerOptions& o) {                                         \
+    o.member =                                                                                             \
+        static_cast<decltype(o.member)>(get_uint(v, key, std::numeric_limits<decltype(o.member)>::max())); \
+  },                                                                                                       \
       +[](const ProfilerOptions& o) { return json(o.member); }
 
 std::vector<OptionSpec> make_table() {
@@ -206,27 +210,26 @@ std::vector<OptionSpec> make_table() {
        }},
       {"host_sys_interval_ms", "uint", "[1, 60000]", "host_sys_interval_ms", false,
        "_ExperimentalConfig(host_sys_interval_ms)", "how often host usage is sampled, ms",
-       TRAINPROF_UINT_OPTION(host_sys_interval_ms, 60000)},
+       TRAINPROF_UINT_OPTION(host_sys_interval_ms)},
       {"sample_operators", "uint", "[0, 1000000]", "sample_operators", false,
        "_ExperimentalConfig(sample_operators)",
        "about 1 operator call in N recorded (LibTorch's sampling); the analysis scales operators by N; "
        "0: a profile records every call, the flight recorder 1 in 100 unless it records "
        "torch.distributed's calls (`profile_communication`, Level1 and above) or memory "
        "(`profile_memory`)",
-       TRAINPROF_UINT_OPTION(sample_operators, 1000000)},
+       TRAINPROF_UINT_OPTION(sample_operators)},
       {"python_stack_sampling_ms", "uint", "[0, 1000]", "python_stack_sampling_ms", false,
        "_ExperimentalConfig(python_stack_sampling_ms)",
        "Python only: every Python thread's stack read this often, ms, to name the functions that spend "
        "host time outside operators; 0: off",
-       TRAINPROF_UINT_OPTION(python_stack_sampling_ms, 1000)},
+       TRAINPROF_UINT_OPTION(python_stack_sampling_ms)},
       {"buffer_mb", "uint", "[1, 1048576]", "buffer_mb", false, "",
        "memory for event buffers, MiB; when full, events are dropped and counted, never waited for",
-       TRAINPROF_UINT_OPTION(buffer_mb, 1024 * 1024)},
+       TRAINPROF_UINT_OPTION(buffer_mb)},
       {"flush_interval_ms", "uint", "[1, 60000]", "flush_interval_ms", false, "",
-       "raw data reaches the disk at least this often, ms", TRAINPROF_UINT_OPTION(flush_interval_ms, 60000)},
+       "raw data reaches the disk at least this often, ms", TRAINPROF_UINT_OPTION(flush_interval_ms)},
       {"metadata_limit_bytes", "uint", "[0, 18446744073709551615]", "metadata_limit_bytes", false, "",
-       "cap on the total size of add_metadata() values, bytes",
-       TRAINPROF_UINT_OPTION(metadata_limit_bytes, ~0ull)},
+       "cap on the total size of add_metadata() values, bytes", TRAINPROF_UINT_OPTION(metadata_limit_bytes)},
   };
 }
 
@@ -254,6 +257,24 @@ const OptionSpec* find_option(const std::string& name) {
     if (name == o.name) return &o;
   }
   return nullptr;
+}
+
+UintRange uint_range(const OptionSpec& spec) {
+  UintRange r;
+  unsigned long long min = 0, max = 0;
+  if (std::sscanf(spec.range, "[%llu, %llu]", &min, &max) == 2) r = UintRange{min, max};
+  return r;
+}
+
+void read_option(const OptionSpec& spec, const json& value, const std::string& key,
+                 ProfilerOptions& options) {
+  if (std::string_view(spec.type) == "uint" && value.is_number_unsigned()) {
+    UintRange r = uint_range(spec);
+    uint64_t v = value.get<uint64_t>();
+    if (v < r.min || v > r.max)
+      bad_option(key, std::string("must be in ") + spec.range + ", got " + value.dump());
+  }
+  spec.read(value, key, options);
 }
 
 }  // namespace trainprof::core

@@ -6,8 +6,9 @@
 // JSON.
 //
 // Made from it: the TRAINPROF_OPTIONS parser and options_to_json
-// (core/options.cc), option_list() and so `trainprof options` and the
-// option table of docs/GUIDE.md. Checked against it by tests: the dynamic
+// (core/options.cc), ProfilerOptions::validate's bounds, option_list() and
+// so `trainprof options`, the option table of docs/GUIDE.md and the Python
+// API's bounds (its check_option). Checked against it by tests: the dynamic
 // config's fields, the Python binding's attributes and the Python API's
 // parameters. A new option is a member of ProfilerOptions and a row here.
 #ifndef TRAINPROF_CORE_OPTION_TABLE_H_
@@ -41,6 +42,19 @@ const std::vector<OptionSpec>& option_table();
 
 // The row of `name`, or nullptr.
 const OptionSpec* find_option(const std::string& name);
+
+// A "uint" row's bounds, from its range "[min, max]": the one place they
+// are written (ProfilerOptions::validate and the Python API read them).
+struct UintRange {
+  uint64_t min = 0;
+  uint64_t max = 0;
+};
+UintRange uint_range(const OptionSpec& spec);
+
+// Sets the option of `spec` from its JSON value, a number checked against
+// the row's range first; throws std::invalid_argument naming `key`.
+void read_option(const OptionSpec& spec, const nlohmann::json& value, const std::string& key,
+                 ProfilerOptions& options);
 
 // The value of a true-or-false key; else bad_option naming it.
 bool option_bool(const nlohmann::json& value, const std::string& key);

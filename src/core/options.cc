@@ -49,26 +49,14 @@ bool parse_host_system(std::string_view name, HostSystem* part) {
 
 void ProfilerOptions::validate() const {
   if (output_path.empty()) throw std::invalid_argument("ProfilerOptions.output_path must not be empty");
-  if (buffer_mb < 1) throw std::invalid_argument("ProfilerOptions.buffer_mb must be >= 1 (MiB)");
-  if (buffer_mb > 1024 * 1024) {
-    throw std::invalid_argument("ProfilerOptions.buffer_mb must be <= 1048576 (MiB), got " +
-                                std::to_string(buffer_mb));
-  }
-  if (flush_interval_ms < 1 || flush_interval_ms > 60000) {
-    throw std::invalid_argument("ProfilerOptions.flush_interval_ms must be in [1, 60000], got " +
-                                std::to_string(flush_interval_ms));
-  }
-  if (sample_operators > 1000000) {
-    throw std::invalid_argument("ProfilerOptions.sample_operators must be in [0, 1000000], got " +
-                                std::to_string(sample_operators));
-  }
-  if (python_stack_sampling_ms > 1000) {
-    throw std::invalid_argument("ProfilerOptions.python_stack_sampling_ms must be in [0, 1000], got " +
-                                std::to_string(python_stack_sampling_ms));
-  }
-  if (host_sys_interval_ms < 1 || host_sys_interval_ms > 60000) {
-    throw std::invalid_argument("ProfilerOptions.host_sys_interval_ms must be in [1, 60000], got " +
-                                std::to_string(host_sys_interval_ms));
+  for (const core::OptionSpec& row : core::option_table()) {
+    if (std::string_view(row.type) != "uint") continue;
+    uint64_t v = row.write(*this).get<uint64_t>();
+    core::UintRange r = core::uint_range(row);
+    if (v < r.min || v > r.max) {
+      throw std::invalid_argument(std::string("ProfilerOptions.") + row.fields + " must be in " + row.range +
+                                  ", got " + std::to_string(v));
+    }
   }
   if (!export_text && !export_db)
     throw std::invalid_argument("ProfilerOptions: export_text or export_db (or both) must be set");
@@ -199,7 +187,7 @@ EnvOptions parse_options_json(std::string_view text) {
       env.flight_recorder = read_flight_recorder(v, &env.flight);
       flight_analyse_given = v.is_object() && v.contains("analyse");
     } else if (const core::OptionSpec* spec = core::find_option(key)) {
-      spec->read(v, key, o);
+      core::read_option(*spec, v, key, o);
     } else {
       std::string known = "start, analyse, flight_recorder";
       for (const core::OptionSpec& row : core::option_table()) known += std::string(", ") + row.name;
