@@ -19,6 +19,12 @@ and name.cc). The folders whose files must be named: src/, tools/,
 python/ (its tests/ aside) and bench/; their files are the sources and
 scripts (.h, .cc, ..., .py, .pyi, .sh), not CMakeLists.txt or templates.
 
+A function that include/trainprof/ declares is implemented by one layer (it
+is defined in namespace trainprof there); a layer calls it only if it may
+use that layer: exporter calling find_run_directories(), which pipeline
+implements, goes up the layers through the public header, which the include
+check alone does not see.
+
 The Python package's modules (python/trainprof/) import each other without
 a cycle, imports inside functions included: such an import only hides a
 cycle until the call, and the first caller meets a module half made.
@@ -309,6 +315,120 @@ def check_python_imports(root):
     return problems
 
 
+# ---- Which layer implements each public function ----
+#
+# A layer may include include/trainprof/ (api), but a function declared there
+# is implemented by one layer: calling it from a layer below that one goes
+# up the layers through the public header, which the include check does not
+# see. Public functions are the free functions that include/trainprof/
+# declares at namespace scope; a function implements one when it is defined
+# in namespace trainprof itself (not a member, not a nested namespace's).
+
+CALLABLE = re.compile(r"namespace\s+([\w:]*)\s*\{|[{};]|((?:\w+::)*)(~?\w+)\s*\(")
+NOT_FUNCTIONS = {"if", "for", "while", "switch", "return", "sizeof", "decltype", "catch", "alignof"}
+
+
+def code_only(text):
+    """`text` without comments, preprocessor lines, string contents and empty
+    braces (`= {}` default arguments), so that braces and semicolons are code."""
+    newlines = lambda m: "\n" * m.group(0).count("\n")  # noqa: E731 (lines keep their numbers)
+    text = re.sub(r'R"([^(\s]*)\(.*?\)\1"', lambda m: '""' + newlines(m), text, flags=re.S)
+    text = re.sub(r"/\*.*?\*/", newlines, text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"(?m)^[ \t]*#.*$", "", text)
+    text = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text)
+    text = re.sub(r"'(?:[^'\\\n]|\\.)*'", "''", text)
+    return re.sub(r"\{\s*\}", "", text)
+
+
+def functions_in(text):
+    """(kind, name, namespace, qualifier, offset) of `text` (code_only): kind
+    "decl" or "def" for a function declared or defined at namespace scope,
+    "call" for a name called inside a body (member calls aside)."""
+    stack = []  # ("ns", name) per namespace level, ("body",) per other brace, ("multi", n) for a::b
+    pending = None  # the first function name of the statement at namespace scope
+    for m in CALLABLE.finditer(text):
+        token = m.group(0)
+        if token.startswith("namespace"):
+            parts = (m.group(1) or "<anonymous>").split("::")
+            stack.extend(("ns", p) for p in parts)
+            if len(parts) > 1:
+                stack.append(("multi", len(parts)))
+            pending = None
+        elif token == "{":
+            if pending is not None:
+                yield ("def",) + pending
+            pending = None
+            stack.append(("body",))
+        elif token == "}":
+            if stack and stack[-1][0] == "multi":
+                del stack[len(stack) - 1 - stack[-1][1]:]
+            elif stack:
+                stack.pop()
+            pending = None
+        elif token == ";":
+            if pending is not None:
+                yield ("decl",) + pending
+            pending = None
+        else:
+            qualifier, name = m.group(2) or "", m.group(3)
+            namespace = tuple(e[1] for e in stack if e[0] == "ns")
+            if all(e[0] != "body" for e in stack):
+                if pending is None and name not in NOT_FUNCTIONS:
+                    pending = (name, namespace, qualifier, m.start())
+            elif name not in NOT_FUNCTIONS and not text[max(0, m.start() - 2):m.start()].endswith((".", "->")):
+                yield ("call", name, namespace, qualifier, m.start())
+
+
+def defines_own(text, name):
+    """Whether `text` declares something of its own called `name`: a variable
+    or parameter (`Type name =`), or a function or method (`Type name(`)."""
+    keyword = r"(?!(?:return|else|case|new|delete|throw|co_return)\b)"
+    return re.search(r"\b" + keyword + r"\w+[\s*&>]+" + name + r"\s*[=;),(]", text) is not None
+
+
+def check_public_calls(root):
+    """One message per call, in src/, to a public function that a layer the
+    caller may not use implements."""
+    public = set()
+    api = os.path.join(root, "include", "trainprof")
+    for f in sorted(os.listdir(api)) if os.path.isdir(api) else []:
+        if f.endswith(".h"):
+            text = code_only(open(os.path.join(api, f), encoding="utf-8").read())
+            public.update(n for kind, n, ns, q, _ in functions_in(text) if kind == "decl" and not q)
+    implemented, own_names, files = {}, {}, {}
+    for rel in source_files(root):
+        if not rel.startswith("src/") or not rel.endswith(SOURCE_SUFFIXES):
+            continue
+        layer = CHECKED.get("src/" + rel.split("/")[1])
+        text = code_only(open(os.path.join(root, rel), encoding="utf-8", errors="replace").read())
+        found = list(functions_in(text))
+        files[rel] = (layer, text, found)
+        for kind, name, ns, qualifier, _ in found:
+            if kind == "call" or name not in public:
+                continue
+            if (ns == ("trainprof",) and not qualifier) or (not ns and qualifier == "trainprof::"):
+                if kind == "def":
+                    implemented.setdefault(name, set()).add(layer)
+            elif not qualifier:
+                own_names.setdefault((layer, name), set()).add(ns)  # another namespace's function
+    problems = []
+    for rel, (layer, text, found) in sorted(files.items()):
+        may = (ALLOWED[layer] - {"api"}) | {layer}
+        for kind, name, ns, qualifier, at in found:
+            if kind != "call" or name not in implemented or implemented[name] & may:
+                continue
+            if qualifier not in ("", "trainprof::"):
+                continue
+            if not qualifier and (own_names.get((layer, name)) or defines_own(text, name)):
+                continue  # this layer's or this file's own function, or a variable, of that name
+            line = text.count("\n", 0, at) + 1
+            problems.append(f"{rel}:{line}: calls {name}(), which {' and '.join(sorted(implemented[name]))} "
+                            f"implements, but {layer} may use only: {', '.join(sorted(may))}")
+    return problems
+
+
+
 def plant(root, rel, text):
     """Writes `text` as the file `rel` of the scratch tree at `root`."""
     os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
@@ -401,6 +521,43 @@ def self_test_python_imports():
     return 0
 
 
+def self_test_public_calls():
+    """A call from exporter to a public function that pipeline implements must
+    fail, naming it; a member of the same name, another namespace's function
+    and a call from pipeline itself must not."""
+    with tempfile.TemporaryDirectory() as root:
+        write = functools.partial(plant, root)
+        write("include/trainprof/analyse.h",
+              "#pragma once\nnamespace trainprof {\nstruct Report { int runs = 0; };\n"
+              "std::vector<std::string> find_run_directories(const std::string& path);\n"
+              "Report analyse(const std::string& path, const Options& o = {});\n}  // namespace trainprof\n")
+        write("src/pipeline/run_directories.cc",
+              '#include "trainprof/analyse.h"\nnamespace trainprof {\n'
+              "std::vector<std::string> find_run_directories(const std::string& path) {\n  return {path};\n}\n"
+              "Report analyse(const std::string& path, const Options& o) {\n"
+              "  for (auto& r : find_run_directories(path)) {}\n  return Report{};\n}\n}  // namespace trainprof\n")
+        write("src/exporter/report.cc",
+              '#include "trainprof/analyse.h"\nnamespace trainprof::exporter {\n'
+              "class Writer {\n void analyse(int x) { if (x) { analyse(x - 1); } }\n};\n"
+              "std::string page(const std::string& path) {\n  Writer w;\n  w.analyse(1);\n"
+              "  return analysis::find_run_directories(path);\n}\n}  // namespace trainprof::exporter\n")
+        good = check_public_calls(root)
+        if good:
+            print("self-test: calls that keep the layers were refused:\n" + "\n".join(good))
+            return 1
+        write("src/exporter/report.cc",
+              '#include "trainprof/analyse.h"\nnamespace trainprof::exporter {\n'
+              "std::string page(const std::string& path) {\n"
+              "  // find_run_directories(path) in a comment is no call\n"
+              "  return find_run_directories(path).front();\n}\n}  // namespace trainprof::exporter\n")
+        if not reported(check_public_calls(root), "the call up the layers",
+                        "src/exporter/report.cc:5: calls find_run_directories(), which pipeline implements, "
+                        "but exporter may use only: analysis, base, exporter, raw"):
+            return 1
+    print("self-test: exporter's call to find_run_directories(), which pipeline implements, was caught")
+    return 0
+
+
 def self_test():
     """A scratch tree with one include the wrong way must fail, naming it."""
     with tempfile.TemporaryDirectory() as root:
@@ -420,7 +577,7 @@ def self_test():
                   f"  wanted: {want}\n  got:    {bad}")
             return 1
     print("self-test: the planted include raw -> core was caught, with its file and line")
-    return self_test_where() or self_test_python_imports()
+    return self_test_where() or self_test_python_imports() or self_test_public_calls()
 
 
 def main(argv):
@@ -431,6 +588,7 @@ def main(argv):
     problems += check_document(root)
     problems += check_where(root)
     problems += check_python_imports(root)
+    problems += check_public_calls(root)
     for p in problems:
         print(p)
     if problems:
@@ -438,7 +596,8 @@ def main(argv):
               "scripts/check_layers.py and docs/ARCHITECTURE.md, the files of src/ in its "
               f"'{WHERE_TITLE}'")
         return 1
-    print(f"include-direction check: every include goes one way ({known} known crossing(s) still listed), "
+    print(f"include-direction check: every include and every call of a public function goes one way "
+          f"({known} known crossing(s) still listed), "
           f"every file of src/, tools/, python/ and bench/ is named in docs/ARCHITECTURE.md "
           f"({len(source_files(root))} files), and the Python package's imports have no cycle "
           f"({len(python_imports(root))} modules)")
