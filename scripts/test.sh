@@ -11,6 +11,9 @@ jobs="$(nproc)"
 echo "=== [layers] include directions"
 python3 scripts/check_layers.py
 python3 scripts/check_layers.py --self-test
+echo "=== [functions] no function over 100 lines or 6 parameters"
+python3 scripts/check_functions.py
+python3 scripts/check_functions.py --self-test
 for preset in default asan tsan; do
   echo "=== [$preset] configure + build"
   cmake --preset "$preset" > /dev/null
