@@ -46,7 +46,6 @@ KNOWN_OVER = {
     ("src/exporter/cluster_trace.cc", "write_cluster_perfetto_trace"),
     ("src/pipeline/run_outputs.cc", "write_outputs"),
     ("src/pipeline/cluster_digest_spread.cc", "spread_digest"),
-    ("src/analysis/cluster.cc", "straggler_text"),
     ("src/pipeline/cluster_run.cc", "write_rank_tables_spread"),
     ("src/raw/raw_reader.cc", "read_bytes"),
     ("src/pipeline/run_outputs.cc", "write_memory_outputs"),

@@ -672,21 +672,11 @@ std::string outside_function_list(const std::vector<std::pair<std::string, uint6
   return out;
 }
 
-std::string straggler_text(const StragglerReport& r) {
-  std::string out = "Cluster: " + std::to_string(r.ranks.size()) + " of " + std::to_string(r.world_size) +
-                    " ranks, " + std::to_string(r.matched) + " collectives matched across their groups";
-  if (r.unmatched > 0) out += ", " + std::to_string(r.unmatched) + " recorded by some members only";
-  out += ".\n";
-  if (!r.world_sizes.empty()) {
-    out += "Two jobs? The runs disagree on the world's size:";
-    for (const auto& [size, ranks] : r.world_sizes) {
-      out += " " + std::to_string(size) + " (rank(s) " +
-             step_ranges(std::vector<int64_t>(ranks.begin(), ranks.end())) + ")";
-    }
-    out +=
-        "; collectives match only within one job's groups, and the missing ranks are counted in the "
-        "largest.\n";
-  }
+namespace {
+
+// The ranks missing, ended abnormally or early (straggler_text).
+std::string ranks_text(const StragglerReport& r) {
+  std::string out;
   if (!r.missing_ranks.empty()) {
     std::vector<int64_t> missing(r.missing_ranks.begin(), r.missing_ranks.end());
     out += "Missing: rank(s) " + step_ranges(missing) +
@@ -707,6 +697,12 @@ std::string straggler_text(const StragglerReport& r) {
            std::to_string(e.last) + " of its group, the others reach #" + std::to_string(e.group_last) +
            ").\n";
   }
+  return out;
+}
+
+// How the ranks' clocks were aligned, and the ranks whose alignment failed.
+std::string clocks_text(const StragglerReport& r) {
+  std::string out;
   if (r.clocks_aligned) {
     char text[160];
     std::snprintf(text, sizeof(text),
@@ -729,8 +725,12 @@ std::string straggler_text(const StragglerReport& r) {
     out += "  ... and " + std::to_string(r.clock_problems.size() - kProblemsShown) +
            " more rank(s) with a clock exchange unfinished or failed.\n";
   }
-  out += r.numbering;
-  out += "Waiting at collectives, all ranks: " + ms_from_ns(static_cast<double>(r.total_wait_ns)) + ".\n";
+  return out;
+}
+
+// Who the straggler is and why, or why none is named.
+std::string verdict_text(const StragglerReport& r) {
+  std::string out;
   if (r.withheld_straggler >= 0) {
     out += "No straggler named: rank " + std::to_string(r.withheld_straggler) +
            " accounts for most of the waiting, but rank(s) " +
@@ -771,7 +771,29 @@ std::string straggler_text(const StragglerReport& r) {
              "'s time outside operators, per step: " + outside_function_list(r.straggler_outside_functions) +
              ".\n";
   }
-  return out + rank_table(r.per_rank);
+  return out;
+}
+
+}  // namespace
+
+std::string straggler_text(const StragglerReport& r) {
+  std::string out = "Cluster: " + std::to_string(r.ranks.size()) + " of " + std::to_string(r.world_size) +
+                    " ranks, " + std::to_string(r.matched) + " collectives matched across their groups";
+  if (r.unmatched > 0) out += ", " + std::to_string(r.unmatched) + " recorded by some members only";
+  out += ".\n";
+  if (!r.world_sizes.empty()) {
+    out += "Two jobs? The runs disagree on the world's size:";
+    for (const auto& [size, ranks] : r.world_sizes) {
+      out += " " + std::to_string(size) + " (rank(s) " +
+             step_ranges(std::vector<int64_t>(ranks.begin(), ranks.end())) + ")";
+    }
+    out +=
+        "; collectives match only within one job's groups, and the missing ranks are counted in the "
+        "largest.\n";
+  }
+  out += ranks_text(r) + clocks_text(r) + r.numbering;
+  out += "Waiting at collectives, all ranks: " + ms_from_ns(static_cast<double>(r.total_wait_ns)) + ".\n";
+  return out + verdict_text(r) + rank_table(r.per_rank);
 }
 
 std::string rank_table(const std::vector<RankWaits>& per_rank) {
