@@ -49,7 +49,6 @@ KNOWN_OVER = {
     ("src/pipeline/cluster_run.cc", "write_rank_tables_spread"),
     ("src/raw/raw_reader.cc", "read_bytes"),
     ("src/pipeline/run_outputs.cc", "write_memory_outputs"),
-    ("src/exporter/perfetto_trace.cc", "slice_packet"),
     ("src/pipeline/run_info.cc", "output_info"),
     ("src/exporter/chrome_trace.cc", "metadata"),
     ("src/collectors/mpi/mpi_collector.cc", "point_to_point"),

@@ -249,12 +249,21 @@ struct PerfettoTraceWriter::State {
     return uuid;
   }
 
-  // One slice packet on `s` at `ts` (ns since base): a begin with its name
-  // (interned on first use) and flows, or an end. The packet is encoded
-  // where it stays (PendingPackets): the packet and its event are each under
-  // 128 bytes, so each length is one varint byte, written after them.
-  void slice_packet(const TraceModel& m, Sequence& s, uint64_t ts, bool begin, uint32_t name,
-                    uint64_t flow_out, uint64_t flow_in) {
+  // A slice's begin (with its name and flows) or end, at `ts` ns since base.
+  struct SliceEvent {
+    uint64_t ts;
+    bool begin;
+    uint32_t name;
+    uint64_t flow_out;
+    uint64_t flow_in;
+  };
+
+  // One slice packet on `s`: a begin with its name (interned on first use)
+  // and flows, or an end. The packet is encoded where it stays
+  // (PendingPackets): the packet and its event are each under 128 bytes,
+  // so each length is one varint byte, written after them.
+  void slice_packet(const TraceModel& m, Sequence& s, const SliceEvent& slice) {
+    auto [ts, begin, name, flow_out, flow_in] = slice;
     static_assert((kTracePacket << 3 | kBytes) < 128 && (packet::kTrackEvent << 3 | kBytes) < 128,
                   "one-byte tags");
     uint8_t local[PendingPackets::kSmall];
@@ -296,7 +305,7 @@ struct PerfettoTraceWriter::State {
 
   void end_until(const TraceModel& m, Sequence& s, uint64_t until) {
     while (!s.open_ends.empty() && s.open_ends.back() <= until) {
-      slice_packet(m, s, s.open_ends.back(), false, 0, 0, 0);
+      slice_packet(m, s, {s.open_ends.back(), false, 0, 0, 0});
       s.open_ends.pop_back();
     }
   }
@@ -313,7 +322,7 @@ struct PerfettoTraceWriter::State {
         ++result.clamped_slices;
       }
       uint64_t out = take(flow_starts, t.tid, sl.start_ns), in = take(flow_ends, t.tid, sl.start_ns);
-      slice_packet(m, s, start, true, m.name_id(sl), out, in);
+      slice_packet(m, s, {start, true, m.name_id(sl), out, in});
       s.open_ends.push_back(end);
       ++result.slices;
     }
