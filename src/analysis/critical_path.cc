@@ -201,13 +201,25 @@ class PathWalk {
   const PathGraph& g_;
   const TraceModel& m_;
   int64_t step_ = 0;
+  // Where the last look on hint_tid_'s ranges and special times ended: the
+  // walk goes back in time, mostly on one thread (last_before_near).
+  struct Hint {
+    size_t range = 0;
+    size_t special = 0;
+  };
+  uint32_t hint_tid_ = 0;
+  Hint hint_;
   std::vector<PathSegment> segments_;  // the step's, last first
 };
 
 uint64_t PathWalk::back_on_host(uint32_t tid, uint64_t t, uint64_t floor, bool step_thread, Place* place) {
   const auto& ranges = g_.ranges_of(tid);
   const auto& specials = g_.specials_of(tid);
-  const SpecialTime* special = last_before(specials, t);
+  if (tid != hint_tid_) {
+    hint_ = Hint{};
+    hint_tid_ = tid;
+  }
+  const SpecialTime* special = last_before_near(specials, t, &hint_.special);
   if (special != nullptr && special->end_ns >= t) {  // inside it
     uint64_t begin = std::max(special->start_ns, floor);
     if (special->kind == PathKind::kSync && special->device >= 0) {
@@ -223,7 +235,7 @@ uint64_t PathWalk::back_on_host(uint32_t tid, uint64_t t, uint64_t floor, bool s
   }
   // Where the last special time before `t` ended bounds what comes after it.
   uint64_t after_special = special != nullptr ? special->end_ns : 0;
-  const CriticalPathAccumulator::Range* range = last_before(ranges, t);
+  const CriticalPathAccumulator::Range* range = last_before_near(ranges, t, &hint_.range);
   if (range != nullptr && range->end_ns >= t) {
     uint64_t begin = std::max({range->start_ns, after_special, floor});
     emit(range->data_wait ? PathKind::kDataWait : PathKind::kHost, range->name, tid, nullptr, begin, t);

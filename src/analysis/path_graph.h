@@ -7,6 +7,7 @@
 #ifndef TRAINPROF_ANALYSIS_PATH_GRAPH_H_
 #define TRAINPROF_ANALYSIS_PATH_GRAPH_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string_view>
@@ -51,6 +52,27 @@ const T* last_before(const std::vector<T>& v, uint64_t t) {
     }
   }
   return lo == 0 ? nullptr : &v[lo - 1];
+}
+
+// last_before for a walk that moves back in time: `*hint` (one past the
+// element found last time, 0 at first) is looked at, and a few elements
+// before it, before a binary search; updated to one past the answer. The
+// answer is last_before's: the one place where the elements before `t` end.
+template <typename T>
+const T* last_before_near(const std::vector<T>& v, uint64_t t, size_t* hint) {
+  size_t at = std::min(*hint, v.size());
+  for (int tries = 0; tries < 4; ++tries) {
+    bool none_later = at == v.size() || v[at].start_ns >= t;  // v[at..] start at or after t
+    if (!none_later) break;                                   // t moved forward: search
+    if (at == 0 || v[at - 1].start_ns < t) {
+      *hint = at;
+      return at == 0 ? nullptr : &v[at - 1];
+    }
+    --at;
+  }
+  const T* found = last_before(v, t);
+  *hint = found == nullptr ? 0 : static_cast<size_t>(found - v.data()) + 1;
+  return found;
 }
 
 // Built once the scan is complete; reads the ranges as the accumulator
