@@ -1364,7 +1364,10 @@ TEST(CallEvents, AnOnlyChildOfTheSameNameIsPartOfItsParent) {
       spin_one_microsecond();
       report_memory(uint64_t{4} << 40, 64, total += 64);
       spin_one_microsecond();
-      op("leaf", [&] { report_memory((uint64_t{4} << 40) + 64, 32, total += 32); });
+      op("leaf", [&] {
+        spin_one_microsecond();  // strictly inside the leaf: a report at its very start may tie with it
+        report_memory((uint64_t{4} << 40) + 64, 32, total += 32);
+      });
       spin_one_microsecond();
     });
     spin_one_microsecond();
