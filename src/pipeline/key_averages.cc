@@ -13,6 +13,7 @@
 #include "analysis/passes.h"
 #include "analysis/run_loader.h"
 #include "analysis/trace_model.h"
+#include "pipeline/key_average_merge.h"
 #include "trainprof/analyse.h"
 
 namespace trainprof {
@@ -26,23 +27,6 @@ std::string innermost_frames(std::string_view stack, int n) {
     if (end == std::string_view::npos) return std::string(stack);
   }
   return std::string(stack.substr(0, end));
-}
-
-void merge_row(KeyAverage& into, const KeyAverage& row) {
-  if (into.count == 0 || row.first_start_ns < into.first_start_ns) {
-    into.first_start_ns = row.first_start_ns;
-    into.first_parent = row.first_parent;
-  }
-  into.count += row.count;
-  into.total_ns += row.total_ns;
-  into.self_ns += row.self_ns;
-  into.device_total_ns += row.device_total_ns;
-  into.device_self_ns += row.device_self_ns;
-  into.flops += row.flops;
-  into.cpu_memory += row.cpu_memory;
-  into.self_cpu_memory += row.self_cpu_memory;
-  into.device_memory += row.device_memory;
-  into.self_device_memory += row.self_device_memory;
 }
 
 // One call as a row of its own.
@@ -84,7 +68,7 @@ std::vector<KeyAverage> group_keys(const analysis::TraceModel& m, std::vector<Ke
       group.stack = std::move(stack);
       group.is_operator = key.is_op;
     }
-    merge_row(group, row);
+    pipeline::merge_key_average(group, row);
   }
   std::vector<KeyAverage> rows;
   rows.reserve(by_group.size() + 1);
@@ -111,7 +95,7 @@ KeyAverages key_averages(const std::string& run_dir, const KeyAveragesOptions& o
   memory_only.name = "[memory]";
   auto sum = [&](const analysis::WalkedCall& c) {
     if (c.key == analysis::kMemoryOnlyKey) {
-      merge_row(memory_only, row_of(c));
+      pipeline::merge_key_average(memory_only, row_of(c));
       return;
     }
     if (c.key >= by_key.size()) {
@@ -120,7 +104,7 @@ KeyAverages key_averages(const std::string& run_dir, const KeyAveragesOptions& o
     }
     KeyAverage& row = by_key[c.key];
     if (row.count == 0 || c.start_ns < row.first_start_ns) first_parent_key[c.key] = c.parent_key;
-    merge_row(row, row_of(c));
+    pipeline::merge_key_average(row, row_of(c));
   };
   analysis::CallWalk walk(model, {sum, nullptr, nullptr}, {.include_steps = options.include_steps});
   auto add = [&](analysis::TraceModel& m, const analysis::Window&) { walk.add_window(m); };
@@ -136,4 +120,24 @@ KeyAverages key_averages(const std::string& run_dir, const KeyAveragesOptions& o
   return out;
 }
 
+namespace pipeline {
+
+void merge_key_average(KeyAverage& into, const KeyAverage& row) {
+  if (into.count == 0 || row.first_start_ns < into.first_start_ns) {
+    into.first_start_ns = row.first_start_ns;
+    into.first_parent = row.first_parent;
+  }
+  into.count += row.count;
+  into.total_ns += row.total_ns;
+  into.self_ns += row.self_ns;
+  into.device_total_ns += row.device_total_ns;
+  into.device_self_ns += row.device_self_ns;
+  into.flops += row.flops;
+  into.cpu_memory += row.cpu_memory;
+  into.self_cpu_memory += row.self_cpu_memory;
+  into.device_memory += row.device_memory;
+  into.self_device_memory += row.self_device_memory;
+}
+
+}  // namespace pipeline
 }  // namespace trainprof
