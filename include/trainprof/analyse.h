@@ -59,7 +59,9 @@ struct AnalyseOptions {
   // The analysis holds about this many slices (ranges and operators, 16
   // bytes each) at a time: it reads the raw data once to plan windows of
   // time, then again window by window (docs/ARCHITECTURE.md). 0 holds the
-  // whole run at once. Outputs do not depend on it.
+  // whole run at once. The tables and trace_view.json do not depend on it;
+  // trace_view.pftrace and trainprof.db hold the same slices in another
+  // order (packets written thread by thread per window; row ids).
   uint64_t window_slices = 1u << 20;
   // After a successful analysis, also name the run's trace where
   // TensorBoard's profiler plugin and HTA look for it: a hard link
