@@ -37,7 +37,6 @@ FIXED_SIGNATURES = [
 # that it is taken off.
 KNOWN_OVER = {
     ("src/pipeline/cluster_spread.cc", "spread_match"),
-    ("src/exporter/database.cc", "finish"),
     ("src/pipeline/cluster_run.cc", "conclude"),
     ("src/core/option_table.cc", "make_table"),
     ("src/core/raw_encoder.cc", "events"),

@@ -222,6 +222,266 @@ uint64_t write_gpu_activity(sqlite3* db, std::string* error, const analysis::Tra
   return rows;
 }
 
+// Where finish() writes the tables after the slices: the database, its first
+// error, the model, the steps by start, the realtime offset, the rows written.
+struct Tables {
+  sqlite3* db;
+  std::string* error;
+  const analysis::TraceModel& m;
+  const std::vector<analysis::StepWindow>& by_start;
+  int64_t offset;
+  uint64_t rows = 0;
+};
+
+// strings: every name id and its text.
+void write_strings(Tables& t) {
+  Statement s(t.db, "INSERT INTO strings(id, value) VALUES (?, ?)", t.error);
+  for (size_t i = 0; i < t.m.strings.size() && t.error->empty(); ++i) {
+    s.bind(1, static_cast<int64_t>(i)).bind(2, t.m.strings[i]).step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
+// operator_inputs: what operators were called with.
+void write_operator_inputs(Tables& t) {
+  // What operators were called with (record_shapes, with_stack, with_modules,
+  // with_flops), once per distinct combination.
+  std::set<uint32_t> inputs;
+  for (const analysis::SliceKey& k : t.m.keys) {
+    if (k.inputs != 0) inputs.insert(k.inputs);
+  }
+  Statement s(t.db, "INSERT INTO operator_inputs VALUES (?, ?, ?, ?, ?, ?)", t.error);
+  for (uint32_t id : inputs) {
+    auto stack = t.m.call_stacks.find(id);
+    s.bind(1, static_cast<int64_t>(id));
+    s.bind_text_or_null(2, analysis::input_dims(t.m, id)).bind_text_or_null(3, analysis::input_types(t.m, id));
+    uint64_t flops = analysis::input_flops(t.m, id);
+    if (flops > 0) {
+      s.bind(4, i64(flops));
+    } else {
+      s.bind_null(4);
+    }
+    s.bind_text_or_null(
+         5, stack != t.m.call_stacks.end() ? std::string_view(stack->second) : analysis::input_stack(t.m, id))
+        .bind_text_or_null(6, analysis::input_module(t.m, id))
+        .step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
+// threads: every thread with records, named where known.
+void write_threads(Tables& t) {
+  // Every thread with slices or other records, named where its name is known.
+  std::map<uint32_t, std::string> threads = t.m.thread_names;
+  for (const analysis::SliceKey& k : t.m.keys) threads.emplace(k.tid, "");
+  for (const analysis::MemoryRecord& r : t.m.memory) threads.emplace(r.tid, "");
+  for (const analysis::DataStageSlice& r : t.m.data_stages) threads.emplace(r.tid, "");
+  for (const analysis::CommCall& r : t.m.comm_calls) threads.emplace(r.tid, "");
+  for (const analysis::GpuActivity& a : t.m.gpu) {
+    if (a.kind == raw::EventKind::kGpuApi && a.thread != 0) threads.emplace(a.thread, "");
+  }
+  Statement s(t.db, "INSERT INTO threads(tid, name) VALUES (?, ?)", t.error);
+  for (const auto& [tid, name] : threads) {
+    s.bind(1, static_cast<int64_t>(tid));
+    if (name.empty()) {
+      s.bind_null(2);
+    } else {
+      s.bind(2, name);
+    }
+    s.step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
+// steps: each step's window and its step_trace_time.csv breakdown.
+void write_steps(Tables& t, const std::vector<analysis::StepTraceRow>& rows) {
+  // OR IGNORE: a damaged run may number two steps alike (the first is kept),
+  // and the database must not fail the analysis over it.
+  std::map<int64_t, const analysis::StepTraceRow*> row_of;
+  for (const analysis::StepTraceRow& r : rows) row_of[r.step] = &r;
+  Statement s(t.db, "INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", t.error);
+  for (const analysis::StepWindow& w : t.m.steps) {
+    analysis::StepTraceRow r;
+    if (auto it = row_of.find(w.number); it != row_of.end()) r = *it->second;
+    s.bind(1, w.number)
+        .bind(2, static_cast<int64_t>(w.start_ns) + t.offset)
+        .bind(3, static_cast<int64_t>(w.end_ns) + t.offset)
+        .bind(4, i64(r.computing_ns))
+        .bind(5, i64(r.communication_not_overlapped_ns))
+        .bind(6, i64(r.overlapped_ns))
+        .bind(7, i64(r.communication_ns))
+        .bind(8, i64(r.free_ns))
+        .bind(9, i64(r.stage_ns))
+        .bind(10, i64(r.bubble_ns))
+        .bind(11, i64(r.communication_not_overlapped_exclude_receive_ns))
+        .bind(12, i64(r.preparing_ns))
+        .bind(13, i64(r.data_wait_ns))
+        .step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
+// operator_statistics: op_statistic.csv's rows.
+void write_operator_statistics(Tables& t, const std::vector<analysis::OpStatisticRow>& operators) {
+  Statement s(t.db, "INSERT OR IGNORE INTO operator_statistics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", t.error);
+  for (const analysis::OpStatisticRow& r : operators) {
+    s.bind(1, r.name)
+        .bind(2, i64(r.count))
+        .bind(3, i64(r.total_ns))
+        .bind(4, i64(r.min_ns))
+        .bind(5, i64(r.max_ns))
+        .bind(6, i64(r.self_ns))
+        .bind(7, r.ratio_percent)
+        .bind(8, i64(r.flops))
+        .bind(9, r.core_type)
+        .step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
+// memory: each report, its operator and step.
+void write_memory(Tables& t, const std::vector<uint32_t>& memory_operators) {
+  Statement s(t.db,
+              "INSERT INTO memory(ts_ns, tid, address, bytes, total_allocated, total_reserved, device, "
+              "operator_id, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+              t.error);
+  for (size_t i = 0; i < t.m.memory.size() && t.error->empty(); ++i) {
+    const analysis::MemoryRecord& r = t.m.memory[i];
+    uint32_t op = i < memory_operators.size() ? memory_operators[i] : 0;
+    s.bind(1, static_cast<int64_t>(r.ts_ns) + t.offset)
+        .bind(2, static_cast<int64_t>(r.tid))
+        .bind(3, static_cast<int64_t>(r.address))
+        .bind(4, r.bytes)
+        .bind(5, i64(r.total_allocated))
+        .bind(6, i64(r.total_reserved))
+        .bind(7, static_cast<int64_t>(r.device));
+    if (op != 0) {
+      s.bind(8, static_cast<int64_t>(op));
+    } else {
+      s.bind_null(8);
+    }
+    bind_step(s, 9, step_at(t.by_start, r.ts_ns));
+    s.step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
+// data_stages: the data pipeline's stages.
+void write_data_stages(Tables& t) {
+  Statement s(t.db,
+              "INSERT INTO data_stages(start_ns, end_ns, tid, operation_id, stage_id, custom_info_id, step) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?)",
+              t.error);
+  for (const analysis::DataStageSlice& r : t.m.data_stages) {
+    s.bind(1, static_cast<int64_t>(r.start_ns) + t.offset)
+        .bind(2, static_cast<int64_t>(r.start_ns + r.dur_ns) + t.offset)
+        .bind(3, static_cast<int64_t>(r.tid))
+        .bind(4, static_cast<int64_t>(r.operation))
+        .bind(5, static_cast<int64_t>(r.stage));
+    if (r.custom_info != 0) {
+      s.bind(6, static_cast<int64_t>(r.custom_info));
+    } else {
+      s.bind_null(6);
+    }
+    bind_step(s, 7, step_at(t.by_start, r.start_ns));
+    s.step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
+// communication_groups and communication: the groups and each call.
+void write_communication(Tables& t) {
+  Statement g(t.db, "INSERT OR IGNORE INTO communication_groups VALUES (?, ?, ?)", t.error);
+  for (const analysis::CommGroup& group : t.m.comm_groups) {
+    std::string ranks;
+    for (int32_t r : group.world_ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    g.bind(1, static_cast<int64_t>(group.name)).bind(2, ranks).bind(3, group.origin).step(t.db, t.error);
+    ++t.rows;
+  }
+  Statement s(t.db,
+              "INSERT INTO communication(start_ns, end_ns, tid, name_id, group_id, flags, sequence, bytes, "
+              "peer, tag, step, algorithm_id, protocol_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+              t.error);
+  for (const analysis::CommCall& c : t.m.comm_calls) {
+    s.bind(1, static_cast<int64_t>(c.start_ns) + t.offset)
+        .bind(2, static_cast<int64_t>(c.end_ns) + t.offset)
+        .bind(3, static_cast<int64_t>(c.tid))
+        .bind(4, static_cast<int64_t>(c.name));
+    if (c.group != 0) {
+      s.bind(5, static_cast<int64_t>(c.group));
+    } else {
+      s.bind_null(5);
+    }
+    s.bind(6, static_cast<int64_t>(c.flags));
+    if (c.sequence >= 0) {
+      s.bind(7, c.sequence);
+    } else {
+      s.bind_null(7);
+    }
+    s.bind(8, i64(c.bytes)).bind(9, static_cast<int64_t>(c.peer)).bind(10, static_cast<int64_t>(c.tag));
+    bind_step(s, 11, step_at(t.by_start, c.start_ns));
+    s.bind_or_null(12, c.algorithm != 0, c.algorithm).bind_or_null(13, c.protocol != 0, c.protocol);
+    s.step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
+// stack_samples: every look of the Python sampler.
+void write_stack_samples(Tables& t) {
+  // Every look of the Python sampler: its stack (innermost frame first),
+  // the span it stands for and the part of it outside operators.
+  Statement s(t.db,
+              "INSERT INTO stack_samples(start_ns, end_ns, tid, stack_id, cpu_wait_ns, outside_ns, step) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?)",
+              t.error);
+  for (const analysis::StackSample& r : t.m.stack_samples) {
+    if (!t.error->empty()) break;
+    s.bind(1, static_cast<int64_t>(r.start_ns) + t.offset)
+        .bind(2, static_cast<int64_t>(r.end_ns) + t.offset)
+        .bind(3, static_cast<int64_t>(r.tid))
+        .bind(4, static_cast<int64_t>(r.stack))
+        .bind(5, i64(r.cpu_wait_ns))
+        .bind(6, i64(r.outside_ns));
+    bind_step(s, 7, step_at(t.by_start, r.end_ns > 0 ? r.end_ns - 1 : 0));
+    s.step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
+// python_outside_operators: python_outside_operators.csv's rows.
+void write_python_outside(Tables& t, const analysis::OutsideOperators& outside) {
+  // python_outside_operators.csv's rows.
+  Statement s(t.db, "INSERT INTO python_outside_operators VALUES (?, ?, ?, ?, ?, ?)", t.error);
+  for (const auto& [step, functions] : outside.by_step) {
+    for (const analysis::OutsideFunction& f : functions) {
+      s.bind(1, step)
+          .bind(2, f.function)
+          .bind(3, f.file)
+          .bind(4, static_cast<int64_t>(f.line))
+          .bind(5, static_cast<int64_t>(f.input ? 1 : 0))
+          .bind(6, i64(f.ns))
+          .step(t.db, t.error);
+      ++t.rows;
+    }
+  }
+}
+
+// run_info: the run's facts and its profiler_info.json.
+void write_run_info(Tables& t, const std::string& run_info_json) {
+  Statement s(t.db, "INSERT INTO run_info VALUES (?, ?)", t.error);
+  for (const auto& [key, value] : {std::pair<const char*, std::string>{"rank", std::to_string(t.m.rank)},
+                                   {"world_size", std::to_string(t.m.world_size)},
+                                   {"host", t.m.host},
+                                   {"pid", std::to_string(t.m.pid)},
+                                   {"stop_reason", t.m.stop_reason},
+                                   {"closed_cleanly", t.m.closed_cleanly ? "1" : "0"},
+                                   {"events", std::to_string(t.m.event_count)},
+                                   {"profiler_info", run_info_json}}) {
+    s.bind(1, key).bind(2, value).step(t.db, t.error);
+    ++t.rows;
+  }
+}
+
 }  // namespace
 
 void DatabaseWriter::add_window(const analysis::TraceModel& m) {
@@ -269,241 +529,20 @@ std::string DatabaseWriter::finish(const analysis::TraceModel& m,
   d.insert_slices.reset();
   int64_t offset = m.realtime_offset_ns;
   std::vector<analysis::StepWindow> by_start = analysis::steps_by_start(m.steps);
-  {
-    Statement s(d.file.db(), "INSERT INTO strings(id, value) VALUES (?, ?)", &d.file.error());
-    for (size_t i = 0; i < m.strings.size() && d.file.error().empty(); ++i) {
-      s.bind(1, static_cast<int64_t>(i)).bind(2, m.strings[i]).step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
-  {
-    // What operators were called with (record_shapes, with_stack, with_modules,
-    // with_flops), once per distinct combination.
-    std::set<uint32_t> inputs;
-    for (const analysis::SliceKey& k : m.keys) {
-      if (k.inputs != 0) inputs.insert(k.inputs);
-    }
-    Statement s(d.file.db(), "INSERT INTO operator_inputs VALUES (?, ?, ?, ?, ?, ?)", &d.file.error());
-    for (uint32_t id : inputs) {
-      auto stack = m.call_stacks.find(id);
-      s.bind(1, static_cast<int64_t>(id));
-      s.bind_text_or_null(2, analysis::input_dims(m, id)).bind_text_or_null(3, analysis::input_types(m, id));
-      uint64_t flops = analysis::input_flops(m, id);
-      if (flops > 0) {
-        s.bind(4, i64(flops));
-      } else {
-        s.bind_null(4);
-      }
-      s.bind_text_or_null(
-           5, stack != m.call_stacks.end() ? std::string_view(stack->second) : analysis::input_stack(m, id))
-          .bind_text_or_null(6, analysis::input_module(m, id))
-          .step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
-  {
-    // Every thread with slices or other records, named where its name is known.
-    std::map<uint32_t, std::string> threads = m.thread_names;
-    for (const analysis::SliceKey& k : m.keys) threads.emplace(k.tid, "");
-    for (const analysis::MemoryRecord& r : m.memory) threads.emplace(r.tid, "");
-    for (const analysis::DataStageSlice& r : m.data_stages) threads.emplace(r.tid, "");
-    for (const analysis::CommCall& r : m.comm_calls) threads.emplace(r.tid, "");
-    for (const analysis::GpuActivity& a : m.gpu) {
-      if (a.kind == raw::EventKind::kGpuApi && a.thread != 0) threads.emplace(a.thread, "");
-    }
-    Statement s(d.file.db(), "INSERT INTO threads(tid, name) VALUES (?, ?)", &d.file.error());
-    for (const auto& [tid, name] : threads) {
-      s.bind(1, static_cast<int64_t>(tid));
-      if (name.empty()) {
-        s.bind_null(2);
-      } else {
-        s.bind(2, name);
-      }
-      s.step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
-  {
-    // OR IGNORE: a damaged run may number two steps alike (the first is kept),
-    // and the database must not fail the analysis over it.
-    std::map<int64_t, const analysis::StepTraceRow*> row_of;
-    for (const analysis::StepTraceRow& r : rows) row_of[r.step] = &r;
-    Statement s(d.file.db(), "INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &d.file.error());
-    for (const analysis::StepWindow& w : m.steps) {
-      analysis::StepTraceRow r;
-      if (auto it = row_of.find(w.number); it != row_of.end()) r = *it->second;
-      s.bind(1, w.number)
-          .bind(2, static_cast<int64_t>(w.start_ns) + offset)
-          .bind(3, static_cast<int64_t>(w.end_ns) + offset)
-          .bind(4, i64(r.computing_ns))
-          .bind(5, i64(r.communication_not_overlapped_ns))
-          .bind(6, i64(r.overlapped_ns))
-          .bind(7, i64(r.communication_ns))
-          .bind(8, i64(r.free_ns))
-          .bind(9, i64(r.stage_ns))
-          .bind(10, i64(r.bubble_ns))
-          .bind(11, i64(r.communication_not_overlapped_exclude_receive_ns))
-          .bind(12, i64(r.preparing_ns))
-          .bind(13, i64(r.data_wait_ns))
-          .step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
-  {
-    Statement s(d.file.db(), "INSERT OR IGNORE INTO operator_statistics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &d.file.error());
-    for (const analysis::OpStatisticRow& r : operators) {
-      s.bind(1, r.name)
-          .bind(2, i64(r.count))
-          .bind(3, i64(r.total_ns))
-          .bind(4, i64(r.min_ns))
-          .bind(5, i64(r.max_ns))
-          .bind(6, i64(r.self_ns))
-          .bind(7, r.ratio_percent)
-          .bind(8, i64(r.flops))
-          .bind(9, r.core_type)
-          .step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
-  {
-    Statement s(d.file.db(),
-                "INSERT INTO memory(ts_ns, tid, address, bytes, total_allocated, total_reserved, device, "
-                "operator_id, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &d.file.error());
-    for (size_t i = 0; i < m.memory.size() && d.file.error().empty(); ++i) {
-      const analysis::MemoryRecord& r = m.memory[i];
-      uint32_t op = i < memory_operators.size() ? memory_operators[i] : 0;
-      s.bind(1, static_cast<int64_t>(r.ts_ns) + offset)
-          .bind(2, static_cast<int64_t>(r.tid))
-          .bind(3, static_cast<int64_t>(r.address))
-          .bind(4, r.bytes)
-          .bind(5, i64(r.total_allocated))
-          .bind(6, i64(r.total_reserved))
-          .bind(7, static_cast<int64_t>(r.device));
-      if (op != 0) {
-        s.bind(8, static_cast<int64_t>(op));
-      } else {
-        s.bind_null(8);
-      }
-      bind_step(s, 9, step_at(by_start, r.ts_ns));
-      s.step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
-  {
-    Statement s(
-        d.file.db(),
-        "INSERT INTO data_stages(start_ns, end_ns, tid, operation_id, stage_id, custom_info_id, step) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        &d.file.error());
-    for (const analysis::DataStageSlice& r : m.data_stages) {
-      s.bind(1, static_cast<int64_t>(r.start_ns) + offset)
-          .bind(2, static_cast<int64_t>(r.start_ns + r.dur_ns) + offset)
-          .bind(3, static_cast<int64_t>(r.tid))
-          .bind(4, static_cast<int64_t>(r.operation))
-          .bind(5, static_cast<int64_t>(r.stage));
-      if (r.custom_info != 0) {
-        s.bind(6, static_cast<int64_t>(r.custom_info));
-      } else {
-        s.bind_null(6);
-      }
-      bind_step(s, 7, step_at(by_start, r.start_ns));
-      s.step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
-  {
-    Statement g(d.file.db(), "INSERT OR IGNORE INTO communication_groups VALUES (?, ?, ?)", &d.file.error());
-    for (const analysis::CommGroup& group : m.comm_groups) {
-      std::string ranks;
-      for (int32_t r : group.world_ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-      g.bind(1, static_cast<int64_t>(group.name))
-          .bind(2, ranks)
-          .bind(3, group.origin)
-          .step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-    Statement s(d.file.db(),
-                "INSERT INTO communication(start_ns, end_ns, tid, name_id, group_id, flags, sequence, bytes, "
-                "peer, tag, step, algorithm_id, protocol_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &d.file.error());
-    for (const analysis::CommCall& c : m.comm_calls) {
-      s.bind(1, static_cast<int64_t>(c.start_ns) + offset)
-          .bind(2, static_cast<int64_t>(c.end_ns) + offset)
-          .bind(3, static_cast<int64_t>(c.tid))
-          .bind(4, static_cast<int64_t>(c.name));
-      if (c.group != 0) {
-        s.bind(5, static_cast<int64_t>(c.group));
-      } else {
-        s.bind_null(5);
-      }
-      s.bind(6, static_cast<int64_t>(c.flags));
-      if (c.sequence >= 0) {
-        s.bind(7, c.sequence);
-      } else {
-        s.bind_null(7);
-      }
-      s.bind(8, i64(c.bytes)).bind(9, static_cast<int64_t>(c.peer)).bind(10, static_cast<int64_t>(c.tag));
-      bind_step(s, 11, step_at(by_start, c.start_ns));
-      s.bind_or_null(12, c.algorithm != 0, c.algorithm).bind_or_null(13, c.protocol != 0, c.protocol);
-      s.step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
-  rows_ += write_gpu_activity(d.file.db(), &d.file.error(), m, by_start);
-  {
-    // Every look of the Python sampler: its stack (innermost frame first),
-    // the span it stands for and the part of it outside operators.
-    Statement s(d.file.db(),
-                "INSERT INTO stack_samples(start_ns, end_ns, tid, stack_id, cpu_wait_ns, outside_ns, step) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                &d.file.error());
-    for (const analysis::StackSample& r : m.stack_samples) {
-      if (!d.file.error().empty()) break;
-      s.bind(1, static_cast<int64_t>(r.start_ns) + offset)
-          .bind(2, static_cast<int64_t>(r.end_ns) + offset)
-          .bind(3, static_cast<int64_t>(r.tid))
-          .bind(4, static_cast<int64_t>(r.stack))
-          .bind(5, i64(r.cpu_wait_ns))
-          .bind(6, i64(r.outside_ns));
-      bind_step(s, 7, step_at(by_start, r.end_ns > 0 ? r.end_ns - 1 : 0));
-      s.step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
-  if (outside != nullptr) {
-    // python_outside_operators.csv's rows.
-    Statement s(d.file.db(), "INSERT INTO python_outside_operators VALUES (?, ?, ?, ?, ?, ?)",
-                &d.file.error());
-    for (const auto& [step, functions] : outside->by_step) {
-      for (const analysis::OutsideFunction& f : functions) {
-        s.bind(1, step)
-            .bind(2, f.function)
-            .bind(3, f.file)
-            .bind(4, static_cast<int64_t>(f.line))
-            .bind(5, static_cast<int64_t>(f.input ? 1 : 0))
-            .bind(6, i64(f.ns))
-            .step(d.file.db(), &d.file.error());
-        ++rows_;
-      }
-    }
-  }
-  {
-    Statement s(d.file.db(), "INSERT INTO run_info VALUES (?, ?)", &d.file.error());
-    for (const auto& [key, value] : {std::pair<const char*, std::string>{"rank", std::to_string(m.rank)},
-                                     {"world_size", std::to_string(m.world_size)},
-                                     {"host", m.host},
-                                     {"pid", std::to_string(m.pid)},
-                                     {"stop_reason", m.stop_reason},
-                                     {"closed_cleanly", m.closed_cleanly ? "1" : "0"},
-                                     {"events", std::to_string(m.event_count)},
-                                     {"profiler_info", run_info_json}}) {
-      s.bind(1, key).bind(2, value).step(d.file.db(), &d.file.error());
-      ++rows_;
-    }
-  }
+  Tables t{d.file.db(), &d.file.error(), m, by_start, offset};
+  write_strings(t);
+  write_operator_inputs(t);
+  write_threads(t);
+  write_steps(t, rows);
+  write_operator_statistics(t, operators);
+  write_memory(t, memory_operators);
+  write_data_stages(t);
+  write_communication(t);
+  t.rows += write_gpu_activity(d.file.db(), &d.file.error(), m, by_start);
+  write_stack_samples(t);
+  if (outside != nullptr) write_python_outside(t, *outside);
+  write_run_info(t, run_info_json);
+  rows_ += t.rows;
   return d.file.finish(kIndexes);
 }
 
