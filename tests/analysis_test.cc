@@ -1745,6 +1745,9 @@ std::string analysed_with_database(const std::string& dir) {
     std::thread helper([] { TRAINPROF_RANGE("helper"); });
     helper.join();
     trainprof::Range r("step_" + std::to_string(s));
+    // Well inside the step: begun in the very nanosecond step() ends it, the
+    // range would start between two steps' windows (seen on an idle machine).
+    spin_one_microsecond();
     prof.step();
   }
   prof.stop();
