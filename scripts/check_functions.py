@@ -43,7 +43,6 @@ KNOWN_OVER = {
     ("src/pipeline/cluster_run.cc", "cluster_unguarded"),
     ("src/pipeline/cluster_spread.cc", "align_numbering"),
     ("src/exporter/cluster_trace.cc", "write_cluster_perfetto_trace"),
-    ("src/pipeline/run_outputs.cc", "write_outputs"),
     ("src/pipeline/cluster_digest_spread.cc", "spread_digest"),
     ("src/pipeline/cluster_run.cc", "write_rank_tables_spread"),
     ("src/raw/raw_reader.cc", "read_bytes"),

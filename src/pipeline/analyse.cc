@@ -104,7 +104,7 @@ RunAnalysis analyse_locked_run(const fs::path& run, int run_fd, const AnalyseOpt
   // The clock alignment used, which the run's own file may outgrow (an
   // exchange that ends after the analysis): `trainprof cluster` compares them.
   extra["clock_sync"] = run_end.contains("clock_sync") ? run_end["clock_sync"] : json(nullptr);
-  std::string errors = write_outputs(model, loader, run, out, options, r, &extra);
+  std::string errors = write_outputs(model, loader, pipeline::RunWrite{run, out, options, r, &extra});
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
   };

@@ -477,58 +477,60 @@ int analysis_threads(const AnalyseOptions& options) {
   return options.threads > 0 ? options.threads : base::usable_cores();
 }
 
-std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const fs::path& run,
-                          const OutputDir& out, const AnalyseOptions& options, RunAnalysis& r, json* extra) {
-  // What the memory holds over time, as counter tracks the writers draw.
-  std::vector<analysis::MemoryClassSample> memory_series;
-  if (options.export_text) {
-    memory_series = analysis::memory_class_series(model);
-    analysis::add_memory_class_counters(model, memory_series);
-  }
+namespace {
+
+// The outputs written window by window; unset: not asked for.
+struct Writers {
   std::optional<exporter::ChromeTraceWriter> trace;
-  if (options.export_text && options.trace_json) {
-    trace.emplace(model, out.file("trace_view.json"), run.filename().string(), options.pretty,
-                  options.trace_size_limit_bytes, loader.earliest_slice_ns());
-  } else {
-    unlinkat(out.fd, "trace_view.json", 0);  // of an earlier analysis
-  }
   std::optional<exporter::PerfettoTraceWriter> perfetto;
-  if (options.export_text && options.trace_perfetto) {
-    perfetto.emplace(model, out.file("trace_view.pftrace"), loader.earliest_slice_ns(), /*compress=*/true);
-  } else {
-    unlinkat(out.fd, "trace_view.pftrace", 0);
-  }
   std::optional<exporter::DatabaseWriter> database;
-  if (options.export_db) database.emplace(out.file(kDatabaseName));
-  int threads = analysis_threads(options);
-  WindowPasses passes(model, trace ? &*trace : nullptr, perfetto ? &*perfetto : nullptr,
-                      database ? &*database : nullptr, options.critical_path, threads);
-  std::string error;
-  uint64_t window = options.window_slices > 0 ? options.window_slices : UINT64_MAX;
-  if (!loader.load(
-          &model, loader.plan_windows(window),
-          [&passes](analysis::TraceModel& m, const analysis::Window& w) { passes.add(m, w); }, &error)) {
-    return error;
+};
+
+// Opens the writers asked for, and removes an earlier analysis's outputs
+// that will not be written again.
+void open_writers(const analysis::TraceModel& model, const analysis::RunLoader& loader, const RunWrite& w,
+                  Writers* writers) {
+  const AnalyseOptions& options = w.options;
+  if (options.export_text && options.trace_json) {
+    writers->trace.emplace(model, w.out.file("trace_view.json"), w.run.filename().string(), options.pretty,
+                           options.trace_size_limit_bytes, loader.earliest_slice_ns());
+  } else {
+    unlinkat(w.out.fd, "trace_view.json", 0);
   }
-  passes.finish(model);
-  for (const std::string& w : model.warnings) add_warning(r, w);  // reading's and the passes'
-  const analysis::OutsideOperators outside = analysis::outside_operators(model);
-  if (!model.stack_samples.empty()) (*extra)["python_outside_operators"] = outside_json(model, outside);
+  if (options.export_text && options.trace_perfetto) {
+    writers->perfetto.emplace(model, w.out.file("trace_view.pftrace"), loader.earliest_slice_ns(),
+                              /*compress=*/true);
+  } else {
+    unlinkat(w.out.fd, "trace_view.pftrace", 0);
+  }
+  if (options.export_db) {
+    writers->database.emplace(w.out.file(kDatabaseName));
+  } else {
+    unlinkat(w.out.fd, kDatabaseName, 0);
+  }
+}
+
+// What the passes left for the outputs written after the windows.
+struct PassResults {
+  const analysis::TraceModel& model;
+  const WindowPasses& passes;
+  const std::vector<analysis::OpStatisticRow>& operators;
+  const analysis::OutsideOperators& outside;
+  const std::string& run_info_text;  // the run's own profiler_info.json
+};
+
+// Closes the window-by-window writers; returns the first error.
+std::string finish_writers(const PassResults& p, Writers& writers, RunAnalysis& r) {
   std::string errors;
   auto note = [&](const std::string& e) {
     if (!e.empty() && errors.empty()) errors = e;
   };
-  std::vector<analysis::OpStatisticRow> operators = analysis::op_statistics(model, passes.totals());
-  std::string run_info_text =
-      base::read_regular_file_at(AT_FDCWD, (run / "profiler_info.json").string(), false);
-  if (database) {
-    note(database->finish(model, passes.step_rows(), operators, passes.memory_names(), run_info_text,
-                          &outside));
-  } else {
-    unlinkat(out.fd, kDatabaseName, 0);  // of an earlier analysis
+  if (writers.database) {
+    note(writers.database->finish(p.model, p.passes.step_rows(), p.operators, p.passes.memory_names(),
+                                  p.run_info_text, &p.outside));
   }
-  if (perfetto) {
-    exporter::PerfettoTraceResult result = perfetto->finish(model, passes.critical_path());
+  if (writers.perfetto) {
+    exporter::PerfettoTraceResult result = writers.perfetto->finish(p.model, p.passes.critical_path());
     note(result.error);
     if (result.clamped_slices > 0) {
       add_warning(
@@ -536,66 +538,126 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
                  " range(s) that crossed the end of an enclosing one end there (Perfetto's tracks nest)");
     }
   }
-  if (trace) {
-    exporter::ChromeTraceResult trace_result = trace->finish(passes.critical_path());
+  if (writers.trace) {
+    exporter::ChromeTraceResult trace_result = writers.trace->finish(p.passes.critical_path());
     if (!trace_result.cut_warning.empty()) add_warning(r, trace_result.cut_warning);
     note(trace_result.error);
   }
-  if (options.export_text) {
-    note(exporter::write_op_statistic(operators, out.file("op_statistic.csv")));
-    note(exporter::write_operator_details(analysis::operator_details(model, passes.totals()),
-                                          out.file("operator_details.csv")));
-    note(exporter::write_step_trace_time(passes.step_rows(), out.file("step_trace_time.csv")));
-    if (!passes.critical_path().empty()) {
-      note(exporter::write_critical_path(model, passes.critical_path(), out.file("critical_path.csv")));
-    } else {
-      unlinkat(out.fd, "critical_path.csv", 0);  // of an earlier analysis
-    }
-    if (!outside.by_step.empty()) {
-      note(exporter::write_python_outside_operators(outside, out.file("python_outside_operators.csv")));
-    } else {
-      unlinkat(out.fd, "python_outside_operators.csv", 0);
-    }
-    if (!model.data_stages.empty()) {
-      note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
-    } else {
-      unlinkat(out.fd, "dataset.csv", 0);  // from an earlier analysis of other steps
-    }
-    std::vector<analysis::KernelRow> kernels = analysis::kernel_rows(model);
-    if (!kernels.empty()) {
-      note(exporter::write_kernel_details(kernels, model.realtime_offset_ns, out.file("kernel_details.csv")));
-    } else {
-      unlinkat(out.fd, "kernel_details.csv", 0);
-    }
+  return errors;
+}
+
+// The CSV tables (export_text); returns the first error. A table with no
+// rows is not written, and an earlier analysis's is removed.
+std::string write_tables(const PassResults& p, const OutputDir& out) {
+  const analysis::TraceModel& model = p.model;
+  std::string errors;
+  auto note = [&](const std::string& e) {
+    if (!e.empty() && errors.empty()) errors = e;
+  };
+  note(exporter::write_op_statistic(p.operators, out.file("op_statistic.csv")));
+  note(exporter::write_operator_details(analysis::operator_details(model, p.passes.totals()),
+                                        out.file("operator_details.csv")));
+  note(exporter::write_step_trace_time(p.passes.step_rows(), out.file("step_trace_time.csv")));
+  if (!p.passes.critical_path().empty()) {
+    note(exporter::write_critical_path(model, p.passes.critical_path(), out.file("critical_path.csv")));
+  } else {
+    unlinkat(out.fd, "critical_path.csv", 0);
   }
+  if (!p.outside.by_step.empty()) {
+    note(exporter::write_python_outside_operators(p.outside, out.file("python_outside_operators.csv")));
+  } else {
+    unlinkat(out.fd, "python_outside_operators.csv", 0);
+  }
+  if (!model.data_stages.empty()) {
+    note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
+  } else {
+    unlinkat(out.fd, "dataset.csv", 0);
+  }
+  std::vector<analysis::KernelRow> kernels = analysis::kernel_rows(model);
+  if (!kernels.empty()) {
+    note(exporter::write_kernel_details(kernels, model.realtime_offset_ns, out.file("kernel_details.csv")));
+  } else {
+    unlinkat(out.fd, "kernel_details.csv", 0);
+  }
+  return errors;
+}
+
+// The memory and host outputs, rank_summary.json, and the output info's
+// summaries (memory, host, phases, per-step names, what-if, advice);
+// returns the first error.
+std::string write_summaries(const PassResults& p, const RunWrite& w,
+                            const std::vector<analysis::MemoryClassSample>& memory_series) {
+  const analysis::TraceModel& model = p.model;
+  const WindowPasses& passes = p.passes;
+  json* extra = w.extra;
+  std::string errors;
+  auto note = [&](const std::string& e) {
+    if (!e.empty() && errors.empty()) errors = e;
+  };
   json memory;
-  if (options.export_text)
+  if (w.options.export_text)
     note(write_memory_outputs(model, passes.memory_names(), passes.memory_keys(), passes.failed_keys(),
-                              memory_series, out, &memory));
+                              memory_series, w.out, &memory));
   if (!memory.is_null()) (*extra)["memory"] = memory;
   std::optional<analysis::HostBottlenecks> host;
-  if (options.export_text) note(write_host_outputs(model, out, extra, &host));
+  if (w.options.export_text) note(write_host_outputs(model, w.out, extra, &host));
   add_phases(model, extra);
   if (!model.steps.empty()) (*extra)["in_steps"] = in_steps_json(model);
   if (!passes.critical_path().empty())
     (*extra)["what_if"] = what_if_estimates(passes.what_ifs(), passes.critical_path());
-  if (options.advise) {
+  if (w.options.advise) {
     json run_info;
-    base::parse_json_limited(run_info_text, &run_info);  // checked when the run was read
+    base::parse_json_limited(p.run_info_text, &run_info);  // checked when the run was read
     analysis::AdviceFacts facts =
         advice_facts(RunAdviceInput{&model, &passes.step_rows(), &passes.what_ifs(), &passes.critical_path(),
-                                    host ? &*host : nullptr, &run_info, &outside});
+                                    host ? &*host : nullptr, &run_info, &p.outside});
     (*extra)["advice"] = findings_json(analysis::advise(facts));
   }
   if (!model.comm_calls.empty()) {
     note(base::write_file_atomically_at(
-        out.fd, "rank_summary.json",
-        analysis::rank_summary_json(analysis::rank_summary(model, passes.step_rows(), &outside)),
-        out.path + "/rank_summary.json"));
+        w.out.fd, "rank_summary.json",
+        analysis::rank_summary_json(analysis::rank_summary(model, passes.step_rows(), &p.outside)),
+        w.out.path + "/rank_summary.json"));
   } else {
-    unlinkat(out.fd, "rank_summary.json", 0);  // of an earlier analysis
+    unlinkat(w.out.fd, "rank_summary.json", 0);  // of an earlier analysis
   }
   return errors;
+}
+
+}  // namespace
+
+std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const RunWrite& w) {
+  // What the memory holds over time, as counter tracks the writers draw.
+  std::vector<analysis::MemoryClassSample> memory_series;
+  if (w.options.export_text) {
+    memory_series = analysis::memory_class_series(model);
+    analysis::add_memory_class_counters(model, memory_series);
+  }
+  Writers writers;
+  open_writers(model, loader, w, &writers);
+  WindowPasses passes(
+      model, writers.trace ? &*writers.trace : nullptr, writers.perfetto ? &*writers.perfetto : nullptr,
+      writers.database ? &*writers.database : nullptr, w.options.critical_path, analysis_threads(w.options));
+  std::string error;
+  uint64_t window = w.options.window_slices > 0 ? w.options.window_slices : UINT64_MAX;
+  if (!loader.load(
+          &model, loader.plan_windows(window),
+          [&passes](analysis::TraceModel& m, const analysis::Window& win) { passes.add(m, win); }, &error)) {
+    return error;
+  }
+  passes.finish(model);
+  for (const std::string& warning : model.warnings) add_warning(w.r, warning);  // reading's and the passes'
+  const analysis::OutsideOperators outside = analysis::outside_operators(model);
+  if (!model.stack_samples.empty()) (*w.extra)["python_outside_operators"] = outside_json(model, outside);
+  std::vector<analysis::OpStatisticRow> operators = analysis::op_statistics(model, passes.totals());
+  std::string run_info_text =
+      base::read_regular_file_at(AT_FDCWD, (w.run / "profiler_info.json").string(), false);
+  PassResults results{model, passes, operators, outside, run_info_text};
+  std::string errors = finish_writers(results, writers, w.r);
+  std::string more = w.options.export_text ? write_tables(results, w.out) : "";
+  if (errors.empty()) errors = more;
+  more = write_summaries(results, w, memory_series);
+  return errors.empty() ? more : errors;
 }
 
 }  // namespace trainprof::pipeline

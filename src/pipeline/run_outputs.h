@@ -33,9 +33,16 @@ int analysis_threads(const AnalyseOptions& options);
 // analysis_threads(options) threads) and writes every output into `out`;
 // returns the first error. Sets `extra`'s "memory" and
 // "host" for the output's profiler_info.json.
-std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader,
-                          const std::filesystem::path& run, const OutputDir& out,
-                          const AnalyseOptions& options, RunAnalysis& r, nlohmann::json* extra);
+// One run's analysis: its directory, where its outputs go, how, and what
+// it reports (its warnings in `r`, profiler_info.json's extras in `extra`).
+struct RunWrite {
+  const std::filesystem::path& run;
+  const OutputDir& out;
+  const AnalyseOptions& options;
+  RunAnalysis& r;
+  nlohmann::json* extra;
+};
+std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& loader, const RunWrite& w);
 
 }  // namespace trainprof::pipeline
 
