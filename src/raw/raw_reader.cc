@@ -285,9 +285,16 @@ class ChunkDecoder {
       uint64_t t0 = prev_t0 + static_cast<uint64_t>(unzigzag(delta));
       prev_t0 = t0;
       // Made in place, each member written once (a default-made event
-      // assigned over cost the decoding half its time).
+      // assigned over cost the decoding half its time). Compilers without
+      // aggregates made from parentheses (clang before 16: the fuzz build)
+      // copy a made one in.
+#if defined(__cpp_aggregate_paren_init)
       RawEvent& e = scratch_.emplace_back(static_cast<EventKind>(kind), tid, static_cast<uint32_t>(name), t0,
                                           t0 + dur, a, b);
+#else
+      RawEvent& e = scratch_.emplace_back(
+          RawEvent{static_cast<EventKind>(kind), tid, static_cast<uint32_t>(name), t0, t0 + dur, a, b});
+#endif
       if (e.kind == EventKind::kMemory && ((p = get_varint(p, end, &e.total_allocated)) == nullptr ||
                                            (p = get_varint(p, end, &e.total_reserved)) == nullptr ||
                                            (p = get_varint(p, end, &e.device)) == nullptr)) {
