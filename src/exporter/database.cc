@@ -146,11 +146,7 @@ namespace {
 using analysis::step_at;
 
 void bind_step(Statement& s, int i, int64_t step) {
-  if (step < 0) {
-    s.bind_null(i);
-  } else {
-    s.bind(i, step);
-  }
+  s.bind_or_null(i, step >= 0, step);
 }
 
 // gpu_activity_kinds' id of an activity (its name is gpu_category's).
@@ -242,10 +238,9 @@ void write_strings(Tables& t) {
   }
 }
 
-// operator_inputs: what operators were called with.
+// operator_inputs: what operators were called with (record_shapes,
+// with_stack, with_modules, with_flops), once per distinct combination.
 void write_operator_inputs(Tables& t) {
-  // What operators were called with (record_shapes, with_stack, with_modules,
-  // with_flops), once per distinct combination.
   std::set<uint32_t> inputs;
   for (const analysis::SliceKey& k : t.m.keys) {
     if (k.inputs != 0) inputs.insert(k.inputs);
@@ -254,13 +249,10 @@ void write_operator_inputs(Tables& t) {
   for (uint32_t id : inputs) {
     auto stack = t.m.call_stacks.find(id);
     s.bind(1, static_cast<int64_t>(id));
-    s.bind_text_or_null(2, analysis::input_dims(t.m, id)).bind_text_or_null(3, analysis::input_types(t.m, id));
+    s.bind_text_or_null(2, analysis::input_dims(t.m, id))
+        .bind_text_or_null(3, analysis::input_types(t.m, id));
     uint64_t flops = analysis::input_flops(t.m, id);
-    if (flops > 0) {
-      s.bind(4, i64(flops));
-    } else {
-      s.bind_null(4);
-    }
+    s.bind_or_null(4, flops > 0, i64(flops));
     s.bind_text_or_null(
          5, stack != t.m.call_stacks.end() ? std::string_view(stack->second) : analysis::input_stack(t.m, id))
         .bind_text_or_null(6, analysis::input_module(t.m, id))
@@ -269,9 +261,9 @@ void write_operator_inputs(Tables& t) {
   }
 }
 
-// threads: every thread with records, named where known.
+// threads: every thread with slices or other records, named where its name
+// is known.
 void write_threads(Tables& t) {
-  // Every thread with slices or other records, named where its name is known.
   std::map<uint32_t, std::string> threads = t.m.thread_names;
   for (const analysis::SliceKey& k : t.m.keys) threads.emplace(k.tid, "");
   for (const analysis::MemoryRecord& r : t.m.memory) threads.emplace(r.tid, "");
@@ -282,21 +274,15 @@ void write_threads(Tables& t) {
   }
   Statement s(t.db, "INSERT INTO threads(tid, name) VALUES (?, ?)", t.error);
   for (const auto& [tid, name] : threads) {
-    s.bind(1, static_cast<int64_t>(tid));
-    if (name.empty()) {
-      s.bind_null(2);
-    } else {
-      s.bind(2, name);
-    }
-    s.step(t.db, t.error);
+    s.bind(1, static_cast<int64_t>(tid)).bind_text_or_null(2, name).step(t.db, t.error);
     ++t.rows;
   }
 }
 
-// steps: each step's window and its step_trace_time.csv breakdown.
+// steps: each step's window and its step_trace_time.csv breakdown. OR
+// IGNORE: a damaged run may number two steps alike (the first is kept), and
+// the database must not fail the analysis over it.
 void write_steps(Tables& t, const std::vector<analysis::StepTraceRow>& rows) {
-  // OR IGNORE: a damaged run may number two steps alike (the first is kept),
-  // and the database must not fail the analysis over it.
   std::map<int64_t, const analysis::StepTraceRow*> row_of;
   for (const analysis::StepTraceRow& r : rows) row_of[r.step] = &r;
   Statement s(t.db, "INSERT OR IGNORE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", t.error);
@@ -354,12 +340,8 @@ void write_memory(Tables& t, const std::vector<uint32_t>& memory_operators) {
         .bind(4, r.bytes)
         .bind(5, i64(r.total_allocated))
         .bind(6, i64(r.total_reserved))
-        .bind(7, static_cast<int64_t>(r.device));
-    if (op != 0) {
-      s.bind(8, static_cast<int64_t>(op));
-    } else {
-      s.bind_null(8);
-    }
+        .bind(7, static_cast<int64_t>(r.device))
+        .bind_or_null(8, op != 0, static_cast<int64_t>(op));
     bind_step(s, 9, step_at(t.by_start, r.ts_ns));
     s.step(t.db, t.error);
     ++t.rows;
@@ -377,12 +359,8 @@ void write_data_stages(Tables& t) {
         .bind(2, static_cast<int64_t>(r.start_ns + r.dur_ns) + t.offset)
         .bind(3, static_cast<int64_t>(r.tid))
         .bind(4, static_cast<int64_t>(r.operation))
-        .bind(5, static_cast<int64_t>(r.stage));
-    if (r.custom_info != 0) {
-      s.bind(6, static_cast<int64_t>(r.custom_info));
-    } else {
-      s.bind_null(6);
-    }
+        .bind(5, static_cast<int64_t>(r.stage))
+        .bind_or_null(6, r.custom_info != 0, static_cast<int64_t>(r.custom_info));
     bind_step(s, 7, step_at(t.by_start, r.start_ns));
     s.step(t.db, t.error);
     ++t.rows;
@@ -406,18 +384,10 @@ void write_communication(Tables& t) {
     s.bind(1, static_cast<int64_t>(c.start_ns) + t.offset)
         .bind(2, static_cast<int64_t>(c.end_ns) + t.offset)
         .bind(3, static_cast<int64_t>(c.tid))
-        .bind(4, static_cast<int64_t>(c.name));
-    if (c.group != 0) {
-      s.bind(5, static_cast<int64_t>(c.group));
-    } else {
-      s.bind_null(5);
-    }
-    s.bind(6, static_cast<int64_t>(c.flags));
-    if (c.sequence >= 0) {
-      s.bind(7, c.sequence);
-    } else {
-      s.bind_null(7);
-    }
+        .bind(4, static_cast<int64_t>(c.name))
+        .bind_or_null(5, c.group != 0, static_cast<int64_t>(c.group))
+        .bind(6, static_cast<int64_t>(c.flags))
+        .bind_or_null(7, c.sequence >= 0, c.sequence);
     s.bind(8, i64(c.bytes)).bind(9, static_cast<int64_t>(c.peer)).bind(10, static_cast<int64_t>(c.tag));
     bind_step(s, 11, step_at(t.by_start, c.start_ns));
     s.bind_or_null(12, c.algorithm != 0, c.algorithm).bind_or_null(13, c.protocol != 0, c.protocol);
@@ -426,10 +396,9 @@ void write_communication(Tables& t) {
   }
 }
 
-// stack_samples: every look of the Python sampler.
+// stack_samples: every look of the Python sampler, its stack (innermost
+// frame first), the span it stands for and the part of it outside operators.
 void write_stack_samples(Tables& t) {
-  // Every look of the Python sampler: its stack (innermost frame first),
-  // the span it stands for and the part of it outside operators.
   Statement s(t.db,
               "INSERT INTO stack_samples(start_ns, end_ns, tid, stack_id, cpu_wait_ns, outside_ns, step) "
               "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -450,7 +419,6 @@ void write_stack_samples(Tables& t) {
 
 // python_outside_operators: python_outside_operators.csv's rows.
 void write_python_outside(Tables& t, const analysis::OutsideOperators& outside) {
-  // python_outside_operators.csv's rows.
   Statement s(t.db, "INSERT INTO python_outside_operators VALUES (?, ?, ?, ?, ?, ?)", t.error);
   for (const auto& [step, functions] : outside.by_step) {
     for (const analysis::OutsideFunction& f : functions) {
