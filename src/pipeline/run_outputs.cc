@@ -40,6 +40,12 @@ using nlohmann::json;
 
 constexpr const char* kDatabaseName = "trainprof.db";
 
+// Sets `*errors` to `e` unless an error came first: the outputs go on being
+// written after one fails, and the first failure is the one reported.
+void keep_first_error(std::string* errors, const std::string& e) {
+  if (!e.empty() && errors->empty()) *errors = e;
+}
+
 // The "memory" object of the output's profiler_info.json: counts, and the
 // peak allocated per step and device.
 json memory_summary(const analysis::TraceModel& model, const analysis::MemoryMatch& match) {
@@ -231,8 +237,8 @@ std::string write_host_outputs(const analysis::TraceModel& model, const OutputDi
       continue;
     }
     any = true;
-    std::string e = exporter::write_host_usage(table, model.realtime_offset_ns, out.file(table.file));
-    if (errors.empty()) errors = e;
+    keep_first_error(&errors,
+                     exporter::write_host_usage(table, model.realtime_offset_ns, out.file(table.file)));
   }
   if (!any) return errors;
   const analysis::HostBottlenecks& b = bottlenecks->emplace(analysis::host_bottlenecks(model, tables));
@@ -522,16 +528,13 @@ struct PassResults {
 // Closes the window-by-window writers; returns the first error.
 std::string finish_writers(const PassResults& p, Writers& writers, RunAnalysis& r) {
   std::string errors;
-  auto note = [&](const std::string& e) {
-    if (!e.empty() && errors.empty()) errors = e;
-  };
   if (writers.database) {
-    note(writers.database->finish(p.model, p.passes.step_rows(), p.operators, p.passes.memory_names(),
-                                  p.run_info_text, &p.outside));
+    keep_first_error(&errors, writers.database->finish(p.model, p.passes.step_rows(), p.operators,
+                                                       p.passes.memory_names(), p.run_info_text, &p.outside));
   }
   if (writers.perfetto) {
     exporter::PerfettoTraceResult result = writers.perfetto->finish(p.model, p.passes.critical_path());
-    note(result.error);
+    keep_first_error(&errors, result.error);
     if (result.clamped_slices > 0) {
       add_warning(
           r, "trace_view.pftrace: " + std::to_string(result.clamped_slices) +
@@ -541,7 +544,7 @@ std::string finish_writers(const PassResults& p, Writers& writers, RunAnalysis& 
   if (writers.trace) {
     exporter::ChromeTraceResult trace_result = writers.trace->finish(p.passes.critical_path());
     if (!trace_result.cut_warning.empty()) add_warning(r, trace_result.cut_warning);
-    note(trace_result.error);
+    keep_first_error(&errors, trace_result.error);
   }
   return errors;
 }
@@ -551,31 +554,34 @@ std::string finish_writers(const PassResults& p, Writers& writers, RunAnalysis& 
 std::string write_tables(const PassResults& p, const OutputDir& out) {
   const analysis::TraceModel& model = p.model;
   std::string errors;
-  auto note = [&](const std::string& e) {
-    if (!e.empty() && errors.empty()) errors = e;
-  };
-  note(exporter::write_op_statistic(p.operators, out.file("op_statistic.csv")));
-  note(exporter::write_operator_details(analysis::operator_details(model, p.passes.totals()),
-                                        out.file("operator_details.csv")));
-  note(exporter::write_step_trace_time(p.passes.step_rows(), out.file("step_trace_time.csv")));
+  keep_first_error(&errors, exporter::write_op_statistic(p.operators, out.file("op_statistic.csv")));
+  keep_first_error(&errors,
+                   exporter::write_operator_details(analysis::operator_details(model, p.passes.totals()),
+                                                    out.file("operator_details.csv")));
+  keep_first_error(&errors,
+                   exporter::write_step_trace_time(p.passes.step_rows(), out.file("step_trace_time.csv")));
   if (!p.passes.critical_path().empty()) {
-    note(exporter::write_critical_path(model, p.passes.critical_path(), out.file("critical_path.csv")));
+    keep_first_error(&errors, exporter::write_critical_path(model, p.passes.critical_path(),
+                                                            out.file("critical_path.csv")));
   } else {
     unlinkat(out.fd, "critical_path.csv", 0);
   }
   if (!p.outside.by_step.empty()) {
-    note(exporter::write_python_outside_operators(p.outside, out.file("python_outside_operators.csv")));
+    keep_first_error(&errors, exporter::write_python_outside_operators(
+                                  p.outside, out.file("python_outside_operators.csv")));
   } else {
     unlinkat(out.fd, "python_outside_operators.csv", 0);
   }
   if (!model.data_stages.empty()) {
-    note(exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
+    keep_first_error(&errors,
+                     exporter::write_dataset(analysis::dataset_statistics(model), out.file("dataset.csv")));
   } else {
     unlinkat(out.fd, "dataset.csv", 0);
   }
   std::vector<analysis::KernelRow> kernels = analysis::kernel_rows(model);
   if (!kernels.empty()) {
-    note(exporter::write_kernel_details(kernels, model.realtime_offset_ns, out.file("kernel_details.csv")));
+    keep_first_error(&errors, exporter::write_kernel_details(kernels, model.realtime_offset_ns,
+                                                             out.file("kernel_details.csv")));
   } else {
     unlinkat(out.fd, "kernel_details.csv", 0);
   }
@@ -591,16 +597,13 @@ std::string write_summaries(const PassResults& p, const RunWrite& w,
   const WindowPasses& passes = p.passes;
   json* extra = w.extra;
   std::string errors;
-  auto note = [&](const std::string& e) {
-    if (!e.empty() && errors.empty()) errors = e;
-  };
   json memory;
   if (w.options.export_text)
-    note(write_memory_outputs(model, passes.memory_names(), passes.memory_keys(), passes.failed_keys(),
-                              memory_series, w.out, &memory));
+    keep_first_error(&errors, write_memory_outputs(model, passes.memory_names(), passes.memory_keys(),
+                                                   passes.failed_keys(), memory_series, w.out, &memory));
   if (!memory.is_null()) (*extra)["memory"] = memory;
   std::optional<analysis::HostBottlenecks> host;
-  if (w.options.export_text) note(write_host_outputs(model, w.out, extra, &host));
+  if (w.options.export_text) keep_first_error(&errors, write_host_outputs(model, w.out, extra, &host));
   add_phases(model, extra);
   if (!model.steps.empty()) (*extra)["in_steps"] = in_steps_json(model);
   if (!passes.critical_path().empty())
@@ -614,10 +617,11 @@ std::string write_summaries(const PassResults& p, const RunWrite& w,
     (*extra)["advice"] = findings_json(analysis::advise(facts));
   }
   if (!model.comm_calls.empty()) {
-    note(base::write_file_atomically_at(
-        w.out.fd, "rank_summary.json",
-        analysis::rank_summary_json(analysis::rank_summary(model, passes.step_rows(), &p.outside)),
-        w.out.path + "/rank_summary.json"));
+    keep_first_error(&errors,
+                     base::write_file_atomically_at(w.out.fd, "rank_summary.json",
+                                                    analysis::rank_summary_json(analysis::rank_summary(
+                                                        model, passes.step_rows(), &p.outside)),
+                                                    w.out.path + "/rank_summary.json"));
   } else {
     unlinkat(w.out.fd, "rank_summary.json", 0);  // of an earlier analysis
   }
@@ -654,10 +658,9 @@ std::string write_outputs(analysis::TraceModel& model, analysis::RunLoader& load
       base::read_regular_file_at(AT_FDCWD, (w.run / "profiler_info.json").string(), false);
   PassResults results{model, passes, operators, outside, run_info_text};
   std::string errors = finish_writers(results, writers, w.r);
-  std::string more = w.options.export_text ? write_tables(results, w.out) : "";
-  if (errors.empty()) errors = more;
-  more = write_summaries(results, w, memory_series);
-  return errors.empty() ? more : errors;
+  if (w.options.export_text) keep_first_error(&errors, write_tables(results, w.out));
+  keep_first_error(&errors, write_summaries(results, w, memory_series));
+  return errors;
 }
 
 }  // namespace trainprof::pipeline
