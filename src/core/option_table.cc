@@ -269,9 +269,7 @@ UintRange uint_range(const OptionSpec& spec) {
 void read_option(const OptionSpec& spec, const json& value, const std::string& key,
                  ProfilerOptions& options) {
   if (std::string_view(spec.type) == "uint" && value.is_number_unsigned()) {
-    UintRange r = uint_range(spec);
-    uint64_t v = value.get<uint64_t>();
-    if (v < r.min || v > r.max)
+    if (!uint_range(spec).holds(value.get<uint64_t>()))
       bad_option(key, std::string("must be in ") + spec.range + ", got " + value.dump());
   }
   spec.read(value, key, options);

@@ -48,6 +48,7 @@ const OptionSpec* find_option(const std::string& name);
 struct UintRange {
   uint64_t min = 0;
   uint64_t max = 0;
+  bool holds(uint64_t v) const { return v >= min && v <= max; }
 };
 UintRange uint_range(const OptionSpec& spec);
 

@@ -52,8 +52,7 @@ void ProfilerOptions::validate() const {
   for (const core::OptionSpec& row : core::option_table()) {
     if (std::string_view(row.type) != "uint") continue;
     uint64_t v = row.write(*this).get<uint64_t>();
-    core::UintRange r = core::uint_range(row);
-    if (v < r.min || v > r.max) {
+    if (!core::uint_range(row).holds(v)) {
       throw std::invalid_argument(std::string("ProfilerOptions.") + row.fields + " must be in " + row.range +
                                   ", got " + std::to_string(v));
     }
